@@ -1,0 +1,53 @@
+#include "core/finding.hpp"
+
+#include <array>
+#include <string>
+
+#include "loupe/error.hpp"
+
+namespace loupe {
+namespace {
+
+template <class Enum, size_t N>
+Enum parse_word(std::string_view text, const std::array<std::string_view, N>& words,
+                std::string_view what) {
+  for (size_t index = 0; index < N; ++index) {
+    if (words[index] == text) return static_cast<Enum>(index);
+  }
+  std::string expected;
+  for (auto word : words) {
+    if (!expected.empty()) expected += ", ";
+    expected += word;
+  }
+  throw Error(ErrorCode::kInput,
+              std::string(what) + " '" + std::string(text) + "' is not one of: " + expected);
+}
+
+constexpr std::array<std::string_view, 4> kLayerNames = {"check", "bench", "scenario", "trace"};
+constexpr std::array<std::string_view, 3> kSeverityNames = {"fail", "warn", "info"};
+constexpr std::array<std::string_view, 5> kVerdictNames = {"pass", "fail", "inconclusive", "error",
+                                                           "none"};
+constexpr std::array<std::string_view, 4> kGateVerdictNames = {"pass", "fail", "inconclusive",
+                                                               "not-run"};
+
+}  // namespace
+
+std::string_view layer_name(Layer layer) { return kLayerNames[static_cast<size_t>(layer)]; }
+std::string_view severity_name(Severity severity) {
+  return kSeverityNames[static_cast<size_t>(severity)];
+}
+std::string_view verdict_name(Verdict verdict) {
+  return kVerdictNames[static_cast<size_t>(verdict)];
+}
+std::string_view gate_verdict_name(GateVerdict verdict) {
+  return kGateVerdictNames[static_cast<size_t>(verdict)];
+}
+Layer parse_layer(std::string_view text) { return parse_word<Layer>(text, kLayerNames, "layer"); }
+Severity parse_severity(std::string_view text) {
+  return parse_word<Severity>(text, kSeverityNames, "severity");
+}
+Verdict parse_verdict(std::string_view text) {
+  return parse_word<Verdict>(text, kVerdictNames, "verdict");
+}
+
+}  // namespace loupe

@@ -1,0 +1,51 @@
+// core/stats_registry.hpp — counts of input problems that readers repaired or dropped.
+//
+// Perfetto's habit (STYLE.md item 5): one declared list of named problems, each with a severity;
+// readers increment a counter instead of skipping silently, and every envelope carries the
+// non-zero counts in "stats". Adding a stat means adding one line to LOUPE_STATS_LIST and a test
+// that triggers it.
+// Thread-safety: a StatsRegistry is owned by one operation on one thread; merge() combines them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace loupe {
+
+enum class StatSeverity { kInfo, kDataLoss, kError };
+
+// X(name, severity, description)
+#define LOUPE_STATS_LIST(X)                                                             \
+  X(diff_tensor_only_in_a, kInfo, "a tensor present in A only; reported, not compared") \
+  X(diff_tensor_only_in_b, kInfo, "a tensor present in B only; reported, not compared") \
+  X(diff_file_not_tensor, kInfo, "a file in a compared directory that is not .npy/.safetensors")
+
+enum class Stat : uint16_t {
+#define LOUPE_STAT_ENUM(name, severity, description) name,
+  LOUPE_STATS_LIST(LOUPE_STAT_ENUM)
+#undef LOUPE_STAT_ENUM
+      kCount
+};
+
+struct StatInfo {
+  std::string_view name;
+  StatSeverity severity;
+  std::string_view description;
+};
+
+const StatInfo& stat_info(Stat stat);
+std::string_view stat_severity_name(StatSeverity severity);
+
+class StatsRegistry {
+ public:
+  void add(Stat stat, int64_t n = 1) { counts_[static_cast<size_t>(stat)] += n; }
+  int64_t count(Stat stat) const { return counts_[static_cast<size_t>(stat)]; }
+  void merge(const StatsRegistry& other);
+  bool all_zero() const;
+
+ private:
+  std::array<int64_t, static_cast<size_t>(Stat::kCount)> counts_{};
+};
+
+}  // namespace loupe

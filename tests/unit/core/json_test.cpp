@@ -1,0 +1,124 @@
+#include "core/json.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace loupe {
+namespace {
+
+Finding sample_finding() {
+  Finding finding;
+  finding.id = "check.cp_vs_nocp.drift";
+  finding.layer = Layer::kCheck;
+  finding.severity = Severity::kFail;
+  finding.claim = "CP state differs from non-CP by rms ratio 9.0e-2";
+  finding.where.subject = "kda";
+  finding.where.probe = "cp_vs_nocp";
+  finding.where.path = "cp.merge";
+  finding.where.params = {{"T", int64_t{65536}},
+                          {"shards", int64_t{8}},
+                          {"precision", std::string("tf32_rz")},
+                          {"scale", 0.5},
+                          {"fast", false}};
+  finding.where.coords = {{"T", 49152}, {"H", 1}};
+  finding.where.thread = "transfer";
+  finding.where.interval_ns = std::make_pair(int64_t{10}, int64_t{250});
+  finding.evidence.metrics = {{"rms_ratio", 0.09},
+                              {"max_abs", std::numeric_limits<double>::infinity()}};
+  finding.evidence.events = {{7, "moe_dispatch", "prefill", 100, 200}};
+  finding.evidence.files = {".loupe/runs/r1/cp_vs_nocp/T=65536/observation.json"};
+  finding.next = "rerun with precision=tf32x3";
+  finding.reproduce = "loupe probe run cp_vs_nocp --seed 7 -- build/bin/kda probe";
+  return finding;
+}
+
+TEST(FindingJson, RoundTripKeepsEveryFieldAndParameterOrder) {
+  Finding finding = sample_finding();
+  Json json = Json::parse(finding_to_json(finding).dump());
+  EXPECT_EQ(finding_from_json(json), finding);
+  // Parameter order is declaration order, not alphabetical.
+  auto it = json["where"]["params"].begin();
+  EXPECT_EQ(it.key(), "T");
+  EXPECT_EQ(json["evidence"]["metrics"]["max_abs"], "inf");
+}
+
+TEST(FindingJson, NanMetricRoundTripsAsString) {
+  Finding finding = sample_finding();
+  finding.evidence.metrics = {{"rms_ratio", std::numeric_limits<double>::quiet_NaN()}};
+  Json json = finding_to_json(finding);
+  EXPECT_EQ(json["evidence"]["metrics"]["rms_ratio"], "nan");
+  Finding back = finding_from_json(json);
+  EXPECT_TRUE(std::isnan(back.evidence.metrics[0].second));
+}
+
+TEST(FindingJson, MissingFieldNamesIt) {
+  Json json = finding_to_json(sample_finding());
+  json["where"].erase("probe");
+  try {
+    finding_from_json(json);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(), "missing field 'probe'");
+  }
+}
+
+TEST(FindingJson, BadSeverityListsChoices) {
+  Json json = finding_to_json(sample_finding());
+  json["severity"] = "fatal";
+  try {
+    finding_from_json(json);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(), "severity 'fatal' is not one of: fail, warn, info");
+  }
+}
+
+TEST(Envelope, HasTheDocumentedKeysInOrder) {
+  Envelope envelope;
+  envelope.kind = "diff";
+  envelope.verdict = Verdict::kFail;
+  envelope.findings.push_back(sample_finding());
+  envelope.stats.add(Stat::diff_tensor_only_in_a, 2);
+  Json json = Json::parse(render_envelope(envelope));
+  std::vector<std::string> keys;
+  for (auto it = json.begin(); it != json.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"loupe", "kind", "verdict", "findings", "data", "error",
+                                            "truncated", "stats"}));
+  EXPECT_EQ(json["loupe"], 1);
+  EXPECT_EQ(json["verdict"], "fail");
+  EXPECT_TRUE(json["error"].is_null());
+  EXPECT_EQ(json["stats"]["diff_tensor_only_in_a"]["count"], 2);
+  EXPECT_EQ(json["stats"]["diff_tensor_only_in_a"]["severity"], "info");
+}
+
+TEST(Envelope, ErrorCarriesCodeMessageHint) {
+  Envelope envelope;
+  envelope.kind = "diff";
+  envelope.verdict = Verdict::kError;
+  envelope.error = Error(ErrorCode::kInput, "a.npy: truncated", "re-dump the tensor");
+  Json json = Json::parse(render_envelope(envelope));
+  EXPECT_EQ(json["error"]["code"], "input");
+  EXPECT_EQ(json["error"]["message"], "a.npy: truncated");
+  EXPECT_EQ(json["error"]["hint"], "re-dump the tensor");
+}
+
+TEST(ExitCodes, FollowDesign) {
+  EXPECT_EQ(exit_code(ErrorCode::kUsage), 2);
+  EXPECT_EQ(exit_code(ErrorCode::kConfig), 2);
+  EXPECT_EQ(exit_code(ErrorCode::kInput), 2);
+  EXPECT_EQ(exit_code(ErrorCode::kSubject), 3);
+}
+
+TEST(Value, TextFormsAreShortestRoundTrip) {
+  EXPECT_EQ(value_to_string(Value{0.1}), "0.1");
+  EXPECT_EQ(value_to_string(Value{int64_t{16384}}), "16384");
+  EXPECT_EQ(value_to_string(Value{true}), "true");
+  EXPECT_EQ(params_to_string({{"T", int64_t{8}}, {"precision", std::string("tf32x3")}}),
+            "T=8,precision=tf32x3");
+}
+
+}  // namespace
+}  // namespace loupe
