@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,8 +40,15 @@ enum class DType : uint8_t {
   kF8E5M2,
 };
 
+inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,     DType::kI16,   DType::kI32,
+                                       DType::kI64,  DType::kU8,     DType::kU16,   DType::kU32,
+                                       DType::kU64,  DType::kF16,    DType::kBF16,  DType::kF32,
+                                       DType::kF64,  DType::kF8E4M3, DType::kF8E5M2};
+
 // "bool", "int8", ..., "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2".
 std::string_view dtype_name(DType dtype);
+// The inverse of dtype_name; nullopt for any other text.
+std::optional<DType> dtype_from_name(std::string_view name);
 size_t dtype_size(DType dtype);
 bool dtype_is_floating(DType dtype);
 // Bits of significand precision including the implicit bit (f32: 24, bf16: 8); 0 for non-floats.
@@ -90,8 +98,12 @@ constexpr DType dtype_of<bool>() {
   return DType::kBool;
 }
 
+// Python tuple notation, as numpy prints shapes: "()", "(3,)", "(4, 8)".
+std::string shape_to_string(const std::vector<int64_t>& shape);
+
 class Tensor {
  public:
+  // The empty tensor: no shape, no data, numel() == 0, empty() is true.
   Tensor() = default;
 
   // A new zero-filled tensor that owns its storage.
@@ -124,10 +136,14 @@ class Tensor {
     return {reinterpret_cast<T*>(mutable_bytes()), static_cast<size_t>(numel())};
   }
 
-  // One element widened to double (bf16, f16 and fp8 decoded exactly; NaN and Inf kept).
+  // One element widened to double (bf16, f16 and fp8 decoded exactly; NaN and Inf kept; 64-bit
+  // integers beyond 2^53 rounded). Throws Error(kInternal) when flat_index is out of range.
   double element_as_double(int64_t flat_index) const;
 
   // A copy with every element converted to `dtype` (float → narrower float rounds to nearest even).
+  // Floats keep NaN, Inf and the sign of zero; e4m3fn has no infinity, so ±Inf and overflow
+  // become NaN there. Integer targets saturate at their range, truncate fractions toward zero and
+  // take NaN as 0; bool is "nonzero" (NaN is true). Integer to integer keeps all 64 bits.
   Tensor converted(DType dtype) const;
 
   // Axis names (e.g. {"B","T","H","V"}); empty when unknown. Not stored by .npy.

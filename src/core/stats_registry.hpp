@@ -16,10 +16,25 @@ namespace loupe {
 enum class StatSeverity { kInfo, kDataLoss, kError };
 
 // X(name, severity, description)
-#define LOUPE_STATS_LIST(X)                                                             \
-  X(diff_tensor_only_in_a, kInfo, "a tensor present in A only; reported, not compared") \
-  X(diff_tensor_only_in_b, kInfo, "a tensor present in B only; reported, not compared") \
-  X(diff_file_not_tensor, kInfo, "a file in a compared directory that is not .npy/.safetensors")
+#define LOUPE_STATS_LIST(X)                                                                       \
+  X(diff_tensor_only_in_a, kInfo, "a tensor present in A only; reported, not compared")           \
+  X(diff_tensor_only_in_b, kInfo, "a tensor present in B only; reported, not compared")           \
+  X(diff_file_not_tensor, kInfo, "a file in a compared directory that is not .npy/.safetensors")  \
+  X(trace_recorder_dropped, kDataLoss, "events the recorder dropped: a thread's buffer was full") \
+  X(trace_slice_overlap_clamped, kDataLoss,                                                       \
+    "a slice overlapping its enclosing slice on one track; its end was clamped")                  \
+  X(trace_zone_end_unmatched, kDataLoss, "an end (E, zone end) with no open begin; dropped")      \
+  X(trace_zone_unclosed, kDataLoss, "a begin never ended; closed at the track's last event")      \
+  X(trace_flow_unmatched, kInfo, "a flow begin or end without its other side; dropped")           \
+  X(trace_lock_event_unmatched, kInfo, "a lock obtain or release without its pair; dropped")      \
+  X(trace_json_truncated, kDataLoss, "a JSON trace cut mid-event; complete events were read")     \
+  X(trace_json_invalid_utf8, kInfo, "an invalid UTF-8 byte in a JSON trace, replaced by '?'")     \
+  X(trace_json_control_character, kInfo, "a raw control character in a JSON string, replaced")    \
+  X(trace_json_id_beyond_int64, kInfo, "an id that does not fit int64; kept as text")             \
+  X(trace_json_event_malformed, kDataLoss,                                                        \
+    "an event missing ph/ts or with ill-typed fields; dropped")                                   \
+  X(trace_json_phase_unsupported, kInfo,                                                          \
+    "an event phase loupe does not model (async b/n/e, O); skipped")
 
 enum class Stat : uint16_t {
 #define LOUPE_STAT_ENUM(name, severity, description) name,

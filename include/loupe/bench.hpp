@@ -1,0 +1,165 @@
+// loupe/bench.hpp — bench probes: time a body (and its variants) with honest statistics.
+//
+//   struct Rows { std::vector<float> x, y; };                      // one input set and its output
+//   LOUPE_BENCH(row_sums_speed)
+//       .description("row sums: sequential loop vs blocked")
+//       .param("N", 4096, {1024, 4096})
+//       .body([](loupe::BenchState& state) {
+//         const int64_t n = state.point().get_int("N");
+//         state.set_bytes_per_call(4.0 * n * 65);
+//         state.set_flops_per_call(1.0 * n * 64);
+//         state.exec([n](uint64_t seed) { return make_rows(n, seed); },   // untimed
+//                    {{"loop", [](Rows& rows) { sum_rows(rows); }},        // variant A (baseline)
+//                     {"blocked", [](Rows& rows) { sum_rows_blocked(rows); }}},
+//                    [](const Rows& rows) { return rows_output(rows); });  // for verification
+//       });
+//
+// What the runtime does inside exec (measurement.md), so no author has to:
+//  - every timed call gets a fresh input set, built from a fresh seed outside the timed region,
+//    so nothing can be cached by pointer or by content;
+//  - warm-up, then samples (each one timed batch of calls, sized to about a millisecond) with
+//    the variants interleaved in randomised blocks, until the 95 % CI half-width of every
+//    variant's median is within --precision (default 1 %) or --budget seconds (default 2) are
+//    spent;
+//  - the thread count is read before and after every sample (work hidden on another thread);
+//  - a few timed calls per variant, chosen at random, have their outputs written next to the
+//    outputs of the same variant run untimed on the same inputs, for loupe to compare.
+// Every raw sample is written to the observation; medians, CIs and the FASTER / SLOWER / SAME /
+// AMBIGUOUS verdict of each variant against the first are computed by `loupe`, not here.
+// Thread-safety: a BenchState belongs to the body it is handed to.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "loupe/probe.hpp"
+#include "loupe/tensor.hpp"
+
+namespace loupe {
+
+// What measures one sample. The CPU steady clock now; a CUDA-event timer can implement the same
+// interface (start records an event, stop synchronises the device and reads the elapsed time).
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  // Written to the observation: "cpu_steady_clock", "cuda_events".
+  virtual std::string_view name() const = 0;
+  virtual void start() = 0;
+  // Seconds since start().
+  virtual double stop() = 0;
+};
+
+class SteadyClockTimer final : public Timer {
+ public:
+  std::string_view name() const override { return "cpu_steady_clock"; }
+  void start() override { start_ = std::chrono::steady_clock::now(); }
+  double stop() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+namespace detail {
+class BenchRunner;  // the sampler, inside libloupe
+
+// exec's arguments with the input type erased.
+struct ErasedBench {
+  std::function<std::shared_ptr<void>(uint64_t seed)> make;
+  std::vector<std::pair<std::string, std::function<void(void*)>>> variants;
+  std::function<std::vector<NamedTensor>(const void*)> outputs;  // may be empty
+};
+}  // namespace detail
+
+class BenchState {
+ public:
+  BenchState(const Point& point, detail::BenchRunner& runner) : point_(&point), runner_(&runner) {}
+
+  const Point& point() const { return *point_; }
+
+  // Marks this point as not measurable ("needs a GPU", "T not a multiple of 64"); exec then
+  // does nothing and the observation carries the reason.
+  void skip(std::string reason);
+  bool skipped() const;
+
+  // Work per call, for derived throughput (bytes/s, flop/s) in loupe's report.
+  void set_bytes_per_call(double bytes);
+  void set_flops_per_call(double flops);
+  // Replaces the steady-clock timer (before exec).
+  void set_timer(std::unique_ptr<Timer> timer);
+  // How loupe compares a verified timed call with the untimed run (default rms_ratio <= 1e-6).
+  void set_verify_tolerance(std::string metric, double bound);
+
+  // Measures the variants (the first is the baseline every other one is compared with).
+  // make(seed) builds one input set (untimed) and returns it by value; each variant runs one
+  // call on a Work&; outputs (optional) names the output tensors of a call for verification.
+  template <class Make>
+  void exec(Make make,
+            std::vector<
+                std::pair<std::string, std::function<void(std::invoke_result_t<Make&, uint64_t>&)>>>
+                variants,
+            std::function<std::vector<NamedTensor>(const std::invoke_result_t<Make&, uint64_t>&)>
+                outputs = {}) {
+    using Work = std::invoke_result_t<Make&, uint64_t>;
+    detail::ErasedBench erased;
+    erased.make = [make](uint64_t seed) mutable -> std::shared_ptr<void> {
+      return std::make_shared<Work>(make(seed));
+    };
+    for (auto& [name, call] : variants) {
+      erased.variants.emplace_back(std::move(name), [call = std::move(call)](void* work) {
+        call(*static_cast<Work*>(work));
+      });
+    }
+    if (outputs) {
+      erased.outputs = [outputs = std::move(outputs)](const void* work) {
+        return outputs(*static_cast<const Work*>(work));
+      };
+    }
+    exec_erased(std::move(erased));
+  }
+
+  // One body, no variants (it is called "body" in the observation).
+  template <class Make, class Body>
+  requires std::is_invocable_v < Body&, std::invoke_result_t<Make&, uint64_t>
+  & > void exec(
+          Make make, Body body,
+          std::function<std::vector<NamedTensor>(const std::invoke_result_t<Make&, uint64_t>&)>
+              outputs = {}) {
+    using Work = std::invoke_result_t<Make&, uint64_t>;
+    exec(std::move(make), {{"body", std::function<void(Work&)>(std::move(body))}},
+         std::move(outputs));
+  }
+
+  void exec_erased(detail::ErasedBench bench);
+
+ private:
+  const Point* point_;
+  detail::BenchRunner* runner_;
+};
+
+class BenchBuilder : public ProbeBuilder<BenchBuilder> {
+ public:
+  using ProbeBuilder::ProbeBuilder;
+  // Declares the work at this point and calls state.exec (or state.skip). Required.
+  BenchBuilder& body(std::function<void(BenchState&)> body) {
+    definition_->bench_body = std::move(body);
+    return *this;
+  }
+};
+
+}  // namespace loupe
+
+// LOUPE_BENCH(name).param(...).body([](loupe::BenchState& state) { ... state.exec(...); });
+#define LOUPE_BENCH(name)                                                                     \
+  [[maybe_unused]] static const ::loupe::detail::Registered LOUPE_PROBE_CONCAT(loupe_bench_,  \
+                                                                               __COUNTER__) = \
+      ::loupe::BenchBuilder(                                                                  \
+          ::loupe::detail::register_probe(#name, ::loupe::ProbeKind::kBench, __FILE__, __LINE__))

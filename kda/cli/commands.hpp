@@ -1,0 +1,18 @@
+// kda/cli/commands.hpp — the subcommands of the `kda` executable.
+//
+// Each add_* function declares one subcommand on `app` with a callback that does the work and
+// stores its exit code in `exit_code`; callbacks throw loupe::Error, which main() renders.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kda::cli {
+
+// `kda kernel recurrent|chunk|cp|decode|replay --in DIR --out DIR ...`
+void add_kernel_command(CLI::App& app, int& exit_code);
+
+// `kda generate --shape B,T,H,HV,K,V --decay slow|fast --seed N --out DIR`: the seeded inputs of
+// math/generator.hpp as the .npy files `kda kernel` reads.
+void add_generate_command(CLI::App& app, int& exit_code);
+
+}  // namespace kda::cli

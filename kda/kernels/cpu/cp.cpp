@@ -1,0 +1,129 @@
+#include "kda/kernels/cpu/cp.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kda/kernels/cpu/chunk.hpp"
+#include "kda/kernels/cpu/thread_pool.hpp"
+#include "loupe/error.hpp"
+
+namespace kda::kernels::cpu {
+
+std::vector<int64_t> cp_shard_starts(int64_t tokens, int shards) {
+  const int64_t chunks = (tokens + kChunkSize - 1) / kChunkSize;
+  std::vector<int64_t> starts;
+  for (int64_t shard = 0; shard < shards; ++shard) {
+    starts.push_back(std::min(tokens, shard * chunks / shards * kChunkSize));
+  }
+  return starts;
+}
+
+template <class Real>
+Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
+                 const CpOptions& cp_options) {
+  validate_inputs(inputs);
+  if (!inputs.cu_seqlens.empty() || !options.boundary_tokens.empty()) {
+    throw loupe::Error(loupe::ErrorCode::kUsage,
+                       "kda cp: variable-length batches and boundary_tokens are not supported",
+                       "cp records the state at each shard start in boundary_states");
+  }
+  if (cp_options.shards < 1) {
+    throw loupe::Error(loupe::ErrorCode::kUsage,
+                       "kda cp: shards must be at least 1, got " + std::to_string(cp_options.shards));
+  }
+  const Shape& shape = inputs.shape;
+  const int64_t key_dim = shape.key_dim, value_dim = shape.value_dim;
+  const int64_t value_heads = shape.value_heads, shards = cp_options.shards;
+  const int64_t state_size = key_dim * value_dim, transition_size = key_dim * key_dim;
+  const Real scale = static_cast<Real>(effective_scale(options, key_dim));
+  const auto spans = sequence_spans(shape, {});
+  std::vector<int64_t> starts = cp_shard_starts(shape.tokens, cp_options.shards);
+  starts.push_back(shape.tokens);
+  const math::DotPrecision precision = cp_options.precision;
+  const int64_t pairs = shape.batch * value_heads;  // (sequence, value head) pairs
+
+  Outputs<Real> outputs;
+  outputs.o.assign(static_cast<size_t>(shape.batch * shape.tokens * value_heads * value_dim), 0);
+  outputs.state.assign(static_cast<size_t>(pairs * state_size), 0);
+  // Per (pair, shard): its chain M (K, K), its zero-start state H (K, V), its start state S.
+  std::vector<Real> chain(static_cast<size_t>(pairs * shards * transition_size));
+  std::vector<Real> offsets(static_cast<size_t>(pairs * shards * state_size), 0);
+  std::vector<Real> starts_state(offsets.size(), 0);
+  auto pair_shard = [&](int64_t item) { return std::pair{item / shards, item % shards}; };
+
+  // Phase 1: (M, H) per shard. The last shard's are never used; shard 0's M only multiplies h0.
+  parallel_for(pairs * shards, options.threads, [&](int64_t item) {
+    const auto [pair, shard] = pair_shard(item);
+    if (shard == shards - 1) return;
+    const SequenceSpan& span = spans[static_cast<size_t>(pair / value_heads)];
+    const int64_t value_head = pair % value_heads;
+    const bool need_chain = shard > 0 || !inputs.h0.empty();
+    Real* m_acc = chain.data() + item * transition_size;
+    Real* h_state = offsets.data() + item * state_size;
+    std::fill_n(m_acc, transition_size, Real(0));
+    for (int64_t dim = 0; dim < key_dim; ++dim) m_acc[dim * key_dim + dim] = 1;
+    std::vector<Real> m_chunk(static_cast<size_t>(transition_size)), product(m_chunk.size());
+    ChunkPass<Real> pass(inputs, scale);
+    for (int64_t offset = starts[shard]; offset < starts[shard + 1]; offset += kChunkSize) {
+      pass.prepare(span, value_head, offset, std::min(kChunkSize, starts[shard + 1] - offset));
+      if (need_chain) {
+        pass.transition(precision, m_chunk.data());
+        math::precision_gemm(precision, false, false, key_dim, key_dim, key_dim, Real(1),
+                             m_chunk.data(), key_dim, m_acc, key_dim, Real(0), product.data(),
+                             key_dim);
+        std::copy(product.begin(), product.end(), m_acc);
+      }
+      pass.apply(h_state, nullptr);
+    }
+  });
+
+  // Merge: S_{r+1} = M_r S_r + H_r, per pair, at the chosen precision.
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    Real* first = starts_state.data() + pair * shards * state_size;
+    if (!inputs.h0.empty()) std::copy_n(inputs.h0.data() + pair * state_size, state_size, first);
+    for (int64_t shard = 0; shard + 1 < shards; ++shard) {
+      const int64_t item = pair * shards + shard;
+      const Real* previous = starts_state.data() + item * state_size;
+      Real* next = starts_state.data() + (item + 1) * state_size;
+      math::precision_gemm(precision, false, false, key_dim, value_dim, key_dim, Real(1),
+                           chain.data() + item * transition_size, key_dim, previous, value_dim,
+                           Real(0), next, value_dim);
+      const Real* h_state = offsets.data() + item * state_size;
+      for (int64_t idx = 0; idx < state_size; ++idx) next[idx] += h_state[idx];
+    }
+  }
+
+  // Phase 2: each shard's chunked pass from its start state writes its outputs.
+  parallel_for(pairs * shards, options.threads, [&](int64_t item) {
+    const auto [pair, shard] = pair_shard(item);
+    const SequenceSpan& span = spans[static_cast<size_t>(pair / value_heads)];
+    const int64_t value_head = pair % value_heads;
+    std::vector<Real> state(starts_state.begin() + item * state_size,
+                            starts_state.begin() + (item + 1) * state_size);
+    ChunkPass<Real> pass(inputs, scale);
+    for (int64_t offset = starts[shard]; offset < starts[shard + 1]; offset += kChunkSize) {
+      pass.prepare(span, value_head, offset, std::min(kChunkSize, starts[shard + 1] - offset));
+      pass.apply(state.data(), outputs.o.data());
+    }
+    if (shard == shards - 1) {
+      std::copy(state.begin(), state.end(), outputs.state.begin() + pair * state_size);
+    }
+  });
+
+  // boundary_states: (B, P, HV, K, V) from the (B, HV, P, K, V) order used above.
+  outputs.boundary_states.resize(starts_state.size());
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    const int64_t batch_idx = pair / value_heads, value_head = pair % value_heads;
+    for (int64_t shard = 0; shard < shards; ++shard) {
+      std::copy_n(starts_state.data() + (pair * shards + shard) * state_size, state_size,
+                  outputs.boundary_states.data() +
+                      ((batch_idx * shards + shard) * value_heads + value_head) * state_size);
+    }
+  }
+  return outputs;
+}
+
+template Outputs<float> cp(const Inputs<float>&, const KernelOptions&, const CpOptions&);
+template Outputs<double> cp(const Inputs<double>&, const KernelOptions&, const CpOptions&);
+
+}  // namespace kda::kernels::cpu

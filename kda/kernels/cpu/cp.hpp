@@ -1,0 +1,37 @@
+// kda/kernels/cpu/cp.hpp — context-parallel prefill: a prefix scan over shards (reference/kda.md).
+//
+// One sequence is split into P shards on chunk boundaries. Phase 1, per shard on the thread pool:
+// H = the shard's chunked pass from a zero state (fp32 or fp64, exactly as the non-CP pass), and
+// M = the product of its chunks' transitions Diag(e^{G_C}) − K_gᵀ W, each product reading its
+// operands at the chosen DotPrecision. Merge, serially: S_0 = h0, S_{r+1} = M_r S_r + H_r at the
+// same precision. Phase 2, per shard: the ordinary chunked pass from S_r writes the outputs.
+// Dot precision applies to the (M, H) products and the merge only, which is where incident 1's
+// drift comes from: truncating the ≈identity M to TF32 every chunk biases it by ≈2^-10 per product.
+// Thread-safety: reads `inputs` only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kda/math/layout.hpp"
+#include "kda/math/precision.hpp"
+
+namespace kda::kernels::cpu {
+
+struct CpOptions {
+  int shards = 8;                                           // P ≥ 1
+  math::DotPrecision precision = math::DotPrecision::kIeee;  // of the M chain and the merge
+};
+
+// The sequence-relative token offset where each of `shards` shards starts: shard r holds chunks
+// [r·n/P, (r+1)·n/P) of the n = ceil(T / 64) chunks. Pass them as KernelOptions::boundary_tokens
+// to chunk() to get the non-CP states at the same places.
+std::vector<int64_t> cp_shard_starts(int64_t tokens, int shards);
+
+// Outputs::boundary_states is (B, P, HV, K, V): the state each shard starts from (shard 0: h0).
+// REQUIRES: no cu_seqlens and no boundary_tokens (loupe::Error(kUsage) otherwise); shards ≥ 1.
+template <class Real>
+Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
+                 const CpOptions& cp_options);
+
+}  // namespace kda::kernels::cpu

@@ -1,0 +1,141 @@
+#include "kda/kernels/cpu/decode.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "kda/kernels/cpu/thread_pool.hpp"
+#include "kda/kernels/cpu/token_step.hpp"
+#include "loupe/error.hpp"
+
+namespace kda::kernels::cpu {
+
+std::string_view decode_variant_name(DecodeVariant variant) {
+  return variant == DecodeVariant::kTiled ? "tiled" : "merged";
+}
+
+DecodeVariant parse_decode_variant(std::string_view name) {
+  if (name == "tiled") return DecodeVariant::kTiled;
+  if (name == "merged") return DecodeVariant::kMerged;
+  throw loupe::Error(loupe::ErrorCode::kUsage, "unknown decode variant '" + std::string(name) + "'",
+                     "use tiled or merged");
+}
+
+namespace {
+
+template <class Real>
+void check_params(const DecodeParams<Real>& params, const Shape& shape) {
+  if (params.gate_form == math::GateForm::kLogDecay) return;
+  if (static_cast<int64_t>(params.a_log.size()) != shape.value_heads ||
+      static_cast<int64_t>(params.dt_bias.size()) != shape.value_heads * shape.key_dim) {
+    throw loupe::Error(loupe::ErrorCode::kInput,
+                       "kda decode: A_log must hold HV=" + std::to_string(shape.value_heads) +
+                           " values and dt_bias HV*K=" +
+                           std::to_string(shape.value_heads * shape.key_dim) + ", got " +
+                           std::to_string(params.a_log.size()) + " and " +
+                           std::to_string(params.dt_bias.size()),
+                       "the raw gate forms need A_log (HV) and dt_bias (HV, K)");
+  }
+}
+
+}  // namespace
+
+// The per-(sequence, value head) preparation both variants run; the tiled one runs it per tile.
+template <class Real>
+struct TokenValues {
+  std::vector<Real> q, k, alpha;
+  Real beta = 0;
+
+  void compute(const DecodeParams<Real>& params, const Shape& shape, const DecodeStep<Real>& step,
+               int64_t seq_idx, int64_t value_head, Real scale) {
+    const int64_t key_dim = shape.key_dim;
+    const int64_t head = value_head / shape.group_size();
+    const int64_t row = seq_idx * step.sequence_stride;
+    q.assign(step.q + (row * shape.heads + head) * key_dim,
+             step.q + (row * shape.heads + head + 1) * key_dim);
+    k.assign(step.k + (row * shape.heads + head) * key_dim,
+             step.k + (row * shape.heads + head + 1) * key_dim);
+    if (params.l2norm) {
+      math::l2_normalize(q.data(), key_dim);
+      math::l2_normalize(k.data(), key_dim);
+    }
+    for (auto& value : q) value *= scale;
+    alpha.resize(static_cast<size_t>(key_dim));
+    const Real* g = step.g + (row * shape.value_heads + value_head) * key_dim;
+    const bool raw_gate = params.gate_form != math::GateForm::kLogDecay;
+    const Real a_log = raw_gate ? params.a_log[value_head] : Real(0);
+    for (int64_t dim = 0; dim < key_dim; ++dim) {
+      const Real bias = raw_gate ? params.dt_bias[value_head * key_dim + dim] : Real(0);
+      alpha[dim] = std::exp(math::log_decay(params.gate_form, g[dim], a_log, bias));
+    }
+    beta = math::beta_value(params.beta_form, step.beta[row * shape.value_heads + value_head]);
+  }
+};
+
+template <class Real>
+void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const Shape& shape,
+                 const DecodeStep<Real>& step, Real* state, Real* o, int threads) {
+  check_params(params, shape);
+  const int64_t key_dim = shape.key_dim, value_dim = shape.value_dim;
+  const int64_t value_heads = shape.value_heads, state_size = key_dim * value_dim;
+  const Real scale = static_cast<Real>(effective_scale(params.scale, key_dim));
+  const int64_t pairs = shape.batch * value_heads;
+  const int64_t tiles = variant == DecodeVariant::kTiled ? (value_dim + kDecodeTile - 1) / kDecodeTile : 1;
+  parallel_for(pairs * tiles, threads, [&](int64_t item) {
+    const int64_t pair = item / tiles, tile = item % tiles;
+    const int64_t seq_idx = pair / value_heads, value_head = pair % value_heads;
+    thread_local TokenValues<Real> values;
+    thread_local std::vector<Real> delta;
+    values.compute(params, shape, step, seq_idx, value_head, scale);
+    const int64_t col0 = variant == DecodeVariant::kTiled ? tile * kDecodeTile : 0;
+    const int64_t columns = variant == DecodeVariant::kTiled
+                                ? std::min(kDecodeTile, value_dim - col0)
+                                : value_dim;
+    delta.resize(static_cast<size_t>(columns));
+    const int64_t row = seq_idx * step.sequence_stride;
+    const int64_t value_offset = (row * value_heads + value_head) * value_dim + col0;
+    token_step(state + pair * state_size + col0, key_dim, columns, value_dim, values.alpha.data(),
+               values.k.data(), values.q.data(), step.v + value_offset, values.beta, delta.data(),
+               o + value_offset);
+  });
+}
+
+template <class Real>
+Outputs<Real> decode(DecodeVariant variant, const Inputs<Real>& inputs,
+                     const KernelOptions& options, bool l2norm) {
+  validate_inputs(inputs);
+  if (!inputs.cu_seqlens.empty() || !options.boundary_tokens.empty()) {
+    throw loupe::Error(loupe::ErrorCode::kUsage,
+                       "kda decode: variable-length batches and boundary_tokens are not supported");
+  }
+  const Shape& shape = inputs.shape;
+  DecodeParams<Real> params;
+  params.l2norm = l2norm;
+  params.scale = effective_scale(options, shape.key_dim);
+  Outputs<Real> outputs;
+  outputs.o.assign(
+      static_cast<size_t>(shape.batch * shape.tokens * shape.value_heads * shape.value_dim), 0);
+  outputs.state = inputs.h0;
+  outputs.state.resize(
+      static_cast<size_t>(shape.batch * shape.value_heads * shape.key_dim * shape.value_dim), 0);
+  for (int64_t token = 0; token < shape.tokens; ++token) {
+    DecodeStep<Real> step;
+    step.q = inputs.q.data() + token * shape.heads * shape.key_dim;
+    step.k = inputs.k.data() + token * shape.heads * shape.key_dim;
+    step.v = inputs.v.data() + token * shape.value_heads * shape.value_dim;
+    step.g = inputs.g.data() + token * shape.value_heads * shape.key_dim;
+    step.beta = inputs.beta.data() + token * shape.value_heads;
+    step.sequence_stride = shape.tokens;
+    decode_step(variant, params, shape, step, outputs.state.data(),
+                outputs.o.data() + token * shape.value_heads * shape.value_dim, options.threads);
+  }
+  return outputs;
+}
+
+template void decode_step(DecodeVariant, const DecodeParams<float>&, const Shape&,
+                          const DecodeStep<float>&, float*, float*, int);
+template void decode_step(DecodeVariant, const DecodeParams<double>&, const Shape&,
+                          const DecodeStep<double>&, double*, double*, int);
+template Outputs<float> decode(DecodeVariant, const Inputs<float>&, const KernelOptions&, bool);
+template Outputs<double> decode(DecodeVariant, const Inputs<double>&, const KernelOptions&, bool);
+
+}  // namespace kda::kernels::cpu

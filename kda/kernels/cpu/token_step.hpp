@@ -1,0 +1,119 @@
+// kda/kernels/cpu/token_step.hpp — one token of the KDA recurrence on a K × V state (or a slice
+// of its columns), the step every CPU kernel but chunk is built from:
+//   S ← Diag(α) S;  v̂ = Sᵀ k;  S ← S + k (β (v − v̂))ᵀ;  o = Sᵀ q
+// Two passes over the state, each fused (decay with v̂, update with o), in column blocks of up to
+// four 64-byte vectors whose accumulators stay in registers: the step is bound by the bandwidth
+// of the cache level that holds the state.
+// Thread-safety: touches only its arguments.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace kda::kernels::cpu {
+namespace token_step_detail {
+
+// GCC/Clang vector extension: 64 bytes (one AVX-512 register; two AVX2 registers elsewhere).
+template <class Real>
+struct Vector {
+  typedef Real Type __attribute__((vector_size(64)));
+  static constexpr int64_t kLanes = 64 / sizeof(Real);
+};
+
+template <class Real>
+inline typename Vector<Real>::Type load(const Real* source) {
+  typename Vector<Real>::Type value;
+  std::memcpy(&value, source, sizeof(value));
+  return value;
+}
+
+template <class Real>
+inline void store(Real* target, typename Vector<Real>::Type value) {
+  std::memcpy(target, &value, sizeof(value));
+}
+
+// Pass 1 over `kVectors` vectors of columns from col0: decay the rows, accumulate v̂ = Sᵀ k,
+// write δ = β (v − v̂).
+template <class Real, int kVectors>
+inline void decay_and_project(Real* state, int64_t key_dim, int64_t ld, int64_t col0,
+                              const Real* alpha, const Real* k, const Real* v, Real beta,
+                              Real* delta) {
+  using Vec = typename Vector<Real>::Type;
+  constexpr int64_t kLanes = Vector<Real>::kLanes;
+  Vec acc[kVectors] = {};
+  for (int64_t row = 0; row < key_dim; ++row) {
+    Real* state_row = state + row * ld + col0;
+    const Real decay = alpha[row], key = k[row];
+    for (int vec = 0; vec < kVectors; ++vec) {
+      Vec values = load(state_row + vec * kLanes) * decay;
+      store(state_row + vec * kLanes, values);
+      acc[vec] += key * values;
+    }
+  }
+  for (int vec = 0; vec < kVectors; ++vec) {
+    store(delta + col0 + vec * kLanes, beta * (load(v + col0 + vec * kLanes) - acc[vec]));
+  }
+}
+
+// Pass 2: S ← S + k δᵀ and o = Sᵀ q over the same columns.
+template <class Real, int kVectors>
+inline void update_and_read(Real* state, int64_t key_dim, int64_t ld, int64_t col0, const Real* k,
+                            const Real* q, const Real* delta, Real* o) {
+  using Vec = typename Vector<Real>::Type;
+  constexpr int64_t kLanes = Vector<Real>::kLanes;
+  Vec acc[kVectors] = {};
+  Vec delta_block[kVectors];
+  for (int vec = 0; vec < kVectors; ++vec) delta_block[vec] = load(delta + col0 + vec * kLanes);
+  for (int64_t row = 0; row < key_dim; ++row) {
+    Real* state_row = state + row * ld + col0;
+    const Real key = k[row], query = q[row];
+    for (int vec = 0; vec < kVectors; ++vec) {
+      Vec values = load(state_row + vec * kLanes) + key * delta_block[vec];
+      store(state_row + vec * kLanes, values);
+      acc[vec] += query * values;
+    }
+  }
+  for (int vec = 0; vec < kVectors; ++vec) store(o + col0 + vec * kLanes, acc[vec]);
+}
+
+}  // namespace token_step_detail
+
+// REQUIRES: state holds K rows of `columns` values with row stride `ld`; alpha, k, q have K
+// values (q already scaled), v and o have `columns` values; `delta` is scratch of `columns`.
+template <class Real>
+inline void token_step(Real* state, int64_t key_dim, int64_t columns, int64_t ld,
+                       const Real* alpha, const Real* k, const Real* q, const Real* v, Real beta,
+                       Real* delta, Real* o) {
+  using namespace token_step_detail;
+  constexpr int64_t kLanes = Vector<Real>::kLanes;
+  int64_t col0 = 0;
+  for (; col0 + 4 * kLanes <= columns; col0 += 4 * kLanes) {
+    decay_and_project<Real, 4>(state, key_dim, ld, col0, alpha, k, v, beta, delta);
+    update_and_read<Real, 4>(state, key_dim, ld, col0, k, q, delta, o);
+  }
+  for (; col0 + kLanes <= columns; col0 += kLanes) {
+    decay_and_project<Real, 1>(state, key_dim, ld, col0, alpha, k, v, beta, delta);
+    update_and_read<Real, 1>(state, key_dim, ld, col0, k, q, delta, o);
+  }
+  if (col0 == columns) return;
+  // Fewer columns than one vector remain.
+  for (int64_t col = col0; col < columns; ++col) delta[col] = 0;
+  for (int64_t row = 0; row < key_dim; ++row) {
+    Real* state_row = state + row * ld;
+    for (int64_t col = col0; col < columns; ++col) {
+      state_row[col] *= alpha[row];
+      delta[col] += k[row] * state_row[col];
+    }
+  }
+  for (int64_t col = col0; col < columns; ++col) delta[col] = beta * (v[col] - delta[col]);
+  for (int64_t col = col0; col < columns; ++col) o[col] = 0;
+  for (int64_t row = 0; row < key_dim; ++row) {
+    Real* state_row = state + row * ld;
+    for (int64_t col = col0; col < columns; ++col) {
+      state_row[col] += k[row] * delta[col];
+      o[col] += q[row] * state_row[col];
+    }
+  }
+}
+
+}  // namespace kda::kernels::cpu

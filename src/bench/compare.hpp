@@ -1,0 +1,142 @@
+// bench/compare.hpp — from raw timing samples to summaries, A/B verdicts and gate helpers.
+//
+// Everything here runs in the `loupe` process on the samples a subject wrote (DESIGN.md's trust
+// boundary), and every result carries its evidence: n, the interval, the threshold, the seed and
+// a sentence naming the rule that decided it (STYLE.md item 6).
+//   summarize     one arm: median, bootstrap CI of the median, CV, min, relative half-width
+//   compare       two arms: ratio of medians B/A, seeded bootstrap CI, Mann-Whitney p-value,
+//                 the verdict (FASTER, SLOWER, SAME, AMBIGUOUS) and, when AMBIGUOUS, how many
+//                 more samples per arm would likely decide
+//   control_false_discovery   Benjamini–Hochberg across the points of a sweep
+//   non_inferiority           "B within 5 % of A" gates: pass, fail or inconclusive
+// Samples are seconds (any positive unit works; ratios do not care). Intervals are percentile
+// bootstrap intervals; a fixed seed gives bit-identical results everywhere.
+// Thread-safety: pure functions over value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/finding.hpp"
+#include "core/statistics.hpp"
+
+namespace loupe::bench {
+
+enum class AbVerdict { kFaster, kSlower, kSame, kAmbiguous };
+// "FASTER", "SLOWER", "SAME", "AMBIGUOUS".
+std::string_view ab_verdict_name(AbVerdict verdict);
+// "faster", "slower", "same", "ambiguous": the last part of a finding id.
+std::string_view ab_verdict_id(AbVerdict verdict);
+
+struct ArmSummary {
+  int64_t n = 0;
+  double median = 0.0;
+  Interval median_ci;                      // bootstrap, percentile method
+  double relative_half_width = 0.0;        // median_ci.width() / 2 / median
+  double minimum_detectable_effect = 0.0;  // against an arm as noisy as this one (stopping.hpp)
+  double cv = 0.0;                         // sample standard deviation / mean
+  double mean = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+};
+
+struct SummaryOptions {
+  double confidence = 0.95;
+  int resamples = 2000;
+  uint64_t seed = 0;
+};
+
+// REQUIRES: samples not empty.
+ArmSummary summarize(std::span<const double> samples, const SummaryOptions& options);
+
+// The verdict rule of DESIGN.md, with t the threshold and `ci` the interval of the ratio B/A:
+//   SAME      iff the whole CI lies in [1 − t, 1 + t];
+//   SLOWER    iff the CI lies entirely above 1 and the estimate is above 1 + t;
+//   FASTER    iff the CI lies entirely below 1 and the estimate is below 1 − t;
+//   AMBIGUOUS otherwise (also for a non-finite interval).
+// `rule` is one sentence naming the interval and the condition that decided.
+struct Decision {
+  AbVerdict verdict = AbVerdict::kAmbiguous;
+  std::string rule;
+};
+Decision decide(double ratio, Interval ci, double threshold, double confidence = 0.95);
+
+// For an AMBIGUOUS result: about how many more samples per arm would likely decide, assuming the
+// estimate stays put and the interval narrows like 1/√n. The half-width that would decide is
+// the distance from the estimate to the nearest boundary it could settle on (1 ± t for SAME
+// when the estimate lies inside the band; 1 when it lies outside). nullopt when no amount of
+// samples decides: the estimate sits exactly on 1 ± t.
+std::optional<int64_t> more_samples_to_decide(double ratio, Interval ci, double threshold,
+                                              int64_t n_per_arm);
+
+// Two-sided p-value of the Mann-Whitney U test that A and B come from the same distribution:
+// normal approximation with the tie correction and a continuity correction of 1/2. 1 when either
+// arm is empty or every value is tied. (With fewer than 4 samples per arm it cannot reach 0.05.)
+double mann_whitney_p(std::span<const double> a, std::span<const double> b);
+
+// Benjamini–Hochberg adjusted p-values, in the input order: p_(i) · m / i, made monotone from the
+// largest down and capped at 1. Rejecting where adjusted ≤ α controls the false-discovery rate
+// at α.
+std::vector<double> benjamini_hochberg(std::span<const double> p_values);
+
+// Fewer samples than this in either arm make compare() answer AMBIGUOUS whatever the interval
+// says: a bootstrap of a handful of values collapses onto them.
+inline constexpr int64_t kMinSamplesForVerdict = 5;
+
+struct CompareOptions {
+  double threshold = 0.02;
+  double confidence = 0.95;
+  int resamples = 2000;
+  uint64_t seed = 0;
+};
+
+struct Comparison {
+  ArmSummary a;
+  ArmSummary b;
+  double ratio = 0.0;                // median(B) / median(A); > 1 means B is slower
+  Interval ci;                       // bootstrap interval of the ratio
+  double relative_half_width = 0.0;  // ci.width() / 2 / ratio
+  double minimum_detectable_effect = 0.0;
+  double threshold = 0.02;
+  double confidence = 0.95;
+  int resamples = 2000;
+  uint64_t seed = 0;
+  AbVerdict verdict = AbVerdict::kAmbiguous;
+  std::string rule;
+  double p_value = 1.0;                         // Mann-Whitney, two-sided
+  std::optional<double> adjusted_p_value;       // set by control_false_discovery
+  std::optional<int64_t> more_samples_per_arm;  // set when AMBIGUOUS and some n would decide
+};
+
+// Resamples each arm independently (`resamples` replicates of each median, from one SplitMix64
+// stream seeded with `seed`: A's replicates first, then B's), takes the ratio of each pair and
+// returns the percentile interval; the arm summaries use the same replicates.
+// REQUIRES: a and b not empty.
+Comparison compare(std::span<const double> a, std::span<const double> b,
+                   const CompareOptions& options);
+
+// Across the points of a sweep: fills adjusted_p_value (Benjamini–Hochberg over the points'
+// Mann-Whitney p-values) and turns a FASTER or SLOWER whose adjusted p-value exceeds `alpha`
+// into AMBIGUOUS, saying why in `rule`.
+void control_false_discovery(std::span<Comparison> points, double alpha = 0.05);
+
+// Non-inferiority gate on the ratio B/A ("B within 5 % of A" is bound 1.05): pass iff the upper
+// bound of the CI ≤ bound; fail iff the lower bound > bound; inconclusive otherwise.
+struct NonInferiority {
+  GateVerdict verdict = GateVerdict::kInconclusive;
+  double ratio = 0.0;
+  Interval ci;
+  double bound = 0.0;
+  int64_t n_a = 0;
+  int64_t n_b = 0;
+  std::string rule;
+};
+GateVerdict non_inferiority_verdict(Interval ci, double bound);
+NonInferiority non_inferiority(std::span<const double> a, std::span<const double> b, double bound,
+                               const CompareOptions& options);
+
+}  // namespace loupe::bench

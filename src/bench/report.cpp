@@ -1,0 +1,141 @@
+#include "bench/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace loupe::bench {
+namespace {
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string percent_change(double ratio) { return fixed(std::fabs(ratio - 1.0) * 100.0, 1) + "%"; }
+
+}  // namespace
+
+Json interval_to_json(Interval interval) {
+  return Json::array({number_to_json(interval.low), number_to_json(interval.high)});
+}
+
+Json summary_to_json(const ArmSummary& summary) {
+  Json json = Json::object();
+  json["n"] = summary.n;
+  json["median_s"] = number_to_json(summary.median);
+  json["median_ci_s"] = interval_to_json(summary.median_ci);
+  json["relative_half_width"] = number_to_json(summary.relative_half_width);
+  json["minimum_detectable_effect"] = number_to_json(summary.minimum_detectable_effect);
+  json["cv"] = number_to_json(summary.cv);
+  json["mean_s"] = number_to_json(summary.mean);
+  json["min_s"] = number_to_json(summary.min);
+  json["max_s"] = number_to_json(summary.max);
+  return json;
+}
+
+Json comparison_to_json(const Comparison& comparison) {
+  Json json = Json::object();
+  json["ratio"] = number_to_json(comparison.ratio);
+  json["ci"] = interval_to_json(comparison.ci);
+  json["relative_half_width"] = number_to_json(comparison.relative_half_width);
+  json["minimum_detectable_effect"] = number_to_json(comparison.minimum_detectable_effect);
+  json["verdict"] = std::string(ab_verdict_name(comparison.verdict));
+  json["rule"] = comparison.rule;
+  json["threshold"] = number_to_json(comparison.threshold);
+  json["confidence"] = number_to_json(comparison.confidence);
+  json["n"] = Json{{"a", comparison.a.n}, {"b", comparison.b.n}};
+  json["p_value"] = number_to_json(comparison.p_value);
+  json["adjusted_p_value"] =
+      comparison.adjusted_p_value ? number_to_json(*comparison.adjusted_p_value) : Json(nullptr);
+  json["more_samples_per_arm"] =
+      comparison.more_samples_per_arm ? Json(*comparison.more_samples_per_arm) : Json(nullptr);
+  json["seed"] = comparison.seed;
+  json["resamples"] = comparison.resamples;
+  return json;
+}
+
+Json stop_to_json(const StopDecision& stop) {
+  Json json = Json::object();
+  json["reason"] = std::string(stop_reason_name(stop.reason));
+  json["relative_half_width"] = number_to_json(stop.relative_half_width);
+  json["minimum_detectable_effect"] = number_to_json(stop.minimum_detectable_effect);
+  return json;
+}
+
+Json non_inferiority_to_json(const NonInferiority& gate) {
+  Json json = Json::object();
+  json["verdict"] = std::string(gate_verdict_name(gate.verdict));
+  json["ratio"] = number_to_json(gate.ratio);
+  json["ci"] = interval_to_json(gate.ci);
+  json["bound"] = number_to_json(gate.bound);
+  json["n"] = Json{{"a", gate.n_a}, {"b", gate.n_b}};
+  json["rule"] = gate.rule;
+  return json;
+}
+
+Finding comparison_finding(const Comparison& comparison, const FindingContext& context) {
+  Finding finding;
+  finding.id = "bench." + context.probe + "." + std::string(ab_verdict_id(comparison.verdict));
+  finding.layer = Layer::kBench;
+  finding.severity = comparison.verdict == AbVerdict::kSlower ? Severity::kWarn : Severity::kInfo;
+
+  const std::string evidence_text =
+      "ratio of medians B/A " + fixed(comparison.ratio, 4) + ", " +
+      fixed(comparison.confidence * 100.0, 0) + "% CI [" + fixed(comparison.ci.low, 4) + ", " +
+      fixed(comparison.ci.high, 4) + "], n = " + std::to_string(comparison.a.n) + "/" +
+      std::to_string(comparison.b.n) + ", threshold " + fixed(comparison.threshold * 100.0, 1) +
+      "%";
+  switch (comparison.verdict) {
+    case AbVerdict::kSlower:
+      finding.claim =
+          "B is " + percent_change(comparison.ratio) + " slower than A (" + evidence_text + ")";
+      finding.next =
+          "profile B against A to find where the extra time goes; rerun with another --seed to "
+          "confirm";
+      break;
+    case AbVerdict::kFaster:
+      finding.claim =
+          "B is " + percent_change(comparison.ratio) + " faster than A (" + evidence_text + ")";
+      finding.next = "check that B computes the same outputs as A before keeping the speed-up";
+      break;
+    case AbVerdict::kSame:
+      finding.claim = "B and A take the same time within ±" +
+                      fixed(comparison.threshold * 100.0, 1) + "% (" + evidence_text + ")";
+      finding.next =
+          "to resolve smaller effects, lower --threshold and raise --budget (or --precision)";
+      break;
+    case AbVerdict::kAmbiguous:
+      finding.claim = "not enough evidence to tell B from A (" + evidence_text + ")";
+      finding.next = comparison.more_samples_per_arm
+                         ? "rerun with a budget for about " +
+                               std::to_string(*comparison.more_samples_per_arm) +
+                               " more samples per arm"
+                         : "the estimate sits on the threshold; change the threshold or accept "
+                           "that the difference is about that size";
+      break;
+  }
+
+  finding.where.subject = context.subject;
+  finding.where.probe = context.probe;
+  finding.where.path = context.path;
+  finding.where.params = context.params;
+  auto& metrics = finding.evidence.metrics;
+  metrics.emplace_back("ratio", comparison.ratio);
+  metrics.emplace_back("ci_low", comparison.ci.low);
+  metrics.emplace_back("ci_high", comparison.ci.high);
+  metrics.emplace_back("threshold", comparison.threshold);
+  metrics.emplace_back("n_a", static_cast<double>(comparison.a.n));
+  metrics.emplace_back("n_b", static_cast<double>(comparison.b.n));
+  metrics.emplace_back("median_a_s", comparison.a.median);
+  metrics.emplace_back("median_b_s", comparison.b.median);
+  metrics.emplace_back("p_value", comparison.p_value);
+  if (comparison.adjusted_p_value) {
+    metrics.emplace_back("adjusted_p_value", *comparison.adjusted_p_value);
+  }
+  finding.evidence.files = context.files;
+  finding.reproduce = context.reproduce;
+  return finding;
+}
+
+}  // namespace loupe::bench

@@ -1,0 +1,81 @@
+#include "bench/stopping.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/statistics.hpp"
+
+namespace loupe::bench {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+StopDecision decide(double relative_half_width, double effect, int64_t n, double elapsed_s,
+                    const StoppingRule& rule) {
+  StopDecision decision;
+  decision.relative_half_width = relative_half_width;
+  decision.minimum_detectable_effect = effect;
+  if (n >= rule.min_samples && relative_half_width <= rule.precision) {
+    decision.stop = true;
+    decision.reason = StopReason::kPrecisionReached;
+  } else if (elapsed_s >= rule.budget_s) {
+    decision.stop = true;
+    decision.reason = StopReason::kBudgetSpent;
+  } else if (rule.max_samples > 0 && n >= rule.max_samples) {
+    decision.stop = true;
+    decision.reason = StopReason::kSampleCapReached;
+  }
+  return decision;
+}
+
+}  // namespace
+
+std::string_view stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::kContinue:
+      return "continue";
+    case StopReason::kPrecisionReached:
+      return "precision_reached";
+    case StopReason::kBudgetSpent:
+      return "budget_spent";
+    case StopReason::kSampleCapReached:
+      return "sample_cap_reached";
+  }
+  return "continue";
+}
+
+double median_relative_half_width(std::span<const double> samples, double confidence) {
+  if (samples.size() < 2) return kInfinity;
+  std::vector<double> scratch(samples.begin(), samples.end());
+  double center = median_in_place(scratch);
+  Interval interval = order_statistic_median_ci_in_place(scratch, confidence);
+  if (!(center > 0.0)) return kInfinity;
+  return interval.width() / 2.0 / center;
+}
+
+double minimum_detectable_effect(double relative_half_width, double confidence, double power) {
+  double z_alpha = normal_two_sided_critical(confidence);
+  double z_power = normal_quantile(power);
+  return relative_half_width * (z_alpha + z_power) / z_alpha;
+}
+
+StopDecision should_stop(std::span<const double> samples, double elapsed_s,
+                         const StoppingRule& rule) {
+  double half_width = median_relative_half_width(samples, rule.confidence);
+  double effect =
+      minimum_detectable_effect(std::sqrt(2.0) * half_width, rule.confidence, /*power=*/0.8);
+  return decide(half_width, effect, static_cast<int64_t>(samples.size()), elapsed_s, rule);
+}
+
+StopDecision should_stop_ab(std::span<const double> a, std::span<const double> b, double elapsed_s,
+                            const StoppingRule& rule) {
+  double half_a = median_relative_half_width(a, rule.confidence);
+  double half_b = median_relative_half_width(b, rule.confidence);
+  double half_width = std::sqrt(half_a * half_a + half_b * half_b);
+  double effect = minimum_detectable_effect(half_width, rule.confidence, /*power=*/0.8);
+  auto n = static_cast<int64_t>(std::min(a.size(), b.size()));
+  return decide(half_width, effect, n, elapsed_s, rule);
+}
+
+}  // namespace loupe::bench

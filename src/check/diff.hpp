@@ -1,0 +1,67 @@
+// check/diff.hpp — `loupe diff`: pair the tensors of two inputs (files or directories), compare
+// each pair, find the first divergence in order and the worst pairs, and render the result.
+//
+// Inputs: .npy files, .safetensors files (every tensor present in both, or the one named), or two
+// directories (every file name present in both; a .safetensors inside contributes its tensors as
+// "file.safetensors:tensor"). Order: manifest.txt in A's directory (else B's), one name per line;
+// else file names in natural numeric order when every name holds a number; a safetensors file's
+// own order. A tensor on one side only is reported and counted (diff_tensor_only_in_a/b); a
+// non-tensor file in a directory is counted (diff_file_not_tensor).
+// Errors: unreadable inputs, differing shapes and incomparable dtypes throw Error(kInput) naming
+// the side (A, B or the oracle), the file and what was expected.
+// Thread-safety: one call owns its result.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check/compare.hpp"
+#include "core/stats_registry.hpp"
+
+namespace loupe::check {
+
+struct DiffRequest {
+  std::filesystem::path a;
+  std::filesystem::path b;
+  std::optional<std::filesystem::path> oracle;
+  std::optional<std::string> name;  // compare only this tensor (or file) name
+  std::vector<std::string> axes;    // --axes, one name per axis
+  std::optional<std::string> along;
+  std::vector<Bound> bounds;  // --tol
+};
+
+struct DiffResult {
+  std::vector<TensorComparison> comparisons;  // in order (see above)
+  std::vector<std::string> only_in_a;
+  std::vector<std::string> only_in_b;
+  std::vector<std::string> not_tensor;  // files in a compared directory that hold no tensor
+  std::string order;  // "manifest.txt", "natural", "safetensors", "single" or "unordered"
+  bool ordered = false;
+  std::vector<bool> diverged;                           // per comparison
+  std::vector<std::vector<BoundResult>> bound_results;  // per comparison (empty without --tol)
+  std::optional<size_t> first_divergence;  // index into comparisons (ordered inputs only)
+  std::vector<size_t> worst;  // indices of diverged comparisons by rms_ratio, largest first
+  bool any_bound_failed = false;
+  StatsRegistry stats;
+};
+
+DiffResult run_diff(const DiffRequest& request);
+
+// 0: no bounds, or every bound holds; 1: a bound failed.
+int diff_exit_code(const DiffResult& result, const DiffRequest& request);
+
+// The compact human summary: the first divergence, the worst few, "+N more; use --json or
+// --name". Stays under ~2,000 tokens for any number of tensors.
+std::string render_diff_summary(const DiffResult& result, const DiffRequest& request);
+
+// Exactly one envelope (kind "diff") on one line: findings for the first divergence and the worst
+// pairs, data with the per-tensor metrics table, the pairing and the profiles.
+std::string render_diff_json(const DiffResult& result, const DiffRequest& request);
+
+// Natural order: digit runs compare by value ("layer_2" < "layer_10"), the rest by bytes.
+bool natural_less(const std::string& left, const std::string& right);
+
+}  // namespace loupe::check

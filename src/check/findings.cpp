@@ -1,0 +1,174 @@
+#include "check/findings.hpp"
+
+#include <cmath>
+
+namespace loupe::check {
+namespace {
+
+std::string percent(double share) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "%.3g%%", 100 * share);
+  return buffer;
+}
+
+Finding base_finding(const TensorComparison& comparison, const FindingContext& context,
+                     std::string_view kind, Severity severity) {
+  Finding finding;
+  finding.id = context.id_prefix + "." + std::string(kind);
+  finding.layer = Layer::kCheck;
+  finding.severity = severity;
+  finding.where = context.where;
+  if (finding.where.path.empty()) finding.where.path = comparison.name;
+  finding.where.coords = comparison.localisation.worst_coords;
+  for (Metric metric : all_metrics()) {
+    if (metric == Metric::kOracleRatio && !comparison.oracle) continue;
+    finding.evidence.metrics.emplace_back(std::string(metric_name(metric)),
+                                          comparison_value(comparison, metric));
+  }
+  finding.evidence.files = context.files;
+  finding.reproduce = context.reproduce;
+  return finding;
+}
+
+std::string failing_bounds(const TensorComparison& comparison, std::span<const Bound> bounds) {
+  std::string out;
+  for (const BoundResult& result : evaluate_bounds(comparison, bounds)) {
+    if (result.pass) continue;
+    if (!out.empty()) out += ", ";
+    out += std::string(metric_name(result.metric)) + " " + format_number(result.value) + " > " +
+           format_number(result.limit);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string comparison_headline(const TensorComparison& comparison) {
+  const Metrics& metrics = comparison.metrics;
+  std::string out = "rms_ratio " + format_number(metrics.rms_ratio) + ", max_abs " +
+                    format_number(metrics.max_abs);
+  if (!comparison.localisation.worst_coords.empty()) {
+    out += " at " + coords_to_string(comparison.localisation.worst_coords);
+  }
+  out += ", " + std::to_string(metrics.mismatch_count) + " of " + std::to_string(metrics.numel) +
+         " outside atol+rtol*|B|";
+  if (metrics.nonfinite_mismatch > 0) {
+    out += " (" + std::to_string(metrics.nonfinite_mismatch) + " NaN/Inf disagree)";
+  }
+  return out;
+}
+
+std::string profile_sentence(const ErrorProfile& profile) {
+  const ProfileClassification& shape = profile.classification;
+  std::string out = std::string(profile_shape_name(shape.shape));
+  switch (shape.shape) {
+    case ProfileShape::kGrowing:
+      out += ": ×" + format_number(shape.end_to_start) + " from the first to the last quarter of " +
+             profile.axis + ", least-squares slope " + format_number(shape.slope_per_1000) +
+             " (rms_ratio units) per 1000 " + profile.axis;
+      break;
+    case ProfileShape::kConcentrated:
+      out += " in " + profile.axis + "=[" + std::to_string(shape.region_begin) + ", " +
+             std::to_string(shape.region_end) + ") holding " + percent(shape.region_share) +
+             " of squared error";
+      break;
+    case ProfileShape::kSpiky: {
+      out += " at " + profile.axis + "=";
+      for (size_t index = 0; index < shape.spikes.size(); ++index) {
+        out += (index > 0 ? "," : "") + std::to_string(shape.spikes[index]);
+      }
+      break;
+    }
+    case ProfileShape::kFlat:
+      break;
+  }
+  return out + " along " + profile.axis + " (" + std::to_string(profile.buckets.size()) +
+         " buckets over " + std::to_string(profile.length) + ")";
+}
+
+std::string slice_sentence(const Localisation& localisation) {
+  if (localisation.top_slices.empty()) return {};
+  const SliceShare& top = localisation.top_slices.front();
+  if (!(top.share > 0.5)) return {};
+  return top.axis + "=" + std::to_string(top.index) + " holds " + percent(top.share) +
+         " of squared error (fair share " + percent(1.0 / static_cast<double>(top.extent)) + ")";
+}
+
+std::vector<Finding> comparison_findings(const TensorComparison& comparison,
+                                         std::span<const Bound> bounds,
+                                         const FindingContext& context) {
+  std::vector<Finding> findings;
+  const bool past_tolerance = diverged(comparison, bounds);
+  const std::string slice = slice_sentence(comparison.localisation);
+  const auto& profile = comparison.localisation.profile;
+
+  if (past_tolerance) {
+    Finding finding = base_finding(comparison, context, "mismatch", Severity::kFail);
+    finding.claim = comparison.name + " differs: " + comparison_headline(comparison);
+    if (!bounds.empty()) finding.claim += "; bounds failed: " + failing_bounds(comparison, bounds);
+    if (!slice.empty()) finding.claim += "; " + slice;
+    if (profile) finding.claim += "; error " + profile_sentence(*profile);
+    finding.next = !context.next.empty() ? context.next
+                   : profile
+                       ? "compare the producers of " + comparison.name + " at the worst coordinates"
+                       : "rerun with --axes naming the dimensions and --along the sequence axis to "
+                         "profile the error";
+    findings.push_back(std::move(finding));
+  }
+  if (comparison.metrics.nonfinite_mismatch > 0) {
+    Finding finding = base_finding(comparison, context, "nonfinite", Severity::kFail);
+    finding.claim = comparison.name + ": " + std::to_string(comparison.metrics.nonfinite_mismatch) +
+                    " positions where NaN/Inf disagree; first at " +
+                    coords_to_string(comparison.localisation.worst_coords) + " (A " +
+                    format_number(comparison.metrics.worst_a) + ", B " +
+                    format_number(comparison.metrics.worst_b) + ")";
+    finding.next = context.next.empty() ? "find the first op producing a non-finite value there"
+                                        : context.next;
+    findings.push_back(std::move(finding));
+  }
+  if (past_tolerance && profile && profile->classification.shape != ProfileShape::kFlat) {
+    const ProfileShape shape = profile->classification.shape;
+    const std::string_view kind = shape == ProfileShape::kGrowing        ? "drift"
+                                  : shape == ProfileShape::kConcentrated ? "concentrated"
+                                                                         : "spiky";
+    Finding finding = base_finding(comparison, context, kind, Severity::kWarn);
+    finding.evidence.metrics.emplace_back("profile_spearman", profile->classification.spearman);
+    finding.evidence.metrics.emplace_back("profile_end_to_start",
+                                          profile->classification.end_to_start);
+    finding.evidence.metrics.emplace_back("profile_slope_per_1000",
+                                          profile->classification.slope_per_1000);
+    finding.claim = comparison.name + ": error " + profile_sentence(*profile);
+    if (!slice.empty()) finding.claim += "; " + slice;
+    finding.next = context.next.empty()
+                       ? (shape == ProfileShape::kGrowing
+                              ? "an accumulation drifts: rerun at half and double the length of " +
+                                    profile->axis + " and check the error scales with it"
+                              : "inspect the " + profile->axis + " range named here")
+                       : context.next;
+    findings.push_back(std::move(finding));
+  }
+  if (comparison.oracle) {
+    const OracleComparison& oracle = *comparison.oracle;
+    const bool worse = !(oracle.ratio <= 1);
+    Finding finding =
+        base_finding(comparison, context, "oracle", worse ? Severity::kWarn : Severity::kInfo);
+    finding.claim = comparison.name + ": A's error is " + format_number(oracle.ratio) +
+                    "× B's own error against the oracle (rms_ratio " +
+                    format_number(oracle.a_vs_oracle.rms_ratio) + " vs " +
+                    format_number(oracle.b_vs_oracle.rms_ratio) + ")";
+    finding.next = context.next.empty()
+                       ? "bound it with --tol oracle_ratio=VALUE so the tolerance scales with the "
+                         "problem"
+                       : context.next;
+    findings.push_back(std::move(finding));
+  }
+  if (!past_tolerance) {
+    Finding finding = base_finding(comparison, context, "match", Severity::kInfo);
+    finding.claim = comparison.name + " within tolerance: " + comparison_headline(comparison);
+    finding.next = context.next;
+    findings.push_back(std::move(finding));
+  }
+  return findings;
+}
+
+}  // namespace loupe::check

@@ -1,0 +1,146 @@
+// `loupe probe list|run -- SUBJECT...`: run a subject's probes as a child process and decide
+// from what it wrote (src/probe/runner.hpp does the work).
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "core/json.hpp"
+#include "probe/runner.hpp"
+
+namespace loupe::cli {
+namespace {
+
+struct ProbeOptions {
+  std::string probe;
+  std::vector<std::string> sets;
+  std::vector<std::string> tolerances;
+  std::vector<std::string> subject;
+  int64_t seed = -1;
+  int64_t hidden_point = -1;
+  bool hidden = false;
+  int repeat = 0;
+  double threshold = 0.02;
+  double timeout_s = 600;
+  double precision = 0;
+  double budget_s = 0;
+  std::string home;
+  bool json = false;
+};
+
+void print_list(const Json& list) {
+  for (const auto& probe : list["probes"]) {
+    std::cout << probe.value("name", "") << "  [" << probe.value("kind", "") << "]  "
+              << probe.value("description", "") << "\n";
+    for (const auto& param : probe.value("params", Json::array())) {
+      std::cout << "    " << param.value("name", "") << " (" << param.value("type", "")
+                << ", default " << param.value("default", Json(nullptr)).dump();
+      if (!param.value("allowed", Json::array()).empty()) {
+        std::cout << ", allowed " << param["allowed"].dump();
+      }
+      std::cout << ")\n";
+    }
+    if (probe.value("hidden_points", 0) > 0) {
+      std::cout << "    + " << probe["hidden_points"].get<int64_t>()
+                << " hidden point(s), run with --hidden\n";
+    }
+  }
+}
+
+void add_probe_command(CLI::App& app, CommandResult& result) {
+  CLI::App* probe = app.add_subcommand(
+      "probe", "List or run the probes a subject declares (checks, benches, scenarios)");
+  probe->require_subcommand(1);
+  auto options = std::make_shared<ProbeOptions>();
+
+  CLI::App* list = probe->add_subcommand("list", "The subject's probes and their parameters");
+  list->add_flag("--json", options->json, "print one JSON envelope");
+  list->add_option("--timeout", options->timeout_s, "seconds before the subject is killed")
+      ->check(CLI::PositiveNumber);
+  list->add_option("subject", options->subject, "the subject command, after --")->required();
+  list->callback([options, &result] {
+    result.kind = "probe.list";
+    const Json list_json = probe::list_probes(options->subject, options->timeout_s);
+    if (options->json) {
+      Envelope envelope;
+      envelope.kind = "probe.list";
+      envelope.verdict = Verdict::kNone;
+      envelope.data = list_json;
+      std::cout << render_envelope(envelope) << "\n";
+    } else {
+      print_list(list_json);
+    }
+    result.exit_code = 0;
+  });
+
+  CLI::App* run = probe->add_subcommand(
+      "run", "Run one probe at one point; print the comparison (checks) or statistics (benches)");
+  run->add_option("probe", options->probe, "the probe's name")->required();
+  run->add_option("--set", options->sets, "NAME=VALUE parameter (repeatable)")
+      ->allow_extra_args(false)
+      ->take_all();
+  run->add_option("--seed", options->seed, "input seed (default: drawn, and recorded)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_flag("--hidden", options->hidden,
+                "run one of the probe's hidden points, drawn at random");
+  run->add_option("--hidden-point", options->hidden_point,
+                  "run hidden point I (as named in an earlier hidden run's observation)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--tol", options->tolerances,
+                  "METRIC=VALUE: replaces the probe's bound for that metric (repeatable)")
+      ->allow_extra_args(false)
+      ->take_all();
+  run->add_option("--repeat", options->repeat,
+                  "checks: run the candidate N more times on the same inputs (determinism)")
+      ->check(CLI::Range(0, 1000));
+  run->add_option("--threshold", options->threshold,
+                  "benches: A/B verdict threshold t (SAME iff the CI lies in [1-t, 1+t])")
+      ->check(CLI::Range(0.0, 1.0));
+  run->add_option("--precision", options->precision,
+                  "benches: target relative CI half-width of the medians (default 0.01)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--budget", options->budget_s,
+                  "benches: sampling budget in seconds per point (default 2)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--timeout", options->timeout_s,
+                  "seconds before the subject's process group is killed (exit 3)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--home", options->home,
+                  "where observations go (default .loupe/ at the git root)");
+  run->add_flag("--json", options->json, "print one JSON envelope");
+  run->add_option("subject", options->subject, "the subject command, after --")->required();
+  run->callback([options, &result] {
+    result.kind = "probe.run";
+    probe::RunRequest request;
+    request.probe = options->probe;
+    request.sets = options->sets;
+    if (options->seed >= 0) request.seed = static_cast<uint64_t>(options->seed);
+    request.hidden = options->hidden;
+    if (options->hidden_point >= 0) request.hidden_point = options->hidden_point;
+    request.repeat = options->repeat;
+    if (options->precision > 0) request.precision = options->precision;
+    if (options->budget_s > 0) request.budget_s = options->budget_s;
+    request.timeout_s = options->timeout_s;
+    if (!options->home.empty()) request.home = options->home;
+    request.subject_command = options->subject;
+    request.analyze.tolerances = options->tolerances;
+    request.analyze.threshold = options->threshold;
+    const probe::RunOutcome outcome = probe::run_probe(request);
+    if (options->json) {
+      Envelope envelope;
+      envelope.kind = "probe.run";
+      envelope.verdict = outcome.verdict;
+      envelope.findings = outcome.findings;
+      envelope.data = outcome.data;
+      std::cout << render_envelope(envelope) << "\n";
+    } else {
+      std::cout << outcome.summary;
+    }
+    result.exit_code = outcome.exit_code;
+  });
+}
+
+}  // namespace
+
+LOUPE_REGISTER_COMMAND(40, add_probe_command);
+
+}  // namespace loupe::cli

@@ -1,0 +1,194 @@
+// `loupe trace analyze|diff|export`: thin commands over src/trace.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/export/chrome_export.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::cli {
+namespace {
+
+struct TraceOptions {
+  std::vector<std::string> files;
+  std::vector<std::string> classes;
+  std::string overlap;
+  std::string window;
+  std::string gap_threshold = "100us";
+  bool detail = false;
+  bool json = false;
+  std::string chrome_out;
+};
+
+// "100us", "2ms", "1.5s", "500ns"; a bare number is nanoseconds.
+int64_t parse_duration_ns(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "ns") scale = 1;
+  if (unit == "us") scale = 1e3;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (used == 0 || scale == 0 || value < 0) {
+    throw Error(ErrorCode::kUsage, "--gap-threshold '" + text + "' is not a duration",
+                "write a number with a unit: 500ns, 100us, 2ms, 1s");
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+trace::AnalyzeRequest make_request(const TraceOptions& options) {
+  trace::AnalyzeRequest request;
+  for (const std::string& text : options.classes)
+    request.classes.push_back(trace::parse_class(text));
+  if (!options.overlap.empty()) {
+    const size_t comma = options.overlap.find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == options.overlap.size()) {
+      throw Error(ErrorCode::kUsage, "--overlap '" + options.overlap + "' is not A,B",
+                  "name two classes defined with --class, e.g. --overlap compute,transfer");
+    }
+    request.overlap =
+        std::make_pair(options.overlap.substr(0, comma), options.overlap.substr(comma + 1));
+  }
+  request.window_class = options.window;
+  request.gap_threshold_ns = parse_duration_ns(options.gap_threshold);
+  request.detail = options.detail;
+  return request;
+}
+
+std::string quote(const std::string& text) {
+  if (text.find_first_of(" '\"$&|;<>()*?[]\\") == std::string::npos) return text;
+  std::string out = "'";
+  for (char character : text)
+    out += character == '\'' ? std::string("'\\''") : std::string(1, character);
+  return out + "'";
+}
+
+std::string reproduce_line(const std::string& verb, const TraceOptions& options) {
+  std::string line = "loupe trace " + verb;
+  for (const std::string& file : options.files) line += " " + quote(file);
+  for (const std::string& text : options.classes) line += " --class " + quote(text);
+  if (!options.overlap.empty()) line += " --overlap " + quote(options.overlap);
+  if (!options.window.empty()) line += " --window " + quote(options.window);
+  if (options.gap_threshold != "100us") line += " --gap-threshold " + options.gap_threshold;
+  return line;
+}
+
+void print(const Envelope& envelope, bool json) {
+  if (json) {
+    std::cout << render_envelope(envelope) << "\n";
+    return;
+  }
+  for (const Finding& finding : envelope.findings) {
+    std::cout << "[" << severity_name(finding.severity) << "] " << finding.id << ": "
+              << finding.claim << "\n";
+    if (!finding.evidence.events.empty()) {
+      const EventRef& event = finding.evidence.events.front();
+      std::cout << "    evidence: event " << event.id << " " << event.name << " on " << event.track
+                << " [" << event.start_ns << ", " << event.end_ns << ") ns\n";
+    }
+    std::cout << "    next: " << finding.next << "\n";
+  }
+  if (envelope.data.contains("alignment")) {
+    std::cout << "clocks: " << envelope.data["alignment"].get<std::string>() << "\n";
+  }
+  for (size_t index = 0; index < static_cast<size_t>(Stat::kCount); ++index) {
+    const auto stat = static_cast<Stat>(index);
+    if (envelope.stats.count(stat) == 0) continue;
+    const StatInfo& info = stat_info(stat);
+    std::cout << "stats: " << info.name << " = " << envelope.stats.count(stat) << " ("
+              << stat_severity_name(info.severity) << ": " << info.description << ")\n";
+  }
+  if (envelope.truncated) {
+    std::cout << "(truncated: " << envelope.data.value("truncation", std::string()) << ")\n";
+  }
+}
+
+void add_analysis_options(CLI::App* command, TraceOptions& options) {
+  command->add_option("--class", options.classes,
+                      "NAME=SELECTOR; selector terms joined by '&': name:REGEX, cat:C, thread:X, "
+                      "stream:X, track:X, kind:thread|gpu_stream (docs/formats.md)");
+  command->add_option("--overlap", options.overlap,
+                      "A,B: overlap and exposed time of class A under B");
+  command->add_option("--window", options.window, "CLASS: also per instance of this class");
+  command->add_option("--gap-threshold", options.gap_threshold,
+                      "shortest idle interval reported (default 100us)");
+  command->add_flag("--detail", options.detail, "every finding and table row");
+  command->add_flag("--json", options.json, "print one JSON envelope");
+}
+
+void add_trace_command(CLI::App& app, CommandResult& result) {
+  CLI::App* trace = app.add_subcommand("trace", "analyze, compare and export traces");
+  trace->require_subcommand(1);
+  auto options = std::make_shared<TraceOptions>();
+
+  CLI::App* analyze = trace->add_subcommand(
+      "analyze", "breakdown, overlap, locks and gaps of one workload's trace files");
+  analyze->add_option("files", options->files, "loupe binary or Chrome/Kineto JSON (.gz too)")
+      ->required();
+  add_analysis_options(analyze, *options);
+  analyze->callback([options, &result] {
+    result.kind = "trace.analyze";
+    const trace::AnalyzeRequest request = make_request(*options);
+    const trace::Model model = trace::load_traces(options->files);
+    Envelope envelope = trace::analyze(model, request);
+    for (Finding& finding : envelope.findings)
+      finding.reproduce = reproduce_line("analyze", *options);
+    print(envelope, result.json);
+    result.exit_code = 0;
+  });
+
+  CLI::App* diff = trace->add_subcommand("diff", "compare two traces of one workload as findings");
+  diff->add_option("files", options->files, "trace A then trace B")->required()->expected(2);
+  add_analysis_options(diff, *options);
+  diff->callback([options, &result] {
+    result.kind = "trace.diff";
+    const trace::AnalyzeRequest request = make_request(*options);
+    const trace::Model a = trace::load_traces({options->files[0]});
+    const trace::Model b = trace::load_traces({options->files[1]});
+    Envelope envelope = trace::diff(a, b, request);
+    for (Finding& finding : envelope.findings) finding.reproduce = reproduce_line("diff", *options);
+    print(envelope, result.json);
+    result.exit_code = 0;
+  });
+
+  CLI::App* export_command =
+      trace->add_subcommand("export", "write a trace as Chrome JSON (Perfetto UI)");
+  export_command->add_option("files", options->files, "the trace(s) to convert")->required();
+  export_command->add_option("--chrome", options->chrome_out, "output .json path")->required();
+  export_command->add_flag("--json", options->json, "print one JSON envelope");
+  export_command->callback([options, &result] {
+    result.kind = "trace.export";
+    const trace::Model model = trace::load_traces(options->files);
+    trace::export_chrome_json(model, options->chrome_out);
+    Envelope envelope;
+    envelope.kind = "trace.export";
+    envelope.verdict = Verdict::kNone;
+    envelope.stats = model.stats;
+    envelope.data = {{"out", options->chrome_out},
+                     {"slices", model.slices.size()},
+                     {"tracks", model.tracks.size()},
+                     {"alignment", model.alignment}};
+    if (result.json) {
+      print(envelope, true);
+    } else {
+      std::cout << "wrote " << options->chrome_out << " (" << model.slices.size() << " slices on "
+                << model.tracks.size() << " tracks); open it in https://ui.perfetto.dev\n";
+      print(envelope, false);
+    }
+    result.exit_code = 0;
+  });
+}
+
+}  // namespace
+
+LOUPE_REGISTER_COMMAND(40, add_trace_command);
+
+}  // namespace loupe::cli

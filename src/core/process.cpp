@@ -1,0 +1,329 @@
+#include "core/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "loupe/error.hpp"
+
+extern char** environ;
+
+namespace loupe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After SIGKILL, how long to keep reading pipes that something outside the group still holds.
+constexpr auto kDrainAfterKill = std::chrono::seconds(1);
+// Poll slice when the kernel has no pidfd_open (before Linux 5.3): bounds exit-detection latency.
+constexpr int kFallbackPollMs = 1;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    reset();
+    fd_ = std::exchange(other.fd_, -1);
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  Fd read_end;
+  Fd write_end;
+};
+
+Pipe make_pipe(const std::string& program) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw Error(ErrorCode::kSubject,
+                "cannot start '" + program + "': pipe2 failed: " + errno_text(errno),
+                "the process may be out of file descriptors");
+  }
+  return {Fd(fds[0]), Fd(fds[1])};
+}
+
+// The parent's environment with `extra` added; a name in `extra` replaces the parent's value.
+std::vector<std::string> child_environment(
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::set<std::string> overridden;
+  for (const auto& [name, value] : extra) overridden.insert(name);
+  std::vector<std::string> entries;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    auto equals = text.find('=');
+    std::string name(text.substr(0, equals));
+    if (!overridden.contains(name)) entries.emplace_back(text);
+  }
+  for (const auto& [name, value] : extra) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+// Appends what `fd` has to `out` up to `limit`; returns false at end of file.
+bool read_available(int fd, std::string& out, size_t limit, bool& truncated) {
+  std::array<char, 65536> buffer;
+  for (;;) {
+    ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got > 0) {
+      size_t room = out.size() < limit ? limit - out.size() : 0;
+      size_t keep = std::min(room, static_cast<size_t>(got));
+      out.append(buffer.data(), keep);
+      if (keep < static_cast<size_t>(got)) truncated = true;
+      // One read per poll wake-up keeps both streams draining fairly.
+      return true;
+    }
+    if (got == 0) return false;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    return false;  // EIO and the like: treat as end of stream
+  }
+}
+
+std::string signal_name(int signal_number) {
+  const char* abbrev = ::sigabbrev_np(signal_number);
+  if (abbrev == nullptr) return "signal " + std::to_string(signal_number);
+  return "signal " + std::to_string(signal_number) + " (SIG" + abbrev + ")";
+}
+
+}  // namespace
+
+ProcessSpec shell_command(std::string command) {
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", std::move(command)};
+  return spec;
+}
+
+std::string ProcessResult::describe() const {
+  char seconds[64];
+  std::snprintf(seconds, sizeof(seconds), "%.3f s", static_cast<double>(wall_ns) * 1e-9);
+  if (timed_out) return std::string("timed out after ") + seconds + " (killed)";
+  if (term_signal) return "killed by " + signal_name(*term_signal) + " after " + seconds;
+  if (exit_code) return "exited with status " + std::to_string(*exit_code) + " after " + seconds;
+  return "ended in an unknown state";
+}
+
+std::string ProcessResult::stderr_tail(size_t max_lines, size_t max_bytes) const {
+  std::string_view text(stderr_text);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  size_t begin = text.size();
+  size_t lines = 0;
+  while (begin > 0) {
+    size_t newline = text.rfind('\n', begin - 1);
+    if (newline == std::string_view::npos) {
+      begin = 0;
+      break;
+    }
+    if (++lines == max_lines) {
+      begin = newline + 1;
+      break;
+    }
+    begin = newline;
+  }
+  std::string_view tail = text.substr(begin);
+  if (tail.size() > max_bytes) tail = tail.substr(tail.size() - max_bytes);
+  return std::string(tail);
+}
+
+ProcessResult run_process(const ProcessSpec& spec) {
+  if (spec.argv.empty()) {
+    throw Error(ErrorCode::kUsage, "cannot start a process: the command line is empty",
+                "give the program to run and its arguments");
+  }
+  const std::string& program = spec.argv.front();
+  if (spec.working_dir && !std::filesystem::is_directory(*spec.working_dir)) {
+    throw Error(ErrorCode::kSubject,
+                "cannot start '" + program + "': working directory '" + spec.working_dir->string() +
+                    "' is not a directory",
+                "create the directory or pass an existing one");
+  }
+
+  Pipe out_pipe = make_pipe(program);
+  Pipe err_pipe = make_pipe(program);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attributes);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe.write_end.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe.write_end.get(), STDERR_FILENO);
+  if (spec.working_dir) {
+    posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir->c_str());
+  }
+  // A new session makes the child leader of its own process group, so killing -pid reaches
+  // everything it starts; default signal dispositions and an empty mask undo whatever the parent
+  // (a test runner, a shell that ignores SIGPIPE) set up.
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int signal_number : {SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGCHLD, SIGUSR1, SIGUSR2}) {
+    sigaddset(&defaults, signal_number);
+  }
+  sigset_t empty_mask;
+  sigemptyset(&empty_mask);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setsigmask(&attributes, &empty_mask);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+
+  std::vector<char*> argv_pointers;
+  for (const auto& argument : spec.argv)
+    argv_pointers.push_back(const_cast<char*>(argument.c_str()));
+  argv_pointers.push_back(nullptr);
+  std::vector<std::string> environment = child_environment(spec.extra_env);
+  std::vector<char*> env_pointers;
+  for (auto& entry : environment) env_pointers.push_back(entry.data());
+  env_pointers.push_back(nullptr);
+
+  ProcessResult result;
+  const auto start = Clock::now();
+  pid_t pid = -1;
+  int spawn_error = ::posix_spawnp(&pid, program.c_str(), &actions, &attributes,
+                                   argv_pointers.data(), env_pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (spawn_error != 0) {
+    throw Error(ErrorCode::kSubject, "cannot start '" + program + "': " + errno_text(spawn_error),
+                "check that the program exists, is executable and is on PATH");
+  }
+  out_pipe.write_end.reset();
+  err_pipe.write_end.reset();
+  ::fcntl(out_pipe.read_end.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err_pipe.read_end.get(), F_SETFL, O_NONBLOCK);
+
+  Fd pid_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+
+  bool out_open = true;
+  bool err_open = true;
+  bool child_exited = false;  // a zombie until reaped at the end, which keeps the group id taken
+  int wait_status = 0;
+  bool reaped = false;
+  std::optional<Clock::time_point> deadline;
+  if (spec.timeout.count() > 0) deadline = start + spec.timeout;
+  std::optional<Clock::time_point> kill_at;  // SIGKILL the group then
+  std::optional<Clock::time_point> give_up;  // stop reading pipes then
+  bool terminated = false;
+  bool killed = false;
+
+  auto terminate_group = [&](Clock::time_point now) {
+    if (terminated) return;
+    terminated = true;
+    ::kill(-pid, SIGTERM);
+    kill_at = now + spec.kill_grace;
+  };
+  auto kill_group = [&](Clock::time_point now) {
+    if (killed) return;
+    killed = true;
+    ::kill(-pid, SIGKILL);
+    give_up = now + kDrainAfterKill;
+  };
+  auto note_exit = [&](Clock::time_point now) {
+    child_exited = true;
+    result.wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
+    // Whatever the child left running in its group goes too. Only while the child is an unreaped
+    // zombie does the group id stay ours; once reaped it could be reused.
+    if (!reaped) terminate_group(now);
+  };
+
+  while (!child_exited || out_open || err_open) {
+    auto now = Clock::now();
+    if (!child_exited && deadline && now >= *deadline) {
+      result.timed_out = true;
+      deadline.reset();
+      terminate_group(now);
+    }
+    if (kill_at && now >= *kill_at) {
+      kill_at.reset();
+      kill_group(now);
+    }
+    if (give_up && now >= *give_up && child_exited) break;
+
+    std::optional<Clock::time_point> wake;
+    for (const auto& candidate : {deadline, kill_at, give_up}) {
+      if (candidate && (!wake || *candidate < *wake)) wake = candidate;
+    }
+    int timeout_ms = -1;
+    if (wake) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*wake - now).count();
+      timeout_ms = static_cast<int>(std::max<int64_t>(left, 0));
+    }
+    const bool watch_pid_fd = pid_fd.get() >= 0 && !child_exited;
+    if (pid_fd.get() < 0 && !child_exited) {
+      timeout_ms = timeout_ms < 0 ? kFallbackPollMs : std::min(timeout_ms, kFallbackPollMs);
+    }
+
+    std::array<pollfd, 3> fds{};
+    fds[0] = {out_open ? out_pipe.read_end.get() : -1, POLLIN, 0};
+    fds[1] = {err_open ? err_pipe.read_end.get() : -1, POLLIN, 0};
+    fds[2] = {watch_pid_fd ? pid_fd.get() : -1, POLLIN, 0};
+    int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+      int error = errno;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      throw Error(ErrorCode::kInternal,
+                  "poll failed while running '" + program + "': " + errno_text(error));
+    }
+    if (ready > 0) {
+      if (fds[0].revents != 0) {
+        out_open = read_available(fds[0].fd, result.stdout_text, spec.stdout_limit,
+                                  result.stdout_truncated);
+      }
+      if (fds[1].revents != 0) {
+        err_open = read_available(fds[1].fd, result.stderr_text, spec.stderr_limit,
+                                  result.stderr_truncated);
+      }
+      if (fds[2].revents != 0) note_exit(Clock::now());
+    }
+    if (pid_fd.get() < 0 && !child_exited) {
+      pid_t got = ::waitpid(pid, &wait_status, WNOHANG);
+      if (got == pid) {
+        // Without a pidfd the child is reaped here; its group id may then be reused, so the
+        // group is signalled only while it may still hold members we started.
+        reaped = true;
+        note_exit(Clock::now());
+      }
+    }
+  }
+  if (!reaped) {
+    // Anything still in the group (it got SIGTERM when the child ended) goes now, before the
+    // reap gives the group id back.
+    if (!killed) ::kill(-pid, SIGKILL);
+    while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+  }
+
+  if (WIFEXITED(wait_status)) {
+    result.exit_code = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    result.term_signal = WTERMSIG(wait_status);
+  }
+  return result;
+}
+
+}  // namespace loupe

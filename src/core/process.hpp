@@ -1,0 +1,70 @@
+// core/process.hpp — run a child process with a timeout, capturing its output.
+//
+// loupe runs subjects (`loupe probe run ... -- SUBJECT_CMD`) and whole commands (`loupe bench
+// --cmd`) as children. Each child gets its own session and process group (setsid), so a timeout
+// or the end of the child kills everything it started: SIGTERM to the group, then SIGKILL after
+// a grace period. stdout and stderr are drained together with poll(2), so a child writing a lot
+// to either never deadlocks, and each is kept up to a byte limit (the rest is read and dropped,
+// and the result says so). stdin is /dev/null.
+// Thread-safety: run_process may be called from several threads at once; it starts the child
+// with posix_spawn, which is safe in a multithreaded parent.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loupe {
+
+struct ProcessSpec {
+  // argv[0] is looked up in PATH when it has no '/'. REQUIRES: argv is not empty.
+  std::vector<std::string> argv;
+  // The child's working directory; the parent's when empty.
+  std::optional<std::filesystem::path> working_dir;
+  // Added to (or replacing in) the parent's environment: {"OMP_NUM_THREADS", "1"}.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  // Wall-clock limit; zero means none. When it expires the whole process group gets SIGTERM,
+  // then SIGKILL after `kill_grace`.
+  std::chrono::nanoseconds timeout{0};
+  std::chrono::nanoseconds kill_grace = std::chrono::seconds(2);
+  // Bytes of each stream kept; the rest is drained and dropped (ProcessResult::*_truncated).
+  size_t stdout_limit = size_t{64} << 20;
+  size_t stderr_limit = size_t{1} << 20;
+};
+
+// {"/bin/sh", "-c", command}: the command line as a shell would run it.
+ProcessSpec shell_command(std::string command);
+
+struct ProcessResult {
+  // Exactly one of exit_code and term_signal is set.
+  std::optional<int> exit_code;    // the child's exit status, when it exited
+  std::optional<int> term_signal;  // the signal that ended it, when one did
+  bool timed_out = false;          // the timeout expired and loupe killed the group
+  int64_t wall_ns = 0;             // from just before the spawn to the child being reaped
+  std::string stdout_text;
+  std::string stderr_text;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+
+  // Exited with status 0 and did not time out.
+  bool succeeded() const { return !timed_out && exit_code == 0; }
+  // "exited with status 3", "killed by signal 11 (SIGSEGV)", "timed out after 5.000 s (killed)".
+  std::string describe() const;
+  // The last `max_lines` lines of stderr (at most `max_bytes`), for error messages.
+  std::string stderr_tail(size_t max_lines = 10, size_t max_bytes = 2000) const;
+};
+
+// Runs the child to completion (or to its timeout) and returns what happened. A child that exits
+// non-zero, dies by a signal or times out is a result, not an error. When the direct child ends,
+// what it left running in its process group is killed the same way (SIGTERM, grace, SIGKILL), so
+// nothing outlives the call.
+// Throws Error(kSubject) when the child cannot be started (no such program, not executable, no
+// such working directory), naming argv[0] and the reason.
+ProcessResult run_process(const ProcessSpec& spec);
+
+}  // namespace loupe

@@ -1,0 +1,252 @@
+#include "core/statistics.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace loupe {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> sorted_copy(std::span<const double> sample) {
+  std::vector<double> copy(sample.begin(), sample.end());
+  std::sort(copy.begin(), copy.end());
+  return copy;
+}
+
+// 0-based rank of an order statistic.
+size_t rank_to_index(int64_t rank_1_based, size_t n) {
+  int64_t clamped = std::clamp<int64_t>(rank_1_based, 1, static_cast<int64_t>(n));
+  return static_cast<size_t>(clamped - 1);
+}
+
+// 1-based ranks of the sign-test interval of the median.
+std::pair<size_t, size_t> median_ci_indices(size_t n, double confidence) {
+  double z = normal_two_sided_critical(confidence);
+  double half = z * std::sqrt(static_cast<double>(n)) / 2.0;
+  double n_half = static_cast<double>(n) / 2.0;
+  auto lower = static_cast<int64_t>(std::floor(n_half - half));
+  auto upper = static_cast<int64_t>(std::ceil(1.0 + n_half + half));
+  return {rank_to_index(lower, n), rank_to_index(upper, n)};
+}
+
+}  // namespace
+
+double quantile_sorted(std::span<const double> sorted, double p) {
+  if (sorted.empty()) return kNaN;
+  double h = static_cast<double>(sorted.size() - 1) * std::clamp(p, 0.0, 1.0);
+  auto lower = static_cast<size_t>(std::floor(h));
+  if (lower + 1 >= sorted.size()) return sorted.back();
+  double fraction = h - static_cast<double>(lower);
+  return sorted[lower] + fraction * (sorted[lower + 1] - sorted[lower]);
+}
+
+double quantile(std::span<const double> sample, double p) {
+  auto sorted = sorted_copy(sample);
+  return quantile_sorted(sorted, p);
+}
+
+double median(std::span<const double> sample) { return quantile(sample, 0.5); }
+
+double median_in_place(std::span<double> sample) {
+  if (sample.empty()) return kNaN;
+  size_t n = sample.size();
+  size_t upper = n / 2;
+  std::nth_element(sample.begin(), sample.begin() + upper, sample.end());
+  double upper_value = sample[upper];
+  if (n % 2 == 1) return upper_value;
+  // Everything before `upper` is ≤ it after nth_element; the largest of those is the lower middle.
+  double lower_value = *std::max_element(sample.begin(), sample.begin() + upper);
+  return lower_value + 0.5 * (upper_value - lower_value);
+}
+
+double mean(std::span<const double> sample) {
+  OnlineMoments moments;
+  for (double value : sample) moments.add(value);
+  return sample.empty() ? kNaN : moments.mean();
+}
+
+double standard_deviation(std::span<const double> sample) {
+  OnlineMoments moments;
+  for (double value : sample) moments.add(value);
+  return moments.standard_deviation();
+}
+
+double coefficient_of_variation(std::span<const double> sample) {
+  OnlineMoments moments;
+  for (double value : sample) moments.add(value);
+  return moments.coefficient_of_variation();
+}
+
+uint32_t SplitMix64::below(uint32_t bound) {
+  uint64_t product = static_cast<uint64_t>(static_cast<uint32_t>(next())) * bound;
+  auto low = static_cast<uint32_t>(product);
+  if (low < bound) {
+    uint32_t threshold = static_cast<uint32_t>(-bound) % bound;
+    while (low < threshold) {
+      product = static_cast<uint64_t>(static_cast<uint32_t>(next())) * bound;
+      low = static_cast<uint32_t>(product);
+    }
+  }
+  return static_cast<uint32_t>(product >> 32);
+}
+
+Interval bootstrap_ci(std::span<const double> sample, const Statistic& statistic,
+                      const BootstrapOptions& options) {
+  if (sample.empty()) return {kNaN, kNaN};
+  SplitMix64 rng(options.seed);
+  auto n = static_cast<uint32_t>(sample.size());
+  std::vector<double> resample(n);
+  std::vector<double> replicates;
+  replicates.reserve(static_cast<size_t>(std::max(options.resamples, 0)));
+  for (int replicate = 0; replicate < options.resamples; ++replicate) {
+    for (auto& value : resample) value = sample[rng.below(n)];
+    replicates.push_back(statistic(resample));
+  }
+  std::sort(replicates.begin(), replicates.end());
+  double tail = (1.0 - options.confidence) / 2.0;
+  return {quantile_sorted(replicates, tail), quantile_sorted(replicates, 1.0 - tail)};
+}
+
+std::vector<double> bootstrap_medians_sorted(std::span<const double> sorted, int resamples,
+                                             SplitMix64& rng) {
+  std::vector<double> medians;
+  if (sorted.empty() || resamples <= 0) return medians;
+  medians.reserve(static_cast<size_t>(resamples));
+  auto n = static_cast<uint32_t>(sorted.size());
+  // The type-7 median of n values is the order statistic (n − 1)/2 (0-based) for odd n, and the
+  // mean of order statistics n/2 − 1 and n/2 for even n.
+  const uint32_t lower_rank = (n - 1) / 2;
+  const uint32_t upper_rank = n / 2;
+  std::vector<uint32_t> draws_per_index(n);
+  for (int replicate = 0; replicate < resamples; ++replicate) {
+    std::fill(draws_per_index.begin(), draws_per_index.end(), 0u);
+    for (uint32_t draw = 0; draw < n; ++draw) ++draws_per_index[rng.below(n)];
+    // Walk the cumulative counts: the resample's order statistic r is sorted[j] for the first j
+    // whose cumulative count exceeds r.
+    uint64_t cumulative = 0;
+    uint32_t index = 0;
+    for (; index < n; ++index) {
+      cumulative += draws_per_index[index];
+      if (cumulative > lower_rank) break;
+    }
+    double lower_value = sorted[index];
+    if (upper_rank == lower_rank) {
+      medians.push_back(lower_value);
+      continue;
+    }
+    while (cumulative <= upper_rank) cumulative += draws_per_index[++index];
+    double upper_value = sorted[index];
+    medians.push_back(lower_value + 0.5 * (upper_value - lower_value));
+  }
+  return medians;
+}
+
+Interval bootstrap_median_ci(std::span<const double> sample, const BootstrapOptions& options) {
+  if (sample.empty()) return {kNaN, kNaN};
+  auto sorted = sorted_copy(sample);
+  SplitMix64 rng(options.seed);
+  auto medians = bootstrap_medians_sorted(sorted, options.resamples, rng);
+  std::sort(medians.begin(), medians.end());
+  double tail = (1.0 - options.confidence) / 2.0;
+  return {quantile_sorted(medians, tail), quantile_sorted(medians, 1.0 - tail)};
+}
+
+Interval order_statistic_median_ci_sorted(std::span<const double> sorted, double confidence) {
+  if (sorted.empty()) return {kNaN, kNaN};
+  auto [lower, upper] = median_ci_indices(sorted.size(), confidence);
+  return {sorted[lower], sorted[upper]};
+}
+
+Interval order_statistic_median_ci_in_place(std::span<double> sample, double confidence) {
+  if (sample.empty()) return {kNaN, kNaN};
+  auto [lower, upper] = median_ci_indices(sample.size(), confidence);
+  std::nth_element(sample.begin(), sample.begin() + upper, sample.end());
+  double upper_value = sample[upper];
+  std::nth_element(sample.begin(), sample.begin() + lower, sample.begin() + upper);
+  return {sample[lower], upper_value};
+}
+
+double normal_quantile(double p) {
+  if (!(p > 0.0 && p < 1.0)) {
+    if (p == 0.0) return -std::numeric_limits<double>::infinity();
+    if (p == 1.0) return std::numeric_limits<double>::infinity();
+    return kNaN;
+  }
+  // Acklam's rational approximation (relative error < 1.15e-9), refined by one Halley step.
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                                 -2.759285104469687e+02, 1.383577518672690e+02,
+                                 -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                                 -1.556989798598866e+02, 6.680131188771972e+01,
+                                 -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                                 -2.400758277161838e+00, -2.549732539343734e+00,
+                                 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                                 2.445134137142996e+00, 3.754408661907416e+00};
+  constexpr double kLow = 0.02425;
+  double x;
+  if (p < kLow) {
+    double q = std::sqrt(-2.0 * std::log(p));
+    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  } else if (p <= 1.0 - kLow) {
+    double q = p - 0.5;
+    double r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+  } else {
+    double q = std::sqrt(-2.0 * std::log(1.0 - p));
+    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  }
+  double error = 0.5 * std::erfc(-x / std::sqrt(2.0)) - p;
+  double u = error * std::sqrt(2.0 * M_PI) * std::exp(x * x / 2.0);
+  return x - u / (1.0 + x * u / 2.0);
+}
+
+double normal_two_sided_critical(double confidence) {
+  return normal_quantile(0.5 + confidence / 2.0);
+}
+
+double normal_two_sided_p(double z) { return std::erfc(std::fabs(z) / std::sqrt(2.0)); }
+
+void OnlineMoments::add(double value) {
+  if (count_ == 0) {
+    min_ = value;
+    max_ = value;
+  } else {
+    min_ = std::min(min_, value);
+    max_ = std::max(max_, value);
+  }
+  ++count_;
+  double delta = value - mean_;
+  mean_ += delta / static_cast<double>(count_);
+  m2_ += delta * (value - mean_);
+}
+
+void OnlineMoments::merge(const OnlineMoments& other) {
+  if (other.count_ == 0) return;
+  if (count_ == 0) {
+    *this = other;
+    return;
+  }
+  auto n_a = static_cast<double>(count_);
+  auto n_b = static_cast<double>(other.count_);
+  double total = n_a + n_b;
+  double delta = other.mean_ - mean_;
+  mean_ += delta * n_b / total;
+  m2_ += other.m2_ + delta * delta * n_a * n_b / total;
+  count_ += other.count_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+}
+
+double OnlineMoments::coefficient_of_variation() const {
+  if (count_ == 0 || mean_ == 0.0) return kNaN;
+  return standard_deviation() / mean_;
+}
+
+}  // namespace loupe

@@ -1,0 +1,753 @@
+// The decision half of a probe: observation files in, findings and a verdict out.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "bench/compare.hpp"
+#include "bench/report.hpp"
+#include "check/compare.hpp"
+#include "check/findings.hpp"
+#include "probe/runner.hpp"
+
+namespace loupe::probe {
+namespace {
+
+using check::format_number;
+
+// Reads JSON fields with errors that name the file and the field.
+class ObservationReader {
+ public:
+  explicit ObservationReader(std::filesystem::path dir) : dir_(std::move(dir)) {
+    const auto path = dir_ / "observation.json";
+    std::ifstream in(path);
+    if (!in) {
+      throw Error(ErrorCode::kInput, path.string() + ": cannot be read",
+                  "a subject's `run --out DIR` writes it");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      json_ = Json::parse(text.str());
+    } catch (const nlohmann::json::exception& error) {
+      throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + error.what());
+    }
+    if (!json_.is_object() || json_.value("loupe_observation", 0) != 1) {
+      throw Error(ErrorCode::kInput,
+                  path.string() + ": field 'loupe_observation' must be 1 (an observation)");
+    }
+  }
+
+  const Json& json() const { return json_; }
+  Json& mutable_json() { return json_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  const Json& at(const Json& object, const std::string& field, const std::string& where) const {
+    if (!object.is_object() || !object.contains(field)) {
+      throw Error(ErrorCode::kInput, (dir_ / "observation.json").string() + ": missing field '" +
+                                         where + (where.empty() ? "" : ".") + field + "'");
+    }
+    return object.at(field);
+  }
+
+  Tensor tensor(const std::string& file) const {
+    const auto path = dir_ / file;
+    if (path.extension() == ".safetensors") {
+      auto tensors = read_safetensors(path);
+      if (tensors.size() != 1) {
+        throw Error(ErrorCode::kInput, path.string() + ": expected exactly one tensor");
+      }
+      return tensors[0].tensor;
+    }
+    return read_npy(path);
+  }
+
+  void write_back() const {
+    std::ofstream out(dir_ / "observation.json");
+    out << json_.dump(1) << "\n";
+  }
+
+ private:
+  std::filesystem::path dir_;
+  Json json_;
+};
+
+Params params_of(const Json& observation) {
+  Params params;
+  if (observation.contains("params") && observation["params"].is_object()) {
+    for (const auto& [name, value] : observation["params"].items()) {
+      params.emplace_back(name, value_from_json(value, "params." + name));
+    }
+  }
+  return params;
+}
+
+struct Context {
+  std::string subject;
+  std::string probe;
+  Params params;
+  std::string reproduce;
+  std::string observation_file;  // relative to the home: the evidence file
+};
+
+Finding make_finding(const Context& context, Layer layer, const std::string& kind,
+                     Severity severity, std::string claim, std::string path, std::string next) {
+  Finding finding;
+  finding.id = std::string(layer_name(layer)) + "." + context.probe + "." + kind;
+  finding.layer = layer;
+  finding.severity = severity;
+  finding.claim = std::move(claim);
+  finding.where.subject = context.subject;
+  finding.where.probe = context.probe;
+  finding.where.path = std::move(path);
+  finding.where.params = context.params;
+  finding.evidence.files = {context.observation_file};
+  finding.next = std::move(next);
+  finding.reproduce = context.reproduce;
+  return finding;
+}
+
+// The first element where two tensors differ bit for bit, or -1.
+int64_t first_difference(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return 0;
+  const size_t element = dtype_size(a.dtype());
+  const std::byte* left = a.bytes();
+  const std::byte* right = b.bytes();
+  for (int64_t index = 0; index < a.numel(); ++index) {
+    if (std::memcmp(left + index * element, right + index * element, element) != 0) return index;
+  }
+  return -1;
+}
+
+std::string coords_text(const Tensor& tensor, int64_t flat_index,
+                        const std::vector<std::string>& axes, check::Coords* coords_out) {
+  const auto names = check::resolve_axis_names(tensor.rank(), axes);
+  const auto coords = check::coords_of(flat_index, tensor.shape(), names);
+  if (coords_out != nullptr) *coords_out = coords;
+  return check::coords_to_string(coords);
+}
+
+std::vector<std::string> string_list(const Json& array) {
+  std::vector<std::string> out;
+  if (array.is_array()) {
+    for (const auto& item : array) out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+Json comparison_json(const check::TensorComparison& comparison, const std::string& pass) {
+  Json out = Json::object();
+  out["output"] = comparison.name;
+  out["pass"] = pass;
+  Json metrics = Json::object();
+  for (check::Metric metric : check::all_metrics()) {
+    const double value = check::comparison_value(comparison, metric);
+    if (metric == check::Metric::kOracleRatio && !comparison.oracle) continue;
+    metrics[std::string(check::metric_name(metric))] = number_to_json(value);
+  }
+  out["metrics"] = std::move(metrics);
+  Json worst = Json::object();
+  for (const auto& [axis, index] : comparison.localisation.worst_coords) worst[axis] = index;
+  out["worst"] = std::move(worst);
+  if (comparison.localisation.profile) {
+    const auto& profile = *comparison.localisation.profile;
+    Json profile_json = Json::object();
+    profile_json["axis"] = profile.axis;
+    profile_json["shape"] = std::string(check::profile_shape_name(profile.classification.shape));
+    profile_json["sentence"] = check::profile_sentence(profile);
+    Json buckets = Json::array();
+    for (const auto& bucket : profile.buckets) buckets.push_back(number_to_json(bucket.value));
+    profile_json["buckets"] = std::move(buckets);
+    out["profile"] = std::move(profile_json);
+  }
+  out["headline"] = check::comparison_headline(comparison);
+  return out;
+}
+
+struct Analysis {
+  std::vector<Finding> findings;
+  Json data = Json::object();
+  std::vector<std::string> lines;  // the human report
+  bool cannot_discriminate = false;
+};
+
+// --- checks ----------------------------------------------------------------------------------
+
+std::vector<check::Bound> bounds_for(const Json& output, const AnalyzeOptions& options,
+                                     const std::string& file) {
+  std::vector<check::Bound> bounds;
+  if (output.contains("tolerances")) {
+    for (const auto& tolerance : output["tolerances"]) {
+      if (tolerance.value("relative_to_oracle", false)) continue;
+      const std::string name = tolerance.at("metric").get<std::string>();
+      auto metric = check::parse_metric(name);
+      if (!metric) {
+        throw Error(ErrorCode::kConfig,
+                    file + ": output '" + output.value("name", "") + "': tolerance metric '" +
+                        name + "' is not a metric; the metrics are " + check::metric_names_list());
+      }
+      bounds.push_back({*metric, number_from_json(tolerance.at("bound"), "bound")});
+    }
+  }
+  for (const auto& text : options.tolerances) {
+    const check::Bound bound = check::parse_bound(text);
+    bool replaced = false;
+    for (auto& existing : bounds) {
+      if (existing.metric == bound.metric) {
+        existing.limit = bound.limit;
+        replaced = true;
+      }
+    }
+    if (!replaced) bounds.push_back(bound);
+  }
+  return bounds;
+}
+
+void analyze_check(const ObservationReader& reader, const Context& context,
+                   const AnalyzeOptions& options, Analysis& analysis) {
+  const Json& observation = reader.json();
+  const std::string file = (reader.dir() / "observation.json").string();
+  const Json& check = reader.at(observation, "check", "");
+  const Json& runs = reader.at(check, "runs", "check");
+  const bool has_oracle = check.value("has_oracle", false);
+
+  // output -> pass -> path -> file
+  std::map<std::string, std::map<std::string, std::map<std::string, std::string>>> files;
+  for (const auto& run : runs) {
+    for (const auto& [output, path] : run.at("outputs").items()) {
+      files[output][run.at("pass").get<std::string>()][run.at("path").get<std::string>()] =
+          path.get<std::string>();
+    }
+  }
+
+  Json comparisons = Json::array();
+  for (const auto& output : reader.at(check, "outputs", "check")) {
+    const std::string name = output.at("name").get<std::string>();
+    const std::vector<std::string> axes = string_list(output.value("axes", Json::array()));
+    const std::string along = output.value("profile_axis", "");
+    const auto bounds = bounds_for(output, options, file);
+    auto& by_pass = files[name];
+    const std::string candidate_first = by_pass["candidate_first"]["candidate"];
+    const std::string candidate_second = by_pass["reference_first"]["candidate"];
+    const std::string reference_file = by_pass["candidate_first"]["reference"];
+    if (candidate_first.empty() || reference_file.empty()) {
+      throw Error(ErrorCode::kInput,
+                  file + ": output '" + name + "' lacks the candidate_first pass's files");
+    }
+    const Tensor reference = reader.tensor(reference_file);
+    std::optional<Tensor> oracle;
+    if (has_oracle && !by_pass["oracle"]["oracle"].empty()) {
+      oracle = reader.tensor(by_pass["oracle"]["oracle"]);
+    }
+    check::CompareOptions compare_options;
+    compare_options.axes = axes;
+    if (!along.empty()) compare_options.along = along;
+
+    // Both orders; identical candidate files are compared once.
+    std::vector<std::pair<std::string, std::string>> passes = {
+        {"candidate_first", candidate_first}};
+    if (!candidate_second.empty() && candidate_second != candidate_first) {
+      passes.push_back({"reference_first", candidate_second});
+    }
+    for (const auto& [pass, candidate_file] : passes) {
+      const Tensor candidate = reader.tensor(candidate_file);
+      check::TensorComparison comparison;
+      try {
+        comparison = check::compare_tensors(name, candidate, reference, oracle ? &*oracle : nullptr,
+                                            compare_options);
+      } catch (const Error& error) {
+        throw Error(error.code(), file + ": output '" + name + "': " + error.message());
+      }
+      check::FindingContext finding_context;
+      finding_context.id_prefix = "check." + context.probe;
+      finding_context.where.subject = context.subject;
+      finding_context.where.probe = context.probe;
+      finding_context.where.params = context.params;
+      finding_context.where.path =
+          passes.size() > 1 ? "candidate." + name + " (" + pass + ")" : "candidate." + name;
+      finding_context.files = {context.observation_file};
+      finding_context.reproduce = context.reproduce;
+      for (auto& finding : check::comparison_findings(comparison, bounds, finding_context)) {
+        analysis.findings.push_back(std::move(finding));
+      }
+      Json entry = comparison_json(comparison, pass);
+      Json bound_results = Json::array();
+      for (const auto& result : check::evaluate_bounds(comparison, bounds)) {
+        Json item = Json::object();
+        item["metric"] = std::string(check::metric_name(result.metric));
+        item["value"] = number_to_json(result.value);
+        item["limit"] = number_to_json(result.limit);
+        item["pass"] = result.pass;
+        bound_results.push_back(std::move(item));
+      }
+      entry["bounds"] = std::move(bound_results);
+      analysis.lines.push_back("  " + name + (passes.size() > 1 ? " (" + pass + ")" : "") + ": " +
+                               check::comparison_headline(comparison));
+      if (comparison.localisation.profile) {
+        analysis.lines.push_back("    profile along " + along + ": " +
+                                 check::profile_sentence(*comparison.localisation.profile));
+      }
+
+      // Relative to the oracle: the candidate's error may be at most `factor` times the
+      // reference's own.
+      for (const auto& tolerance : output.value("tolerances", Json::array())) {
+        if (!tolerance.value("relative_to_oracle", false)) continue;
+        const std::string metric_text = tolerance.at("metric").get<std::string>();
+        const double factor = number_from_json(tolerance.at("bound"), "bound");
+        auto metric = check::parse_metric(metric_text);
+        if (!metric) {
+          throw Error(ErrorCode::kConfig, file + ": output '" + name + "': tolerance metric '" +
+                                              metric_text + "' is not a metric; the metrics are " +
+                                              check::metric_names_list());
+        }
+        if (!comparison.oracle) {
+          throw Error(ErrorCode::kConfig,
+                      file + ": output '" + name +
+                          "' has a tolerance relative to the oracle, "
+                          "but the check declares no oracle",
+                      "add .oracle(...) to the check, or use an absolute tolerance");
+        }
+        const double candidate_error = check::metric_value(comparison.oracle->a_vs_oracle, *metric);
+        const double reference_error = check::metric_value(comparison.oracle->b_vs_oracle, *metric);
+        const bool pass_bound = candidate_error <= factor * reference_error ||
+                                (candidate_error == 0 && reference_error == 0);
+        Json item = Json::object();
+        item["metric"] = metric_text;
+        item["relative_to_oracle"] = true;
+        item["candidate_vs_oracle"] = number_to_json(candidate_error);
+        item["reference_vs_oracle"] = number_to_json(reference_error);
+        item["factor"] = factor;
+        item["pass"] = pass_bound;
+        entry["bounds"].push_back(std::move(item));
+        if (!pass_bound) {
+          Finding finding = make_finding(
+              context, Layer::kCheck, "oracle_bound", Severity::kFail,
+              "candidate's " + metric_text + " against the oracle (" +
+                  format_number(candidate_error) + ") exceeds " + format_number(factor) +
+                  "x the reference's own (" + format_number(reference_error) + ") for output " +
+                  name,
+              "candidate." + name, "compare the two paths' error profiles against the oracle");
+          finding.evidence.metrics = {{"candidate_vs_oracle", candidate_error},
+                                      {"reference_vs_oracle", reference_error},
+                                      {"factor", factor}};
+          analysis.findings.push_back(std::move(finding));
+        }
+      }
+      comparisons.push_back(std::move(entry));
+    }
+
+    // Guard: the candidate's output depends on whether it ran first.
+    if (!candidate_second.empty() && candidate_second != candidate_first) {
+      const Tensor first = reader.tensor(candidate_first);
+      const Tensor second = reader.tensor(candidate_second);
+      const int64_t index = first_difference(first, second);
+      check::Coords coords;
+      const std::string where = index >= 0 ? coords_text(first, index, axes, &coords) : "";
+      Finding finding = make_finding(
+          context, Layer::kCheck, "guard.order_dependence", Severity::kFail,
+          "candidate output " + name +
+              " differs between running first and running after the reference (first at " + where +
+              "): it depends on state another path left behind",
+          "candidate." + name, "look for buffers or caches shared with the reference path");
+      finding.where.coords = coords;
+      analysis.findings.push_back(std::move(finding));
+    }
+
+    // Guard: a reference that cannot discriminate (near-zero, near-constant, seed-insensitive).
+    {
+      double low = INFINITY, high = -INFINITY, sum_squares = 0;
+      for (int64_t index = 0; index < reference.numel(); ++index) {
+        const double value = reference.element_as_double(index);
+        if (!std::isfinite(value)) continue;
+        low = std::min(low, value);
+        high = std::max(high, value);
+        sum_squares += value * value;
+      }
+      const double rms = reference.numel() > 0
+                             ? std::sqrt(sum_squares / static_cast<double>(reference.numel()))
+                             : 0;
+      std::string reason;
+      if (!(high >= low) || rms <= 1e-30) {
+        reason = "is zero (rms " + format_number(rms) + ")";
+      } else if (high - low <= 1e-6 * std::max(std::fabs(high), std::fabs(low))) {
+        reason = "is constant (every element within 1e-6 relative of " + format_number(low) + ")";
+      }
+      const Json alt = check.value("alt_seed", Json::object());
+      if (reason.empty() && alt.contains("outputs") && alt["outputs"].contains(name)) {
+        const std::string alt_file = alt["outputs"][name].get<std::string>();
+        bool same = alt_file == reference_file;
+        if (!same) {
+          const Tensor other = reader.tensor(alt_file);
+          if (other.shape() == reference.shape()) {
+            check::CompareOptions plain;
+            const auto comparison = check::compare_tensors(name, other, reference, nullptr, plain);
+            same = comparison.metrics.rms_ratio <= 1e-9;
+          }
+        }
+        if (same) {
+          reason = "is the same for seeds " + std::to_string(observation.value("seed", 0ull)) +
+                   " and " + std::to_string(alt.value("seed", 0ull)) + ": it ignores its inputs";
+        }
+      }
+      if (!reason.empty()) {
+        analysis.cannot_discriminate = true;
+        analysis.findings.push_back(make_finding(
+            context, Layer::kCheck, "guard.cannot_discriminate", Severity::kWarn,
+            "cannot discriminate: the reference output " + name + " " + reason +
+                ", so a wrong candidate could match it",
+            "reference." + name, "make the inputs exercise the computation (non-zero, varied)"));
+      }
+    }
+  }
+  analysis.data["comparisons"] = std::move(comparisons);
+
+  // Guards the subject measured next to the candidate.
+  const Json guards = check.value("guards", Json::object());
+  for (const auto& entry : guards.value("input_mutation", Json::array())) {
+    analysis.findings.push_back(make_finding(
+        context, Layer::kCheck, "guard.input_mutation", Severity::kFail,
+        "the " + entry.value("path", "") + " path changed input " + entry.value("input", "") +
+            " (" + entry.value("pass", "") + " pass; checksum " +
+            entry.value("checksum_before", "") + " -> " + entry.value("checksum_after", "") + ")",
+        entry.value("path", "") + "." + entry.value("input", ""),
+        "inputs are read-only: write into the outputs only"));
+  }
+  for (const auto& entry : guards.value("output_unwritten", Json::array())) {
+    const int64_t poisoned = entry.value("poisoned", int64_t{0});
+    const int64_t numel = entry.value("numel", int64_t{0});
+    Finding finding = make_finding(
+        context, Layer::kCheck, "guard.output_unwritten", Severity::kFail,
+        "the " + entry.value("path", "") + " path left " + std::to_string(poisoned) + " of " +
+            std::to_string(numel) + " elements of output " + entry.value("output", "") +
+            " unwritten (still the NaN poison, " + entry.value("pass", "") + " pass)",
+        entry.value("path", "") + "." + entry.value("output", ""),
+        "write every element of the output; check loop bounds and tails");
+    finding.evidence.metrics = {{"poisoned", static_cast<double>(poisoned)},
+                                {"numel", static_cast<double>(numel)}};
+    analysis.findings.push_back(std::move(finding));
+  }
+  for (const auto& entry : guards.value("output_alias", Json::array())) {
+    analysis.findings.push_back(
+        make_finding(context, Layer::kCheck, "guard.output_alias", Severity::kFail,
+                     "the " + entry.value("path", "") + " path returned output " +
+                         entry.value("output", "") + " in a buffer overlapping " +
+                         entry.value("aliases", "") + " (" + entry.value("pass", "") + " pass)",
+                     entry.value("path", "") + "." + entry.value("output", ""),
+                     "return a buffer the path owns, or write into io.output()"));
+  }
+
+  // Determinism over --repeat.
+  if (check.contains("repeat")) {
+    const Json& repeat = check["repeat"];
+    int differing = 0;
+    for (const auto& output : check.at("outputs")) {
+      const std::string name = output.at("name").get<std::string>();
+      const std::string first_file = files[name]["candidate_first"]["candidate"];
+      int index = 0;
+      for (const auto& run : repeat.value("outputs", Json::array())) {
+        ++index;
+        const std::string file_name = run.at(name).get<std::string>();
+        if (file_name == first_file) continue;
+        const Tensor first = reader.tensor(first_file);
+        const Tensor again = reader.tensor(file_name);
+        const int64_t at = first_difference(first, again);
+        if (at < 0) continue;
+        ++differing;
+        check::Coords coords;
+        const std::string where =
+            coords_text(first, at, string_list(output.value("axes", Json::array())), &coords);
+        Finding finding = make_finding(
+            context, Layer::kCheck, "nondeterministic", Severity::kFail,
+            "candidate output " + name + " differs between runs on the same inputs: repeat " +
+                std::to_string(index) + " first differs at " + where + " (" +
+                format_number(first.element_as_double(at)) + " vs " +
+                format_number(again.element_as_double(at)) + ")",
+            "candidate." + name, "look for unordered reductions, atomics or uninitialised reads");
+        finding.where.coords = coords;
+        analysis.findings.push_back(std::move(finding));
+        break;
+      }
+    }
+    if (differing == 0) {
+      analysis.findings.push_back(
+          make_finding(context, Layer::kCheck, "deterministic", Severity::kInfo,
+                       "candidate outputs are bitwise identical over " +
+                           std::to_string(repeat.value("count", 0)) + " repeats on the same inputs",
+                       "candidate", ""));
+    }
+  }
+}
+
+// --- benches ---------------------------------------------------------------------------------
+
+void analyze_bench(const ObservationReader& reader, const Context& context,
+                   const AnalyzeOptions& options, Analysis& analysis) {
+  const Json& bench_json = reader.at(reader.json(), "bench", "");
+  const std::string file = (reader.dir() / "observation.json").string();
+  if (bench_json.contains("skipped") && bench_json["skipped"].is_string()) {
+    const std::string reason = bench_json["skipped"].get<std::string>();
+    analysis.findings.push_back(make_finding(context, Layer::kBench, "skipped", Severity::kInfo,
+                                             "skipped at this point: " + reason, "", ""));
+    analysis.lines.push_back("  skipped: " + reason);
+    analysis.data["skipped"] = reason;
+    return;
+  }
+  const std::string samples_file = bench_json.value("samples_file", "samples.json");
+  std::ifstream in(reader.dir() / samples_file);
+  if (!in) throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() + ": missing");
+  Json samples_json;
+  try {
+    samples_json = Json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kInput,
+                (reader.dir() / samples_file).string() + ": not valid JSON: " + error.what());
+  }
+  struct Variant {
+    std::string name;
+    std::vector<double> samples;
+    std::vector<int64_t> before, after;
+  };
+  std::vector<Variant> variants;
+  for (const auto& entry : samples_json.at("variants")) {
+    variants.push_back({entry.at("name").get<std::string>(),
+                        entry.at("samples").get<std::vector<double>>(),
+                        entry.value("threads_before", std::vector<int64_t>{}),
+                        entry.value("threads_after", std::vector<int64_t>{})});
+    if (variants.back().samples.empty()) {
+      throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() + ": variant '" +
+                                         variants.back().name + "' has no samples");
+    }
+  }
+  if (variants.empty()) throw Error(ErrorCode::kInput, samples_file + ": no variants");
+
+  const double bytes = bench_json.value("bytes_per_call", 0.0);
+  const double flops = bench_json.value("flops_per_call", 0.0);
+  Json summaries = Json::object();
+  bench::SummaryOptions summary_options;
+  summary_options.seed = options.bootstrap_seed;
+  for (const auto& variant : variants) {
+    const bench::ArmSummary summary = bench::summarize(variant.samples, summary_options);
+    Json entry = bench::summary_to_json(summary);
+    if (bytes > 0) entry["bytes_per_s"] = bytes / summary.median;
+    if (flops > 0) entry["flops_per_s"] = flops / summary.median;
+    summaries[variant.name] = std::move(entry);
+    std::string line = "  " + variant.name + ": median " + format_number(summary.median * 1e6) +
+                       " us/call, 95% CI [" + format_number(summary.median_ci.low * 1e6) + ", " +
+                       format_number(summary.median_ci.high * 1e6) + "], n " +
+                       std::to_string(summary.n) + ", cv " + format_number(summary.cv);
+    if (bytes > 0) line += ", " + format_number(bytes / summary.median / 1e9) + " GB/s";
+    if (flops > 0) line += ", " + format_number(flops / summary.median / 1e9) + " GFLOP/s";
+    analysis.lines.push_back(line);
+  }
+  analysis.data["summaries"] = std::move(summaries);
+  analysis.data["stop_reason"] = bench_json.value("stop_reason", "");
+  analysis.data["calls_per_sample"] = bench_json.value("calls_per_sample", 0);
+
+  std::vector<bench::Comparison> comparisons;
+  bench::CompareOptions compare_options;
+  compare_options.threshold = options.threshold;
+  compare_options.seed = options.bootstrap_seed;
+  for (size_t index = 1; index < variants.size(); ++index) {
+    comparisons.push_back(
+        bench::compare(variants[0].samples, variants[index].samples, compare_options));
+  }
+  if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
+  Json comparison_list = Json::array();
+  for (size_t index = 0; index < comparisons.size(); ++index) {
+    const auto& comparison = comparisons[index];
+    bench::FindingContext finding_context;
+    finding_context.subject = context.subject;
+    finding_context.probe = context.probe;
+    finding_context.params = context.params;
+    finding_context.path = variants[index + 1].name + " vs " + variants[0].name;
+    finding_context.reproduce = context.reproduce;
+    finding_context.files = {context.observation_file};
+    analysis.findings.push_back(bench::comparison_finding(comparison, finding_context));
+    Json entry = bench::comparison_to_json(comparison);
+    entry["a"] = variants[0].name;
+    entry["b"] = variants[index + 1].name;
+    comparison_list.push_back(std::move(entry));
+    analysis.lines.push_back("  " + variants[index + 1].name + " / " + variants[0].name + " = " +
+                             format_number(comparison.ratio) + " [" +
+                             format_number(comparison.ci.low) + ", " +
+                             format_number(comparison.ci.high) +
+                             "]: " + std::string(bench::ab_verdict_name(comparison.verdict)) +
+                             " (" + comparison.rule + ")");
+  }
+  analysis.data["comparisons"] = std::move(comparison_list);
+
+  // Guard: the thread count moved during a sample (work the timer may not have seen).
+  for (const auto& variant : variants) {
+    int64_t changed = 0, example_before = 0, example_after = 0;
+    for (size_t index = 0; index < variant.before.size() && index < variant.after.size(); ++index) {
+      if (variant.before[index] != variant.after[index]) {
+        if (changed == 0) {
+          example_before = variant.before[index];
+          example_after = variant.after[index];
+        }
+        ++changed;
+      }
+    }
+    if (changed == 0) continue;
+    Finding finding = make_finding(
+        context, Layer::kBench, "guard.thread_count", Severity::kFail,
+        "variant " + variant.name + ": the thread count changed during " + std::to_string(changed) +
+            " of " + std::to_string(variant.samples.size()) + " samples (e.g. " +
+            std::to_string(example_before) + " -> " + std::to_string(example_after) +
+            "): work may run on threads the timer does not see",
+        variant.name, "join every thread the body starts before it returns");
+    finding.evidence.metrics = {{"samples_changed", static_cast<double>(changed)}};
+    analysis.findings.push_back(std::move(finding));
+  }
+
+  // Guard: timed calls must produce what the same variant produces untimed.
+  const Json tolerance = bench_json.value("verify_tolerance", Json::object());
+  const std::string metric_text = tolerance.value("metric", "rms_ratio");
+  auto metric = check::parse_metric(metric_text);
+  if (!metric) {
+    throw Error(ErrorCode::kConfig, file + ": bench.verify_tolerance.metric '" + metric_text +
+                                        "' is not a metric; the metrics are " +
+                                        check::metric_names_list());
+  }
+  const std::vector<check::Bound> bounds = {{*metric, tolerance.value("bound", 1e-6)}};
+  int verified = 0, failed = 0;
+  for (const auto& entry : bench_json.value("verified", Json::array())) {
+    for (const auto& [name, timed_file] : entry.at("timed").items()) {
+      ++verified;
+      const Tensor timed = reader.tensor(timed_file.get<std::string>());
+      const Tensor untimed = reader.tensor(entry.at("untimed").at(name).get<std::string>());
+      const auto comparison = check::compare_tensors(name, timed, untimed, nullptr, {});
+      if (!check::diverged(comparison, bounds)) continue;
+      ++failed;
+      Finding finding =
+          make_finding(context, Layer::kBench, "guard.verify_mismatch", Severity::kFail,
+                       "variant " + entry.value("variant", "") + ": timed call in sample " +
+                           std::to_string(entry.value("sample", 0)) + " produced output " + name +
+                           " unlike the same variant run untimed on the same inputs (" +
+                           check::comparison_headline(comparison) + ")",
+                       entry.value("variant", "") + "." + name,
+                       "a timed call must do the full work: no caching or skipping between calls");
+      finding.where.coords = comparison.localisation.worst_coords;
+      analysis.findings.push_back(std::move(finding));
+    }
+  }
+  analysis.data["verified_outputs"] = verified;
+  analysis.data["verify_failures"] = failed;
+}
+
+// --- scenarios -------------------------------------------------------------------------------
+
+void analyze_scenario(const ObservationReader& reader, const Context& context, Analysis& analysis) {
+  const Json& scenario = reader.at(reader.json(), "scenario", "");
+  Finding finding = make_finding(context, Layer::kScenario, "metrics", Severity::kInfo, "", "", "");
+  std::string claim;
+  for (const auto& [name, value] : scenario.value("metrics", Json::object()).items()) {
+    const double number = number_from_json(value, "scenario.metrics." + name);
+    finding.evidence.metrics.emplace_back(name, number);
+    claim += (claim.empty() ? "" : ", ") + name + " " + format_number(number);
+    analysis.lines.push_back("  " + name + ": " + format_number(number));
+  }
+  finding.claim = claim.empty() ? "no metrics recorded" : claim;
+  for (const auto& trace : scenario.value("traces", Json::array())) {
+    finding.evidence.files.push_back(
+        (std::filesystem::path(context.observation_file).parent_path() / trace.get<std::string>())
+            .string());
+    analysis.lines.push_back("  trace: " + (reader.dir() / trace.get<std::string>()).string());
+  }
+  analysis.data["metrics"] = scenario.value("metrics", Json::object());
+  analysis.data["traces"] = scenario.value("traces", Json::array());
+  analysis.findings.push_back(std::move(finding));
+}
+
+}  // namespace
+
+RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options) {
+  ObservationReader reader(dir);
+  const Json& observation = reader.json();
+  Context context;
+  try {
+    context.subject = observation.value("subject", "");
+    context.probe = reader.at(observation, "probe", "").get<std::string>();
+    context.params = params_of(observation);
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kInput, (dir / "observation.json").string() + ": " + error.what());
+  }
+  context.observation_file = (dir / "observation.json").string();
+  context.reproduce = options.reproduce;
+  if (context.reproduce.empty()) {
+    std::vector<std::string> argv;
+    for (const auto& arg : observation.value("argv", Json::array())) {
+      argv.push_back(arg.get<std::string>());
+    }
+    for (const auto& arg : argv) context.reproduce += (context.reproduce.empty() ? "" : " ") + arg;
+  }
+  const std::string kind = observation.value("kind", "");
+
+  Analysis analysis;
+  try {
+    if (kind == "check") {
+      analyze_check(reader, context, options, analysis);
+    } else if (kind == "bench") {
+      analyze_bench(reader, context, options, analysis);
+    } else if (kind == "scenario") {
+      analyze_scenario(reader, context, analysis);
+    } else {
+      throw Error(ErrorCode::kInput, context.observation_file + ": field 'kind' is '" + kind +
+                                         "'; expected check, bench or scenario");
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kInput, context.observation_file + ": " + error.what());
+  }
+
+  RunOutcome outcome;
+  outcome.observation_dir = dir;
+  bool failed = false;
+  for (const auto& finding : analysis.findings)
+    failed = failed || finding.severity == Severity::kFail;
+  if (failed) {
+    outcome.verdict = Verdict::kFail;
+  } else if (analysis.cannot_discriminate) {
+    outcome.verdict = Verdict::kInconclusive;
+  } else if (kind == "bench" && analysis.data.contains("skipped")) {
+    outcome.verdict = Verdict::kNone;
+  } else {
+    outcome.verdict = Verdict::kPass;
+  }
+  outcome.exit_code =
+      outcome.verdict == Verdict::kFail || outcome.verdict == Verdict::kInconclusive ? 1 : 0;
+  outcome.findings = analysis.findings;
+
+  outcome.data["probe"] = context.probe;
+  outcome.data["kind"] = kind;
+  outcome.data["params"] = observation.value("params", Json::object());
+  outcome.data["seed"] = observation.value("seed", Json(nullptr));
+  outcome.data["hidden"] = observation.value("hidden", Json(nullptr));
+  outcome.data["observation"] = context.observation_file;
+  outcome.data["environment"] = observation.value("environment", Json::object());
+  for (auto& [key, value] : analysis.data.items()) outcome.data[key] = value;
+
+  // The human report: verdict, numbers, then the findings that are not plain matches.
+  std::string summary = context.probe + " [" + kind + "] " + params_to_string(context.params) +
+                        " seed " + observation.value("seed", Json(0)).dump() + ": " +
+                        std::string(verdict_name(outcome.verdict)) + "\n";
+  for (const auto& line : analysis.lines) summary += line + "\n";
+  for (const auto& finding : analysis.findings) {
+    if (finding.severity == Severity::kInfo && kind == "check") continue;
+    summary += "  " + std::string(severity_name(finding.severity)) + " " + finding.id + ": " +
+               finding.claim + "\n";
+  }
+  summary += "  observation: " + context.observation_file + "\n";
+  summary += "  reproduce: " + context.reproduce + "\n";
+  outcome.summary = std::move(summary);
+
+  // The observation keeps what loupe concluded from it.
+  Json findings = Json::array();
+  for (const auto& finding : analysis.findings) findings.push_back(finding_to_json(finding));
+  reader.mutable_json()["findings"] = std::move(findings);
+  reader.mutable_json()["verdict"] = std::string(verdict_name(outcome.verdict));
+  reader.write_back();
+  return outcome;
+}
+
+}  // namespace loupe::probe

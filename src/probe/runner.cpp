@@ -1,0 +1,216 @@
+// Running a subject as a child process and placing its observation (see runner.hpp).
+#include "probe/runner.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/home.hpp"
+#include "core/process.hpp"
+
+namespace loupe::probe {
+namespace {
+
+std::string join_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& arg : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain =
+        !arg.empty() && arg.find_first_of(" \t\n'\"\\$`*?;&|<>()[]{}#~!") == std::string::npos;
+    if (plain) {
+      out += arg;
+    } else {
+      std::string quoted = "'";
+      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += quoted + "'";
+    }
+  }
+  return out;
+}
+
+ProcessResult run_subject(std::vector<std::string> argv, double timeout_s) {
+  ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+  return run_process(spec);
+}
+
+// Exit 2 from the subject is bad usage (its message says which choice was wrong); any other
+// failure is the subject's.
+void throw_for_failure(const ProcessResult& result, const std::vector<std::string>& argv,
+                       double timeout_s) {
+  if (result.succeeded()) return;
+  const std::string command = join_command(argv);
+  const std::string tail = result.stderr_tail();
+  if (result.timed_out) {
+    throw Error(ErrorCode::kSubject,
+                "subject timed out after " + std::to_string(timeout_s) +
+                    " s; its process group was killed: " + command +
+                    (tail.empty() ? "" : "\nstderr:\n" + tail),
+                "raise --timeout, or run a smaller point");
+  }
+  if (result.exit_code == 2) {
+    throw Error(ErrorCode::kUsage, "the subject refused the request: " + tail,
+                "run `loupe probe list -- SUBJECT` to see the probes and their parameters");
+  }
+  throw Error(ErrorCode::kSubject,
+              "the subject " + result.describe() + ": " + command +
+                  (tail.empty() ? "" : "\nstderr:\n" + tail),
+              "run the command above directly to see the failure");
+}
+
+Json read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorCode::kSubject, "the subject wrote no " + path.string(),
+                "a subject writes observation.json into --out DIR before exiting 0");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return Json::parse(text.str());
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + error.what());
+  }
+}
+
+}  // namespace
+
+std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
+                              const std::optional<int64_t>& hidden_point, int repeat,
+                              const std::vector<std::string>& subject_command) {
+  std::vector<std::string> argv = {"loupe", "probe", "run", probe};
+  if (hidden_point) {
+    argv.push_back("--hidden-point");
+    argv.push_back(std::to_string(*hidden_point));
+  } else {
+    for (const auto& [name, value] : params) {
+      argv.push_back("--set");
+      argv.push_back(name + "=" + value_to_string(value));
+    }
+  }
+  argv.push_back("--seed");
+  argv.push_back(std::to_string(seed));
+  if (repeat > 0) {
+    argv.push_back("--repeat");
+    argv.push_back(std::to_string(repeat));
+  }
+  argv.push_back("--");
+  for (const auto& arg : subject_command) argv.push_back(arg);
+  return join_command(argv);
+}
+
+Json list_probes(const std::vector<std::string>& subject_command, double timeout_s) {
+  if (subject_command.empty()) {
+    throw Error(ErrorCode::kUsage, "no subject command after --",
+                "loupe probe list -- build/bin/kda probe");
+  }
+  std::vector<std::string> argv = subject_command;
+  argv.push_back("list");
+  argv.push_back("--json");
+  const ProcessResult result = run_subject(argv, timeout_s);
+  throw_for_failure(result, argv, timeout_s);
+  try {
+    Json list = Json::parse(result.stdout_text);
+    if (!list.is_object() || !list.contains("probes") || !list["probes"].is_array()) {
+      throw Error(ErrorCode::kSubject, join_command(argv) +
+                                           ": the answer has no \"probes\" array; is this a loupe "
+                                           "subject?");
+    }
+    return list;
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kSubject, join_command(argv) + ": the answer is not JSON (" +
+                                         error.what() + "); is this a loupe subject?");
+  }
+}
+
+RunOutcome run_probe(const RunRequest& request) {
+  if (request.subject_command.empty()) {
+    throw Error(ErrorCode::kUsage, "no subject command after --",
+                "loupe probe run PROBE -- build/bin/kda probe");
+  }
+  const std::filesystem::path home = resolve_home(request.home, std::filesystem::current_path());
+  const std::string run_id = request.run_id.empty() ? new_run_id() : request.run_id;
+  uint64_t seed = 0;
+  if (request.seed) {
+    seed = *request.seed;
+  } else {
+    std::random_device entropy;
+    // Small enough to type back in a reproduce command.
+    seed = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) % 1000000000ull;
+  }
+
+  // The point's directory name needs the full point, which only the subject knows (defaults,
+  // hidden points): it writes into a staging directory that is renamed afterwards.
+  const std::filesystem::path staging =
+      run_dir(home, run_id) / request.probe / (".running-" + std::to_string(getpid()));
+  std::filesystem::remove_all(staging);
+  std::filesystem::create_directories(staging);
+
+  std::vector<std::string> argv = request.subject_command;
+  argv.insert(argv.end(), {"run", request.probe});
+  for (const auto& set : request.sets) argv.insert(argv.end(), {"--set", set});
+  argv.insert(argv.end(), {"--seed", std::to_string(seed)});
+  if (request.hidden_point) {
+    argv.insert(argv.end(), {"--hidden-point", std::to_string(*request.hidden_point)});
+  } else if (request.hidden) {
+    argv.push_back("--hidden");
+  }
+  if (request.repeat > 0) argv.insert(argv.end(), {"--repeat", std::to_string(request.repeat)});
+  if (request.precision) {
+    std::ostringstream text;
+    text << *request.precision;
+    argv.insert(argv.end(), {"--precision", text.str()});
+  }
+  if (request.budget_s) {
+    std::ostringstream text;
+    text << *request.budget_s;
+    argv.insert(argv.end(), {"--budget", text.str()});
+  }
+  argv.insert(argv.end(), {"--out", staging.string(), "--json"});
+
+  const ProcessResult result = run_subject(argv, request.timeout_s);
+  {
+    std::ofstream stderr_file(staging / "stderr.txt");
+    stderr_file << result.stderr_text;
+  }
+  throw_for_failure(result, argv, request.timeout_s);
+
+  Json observation = read_json_file(staging / "observation.json");
+  Params params;
+  std::optional<int64_t> hidden_point;
+  try {
+    for (const auto& [name, value] : observation.at("params").items()) {
+      params.emplace_back(name, value_from_json(value, "params." + name));
+    }
+    if (observation.contains("hidden") && observation["hidden"].is_object()) {
+      hidden_point = observation["hidden"].at("index").get<int64_t>();
+    }
+    observation["stderr_tail"] = result.stderr_tail(20, 4000);
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCode::kInput,
+                (staging / "observation.json").string() + ": bad params/hidden: " + error.what());
+  }
+  {
+    std::ofstream out(staging / "observation.json");
+    out << observation.dump(1) << "\n";
+  }
+
+  const std::filesystem::path point_dir = observation_dir(home, run_id, request.probe, params);
+  std::filesystem::remove_all(point_dir);
+  std::filesystem::create_directories(point_dir.parent_path());
+  std::filesystem::rename(staging, point_dir);
+
+  AnalyzeOptions analyze = request.analyze;
+  analyze.reproduce = reproduce_command(request.probe, params, seed, hidden_point, request.repeat,
+                                        request.subject_command);
+  analyze.bootstrap_seed = seed;
+  RunOutcome outcome = analyze_observation(point_dir, analyze);
+  outcome.data["run"] = run_id;
+  return outcome;
+}
+
+}  // namespace loupe::probe

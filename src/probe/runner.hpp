@@ -1,0 +1,76 @@
+// probe/runner.hpp — loupe's side of a probe: run the subject as a child, read what it wrote,
+// decide.
+//
+// run_probe launches `SUBJECT run PROBE ...` (core/process.hpp: own process group, timeout kills
+// the group), keeps its stderr next to the observation, moves the observation directory to
+// <home>/runs/<run>/<probe>/<point>/ once the subject has said which point it ran, and hands the
+// directory to analyze_observation. Everything that decides — comparisons (src/check), bench
+// statistics and verdicts (src/bench), guard findings — happens here, from files, never in the
+// subject's process. `loupe probe run` and the objective cascade both call these functions.
+// Errors: Error(kUsage) when the subject exits 2 (its message is carried over), Error(kSubject)
+// when it crashes, times out or writes no readable observation.
+// Thread-safety: no shared state; one call per thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/finding.hpp"
+#include "core/json.hpp"
+
+namespace loupe::probe {
+
+struct AnalyzeOptions {
+  // METRIC=VALUE overrides of the probe's absolute tolerances (every output).
+  std::vector<std::string> tolerances;
+  double threshold = 0.02;  // benches: the A/B verdict threshold t
+  uint64_t bootstrap_seed = 0;
+  // The command that reproduces the run, seed included; used in every finding.
+  std::string reproduce;
+};
+
+struct RunRequest {
+  std::string probe;
+  std::vector<std::string> sets;  // NAME=VALUE, validated by the subject
+  std::optional<uint64_t> seed;   // drawn by loupe when absent, and recorded
+  bool hidden = false;
+  std::optional<int64_t> hidden_point;
+  int repeat = 0;
+  std::optional<double> precision;
+  std::optional<double> budget_s;
+  double timeout_s = 600;
+  std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root
+  std::string run_id;                         // empty: a new one
+  std::vector<std::string> subject_command;
+  AnalyzeOptions analyze;
+};
+
+struct RunOutcome {
+  Verdict verdict = Verdict::kNone;
+  int exit_code = 0;  // 0 pass (or no gate), 1 failed or inconclusive
+  std::vector<Finding> findings;
+  Json data = Json::object();
+  std::filesystem::path observation_dir;
+  std::string summary;  // the human report
+};
+
+// `SUBJECT list --json`, parsed. Throws as described above.
+Json list_probes(const std::vector<std::string>& subject_command, double timeout_s);
+
+RunOutcome run_probe(const RunRequest& request);
+
+// The decision half: reads DIR/observation.json and its files and returns findings and verdict.
+// Writes the findings back into DIR/observation.json. Throws Error(kInput) naming the file and
+// field when the observation is unreadable.
+RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options);
+
+// "loupe probe run PROBE --set T=16384 --seed 7 -- build/bin/kda probe": every parameter of the
+// point, so the command stays true if defaults change.
+std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
+                              const std::optional<int64_t>& hidden_point, int repeat,
+                              const std::vector<std::string>& subject_command);
+
+}  // namespace loupe::probe

@@ -1,0 +1,97 @@
+// The environment fingerprint recorded in every observation, and the seed derivation.
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "subject/guards.hpp"
+#include "subject/runtime.hpp"
+
+namespace loupe::subject {
+namespace {
+
+// The value of the first line "key<sep>value" in a text file, trimmed; empty when absent.
+std::string read_field(const std::string& file, const std::string& key, char separator) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t at = line.find(separator, key.size());
+    if (at == std::string::npos) continue;
+    std::string value = line.substr(at + 1);
+    const size_t begin = value.find_first_not_of(" \t\"");
+    const size_t end = value.find_last_not_of(" \t\"");
+    return begin == std::string::npos ? std::string() : value.substr(begin, end - begin + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Json environment_fingerprint(const detail::BuildInfo& build) {
+  Json env = Json::object();
+  std::string cpu = read_field("/proc/cpuinfo", "model name", ':');
+  env["cpu_model"] = cpu.empty() ? "unknown" : cpu;
+  env["cores"] = std::thread::hardware_concurrency();
+  std::string os = read_field("/etc/os-release", "PRETTY_NAME", '=');
+  env["os"] = os.empty() ? "unknown" : os;
+  struct utsname names {};
+  if (uname(&names) == 0) {
+    env["kernel"] = std::string(names.sysname) + " " + names.release + " " + names.machine;
+    env["hostname"] = names.nodename;
+  } else {
+    env["kernel"] = "unknown";
+    env["hostname"] = "unknown";
+  }
+  env["compiler"] = build.compiler;
+  env["build_type"] = build.build_type;
+  return env;
+}
+
+std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor& tensor) {
+  const uint64_t sum = checksum(tensor);
+  auto [begin, end] = by_checksum_.equal_range(sum);
+  for (auto it = begin; it != end; ++it) {
+    const Tensor& earlier = it->second.tensor;
+    if (earlier.dtype() == tensor.dtype() && earlier.shape() == tensor.shape() &&
+        std::equal(earlier.bytes(), earlier.bytes() + earlier.nbytes(), tensor.bytes())) {
+      return it->second.file;
+    }
+  }
+  const bool npy_can_name = tensor.dtype() != DType::kBF16 && tensor.dtype() != DType::kF8E4M3 &&
+                            tensor.dtype() != DType::kF8E5M2;
+  std::string file = stem + (npy_can_name ? ".npy" : ".safetensors");
+  const std::filesystem::path path = dir_ / file;
+  std::filesystem::create_directories(path.parent_path());
+  if (npy_can_name) {
+    write_npy(path, tensor);
+  } else {
+    write_safetensors(path, {{std::filesystem::path(stem).filename().string(), tensor}});
+  }
+  by_checksum_.emplace(sum, Written{tensor, file});
+  Json entry = Json::object();
+  entry["path"] = file;
+  entry["kind"] = "tensor";
+  entry["dtype"] = std::string(dtype_name(tensor.dtype()));
+  entry["shape"] = tensor.shape();
+  listing_.push_back(std::move(entry));
+  return file;
+}
+
+void ObservationFiles::add(std::string relative_path, std::string kind) {
+  Json entry = Json::object();
+  entry["path"] = std::move(relative_path);
+  entry["kind"] = std::move(kind);
+  listing_.push_back(std::move(entry));
+}
+
+}  // namespace loupe::subject

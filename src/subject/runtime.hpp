@@ -1,0 +1,72 @@
+// subject/runtime.hpp — the parts of the subject runtime that run one probe point.
+//
+// subject_main (subject_main.cpp) parses the command line, resolves the parameter point and the
+// seed, and hands the probe to run_check, run_bench or run_scenario, which run it with the
+// guards and return their section of observation.json. Files go through an ObservationFiles,
+// which names them, writes them once (identical tensors share one file) and lists them.
+// Internal to libloupe: nothing here is public API. Uses nlohmann-json (loupe::Json).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "loupe/probe.hpp"
+
+namespace loupe::subject {
+
+struct RunOptions {
+  std::filesystem::path out_dir;
+  uint64_t seed = 0;
+  int repeat = 0;           // checks: extra candidate runs on the same inputs
+  double precision = 0.01;  // benches: target relative CI half-width of each median
+  double budget_s = 2.0;    // benches: time budget for sampling at this point
+};
+
+// Every file a probe writes into the observation directory, listed for observation.json.
+class ObservationFiles {
+ public:
+  explicit ObservationFiles(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // Writes `tensor` as <stem>.npy (.safetensors for bfloat16 and fp8, which .npy cannot name)
+  // unless a tensor with identical dtype, shape and bytes was written before, and returns the
+  // file name relative to dir().
+  std::string write_tensor(const std::string& stem, const Tensor& tensor);
+  // Records a file the probe wrote itself, relative to dir().
+  void add(std::string relative_path, std::string kind);
+  const Json& listing() const { return listing_; }
+
+ private:
+  struct Written {
+    Tensor tensor;
+    std::string file;
+  };
+  std::filesystem::path dir_;
+  std::multimap<uint64_t, Written> by_checksum_;
+  Json listing_ = Json::array();
+};
+
+Json run_check(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
+               ObservationFiles& files);
+Json run_bench(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
+               ObservationFiles& files);
+Json run_scenario(const detail::ProbeDefinition& probe, const Point& point,
+                  const RunOptions& options, ObservationFiles& files);
+
+// The seed the second reference run (cannot-discriminate guard) uses, and the seeds of a bench's
+// input sets: splitmix64 steps, so every seed follows from the one recorded.
+uint64_t derive_seed(uint64_t seed, uint64_t stream);
+
+// cpu model, cores, os, kernel, compiler, build type, hostname.
+Json environment_fingerprint(const detail::BuildInfo& build);
+
+// Validates `sets` ("name=value" texts) against the probe's parameters and returns the full point
+// in declaration order. Throws Error(kUsage) naming the parameter and the valid choices.
+Params resolve_point(const detail::ProbeDefinition& probe, const std::vector<std::string>& sets,
+                     const Params* hidden_point);
+
+}  // namespace loupe::subject

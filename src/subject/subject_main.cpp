@@ -1,0 +1,321 @@
+// The standard subject command line: `list` and `run`. The only place the runtime catches.
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <set>
+
+#include "subject/runtime.hpp"
+
+namespace loupe::detail {
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: SUBJECT list [--json]\n"
+    "       SUBJECT run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]\n"
+    "                   [--repeat N]\n"
+    "                   [--precision P] [--budget SECONDS] --out DIR [--json]";
+
+std::string probe_names() {
+  std::string names;
+  for (const auto& probe : registered_probes()) names += (names.empty() ? "" : ", ") + probe->name;
+  return names.empty() ? "none" : names;
+}
+
+void check_registry() {
+  std::set<std::string> seen;
+  for (const auto& probe : registered_probes()) {
+    if (!seen.insert(probe->name).second) {
+      throw Error(ErrorCode::kInternal,
+                  "two probes are named '" + probe->name + "' (" + probe->file + ":" +
+                      std::to_string(probe->line) + ")",
+                  "probe names must be unique within a subject");
+    }
+  }
+}
+
+Json value_type_json(const Value& value) {
+  static const char* names[] = {"bool", "int", "float", "string"};
+  return names[value.index()];
+}
+
+Json list_json(const std::string& program) {
+  Json probes = Json::array();
+  for (const auto& probe : registered_probes()) {
+    Json entry = Json::object();
+    entry["name"] = probe->name;
+    entry["kind"] = std::string(probe_kind_name(probe->kind));
+    entry["description"] = probe->description;
+    Json params = Json::array();
+    for (const auto& spec : probe->params) {
+      Json param = Json::object();
+      param["name"] = spec.name;
+      param["type"] = value_type_json(spec.default_value);
+      param["default"] = value_to_json(spec.default_value);
+      Json allowed = Json::array();
+      for (const auto& value : spec.allowed) allowed.push_back(value_to_json(value));
+      param["allowed"] = std::move(allowed);
+      if (!spec.description.empty()) param["description"] = spec.description;
+      params.push_back(std::move(param));
+    }
+    entry["params"] = std::move(params);
+    entry["has_oracle"] = static_cast<bool>(probe->check_oracle);
+    // Only how many: the points themselves are revealed in the observation of a hidden run.
+    entry["hidden_points"] = probe->hidden_points.size();
+    probes.push_back(std::move(entry));
+  }
+  Json out = Json::object();
+  out["subject"] = std::filesystem::path(program).filename().string();
+  out["probes"] = std::move(probes);
+  return out;
+}
+
+void print_list_text(const Json& list) {
+  for (const auto& probe : list["probes"]) {
+    std::cout << probe["name"].get<std::string>() << "  [" << probe["kind"].get<std::string>()
+              << "]  " << probe["description"].get<std::string>() << "\n";
+    for (const auto& param : probe["params"]) {
+      std::cout << "    " << param["name"].get<std::string>() << " ("
+                << param["type"].get<std::string>() << ", default " << param["default"].dump();
+      if (!param["allowed"].empty()) std::cout << ", allowed " << param["allowed"].dump();
+      std::cout << ")\n";
+    }
+  }
+}
+
+const ProbeDefinition& find_probe(const std::string& name) {
+  for (const auto& probe : registered_probes()) {
+    if (probe->name == name) return *probe;
+  }
+  throw Error(ErrorCode::kUsage, "no probe named '" + name + "'; the probes are: " + probe_names(),
+              "run `list` to see every probe and its parameters");
+}
+
+uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || text[0] == '-') {
+    throw Error(ErrorCode::kUsage, flag + " '" + text + "': expected a non-negative integer");
+  }
+  return value;
+}
+
+double parse_positive(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
+    throw Error(ErrorCode::kUsage, flag + " '" + text + "': expected a positive number");
+  }
+  return value;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return buffer;
+}
+
+int run_command(const std::string& program, const std::vector<std::string>& args,
+                const BuildInfo& build, bool json) {
+  if (args.size() < 2 || args[1].rfind("--", 0) == 0) {
+    throw Error(ErrorCode::kUsage, "run: expected a probe name; the probes are: " + probe_names(),
+                std::string(kUsage));
+  }
+  const ProbeDefinition& probe = find_probe(args[1]);
+  std::vector<std::string> sets;
+  std::optional<uint64_t> seed;
+  std::optional<std::filesystem::path> out_dir;
+  bool hidden = false;
+  std::optional<uint64_t> hidden_index;
+  subject::RunOptions options;
+  for (size_t index = 2; index < args.size(); ++index) {
+    const std::string& flag = args[index];
+    auto next = [&]() -> const std::string& {
+      if (index + 1 >= args.size()) {
+        throw Error(ErrorCode::kUsage, flag + " needs a value", std::string(kUsage));
+      }
+      return args[++index];
+    };
+    if (flag == "--set") {
+      sets.push_back(next());
+    } else if (flag == "--seed") {
+      seed = parse_unsigned(flag, next());
+    } else if (flag == "--out") {
+      out_dir = next();
+    } else if (flag == "--hidden") {
+      hidden = true;
+    } else if (flag == "--hidden-point") {
+      hidden_index = parse_unsigned(flag, next());
+      if (*hidden_index >= probe.hidden_points.size()) {
+        throw Error(ErrorCode::kUsage,
+                    "--hidden-point " + std::to_string(*hidden_index) + ": probe '" + probe.name +
+                        "' has " + std::to_string(probe.hidden_points.size()) + " hidden points",
+                    "hidden points are numbered from 0, as in a hidden run's observation");
+      }
+      hidden = true;
+    } else if (flag == "--repeat") {
+      options.repeat = static_cast<int>(std::min<uint64_t>(parse_unsigned(flag, next()), 1000));
+    } else if (flag == "--precision") {
+      options.precision = parse_positive(flag, next());
+    } else if (flag == "--budget") {
+      options.budget_s = parse_positive(flag, next());
+    } else if (flag == "--json") {
+      continue;
+    } else {
+      throw Error(ErrorCode::kUsage,
+                  "run: unknown option '" + flag +
+                      "'; the options are --set, --seed, --hidden, --hidden-point, --repeat, "
+                      "--precision, "
+                      "--budget, --out, --json",
+                  std::string(kUsage));
+    }
+  }
+  if (!out_dir) {
+    throw Error(ErrorCode::kUsage, "run: --out DIR is required", std::string(kUsage));
+  }
+
+  // The secret: the seed (and hidden point) the candidate's author cannot know in advance.
+  std::random_device entropy;
+  const uint64_t secret = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  Json hidden_json = nullptr;
+  const Params* hidden_point = nullptr;
+  if (hidden && !probe.hidden_points.empty()) {
+    const size_t index = hidden_index ? *hidden_index : secret % probe.hidden_points.size();
+    hidden_point = &probe.hidden_points[index];
+    hidden_json = Json::object();
+    hidden_json["index"] = index;
+    hidden_json["of"] = probe.hidden_points.size();
+    Json values = Json::object();
+    for (const auto& [name, value] : *hidden_point) values[name] = value_to_json(value);
+    hidden_json["point"] = std::move(values);
+  }
+  const Point point(subject::resolve_point(probe, sets, hidden_point));
+  const std::string seed_source = seed ? "given" : "drawn";
+  options.seed = seed ? *seed : subject::derive_seed(secret, 7);
+  options.out_dir = *out_dir;
+
+  std::error_code error;
+  std::filesystem::create_directories(options.out_dir, error);
+  if (error) {
+    throw Error(ErrorCode::kSubject, "cannot create the observation directory " +
+                                         options.out_dir.string() + ": " + error.message());
+  }
+  subject::ObservationFiles files(options.out_dir);
+  Json observation = Json::object();
+  observation["loupe_observation"] = 1;
+  observation["subject"] = std::filesystem::path(program).filename().string();
+  observation["probe"] = probe.name;
+  observation["kind"] = std::string(probe_kind_name(probe.kind));
+  Json params = Json::object();
+  for (const auto& [name, value] : point.params()) params[name] = value_to_json(value);
+  observation["params"] = std::move(params);
+  observation["seed"] = options.seed;
+  observation["seed_source"] = seed_source;
+  observation["hidden"] = hidden_json;
+  Json argv = Json::array();
+  argv.push_back(program);
+  for (const auto& arg : args) argv.push_back(arg);
+  observation["argv"] = std::move(argv);
+  observation["started_at"] = utc_now();
+  observation["environment"] = subject::environment_fingerprint(build);
+
+  const auto start = std::chrono::steady_clock::now();
+  Json section;
+  switch (probe.kind) {
+    case ProbeKind::kCheck:
+      section = subject::run_check(probe, point, options, files);
+      break;
+    case ProbeKind::kBench:
+      section = subject::run_bench(probe, point, options, files);
+      break;
+    case ProbeKind::kScenario:
+      section = subject::run_scenario(probe, point, options, files);
+      break;
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  observation["wall_s"] = wall;
+  Json metrics = Json::object();
+  if (probe.kind == ProbeKind::kScenario) metrics = section["metrics"];
+  observation["metrics"] = std::move(metrics);
+  observation[std::string(probe_kind_name(probe.kind))] = std::move(section);
+  observation["files"] = files.listing();
+  // Written by loupe after the subject exits: its verdict's findings and the stderr tail.
+  observation["findings"] = Json::array();
+  observation["stderr_tail"] = nullptr;
+
+  const std::filesystem::path path = options.out_dir / "observation.json";
+  {
+    std::ofstream out(path);
+    out << observation.dump(1) << "\n";
+    if (!out) throw Error(ErrorCode::kSubject, "cannot write " + path.string());
+  }
+  if (json) {
+    Json reply = Json::object();
+    reply["probe"] = probe.name;
+    reply["observation"] = path.string();
+    reply["seed"] = options.seed;
+    std::cout << reply.dump() << "\n";
+  } else {
+    std::cout << "wrote " << path.string() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_subject(std::string program, const std::vector<std::string>& args, const BuildInfo& build) {
+  bool json = false;
+  for (const auto& arg : args) json = json || arg == "--json";
+  try {
+    check_registry();
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+      std::cout << kUsage << "\n";
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "list") {
+      for (size_t index = 1; index < args.size(); ++index) {
+        if (args[index] != "--json") {
+          throw Error(ErrorCode::kUsage, "list: unknown option '" + args[index] + "'",
+                      std::string(kUsage));
+        }
+      }
+      const Json list = list_json(program);
+      if (json) {
+        std::cout << list.dump() << "\n";
+      } else {
+        print_list_text(list);
+      }
+      return 0;
+    }
+    if (args[0] == "run") return run_command(program, args, build, json);
+    throw Error(ErrorCode::kUsage, "unknown command '" + args[0] + "'; the commands are list, run",
+                std::string(kUsage));
+  } catch (const Error& error) {
+    if (json) {
+      Json reply = Json::object();
+      Json detail = Json::object();
+      detail["code"] = std::string(error_code_name(error.code()));
+      detail["message"] = error.message();
+      detail["hint"] = error.hint();
+      reply["error"] = std::move(detail);
+      std::cout << reply.dump() << "\n";
+    }
+    std::cerr << std::filesystem::path(program).filename().string() << ": " << error.message()
+              << "\n";
+    if (!error.hint().empty()) std::cerr << "hint: " << error.hint() << "\n";
+    return exit_code(error.code());
+  } catch (const std::exception& error) {
+    std::cerr << std::filesystem::path(program).filename().string()
+              << ": internal error: " << error.what() << "\n";
+    return 3;
+  }
+}
+
+}  // namespace loupe::detail

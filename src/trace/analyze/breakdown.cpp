@@ -1,0 +1,60 @@
+#include <algorithm>
+
+#include "trace/analyze/analyze.hpp"
+
+namespace loupe::trace {
+
+Breakdown compute_breakdown(const Model& model) {
+  const SliceTable& slices = model.slices;
+  // Self time: a slice's duration minus its direct children's (siblings never overlap after
+  // ModelBuilder::finish clamps them).
+  std::vector<int64_t> self(slices.size());
+  for (SliceId id = 0; id < slices.size(); ++id) self[id] = slices.end_ns[id] - slices.start_ns[id];
+  for (SliceId id = 0; id < slices.size(); ++id) {
+    if (slices.parent[id] != kNoSlice)
+      self[slices.parent[id]] -= slices.end_ns[id] - slices.start_ns[id];
+  }
+  Breakdown result;
+  // Slices are sorted by (track, start): a running end per (track, name) gives the union.
+  struct Accumulator {
+    BreakdownRow row;
+    int64_t covered_until = INT64_MIN;
+  };
+  std::map<std::pair<TrackId, StringId>, Accumulator> rows;
+  TrackId current_track = kNoTrack;
+  int64_t busy_until = INT64_MIN;
+  for (SliceId id = 0; id < slices.size(); ++id) {
+    const TrackId track = slices.track[id];
+    const int64_t start = slices.start_ns[id], end = slices.end_ns[id];
+    if (track != current_track) {
+      current_track = track;
+      busy_until = INT64_MIN;
+    }
+    if (slices.depth[id] == 0) {
+      result.busy_ns[track] += std::max<int64_t>(0, end - std::max(start, busy_until));
+      busy_until = std::max(busy_until, end);
+    }
+    Accumulator& accumulator = rows[{track, slices.name[id]}];
+    BreakdownRow& row = accumulator.row;
+    if (row.count == 0) {
+      row.track = track;
+      row.name = slices.name[id];
+    }
+    ++row.count;
+    row.self_ns += self[id];
+    row.total_ns += std::max<int64_t>(0, end - std::max(start, accumulator.covered_until));
+    accumulator.covered_until = std::max(accumulator.covered_until, end);
+    if (row.longest == kNoSlice ||
+        end - start > slices.end_ns[row.longest] - slices.start_ns[row.longest]) {
+      row.longest = id;
+    }
+  }
+  for (auto& [key, accumulator] : rows) result.rows.push_back(accumulator.row);
+  std::stable_sort(result.rows.begin(), result.rows.end(),
+                   [](const BreakdownRow& left, const BreakdownRow& right) {
+                     return left.self_ns > right.self_ns;
+                   });
+  return result;
+}
+
+}  // namespace loupe::trace

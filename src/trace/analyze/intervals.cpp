@@ -1,0 +1,60 @@
+#include <algorithm>
+
+#include "trace/analyze/analyze.hpp"
+
+namespace loupe::trace {
+
+std::vector<Interval> union_of(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  std::vector<Interval> merged;
+  for (const Interval& interval : intervals) {
+    if (interval.second <= interval.first) continue;
+    if (!merged.empty() && interval.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, interval.second);
+    } else {
+      merged.push_back(interval);
+    }
+  }
+  return merged;
+}
+
+int64_t total_length(const std::vector<Interval>& intervals) {
+  int64_t total = 0;
+  for (const Interval& interval : intervals) total += interval.second - interval.first;
+  return total;
+}
+
+std::vector<Interval> intersect(const std::vector<Interval>& left,
+                                const std::vector<Interval>& right) {
+  std::vector<Interval> out;
+  size_t left_index = 0, right_index = 0;
+  while (left_index < left.size() && right_index < right.size()) {
+    const int64_t start = std::max(left[left_index].first, right[right_index].first);
+    const int64_t end = std::min(left[left_index].second, right[right_index].second);
+    if (start < end) out.emplace_back(start, end);
+    if (left[left_index].second < right[right_index].second) {
+      ++left_index;
+    } else {
+      ++right_index;
+    }
+  }
+  return out;
+}
+
+std::string format_duration(int64_t ns) {
+  char buffer[48];
+  const double value = static_cast<double>(ns);
+  const int64_t magnitude = ns < 0 ? -ns : ns;
+  if (magnitude >= 1'000'000'000) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g s", value / 1e9);
+  } else if (magnitude >= 1'000'000) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g ms", value / 1e6);
+  } else if (magnitude >= 1'000) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g us", value / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%lld ns", static_cast<long long>(ns));
+  }
+  return buffer;
+}
+
+}  // namespace loupe::trace

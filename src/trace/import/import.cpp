@@ -1,0 +1,124 @@
+// Format detection, gzip inflation and the merge of several files into one model.
+#include "trace/import/import.hpp"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "loupe/error.hpp"
+#include "trace/record/binary_format.hpp"
+
+namespace loupe::trace {
+namespace {
+
+std::string read_plain(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    throw Error(ErrorCode::kInput, "cannot open trace file '" + path + "'",
+                "check the path; traces are loupe binary (.loupetrace) or Chrome/Kineto JSON");
+  }
+  std::string bytes;
+  char chunk[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) bytes.append(chunk, got);
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) throw Error(ErrorCode::kInput, "cannot read trace file '" + path + "'");
+  return bytes;
+}
+
+std::string inflate_gzip(const std::string& compressed, const std::string& path) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 15 + 32) != Z_OK) {
+    throw Error(ErrorCode::kInternal, "zlib could not start inflating '" + path + "'");
+  }
+  std::string out;
+  out.resize(compressed.size() * 4 + (1 << 16));
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  int status = Z_OK;
+  while (true) {
+    if (stream.total_out == out.size()) out.resize(out.size() * 2);
+    stream.next_out = reinterpret_cast<Bytef*>(out.data() + stream.total_out);
+    stream.avail_out = static_cast<uInt>(out.size() - stream.total_out);
+    status = inflate(&stream, Z_NO_FLUSH);
+    if (status == Z_STREAM_END) {
+      // Concatenated gzip members continue.
+      if (stream.avail_in == 0) break;
+      inflateReset(&stream);
+      continue;
+    }
+    if (status == Z_BUF_ERROR && stream.avail_in == 0) break;  // truncated: keep what came out
+    if (status != Z_OK) {
+      const size_t offset = compressed.size() - stream.avail_in;
+      inflateEnd(&stream);
+      throw Error(ErrorCode::kInput,
+                  "gzip trace '" + path + "' is corrupt at compressed offset " +
+                      std::to_string(offset) + " (zlib status " + std::to_string(status) + ")",
+                  "check the file with `gzip -t`");
+    }
+  }
+  out.resize(stream.total_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+}  // namespace
+
+std::string read_trace_bytes(const std::string& path) {
+  std::string bytes = read_plain(path);
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+      static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    return inflate_gzip(bytes, path);
+  }
+  return bytes;
+}
+
+void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+  std::string bytes = read_trace_bytes(path);
+  if (bytes.size() >= sizeof(format::kMagic) &&
+      std::memcmp(bytes.data(), format::kMagic, sizeof(format::kMagic)) == 0) {
+    import_loupe_binary(bytes, path, builder, file_index);
+    return;
+  }
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || (bytes[first] != '[' && bytes[first] != '{')) {
+    throw Error(ErrorCode::kInput,
+                "trace file '" + path + "' is neither a loupe binary trace (magic LOUPETRC) nor " +
+                    "JSON: offset " + std::to_string(first == std::string::npos ? 0 : first) +
+                    " holds no '[' or '{'",
+                "loupe reads .loupetrace files and Chrome/Kineto JSON, plain or gzip");
+  }
+  import_chrome_json(bytes, path, builder, file_index);
+}
+
+Model load_traces(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw Error(ErrorCode::kUsage, "no trace file given");
+  Model model;
+  ModelBuilder builder(model);
+  for (size_t index = 0; index < paths.size(); ++index) {
+    import_file(paths[index], builder, static_cast<uint32_t>(index));
+  }
+  // Each importer maps its file onto its clock domain (loupe binary: CLOCK_MONOTONIC ns; Kineto
+  // with baseTimeNanoseconds: that base added). Files of one domain need no shift; files of
+  // different domains cannot be aligned from the files alone, which the alignment says.
+  std::set<std::string> domains;
+  for (const FileInfo& file : model.files) domains.insert(file.clock_domain);
+  if (model.files.size() == 1) {
+    model.alignment = "one file; timestamps as recorded (" + model.files[0].clock_domain + ")";
+  } else if (domains.size() == 1 && *domains.begin() != "unknown") {
+    model.alignment = std::to_string(model.files.size()) + " files share the clock domain '" +
+                      *domains.begin() + "'; merged without shifting";
+  } else {
+    std::string list;
+    for (const std::string& domain : domains) list += (list.empty() ? "" : ", ") + domain;
+    model.alignment = "not aligned: the files' clock domains differ or are unknown (" + list +
+                      "); timestamps used as written";
+  }
+  builder.finish();
+  return model;
+}
+
+}  // namespace loupe::trace

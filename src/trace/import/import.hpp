@@ -1,0 +1,35 @@
+// trace/import/import.hpp — reads trace files into the columnar model.
+//
+// Formats, detected by content: loupe's binary format (magic "LOUPETRC"), Chrome trace event JSON
+// and PyTorch profiler (Kineto) JSON, plain or gzip, array or object form. Bulk readers repair or
+// drop malformed records and count each kind in Model::stats; input that cannot be read at all
+// throws loupe::Error(kInput) naming the file, the offset and what was expected.
+// Thread-safety: free functions over caller-owned state.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace/model/model.hpp"
+
+namespace loupe::trace {
+
+// Adds one file to `builder` as file number `file_index` and appends its FileInfo.
+void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index);
+
+// Format-specific entry points over bytes already in memory (`name` appears in errors).
+void import_loupe_binary(std::string_view bytes, const std::string& name, ModelBuilder& builder,
+                         uint32_t file_index);
+// `text` is modified in place by repairs (invalid UTF-8, control characters, truncated tail).
+void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
+                        uint32_t file_index);
+
+// Reads the whole file, inflating gzip. Throws Error(kInput) when it cannot be read.
+std::string read_trace_bytes(const std::string& path);
+
+// Imports every file into one model, aligns clocks where the files share a domain (the model's
+// `alignment` says what was done) and finishes it.
+Model load_traces(const std::vector<std::string>& paths);
+
+}  // namespace loupe::trace

@@ -1,0 +1,304 @@
+#include "trace/model/model.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace loupe::trace {
+
+StringPool::StringPool() { intern(""); }
+
+StringId StringPool::intern(std::string_view text) {
+  auto found = ids_.find(text);
+  if (found != ids_.end()) return found->second;
+  const auto id = static_cast<StringId>(strings_.size());
+  strings_.emplace_back(text);
+  ids_.emplace(std::string(text), id);
+  return id;
+}
+
+std::string_view track_kind_name(TrackKind kind) {
+  switch (kind) {
+    case TrackKind::kThread:
+      return "thread";
+    case TrackKind::kGpuStream:
+      return "gpu_stream";
+    case TrackKind::kLock:
+      return "lock";
+    case TrackKind::kCounter:
+      return "counter";
+  }
+  return "thread";
+}
+
+std::string Model::track_label(TrackId id) const {
+  const Track& track = tracks[id];
+  std::string label = track.name.empty() ? std::string(track_kind_name(track.kind)) : track.name;
+  label += " (" + track.pid + "/" + track.tid + ")";
+  return label;
+}
+
+TrackId ModelBuilder::track(uint32_t file_index, TrackKind kind, std::string_view pid,
+                            std::string_view tid) {
+  std::string key = std::to_string(file_index);
+  key += '\x1f';
+  key += static_cast<char>('0' + static_cast<int>(kind));
+  key += '\x1f';
+  key += pid;
+  key += '\x1f';
+  key += tid;
+  auto found = track_ids_.find(key);
+  if (found != track_ids_.end()) return found->second;
+  const auto id = static_cast<TrackId>(model_.tracks.size());
+  Track track;
+  track.kind = kind;
+  track.pid = std::string(pid);
+  track.tid = std::string(tid);
+  track.file_index = file_index;
+  model_.tracks.push_back(std::move(track));
+  track_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+void ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
+                             StringId category) {
+  SliceTable& slices = model_.slices;
+  slices.start_ns.push_back(start_ns);
+  slices.end_ns.push_back(end_ns);
+  slices.track.push_back(track);
+  slices.name.push_back(name);
+  slices.category.push_back(category);
+}
+
+void ModelBuilder::add_instant(TrackId track, int64_t ts_ns, StringId name) {
+  model_.instants.ts_ns.push_back(ts_ns);
+  model_.instants.track.push_back(track);
+  model_.instants.name.push_back(name);
+}
+
+void ModelBuilder::add_counter(TrackId track, int64_t ts_ns, double value) {
+  model_.counters.ts_ns.push_back(ts_ns);
+  model_.counters.track.push_back(track);
+  model_.counters.value.push_back(value);
+}
+
+void ModelBuilder::add_lock_event(TrackId lock, TrackId thread, int64_t ts_ns, LockEventKind kind,
+                                  bool shared) {
+  LockEventTable& events = model_.lock_events;
+  events.ts_ns.push_back(ts_ns);
+  events.lock.push_back(lock);
+  events.thread.push_back(thread);
+  events.kind.push_back(kind);
+  events.shared.push_back(shared ? 1 : 0);
+}
+
+void ModelBuilder::add_flow(StringId name, TrackId from_track, int64_t from_ns, TrackId to_track,
+                            int64_t to_ns, bool bind_to_next) {
+  flows_.push_back({name, from_track, from_ns, to_track, to_ns, bind_to_next});
+}
+
+namespace {
+
+template <typename T>
+void permute(std::vector<T>& column, const std::vector<uint32_t>& order) {
+  std::vector<T> sorted(column.size());
+  for (size_t row = 0; row < order.size(); ++row) sorted[row] = column[order[row]];
+  column = std::move(sorted);
+}
+
+}  // namespace
+
+void ModelBuilder::finish() {
+  SliceTable& slices = model_.slices;
+  const size_t count = slices.size();
+  // Sort by (track, start, longer first) so parents precede their children.
+  std::vector<uint32_t> order(count);
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t left, uint32_t right) {
+    if (slices.track[left] != slices.track[right]) return slices.track[left] < slices.track[right];
+    if (slices.start_ns[left] != slices.start_ns[right]) {
+      return slices.start_ns[left] < slices.start_ns[right];
+    }
+    if (slices.end_ns[left] != slices.end_ns[right]) {
+      return slices.end_ns[left] > slices.end_ns[right];
+    }
+    return left < right;
+  });
+  permute(slices.start_ns, order);
+  permute(slices.end_ns, order);
+  permute(slices.track, order);
+  permute(slices.name, order);
+  permute(slices.category, order);
+  slices.depth.assign(count, 0);
+  slices.parent.assign(count, kNoSlice);
+
+  // Nest with a stack per track; a slice that starts inside an open slice but ends after it
+  // overlaps (real Chrome traces have such X events): clamp it to its parent and count it.
+  std::vector<SliceId> stack;
+  TrackId current_track = kNoTrack;
+  for (SliceId id = 0; id < count; ++id) {
+    if (slices.track[id] != current_track) {
+      stack.clear();
+      current_track = slices.track[id];
+    }
+    while (!stack.empty() && slices.end_ns[stack.back()] <= slices.start_ns[id]) {
+      stack.pop_back();
+    }
+    if (!stack.empty()) {
+      const SliceId parent = stack.back();
+      if (slices.end_ns[id] > slices.end_ns[parent]) {
+        slices.end_ns[id] = slices.end_ns[parent];
+        model_.stats.add(Stat::trace_slice_overlap_clamped);
+      }
+      slices.parent[id] = parent;
+      slices.depth[id] = slices.depth[parent] + 1;
+    }
+    stack.push_back(id);
+  }
+
+  // Lock events sorted by time; at one timestamp a release comes before an obtain.
+  LockEventTable& locks = model_.lock_events;
+  std::vector<uint32_t> lock_order(locks.size());
+  std::iota(lock_order.begin(), lock_order.end(), 0u);
+  auto kind_rank = [](LockEventKind kind) {
+    return kind == LockEventKind::kRelease ? 0 : (kind == LockEventKind::kWait ? 1 : 2);
+  };
+  std::stable_sort(lock_order.begin(), lock_order.end(), [&](uint32_t left, uint32_t right) {
+    if (locks.ts_ns[left] != locks.ts_ns[right]) return locks.ts_ns[left] < locks.ts_ns[right];
+    return kind_rank(locks.kind[left]) < kind_rank(locks.kind[right]);
+  });
+  permute(locks.ts_ns, lock_order);
+  permute(locks.lock, lock_order);
+  permute(locks.thread, lock_order);
+  permute(locks.kind, lock_order);
+  permute(locks.shared, lock_order);
+
+  // Time range of the model.
+  bool any = false;
+  int64_t first = 0;
+  int64_t last = 0;
+  auto see = [&](int64_t ts) {
+    if (!any) {
+      first = last = ts;
+      any = true;
+    }
+    first = std::min(first, ts);
+    last = std::max(last, ts);
+  };
+  for (size_t row = 0; row < count; ++row) {
+    see(slices.start_ns[row]);
+    see(slices.end_ns[row]);
+  }
+  for (int64_t ts : model_.instants.ts_ns) see(ts);
+  for (int64_t ts : model_.counters.ts_ns) see(ts);
+  for (int64_t ts : locks.ts_ns) see(ts);
+  model_.start_ns = first;
+  model_.end_ns = last;
+
+  // Bind flows to slices.
+  TrackIndex index(model_);
+  FlowTable& flows = model_.flows;
+  for (const PendingFlow& flow : flows_) {
+    flows.name.push_back(flow.name);
+    flows.from_track.push_back(flow.from_track);
+    flows.to_track.push_back(flow.to_track);
+    flows.from_ns.push_back(flow.from_ns);
+    flows.to_ns.push_back(flow.to_ns);
+    flows.from_slice.push_back(index.innermost_at(flow.from_track, flow.from_ns));
+    flows.to_slice.push_back(flow.bind_to_next
+                                 ? index.next_starting_at_or_after(flow.to_track, flow.to_ns)
+                                 : index.innermost_at(flow.to_track, flow.to_ns));
+  }
+  flows_.clear();
+}
+
+TrackIndex::TrackIndex(const Model& model) : model_(model), by_track_(model.tracks.size()) {
+  // Slices are sorted by (track, start, longer first) after finish().
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    by_track_[model.slices.track[id]].push_back(id);
+  }
+}
+
+SliceId TrackIndex::innermost_at(TrackId track, int64_t ts) const {
+  if (track >= by_track_.size()) return kNoSlice;
+  const auto& ids = by_track_[track];
+  const SliceTable& slices = model_.slices;
+  // The last slice starting at or before ts; walk up its parents until one contains ts.
+  auto after = std::upper_bound(ids.begin(), ids.end(), ts, [&](int64_t value, SliceId id) {
+    return value < slices.start_ns[id];
+  });
+  if (after == ids.begin()) return kNoSlice;
+  SliceId candidate = *(after - 1);
+  while (candidate != kNoSlice) {
+    const bool inside = slices.start_ns[candidate] <= ts &&
+                        (ts < slices.end_ns[candidate] || slices.start_ns[candidate] == ts);
+    if (inside) return candidate;
+    candidate = slices.parent[candidate];
+  }
+  // A sibling subtree may end before ts while an earlier top-level slice still contains it only
+  // through nesting, which the parent walk covers; nothing contains ts.
+  return kNoSlice;
+}
+
+std::vector<LockSpan> derive_lock_spans(const Model& model, StatsRegistry& stats) {
+  struct State {
+    int64_t wait_start = -1;
+    std::vector<std::pair<int64_t, bool>> holds;  // obtain time, shared
+  };
+  std::map<std::pair<TrackId, TrackId>, State> states;
+  std::vector<LockSpan> spans;
+  const LockEventTable& events = model.lock_events;
+  for (size_t row = 0; row < events.size(); ++row) {
+    State& state = states[{events.lock[row], events.thread[row]}];
+    const int64_t ts = events.ts_ns[row];
+    const bool shared = events.shared[row] != 0;
+    switch (events.kind[row]) {
+      case LockEventKind::kWait:
+        if (state.wait_start >= 0) stats.add(Stat::trace_lock_event_unmatched);
+        state.wait_start = ts;
+        break;
+      case LockEventKind::kObtain:
+        if (state.wait_start >= 0) {
+          spans.push_back(
+              {events.lock[row], events.thread[row], state.wait_start, ts, false, shared});
+          state.wait_start = -1;
+        }
+        state.holds.emplace_back(ts, shared);
+        break;
+      case LockEventKind::kRelease:
+        if (state.holds.empty()) {
+          stats.add(Stat::trace_lock_event_unmatched);
+          break;
+        }
+        spans.push_back({events.lock[row], events.thread[row], state.holds.back().first, ts, true,
+                         state.holds.back().second});
+        state.holds.pop_back();
+        break;
+    }
+  }
+  for (auto& [key, state] : states) {
+    if (state.wait_start >= 0) stats.add(Stat::trace_lock_event_unmatched);
+    for (const auto& [start, shared] : state.holds) {
+      spans.push_back({key.first, key.second, start, model.end_ns, true, shared});
+      stats.add(Stat::trace_lock_event_unmatched);
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const LockSpan& left, const LockSpan& right) {
+    if (left.start_ns != right.start_ns) return left.start_ns < right.start_ns;
+    if (left.lock != right.lock) return left.lock < right.lock;
+    return left.thread < right.thread;
+  });
+  return spans;
+}
+
+SliceId TrackIndex::next_starting_at_or_after(TrackId track, int64_t ts) const {
+  if (track >= by_track_.size()) return kNoSlice;
+  const auto& ids = by_track_[track];
+  const SliceTable& slices = model_.slices;
+  auto found = std::lower_bound(ids.begin(), ids.end(), ts, [&](SliceId id, int64_t value) {
+    return slices.start_ns[id] < value;
+  });
+  return found == ids.end() ? kNoSlice : *found;
+}
+
+}  // namespace loupe::trace

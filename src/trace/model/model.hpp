@@ -1,0 +1,201 @@
+// trace/model/model.hpp — the one columnar model every importer fills and every analysis reads.
+//
+// Tables are structs of column vectors (perfetto trace_processor's habit): tracks (CPU threads,
+// GPU streams, locks), slices with depth and parent, instants, counters, flows and lock events.
+// Importers append through ModelBuilder, whose finish() sorts slices per track, repairs
+// overlapping slices (counted in the stats registry) and computes depth and parent.
+// A slice's id is its row index; event ids in findings are slice ids.
+// Thread-safety: a finished Model is immutable and may be read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/stats_registry.hpp"
+
+namespace loupe::trace {
+
+using StringId = uint32_t;
+using TrackId = uint32_t;
+using SliceId = uint32_t;
+inline constexpr SliceId kNoSlice = 0xFFFFFFFFu;
+inline constexpr TrackId kNoTrack = 0xFFFFFFFFu;
+
+// Interns strings; id 0 is the empty string.
+class StringPool {
+ public:
+  StringPool();
+  StringId intern(std::string_view text);
+  std::string_view get(StringId id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, StringId, Hash, std::equal_to<>> ids_;
+};
+
+enum class TrackKind : uint8_t { kThread, kGpuStream, kLock, kCounter };
+std::string_view track_kind_name(TrackKind kind);
+
+struct Track {
+  TrackKind kind = TrackKind::kThread;
+  std::string name;          // thread name, "stream 7", lock name, counter series
+  std::string process_name;  // may be empty
+  std::string pid;           // as written in the input (numbers as decimal text)
+  std::string tid;           // thread id, stream id, or lock id
+  uint32_t file_index = 0;
+  bool shared_lock = false;
+};
+
+struct SliceTable {
+  std::vector<int64_t> start_ns;
+  std::vector<int64_t> end_ns;
+  std::vector<TrackId> track;
+  std::vector<StringId> name;
+  std::vector<StringId> category;
+  std::vector<uint32_t> depth;
+  std::vector<SliceId> parent;
+  size_t size() const { return start_ns.size(); }
+};
+
+struct InstantTable {
+  std::vector<int64_t> ts_ns;
+  std::vector<TrackId> track;
+  std::vector<StringId> name;
+  size_t size() const { return ts_ns.size(); }
+};
+
+struct CounterTable {
+  std::vector<int64_t> ts_ns;
+  std::vector<TrackId> track;  // a kCounter track per series
+  std::vector<double> value;
+  size_t size() const { return ts_ns.size(); }
+};
+
+struct FlowTable {
+  std::vector<StringId> name;
+  std::vector<SliceId> from_slice;  // kNoSlice when no slice encloses the flow's begin
+  std::vector<SliceId> to_slice;
+  std::vector<TrackId> from_track;
+  std::vector<TrackId> to_track;
+  std::vector<int64_t> from_ns;
+  std::vector<int64_t> to_ns;
+  size_t size() const { return name.size(); }
+};
+
+enum class LockEventKind : uint8_t { kWait, kObtain, kRelease };
+
+// One row per wait-begin, obtain or release, sorted by time.
+struct LockEventTable {
+  std::vector<int64_t> ts_ns;
+  std::vector<TrackId> lock;    // a kLock track
+  std::vector<TrackId> thread;  // the thread that waited, obtained or released
+  std::vector<LockEventKind> kind;
+  std::vector<uint8_t> shared;  // 1 for the shared forms
+  size_t size() const { return ts_ns.size(); }
+};
+
+// How one input file's clock was mapped onto the model's time line.
+struct FileInfo {
+  std::string path;
+  std::string format;        // "loupe-binary", "chrome-json", "kineto"
+  std::string clock_domain;  // "monotonic", "kineto-base", "unknown"
+  int64_t offset_ns = 0;     // added to the file's timestamps
+  uint64_t events = 0;
+  uint64_t dropped_by_recorder = 0;
+};
+
+struct Model {
+  StringPool strings;
+  std::vector<Track> tracks;
+  SliceTable slices;
+  InstantTable instants;
+  CounterTable counters;
+  FlowTable flows;
+  LockEventTable lock_events;
+  std::vector<FileInfo> files;
+  std::string alignment;  // a sentence saying how the files' clocks were aligned
+  StatsRegistry stats;
+  int64_t start_ns = 0;  // first and last timestamp of any event
+  int64_t end_ns = 0;
+
+  std::string_view slice_name(SliceId id) const { return strings.get(slices.name[id]); }
+  // "name (pid/tid)"; unique within the model.
+  std::string track_label(TrackId id) const;
+};
+
+// Builds a Model. Slices may be added in any order; finish() sorts and nests them.
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(Model& model) : model_(model) {}
+
+  // Finds or creates the track keyed by (file, kind, pid, tid).
+  TrackId track(uint32_t file_index, TrackKind kind, std::string_view pid, std::string_view tid);
+  Track& track_info(TrackId id) { return model_.tracks[id]; }
+
+  void add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name, StringId category);
+  void add_instant(TrackId track, int64_t ts_ns, StringId name);
+  void add_counter(TrackId track, int64_t ts_ns, double value);
+  void add_lock_event(TrackId lock, TrackId thread, int64_t ts_ns, LockEventKind kind, bool shared);
+  // A flow is bound to slices in finish(): the begin to the innermost slice enclosing from_ns on
+  // from_track; the end to the innermost slice enclosing to_ns on to_track, or, when
+  // bind_to_next is set (Chrome "f" without "bp":"e"), to the next slice starting at or after it.
+  void add_flow(StringId name, TrackId from_track, int64_t from_ns, TrackId to_track, int64_t to_ns,
+                bool bind_to_next);
+
+  StringId intern(std::string_view text) { return model_.strings.intern(text); }
+  Model& model() { return model_; }
+
+  // Sorts, repairs and nests. Call once, after every file was added.
+  void finish();
+
+ private:
+  struct PendingFlow {
+    StringId name;
+    TrackId from_track;
+    int64_t from_ns;
+    TrackId to_track;
+    int64_t to_ns;
+    bool bind_to_next;
+  };
+  Model& model_;
+  std::unordered_map<std::string, TrackId> track_ids_;
+  std::vector<PendingFlow> flows_;
+};
+
+// Waits (wait-begin to obtain) and holds (obtain to release) of one thread on one lock, derived
+// from the lock events. Unpaired events are counted in `stats` (trace_lock_event_unmatched);
+// a hold still open at the end of the trace ends at Model::end_ns.
+struct LockSpan {
+  TrackId lock;
+  TrackId thread;
+  int64_t start_ns;
+  int64_t end_ns;
+  bool hold;  // false: a contended wait
+  bool shared;
+};
+std::vector<LockSpan> derive_lock_spans(const Model& model, StatsRegistry& stats);
+
+// Innermost slice of `track` that contains ts (start <= ts < end, or ts == start for empty
+// slices); kNoSlice when none. Uses the per-track index built by TrackIndex.
+class TrackIndex {
+ public:
+  explicit TrackIndex(const Model& model);
+  // Slices of the track, sorted by (start, depth).
+  const std::vector<SliceId>& slices(TrackId track) const { return by_track_[track]; }
+  SliceId innermost_at(TrackId track, int64_t ts) const;
+  SliceId next_starting_at_or_after(TrackId track, int64_t ts) const;
+
+ private:
+  const Model& model_;
+  std::vector<std::vector<SliceId>> by_track_;
+};
+
+}  // namespace loupe::trace

@@ -1,0 +1,218 @@
+// `loupe diff` end to end: exit codes and output of the real executable.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/json.hpp"
+#include "loupe/tensor.hpp"
+
+namespace loupe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string read_all(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  return buffer.str();
+}
+
+class DiffCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("loupe_diff_cli_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path path(const std::string& name) const { return root_ / name; }
+
+  Run loupe(const std::string& arguments) const {
+    const std::string command = std::string(LOUPE_EXECUTABLE) + " " + arguments + " >" +
+                                path("stdout").string() + " 2>" + path("stderr").string();
+    const int status = std::system(command.c_str());
+    Run run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = read_all(path("stdout"));
+    run.err = read_all(path("stderr"));
+    return run;
+  }
+
+  fs::path write(const std::string& name, std::vector<float> values) const {
+    Tensor tensor(DType::kF32, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), tensor.mutable_data<float>().begin());
+    write_npy(path(name), tensor);
+    return path(name);
+  }
+
+  fs::path root_;
+};
+
+TEST_F(DiffCliTest, TruncatedNpyExits2NamingTheSideAndTheFile) {
+  const fs::path a = write("a.npy", std::vector<float>(100, 1.0f));
+  const fs::path b = write("b.npy", std::vector<float>(100, 1.0f));
+  fs::resize_file(a, fs::file_size(a) - 50);
+  const Run run = loupe("diff " + a.string() + " " + b.string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err.rfind("loupe: reading A: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(a.string()), std::string::npos) << run.err;
+}
+
+TEST_F(DiffCliTest, TruncatedNpyWithJsonIsOneErrorEnvelope) {
+  const fs::path a = write("a.npy", std::vector<float>(100, 1.0f));
+  const fs::path b = write("b.npy", std::vector<float>(100, 1.0f));
+  fs::resize_file(b, fs::file_size(b) - 4);
+  const Run run = loupe("diff " + a.string() + " " + b.string() + " --json");
+  EXPECT_EQ(run.exit_code, 2);
+  const Json envelope = Json::parse(run.out);
+  EXPECT_EQ(envelope["kind"], "diff");
+  EXPECT_EQ(envelope["verdict"], "error");
+  EXPECT_EQ(envelope["error"]["code"], "input");
+  const std::string message = envelope["error"]["message"];
+  EXPECT_EQ(message.rfind("reading B: ", 0), 0u) << message;
+  EXPECT_NE(message.find(b.string()), std::string::npos) << message;
+}
+
+TEST_F(DiffCliTest, DifferentShapesExit2WithBothShapes) {
+  const fs::path a = write("a.npy", {1, 2, 3, 4});
+  const fs::path b = write("b.npy", {1, 2, 3, 4, 5});
+  const Run run = loupe("diff " + a.string() + " " + b.string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "loupe: comparing 'a.npy' (A: " + a.string() + ", B: " + b.string() +
+                         "): shapes differ: A is [4], B is [5]; expected the same shape\n"
+                         "hint: compare tensors of one shape (reshape or slice one side first)\n");
+}
+
+TEST_F(DiffCliTest, BoolAgainstFloatExits2) {
+  Tensor mask(DType::kBool, {4});
+  write_npy(path("mask.npy"), mask);
+  const fs::path b = write("b.npy", {1, 2, 3, 4});
+  const Run run = loupe("diff " + path("mask.npy").string() + " " + b.string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("cannot compare bool with float32: bool compares only with bool"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST_F(DiffCliTest, MissingFileExits2) {
+  const fs::path b = write("b.npy", {1});
+  const Run run = loupe("diff " + path("nope.npy").string() + " " + b.string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(
+      run.err.rfind("loupe: A (" + path("nope.npy").string() + "): no such file or directory\n", 0),
+      0u)
+      << run.err;
+}
+
+TEST_F(DiffCliTest, MalformedSafetensorsExits2NamingTheFile) {
+  std::ofstream(path("bad.safetensors"), std::ios::binary) << std::string("\xff\xff\xff\xff", 4);
+  write_safetensors(path("good.safetensors"), {{"w", Tensor(DType::kF32, {2})}});
+  const Run run =
+      loupe("diff " + path("good.safetensors").string() + " " + path("bad.safetensors").string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err.rfind("loupe: reading B: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(path("bad.safetensors").string()), std::string::npos) << run.err;
+}
+
+TEST_F(DiffCliTest, UnknownFileKindExits2) {
+  std::ofstream(path("a.csv")) << "1,2\n";
+  const Run run = loupe("diff " + path("a.csv").string() + " " + path("a.csv").string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("found a file ending in '.csv'; expected a .npy file, a .safetensors "
+                         "file or a directory"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST_F(DiffCliTest, UnknownMetricExits2ListingTheValidOnes) {
+  const fs::path a = write("a.npy", {1});
+  const Run run = loupe("diff " + a.string() + " " + a.string() + " --tol rmse=1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(
+      run.err,
+      "loupe: --tol rmse=1: unknown metric 'rmse'; valid metrics: max_abs, max_rel, "
+      "rms_ratio, cos_dist, ulp_max, ulp_p99, mismatch_count, mismatch_frac, "
+      "nonfinite_mismatch, oracle_ratio\nhint: see docs/formats.md, \"Comparison metrics\"\n");
+}
+
+TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
+  const fs::path a = write("a.npy", {1.0f, 2.0f, 3.5f});
+  const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
+  const std::string pair = "diff " + a.string() + " " + b.string();
+  Run run = loupe(pair);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("verdict: none (no --tol given; report only)\n"), std::string::npos);
+  EXPECT_NE(run.out.find("max_abs 0.5 at d0=2"), std::string::npos) << run.out;
+
+  run = loupe(pair + " --tol max_abs=0.5 --tol mismatch_count=1");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("verdict: pass\n"), std::string::npos) << run.out;
+
+  run = loupe(pair + " --tol max_abs=0.5 --tol max_rel=0.1");
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("bound failed: max_rel 0.167 > 0.1\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("verdict: fail\n"), std::string::npos) << run.out;
+}
+
+TEST_F(DiffCliTest, JsonIsExactlyOneEnvelope) {
+  const fs::path a = write("a.npy", {1.0f, 2.0f, 3.5f});
+  const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
+  const Run run =
+      loupe("diff " + a.string() + " " + b.string() + " --json --axes T --tol max_abs=0.1");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "");
+  ASSERT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  const Json envelope = Json::parse(run.out);
+  std::vector<std::string> keys;
+  for (auto it = envelope.begin(); it != envelope.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"loupe", "kind", "verdict", "findings", "data", "error",
+                                            "truncated", "stats"}));
+  EXPECT_EQ(envelope["loupe"], 1);
+  EXPECT_EQ(envelope["verdict"], "fail");
+  EXPECT_TRUE(envelope["error"].is_null());
+  ASSERT_EQ(envelope["findings"].size(), 1u);
+  EXPECT_EQ(envelope["findings"][0]["id"], "check.diff.mismatch");
+  EXPECT_EQ(envelope["findings"][0]["where"]["coords"]["T"], 2);
+  EXPECT_EQ(envelope["findings"][0]["evidence"]["metrics"]["max_abs"], 0.5);
+  EXPECT_EQ(envelope["data"]["tensors"][0]["name"], "a.npy");
+  EXPECT_EQ(envelope["data"]["tensors"][0]["metrics"]["mismatch_count"], 1);
+}
+
+TEST_F(DiffCliTest, ExamplePairNamesTheFirstDivergentLayerAndTheDriftingHead) {
+  const std::string generate =
+      std::string(DIFF_PAIR_EXAMPLE) + " " + path("pair").string() + " 1024 >/dev/null";
+  ASSERT_EQ(std::system(generate.c_str()), 0);
+  const Run run = loupe("diff " + path("pair/candidate_bf16").string() + " " +
+                        path("pair/reference_fp32").string() + " --oracle " +
+                        path("pair/oracle_fp64").string() + " --axes T,H,V --along T");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("order: manifest.txt\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("first divergence: layer_04_scan.npy (#5 of 6) [1024, 4, 16]\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" H=1 V="), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error growing: ×"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("H=1 holds "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("× B's own error against the oracle"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace loupe

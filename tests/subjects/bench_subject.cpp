@@ -1,0 +1,112 @@
+// A subject with benches and a scenario for the tests: two variants 2x apart, a variant that
+// leaves a thread running, one that returns stale results when timed, and a scenario.
+#include <loupe/probe.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Vector {
+  std::vector<float> x;
+  float result = 0;
+};
+
+Vector make_vector(int64_t size, uint64_t seed) {
+  Vector work;
+  work.x.resize(static_cast<size_t>(size));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& value : work.x) value = uniform(rng);
+  return work;
+}
+
+// `passes` sweeps over x: the work is proportional to it, so 2 passes take twice as long.
+void sum_of_squares(Vector& work, int passes) {
+  float total = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    float sum = 0;
+    for (float value : work.x) sum += value * value;
+    total += sum;
+  }
+  work.result = total / static_cast<float>(passes);
+}
+
+std::vector<loupe::NamedTensor> result_tensor(const Vector& work) {
+  loupe::Tensor tensor(loupe::DType::kF32, {1});
+  tensor.mutable_data<float>()[0] = work.result;
+  return {{"result", tensor}};
+}
+
+}  // namespace
+
+LOUPE_BENCH(squares)
+    .description("sum of squares: one pass (base) against two passes (twice the work)")
+    .param("size", 4096, {1024, 4096, 65536})
+    .body([](loupe::BenchState& state) {
+      const int64_t size = state.point().get_int("size");
+      state.set_bytes_per_call(4.0 * static_cast<double>(size));
+      state.set_flops_per_call(2.0 * static_cast<double>(size));
+      state.exec([size](uint64_t seed) { return make_vector(size, seed); },
+                 {{"base", [](Vector& work) { sum_of_squares(work, 1); }},
+                  {"double", [](Vector& work) { sum_of_squares(work, 2); }}},
+                 result_tensor);
+    });
+
+LOUPE_BENCH(thread_leak)
+    .description("each call leaves a thread running past the timer: caught by thread_count")
+    .body([](loupe::BenchState& state) {
+      state.exec([](uint64_t seed) { return make_vector(1024, seed); },
+                 [](Vector& work) {
+                   sum_of_squares(work, 1);
+                   std::thread([] {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                   }).detach();
+                 });
+    });
+
+LOUPE_BENCH(stale)
+    .description("returns the previous call's result on every other call: caught by verification")
+    .body([](loupe::BenchState& state) {
+      state.exec([](uint64_t seed) { return make_vector(4096, seed); },
+                 [](Vector& work) {
+                   static int calls = 0;
+                   static float last = 0;
+                   if (calls++ % 2 == 1) {
+                     work.result = last;
+                     return;
+                   }
+                   sum_of_squares(work, 1);
+                   last = work.result;
+                 },
+                 result_tensor);
+    });
+
+LOUPE_BENCH(needs_gpu)
+    .description("skips itself: the observation carries the reason")
+    .body([](loupe::BenchState& state) { state.skip("needs a GPU"); });
+
+LOUPE_SCENARIO(pipeline)
+    .description("a toy pipeline: records tokens_per_s and a Chrome JSON trace")
+    .param("tokens", 1000, {1000, 4000})
+    .body([](loupe::ScenarioState& state) {
+      const int64_t tokens = state.point().get_int("tokens");
+      Vector work = make_vector(tokens, state.seed());
+      const auto start = std::chrono::steady_clock::now();
+      sum_of_squares(work, 4);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      state.record_metric("tokens_per_s", static_cast<double>(tokens) / std::max(seconds, 1e-9));
+      std::ofstream trace(state.out_dir() / "trace.json");
+      trace << R"({"traceEvents":[{"name":"sum","ph":"X","ts":0,"dur":)"
+            << static_cast<int64_t>(seconds * 1e6) << R"(,"pid":1,"tid":1}]})"
+            << "\n";
+      state.add_trace("trace.json");
+    });
+
+int main(int argc, char** argv) { return loupe::subject_main(argc, argv); }

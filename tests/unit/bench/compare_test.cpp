@@ -1,0 +1,234 @@
+#include "bench/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace loupe::bench {
+namespace {
+
+// 200 timings around `center` with a deterministic spread of about ±1 %.
+std::vector<double> timings(double center, int n = 200, int phase = 0) {
+  std::vector<double> values;
+  for (int index = 0; index < n; ++index) {
+    values.push_back(center * (1.0 + 0.01 * std::sin(0.7 * (index + phase))));
+  }
+  return values;
+}
+
+std::vector<double> scaled(std::vector<double> values, double factor) {
+  for (double& value : values) value *= factor;
+  return values;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(DecideTest, SameWhenTheWholeIntervalIsInsideTheBand) {
+  Decision decision = decide(1.001, {0.99, 1.01}, 0.02);
+  EXPECT_EQ(decision.verdict, AbVerdict::kSame);
+  EXPECT_TRUE(has(decision.rule, "lies within [0.9800, 1.0200]")) << decision.rule;
+  // The band is closed.
+  EXPECT_EQ(decide(1.0, {0.98, 1.02}, 0.02).verdict, AbVerdict::kSame);
+  // Inside the band even though the interval excludes 1: a real but negligible change.
+  EXPECT_EQ(decide(1.01, {1.005, 1.015}, 0.02).verdict, AbVerdict::kSame);
+}
+
+TEST(DecideTest, SlowerNeedsTheIntervalAboveOneAndTheEstimateBeyondTheThreshold) {
+  Decision decision = decide(1.09, {1.08, 1.10}, 0.02);
+  EXPECT_EQ(decision.verdict, AbVerdict::kSlower);
+  EXPECT_TRUE(has(decision.rule, "SLOWER: the 95% CI of B/A [1.0800, 1.1000] lies above 1"))
+      << decision.rule;
+  EXPECT_EQ(decide(1.05, {1.001, 1.2}, 0.02).verdict, AbVerdict::kSlower);
+  // Interval touches 1: not above it.
+  EXPECT_EQ(decide(1.05, {1.0, 1.1}, 0.02).verdict, AbVerdict::kAmbiguous);
+  // Interval above 1 but the estimate within 1 + t and the interval past the band.
+  Decision small = decide(1.019, {1.01, 1.03}, 0.02);
+  EXPECT_EQ(small.verdict, AbVerdict::kAmbiguous);
+  EXPECT_TRUE(has(small.rule, "does not exceed 1 + threshold = 1.0200")) << small.rule;
+}
+
+TEST(DecideTest, FasterIsSymmetric) {
+  EXPECT_EQ(decide(0.90, {0.88, 0.92}, 0.02).verdict, AbVerdict::kFaster);
+  EXPECT_EQ(decide(0.979, {0.95, 0.999}, 0.02).verdict, AbVerdict::kFaster);
+  EXPECT_EQ(decide(0.981, {0.97, 0.99}, 0.02).verdict, AbVerdict::kAmbiguous);
+  EXPECT_EQ(decide(0.90, {0.80, 1.0}, 0.02).verdict, AbVerdict::kAmbiguous);
+}
+
+TEST(DecideTest, AmbiguousWhenTheIntervalStraddlesOne) {
+  Decision decision = decide(1.0, {0.97, 1.03}, 0.02);
+  EXPECT_EQ(decision.verdict, AbVerdict::kAmbiguous);
+  EXPECT_TRUE(has(decision.rule, "contains 1")) << decision.rule;
+  EXPECT_EQ(decide(1.0, {NAN, 1.0}, 0.02).verdict, AbVerdict::kAmbiguous);
+  EXPECT_EQ(decide(INFINITY, {1.0, INFINITY}, 0.02).verdict, AbVerdict::kAmbiguous);
+  // A wider threshold turns the same interval into SAME.
+  EXPECT_EQ(decide(1.0, {0.97, 1.03}, 0.05).verdict, AbVerdict::kSame);
+}
+
+TEST(MoreSamplesTest, ScalesWithTheSquareOfTheWidthRatio) {
+  // Inside the band: SAME needs half-width 0.01 (to 1.02); it is 0.015, so n × 2.25.
+  EXPECT_EQ(more_samples_to_decide(1.01, {0.995, 1.025}, 0.02, 100), 125);
+  // Outside the band: a change needs the interval off 1, half-width 0.05; it is 0.06.
+  EXPECT_EQ(more_samples_to_decide(1.05, {0.99, 1.11}, 0.02, 50), 22);
+  EXPECT_EQ(more_samples_to_decide(0.95, {0.89, 1.01}, 0.02, 50), 22);
+  // On the threshold itself nothing decides.
+  EXPECT_EQ(more_samples_to_decide(1.02, {0.99, 1.05}, 0.02, 50), std::nullopt);
+  EXPECT_EQ(more_samples_to_decide(1.0, {NAN, 1.0}, 0.02, 50), std::nullopt);
+}
+
+TEST(MannWhitneyTest, MatchesHandComputedValues) {
+  // U_B = 9, mean 4.5, variance 5.25: z = (4.5 − 0.5) / √5.25.
+  EXPECT_NEAR(mann_whitney_p(std::vector<double>{1, 2, 3}, std::vector<double>{4, 5, 6}),
+              0.0808555983700523, 1e-12);
+  // Three tied 2s: tie term 24.
+  EXPECT_NEAR(mann_whitney_p(std::vector<double>{1, 2, 2}, std::vector<double>{2, 3, 4}),
+              0.16415972847851523, 1e-12);
+  EXPECT_NEAR(mann_whitney_p(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8},
+                             std::vector<double>{3, 5, 7, 9, 11, 13, 15, 17}),
+              0.027082806701917244, 1e-12);
+  // Symmetric in the arms, 1 when everything is tied or an arm is empty.
+  EXPECT_NEAR(mann_whitney_p(std::vector<double>{4, 5, 6}, std::vector<double>{1, 2, 3}),
+              0.0808555983700523, 1e-12);
+  EXPECT_DOUBLE_EQ(mann_whitney_p(std::vector<double>{2, 2}, std::vector<double>{2, 2}), 1.0);
+  EXPECT_DOUBLE_EQ(mann_whitney_p(std::vector<double>{}, std::vector<double>{1}), 1.0);
+}
+
+TEST(BenjaminiHochbergTest, AdjustsInInputOrder) {
+  std::vector<double> p = {0.01, 0.04, 0.03, 0.5};
+  auto adjusted = benjamini_hochberg(p);
+  ASSERT_EQ(adjusted.size(), 4u);
+  EXPECT_DOUBLE_EQ(adjusted[0], 0.04);
+  EXPECT_DOUBLE_EQ(adjusted[1], 0.04 * 4 / 3);
+  EXPECT_DOUBLE_EQ(adjusted[2], 0.04 * 4 / 3);  // monotone: min(0.06, 0.0533)
+  EXPECT_DOUBLE_EQ(adjusted[3], 0.5);
+  EXPECT_EQ(benjamini_hochberg(std::vector<double>{0.7, 0.9}), (std::vector<double>{0.9, 0.9}));
+  EXPECT_TRUE(benjamini_hochberg(std::vector<double>{}).empty());
+}
+
+TEST(CompareTest, TenPercentSlowerIsSlower) {
+  auto a = timings(0.010);
+  auto b = scaled(timings(0.010, 200, 3), 1.10);
+  Comparison comparison = compare(a, b, {.threshold = 0.02, .seed = 7});
+  EXPECT_EQ(comparison.verdict, AbVerdict::kSlower) << comparison.rule;
+  EXPECT_TRUE(comparison.ci.contains(1.10));
+  EXPECT_FALSE(comparison.ci.contains(1.0));
+  EXPECT_NEAR(comparison.ratio, 1.10, 0.005);
+  EXPECT_EQ(comparison.a.n, 200);
+  EXPECT_EQ(comparison.b.n, 200);
+  EXPECT_LT(comparison.p_value, 1e-10);
+  EXPECT_FALSE(comparison.more_samples_per_arm.has_value());
+  EXPECT_EQ(comparison.seed, 7u);
+  EXPECT_EQ(comparison.resamples, 2000);
+  // The arm summaries come from the same replicates.
+  EXPECT_TRUE(comparison.a.median_ci.contains(comparison.a.median));
+  EXPECT_TRUE(comparison.b.median_ci.contains(comparison.b.median));
+}
+
+TEST(CompareTest, FasterAndSame) {
+  auto a = timings(0.002);
+  EXPECT_EQ(compare(a, scaled(timings(0.002, 200, 5), 0.9), {}).verdict, AbVerdict::kFaster);
+  Comparison same = compare(a, scaled(timings(0.002, 200, 5), 1.003), {});
+  EXPECT_EQ(same.verdict, AbVerdict::kSame) << same.rule;
+  EXPECT_TRUE(same.ci.contains(1.003));
+}
+
+TEST(CompareTest, FixedSeedGivesAFixedInterval) {
+  auto a = timings(1.0, 51);
+  auto b = scaled(timings(1.0, 51, 11), 1.01);
+  Comparison first = compare(a, b, {.seed = 99});
+  Comparison again = compare(a, b, {.seed = 99});
+  EXPECT_EQ(first.ci, again.ci);
+  EXPECT_EQ(first.rule, again.rule);
+  Comparison other = compare(a, b, {.seed = 100});
+  EXPECT_NE(first.ci, other.ci);
+}
+
+TEST(CompareTest, AmbiguousSaysHowManyMoreSamples) {
+  // ±10 % noise with a 3 % shift and 20 samples: the interval straddles 1.
+  std::vector<double> a;
+  std::vector<double> b;
+  for (int index = 0; index < 20; ++index) {
+    a.push_back(1.0 + 0.1 * std::sin(1.3 * index));
+    b.push_back(1.03 * (1.0 + 0.1 * std::sin(1.3 * index + 0.5)));
+  }
+  Comparison comparison = compare(a, b, {.threshold = 0.02, .seed = 1});
+  ASSERT_EQ(comparison.verdict, AbVerdict::kAmbiguous) << comparison.rule;
+  ASSERT_TRUE(comparison.more_samples_per_arm.has_value());
+  EXPECT_GT(*comparison.more_samples_per_arm, 0);
+  EXPECT_EQ(comparison.more_samples_per_arm,
+            more_samples_to_decide(comparison.ratio, comparison.ci, 0.02, 20));
+  EXPECT_TRUE(has(comparison.rule, "more samples per arm would likely decide")) << comparison.rule;
+}
+
+TEST(CompareTest, TooFewSamplesAreAmbiguous) {
+  std::vector<double> a = {1.0, 1.0, 1.0};
+  std::vector<double> b = {2.0, 2.0, 2.0};
+  Comparison comparison = compare(a, b, {});
+  EXPECT_EQ(comparison.verdict, AbVerdict::kAmbiguous);
+  EXPECT_EQ(comparison.ci, (Interval{2.0, 2.0}));
+  EXPECT_EQ(comparison.more_samples_per_arm, kMinSamplesForVerdict - 3);
+  EXPECT_TRUE(has(comparison.rule, "only 3 samples")) << comparison.rule;
+  EXPECT_EQ(compare(std::vector<double>{}, b, {}).verdict, AbVerdict::kAmbiguous);
+}
+
+TEST(SummaryTest, SummarisesOneArm) {
+  std::vector<double> samples = {4, 1, 3, 2, 5};
+  ArmSummary summary = summarize(samples, {.seed = 3});
+  EXPECT_EQ(summary.n, 5);
+  EXPECT_DOUBLE_EQ(summary.median, 3.0);
+  EXPECT_DOUBLE_EQ(summary.mean, 3.0);
+  EXPECT_DOUBLE_EQ(summary.min, 1.0);
+  EXPECT_DOUBLE_EQ(summary.max, 5.0);
+  EXPECT_DOUBLE_EQ(summary.cv, std::sqrt(2.5) / 3.0);
+  EXPECT_TRUE(summary.median_ci.contains(3.0));
+  EXPECT_GE(summary.median_ci.low, 1.0);
+  EXPECT_LE(summary.median_ci.high, 5.0);
+  EXPECT_DOUBLE_EQ(summary.relative_half_width, summary.median_ci.width() / 2.0 / 3.0);
+  EXPECT_EQ(summarize(samples, {.seed = 3}).median_ci, summary.median_ci);
+}
+
+TEST(FalseDiscoveryTest, DemotesChangesWhoseAdjustedPValueIsTooLarge) {
+  std::vector<Comparison> points(3);
+  points[0].verdict = AbVerdict::kSlower;
+  points[0].p_value = 0.01;
+  points[0].rule = "SLOWER: first";
+  points[1].verdict = AbVerdict::kFaster;
+  points[1].p_value = 0.04;
+  points[1].rule = "FASTER: second";
+  points[2].verdict = AbVerdict::kSame;
+  points[2].p_value = 0.9;
+  control_false_discovery(points);
+  // Adjusted: 0.03, 0.06, 0.9.
+  EXPECT_DOUBLE_EQ(*points[0].adjusted_p_value, 0.03);
+  EXPECT_DOUBLE_EQ(*points[1].adjusted_p_value, 0.06);
+  EXPECT_DOUBLE_EQ(*points[2].adjusted_p_value, 0.9);
+  EXPECT_EQ(points[0].verdict, AbVerdict::kSlower);
+  EXPECT_EQ(points[1].verdict, AbVerdict::kAmbiguous);
+  EXPECT_TRUE(has(points[1].rule, "CI alone says FASTER")) << points[1].rule;
+  EXPECT_TRUE(has(points[1].rule, "Benjamini-Hochberg")) << points[1].rule;
+  EXPECT_EQ(points[2].verdict, AbVerdict::kSame);
+}
+
+TEST(NonInferiorityTest, VerdictFromTheInterval) {
+  EXPECT_EQ(non_inferiority_verdict({1.01, 1.04}, 1.05), GateVerdict::kPass);
+  EXPECT_EQ(non_inferiority_verdict({1.0, 1.05}, 1.05), GateVerdict::kPass);
+  EXPECT_EQ(non_inferiority_verdict({1.06, 1.08}, 1.05), GateVerdict::kFail);
+  EXPECT_EQ(non_inferiority_verdict({1.03, 1.07}, 1.05), GateVerdict::kInconclusive);
+  EXPECT_EQ(non_inferiority_verdict({1.05, 1.07}, 1.05), GateVerdict::kInconclusive);
+  EXPECT_EQ(non_inferiority_verdict({NAN, 1.0}, 1.05), GateVerdict::kInconclusive);
+}
+
+TEST(NonInferiorityTest, FromSamples) {
+  auto a = timings(0.01);
+  NonInferiority pass = non_inferiority(a, scaled(timings(0.01, 200, 2), 1.02), 1.05, {});
+  EXPECT_EQ(pass.verdict, GateVerdict::kPass) << pass.rule;
+  EXPECT_EQ(pass.n_a, 200);
+  NonInferiority fail = non_inferiority(a, scaled(timings(0.01, 200, 2), 1.10), 1.05, {});
+  EXPECT_EQ(fail.verdict, GateVerdict::kFail) << fail.rule;
+  EXPECT_TRUE(has(fail.rule, "exceeds 1.0500")) << fail.rule;
+}
+
+}  // namespace
+}  // namespace loupe::bench

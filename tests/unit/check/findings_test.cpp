@@ -1,0 +1,103 @@
+#include "check/findings.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace loupe::check {
+namespace {
+
+Tensor make(std::vector<float> values) {
+  Tensor tensor(DType::kF32, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), tensor.mutable_data<float>().begin());
+  return tensor;
+}
+
+std::vector<std::string> ids(const std::vector<Finding>& findings) {
+  std::vector<std::string> out;
+  for (const auto& finding : findings) out.push_back(finding.id);
+  return out;
+}
+
+double metric_of(const Finding& finding, const std::string& name) {
+  for (const auto& [metric, value] : finding.evidence.metrics) {
+    if (metric == name) return value;
+  }
+  return -1;
+}
+
+TEST(FindingsTest, MismatchCarriesCoordsMetricsAndTheContext) {
+  const TensorComparison comparison =
+      compare_tensors("layer_03.npy", make({1, 2, 3, 4}), make({1, 2, 3, 5}), nullptr, {});
+  FindingContext context;
+  context.id_prefix = "check.scan_vs_ref";
+  context.where.subject = "kda";
+  context.where.probe = "scan_vs_ref";
+  context.reproduce = "loupe probe run scan_vs_ref --seed 7";
+  const auto findings = comparison_findings(comparison, {}, context);
+  ASSERT_EQ(ids(findings), (std::vector<std::string>{"check.scan_vs_ref.mismatch"}));
+  const Finding& finding = findings[0];
+  EXPECT_EQ(finding.severity, Severity::kFail);
+  EXPECT_EQ(finding.layer, Layer::kCheck);
+  EXPECT_EQ(finding.where.subject, "kda");
+  EXPECT_EQ(finding.where.path, "layer_03.npy");
+  EXPECT_EQ(finding.where.coords, (Coords{{"d0", 3}}));
+  EXPECT_EQ(metric_of(finding, "max_abs"), 1.0);
+  EXPECT_EQ(metric_of(finding, "mismatch_count"), 1.0);
+  EXPECT_EQ(metric_of(finding, "oracle_ratio"), -1);  // absent without an oracle
+  EXPECT_EQ(finding.reproduce, "loupe probe run scan_vs_ref --seed 7");
+  EXPECT_EQ(finding.claim,
+            "layer_03.npy differs: rms_ratio 0.16, max_abs 1 at d0=3, 1 of 4 outside "
+            "atol+rtol*|B|");
+}
+
+TEST(FindingsTest, WithinToleranceIsOneMatch) {
+  const TensorComparison comparison = compare_tensors("x", make({1, 2}), make({1, 2}), nullptr, {});
+  const auto findings = comparison_findings(comparison, {}, {});
+  ASSERT_EQ(ids(findings), (std::vector<std::string>{"check.diff.match"}));
+  EXPECT_EQ(findings[0].severity, Severity::kInfo);
+}
+
+TEST(FindingsTest, FailedBoundsAreNamedInTheClaim) {
+  const TensorComparison comparison = compare_tensors("x", make({1, 2}), make({1, 3}), nullptr, {});
+  const std::vector<Bound> bounds = {{Metric::kMaxAbs, 0.5}};
+  const auto findings = comparison_findings(comparison, bounds, {});
+  ASSERT_EQ(ids(findings), (std::vector<std::string>{"check.diff.mismatch"}));
+  EXPECT_NE(findings[0].claim.find("bounds failed: max_abs 1 > 0.5"), std::string::npos);
+}
+
+TEST(FindingsTest, NonfiniteDisagreementIsItsOwnFinding) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const TensorComparison comparison =
+      compare_tensors("x", make({1, nan}), make({1, 2}), nullptr, {});
+  const auto findings = comparison_findings(comparison, {}, {});
+  EXPECT_EQ(ids(findings),
+            (std::vector<std::string>{"check.diff.mismatch", "check.diff.nonfinite"}));
+  EXPECT_EQ(findings[1].claim, "x: 1 positions where NaN/Inf disagree; first at d0=1 (A nan, B 2)");
+}
+
+TEST(FindingsTest, GrowingProfileIsADriftAndTheOracleIsCompared) {
+  std::vector<float> a(128), b(128), oracle(128);
+  for (size_t t = 0; t < 128; ++t) {
+    oracle[t] = 1.0f;
+    b[t] = 1.0f + 1e-6f;
+    a[t] = 1.0f + 1e-4f * static_cast<float>(t + 1);
+  }
+  const Tensor tensor_oracle = make(oracle);
+  CompareOptions options;
+  options.axes = {"T"};
+  options.along = "T";
+  const TensorComparison comparison =
+      compare_tensors("scan", make(a), make(b), &tensor_oracle, options);
+  const auto findings = comparison_findings(comparison, {}, {});
+  EXPECT_EQ(ids(findings), (std::vector<std::string>{"check.diff.mismatch", "check.diff.drift",
+                                                     "check.diff.oracle"}));
+  EXPECT_EQ(findings[1].severity, Severity::kWarn);
+  EXPECT_EQ(findings[1].claim.substr(0, 21), "scan: error growing: ");
+  EXPECT_EQ(findings[2].severity, Severity::kWarn);
+  EXPECT_GT(metric_of(findings[2], "oracle_ratio"), 100);
+}
+
+}  // namespace
+}  // namespace loupe::check

@@ -1,0 +1,228 @@
+// Chrome trace event JSON and Kineto import: the format's corner cases and every repair stat.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "loupe/error.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::trace {
+namespace {
+
+Model load_text(std::string text) {
+  Model model;
+  ModelBuilder builder(model);
+  import_chrome_json(text, "test.json", builder, 0);
+  builder.finish();
+  return model;
+}
+
+std::vector<std::string> names(const Model& model) {
+  std::vector<std::string> out;
+  for (SliceId id = 0; id < model.slices.size(); ++id) out.emplace_back(model.slice_name(id));
+  return out;
+}
+
+TEST(ChromeJsonImport, ArrayFormWithFractionalMicroseconds) {
+  const Model model = load_text(
+      R"([{"ph":"X","name":"a","pid":1,"tid":2,"ts":1.5,"dur":2.25},
+          {"ph":"X","name":"b","pid":1,"tid":2,"ts":1234567890123.456,"dur":0.001}])");
+  ASSERT_EQ(model.slices.size(), 2u);
+  EXPECT_EQ(model.slices.start_ns[0], 1500);
+  EXPECT_EQ(model.slices.end_ns[0], 3750);
+  // Large epoch-like timestamps keep ns precision (no trip through a double).
+  EXPECT_EQ(model.slices.start_ns[1], 1234567890123456);
+  EXPECT_EQ(model.slices.end_ns[1], 1234567890123457);
+  EXPECT_TRUE(model.stats.all_zero());
+  EXPECT_EQ(model.files[0].format, "chrome-json");
+}
+
+TEST(ChromeJsonImport, ObjectFormBeginEndNestingUnsortedAndMetadata) {
+  const Model model = load_text(R"({"displayTimeUnit":"ns","traceEvents":[
+      {"ph":"E","pid":"p","tid":"worker","ts":30},
+      {"ph":"B","name":"outer","cat":"c1,c2","pid":"p","tid":"worker","ts":10},
+      {"ph":"B","name":"inner","pid":"p","tid":"worker","ts":12},
+      {"ph":"E","pid":"p","tid":"worker","ts":20},
+      {"ph":"M","name":"thread_name","pid":"p","tid":"worker","args":{"name":"Worker Thread"}},
+      {"ph":"M","name":"process_name","pid":"p","args":{"name":"engine"}},
+      {"ph":"i","name":"tick","pid":"p","tid":"worker","ts":15,"s":"t"},
+      {"ph":"C","name":"mem","pid":"p","ts":5,"args":{"used":1.5,"free":2}}],
+      "otherKey":{"nested":[1,2,3]}})");
+  EXPECT_EQ(names(model), (std::vector<std::string>{"outer", "inner"}));
+  EXPECT_EQ(model.slices.start_ns[0], 10000);
+  EXPECT_EQ(model.slices.end_ns[0], 30000);
+  EXPECT_EQ(model.slices.depth[1], 1u);
+  EXPECT_EQ(model.slices.parent[1], 0u);
+  EXPECT_EQ(model.strings.get(model.slices.category[0]), "c1,c2");
+  const Track& worker = model.tracks[model.slices.track[0]];
+  EXPECT_EQ(worker.name, "Worker Thread");
+  EXPECT_EQ(worker.process_name, "engine");
+  EXPECT_EQ(worker.pid, "p");
+  EXPECT_EQ(worker.tid, "worker");
+  ASSERT_EQ(model.instants.size(), 1u);
+  EXPECT_EQ(model.instants.ts_ns[0], 15000);
+  ASSERT_EQ(model.counters.size(), 2u);
+  EXPECT_EQ(model.tracks[model.counters.track[0]].name, "mem.used");
+  EXPECT_EQ(model.counters.value[0], 1.5);
+  EXPECT_EQ(model.tracks[model.counters.track[1]].name, "mem.free");
+  EXPECT_TRUE(model.stats.all_zero());
+}
+
+TEST(ChromeJsonImport, FlowsBindToEnclosingOrNextSlice) {
+  const Model model = load_text(R"([
+      {"ph":"X","name":"launch","pid":1,"tid":1,"ts":0,"dur":10},
+      {"ph":"s","name":"f","cat":"ac2g","id":5,"pid":1,"tid":1,"ts":2},
+      {"ph":"X","name":"kernel","pid":1,"tid":2,"ts":20,"dur":10},
+      {"ph":"f","name":"f","cat":"ac2g","id":5,"pid":1,"tid":2,"ts":15},
+      {"ph":"s","name":"g","cat":"x","id":"0x6","pid":1,"tid":1,"ts":3},
+      {"ph":"f","name":"g","cat":"x","id":"0x6","pid":1,"tid":2,"ts":25,"bp":"e"}])");
+  ASSERT_EQ(model.flows.size(), 2u);
+  // f without bp:e binds to the next slice that begins on its thread.
+  EXPECT_EQ(model.slice_name(model.flows.from_slice[0]), "launch");
+  EXPECT_EQ(model.slice_name(model.flows.to_slice[0]), "kernel");
+  // bp:e binds to the enclosing slice.
+  EXPECT_EQ(model.slice_name(model.flows.to_slice[1]), "kernel");
+  EXPECT_TRUE(model.stats.all_zero());
+}
+
+TEST(ChromeJsonImport, OverlappingCompleteEventsAreClampedAndCounted) {
+  const Model model = load_text(R"([
+      {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":10},
+      {"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":10}])");
+  ASSERT_EQ(model.slices.size(), 2u);
+  EXPECT_EQ(model.slices.end_ns[1], 10000);
+  EXPECT_EQ(model.slices.parent[1], 0u);
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_clamped), 1);
+}
+
+TEST(ChromeJsonImport, IdsBeyondInt64AreKeptAsText) {
+  const Model model = load_text(R"([
+      {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":10},
+      {"ph":"s","name":"f","id":123456789012345678901234567890,"pid":1,"tid":1,"ts":1},
+      {"ph":"X","name":"b","pid":1,"tid":2,"ts":0,"dur":10},
+      {"ph":"f","name":"f","id":123456789012345678901234567890,"pid":1,"tid":2,"ts":2,"bp":"e"}])");
+  EXPECT_EQ(model.stats.count(Stat::trace_json_id_beyond_int64), 2);
+  EXPECT_EQ(model.flows.size(), 1u);
+}
+
+TEST(ChromeJsonImport, InvalidUtf8IsReplacedAndCounted) {
+  std::string text = R"([{"ph":"X","name":"bad)";
+  text += '\xff';
+  text += R"(name","pid":1,"tid":1,"ts":0,"dur":1}])";
+  const Model model = load_text(text);
+  EXPECT_EQ(names(model), (std::vector<std::string>{"bad?name"}));
+  EXPECT_EQ(model.stats.count(Stat::trace_json_invalid_utf8), 1);
+}
+
+TEST(ChromeJsonImport, ControlCharactersAreReplacedAndCounted) {
+  std::string text = R"([{"ph":"X","name":"tab)";
+  text += '\x01';
+  text += R"(here","pid":1,"tid":1,"ts":0,"dur":1}])";
+  const Model model = load_text(text);
+  EXPECT_EQ(names(model), (std::vector<std::string>{"tab here"}));
+  EXPECT_EQ(model.stats.count(Stat::trace_json_control_character), 1);
+}
+
+TEST(ChromeJsonImport, TruncatedTailKeepsCompleteEvents) {
+  const Model model = load_text(R"({"traceEvents":[
+      {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1},
+      {"ph":"X","name":"b","pid":1,"tid":1,"ts":2,"dur":1},
+      {"ph":"X","name":"c","pid":1,"tid":1,"ts":4,"du)");
+  EXPECT_EQ(names(model), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(model.stats.count(Stat::trace_json_truncated), 1);
+}
+
+TEST(ChromeJsonImport, MalformedAndUnsupportedEventsAreCounted) {
+  const Model model = load_text(R"([
+      {"ph":"X","name":"no_ts","pid":1,"tid":1,"dur":1},
+      {"ph":"X","name":"no_dur","pid":1,"tid":1,"ts":1},
+      {"ph":"X","name":"bad_ts","pid":1,"tid":1,"ts":true,"dur":1},
+      {"name":"no_ph","pid":1,"tid":1,"ts":1},
+      42,
+      {"ph":"b","name":"async","cat":"a","id":1,"pid":1,"tid":1,"ts":1},
+      {"ph":"X","name":"ok","pid":1,"tid":1,"ts":1,"dur":1}])");
+  EXPECT_EQ(names(model), (std::vector<std::string>{"ok"}));
+  EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 5);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_phase_unsupported), 1);
+}
+
+TEST(ChromeJsonImport, UnmatchedEndsUnclosedBeginsAndLonelyFlowsAreCounted) {
+  const Model model = load_text(R"([
+      {"ph":"E","pid":1,"tid":1,"ts":1},
+      {"ph":"B","name":"open","pid":1,"tid":1,"ts":2},
+      {"ph":"X","name":"last","pid":1,"tid":1,"ts":3,"dur":4},
+      {"ph":"s","name":"f","id":9,"pid":1,"tid":1,"ts":3}])");
+  EXPECT_EQ(model.stats.count(Stat::trace_zone_end_unmatched), 1);
+  EXPECT_EQ(model.stats.count(Stat::trace_zone_unclosed), 1);
+  EXPECT_EQ(model.stats.count(Stat::trace_flow_unmatched), 1);
+  // The unclosed begin ends at the track's last timestamp.
+  ASSERT_EQ(model.slices.size(), 2u);
+  EXPECT_EQ(model.slice_name(0), "open");
+  EXPECT_EQ(model.slices.end_ns[0], 7000);
+}
+
+TEST(ChromeJsonImport, NotJsonIsAnInputError) {
+  std::string text = "[{\"ph\":\"X\",,,]";
+  Model model;
+  ModelBuilder builder(model);
+  try {
+    import_chrome_json(text, "broken.json", builder, 0);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_NE(error.message().find("broken.json"), std::string::npos) << error.message();
+    EXPECT_NE(error.message().find("offset"), std::string::npos) << error.message();
+  }
+}
+
+// A Kineto-shaped trace as the PyTorch profiler writes it: a CPU thread launching kernels on a
+// GPU stream (pid = device, tid = stream) with ac2g flows, written gzip-compressed.
+TEST(ChromeJsonImport, KinetoGzipWithCpuThreadGpuStreamAndAc2gFlows) {
+  const std::string json = R"({"schemaVersion":1,"deviceProperties":[{"id":0,"name":"H200"}],
+    "distributedInfo":{"rank":0,"world_size":1},"baseTimeNanoseconds":1000000000,
+    "traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":4242,"tid":4242,"ts":100,"dur":50},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":4242,"tid":4242,"ts":110,"dur":10,
+     "args":{"correlation":77}},
+    {"ph":"s","cat":"ac2g","name":"ac2g","id":77,"pid":4242,"tid":4242,"ts":111},
+    {"ph":"X","cat":"kernel","name":"sm90_gemm","pid":0,"tid":7,"ts":130,"dur":40,
+     "args":{"correlation":77,"stream":7,"device":0,"grid":[1,2,1],"block":[128,1,1],
+             "registers per thread":128}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":77,"pid":0,"tid":7,"ts":130,"bp":"e"},
+    {"ph":"M","name":"thread_name","pid":4242,"tid":4242,"args":{"name":"python"}}]})";
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("loupe_kineto_" + std::to_string(::getpid()) + ".json.gz"))
+                               .string();
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, json.data(), static_cast<unsigned>(json.size())),
+            static_cast<int>(json.size()));
+  gzclose(file);
+  const Model model = load_traces({path});
+  std::filesystem::remove(path);
+  ASSERT_EQ(model.files.size(), 1u);
+  EXPECT_EQ(model.files[0].format, "kineto");
+  EXPECT_EQ(model.files[0].clock_domain, "kineto-base");
+  EXPECT_EQ(model.files[0].offset_ns, 1000000000);
+  TrackId gpu = kNoTrack, cpu = kNoTrack;
+  for (TrackId id = 0; id < model.tracks.size(); ++id) {
+    if (model.tracks[id].kind == TrackKind::kGpuStream) gpu = id;
+    if (model.tracks[id].name == "python") cpu = id;
+  }
+  ASSERT_NE(gpu, kNoTrack);
+  ASSERT_NE(cpu, kNoTrack);
+  EXPECT_EQ(model.tracks[gpu].name, "stream 7");
+  EXPECT_EQ(model.tracks[gpu].pid, "0");
+  ASSERT_EQ(model.flows.size(), 1u);
+  EXPECT_EQ(model.slice_name(model.flows.from_slice[0]), "cudaLaunchKernel");
+  EXPECT_EQ(model.slice_name(model.flows.to_slice[0]), "sm90_gemm");
+  EXPECT_EQ(model.flows.from_track[0], cpu);
+  EXPECT_EQ(model.flows.to_track[0], gpu);
+  EXPECT_EQ(model.start_ns, 1000000000 + 100000);
+  EXPECT_TRUE(model.stats.all_zero());
+}
+
+}  // namespace
+}  // namespace loupe::trace
