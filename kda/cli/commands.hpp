@@ -15,4 +15,11 @@ void add_kernel_command(CLI::App& app, int& exit_code);
 // math/generator.hpp as the .npy files `kda kernel` reads.
 void add_generate_command(CLI::App& app, int& exit_code);
 
+// `kda serve --mode prefill|prefill+transfer|decode|disaggregated ...`: the disaggregated server
+// of incident 2 (kda/serve/server.hpp).
+void add_serve_command(CLI::App& app, int& exit_code);
+
+// `kda prefill ...` and `kda decode ...`: the KDA model alone (kda/model/model.hpp).
+void add_model_commands(CLI::App& app, int& exit_code);
+
 }  // namespace kda::cli

@@ -34,10 +34,10 @@ void write_floats(const fs::path& path, const std::vector<float>& values,
 
 void run_generate(const GenerateArgs& args) {
   if (args.shape.size() != 6) {
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "--shape takes six numbers B,T,H,HV,K,V, got " +
-                           std::to_string(args.shape.size()),
-                       "e.g. --shape 1,4096,1,1,128,128");
+    throw loupe::Error(
+        loupe::ErrorCode::kUsage,
+        "--shape takes six numbers B,T,H,HV,K,V, got " + std::to_string(args.shape.size()),
+        "e.g. --shape 1,4096,1,1,128,128");
   }
   const Shape shape{args.shape[0], args.shape[1], args.shape[2],
                     args.shape[3], args.shape[4], args.shape[5]};
@@ -65,8 +65,7 @@ void run_generate(const GenerateArgs& args) {
                  {shape.batch, shape.value_heads, shape.key_dim, shape.value_dim});
   }
   std::printf("kda generate: %s decay=%s seed=%llu -> %s\n", shape.to_string().c_str(),
-              args.decay.c_str(), static_cast<unsigned long long>(args.seed),
-              args.out_dir.c_str());
+              args.decay.c_str(), static_cast<unsigned long long>(args.seed), args.out_dir.c_str());
 }
 
 }  // namespace
@@ -83,8 +82,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--seed", args->seed, "generator seed")->capture_default_str();
   command->add_flag("--raw-qk", args->raw_qk, "leave q and k un-normalised (for --l2norm)");
-  command->add_option("--h0-scale", args->h0_scale,
-                      "write h0.npy with N(0, scale^2) entries; 0 writes none")
+  command
+      ->add_option("--h0-scale", args->h0_scale,
+                   "write h0.npy with N(0, scale^2) entries; 0 writes none")
       ->capture_default_str();
   command->add_option("--out", args->out_dir, "output directory")->required();
   command->callback([args, &exit_code] {

@@ -28,6 +28,7 @@ struct KernelArgs {
   std::string in_dir, out_dir;
   std::string dtype = "f32";
   int shards = 8;
+  bool shards_given = false;
   std::string precision = "ieee";
   std::string variant = "merged";
   int64_t window = 4;
@@ -67,7 +68,8 @@ loupe::Tensor read_input(const fs::path& dir, const std::string& name,
   if (!matches) {
     std::string wanted = "[";
     for (size_t idx = 0; idx < expected.size(); ++idx) {
-      wanted += (idx ? "," : "") + (expected[idx] < 0 ? std::string("?") : std::to_string(expected[idx]));
+      wanted +=
+          (idx ? "," : "") + (expected[idx] < 0 ? std::string("?") : std::to_string(expected[idx]));
     }
     throw loupe::Error(loupe::ErrorCode::kInput,
                        path.string() + ": shape " + shape_text(tensor.shape()) + ", expected " +
@@ -105,8 +107,7 @@ Inputs<Real> read_inputs(const fs::path& dir) {
   if (value_heads % qk_shape[2] != 0) {
     throw loupe::Error(loupe::ErrorCode::kInput,
                        (dir / "v.npy").string() + ": HV=" + std::to_string(value_heads) +
-                           " is not a multiple of H=" + std::to_string(qk_shape[2]) +
-                           " from q.npy",
+                           " is not a multiple of H=" + std::to_string(qk_shape[2]) + " from q.npy",
                        "grouped value heads need HV % H == 0");
   }
   inputs.q = values_of<Real>(q);
@@ -118,9 +119,10 @@ Inputs<Real> read_inputs(const fs::path& dir) {
   if (fs::exists(dir / "cu_seqlens.npy")) {
     const loupe::Tensor cu = loupe::read_npy(dir / "cu_seqlens.npy");
     if (cu.rank() != 1 || (cu.dtype() != loupe::DType::kI64 && cu.dtype() != loupe::DType::kI32)) {
-      throw loupe::Error(loupe::ErrorCode::kInput,
-                         (dir / "cu_seqlens.npy").string() + ": expected a 1-D int64 or int32 array",
-                         "cu_seqlens holds N+1 token offsets from 0 to T");
+      throw loupe::Error(
+          loupe::ErrorCode::kInput,
+          (dir / "cu_seqlens.npy").string() + ": expected a 1-D int64 or int32 array",
+          "cu_seqlens holds N+1 token offsets from 0 to T");
     }
     const loupe::Tensor wide = cu.converted(loupe::DType::kI64);
     const auto offsets = wide.data<int64_t>();
@@ -163,10 +165,20 @@ int run_kernel(const KernelArgs& args) {
   if (args.kernel == "recurrent") {
     outputs = kernels::cpu::recurrent(inputs, options);
   } else if (args.kernel == "chunk") {
+    if (args.shards_given) {
+      // The non-CP states at the tokens where cp's shards start, to compare with cp's.
+      if (!inputs.cu_seqlens.empty()) {
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "kda kernel chunk: --shards needs equal-length sequences, but "
+                           "cu_seqlens.npy is present");
+      }
+      options.boundary_tokens = kernels::cpu::cp_shard_starts(shape.tokens, args.shards);
+      boundary_count = args.shards;
+    }
     outputs = kernels::cpu::chunk(inputs, options);
   } else if (args.kernel == "cp") {
-    outputs = kernels::cpu::cp(inputs, options,
-                               {args.shards, math::parse_precision(args.precision)});
+    outputs =
+        kernels::cpu::cp(inputs, options, {args.shards, math::parse_precision(args.precision)});
     boundary_count = args.shards;
   } else if (args.kernel == "decode") {
     outputs = kernels::cpu::decode(kernels::cpu::parse_decode_variant(args.variant), inputs,
@@ -202,8 +214,8 @@ void add_kernel_command(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       "kernel",
       "Run one CPU kernel on DIR/{q,k,v,g,beta}.npy (+ optional h0.npy, cu_seqlens.npy); write "
-      "o.npy (B,T,HV,V) and S.npy (N,HV,K,V) to --out (cp also S_shard_starts.npy "
-      "(B,P,HV,K,V)). decode and replay step through T one token at a time.");
+      "o.npy (B,T,HV,V) and S.npy (N,HV,K,V) to --out (cp, and chunk with --shards, also "
+      "S_shard_starts.npy (B,P,HV,K,V)). decode and replay step through T one token at a time.");
   command->add_option("kernel", args->kernel, "recurrent | chunk | cp | decode | replay")
       ->required()
       ->check(CLI::IsMember({"recurrent", "chunk", "cp", "decode", "replay"}));
@@ -212,7 +224,10 @@ void add_kernel_command(CLI::App& app, int& exit_code) {
   command->add_option("--dtype", args->dtype, "engine precision: f32 or f64")
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
-  command->add_option("--shards", args->shards, "cp: number of shards P")
+  command
+      ->add_option("--shards", args->shards,
+                   "cp: number of shards P; chunk: also write the states where cp's P shards "
+                   "start (S_shard_starts.npy)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command
@@ -231,7 +246,8 @@ void add_kernel_command(CLI::App& app, int& exit_code) {
   command->add_option("--threads", args->threads, "worker threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->callback([args, &exit_code] {
+  command->callback([args, command, &exit_code] {
+    args->shards_given = command->count("--shards") > 0;
     exit_code = args->dtype == "f64" ? run_kernel<double>(*args) : run_kernel<float>(*args);
   });
 }

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kda::cli::add_kernel_command(app, exit_code);
   kda::cli::add_generate_command(app, exit_code);
+  kda::cli::add_serve_command(app, exit_code);
+  kda::cli::add_model_commands(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

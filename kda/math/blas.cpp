@@ -28,9 +28,9 @@ void gemm<float>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
 }
 
 template <>
-void gemm<double>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
-                  double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
-                  double beta, double* c, int64_t ldc) {
+void gemm<double>(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                  double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   cblas_dgemm(CblasRowMajor, to_cblas(transpose_a), to_cblas(transpose_b), static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,

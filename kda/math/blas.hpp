@@ -16,7 +16,6 @@ void use_single_threaded_blas();
 // C = alpha · op(A) · op(B) + beta · C, row-major, op(A) m × k, op(B) k × n.
 template <class Real>
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, Real alpha,
-          const Real* a, int64_t lda, const Real* b, int64_t ldb, Real beta, Real* c,
-          int64_t ldc);
+          const Real* a, int64_t lda, const Real* b, int64_t ldb, Real beta, Real* c, int64_t ldc);
 
 }  // namespace kda::math

@@ -101,8 +101,8 @@ Inputs<float> generate_inputs(const Shape& shape, const GeneratorOptions& option
   if (options.decay == Decay::kSlow) {
     std::vector<float> rate(static_cast<size_t>(shape.batch * gate_row));
     for (auto& value : rate) {
-      value = static_cast<float>(std::exp(std::log(1e-6) + (std::log(1e-1) - std::log(1e-6)) *
-                                                                stream.uniform()));
+      value = static_cast<float>(
+          std::exp(std::log(1e-6) + (std::log(1e-1) - std::log(1e-6)) * stream.uniform()));
     }
     for (int64_t row = 0; row < rows; ++row) {
       const int64_t batch_idx = row / std::max<int64_t>(shape.tokens, 1);

@@ -39,14 +39,14 @@ Inputs<float> generate_inputs(const Shape& shape, const GeneratorOptions& option
 // q, k, v as above (un-normalised), g_raw ~ N(0, 1), b_raw ~ N(0, 1), A_log ~ U[-1, 1] per value
 // head, dt_bias ~ 0.1 · N(0, 1) per (value head, channel).
 struct RawDecodeInputs {
-  Shape shape;                // B sequences, T decode steps
-  std::vector<float> q;       // (B, T, H, K), raw
-  std::vector<float> k;       // (B, T, H, K), raw
-  std::vector<float> v;       // (B, T, HV, V)
-  std::vector<float> g_raw;   // (B, T, HV, K)
-  std::vector<float> b_raw;   // (B, T, HV)
-  std::vector<float> a_log;   // (HV)
-  std::vector<float> dt_bias; // (HV, K)
+  Shape shape;                 // B sequences, T decode steps
+  std::vector<float> q;        // (B, T, H, K), raw
+  std::vector<float> k;        // (B, T, H, K), raw
+  std::vector<float> v;        // (B, T, HV, V)
+  std::vector<float> g_raw;    // (B, T, HV, K)
+  std::vector<float> b_raw;    // (B, T, HV)
+  std::vector<float> a_log;    // (HV)
+  std::vector<float> dt_bias;  // (HV, K)
 };
 RawDecodeInputs generate_raw_decode_inputs(const Shape& shape, uint64_t seed);
 

@@ -40,8 +40,8 @@ void validate_boundary_tokens(std::span<const int64_t> boundary_tokens,
     const int64_t offset = boundary_tokens[idx];
     bool valid = offset >= 0 && (idx == 0 || offset > boundary_tokens[idx - 1]);
     for (const auto& span : spans) {
-      valid = valid && offset <= span.length() &&
-              (offset % multiple == 0 || offset == span.length());
+      valid =
+          valid && offset <= span.length() && (offset % multiple == 0 || offset == span.length());
     }
     if (!valid) {
       throw loupe::Error(loupe::ErrorCode::kUsage,
@@ -78,9 +78,9 @@ void validate_inputs(const Inputs<Real>& inputs) {
                        "kda inputs: every dimension must be positive, got " + s.to_string());
   }
   if (s.value_heads % s.heads != 0) {
-    throw loupe::Error(loupe::ErrorCode::kInput,
-                       "kda inputs: HV must be a multiple of H (grouped value heads), got " +
-                           s.to_string());
+    throw loupe::Error(
+        loupe::ErrorCode::kInput,
+        "kda inputs: HV must be a multiple of H (grouped value heads), got " + s.to_string());
   }
   const int64_t tokens = s.batch * s.tokens;
   expect_size("q", inputs.q.size(), tokens * s.heads * s.key_dim, "(B, T, H, K)", s);
@@ -94,9 +94,9 @@ void validate_inputs(const Inputs<Real>& inputs) {
     bool valid = s.batch == 1 && cu.size() >= 2 && cu.front() == 0 && cu.back() == s.tokens;
     for (size_t idx = 1; valid && idx < cu.size(); ++idx) valid = cu[idx] >= cu[idx - 1];
     if (!valid) {
-      throw loupe::Error(loupe::ErrorCode::kInput,
-                         "kda inputs: cu_seqlens must rise from 0 to T=" +
-                             std::to_string(s.tokens) + " with B == 1, for " + s.to_string());
+      throw loupe::Error(loupe::ErrorCode::kInput, "kda inputs: cu_seqlens must rise from 0 to T=" +
+                                                       std::to_string(s.tokens) +
+                                                       " with B == 1, for " + s.to_string());
     }
     sequences = static_cast<int64_t>(cu.size()) - 1;
   }

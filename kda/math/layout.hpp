@@ -91,7 +91,9 @@ template <class To, class From>
 Inputs<To> convert_inputs(const Inputs<From>& inputs) {
   Inputs<To> out;
   out.shape = inputs.shape;
-  auto convert = [](const std::vector<From>& from) { return std::vector<To>(from.begin(), from.end()); };
+  auto convert = [](const std::vector<From>& from) {
+    return std::vector<To>(from.begin(), from.end());
+  };
   out.q = convert(inputs.q);
   out.k = convert(inputs.k);
   out.v = convert(inputs.v);

@@ -30,8 +30,7 @@ DotPrecision parse_precision(std::string_view name) {
                                  DotPrecision::kTf32Rne, DotPrecision::kTf32x3}) {
     if (precision_name(precision) == name) return precision;
   }
-  throw loupe::Error(loupe::ErrorCode::kUsage,
-                     "unknown dot precision '" + std::string(name) + "'",
+  throw loupe::Error(loupe::ErrorCode::kUsage, "unknown dot precision '" + std::string(name) + "'",
                      "use one of ieee, bf16, tf32_rz, tf32_rne, tf32x3");
 }
 

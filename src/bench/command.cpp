@@ -28,7 +28,8 @@ TimedRun command_timed_run(const std::string& command, const std::string& arm,
                                     : "; the end of its stderr:\n" + tail),
                   "run the command by hand to see why it fails; benchmarks need it to exit 0");
     }
-    return static_cast<double>(result.wall_ns) * 1e-9;
+    // Division, not multiplication by 1e-9: the nearest double to the exact decimal, printed short.
+    return static_cast<double>(result.wall_ns) / 1e9;
   };
 }
 

@@ -7,7 +7,9 @@ namespace {
 
 std::string percent(double share) {
   char buffer[16];
-  std::snprintf(buffer, sizeof buffer, "%.3g%%", 100 * share);
+  // Two decimals near 100%, so 99.97% does not read as all of it.
+  std::snprintf(buffer, sizeof buffer, share >= 0.99 && share < 1 ? "%.2f%%" : "%.3g%%",
+                100 * share);
   return buffer;
 }
 
@@ -60,15 +62,16 @@ std::string comparison_headline(const TensorComparison& comparison) {
 
 std::string profile_sentence(const ErrorProfile& profile) {
   const ProfileClassification& shape = profile.classification;
-  std::string out = std::string(profile_shape_name(shape.shape));
+  std::string out = std::string(profile_shape_name(shape.shape)) + " along " + profile.axis;
   switch (shape.shape) {
     case ProfileShape::kGrowing:
-      out += ": ×" + format_number(shape.end_to_start) + " from the first to the last quarter of " +
-             profile.axis + ", least-squares slope " + format_number(shape.slope_per_1000) +
-             " (rms_ratio units) per 1000 " + profile.axis;
+      out += ": ×" + format_number(shape.end_to_start) +
+             " from the first to the last quarter; least-squares slope " +
+             format_number(shape.slope_per_1000) + " per 1000 " + profile.axis +
+             " (in units of rms(B))";
       break;
     case ProfileShape::kConcentrated:
-      out += " in " + profile.axis + "=[" + std::to_string(shape.region_begin) + ", " +
+      out += " in [" + std::to_string(shape.region_begin) + ", " +
              std::to_string(shape.region_end) + ") holding " + percent(shape.region_share) +
              " of squared error";
       break;
@@ -82,8 +85,8 @@ std::string profile_sentence(const ErrorProfile& profile) {
     case ProfileShape::kFlat:
       break;
   }
-  return out + " along " + profile.axis + " (" + std::to_string(profile.buckets.size()) +
-         " buckets over " + std::to_string(profile.length) + ")";
+  return out + " (" + std::to_string(profile.buckets.size()) + " buckets over " + profile.axis +
+         "=" + std::to_string(profile.length) + ")";
 }
 
 std::string slice_sentence(const Localisation& localisation) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "core/float_formats.hpp"
 #include "loupe/error.hpp"
@@ -21,18 +23,34 @@ constexpr std::array<Metric, 10> kAllMetrics = {
     Metric::kMismatchCount, Metric::kMismatchFrac, Metric::kNonfiniteMismatch,
     Metric::kOracleRatio};
 
-// ULP distances: exact counts below 256, then one bucket per binade [2^k, 2^(k+1)) for k = 8..63,
-// then one bucket for disagreeing NaN/Inf positions (infinite distance). The 99th percentile is
-// read from the exact part when it lands there, else refined exactly by a second pass that
-// collects the distances of its binade and selects (nth_element).
+// ULP distances go to a histogram: exact counts below 256, then 16 sub-buckets per binade
+// [2^k, 2^(k+1)) for k = 8..63, then one bucket for disagreeing NaN/Inf positions (infinite
+// distance). The 99th percentile is read from the exact part when it lands there; else one more
+// pass collects the distances of its sub-bucket and selects (nth_element). The result is exact.
 constexpr int kExactUlpBuckets = 256;
-constexpr int kBinadeUlpBuckets = 56;
+constexpr int kSubBucketBits = 4;
+constexpr int kBinadeUlpBuckets = 56 << kSubBucketBits;
 constexpr int kInfiniteUlpBucket = kExactUlpBuckets + kBinadeUlpBuckets;
 constexpr int kUlpBuckets = kInfiniteUlpBucket + 1;
+// Increments alternate over two copies, so a run of equal distances is not one store-load chain.
+constexpr int kHistogramCopies = 2;
+constexpr int64_t kBlock = 1024;  // elements decoded at a time on the generic path
 
-inline int ulp_bucket(uint64_t distance) {
-  return distance < kExactUlpBuckets ? static_cast<int>(distance)
-                                     : kExactUlpBuckets + (std::bit_width(distance) - 9);
+inline size_t ulp_bucket(uint64_t distance) {
+  const int width = std::bit_width(distance);
+  if (width <= 8) return static_cast<size_t>(distance);
+  const uint64_t sub_bucket =
+      (distance >> (width - 1 - kSubBucketBits)) & ((1 << kSubBucketBits) - 1);
+  return kExactUlpBuckets + (static_cast<size_t>(width - 9) << kSubBucketBits) + sub_bucket;
+}
+
+// The smallest distance of a binade sub-bucket, and the largest.
+inline std::pair<uint64_t, uint64_t> ulp_bucket_range(size_t bucket) {
+  const int binade = static_cast<int>((bucket - kExactUlpBuckets) >> kSubBucketBits) + 8;
+  const uint64_t sub_bucket = (bucket - kExactUlpBuckets) & ((1 << kSubBucketBits) - 1);
+  const int step_bits = binade - kSubBucketBits;
+  const uint64_t low = (uint64_t{1} << binade) + (sub_bucket << step_bits);
+  return {low, low + ((uint64_t{1} << step_bits) - 1)};
 }
 
 // Distance between two sign-magnitude float encodings in units of the last place.
@@ -45,74 +63,89 @@ inline uint64_t ulp_distance(uint64_t bits_a, uint64_t bits_b, uint64_t sign_mas
   return magnitude_a + magnitude_b;  // across zero; +0 and -0 are both at zero
 }
 
-struct Accumulator {
+// The running state of the metrics pass: scalars only, so that once a loop copies it into a local
+// the compiler keeps it in registers.
+struct Running {
   double sum_sq_diff = 0;
   double sum_sq_a = 0;
   double sum_sq_b = 0;
   double sum_ab = 0;
   double max_abs = 0;
-  int64_t max_abs_index = -1;
   double max_abs_a = 0;
   double max_abs_b = 0;
   double max_rel = 0;
+  int64_t max_abs_index = -1;
   int64_t mismatch = 0;
+  int64_t finite = 0;
+  uint64_t ulp_max = 0;
+};
+
+struct Accumulator {
+  Running running;
+  std::vector<int64_t> ulp_histograms = std::vector<int64_t>(kUlpBuckets * kHistogramCopies, 0);
   int64_t nonfinite = 0;
   int64_t first_nonfinite = -1;
   double nonfinite_a = 0;
   double nonfinite_b = 0;
-  int64_t finite = 0;
-  uint64_t ulp_max = 0;
-  std::array<int64_t, kUlpBuckets> ulp_histogram{};
-  // Refinement pass: collect distances in [collect_low, collect_high].
+  // The collect pass: distances in [collect_low, collect_high].
+  bool collect = false;
   uint64_t collect_low = 0;
   uint64_t collect_high = 0;
   std::vector<uint64_t> collected;
 };
 
-template <bool kCollect>
-inline void add_finite(Accumulator& acc, double a, double b, uint64_t ulp, int64_t index,
-                       const Tolerance& tolerance) {
-  if constexpr (kCollect) {
-    if (ulp >= acc.collect_low && ulp <= acc.collect_high) acc.collected.push_back(ulp);
-    return;
-  }
+inline bool is_finite(double value) {
+  return std::fabs(value) <= std::numeric_limits<double>::max();
+}
+
+// Every path (float32, float64, generic) feeds elements in index order to this one function, so
+// all paths give bit-identical metrics for the same values.
+inline void accumulate_finite(Running& run, int64_t* histograms, double a, double b, uint64_t ulp,
+                              int64_t index, const Tolerance& tolerance) {
   const double diff = a - b;
   const double abs_diff = std::fabs(diff);
   const double abs_b = std::fabs(b);
-  acc.sum_sq_diff += diff * diff;
-  acc.sum_sq_a += a * a;
-  acc.sum_sq_b += b * b;
-  acc.sum_ab += a * b;
-  acc.mismatch += abs_diff > tolerance.atol + tolerance.rtol * abs_b;
-  if (abs_diff > acc.max_abs) {
-    acc.max_abs = abs_diff;
-    acc.max_abs_index = index;
-    acc.max_abs_a = a;
-    acc.max_abs_b = b;
+  run.sum_sq_diff += diff * diff;
+  run.sum_sq_a += a * a;
+  run.sum_sq_b += b * b;
+  run.sum_ab += a * b;
+  run.mismatch += abs_diff > tolerance.atol + tolerance.rtol * abs_b;
+  if (abs_diff > run.max_abs) [[unlikely]] {
+    run.max_abs = abs_diff;
+    run.max_abs_index = index;
+    run.max_abs_a = a;
+    run.max_abs_b = b;
   }
-  // Multiplying instead of dividing keeps the division off the common path; once max_rel is
-  // infinite, inf * |b| is never exceeded (and inf * 0 is NaN, which compares false).
-  if (abs_diff > acc.max_rel * abs_b) acc.max_rel = abs_b == 0 ? kInf : abs_diff / abs_b;
-  acc.ulp_max = std::max(acc.ulp_max, ulp);
-  ++acc.ulp_histogram[ulp_bucket(ulp)];
+  // Multiplying keeps the division off the common path. Once max_rel is +Inf nothing exceeds it
+  // (and Inf * 0 is NaN, which compares false); 0/0 never enters.
+  if (abs_diff > run.max_rel * abs_b) [[unlikely]] {
+    run.max_rel = abs_b == 0 ? kInf : std::max(run.max_rel, abs_diff / abs_b);
+  }
+  run.ulp_max = std::max(run.ulp_max, ulp);
+  ++histograms[(index & (kHistogramCopies - 1)) * kUlpBuckets + ulp_bucket(ulp)];
+  ++run.finite;
 }
 
-template <bool kCollect>
-inline void add_nonfinite(Accumulator& acc, double a, double b, int64_t index) {
+// A position where A or B is NaN or Inf: agreeing (NaN/NaN, the same Inf) counts as 0 ULPs;
+// disagreeing is a mismatch at an infinite distance.
+void accumulate_nonfinite(Accumulator& acc, double a, double b, int64_t index) {
+  if (acc.collect) return;
   const bool agree = (std::isnan(a) && std::isnan(b)) || a == b;
-  if constexpr (kCollect) return;
   if (agree) {
-    ++acc.ulp_histogram[0];
+    ++acc.ulp_histograms[0];
     return;
   }
-  ++acc.nonfinite;
-  ++acc.mismatch;
-  ++acc.ulp_histogram[kInfiniteUlpBucket];
+  ++acc.nonfinite;  // also a mismatch; finish() adds it to mismatch_count
+  ++acc.ulp_histograms[kInfiniteUlpBucket];
   if (acc.first_nonfinite < 0) {
     acc.first_nonfinite = index;
     acc.nonfinite_a = a;
     acc.nonfinite_b = b;
   }
+}
+
+inline void collect_ulp(Accumulator& acc, uint64_t ulp) {
+  if (ulp >= acc.collect_low && ulp <= acc.collect_high) acc.collected.push_back(ulp);
 }
 
 template <class Float>
@@ -130,24 +163,38 @@ struct FloatBits<double> {
   static constexpr uint64_t kSignMask = 0x8000000000000000ull;
 };
 
-// The same-dtype float32/float64 loop: no decoding, ULPs straight from the bits.
+// The same-dtype float32/float64 loop: no decoding, NaN/Inf tested on the bits, ULPs from them.
 template <class Float, bool kCollect>
-void accumulate_native(const Float* a, const Float* b, int64_t count, const Tolerance& tolerance,
+void accumulate_native(const Float* a, const Float* b, int64_t numel, const Tolerance& tolerance,
                        Accumulator& acc) {
   using Traits = FloatBits<Float>;
   using Bits = typename Traits::Bits;
-  for (int64_t index = 0; index < count; ++index) {
+  Running run = acc.running;
+  int64_t* histograms = acc.ulp_histograms.data();
+  const Tolerance local_tolerance = tolerance;  // a copy the compiler can keep in registers
+  for (int64_t index = 0; index < numel; ++index) {
     const Bits bits_a = std::bit_cast<Bits>(a[index]);
     const Bits bits_b = std::bit_cast<Bits>(b[index]);
-    if ((bits_a & Traits::kExponentMask) == Traits::kExponentMask ||
-        (bits_b & Traits::kExponentMask) == Traits::kExponentMask) {
-      add_nonfinite<kCollect>(acc, a[index], b[index], index);
+    if (((bits_a & Traits::kExponentMask) == Traits::kExponentMask) |
+        ((bits_b & Traits::kExponentMask) == Traits::kExponentMask)) [[unlikely]] {
+      accumulate_nonfinite(acc, a[index], b[index], index);
       continue;
     }
-    ++acc.finite;
-    add_finite<kCollect>(acc, a[index], b[index], ulp_distance(bits_a, bits_b, Traits::kSignMask),
-                         index, tolerance);
+    const uint64_t ulp = ulp_distance(bits_a, bits_b, Traits::kSignMask);
+    if constexpr (kCollect) {
+      collect_ulp(acc, ulp);
+    } else {
+      accumulate_finite(run, histograms, a[index], b[index], ulp, index, local_tolerance);
+    }
   }
+  acc.running = run;
+}
+
+template <class Float>
+void run_native(const Float* a, const Float* b, int64_t numel, const Tolerance& tolerance,
+                Accumulator& acc) {
+  if (acc.collect) return accumulate_native<Float, true>(a, b, numel, tolerance, acc);
+  accumulate_native<Float, false>(a, b, numel, tolerance, acc);
 }
 
 // ---- the generic path: decode chunks to double, encode to the coarser dtype for ULPs ----
@@ -268,17 +315,17 @@ void coarse_bits_chunk(const Tensor& tensor, DType coarse, int64_t begin, int64_
   }
 }
 
-template <bool kCollect>
 void accumulate_generic(const Tensor& a, const Tensor& b, const Tolerance& tolerance, DType coarse,
                         Accumulator& acc) {
-  constexpr int64_t kChunk = 4096;
-  std::vector<double> values_a(kChunk), values_b(kChunk);
-  std::vector<uint64_t> bits_a(kChunk), bits_b(kChunk);
+  std::vector<double> values_a(kBlock), values_b(kBlock);
+  std::vector<uint64_t> bits_a(kBlock), bits_b(kBlock);
   const bool float_ulps = dtype_is_floating(coarse);
   const uint64_t sign_mask = float_ulps ? uint64_t{1} << (8 * dtype_size(coarse) - 1) : 0;
   const int64_t numel = a.numel();
-  for (int64_t begin = 0; begin < numel; begin += kChunk) {
-    const int64_t count = std::min(kChunk, numel - begin);
+  Running run = acc.running;
+  int64_t* histograms = acc.ulp_histograms.data();
+  for (int64_t begin = 0; begin < numel; begin += kBlock) {
+    const int64_t count = std::min(kBlock, numel - begin);
     decode_chunk(a, begin, count, values_a.data());
     decode_chunk(b, begin, count, values_b.data());
     if (float_ulps) {
@@ -288,9 +335,8 @@ void accumulate_generic(const Tensor& a, const Tensor& b, const Tolerance& toler
     for (int64_t offset = 0; offset < count; ++offset) {
       const double value_a = values_a[offset];
       const double value_b = values_b[offset];
-      const int64_t index = begin + offset;
-      if (!std::isfinite(value_a) || !std::isfinite(value_b)) {
-        add_nonfinite<kCollect>(acc, value_a, value_b, index);
+      if (!is_finite(value_a) || !is_finite(value_b)) {
+        accumulate_nonfinite(acc, value_a, value_b, begin + offset);
         continue;
       }
       uint64_t ulp;
@@ -302,36 +348,40 @@ void accumulate_generic(const Tensor& a, const Tensor& b, const Tolerance& toler
         ulp = distance >= 1.8e19 ? std::numeric_limits<uint64_t>::max()
                                  : static_cast<uint64_t>(distance);
       }
-      ++acc.finite;
-      add_finite<kCollect>(acc, value_a, value_b, ulp, index, tolerance);
+      if (acc.collect) {
+        collect_ulp(acc, ulp);
+      } else {
+        accumulate_finite(run, histograms, value_a, value_b, ulp, begin + offset, tolerance);
+      }
     }
   }
+  acc.running = run;
 }
 
-// Runs `pass(accumulator)` once for the metrics and, when the 99th percentile lands in a binade
-// bucket, once more collecting that binade's distances.
-template <class Pass, class CollectPass>
-Metrics finish(int64_t numel, const Tolerance& tolerance, DType ulp_dtype, Pass pass,
-               CollectPass collect_pass) {
+// `run(accumulator)` makes one pass over the data: once for the metrics and, when the 99th
+// percentile of ULP distances lands in a binade sub-bucket, once more to collect that sub-bucket.
+template <class RunPass>
+Metrics finish(int64_t numel, const Tolerance& tolerance, DType ulp_dtype, RunPass run_pass) {
   Accumulator acc;
-  pass(acc);
+  run_pass(acc);
+  const Running& run = acc.running;
   Metrics metrics;
   metrics.numel = numel;
-  metrics.finite_count = acc.finite;
+  metrics.finite_count = run.finite;
   metrics.tolerance = tolerance;
   metrics.ulp_dtype = ulp_dtype;
-  metrics.max_abs = acc.max_abs;
-  metrics.max_rel = acc.max_rel;
-  if (acc.finite > 0) {
-    metrics.rms_diff = std::sqrt(acc.sum_sq_diff / static_cast<double>(acc.finite));
-    metrics.rms_b = std::sqrt(acc.sum_sq_b / static_cast<double>(acc.finite));
+  metrics.max_abs = run.max_abs;
+  metrics.max_rel = run.max_rel;
+  if (run.finite > 0) {
+    metrics.rms_diff = std::sqrt(run.sum_sq_diff / static_cast<double>(run.finite));
+    metrics.rms_b = std::sqrt(run.sum_sq_b / static_cast<double>(run.finite));
   }
   metrics.rms_ratio = metrics.rms_diff / (metrics.rms_b + 1e-8);
-  const double norms = acc.sum_sq_a + acc.sum_sq_b;
-  metrics.cos_dist = norms == 0 ? 0.0 : 1.0 - 2.0 * acc.sum_ab / norms;
-  metrics.ulp_max = static_cast<double>(acc.ulp_max);
-  metrics.mismatch_count = acc.mismatch;
-  metrics.mismatch_frac = numel > 0 ? static_cast<double>(acc.mismatch) / numel : 0.0;
+  const double norms = run.sum_sq_a + run.sum_sq_b;
+  metrics.cos_dist = norms == 0 ? 0.0 : 1.0 - 2.0 * run.sum_ab / norms;
+  metrics.ulp_max = static_cast<double>(run.ulp_max);
+  metrics.mismatch_count = run.mismatch + acc.nonfinite;
+  metrics.mismatch_frac = numel > 0 ? static_cast<double>(metrics.mismatch_count) / numel : 0.0;
   metrics.nonfinite_mismatch = acc.nonfinite;
   if (acc.first_nonfinite >= 0) {
     metrics.worst_index = acc.first_nonfinite;
@@ -340,32 +390,38 @@ Metrics finish(int64_t numel, const Tolerance& tolerance, DType ulp_dtype, Pass 
     metrics.max_abs = metrics.max_rel = metrics.rms_ratio = metrics.cos_dist = kInf;
     metrics.ulp_max = kInf;
   } else {
-    metrics.worst_index = acc.max_abs_index;
-    metrics.worst_a = acc.max_abs_a;
-    metrics.worst_b = acc.max_abs_b;
+    metrics.worst_index = run.max_abs_index;
+    metrics.worst_a = run.max_abs_a;
+    metrics.worst_b = run.max_abs_b;
   }
+  if (numel == 0) return metrics;
 
-  if (numel > 0) {
-    const int64_t rank = (99 * numel + 99) / 100;  // nearest rank: ceil(0.99 n), 1-based
-    int64_t before = 0;
-    int bucket = 0;
-    while (before + acc.ulp_histogram[bucket] < rank) before += acc.ulp_histogram[bucket++];
-    if (bucket < kExactUlpBuckets) {
-      metrics.ulp_p99 = bucket;
-    } else if (bucket == kInfiniteUlpBucket) {
-      metrics.ulp_p99 = kInf;
-    } else {
-      const int binade = bucket - kExactUlpBuckets + 8;
-      Accumulator collector;
-      collector.collect_low = uint64_t{1} << binade;
-      collector.collect_high =
-          binade == 63 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << (binade + 1)) - 1;
-      collect_pass(collector);
-      auto nth = collector.collected.begin() + (rank - before - 1);
-      std::nth_element(collector.collected.begin(), nth, collector.collected.end());
-      metrics.ulp_p99 = static_cast<double>(*nth);
+  std::vector<int64_t> histogram(kUlpBuckets, 0);
+  for (int copy = 0; copy < kHistogramCopies; ++copy) {
+    for (size_t bucket = 0; bucket < kUlpBuckets; ++bucket) {
+      histogram[bucket] += acc.ulp_histograms[copy * kUlpBuckets + bucket];
     }
   }
+  const int64_t rank = (99 * numel + 99) / 100;  // nearest rank: ceil(0.99 n), 1-based
+  int64_t before = 0;
+  size_t bucket = 0;
+  while (before + histogram[bucket] < rank) before += histogram[bucket++];
+  if (bucket < kExactUlpBuckets) {
+    metrics.ulp_p99 = static_cast<double>(bucket);
+    return metrics;
+  }
+  if (bucket == kInfiniteUlpBucket) {
+    metrics.ulp_p99 = kInf;
+    return metrics;
+  }
+  Accumulator collect;
+  collect.collect = true;
+  std::tie(collect.collect_low, collect.collect_high) = ulp_bucket_range(bucket);
+  collect.collected.reserve(static_cast<size_t>(histogram[bucket]));
+  run_pass(collect);
+  auto nth = collect.collected.begin() + (rank - before - 1);
+  std::nth_element(collect.collected.begin(), nth, collect.collected.end());
+  metrics.ulp_p99 = static_cast<double>(*nth);
   return metrics;
 }
 
@@ -377,14 +433,9 @@ Metrics native_metrics(std::span<const Float> a, std::span<const Float> b, Toler
                                           " elements against " + std::to_string(b.size()));
   }
   const int64_t count = static_cast<int64_t>(a.size());
-  return finish(
-      count, tolerance, dtype,
-      [&](Accumulator& acc) {
-        accumulate_native<Float, false>(a.data(), b.data(), count, tolerance, acc);
-      },
-      [&](Accumulator& acc) {
-        accumulate_native<Float, true>(a.data(), b.data(), count, tolerance, acc);
-      });
+  return finish(count, tolerance, dtype, [&](Accumulator& acc) {
+    run_native<Float>(a.data(), b.data(), count, tolerance, acc);
+  });
 }
 
 }  // namespace
@@ -503,10 +554,8 @@ namespace detail {
 
 Metrics compute_metrics_generic(const Tensor& a, const Tensor& b, Tolerance tolerance) {
   const DType coarse = coarser_dtype(a.dtype(), b.dtype());
-  return finish(
-      a.numel(), tolerance, coarse,
-      [&](Accumulator& acc) { accumulate_generic<false>(a, b, tolerance, coarse, acc); },
-      [&](Accumulator& acc) { accumulate_generic<true>(a, b, tolerance, coarse, acc); });
+  return finish(a.numel(), tolerance, coarse,
+                [&](Accumulator& acc) { accumulate_generic(a, b, tolerance, coarse, acc); });
 }
 
 void decode_to_double(const Tensor& tensor, int64_t begin, int64_t count, double* out) {

@@ -181,8 +181,11 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
       data["verdict"] = std::string(bench::ab_verdict_name(comparison.verdict));
       data["rule"] = comparison.rule;
       data["comparison"] = bench::comparison_to_json(comparison);
-      envelope.findings.push_back(bench::comparison_finding(
-          comparison, {.subject = "shell", .probe = "cmd", .reproduce = reproduce}));
+      bench::FindingContext context;
+      context.subject = "shell";
+      context.probe = "cmd";
+      context.reproduce = reproduce;
+      envelope.findings.push_back(bench::comparison_finding(comparison, context));
     }
     data["stop"] = bench::stop_to_json(bench.sampling.stop);
     data["elapsed_s"] = number_to_json(bench.sampling.elapsed_s);

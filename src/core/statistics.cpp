@@ -31,6 +31,45 @@ std::pair<size_t, size_t> median_ci_indices(size_t n, double confidence) {
   return {rank_to_index(lower, n), rank_to_index(upper, n)};
 }
 
+// Binomial(trials, p) by inversion, searching outward from the mode, so the expected number of
+// steps is about √(trials·p·(1 − p)). Exact up to rounding of the probabilities.
+uint64_t binomial(SplitMix64& rng, uint64_t trials, double p) {
+  if (trials == 0 || p <= 0.0) return 0;
+  if (p >= 1.0) return trials;
+  const double q = 1.0 - p;
+  const auto count = static_cast<double>(trials);
+  uint64_t mode = std::min<uint64_t>(trials, static_cast<uint64_t>((count + 1.0) * p));
+  const auto m = static_cast<double>(mode);
+  int sign = 0;
+  double log_mode_probability = lgamma_r(count + 1.0, &sign) - lgamma_r(m + 1.0, &sign) -
+                                lgamma_r(count - m + 1.0, &sign) + m * std::log(p) +
+                                (count - m) * std::log(q);
+  double u = rng.uniform() - std::exp(log_mode_probability);
+  if (u < 0.0) return mode;
+  double up_probability = std::exp(log_mode_probability);
+  double down_probability = up_probability;
+  uint64_t up = mode;
+  uint64_t down = mode;
+  while (up < trials || down > 0) {
+    if (up < trials) {
+      up_probability *= static_cast<double>(trials - up) / static_cast<double>(up + 1) * p / q;
+      ++up;
+      u -= up_probability;
+      if (u < 0.0) return up;
+    }
+    if (down > 0) {
+      down_probability *=
+          static_cast<double>(down) / static_cast<double>(trials - down + 1) * q / p;
+      --down;
+      u -= down_probability;
+      if (u < 0.0) return down;
+    }
+    // What is left of u is rounding error in the probabilities summed so far.
+    if (up_probability < 1e-300 && down_probability < 1e-300) break;
+  }
+  return mode;
+}
+
 }  // namespace
 
 double quantile_sorted(std::span<const double> sorted, double p) {
@@ -119,26 +158,59 @@ std::vector<double> bootstrap_medians_sorted(std::span<const double> sorted, int
   // mean of order statistics n/2 − 1 and n/2 for even n.
   const uint32_t lower_rank = (n - 1) / 2;
   const uint32_t upper_rank = n / 2;
-  std::vector<uint32_t> draws_per_index(n);
-  for (int replicate = 0; replicate < resamples; ++replicate) {
-    std::fill(draws_per_index.begin(), draws_per_index.end(), 0u);
-    for (uint32_t draw = 0; draw < n; ++draw) ++draws_per_index[rng.below(n)];
-    // Walk the cumulative counts: the resample's order statistic r is sorted[j] for the first j
-    // whose cumulative count exceeds r.
-    uint64_t cumulative = 0;
-    uint32_t index = 0;
-    for (; index < n; ++index) {
-      cumulative += draws_per_index[index];
+  auto median_of_counts = [&](const std::vector<uint32_t>& draws_per_index, uint32_t first_index,
+                              uint64_t drawn_before) {
+    // The resample's order statistic r is sorted[j] for the first j whose cumulative count
+    // exceeds r.
+    uint64_t cumulative = drawn_before;
+    uint32_t offset = 0;
+    for (;; ++offset) {
+      cumulative += draws_per_index[offset];
       if (cumulative > lower_rank) break;
     }
-    double lower_value = sorted[index];
-    if (upper_rank == lower_rank) {
-      medians.push_back(lower_value);
+    double lower_value = sorted[first_index + offset];
+    if (upper_rank == lower_rank) return lower_value;
+    while (cumulative <= upper_rank) cumulative += draws_per_index[++offset];
+    double upper_value = sorted[first_index + offset];
+    return lower_value + 0.5 * (upper_value - lower_value);
+  };
+  std::vector<uint32_t> all_counts;
+  auto full_replicate = [&]() {
+    all_counts.assign(n, 0u);
+    for (uint32_t draw = 0; draw < n; ++draw) ++all_counts[rng.below(n)];
+    return median_of_counts(all_counts, 0, 0);
+  };
+
+  if (n < kWindowedBootstrapFrom) {
+    for (int replicate = 0; replicate < resamples; ++replicate) {
+      medians.push_back(full_replicate());
+    }
+    return medians;
+  }
+
+  // Large n: only order statistics near the middle can become a resample's median (the median's
+  // rank moves by about √n / 2), so draw how many of the n draws land below and above a window
+  // of ±3√n indices (two binomials), and place only the rest, one by one, inside it.
+  const auto half_window = static_cast<uint32_t>(std::ceil(3.0 * std::sqrt(double(n))));
+  const uint32_t window_begin = lower_rank > half_window ? lower_rank - half_window : 0;
+  const uint32_t window_end = std::min<uint32_t>(n, upper_rank + half_window + 1);
+  const uint32_t window = window_end - window_begin;
+  const double below_probability = static_cast<double>(window_begin) / n;
+  const double above_probability =
+      static_cast<double>(n - window_end) / static_cast<double>(n - window_begin);
+  std::vector<uint32_t> window_counts(window);
+  for (int replicate = 0; replicate < resamples; ++replicate) {
+    uint64_t below = binomial(rng, n, below_probability);
+    uint64_t above = binomial(rng, n - below, above_probability);
+    uint64_t inside = n - below - above;
+    if (below > lower_rank || below + inside <= upper_rank) {
+      // The median left the window (about 2e-9 of replicates): resample in full.
+      medians.push_back(full_replicate());
       continue;
     }
-    while (cumulative <= upper_rank) cumulative += draws_per_index[++index];
-    double upper_value = sorted[index];
-    medians.push_back(lower_value + 0.5 * (upper_value - lower_value));
+    std::fill(window_counts.begin(), window_counts.end(), 0u);
+    for (uint64_t draw = 0; draw < inside; ++draw) ++window_counts[rng.below(window)];
+    medians.push_back(median_of_counts(window_counts, window_begin, below));
   }
   return medians;
 }

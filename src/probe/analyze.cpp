@@ -642,7 +642,8 @@ void analyze_scenario(const ObservationReader& reader, const Context& context, A
   const Json& scenario = reader.at(reader.json(), "scenario", "");
   Finding finding = make_finding(context, Layer::kScenario, "metrics", Severity::kInfo, "", "", "");
   std::string claim;
-  for (const auto& [name, value] : scenario.value("metrics", Json::object()).items()) {
+  const Json metrics = scenario.value("metrics", Json::object());
+  for (const auto& [name, value] : metrics.items()) {
     const double number = number_from_json(value, "scenario.metrics." + name);
     finding.evidence.metrics.emplace_back(name, number);
     claim += (claim.empty() ? "" : ", ") + name + " " + format_number(number);

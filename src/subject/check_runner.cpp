@@ -139,6 +139,16 @@ class CheckRun {
                                            "': the input generator threw (seed " +
                                            std::to_string(seed) + "): " + error.what());
     }
+    for (const auto& output : setup.outputs()) {
+      for (const auto& tolerance : output.tolerances) {
+        if (tolerance.relative_to_oracle && !probe_.check_oracle) {
+          throw Error(ErrorCode::kInternal,
+                      "check '" + probe_.name + "': output '" + output.name +
+                          "' has a tolerance relative to the oracle, but the check has no oracle",
+                      "add .oracle(...) or use an absolute tolerance");
+        }
+      }
+    }
     if (setup.outputs().empty()) {
       throw Error(ErrorCode::kInternal, "check '" + probe_.name + "' declares no outputs",
                   "declare them in the input generator with setup.output<T>(name, shape, axes)");

@@ -55,7 +55,9 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
   auto k_row = [&](int64_t row) {
     return inputs_.k.data() + ((first_row_ + row) * heads + head) * key_dim;
   };
-  auto beta_at = [&](int64_t row) { return inputs_.beta[(first_row_ + row) * value_heads + value_head]; };
+  auto beta_at = [&](int64_t row) {
+    return inputs_.beta[(first_row_ + row) * value_heads + value_head];
+  };
 
   // G: in-chunk cumulative log decay.
   for (int64_t row = 0; row < rows; ++row) {
@@ -226,9 +228,8 @@ void ChunkPass<Real>::apply(Real* state, Real* o) {
 template <class Real>
 void ChunkPass<Real>::transition(math::DotPrecision precision, Real* m) {
   const int64_t key_dim = shape_.key_dim;
-  math::precision_gemm(precision, true, false, key_dim, key_dim, rows_, Real(-1),
-                       k_to_end_.data(), key_dim, w_u_.data(), key_dim + shape_.value_dim,
-                       Real(0), m, key_dim);
+  math::precision_gemm(precision, true, false, key_dim, key_dim, rows_, Real(-1), k_to_end_.data(),
+                       key_dim, w_u_.data(), key_dim + shape_.value_dim, Real(0), m, key_dim);
   for (int64_t dim = 0; dim < key_dim; ++dim) m[dim * key_dim + dim] += decay_end_[dim];
 }
 
@@ -259,10 +260,10 @@ Outputs<Real> chunk(const Inputs<Real>& inputs, const KernelOptions& options) {
     Real* state = outputs.state.data() + item * state_size;
     if (!inputs.h0.empty()) std::copy_n(inputs.h0.data() + item * state_size, state_size, state);
     auto record = [&](int64_t boundary_idx) {
-      std::copy_n(state, state_size,
-                  outputs.boundary_states.data() +
-                      ((seq_idx * boundary_count + boundary_idx) * value_heads + value_head) *
-                          state_size);
+      std::copy_n(
+          state, state_size,
+          outputs.boundary_states.data() +
+              ((seq_idx * boundary_count + boundary_idx) * value_heads + value_head) * state_size);
     };
     ChunkPass<Real> pass(inputs, scale);
     int64_t next_boundary = 0;

@@ -46,16 +46,16 @@ class ChunkPass {
   Shape shape_;
   Real scale_;
   int64_t rows_ = 0, first_row_ = 0, value_head_ = 0;
-  std::vector<Real> g_cum_;      // (C, K)  in-chunk cumulative log decay G
-  std::vector<Real> q_decayed_;  // (C, K)  scale · q ⊙ e^G
-  std::vector<Real> k_to_end_;   // (C, K)  K_g = k ⊙ e^{G_C − G}
-  std::vector<Real> decay_end_;  // (K)     e^{G_C}
-  std::vector<Real> a_kk_;       // (C, C)  strictly lower, rows scaled by β
-  std::vector<Real> a_qk_;       // (C, C)  lower including the diagonal, scaled
-  std::vector<Real> right_side_; // (C, K + V)  β [e^G ⊙ k | v]
-  std::vector<Real> inverse_;    // (C, C)  (I + A_kk)^{-1}
-  std::vector<Real> w_u_;        // (C, K + V)  [W | U]
-  std::vector<Real> v_new_;      // (C, V)  V' = U − W S
+  std::vector<Real> g_cum_;       // (C, K)  in-chunk cumulative log decay G
+  std::vector<Real> q_decayed_;   // (C, K)  scale · q ⊙ e^G
+  std::vector<Real> k_to_end_;    // (C, K)  K_g = k ⊙ e^{G_C − G}
+  std::vector<Real> decay_end_;   // (K)     e^{G_C}
+  std::vector<Real> a_kk_;        // (C, C)  strictly lower, rows scaled by β
+  std::vector<Real> a_qk_;        // (C, C)  lower including the diagonal, scaled
+  std::vector<Real> right_side_;  // (C, K + V)  β [e^G ⊙ k | v]
+  std::vector<Real> inverse_;     // (C, C)  (I + A_kk)^{-1}
+  std::vector<Real> w_u_;         // (C, K + V)  [W | U]
+  std::vector<Real> v_new_;       // (C, V)  V' = U − W S
   std::vector<Real> left_k_, left_q_, right_k_, exps_;  // sub-block scratch
 };
 

@@ -28,8 +28,8 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
                        "cp records the state at each shard start in boundary_states");
   }
   if (cp_options.shards < 1) {
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "kda cp: shards must be at least 1, got " + std::to_string(cp_options.shards));
+    throw loupe::Error(loupe::ErrorCode::kUsage, "kda cp: shards must be at least 1, got " +
+                                                     std::to_string(cp_options.shards));
   }
   const Shape& shape = inputs.shape;
   const int64_t key_dim = shape.key_dim, value_dim = shape.value_dim;

@@ -19,7 +19,7 @@
 namespace kda::kernels::cpu {
 
 struct CpOptions {
-  int shards = 8;                                           // P ≥ 1
+  int shards = 8;                                            // P ≥ 1
   math::DotPrecision precision = math::DotPrecision::kIeee;  // of the M chain and the merge
 };
 

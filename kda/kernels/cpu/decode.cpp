@@ -27,13 +27,13 @@ void check_params(const DecodeParams<Real>& params, const Shape& shape) {
   if (params.gate_form == math::GateForm::kLogDecay) return;
   if (static_cast<int64_t>(params.a_log.size()) != shape.value_heads ||
       static_cast<int64_t>(params.dt_bias.size()) != shape.value_heads * shape.key_dim) {
-    throw loupe::Error(loupe::ErrorCode::kInput,
-                       "kda decode: A_log must hold HV=" + std::to_string(shape.value_heads) +
-                           " values and dt_bias HV*K=" +
-                           std::to_string(shape.value_heads * shape.key_dim) + ", got " +
-                           std::to_string(params.a_log.size()) + " and " +
-                           std::to_string(params.dt_bias.size()),
-                       "the raw gate forms need A_log (HV) and dt_bias (HV, K)");
+    throw loupe::Error(
+        loupe::ErrorCode::kInput,
+        "kda decode: A_log must hold HV=" + std::to_string(shape.value_heads) +
+            " values and dt_bias HV*K=" + std::to_string(shape.value_heads * shape.key_dim) +
+            ", got " + std::to_string(params.a_log.size()) + " and " +
+            std::to_string(params.dt_bias.size()),
+        "the raw gate forms need A_log (HV) and dt_bias (HV, K)");
   }
 }
 
@@ -79,7 +79,8 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
   const int64_t value_heads = shape.value_heads, state_size = key_dim * value_dim;
   const Real scale = static_cast<Real>(effective_scale(params.scale, key_dim));
   const int64_t pairs = shape.batch * value_heads;
-  const int64_t tiles = variant == DecodeVariant::kTiled ? (value_dim + kDecodeTile - 1) / kDecodeTile : 1;
+  const int64_t tiles =
+      variant == DecodeVariant::kTiled ? (value_dim + kDecodeTile - 1) / kDecodeTile : 1;
   parallel_for(pairs * tiles, threads, [&](int64_t item) {
     const int64_t pair = item / tiles, tile = item % tiles;
     const int64_t seq_idx = pair / value_heads, value_head = pair % value_heads;
@@ -87,9 +88,8 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
     thread_local std::vector<Real> delta;
     values.compute(params, shape, step, seq_idx, value_head, scale);
     const int64_t col0 = variant == DecodeVariant::kTiled ? tile * kDecodeTile : 0;
-    const int64_t columns = variant == DecodeVariant::kTiled
-                                ? std::min(kDecodeTile, value_dim - col0)
-                                : value_dim;
+    const int64_t columns =
+        variant == DecodeVariant::kTiled ? std::min(kDecodeTile, value_dim - col0) : value_dim;
     delta.resize(static_cast<size_t>(columns));
     const int64_t row = seq_idx * step.sequence_stride;
     const int64_t value_offset = (row * value_heads + value_head) * value_dim + col0;

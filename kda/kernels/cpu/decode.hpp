@@ -32,10 +32,10 @@ template <class Real>
 struct DecodeParams {
   math::GateForm gate_form = math::GateForm::kLogDecay;
   math::BetaForm beta_form = math::BetaForm::kGiven;
-  bool l2norm = false;       // normalise q and k inside the step
-  double scale = 0.0;        // 0: K^-0.5
-  std::vector<Real> a_log;   // (HV), for the softplus and bounded-sigmoid gates
-  std::vector<Real> dt_bias; // (HV, K), likewise
+  bool l2norm = false;        // normalise q and k inside the step
+  double scale = 0.0;         // 0: K^-0.5
+  std::vector<Real> a_log;    // (HV), for the softplus and bounded-sigmoid gates
+  std::vector<Real> dt_bias;  // (HV, K), likewise
 };
 
 // One token for each of N sequences. Element (n, head, dim) of q lives at

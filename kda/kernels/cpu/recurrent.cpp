@@ -14,7 +14,7 @@ Outputs<Real> recurrent(const Inputs<Real>& inputs, const KernelOptions& options
   validate_inputs(inputs);
   const Shape& shape = inputs.shape;
   const int64_t key_dim = shape.key_dim, value_dim = shape.value_dim;
-  const int64_t heads = shape.heads, value_heads = shape.value_heads;
+  const int64_t value_heads = shape.value_heads;
   const Real scale = static_cast<Real>(effective_scale(options, key_dim));
   const auto spans = sequence_spans(shape, inputs.cu_seqlens);
   const int64_t state_size = key_dim * value_dim;
@@ -29,10 +29,10 @@ Outputs<Real> recurrent(const Inputs<Real>& inputs, const KernelOptions& options
   outputs.boundary_states.assign(
       spans.size() * static_cast<size_t>(boundary_count * value_heads * state_size), 0);
   auto record = [&](int64_t seq_idx, int64_t boundary_idx, int64_t value_head, const Real* state) {
-    std::copy_n(state, state_size,
-                outputs.boundary_states.data() +
-                    ((seq_idx * boundary_count + boundary_idx) * value_heads + value_head) *
-                        state_size);
+    std::copy_n(
+        state, state_size,
+        outputs.boundary_states.data() +
+            ((seq_idx * boundary_count + boundary_idx) * value_heads + value_head) * state_size);
   };
 
   const int64_t items = static_cast<int64_t>(spans.size()) * value_heads;
@@ -46,24 +46,72 @@ Outputs<Real> recurrent(const Inputs<Real>& inputs, const KernelOptions& options
       std::copy_n(inputs.h0.data() + (seq_idx * value_heads + value_head) * state_size, state_size,
                   state);
     }
-    std::vector<Real> alpha(static_cast<size_t>(key_dim)), q_scaled(alpha.size());
-    std::vector<Real> delta(static_cast<size_t>(value_dim));
+    // alpha and q are computed per token into two-slot buffers (see sweep_tokens).
+    std::vector<Real> alpha(static_cast<size_t>(2 * key_dim)), q_scaled(alpha.size());
+    std::vector<Real> delta(static_cast<size_t>(value_dim)), projection(delta.size());
+    struct Accessors {
+      const Inputs<Real>& in;
+      int64_t first_row, head, value_head;
+      Real scale;
+      Real* alpha_slots;
+      Real* q_slots;
+      Real* o_base;
+      int64_t row(int64_t token) const { return first_row + token; }
+      const Real* alpha(int64_t token) const {
+        const int64_t key_dim = in.shape.key_dim;
+        Real* slot = alpha_slots + (token & 1) * key_dim;
+        math::poly_exp(in.g.data() + (row(token) * in.shape.value_heads + value_head) * key_dim,
+                       slot, key_dim);
+        return slot;
+      }
+      const Real* k(int64_t token) const {
+        return in.k.data() + (row(token) * in.shape.heads + head) * in.shape.key_dim;
+      }
+      const Real* q(int64_t token) const {
+        const int64_t key_dim = in.shape.key_dim;
+        const Real* raw = in.q.data() + (row(token) * in.shape.heads + head) * key_dim;
+        Real* slot = q_slots + (token & 1) * key_dim;
+        for (int64_t dim = 0; dim < key_dim; ++dim) slot[dim] = raw[dim] * scale;
+        return slot;
+      }
+      const Real* v(int64_t token) const {
+        return in.v.data() + (row(token) * in.shape.value_heads + value_head) * in.shape.value_dim;
+      }
+      Real beta(int64_t token) const {
+        return in.beta[row(token) * in.shape.value_heads + value_head];
+      }
+      Real* o(int64_t token) const {
+        return o_base + (row(token) * in.shape.value_heads + value_head) * in.shape.value_dim;
+      }
+    };
+    const bool vector_columns = value_dim % (64 / static_cast<int64_t>(sizeof(Real))) == 0;
     int64_t next_boundary = 0;
-    for (int64_t token = span.token_begin; token < span.token_end; ++token) {
-      if (next_boundary < boundary_count &&
-          boundaries[next_boundary] == token - span.token_begin) {
+    int64_t token = 0;
+    while (token < span.length()) {
+      // Run to the next recorded boundary (or the end) in one call.
+      while (next_boundary < boundary_count && boundaries[next_boundary] == token) {
         record(seq_idx, next_boundary++, value_head, state);
       }
-      const int64_t row = span.batch_idx * shape.tokens + token;
-      math::poly_exp(inputs.g.data() + (row * value_heads + value_head) * key_dim, alpha.data(),
-                     key_dim);
-      const Real* q = inputs.q.data() + (row * heads + head) * key_dim;
-      for (int64_t dim = 0; dim < key_dim; ++dim) q_scaled[dim] = q[dim] * scale;
-      token_step(state, key_dim, value_dim, value_dim, alpha.data(),
-                 inputs.k.data() + (row * heads + head) * key_dim, q_scaled.data(),
-                 inputs.v.data() + (row * value_heads + value_head) * value_dim,
-                 inputs.beta[row * value_heads + value_head], delta.data(),
-                 outputs.o.data() + (row * value_heads + value_head) * value_dim);
+      const int64_t stop =
+          next_boundary < boundary_count ? boundaries[next_boundary] : span.length();
+      const Accessors at{inputs,
+                         span.batch_idx * shape.tokens + span.token_begin + token,
+                         head,
+                         value_head,
+                         scale,
+                         alpha.data(),
+                         q_scaled.data(),
+                         outputs.o.data()};
+      if (vector_columns) {
+        sweep_tokens(state, key_dim, value_dim, value_dim, stop - token, at, delta.data(),
+                     projection.data());
+      } else {
+        for (int64_t step = 0; step < stop - token; ++step) {
+          token_step(state, key_dim, value_dim, value_dim, at.alpha(step), at.k(step), at.q(step),
+                     at.v(step), at.beta(step), delta.data(), at.o(step));
+        }
+      }
+      token = stop;
     }
     while (next_boundary < boundary_count) record(seq_idx, next_boundary++, value_head, state);
   });

@@ -1,7 +1,9 @@
 // kda/kernels/cpu/recurrent.hpp — the token-by-token KDA recurrence (reference/kda.md).
 //
-// recurrent<double> is the oracle every other path is checked against; recurrent<float> is
-// vectorised over V and bound by the bandwidth of the cache that holds the K × V state.
+// recurrent<double> is the oracle every other path is checked against. Both sweep the K × V
+// state once per token (token_step.hpp, sweep_tokens: the update of token t fused with the decay
+// and projection of token t + 1), vectorised over V; V not a multiple of the vector width takes
+// the two-pass token_step.
 // Work is split over (sequence, value head) pairs on options.threads threads.
 // Thread-safety: reads `inputs` only; returns fresh outputs.
 #pragma once

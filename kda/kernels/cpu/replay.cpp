@@ -14,8 +14,9 @@ ReplayDecoder<Real>::ReplayDecoder(DecodeParams<Real> params, const Shape& shape
                                    std::vector<Real> initial_state)
     : params_(std::move(params)), shape_(shape), window_(window) {
   if (window < 1) {
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "kda replay: the window L must be at least 1, got " + std::to_string(window));
+    throw loupe::Error(
+        loupe::ErrorCode::kUsage,
+        "kda replay: the window L must be at least 1, got " + std::to_string(window));
   }
   scale_ = static_cast<Real>(effective_scale(params_.scale, shape.key_dim));
   const int64_t pairs = shape.batch * shape.value_heads;
@@ -90,7 +91,8 @@ void ReplayDecoder<Real>::step(const DecodeStep<Real>& step, Real* o, int thread
     const int64_t row = seq_idx * step.sequence_stride;
     replay(pair, scratch.data(), queries.data() + pair * key_dim,
            o + (row * value_heads + value_head) * value_dim);
-    if (write_back) std::copy(scratch.begin(), scratch.end(), checkpoint_.begin() + pair * state_size);
+    if (write_back)
+      std::copy(scratch.begin(), scratch.end(), checkpoint_.begin() + pair * state_size);
   });
   if (write_back) fill_ = 0;
 }
@@ -100,7 +102,8 @@ std::vector<Real> ReplayDecoder<Real>::state() const {
   const int64_t key_dim = shape_.key_dim, value_dim = shape_.value_dim;
   const int64_t pairs = shape_.batch * shape_.value_heads, state_size = key_dim * value_dim;
   std::vector<Real> current(checkpoint_.size());
-  std::vector<Real> unused_q(static_cast<size_t>(key_dim), 0), unused_o(static_cast<size_t>(value_dim));
+  std::vector<Real> unused_q(static_cast<size_t>(key_dim), 0),
+      unused_o(static_cast<size_t>(value_dim));
   for (int64_t pair = 0; pair < pairs; ++pair) {
     replay(pair, current.data() + pair * state_size, unused_q.data(), unused_o.data());
   }

@@ -13,7 +13,8 @@ namespace kda::kernels::cpu {
 
 void parallel_for(int64_t count, int threads, const std::function<void(int64_t)>& body) {
   math::use_single_threaded_blas();
-  const int workers = static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(count, 1)));
+  const int workers =
+      static_cast<int>(std::clamp<int64_t>(threads, 1, std::max<int64_t>(count, 1)));
   if (workers == 1) {
     for (int64_t index = 0; index < count; ++index) body(index);
     return;

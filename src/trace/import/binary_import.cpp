@@ -124,11 +124,8 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
 
   std::map<uint64_t, FlowSide> flow_begins;
   std::map<uint64_t, FlowSide> flow_ends;
-  struct Open {
-    int64_t start;
-    StringId name;
-  };
-  std::vector<Open> open;
+  // Slices are added at their begin, in start order, and ended later: rows come out sorted.
+  std::vector<SliceId> open;
   const StringId zone_category = builder.intern("zone");
   for (uint32_t thread_index = 0; thread_index < header.thread_count; ++thread_index) {
     const auto thread = cursor.read<format::ThreadHeader>("a thread header");
@@ -142,6 +139,7 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
       cursor.need(thread.event_count * sizeof(format::RawEvent), "a thread's events");
     }
     open.clear();
+    builder.reserve_slices(thread.event_count / 2);
     int64_t last_ts = header.start_ns;
     for (uint64_t event_index = 0; event_index < thread.event_count; ++event_index) {
       format::RawEvent event;
@@ -151,13 +149,13 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
       last_ts = std::max(last_ts, ts);
       switch (static_cast<EventKind>(event.kind)) {
         case EventKind::kZoneBegin:
-          open.push_back({ts, name_id(event.name)});
+          open.push_back(builder.add_slice(track, ts, ts, name_id(event.name), zone_category));
           break;
         case EventKind::kZoneEnd:
           if (open.empty()) {
             model.stats.add(Stat::trace_zone_end_unmatched);
           } else {
-            builder.add_slice(track, open.back().start, ts, open.back().name, zone_category);
+            builder.set_slice_end(open.back(), ts);
             open.pop_back();
           }
           break;
@@ -224,7 +222,7 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
     }
     // Zones still open when recording stopped end at the thread's last event.
     while (!open.empty()) {
-      builder.add_slice(track, open.back().start, last_ts, open.back().name, zone_category);
+      builder.set_slice_end(open.back(), last_ts);
       open.pop_back();
       model.stats.add(Stat::trace_zone_unclosed);
     }

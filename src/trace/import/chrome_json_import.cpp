@@ -84,7 +84,8 @@ struct BeginEnd {
   StringId category;
 };
 struct FlowPoint {
-  std::string key;  // id, category and name
+  StringId id;  // in the reader's own pool of id texts
+  StringId category;
   char phase;
   bool bind_enclosing;
   int64_t ts;
@@ -120,7 +121,7 @@ class ChromeReader {
       : name_(name), builder_(builder), file_index_(file_index) {}
 
   // Returns false with `failure` set when simdjson reports a structural problem.
-  bool read(const simdjson::padded_string& padded, StatsRegistry& stats, ParseFailure& failure);
+  bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
   void commit(StatsRegistry& stats);
   bool kineto() const { return kineto_; }
   bool has_base_time() const { return has_base_time_; }
@@ -148,6 +149,7 @@ class ChromeReader {
   std::vector<LocalSlice> slices_;
   std::map<TrackId, std::vector<BeginEnd>> begin_ends_;
   std::vector<FlowPoint> flows_;
+  StringPool flow_ids_;
   std::vector<LocalInstant> instants_;
   std::vector<LocalCounter> counters_;
   std::map<std::string, std::string> process_names_;
@@ -325,12 +327,8 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
         stats.add(Stat::trace_json_event_malformed);
         return simdjson::SUCCESS;
       }
-      std::string key(id);
-      key += '\x1f';
-      key += category;
-      key += '\x1f';
-      key += name;
-      flows_.push_back({std::move(key), ph, bind_point == "e", ts, order_++, track, name_id});
+      flows_.push_back(
+          {flow_ids_.intern(id), category_id, ph, bind_point == "e", ts, order_++, track, name_id});
       return simdjson::SUCCESS;
     }
     case 'M': {
@@ -374,7 +372,7 @@ bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
   return true;
 }
 
-bool ChromeReader::read(const simdjson::padded_string& padded, StatsRegistry& stats,
+bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stats,
                         ParseFailure& failure) {
   base_ = padded.data();
   od::parser parser;
@@ -459,14 +457,18 @@ void ChromeReader::commit(StatsRegistry& stats) {
     builder_.add_counter(counter.track, counter.ts + offset, counter.value);
   }
   std::stable_sort(flows_.begin(), flows_.end(), [](const FlowPoint& left, const FlowPoint& right) {
-    if (left.key != right.key) return left.key < right.key;
+    if (left.id != right.id) return left.id < right.id;
+    if (left.category != right.category) return left.category < right.category;
+    if (left.name != right.name) return left.name < right.name;
     if (left.ts != right.ts) return left.ts < right.ts;
     return left.order < right.order;
   });
   const FlowPoint* open_flow = nullptr;
   for (size_t index = 0; index < flows_.size(); ++index) {
     const FlowPoint& point = flows_[index];
-    if (open_flow != nullptr && open_flow->key != point.key) {
+    if (open_flow != nullptr &&
+        (open_flow->id != point.id || open_flow->category != point.category ||
+         open_flow->name != point.name)) {
       stats.add(Stat::trace_flow_unmatched);
       open_flow = nullptr;
     }
@@ -606,8 +608,14 @@ void import_chrome_json(std::string& text, const std::string& name, ModelBuilder
     repair(text, stats);
     repaired = true;
   }
-  simdjson::padded_string padded(text);
-  if (!reader->read(padded, stats, failure)) {
+  // Reads in place: the text's capacity holds simdjson's padding (read_trace_bytes reserves it).
+  auto padded_view = [&text]() {
+    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) {
+      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    }
+    return simdjson::padded_string_view(text.data(), text.size(), text.capacity());
+  };
+  if (!reader->read(padded_view(), stats, failure)) {
     if (repaired) {
       throw Error(ErrorCode::kInput,
                   "cannot read JSON trace '" + name +
@@ -620,8 +628,7 @@ void import_chrome_json(std::string& text, const std::string& name, ModelBuilder
     stats = StatsRegistry();
     repair(text, stats);
     reader = std::make_unique<ChromeReader>(name, builder, file_index);
-    padded = simdjson::padded_string(text);
-    if (!reader->read(padded, stats, failure)) {
+    if (!reader->read(padded_view(), stats, failure)) {
       throw Error(ErrorCode::kInput,
                   "cannot read JSON trace '" + name +
                       "': " + simdjson::error_message(failure.code) + " near offset " +

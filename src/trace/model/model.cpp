@@ -60,14 +60,26 @@ TrackId ModelBuilder::track(uint32_t file_index, TrackKind kind, std::string_vie
   return id;
 }
 
-void ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
-                             StringId category) {
+void ModelBuilder::reserve_slices(size_t count) {
   SliceTable& slices = model_.slices;
+  const size_t total = slices.size() + count;
+  slices.start_ns.reserve(total);
+  slices.end_ns.reserve(total);
+  slices.track.reserve(total);
+  slices.name.reserve(total);
+  slices.category.reserve(total);
+}
+
+SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
+                                StringId category) {
+  SliceTable& slices = model_.slices;
+  const auto row = static_cast<SliceId>(slices.size());
   slices.start_ns.push_back(start_ns);
   slices.end_ns.push_back(end_ns);
   slices.track.push_back(track);
   slices.name.push_back(name);
   slices.category.push_back(category);
+  return row;
 }
 
 void ModelBuilder::add_instant(TrackId track, int64_t ts_ns, StringId name) {
@@ -112,9 +124,7 @@ void ModelBuilder::finish() {
   SliceTable& slices = model_.slices;
   const size_t count = slices.size();
   // Sort by (track, start, longer first) so parents precede their children.
-  std::vector<uint32_t> order(count);
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(), [&](uint32_t left, uint32_t right) {
+  auto before = [&](uint32_t left, uint32_t right) {
     if (slices.track[left] != slices.track[right]) return slices.track[left] < slices.track[right];
     if (slices.start_ns[left] != slices.start_ns[right]) {
       return slices.start_ns[left] < slices.start_ns[right];
@@ -123,12 +133,20 @@ void ModelBuilder::finish() {
       return slices.end_ns[left] > slices.end_ns[right];
     }
     return left < right;
-  });
-  permute(slices.start_ns, order);
-  permute(slices.end_ns, order);
-  permute(slices.track, order);
-  permute(slices.name, order);
-  permute(slices.category, order);
+  };
+  // The binary reader emits slices already in order; skip the sort then.
+  bool sorted = true;
+  for (uint32_t row = 1; row < count && sorted; ++row) sorted = before(row - 1, row);
+  if (!sorted) {
+    std::vector<uint32_t> order(count);
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), before);
+    permute(slices.start_ns, order);
+    permute(slices.end_ns, order);
+    permute(slices.track, order);
+    permute(slices.name, order);
+    permute(slices.category, order);
+  }
   slices.depth.assign(count, 0);
   slices.parent.assign(count, kNoSlice);
 

@@ -140,7 +140,11 @@ class ModelBuilder {
   TrackId track(uint32_t file_index, TrackKind kind, std::string_view pid, std::string_view tid);
   Track& track_info(TrackId id) { return model_.tracks[id]; }
 
-  void add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name, StringId category);
+  // Returns the slice's row until finish() reorders rows.
+  SliceId add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
+                    StringId category);
+  void set_slice_end(SliceId row, int64_t end_ns) { model_.slices.end_ns[row] = end_ns; }
+  void reserve_slices(size_t count);
   void add_instant(TrackId track, int64_t ts_ns, StringId name);
   void add_counter(TrackId track, int64_t ts_ns, double value);
   void add_lock_event(TrackId lock, TrackId thread, int64_t ts_ns, LockEventKind kind, bool shared);

@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliRun {
   int exit_code = -1;
   std::string out;
   std::string err;
@@ -44,11 +44,11 @@ class DiffCliTest : public ::testing::Test {
 
   fs::path path(const std::string& name) const { return root_ / name; }
 
-  Run loupe(const std::string& arguments) const {
+  CliRun loupe(const std::string& arguments) const {
     const std::string command = std::string(LOUPE_EXECUTABLE) + " " + arguments + " >" +
                                 path("stdout").string() + " 2>" + path("stderr").string();
     const int status = std::system(command.c_str());
-    Run run;
+    CliRun run;
     run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     run.out = read_all(path("stdout"));
     run.err = read_all(path("stderr"));
@@ -69,7 +69,7 @@ TEST_F(DiffCliTest, TruncatedNpyExits2NamingTheSideAndTheFile) {
   const fs::path a = write("a.npy", std::vector<float>(100, 1.0f));
   const fs::path b = write("b.npy", std::vector<float>(100, 1.0f));
   fs::resize_file(a, fs::file_size(a) - 50);
-  const Run run = loupe("diff " + a.string() + " " + b.string());
+  const CliRun run = loupe("diff " + a.string() + " " + b.string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err.rfind("loupe: reading A: ", 0), 0u) << run.err;
@@ -80,7 +80,7 @@ TEST_F(DiffCliTest, TruncatedNpyWithJsonIsOneErrorEnvelope) {
   const fs::path a = write("a.npy", std::vector<float>(100, 1.0f));
   const fs::path b = write("b.npy", std::vector<float>(100, 1.0f));
   fs::resize_file(b, fs::file_size(b) - 4);
-  const Run run = loupe("diff " + a.string() + " " + b.string() + " --json");
+  const CliRun run = loupe("diff " + a.string() + " " + b.string() + " --json");
   EXPECT_EQ(run.exit_code, 2);
   const Json envelope = Json::parse(run.out);
   EXPECT_EQ(envelope["kind"], "diff");
@@ -94,7 +94,7 @@ TEST_F(DiffCliTest, TruncatedNpyWithJsonIsOneErrorEnvelope) {
 TEST_F(DiffCliTest, DifferentShapesExit2WithBothShapes) {
   const fs::path a = write("a.npy", {1, 2, 3, 4});
   const fs::path b = write("b.npy", {1, 2, 3, 4, 5});
-  const Run run = loupe("diff " + a.string() + " " + b.string());
+  const CliRun run = loupe("diff " + a.string() + " " + b.string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "loupe: comparing 'a.npy' (A: " + a.string() + ", B: " + b.string() +
                          "): shapes differ: A is [4], B is [5]; expected the same shape\n"
@@ -105,7 +105,7 @@ TEST_F(DiffCliTest, BoolAgainstFloatExits2) {
   Tensor mask(DType::kBool, {4});
   write_npy(path("mask.npy"), mask);
   const fs::path b = write("b.npy", {1, 2, 3, 4});
-  const Run run = loupe("diff " + path("mask.npy").string() + " " + b.string());
+  const CliRun run = loupe("diff " + path("mask.npy").string() + " " + b.string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("cannot compare bool with float32: bool compares only with bool"),
             std::string::npos)
@@ -114,7 +114,7 @@ TEST_F(DiffCliTest, BoolAgainstFloatExits2) {
 
 TEST_F(DiffCliTest, MissingFileExits2) {
   const fs::path b = write("b.npy", {1});
-  const Run run = loupe("diff " + path("nope.npy").string() + " " + b.string());
+  const CliRun run = loupe("diff " + path("nope.npy").string() + " " + b.string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(
       run.err.rfind("loupe: A (" + path("nope.npy").string() + "): no such file or directory\n", 0),
@@ -125,7 +125,7 @@ TEST_F(DiffCliTest, MissingFileExits2) {
 TEST_F(DiffCliTest, MalformedSafetensorsExits2NamingTheFile) {
   std::ofstream(path("bad.safetensors"), std::ios::binary) << std::string("\xff\xff\xff\xff", 4);
   write_safetensors(path("good.safetensors"), {{"w", Tensor(DType::kF32, {2})}});
-  const Run run =
+  const CliRun run =
       loupe("diff " + path("good.safetensors").string() + " " + path("bad.safetensors").string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err.rfind("loupe: reading B: ", 0), 0u) << run.err;
@@ -134,7 +134,7 @@ TEST_F(DiffCliTest, MalformedSafetensorsExits2NamingTheFile) {
 
 TEST_F(DiffCliTest, UnknownFileKindExits2) {
   std::ofstream(path("a.csv")) << "1,2\n";
-  const Run run = loupe("diff " + path("a.csv").string() + " " + path("a.csv").string());
+  const CliRun run = loupe("diff " + path("a.csv").string() + " " + path("a.csv").string());
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("found a file ending in '.csv'; expected a .npy file, a .safetensors "
                          "file or a directory"),
@@ -144,7 +144,7 @@ TEST_F(DiffCliTest, UnknownFileKindExits2) {
 
 TEST_F(DiffCliTest, UnknownMetricExits2ListingTheValidOnes) {
   const fs::path a = write("a.npy", {1});
-  const Run run = loupe("diff " + a.string() + " " + a.string() + " --tol rmse=1");
+  const CliRun run = loupe("diff " + a.string() + " " + a.string() + " --tol rmse=1");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(
       run.err,
@@ -157,7 +157,7 @@ TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
   const fs::path a = write("a.npy", {1.0f, 2.0f, 3.5f});
   const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
   const std::string pair = "diff " + a.string() + " " + b.string();
-  Run run = loupe(pair);
+  CliRun run = loupe(pair);
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("verdict: none (no --tol given; report only)\n"), std::string::npos);
   EXPECT_NE(run.out.find("max_abs 0.5 at d0=2"), std::string::npos) << run.out;
@@ -175,7 +175,7 @@ TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
 TEST_F(DiffCliTest, JsonIsExactlyOneEnvelope) {
   const fs::path a = write("a.npy", {1.0f, 2.0f, 3.5f});
   const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
-  const Run run =
+  const CliRun run =
       loupe("diff " + a.string() + " " + b.string() + " --json --axes T --tol max_abs=0.1");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.err, "");
@@ -200,16 +200,16 @@ TEST_F(DiffCliTest, ExamplePairNamesTheFirstDivergentLayerAndTheDriftingHead) {
   const std::string generate =
       std::string(DIFF_PAIR_EXAMPLE) + " " + path("pair").string() + " 1024 >/dev/null";
   ASSERT_EQ(std::system(generate.c_str()), 0);
-  const Run run = loupe("diff " + path("pair/candidate_bf16").string() + " " +
-                        path("pair/reference_fp32").string() + " --oracle " +
-                        path("pair/oracle_fp64").string() + " --axes T,H,V --along T");
+  const CliRun run = loupe("diff " + path("pair/candidate_bf16").string() + " " +
+                           path("pair/reference_fp32").string() + " --oracle " +
+                           path("pair/oracle_fp64").string() + " --axes T,H,V --along T");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("order: manifest.txt\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("first divergence: layer_04_scan.npy (#5 of 6) [1024, 4, 16]\n"),
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(" H=1 V="), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("error growing: ×"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("error growing along T: ×"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("H=1 holds "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("× B's own error against the oracle"), std::string::npos) << run.out;
 }

@@ -94,7 +94,7 @@ TEST(FindingsTest, GrowingProfileIsADriftAndTheOracleIsCompared) {
   EXPECT_EQ(ids(findings), (std::vector<std::string>{"check.diff.mismatch", "check.diff.drift",
                                                      "check.diff.oracle"}));
   EXPECT_EQ(findings[1].severity, Severity::kWarn);
-  EXPECT_EQ(findings[1].claim.substr(0, 21), "scan: error growing: ");
+  EXPECT_EQ(findings[1].claim.substr(0, 31), "scan: error growing along T: ×");
   EXPECT_EQ(findings[2].severity, Severity::kWarn);
   EXPECT_GT(metric_of(findings[2], "oracle_ratio"), 100);
 }

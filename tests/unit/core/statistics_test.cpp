@@ -166,6 +166,26 @@ TEST(StatisticsTest, BootstrapMedianIntervalIsSeededAndSensible) {
   EXPECT_NE(bootstrap_median_ci(sample, options), first);
 }
 
+TEST(StatisticsTest, WindowedBootstrapMatchesTheMediansSamplingDistribution) {
+  // On the values 0..n−1 a resampled median's position has mean ≈ (n − 1)/2 and standard
+  // deviation ≈ √n / 2, whichever method drew it: just below the windowed method's threshold
+  // (counting every draw) and above it (binomials for the tails), for odd and even n.
+  for (uint32_t n : {kWindowedBootstrapFrom - 1, kWindowedBootstrapFrom + 1, 40000u}) {
+    std::vector<double> sorted(n);
+    std::iota(sorted.begin(), sorted.end(), 0.0);
+    SplitMix64 rng(77 + n);
+    auto medians = bootstrap_medians_sorted(sorted, 2000, rng);
+    ASSERT_EQ(medians.size(), 2000u);
+    OnlineMoments moments;
+    for (double value : medians) moments.add(value);
+    const double expected_sd = std::sqrt(static_cast<double>(n)) / 2.0;
+    // Five standard errors of the mean of 2000 replicates.
+    EXPECT_NEAR(moments.mean(), (n - 1) / 2.0, 5.0 * expected_sd / std::sqrt(2000.0)) << n;
+    EXPECT_NEAR(moments.standard_deviation() / expected_sd, 1.0, 0.1) << n;
+    for (double value : medians) ASSERT_EQ(value, std::floor(value * 2.0) / 2.0);
+  }
+}
+
 TEST(StatisticsTest, GenericBootstrapOfTheMean) {
   std::vector<double> sample = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   Interval interval =

@@ -85,7 +85,8 @@ TEST(Chunk, StrongDecayTakesThePerPairPathAndStaysFinite) {
 TEST(Chunk, VariableLengthSequencesEqualSeparateRuns) {
   math::GeneratorOptions generator;
   generator.seed = 9;
-  Inputs<double> packed = convert_inputs<double>(generate_inputs({1, 300, 2, 2, 32, 48}, generator));
+  Inputs<double> packed =
+      convert_inputs<double>(generate_inputs({1, 300, 2, 2, 32, 48}, generator));
   packed.cu_seqlens = {0, 64, 65, 200, 300};
   add_initial_state(packed, 4, 4);
   const Outputs<double> oracle = recurrent(packed, {});

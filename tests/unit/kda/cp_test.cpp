@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/math/generator.hpp"
 #include "kda_test_util.hpp"
@@ -14,8 +16,8 @@ using kda::testing::rms_ratio;
 using math::DotPrecision;
 
 TEST(CpShardStarts, SplitsOnChunkBoundaries) {
-  EXPECT_EQ(cp_shard_starts(4096, 8), (std::vector<int64_t>{0, 512, 1024, 1536, 2048, 2560, 3072,
-                                                            3584}));
+  EXPECT_EQ(cp_shard_starts(4096, 8),
+            (std::vector<int64_t>{0, 512, 1024, 1536, 2048, 2560, 3072, 3584}));
   EXPECT_EQ(cp_shard_starts(200, 3), (std::vector<int64_t>{0, 64, 128}));
   EXPECT_EQ(cp_shard_starts(64, 2), (std::vector<int64_t>{0, 0}));
 }
@@ -39,8 +41,8 @@ double boundary_drift(const Inputs<float>& inputs, const Drift& reference, int s
   KernelOptions options;
   options.threads = 2;
   const Outputs<float> cp_out = cp(inputs, options, {shards, precision});
-  const size_t state_size = static_cast<size_t>(inputs.shape.value_heads * inputs.shape.key_dim *
-                                                inputs.shape.value_dim);
+  const size_t state_size =
+      static_cast<size_t>(inputs.shape.value_heads * inputs.shape.key_dim * inputs.shape.value_dim);
   EXPECT_EQ(cp_out.boundary_states.size(), reference.non_cp.boundary_states.size());
   // Shard 0 starts from h0 in both; the drift lives in boundaries 1 .. P-1.
   return rms_ratio(cp_out.boundary_states, reference.non_cp.boundary_states, state_size);
@@ -69,6 +71,22 @@ TEST(CpVsNonCp, Tf32TruncationDriftsWithSlowDecay) {
   EXPECT_LE(ieee, 2e-6);
   // Truncation is a bias, rounding is noise: the truncated chain drifts several times further.
   EXPECT_GT(tf32_rz, 4 * tf32_rne);
+}
+
+// The required result: T = 16384, 8 shards, slow decay, K = V = 128, H = 1.
+TEST(CpVsNonCp, Incident1AtT16384) {
+  const Inputs<float> inputs = incident_inputs(16384, math::Decay::kSlow);
+  const Drift reference = non_cp_pass(inputs, 8);
+  const double ieee = boundary_drift(inputs, reference, 8, DotPrecision::kIeee);
+  const double tf32_rz = boundary_drift(inputs, reference, 8, DotPrecision::kTf32Rz);
+  const double tf32x3 = boundary_drift(inputs, reference, 8, DotPrecision::kTf32x3);
+  EXPECT_GE(tf32_rz, 2e-2 / 3);
+  EXPECT_LE(tf32_rz, 2e-2 * 3);
+  EXPECT_LE(tf32x3, 2e-6);
+  EXPECT_LE(ieee, 2e-6);
+  // Two shards: no drift beyond the ieee level at the truncating precision.
+  const Drift two = non_cp_pass(inputs, 2);
+  EXPECT_LE(boundary_drift(inputs, two, 2, DotPrecision::kTf32Rz), std::max(ieee, 1e-7));
 }
 
 TEST(CpVsNonCp, TwoShardsNeverDrift) {

@@ -31,7 +31,8 @@ std::pair<std::vector<Real>, std::vector<Real>> run_decode(DecodeVariant variant
                           k.data() + token * s.heads * s.key_dim,
                           v.data() + token * s.value_heads * s.value_dim,
                           g.data() + token * s.value_heads * s.key_dim,
-                          b.data() + token * s.value_heads, s.tokens};
+                          b.data() + token * s.value_heads,
+                          s.tokens};
     decode_step(variant, params, s, step, state.data(),
                 o.data() + token * s.value_heads * s.value_dim, threads);
   }
@@ -76,9 +77,9 @@ TEST(Decode, MergedMatchesTheFp64RecurrenceOnPreparedInputs) {
   for (size_t idx = 0; idx < raw.g_raw.size(); ++idx) {
     const int64_t value_head = static_cast<int64_t>(idx) / s.key_dim % s.value_heads;
     const int64_t dim = static_cast<int64_t>(idx) % s.key_dim;
-    prepared.g[idx] = math::log_decay<double>(math::GateForm::kSoftplus, raw.g_raw[idx],
-                                              raw.a_log[value_head],
-                                              raw.dt_bias[value_head * s.key_dim + dim]);
+    prepared.g[idx] =
+        math::log_decay<double>(math::GateForm::kSoftplus, raw.g_raw[idx], raw.a_log[value_head],
+                                raw.dt_bias[value_head * s.key_dim + dim]);
   }
   prepared.beta.resize(raw.b_raw.size());
   for (size_t idx = 0; idx < raw.b_raw.size(); ++idx) {
@@ -109,8 +110,8 @@ TEST(Decode, RawGatesNeedALogAndDtBias) {
   DecodeParams<float> params;
   params.gate_form = math::GateForm::kSoftplus;
   std::vector<float> state(16 * 16), o(16);
-  DecodeStep<float> step{raw.q.data(), raw.k.data(), raw.v.data(), raw.g_raw.data(),
-                         raw.b_raw.data(), 1};
+  DecodeStep<float> step{raw.q.data(),     raw.k.data(),     raw.v.data(),
+                         raw.g_raw.data(), raw.b_raw.data(), 1};
   EXPECT_THROW(decode_step(DecodeVariant::kMerged, params, raw.shape, step, state.data(), o.data()),
                loupe::Error);
 }

@@ -29,7 +29,8 @@ TEST(Generator, KeysAreUnitNormAndMostlyInASmallSubspace) {
   const Inputs<float> inputs = generate_inputs(shape, options);
   for (int64_t row = 0; row < 200; ++row) {
     double norm = 0;
-    for (int64_t dim = 0; dim < 64; ++dim) norm += inputs.k[row * 64 + dim] * inputs.k[row * 64 + dim];
+    for (int64_t dim = 0; dim < 64; ++dim)
+      norm += inputs.k[row * 64 + dim] * inputs.k[row * 64 + dim];
     EXPECT_NEAR(norm, 1.0, 1e-5);
   }
 }

@@ -9,8 +9,8 @@ namespace kda::testing {
 
 // rms(candidate − reference) / rms(reference), accumulated in double.
 template <class A, class B>
-double rms_ratio(const std::vector<A>& candidate, const std::vector<B>& reference,
-                 size_t begin = 0, size_t end = static_cast<size_t>(-1)) {
+double rms_ratio(const std::vector<A>& candidate, const std::vector<B>& reference, size_t begin = 0,
+                 size_t end = static_cast<size_t>(-1)) {
   if (end > reference.size()) end = reference.size();
   double diff_sq = 0.0, ref_sq = 0.0;
   for (size_t idx = begin; idx < end; ++idx) {

@@ -68,8 +68,8 @@ TEST(PrecisionGemm, Tf32x3IsAsAccurateAsFp32OnLargeProducts) {
   }
   auto max_error = [&](DotPrecision precision) {
     std::vector<float> c(n * n);
-    precision_gemm(precision, true, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                   c.data(), n);
+    precision_gemm(precision, true, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+                   n);
     double worst = 0;
     for (int64_t row = 0; row < n; ++row) {
       for (int64_t col = 0; col < n; ++col) {

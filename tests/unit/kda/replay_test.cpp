@@ -36,10 +36,10 @@ TEST_P(ReplayVsDecode, OutputsAndStatesEqualPlainDecode) {
                            raw.k.data() + token * s.heads * s.key_dim,
                            raw.v.data() + token * s.value_heads * s.value_dim,
                            raw.g_raw.data() + token * s.value_heads * s.key_dim,
-                           raw.b_raw.data() + token * s.value_heads, s.tokens};
+                           raw.b_raw.data() + token * s.value_heads,
+                           s.tokens};
     const int64_t out_offset = token * s.value_heads * s.value_dim;
-    decode_step(DecodeVariant::kMerged, params, s, step, state.data(),
-                decoded.data() + out_offset);
+    decode_step(DecodeVariant::kMerged, params, s, step, state.data(), decoded.data() + out_offset);
     replayer.step(step, replayed.data() + out_offset, 2);
     // The checkpoint is written back exactly every L steps.
     EXPECT_EQ(replayer.ring_fill(), (token + 1) % window);

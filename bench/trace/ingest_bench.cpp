@@ -1,0 +1,120 @@
+// Trace ingest and analysis throughput on synthetic traces written once per run:
+//   chrome_json_import   a Kineto-shaped JSON file (bytes/s)
+//   binary_import        a loupe binary file recorded through the public API (events/s)
+//   analyze_1m_events    load + breakdown + overlap + locks + gaps over ~1 M events
+// Run: build/bin/trace_ingest_bench
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "loupe/trace.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using loupe::trace::load_traces;
+
+const fs::path kDir = fs::temp_directory_path();
+
+// ~230 bytes per event, like the PyTorch profiler's: one CPU thread launching kernels on a stream.
+const std::string& chrome_json_path() {
+  static const std::string path = [] {
+    const std::string file = (kDir / "loupe_ingest_bench.json").string();
+    std::ofstream out(file);
+    out << "{\"schemaVersion\":1,\"traceEvents\":[\n";
+    constexpr int kKernels = 100000;
+    for (int index = 0; index < kKernels; ++index) {
+      const double ts = index * 10.0;
+      out << "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":4242,"
+             "\"tid\":4242,\"ts\":"
+          << ts << ".125,\"dur\":3.5,\"args\":{\"correlation\":" << index << "}},\n";
+      out << "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"sm90_xmma_gemm_bf16bf16_bf16f32\","
+             "\"pid\":0,\"tid\":7,\"ts\":"
+          << ts + 4 << ".5,\"dur\":5.25,\"args\":{\"correlation\":" << index
+          << ",\"stream\":7,\"device\":0,\"grid\":[132,1,1],\"block\":[384,1,1]}},\n";
+      out << "{\"ph\":\"s\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" << index
+          << ",\"pid\":4242,\"tid\":4242,\"ts\":" << ts + 1 << "},\n";
+      out << "{\"ph\":\"f\",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"id\":" << index
+          << ",\"pid\":0,\"tid\":7,\"ts\":" << ts + 4 << ".5,\"bp\":\"e\"}"
+          << (index + 1 == kKernels ? "\n" : ",\n");
+    }
+    out << "]}\n";
+    return file;
+  }();
+  return path;
+}
+
+// Two threads, each `zones` zones (two events each) under a traced lock every 8 zones.
+std::string record_binary(const std::string& name, int zones) {
+  const std::string file = (kDir / name).string();
+  loupe::trace::Options options;
+  options.events_per_thread = static_cast<uint64_t>(zones) * 3;
+  loupe::trace::start(file, options);
+  loupe::trace::TracedMutex lock("bench_lock");
+  auto work = [&](const char* thread_name, const char* zone_name) {
+    LOUPE_THREAD_NAME(thread_name);
+    for (int index = 0; index < zones; ++index) {
+      if (index % 8 == 0) {
+        std::lock_guard guard(lock);
+        LOUPE_ZONE("critical");
+      } else {
+        LOUPE_ZONE_DYNAMIC(zone_name);
+      }
+    }
+  };
+  std::thread first(work, "prefill", "moe_dispatch");
+  std::thread second(work, "transfer", "kv_transfer_layer");
+  first.join();
+  second.join();
+  loupe::trace::stop();
+  return file;
+}
+
+void chrome_json_import(benchmark::State& state) {
+  const std::string& path = chrome_json_path();
+  for (auto _ : state) {
+    loupe::trace::Model model = load_traces({path});
+    benchmark::DoNotOptimize(model.slices.size());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(fs::file_size(path)));
+}
+BENCHMARK(chrome_json_import)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void binary_import(benchmark::State& state) {
+  static const std::string path = record_binary("loupe_ingest_bench_500k.loupetrace", 250000);
+  uint64_t events = 0;
+  for (auto _ : state) {
+    loupe::trace::Model model = load_traces({path});
+    events = model.files[0].events;
+    benchmark::DoNotOptimize(model.slices.size());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
+}
+BENCHMARK(binary_import)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void analyze_1m_events(benchmark::State& state) {
+  static const std::string path = record_binary("loupe_ingest_bench_1m.loupetrace", 480000);
+  loupe::trace::AnalyzeRequest request;
+  request.classes = {loupe::trace::parse_class("dispatch=name:^moe_dispatch$"),
+                     loupe::trace::parse_class("transfer=name:^kv_transfer")};
+  request.overlap = std::make_pair("transfer", "dispatch");
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const loupe::trace::Model model = load_traces({path});
+    const loupe::Envelope envelope = loupe::trace::analyze(model, request);
+    events = model.files[0].events;
+    benchmark::DoNotOptimize(envelope.findings.size());
+  }
+  state.counters["events"] = static_cast<double>(events);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
+}
+BENCHMARK(analyze_1m_events)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,67 @@
+#include "kda/model/linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kda/math/blas.hpp"
+#include "loupe/error.hpp"
+
+namespace kda::model {
+
+float quantize_row_int8(std::span<const float> row, std::span<int8_t> out) {
+  float max_abs = 0.0f;
+  for (float value : row) max_abs = std::max(max_abs, std::fabs(value));
+  const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+  const float inverse = 1.0f / scale;
+  for (size_t idx = 0; idx < row.size(); ++idx) {
+    const float scaled = std::round(row[idx] * inverse);
+    out[idx] = static_cast<int8_t>(std::clamp(scaled, -127.0f, 127.0f));
+  }
+  return scale;
+}
+
+Linear::Linear(int64_t out_features, int64_t in_features, std::vector<float> weight, bool w8a8)
+    : out_(out_features), in_(in_features), w8a8_(w8a8) {
+  if (static_cast<int64_t>(weight.size()) != out_features * in_features) {
+    throw loupe::Error(
+        loupe::ErrorCode::kInternal,
+        "kda model: a linear layer's weight holds " + std::to_string(weight.size()) +
+            " values, expected out*in = " + std::to_string(out_features * in_features));
+  }
+  if (!w8a8) {
+    weight_ = std::move(weight);
+    return;
+  }
+  weight_int8_.resize(weight.size());
+  weight_scale_.resize(out_features);
+  for (int64_t row = 0; row < out_features; ++row) {
+    weight_scale_[row] =
+        quantize_row_int8(std::span<const float>(weight).subspan(row * in_features, in_features),
+                          std::span<int8_t>(weight_int8_).subspan(row * in_features, in_features));
+  }
+}
+
+void Linear::forward(const float* x, int64_t rows, float* y) const {
+  if (rows == 0) return;
+  if (!w8a8_) {
+    math::gemm<float>(false, true, rows, out_, in_, 1.0f, x, in_, weight_.data(), in_, 0.0f, y,
+                      out_);
+    return;
+  }
+  std::vector<int8_t> x_int8(in_);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    for (int64_t out_idx = 0; out_idx < out_; ++out_idx) {
+      const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
+      int32_t accumulator = 0;
+      for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
+        accumulator +=
+            static_cast<int32_t>(x_int8[in_idx]) * static_cast<int32_t>(weight_row[in_idx]);
+      }
+      y[row * out_ + out_idx] = static_cast<float>(accumulator) * x_scale * weight_scale_[out_idx];
+    }
+  }
+}
+
+}  // namespace kda::model

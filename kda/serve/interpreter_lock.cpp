@@ -1,0 +1,79 @@
+#include "kda/serve/interpreter_lock.hpp"
+
+#include <limits>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace kda::serve {
+
+namespace {
+constexpr int64_t kNobodyWaits = std::numeric_limits<int64_t>::max();
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+}  // namespace
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void spin_until(int64_t deadline_ns) {
+  while (now_ns() < deadline_ns) {
+    for (int spin = 0; spin < 32; ++spin) cpu_relax();
+  }
+}
+
+InterpreterLock::InterpreterLock(std::chrono::nanoseconds switch_interval)
+    : switch_interval_ns_(switch_interval.count()), oldest_wait_start_ns_(kNobodyWaits) {}
+
+std::chrono::nanoseconds InterpreterLock::acquire() {
+  const int64_t start = now_ns();
+  if (mutex_.try_lock()) {
+    acquisitions_.fetch_add(1, std::memory_order_acq_rel);
+    return std::chrono::nanoseconds(0);
+  }
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  int64_t oldest = oldest_wait_start_ns_.load(std::memory_order_acquire);
+  while (start < oldest &&
+         !oldest_wait_start_ns_.compare_exchange_weak(oldest, start, std::memory_order_acq_rel)) {
+  }
+  mutex_.lock();
+  if (waiters_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    oldest_wait_start_ns_.store(kNobodyWaits, std::memory_order_release);
+  } else {
+    // Another thread still waits; it began no earlier than now for the purpose of switching.
+    oldest_wait_start_ns_.store(now_ns(), std::memory_order_release);
+  }
+  acquisitions_.fetch_add(1, std::memory_order_acq_rel);
+  return std::chrono::nanoseconds(now_ns() - start);
+}
+
+void InterpreterLock::release() { mutex_.unlock(); }
+
+std::chrono::nanoseconds InterpreterLock::yield_if_requested() {
+  if (waiters_.load(std::memory_order_acquire) == 0) return std::chrono::nanoseconds(0);
+  const int64_t oldest = oldest_wait_start_ns_.load(std::memory_order_acquire);
+  if (oldest == kNobodyWaits || now_ns() - oldest < switch_interval_ns_) {
+    return std::chrono::nanoseconds(0);
+  }
+  // CPython's FORCE_SWITCHING: the dropping thread does not retake the lock before another
+  // thread has taken it.
+  const uint64_t before = acquisitions_.load(std::memory_order_acquire);
+  forced_switches_.fetch_add(1, std::memory_order_relaxed);
+  release();
+  while (acquisitions_.load(std::memory_order_acquire) == before &&
+         waiters_.load(std::memory_order_acquire) > 0) {
+    std::this_thread::yield();
+  }
+  return acquire();
+}
+
+}  // namespace kda::serve

@@ -1,0 +1,392 @@
+#include "kda/serve/server.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "kda/serve/interpreter_lock.hpp"
+#include "kda/serve/transfer.hpp"
+#include "loupe/error.hpp"
+#include "loupe/trace.hpp"
+
+namespace kda::serve {
+
+namespace {
+
+double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+// Finished layers on their way from the prefill worker to the transfer thread.
+struct LayerWork {
+  int64_t layer = 0;
+  uint64_t flow_id = 0;
+  std::vector<model::LayerState> states;  // one per request
+};
+
+class LayerQueue {
+ public:
+  void push(LayerWork work) {
+    std::lock_guard lock(mutex_);
+    items_.push_back(std::move(work));
+    changed_.notify_one();
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    changed_.notify_one();
+  }
+  std::optional<LayerWork> pop() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return closed_ || !items_.empty(); });
+    if (items_.empty()) return std::nullopt;
+    LayerWork work = std::move(items_.front());
+    items_.pop_front();
+    return work;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<LayerWork> items_;
+  bool closed_ = false;
+};
+
+// The first exception of any thread, rethrown by run_server after every thread joined.
+class FirstError {
+ public:
+  void record(std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = error;
+    failed_.store(true, std::memory_order_release);
+  }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  void rethrow() {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  std::atomic<bool> failed_{false};
+};
+
+std::atomic<uint64_t> g_run_counter{0};
+
+}  // namespace
+
+std::string_view mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::kPrefill:
+      return "prefill";
+    case Mode::kPrefillTransfer:
+      return "prefill+transfer";
+    case Mode::kDecode:
+      return "decode";
+    case Mode::kDisaggregated:
+      return "disaggregated";
+  }
+  return "prefill";
+}
+
+Mode parse_mode(std::string_view name) {
+  for (Mode mode : {Mode::kPrefill, Mode::kPrefillTransfer, Mode::kDecode, Mode::kDisaggregated}) {
+    if (name == mode_name(mode)) return mode;
+  }
+  throw loupe::Error(loupe::ErrorCode::kUsage, "kda serve: unknown mode '" + std::string(name) + "'",
+                     "use prefill, prefill+transfer, decode or disaggregated");
+}
+
+void ServeOptions::validate() const {
+  model.validate();
+  auto require = [](bool condition, const std::string& message) {
+    if (!condition) throw loupe::Error(loupe::ErrorCode::kUsage, "kda serve: " + message);
+  };
+  require(requests >= 1, "--requests must be at least 1, got " + std::to_string(requests));
+  require(prompt_len >= 1, "--prompt-len must be at least 1, got " + std::to_string(prompt_len));
+  require(new_tokens >= 1, "--new-tokens must be at least 1, got " + std::to_string(new_tokens));
+  require(dispatch_wait_us >= 0, "--dispatch-wait-us must not be negative");
+  require(bookkeeping_us >= 0, "--bookkeeping-us must not be negative");
+  require(switch_interval_us >= 0, "--switch-interval-us must not be negative");
+  require(drop_state_layer >= -1 && drop_state_layer < model.layers,
+          "--drop-state-layer must name a layer in [0, " + std::to_string(model.layers) +
+              "), got " + std::to_string(drop_state_layer));
+  require(!swap_requests || requests >= 2, "--swap-requests needs at least 2 requests");
+  const bool transfers = mode == Mode::kPrefillTransfer || mode == Mode::kDisaggregated;
+  require(transfers || (drop_state_layer < 0 && !swap_requests),
+          "fault injection (--drop-state-layer, --swap-requests) needs a mode with a transfer "
+          "(prefill+transfer or disaggregated)");
+}
+
+model::Generation serve_colocated(const ServeOptions& options) {
+  options.validate();
+  const model::Model model(options.model);
+  const std::vector<int32_t> prompts = model::generate_prompts(
+      options.requests, options.prompt_len, options.model.vocab, options.seed);
+  return model::generate(model, prompts, options.requests, options.prompt_len, options.new_tokens,
+                         options.cache_dtype);
+}
+
+ServeResult run_server(const ServeOptions& options) {
+  options.validate();
+  const model::Model model(options.model);
+  const model::ModelConfig& config = model.config();
+  const int64_t requests = options.requests, tokens = options.prompt_len;
+  const int64_t rows = requests * tokens, hidden_width = config.hidden;
+  const std::vector<int32_t> prompts =
+      model::generate_prompts(requests, tokens, config.vocab, options.seed);
+  model::StateCache cache(options.cache_dtype, requests, config.layers, config.head_dim);
+  DecodeIntake intake(cache, options.verify_digests);
+  InterpreterLock interpreter_lock(std::chrono::microseconds(options.switch_interval_us));
+  const bool run_prefill = options.mode != Mode::kDecode;
+  const bool run_transfer =
+      options.mode == Mode::kPrefillTransfer || options.mode == Mode::kDisaggregated;
+  const bool run_decode = options.mode == Mode::kDecode || options.mode == Mode::kDisaggregated;
+  const uint64_t run_id = g_run_counter.fetch_add(1) + 1;
+
+  model::LayerState zero_state;
+  zero_state.recurrent.assign(config.heads * config.head_dim * config.head_dim, 0.0f);
+  zero_state.conv.assign((config.conv_width - 1) * config.conv_channels(), 0.0f);
+
+  std::promise<std::vector<float>> first_logits_promise;
+  std::shared_future<std::vector<float>> first_logits = first_logits_promise.get_future().share();
+  if (!run_prefill) {
+    // decode mode: a colocated prefill fills the cache before the clock starts.
+    first_logits_promise.set_value(model.prefill(prompts, requests, tokens, cache));
+  }
+
+  if (!options.trace_path.empty() && !loupe::trace::start(options.trace_path)) {
+    throw loupe::Error(loupe::ErrorCode::kUsage,
+                       "kda serve: cannot record into " + options.trace_path +
+                           ": a trace session is already recording",
+                       "unset LOUPE_TRACE or drop --trace");
+  }
+
+  ServeResult result;
+  StageTimes& stages = result.stages;
+  FirstError first_error;
+  LayerQueue queue;
+
+  auto prefill_worker = [&] {
+    LOUPE_THREAD_NAME("prefill_worker");
+    const int64_t begin = now_ns();
+    bool holding = false;
+    int64_t lock_wait_ns = 0;
+    auto yield_point = [&] { lock_wait_ns += interpreter_lock.yield_if_requested().count(); };
+    try {
+      lock_wait_ns += interpreter_lock.acquire().count();
+      holding = true;
+      std::vector<float> hidden = model.embed(prompts);
+      for (int64_t layer = 0; layer < config.layers; ++layer) {
+        LOUPE_ZONE("prefill_layer");
+        std::vector<model::LayerState> states;
+        {
+          LOUPE_ZONE("attention");
+          const int64_t start = now_ns();
+          model.attention_prefill(layer, requests, tokens, hidden.data(), states);
+          stages.attention_s += seconds(now_ns() - start);
+        }
+        if (run_transfer) {
+          // The layer's recurrent states are final once its attention ran: ship them now, while
+          // the MoE half of the layer proceeds.
+          const uint64_t flow_id = (run_id << 32) | static_cast<uint64_t>(layer + 1);
+          LOUPE_FLOW_BEGIN("layer_state", flow_id);
+          queue.push(LayerWork{layer, flow_id, std::move(states)});
+        }
+        yield_point();
+        model::MoeBatch batch;
+        {
+          LOUPE_ZONE("moe_dispatch");
+          const int64_t start = now_ns();
+          batch = model.moe_dispatch(layer, hidden.data(), rows);
+          // The simulated remote counter reports the received-token count once its latency has
+          // passed; the dispatch spins on it.
+          const int64_t counter_ready = now_ns() + options.dispatch_wait_us * 1000;
+          const int64_t wait_start = now_ns();
+          if (options.dispatch_holds_lock) {
+            spin_until(counter_ready);
+          } else {
+            interpreter_lock.release();
+            holding = false;
+            spin_until(counter_ready);
+            lock_wait_ns += interpreter_lock.acquire().count();
+            holding = true;
+          }
+          stages.dispatch_wait_s += seconds(now_ns() - wait_start);
+          if (batch.received_tokens() != rows * config.top_k) {
+            throw loupe::Error(loupe::ErrorCode::kInternal,
+                               "kda serve: layer " + std::to_string(layer) + " dispatched " +
+                                   std::to_string(batch.received_tokens()) + " tokens, expected " +
+                                   std::to_string(rows * config.top_k));
+          }
+          stages.moe_dispatch_s += seconds(now_ns() - start);
+        }
+        yield_point();
+        {
+          LOUPE_ZONE("experts");
+          const int64_t start = now_ns();
+          model.moe_experts(layer, batch);
+          stages.experts_s += seconds(now_ns() - start);
+        }
+        yield_point();
+        {
+          LOUPE_ZONE("moe_combine");
+          const int64_t start = now_ns();
+          model.moe_combine(batch, hidden.data());
+          stages.moe_combine_s += seconds(now_ns() - start);
+        }
+        yield_point();
+      }
+      std::vector<float> last_rows(requests * hidden_width);
+      for (int64_t request = 0; request < requests; ++request) {
+        std::copy_n(hidden.data() + ((request + 1) * tokens - 1) * hidden_width, hidden_width,
+                    last_rows.data() + request * hidden_width);
+      }
+      first_logits_promise.set_value(model.logits(last_rows.data(), requests));
+      interpreter_lock.release();
+      holding = false;
+    } catch (...) {
+      if (holding) interpreter_lock.release();
+      first_error.record(std::current_exception());
+      try {
+        first_logits_promise.set_exception(std::current_exception());
+      } catch (const std::future_error&) {
+        // The logits were already set; the error is recorded above.
+      }
+    }
+    queue.close();
+    stages.prefill_lock_wait_s = seconds(lock_wait_ns);
+    stages.prefill_s = seconds(now_ns() - begin);
+  };
+
+  auto transfer_thread = [&] {
+    LOUPE_THREAD_NAME("kv_transfer");
+    const int64_t begin = now_ns();
+    int64_t lock_wait_ns = 0, bookkeeping_ns = 0;
+    try {
+      while (std::optional<LayerWork> work = queue.pop()) {
+        LOUPE_ZONE("kv_transfer_layer");
+        LOUPE_FLOW_END("layer_state", work->flow_id);
+        if (work->layer == options.drop_state_layer) continue;  // fault injection
+        std::vector<StatePacket> packets(requests);
+        for (int64_t request = 0; request < requests; ++request) {
+          lock_wait_ns += interpreter_lock.acquire().count();
+          const int64_t start = now_ns();
+          packets[request].request = request;
+          packets[request].layer = work->layer;
+          packets[request].digest = state_digest(request, work->layer, work->states[request]);
+          // The rest of the per-request interpreter work (descriptors, metadata, queue
+          // bookkeeping in the Python original).
+          spin_until(start + options.bookkeeping_us * 1000);
+          bookkeeping_ns += now_ns() - start;
+          interpreter_lock.release();
+          packets[request].state = work->states[request];  // the copy, outside the lock
+        }
+        if (options.swap_requests) std::swap(packets[0].request, packets[1].request);
+        for (StatePacket& packet : packets) intake.receive(std::move(packet));
+      }
+      intake.finish(zero_state);
+    } catch (...) {
+      first_error.record(std::current_exception());
+      intake.abandon();
+    }
+    stages.transfer_lock_wait_s = seconds(lock_wait_ns);
+    stages.transfer_bookkeeping_s = seconds(bookkeeping_ns);
+    stages.transfer_s = seconds(now_ns() - begin);
+  };
+
+  auto decode_worker = [&] {
+    LOUPE_THREAD_NAME("decode_worker");
+    const int64_t begin = now_ns();
+    try {
+      if (run_transfer) intake.wait_complete();
+      if (first_error.failed()) return;
+      const std::vector<float> logits = first_logits.get();
+      const int64_t vocab = config.vocab, new_tokens = options.new_tokens;
+      model::Generation& generation = result.generation;
+      generation.tokens.assign(requests * new_tokens, 0);
+      generation.logits.assign(requests * new_tokens * vocab, 0.0f);
+      std::vector<int64_t> request_ids(requests);
+      for (int64_t request = 0; request < requests; ++request) request_ids[request] = request;
+      std::vector<float> step_logits = logits;
+      for (int64_t step = 0; step < new_tokens; ++step) {
+        if (step > 0) {
+          LOUPE_ZONE("decode_step");
+          std::vector<int32_t> inputs(requests);
+          for (int64_t request = 0; request < requests; ++request) {
+            inputs[request] = generation.tokens[request * new_tokens + step - 1];
+          }
+          step_logits = model.decode_step(inputs, request_ids, cache);
+        }
+        const std::vector<int32_t> chosen = model::argmax_rows(step_logits, vocab);
+        for (int64_t request = 0; request < requests; ++request) {
+          generation.tokens[request * new_tokens + step] = chosen[request];
+          std::copy_n(step_logits.data() + request * vocab, vocab,
+                      generation.logits.data() + (request * new_tokens + step) * vocab);
+        }
+      }
+    } catch (...) {
+      first_error.record(std::current_exception());
+    }
+    stages.decode_s = seconds(now_ns() - begin);
+  };
+
+  const int64_t start = now_ns();
+  std::vector<std::thread> threads;
+  if (run_prefill) threads.emplace_back(prefill_worker);
+  if (run_transfer) threads.emplace_back(transfer_thread);
+  if (run_decode) threads.emplace_back(decode_worker);
+  for (std::thread& thread : threads) thread.join();
+  result.wall_s = seconds(now_ns() - start);
+  if (!options.trace_path.empty()) result.trace_events = loupe::trace::stop();
+  first_error.rethrow();
+
+  result.tokens = run_decode ? requests * options.new_tokens : rows;
+  result.tokens_per_s = result.wall_s > 0 ? static_cast<double>(result.tokens) / result.wall_s : 0;
+  result.states_received = intake.received();
+  result.states_verified = intake.verified();
+  result.forced_switches = interpreter_lock.forced_switches();
+  return result;
+}
+
+std::string result_json(const ServeOptions& options, const ServeResult& result) {
+  auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", value);
+    return std::string(text);
+  };
+  const StageTimes& s = result.stages;
+  std::ostringstream out;
+  out << "{\"mode\": \"" << mode_name(options.mode) << "\", \"dispatch_holds_lock\": "
+      << (options.dispatch_holds_lock ? "true" : "false") << ", \"wall_s\": " << number(result.wall_s)
+      << ", \"tokens_per_s\": " << number(result.tokens_per_s) << ", \"tokens\": " << result.tokens
+      << ", \"layers\": " << options.model.layers << ", \"requests\": " << options.requests
+      << ", \"prompt_len\": " << options.prompt_len << ", \"new_tokens\": " << options.new_tokens
+      << ", \"seed\": " << options.seed << ", \"dispatch_wait_us\": " << options.dispatch_wait_us
+      << ", \"bookkeeping_us\": " << options.bookkeeping_us
+      << ", \"cache\": \"" << model::cache_dtype_name(options.cache_dtype) << "\""
+      << ", \"w8a8\": " << (options.model.w8a8 ? "true" : "false") << ", \"stages\": {"
+      << "\"attention_s\": " << number(s.attention_s)
+      << ", \"moe_dispatch_s\": " << number(s.moe_dispatch_s)
+      << ", \"dispatch_wait_s\": " << number(s.dispatch_wait_s)
+      << ", \"experts_s\": " << number(s.experts_s)
+      << ", \"moe_combine_s\": " << number(s.moe_combine_s)
+      << ", \"prefill_lock_wait_s\": " << number(s.prefill_lock_wait_s)
+      << ", \"prefill_s\": " << number(s.prefill_s) << ", \"transfer_s\": " << number(s.transfer_s)
+      << ", \"transfer_bookkeeping_s\": " << number(s.transfer_bookkeeping_s)
+      << ", \"transfer_lock_wait_s\": " << number(s.transfer_lock_wait_s)
+      << ", \"decode_s\": " << number(s.decode_s) << "}"
+      << ", \"states_received\": " << result.states_received
+      << ", \"states_verified\": " << result.states_verified
+      << ", \"forced_switches\": " << result.forced_switches
+      << ", \"trace_events\": " << result.trace_events << "}";
+  return out.str();
+}
+
+}  // namespace kda::serve

@@ -1,0 +1,760 @@
+#include "ledger/ledger.hpp"
+
+#include <sqlite3.h>
+
+#include <array>
+#include <ctime>
+#include <utility>
+
+#include "core/json.hpp"
+#include "loupe/error.hpp"
+
+namespace loupe::ledger {
+namespace {
+
+// The schema, declared once: migration N takes a database from user_version N-1 to N. Never edit
+// a shipped step; append a new one (and a test that migrates data through it).
+struct Migration {
+  int version;
+  const char* sql;
+};
+
+constexpr std::array<Migration, 2> kMigrations = {{
+    {1, R"sql(
+CREATE TABLE runs (
+  id TEXT PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  status TEXT NOT NULL CHECK (status IN ('in-progress', 'completed', 'interrupted', 'failed')),
+  objective_path TEXT NOT NULL,
+  objective_hash TEXT NOT NULL,
+  git_commit TEXT NOT NULL,
+  git_dirty INTEGER NOT NULL,
+  git_diff_hash TEXT NOT NULL,
+  environment TEXT NOT NULL,
+  config TEXT NOT NULL
+);
+CREATE INDEX runs_by_start ON runs (started_at);
+CREATE TABLE gate_verdicts (
+  run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'fail', 'inconclusive', 'not-run')),
+  statistics TEXT NOT NULL,
+  rule TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE findings (
+  run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  finding_id TEXT NOT NULL,
+  layer TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  json TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE INDEX findings_by_id ON findings (finding_id);
+CREATE INDEX findings_by_layer_severity ON findings (layer, severity);
+CREATE TABLE observations (
+  run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+)sql"},
+    {2, R"sql(
+CREATE TABLE hypotheses (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  text TEXT NOT NULL,
+  skeleton_id TEXT,
+  status TEXT NOT NULL
+    CHECK (status IN ('open', 'retained', 'revised', 'rejected', 'needs-review')),
+  created_at TEXT NOT NULL
+);
+CREATE TABLE hypothesis_runs (
+  hypothesis_id INTEGER NOT NULL REFERENCES hypotheses (id) ON DELETE CASCADE,
+  run_id TEXT NOT NULL REFERENCES runs (id),
+  role TEXT NOT NULL CHECK (role IN ('baseline', 'candidate')),
+  linked_at TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (hypothesis_id, run_id, role)
+);
+CREATE TABLE decisions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  hypothesis_id INTEGER NOT NULL REFERENCES hypotheses (id) ON DELETE CASCADE,
+  decision TEXT NOT NULL CHECK (decision IN ('retain', 'revise', 'reject', 'needs-review')),
+  why TEXT NOT NULL,
+  who TEXT NOT NULL,
+  decided_at TEXT NOT NULL
+);
+CREATE INDEX decisions_by_hypothesis ON decisions (hypothesis_id);
+)sql"},
+}};
+
+constexpr int kBusyTimeoutMs = 10000;
+
+template <class Enum, size_t N>
+Enum parse_word(std::string_view text,
+                const std::array<std::pair<Enum, std::string_view>, N>& words,
+                std::string_view what) {
+  std::string accepted;
+  for (const auto& [value, word] : words) {
+    if (word == text) return value;
+    if (!accepted.empty()) accepted += ", ";
+    accepted += word;
+  }
+  throw Error(ErrorCode::kInput, "unknown " + std::string(what) + " '" + std::string(text) +
+                                     "'; expected one of " + accepted);
+}
+
+template <class Enum, size_t N>
+std::string_view word_of(Enum value,
+                         const std::array<std::pair<Enum, std::string_view>, N>& words) {
+  for (const auto& [candidate, word] : words) {
+    if (candidate == value) return word;
+  }
+  return "?";
+}
+
+constexpr std::array<std::pair<RunStatus, std::string_view>, 4> kRunStatusWords = {{
+    {RunStatus::kInProgress, "in-progress"},
+    {RunStatus::kCompleted, "completed"},
+    {RunStatus::kInterrupted, "interrupted"},
+    {RunStatus::kFailed, "failed"},
+}};
+constexpr std::array<std::pair<LinkRole, std::string_view>, 2> kLinkRoleWords = {{
+    {LinkRole::kBaseline, "baseline"},
+    {LinkRole::kCandidate, "candidate"},
+}};
+constexpr std::array<std::pair<DecisionKind, std::string_view>, 4> kDecisionWords = {{
+    {DecisionKind::kRetain, "retain"},
+    {DecisionKind::kRevise, "revise"},
+    {DecisionKind::kReject, "reject"},
+    {DecisionKind::kNeedsReview, "needs-review"},
+}};
+constexpr std::array<std::pair<HypothesisStatus, std::string_view>, 5> kHypothesisStatusWords = {{
+    {HypothesisStatus::kOpen, "open"},
+    {HypothesisStatus::kRetained, "retained"},
+    {HypothesisStatus::kRevised, "revised"},
+    {HypothesisStatus::kRejected, "rejected"},
+    {HypothesisStatus::kNeedsReview, "needs-review"},
+}};
+constexpr std::array<std::pair<GateVerdict, std::string_view>, 4> kGateVerdictWords = {{
+    {GateVerdict::kPass, "pass"},
+    {GateVerdict::kFail, "fail"},
+    {GateVerdict::kInconclusive, "inconclusive"},
+    {GateVerdict::kNotRun, "not-run"},
+}};
+
+HypothesisStatus status_after(DecisionKind decision) {
+  switch (decision) {
+    case DecisionKind::kRetain:
+      return HypothesisStatus::kRetained;
+    case DecisionKind::kRevise:
+      return HypothesisStatus::kRevised;
+    case DecisionKind::kReject:
+      return HypothesisStatus::kRejected;
+    case DecisionKind::kNeedsReview:
+      return HypothesisStatus::kNeedsReview;
+  }
+  return HypothesisStatus::kOpen;
+}
+
+}  // namespace
+
+std::string_view run_status_name(RunStatus status) { return word_of(status, kRunStatusWords); }
+RunStatus parse_run_status(std::string_view text) {
+  return parse_word(text, kRunStatusWords, "run status");
+}
+std::string_view link_role_name(LinkRole role) { return word_of(role, kLinkRoleWords); }
+LinkRole parse_link_role(std::string_view text) {
+  return parse_word(text, kLinkRoleWords, "link role");
+}
+std::string_view decision_name(DecisionKind decision) { return word_of(decision, kDecisionWords); }
+DecisionKind parse_decision(std::string_view text) {
+  return parse_word(text, kDecisionWords, "decision");
+}
+std::string_view hypothesis_status_name(HypothesisStatus status) {
+  return word_of(status, kHypothesisStatusWords);
+}
+HypothesisStatus parse_hypothesis_status(std::string_view text) {
+  return parse_word(text, kHypothesisStatusWords, "hypothesis status");
+}
+GateVerdict parse_gate_verdict(std::string_view text) {
+  return parse_word(text, kGateVerdictWords, "gate verdict");
+}
+
+std::string utc_now() {
+  std::time_t seconds = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return stamp;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SQLite edge: every call below goes through check(), which turns a failure into loupe::Error.
+
+struct Ledger::Impl {
+  std::filesystem::path file;
+  sqlite3* db = nullptr;
+
+  ~Impl() {
+    if (db != nullptr) sqlite3_close_v2(db);
+  }
+
+  [[noreturn]] void fail(int rc, std::string_view doing) const {
+    const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    throw Error(ErrorCode::kInput,
+                "ledger " + file.string() + ": " + std::string(doing) + ": " + detail,
+                rc == SQLITE_BUSY ? "another loupe process holds the ledger; retry when it ends"
+                                  : "check that the file is a loupe ledger and is writable, or "
+                                    "pass --ledger FILE to use another");
+  }
+
+  void check(int rc, std::string_view doing) const {
+    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) fail(rc, doing);
+  }
+
+  void exec(const char* sql, std::string_view doing) const {
+    char* message = nullptr;
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &message);
+    if (rc != SQLITE_OK) {
+      std::string detail = message != nullptr ? message : sqlite3_errstr(rc);
+      sqlite3_free(message);
+      throw Error(ErrorCode::kInput,
+                  "ledger " + file.string() + ": " + std::string(doing) + ": " + detail,
+                  "check that the file is a loupe ledger and is writable, or pass --ledger FILE");
+    }
+  }
+};
+
+namespace {
+
+// One prepared statement; binds by position (1-based) and steps.
+class Statement {
+ public:
+  Statement(const Ledger::Impl& impl, const char* sql, std::string_view doing)
+      : impl_(impl), doing_(doing) {
+    impl_.check(sqlite3_prepare_v2(impl_.db, sql, -1, &statement_, nullptr), doing_);
+  }
+  ~Statement() { sqlite3_finalize(statement_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, const std::string& text) {
+    impl_.check(sqlite3_bind_text(statement_, index, text.data(), static_cast<int>(text.size()),
+                                  SQLITE_TRANSIENT),
+                doing_);
+    return *this;
+  }
+  Statement& bind(int index, std::string_view text) { return bind(index, std::string(text)); }
+  Statement& bind(int index, const char* text) { return bind(index, std::string(text)); }
+  Statement& bind(int index, int64_t number) {
+    impl_.check(sqlite3_bind_int64(statement_, index, number), doing_);
+    return *this;
+  }
+  Statement& bind(int index, const std::optional<std::string>& text) {
+    if (!text) {
+      impl_.check(sqlite3_bind_null(statement_, index), doing_);
+      return *this;
+    }
+    return bind(index, *text);
+  }
+
+  // True while a row is available.
+  bool step() {
+    const int rc = sqlite3_step(statement_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    impl_.fail(rc, doing_);
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+
+  std::string text(int column) const {
+    const unsigned char* value = sqlite3_column_text(statement_, column);
+    if (value == nullptr) return {};
+    return std::string(reinterpret_cast<const char*>(value),
+                       static_cast<size_t>(sqlite3_column_bytes(statement_, column)));
+  }
+  std::optional<std::string> optional_text(int column) const {
+    if (sqlite3_column_type(statement_, column) == SQLITE_NULL) return std::nullopt;
+    return text(column);
+  }
+  int64_t integer(int column) const { return sqlite3_column_int64(statement_, column); }
+
+ private:
+  const Ledger::Impl& impl_;
+  std::string doing_;
+  sqlite3_stmt* statement_ = nullptr;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so busy_timeout applies; a deferred transaction
+// that reads first could not wait for a writer that committed in between (SQLITE_BUSY_SNAPSHOT).
+class WriteTransaction {
+ public:
+  WriteTransaction(const Ledger::Impl& impl, std::string doing)
+      : impl_(impl), doing_(std::move(doing)) {
+    impl_.exec("BEGIN IMMEDIATE", doing_);
+  }
+  ~WriteTransaction() {
+    if (!committed_) sqlite3_exec(impl_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  WriteTransaction(const WriteTransaction&) = delete;
+  WriteTransaction& operator=(const WriteTransaction&) = delete;
+  void commit() {
+    impl_.exec("COMMIT", doing_);
+    committed_ = true;
+  }
+
+ private:
+  const Ledger::Impl& impl_;
+  std::string doing_;
+  bool committed_ = false;
+};
+
+int read_user_version(const Ledger::Impl& impl) {
+  Statement statement(impl, "PRAGMA user_version", "reading the schema version");
+  statement.step();
+  return static_cast<int>(statement.integer(0));
+}
+
+void migrate(Ledger::Impl& impl, int target) {
+  WriteTransaction transaction(impl, "migrating the schema");
+  const int current = read_user_version(impl);
+  if (current > kSchemaVersion) {
+    throw Error(ErrorCode::kInput,
+                "ledger " + impl.file.string() + ": schema version " + std::to_string(current) +
+                    " was written by a newer loupe (this one reads up to " +
+                    std::to_string(kSchemaVersion) + ")",
+                "update loupe, or pass --ledger FILE to use another ledger");
+  }
+  for (const auto& migration : kMigrations) {
+    if (migration.version <= current || migration.version > target) continue;
+    impl.exec(migration.sql,
+              "migrating the schema to version " + std::to_string(migration.version));
+    impl.exec(("PRAGMA user_version = " + std::to_string(migration.version)).c_str(),
+              "recording schema version " + std::to_string(migration.version));
+  }
+  transaction.commit();
+}
+
+int64_t next_seq(const Ledger::Impl& impl, const char* table, const std::string& run_id) {
+  const std::string sql =
+      std::string("SELECT COALESCE(MAX(seq) + 1, 0) FROM ") + table + " WHERE run_id = ?1";
+  Statement statement(impl, sql.c_str(), std::string("numbering ") + table);
+  statement.bind(1, run_id);
+  statement.step();
+  return statement.integer(0);
+}
+
+bool run_exists(const Ledger::Impl& impl, const std::string& run_id) {
+  Statement statement(impl, "SELECT 1 FROM runs WHERE id = ?1", "looking up run " + run_id);
+  statement.bind(1, run_id);
+  return statement.step();
+}
+
+void insert_run_row(const Ledger::Impl& impl, const RunRecord& run) {
+  if (run_exists(impl, run.id)) {
+    throw Error(ErrorCode::kUsage,
+                "ledger " + impl.file.string() + ": run " + run.id + " is already recorded",
+                "a run id is recorded once; `loupe ledger show " + run.id + "` shows it");
+  }
+  Statement statement(impl,
+                      "INSERT INTO runs (id, started_at, ended_at, status, objective_path, "
+                      "objective_hash, git_commit, git_dirty, git_diff_hash, environment, config) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                      "recording run " + run.id);
+  statement.bind(1, run.id)
+      .bind(2, run.started_at)
+      .bind(3, run.ended_at)
+      .bind(4, run_status_name(run.status))
+      .bind(5, run.objective_path)
+      .bind(6, run.objective_hash)
+      .bind(7, run.git.commit)
+      .bind(8, int64_t{run.git.dirty ? 1 : 0})
+      .bind(9, run.git.diff_hash)
+      .bind(10, run.environment_json)
+      .bind(11, run.config_json);
+  statement.run();
+}
+
+void insert_children(const Ledger::Impl& impl, const std::string& run_id,
+                     const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
+                     const std::vector<std::string>& observations) {
+  {
+    int64_t seq = next_seq(impl, "gate_verdicts", run_id);
+    for (const auto& gate : gates) {
+      Statement insert(impl,
+                       "INSERT INTO gate_verdicts (run_id, seq, name, verdict, statistics, rule) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                       "recording gate " + gate.name + " of run " + run_id);
+      insert.bind(1, run_id)
+          .bind(2, seq++)
+          .bind(3, gate.name)
+          .bind(4, gate_verdict_name(gate.verdict))
+          .bind(5, gate.statistics_json)
+          .bind(6, gate.rule);
+      insert.run();
+    }
+  }
+  {
+    int64_t seq = next_seq(impl, "findings", run_id);
+    for (const auto& finding : findings) {
+      Statement insert(impl,
+                       "INSERT INTO findings (run_id, seq, finding_id, layer, severity, json) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                       "recording finding " + finding.id + " of run " + run_id);
+      insert.bind(1, run_id)
+          .bind(2, seq++)
+          .bind(3, finding.id)
+          .bind(4, layer_name(finding.layer))
+          .bind(5, severity_name(finding.severity))
+          .bind(6, finding_to_json(finding).dump());
+      insert.run();
+    }
+  }
+  {
+    int64_t seq = next_seq(impl, "observations", run_id);
+    for (const auto& path : observations) {
+      Statement insert(impl, "INSERT INTO observations (run_id, seq, path) VALUES (?1, ?2, ?3)",
+                       "recording the observations of run " + run_id);
+      insert.bind(1, run_id).bind(2, seq++).bind(3, path);
+      insert.run();
+    }
+  }
+}
+
+void require_hypothesis(const Ledger::Impl& impl, int64_t hypothesis_id) {
+  Statement statement(impl, "SELECT 1 FROM hypotheses WHERE id = ?1",
+                      "looking up hypothesis " + std::to_string(hypothesis_id));
+  statement.bind(1, hypothesis_id);
+  if (!statement.step()) {
+    throw Error(ErrorCode::kUsage,
+                "ledger " + impl.file.string() + ": no hypothesis " + std::to_string(hypothesis_id),
+                "`loupe hypothesis list` shows the recorded hypotheses");
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Ledger::Ledger(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Ledger::Ledger(Ledger&&) noexcept = default;
+Ledger& Ledger::operator=(Ledger&&) noexcept = default;
+Ledger::~Ledger() = default;
+
+Ledger Ledger::open(const std::filesystem::path& file) {
+  return open_at_version(file, kSchemaVersion);
+}
+
+Ledger Ledger::open_at_version(const std::filesystem::path& file, int version) {
+  if (version < 1 || version > kSchemaVersion) {
+    throw Error(ErrorCode::kInternal, "ledger schema version " + std::to_string(version) +
+                                          " does not exist (1.." + std::to_string(kSchemaVersion) +
+                                          ")");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->file = file;
+  if (file.has_parent_path()) {
+    std::error_code error;
+    std::filesystem::create_directories(file.parent_path(), error);
+    if (error) {
+      throw Error(ErrorCode::kInput,
+                  "ledger " + file.string() + ": cannot create its folder: " + error.message(),
+                  "pass --ledger FILE or --home DIR to put the ledger somewhere writable");
+    }
+  }
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &impl->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) impl->fail(rc, "opening the ledger");
+  impl->check(sqlite3_busy_timeout(impl->db, kBusyTimeoutMs), "setting busy_timeout");
+  // WAL lets readers proceed while a run is being recorded; the first statement also tells us
+  // whether the file is a database at all.
+  {
+    Statement statement(*impl, "PRAGMA journal_mode = WAL", "switching to WAL mode");
+    statement.run();
+  }
+  impl->exec("PRAGMA foreign_keys = ON", "enabling foreign keys");
+  migrate(*impl, version);
+  return Ledger(std::move(impl));
+}
+
+const std::filesystem::path& Ledger::file() const { return impl_->file; }
+
+int Ledger::schema_version() const { return read_user_version(*impl_); }
+
+void Ledger::begin_run(const RunStart& start) {
+  RunRecord run;
+  run.id = start.id;
+  run.started_at = start.started_at;
+  run.status = RunStatus::kInProgress;
+  run.objective_path = start.objective_path;
+  run.objective_hash = start.objective_hash;
+  run.git = start.git;
+  run.environment_json = start.environment_json;
+  run.config_json = start.config_json;
+  WriteTransaction transaction(*impl_, "starting run " + start.id);
+  insert_run_row(*impl_, run);
+  transaction.commit();
+}
+
+void Ledger::finish_run(const std::string& run_id, RunStatus status, const std::string& ended_at,
+                        const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
+                        const std::vector<std::string>& observations) {
+  if (status == RunStatus::kInProgress) {
+    throw Error(ErrorCode::kInternal, "finish_run of " + run_id + " with status in-progress");
+  }
+  WriteTransaction transaction(*impl_, "finishing run " + run_id);
+  if (!run_exists(*impl_, run_id)) {
+    throw Error(ErrorCode::kUsage,
+                "ledger " + impl_->file.string() + ": no run " + run_id + " to finish",
+                "begin_run records a run before finish_run completes it");
+  }
+  insert_children(*impl_, run_id, gates, findings, observations);
+  Statement update(*impl_, "UPDATE runs SET status = ?2, ended_at = ?3 WHERE id = ?1",
+                   "finishing run " + run_id);
+  update.bind(1, run_id).bind(2, run_status_name(status)).bind(3, ended_at);
+  update.run();
+  transaction.commit();
+}
+
+void Ledger::insert_run(const RunRecord& run) {
+  WriteTransaction transaction(*impl_, "importing run " + run.id);
+  insert_run_row(*impl_, run);
+  insert_children(*impl_, run.id, run.gates, run.findings, run.observations);
+  transaction.commit();
+}
+
+std::optional<RunRecord> Ledger::find_run(const std::string& run_id) const {
+  const std::string doing = "reading run " + run_id;
+  RunRecord run;
+  {
+    Statement statement(*impl_,
+                        "SELECT id, started_at, ended_at, status, objective_path, objective_hash, "
+                        "git_commit, git_dirty, git_diff_hash, environment, config FROM runs "
+                        "WHERE id = ?1",
+                        doing);
+    statement.bind(1, run_id);
+    if (!statement.step()) return std::nullopt;
+    run.id = statement.text(0);
+    run.started_at = statement.text(1);
+    run.ended_at = statement.optional_text(2);
+    run.status = parse_run_status(statement.text(3));
+    run.objective_path = statement.text(4);
+    run.objective_hash = statement.text(5);
+    run.git.commit = statement.text(6);
+    run.git.dirty = statement.integer(7) != 0;
+    run.git.diff_hash = statement.text(8);
+    run.environment_json = statement.text(9);
+    run.config_json = statement.text(10);
+  }
+  {
+    Statement statement(*impl_,
+                        "SELECT name, verdict, statistics, rule FROM gate_verdicts WHERE run_id = "
+                        "?1 ORDER BY seq",
+                        doing);
+    statement.bind(1, run_id);
+    while (statement.step()) {
+      run.gates.push_back({statement.text(0), parse_gate_verdict(statement.text(1)),
+                           statement.text(2), statement.text(3)});
+    }
+  }
+  {
+    Statement statement(*impl_, "SELECT json FROM findings WHERE run_id = ?1 ORDER BY seq", doing);
+    statement.bind(1, run_id);
+    while (statement.step()) {
+      const std::string text = statement.text(0);
+      try {
+        run.findings.push_back(finding_from_json(Json::parse(text)));
+      } catch (const Json::exception& error) {
+        throw Error(ErrorCode::kInput, "ledger " + impl_->file.string() + ": run " + run_id +
+                                           ": a finding's JSON is unreadable: " + error.what());
+      }
+    }
+  }
+  {
+    Statement statement(*impl_, "SELECT path FROM observations WHERE run_id = ?1 ORDER BY seq",
+                        doing);
+    statement.bind(1, run_id);
+    while (statement.step()) run.observations.push_back(statement.text(0));
+  }
+  return run;
+}
+
+RunRecord Ledger::get_run(const std::string& run_id) const {
+  auto run = find_run(run_id);
+  if (!run) {
+    throw Error(ErrorCode::kUsage, "ledger " + impl_->file.string() + ": no run " + run_id,
+                "`loupe ledger list` shows the recorded runs");
+  }
+  return *std::move(run);
+}
+
+std::vector<RunSummary> Ledger::list_runs(int64_t limit, int64_t offset) const {
+  Statement statement(
+      *impl_,
+      "SELECT r.id, r.started_at, r.ended_at, r.status, r.objective_path,"
+      " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'pass'),"
+      " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'fail'),"
+      " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND"
+      "  g.verdict = 'inconclusive'),"
+      " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'not-run'),"
+      " (SELECT COUNT(*) FROM findings f WHERE f.run_id = r.id)"
+      " FROM runs r ORDER BY r.started_at DESC, r.id DESC LIMIT ?1 OFFSET ?2",
+      "listing runs");
+  statement.bind(1, limit).bind(2, offset);
+  std::vector<RunSummary> runs;
+  while (statement.step()) {
+    RunSummary summary;
+    summary.id = statement.text(0);
+    summary.started_at = statement.text(1);
+    summary.ended_at = statement.optional_text(2);
+    summary.status = parse_run_status(statement.text(3));
+    summary.objective_path = statement.text(4);
+    summary.gates_passed = statement.integer(5);
+    summary.gates_failed = statement.integer(6);
+    summary.gates_inconclusive = statement.integer(7);
+    summary.gates_not_run = statement.integer(8);
+    summary.findings = statement.integer(9);
+    runs.push_back(std::move(summary));
+  }
+  return runs;
+}
+
+int64_t Ledger::count_runs() const {
+  Statement statement(*impl_, "SELECT COUNT(*) FROM runs", "counting runs");
+  statement.step();
+  return statement.integer(0);
+}
+
+int64_t Ledger::add_hypothesis(const std::string& text,
+                               const std::optional<std::string>& skeleton_id,
+                               const std::string& created_at) {
+  WriteTransaction transaction(*impl_, "adding a hypothesis");
+  Statement insert(*impl_,
+                   "INSERT INTO hypotheses (text, skeleton_id, status, created_at) "
+                   "VALUES (?1, ?2, 'open', ?3)",
+                   "adding a hypothesis");
+  insert.bind(1, text).bind(2, skeleton_id).bind(3, created_at);
+  insert.run();
+  const int64_t id = sqlite3_last_insert_rowid(impl_->db);
+  transaction.commit();
+  return id;
+}
+
+void Ledger::link_run(int64_t hypothesis_id, const std::string& run_id, LinkRole role,
+                      const std::string& linked_at) {
+  const std::string doing =
+      "linking run " + run_id + " to hypothesis " + std::to_string(hypothesis_id);
+  WriteTransaction transaction(*impl_, doing);
+  require_hypothesis(*impl_, hypothesis_id);
+  if (!run_exists(*impl_, run_id)) {
+    throw Error(ErrorCode::kUsage, "ledger " + impl_->file.string() + ": no run " + run_id,
+                "`loupe ledger list` shows the recorded runs");
+  }
+  Statement insert(*impl_,
+                   "INSERT OR IGNORE INTO hypothesis_runs (hypothesis_id, run_id, role, linked_at,"
+                   " seq) VALUES (?1, ?2, ?3, ?4, (SELECT COALESCE(MAX(seq) + 1, 0) FROM "
+                   "hypothesis_runs WHERE hypothesis_id = ?1))",
+                   doing);
+  insert.bind(1, hypothesis_id).bind(2, run_id).bind(3, link_role_name(role)).bind(4, linked_at);
+  insert.run();
+  transaction.commit();
+}
+
+int64_t Ledger::add_decision(int64_t hypothesis_id, DecisionKind decision, const std::string& why,
+                             const std::string& who, const std::string& decided_at) {
+  const std::string doing = "deciding hypothesis " + std::to_string(hypothesis_id);
+  WriteTransaction transaction(*impl_, doing);
+  require_hypothesis(*impl_, hypothesis_id);
+  Statement insert(*impl_,
+                   "INSERT INTO decisions (hypothesis_id, decision, why, who, decided_at) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5)",
+                   doing);
+  insert.bind(1, hypothesis_id)
+      .bind(2, decision_name(decision))
+      .bind(3, why)
+      .bind(4, who)
+      .bind(5, decided_at);
+  insert.run();
+  const int64_t id = sqlite3_last_insert_rowid(impl_->db);
+  Statement update(*impl_, "UPDATE hypotheses SET status = ?2 WHERE id = ?1", doing);
+  update.bind(1, hypothesis_id).bind(2, hypothesis_status_name(status_after(decision)));
+  update.run();
+  transaction.commit();
+  return id;
+}
+
+namespace {
+
+Hypothesis read_hypothesis_row(const Statement& statement) {
+  Hypothesis hypothesis;
+  hypothesis.id = statement.integer(0);
+  hypothesis.text = statement.text(1);
+  hypothesis.skeleton_id = statement.optional_text(2);
+  hypothesis.status = parse_hypothesis_status(statement.text(3));
+  hypothesis.created_at = statement.text(4);
+  return hypothesis;
+}
+
+void read_hypothesis_children(const Ledger::Impl& impl, Hypothesis& hypothesis) {
+  const std::string doing = "reading hypothesis " + std::to_string(hypothesis.id);
+  {
+    Statement statement(impl,
+                        "SELECT run_id, role, linked_at FROM hypothesis_runs WHERE hypothesis_id = "
+                        "?1 ORDER BY seq",
+                        doing);
+    statement.bind(1, hypothesis.id);
+    while (statement.step()) {
+      hypothesis.links.push_back(
+          {statement.text(0), parse_link_role(statement.text(1)), statement.text(2)});
+    }
+  }
+  {
+    Statement statement(impl,
+                        "SELECT id, decision, why, who, decided_at FROM decisions WHERE "
+                        "hypothesis_id = ?1 ORDER BY id",
+                        doing);
+    statement.bind(1, hypothesis.id);
+    while (statement.step()) {
+      hypothesis.decisions.push_back({statement.integer(0), parse_decision(statement.text(1)),
+                                      statement.text(2), statement.text(3), statement.text(4)});
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<Hypothesis> Ledger::find_hypothesis(int64_t hypothesis_id) const {
+  Statement statement(*impl_,
+                      "SELECT id, text, skeleton_id, status, created_at FROM hypotheses WHERE "
+                      "id = ?1",
+                      "reading hypothesis " + std::to_string(hypothesis_id));
+  statement.bind(1, hypothesis_id);
+  if (!statement.step()) return std::nullopt;
+  Hypothesis hypothesis = read_hypothesis_row(statement);
+  read_hypothesis_children(*impl_, hypothesis);
+  return hypothesis;
+}
+
+std::vector<Hypothesis> Ledger::list_hypotheses() const {
+  std::vector<Hypothesis> hypotheses;
+  {
+    Statement statement(*impl_,
+                        "SELECT id, text, skeleton_id, status, created_at FROM hypotheses "
+                        "ORDER BY id",
+                        "listing hypotheses");
+    while (statement.step()) hypotheses.push_back(read_hypothesis_row(statement));
+  }
+  for (auto& hypothesis : hypotheses) read_hypothesis_children(*impl_, hypothesis);
+  return hypotheses;
+}
+
+}  // namespace loupe::ledger

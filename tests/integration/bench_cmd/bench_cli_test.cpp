@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "core/process.hpp"
+
+namespace loupe {
+namespace {
+
+ProcessResult run_loupe(std::vector<std::string> arguments) {
+  ProcessSpec spec;
+  spec.argv = {LOUPE_EXECUTABLE};
+  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
+  spec.timeout = std::chrono::seconds(60);
+  return run_process(spec);
+}
+
+Json parse_envelope(const ProcessResult& result) {
+  Json envelope = Json::parse(result.stdout_text);
+  EXPECT_EQ(envelope["loupe"], 1);
+  EXPECT_EQ(envelope["kind"], "bench");
+  return envelope;
+}
+
+// The done-when: `sleep 0.011` is ~10 % slower than `sleep 0.010` (~9 % with the
+// millisecond of process start-up both pay), well beyond the 2 % threshold.
+TEST(BenchCliTest, TenPercentSlowerSleepIsCalledSlower) {
+  ProcessResult result = run_loupe({"bench", "--cmd", "sleep 0.010", "--vs", "sleep 0.011",
+                                    "--budget", "12", "--seed", "3", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  Json envelope = parse_envelope(result);
+  EXPECT_EQ(envelope["verdict"], "none");
+  const Json& data = envelope["data"];
+  EXPECT_EQ(data["verdict"], "SLOWER") << data["rule"];
+  double ratio = data["ratio"].get<double>();
+  EXPECT_GT(ratio, 1.02);
+  EXPECT_LT(ratio, 1.2);
+  EXPECT_GT(data["ci"][0].get<double>(), 1.0);
+  // Every raw sample is kept, one per timed run of each arm.
+  EXPECT_EQ(data["samples"]["a"].size(), data["a"]["n"].get<size_t>());
+  EXPECT_EQ(data["samples"]["b"].size(), data["b"]["n"].get<size_t>());
+  EXPECT_EQ(data["a"]["command"], "sleep 0.010");
+  EXPECT_EQ(data["settings"]["seed"], 3);
+  EXPECT_EQ(data["order"].get<std::string>().size(), 2 * data["a"]["n"].get<size_t>());
+  ASSERT_EQ(envelope["findings"].size(), 1u);
+  EXPECT_EQ(envelope["findings"][0]["id"], "bench.cmd.slower");
+  EXPECT_EQ(envelope["findings"][0]["layer"], "bench");
+  EXPECT_NE(envelope["findings"][0]["reproduce"].get<std::string>().find("--seed 3"),
+            std::string::npos);
+}
+
+TEST(BenchCliTest, HumanOutputShowsBothArmsAndTheRule) {
+  // A 2× effect, decided in a few seconds even on a busy machine.
+  ProcessResult result = run_loupe(
+      {"bench", "--cmd", "sleep 0.02", "--vs", "sleep 0.04", "--budget", "4", "--seed", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  const std::string& text = result.stdout_text;
+  EXPECT_NE(text.find("A  sleep 0.02\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("B  sleep 0.04\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("B/A "), std::string::npos) << text;
+  EXPECT_NE(text.find("SLOWER: the 95% CI of B/A"), std::string::npos) << text;
+  EXPECT_NE(text.find("reproduce: loupe bench --cmd 'sleep 0.02' --vs 'sleep 0.04'"),
+            std::string::npos)
+      << text;
+}
+
+TEST(BenchCliTest, OneCommandGivesItsSummary) {
+  ProcessResult result = run_loupe({"bench", "--cmd", "true", "--budget", "0.5", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  Json envelope = parse_envelope(result);
+  const Json& data = envelope["data"];
+  EXPECT_FALSE(data.contains("b"));
+  EXPECT_FALSE(data.contains("verdict"));
+  EXPECT_GE(data["a"]["n"].get<int64_t>(), 1);
+  EXPECT_EQ(data["samples"]["a"].size(), data["a"]["n"].get<size_t>());
+  EXPECT_TRUE(envelope["findings"].empty());
+}
+
+TEST(BenchCliTest, FailingCommandExitsThreeNamingItsStderr) {
+  ProcessResult result =
+      run_loupe({"bench", "--cmd", "true", "--vs", "echo broken pipe dream >&2; exit 5"});
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_NE(result.stderr_text.find("command B"), std::string::npos) << result.stderr_text;
+  EXPECT_NE(result.stderr_text.find("exited with status 5"), std::string::npos)
+      << result.stderr_text;
+  EXPECT_NE(result.stderr_text.find("broken pipe dream"), std::string::npos) << result.stderr_text;
+
+  ProcessResult json = run_loupe({"bench", "--cmd", "exit 1", "--json"});
+  EXPECT_EQ(json.exit_code, 3);
+  Json envelope = parse_envelope(json);
+  EXPECT_EQ(envelope["verdict"], "error");
+  EXPECT_EQ(envelope["error"]["code"], "subject");
+}
+
+TEST(BenchCliTest, BadUsageExitsTwo) {
+  for (const auto& arguments : std::vector<std::vector<std::string>>{
+           {"bench", "--cmd", "true", "--threshold", "2", "--json"},
+           {"bench", "--cmd", "true", "--precision", "0", "--json"},
+           {"bench", "--cmd", "true", "--budget", "-1", "--json"},
+           {"bench", "--vs", "true", "--json"},
+           {"bench", "--cmd", "", "--json"}}) {
+    ProcessResult result = run_loupe(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments[2];
+    Json envelope = Json::parse(result.stdout_text);
+    EXPECT_EQ(envelope["error"]["code"], "usage") << result.stdout_text;
+  }
+}
+
+}  // namespace
+}  // namespace loupe

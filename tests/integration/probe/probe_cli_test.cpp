@@ -1,0 +1,286 @@
+// `loupe probe list|run` end to end against the test subjects (tests/subjects): every guard's
+// adversarial candidate yields a finding naming the guard, and the exit codes are the documented
+// ones. Runs in about 15 s (the bench cases sample for 0.3–0.5 s each).
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/json.hpp"
+#include "core/process.hpp"
+
+namespace loupe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  Json envelope;  // parsed stdout when it is one JSON line
+};
+
+class ProbeCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = fs::temp_directory_path() /
+            ("loupe_probe_cli_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(home_);
+    fs::create_directories(home_);
+  }
+  void TearDown() override { fs::remove_all(home_); }
+
+  CliRun loupe(std::vector<std::string> arguments, const std::string& subject) const {
+    ProcessSpec spec;
+    spec.argv = {LOUPE_EXECUTABLE};
+    for (auto& argument : arguments) spec.argv.push_back(std::move(argument));
+    if (arguments.empty() || spec.argv[1] != "probe" || spec.argv.size() < 3 ||
+        spec.argv[2] != "list") {
+      spec.argv.insert(spec.argv.end(), {"--home", home_.string()});
+    }
+    spec.argv.push_back("--");
+    spec.argv.push_back(subject);
+    spec.timeout = std::chrono::seconds(120);
+    const ProcessResult result = run_process(spec);
+    CliRun run;
+    run.exit_code = result.exit_code.value_or(-1);
+    run.out = result.stdout_text;
+    run.err = result.stderr_text;
+    if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
+    return run;
+  }
+
+  CliRun run_check(const std::string& probe, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> arguments = {"probe", "run", probe, "--seed", "7", "--json"};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return loupe(arguments, CHECK_SUBJECT);
+  }
+
+  CliRun run_bench(const std::string& probe, const std::string& budget) const {
+    return loupe({"probe", "run", probe, "--seed", "3", "--budget", budget, "--json"},
+                 BENCH_SUBJECT);
+  }
+
+  static std::set<std::string> finding_ids(const CliRun& run) {
+    std::set<std::string> ids;
+    for (const auto& finding : run.envelope.at("findings")) ids.insert(finding.at("id"));
+    return ids;
+  }
+
+  static const Json& finding(const CliRun& run, const std::string& id) {
+    for (const auto& item : run.envelope.at("findings")) {
+      if (item.at("id") == id) return item;
+    }
+    throw std::runtime_error("no finding " + id + " in " + run.out);
+  }
+
+  fs::path home_;
+};
+
+TEST_F(ProbeCliTest, ListShowsEveryProbeWithItsParameters) {
+  const CliRun run = loupe({"probe", "list", "--json"}, CHECK_SUBJECT);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.envelope.at("kind"), "probe.list");
+  const Json& probes = run.envelope.at("data").at("probes");
+  ASSERT_EQ(probes.size(), 6u);
+  EXPECT_EQ(probes[0].at("name"), "sum_correct");
+  EXPECT_EQ(probes[0].at("kind"), "check");
+  EXPECT_EQ(probes[0].at("has_oracle"), true);
+  EXPECT_EQ(probes[0].at("hidden_points"), 1);
+  const Json& param = probes[0].at("params").at(0);
+  EXPECT_EQ(param.at("name"), "N");
+  EXPECT_EQ(param.at("type"), "int");
+  EXPECT_EQ(param.at("default"), 1024);
+  EXPECT_EQ(param.at("allowed"), Json::parse("[256, 1024]"));
+  // The hidden point itself is not listed.
+  EXPECT_EQ(run.out.find("777"), std::string::npos);
+}
+
+TEST_F(ProbeCliTest, CorrectCandidateWithReorderedSummationPasses) {
+  const CliRun run = run_check("sum_correct");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "pass");
+  EXPECT_TRUE(finding_ids(run).count("check.sum_correct.match")) << run.out;
+  const fs::path observation = run.envelope.at("data").at("observation").get<std::string>();
+  EXPECT_EQ(observation.parent_path().filename(), "N=1024");
+  EXPECT_EQ(observation.parent_path().parent_path().filename(), "sum_correct");
+  std::ifstream in(observation);
+  const Json written = Json::parse(in);
+  EXPECT_EQ(written.at("seed"), 7);
+  EXPECT_EQ(written.at("verdict"), "pass");
+  EXPECT_FALSE(written.at("findings").empty());
+  EXPECT_TRUE(written.at("stderr_tail").is_string());
+  EXPECT_TRUE(fs::exists(observation.parent_path() / "oracle" / "y.npy"));
+  // The reordered sum differs from the sequential one in the last bits, not bitwise equal.
+  const Json& comparison = run.envelope.at("data").at("comparisons").at(0);
+  EXPECT_GT(comparison.at("metrics").at("rms_ratio").get<double>(), 0.0);
+  EXPECT_LE(comparison.at("metrics").at("rms_ratio").get<double>(), 1e-6);
+  EXPECT_EQ(comparison.at("profile").at("axis"), "N");
+}
+
+TEST_F(ProbeCliTest, CandidateReturningTheReferenceBufferIsCaughtByAliasAndOrder) {
+  const CliRun run = run_check("sum_alias");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "fail");
+  const auto ids = finding_ids(run);
+  EXPECT_TRUE(ids.count("check.sum_alias.guard.output_alias")) << run.out;
+  EXPECT_TRUE(ids.count("check.sum_alias.guard.order_dependence")) << run.out;
+  EXPECT_TRUE(ids.count("check.sum_alias.mismatch")) << run.out;
+  const Json& alias = finding(run, "check.sum_alias.guard.output_alias");
+  EXPECT_EQ(alias.at("severity"), "fail");
+  EXPECT_NE(alias.at("claim").get<std::string>().find("reference output y"), std::string::npos);
+  EXPECT_NE(alias.at("reproduce").get<std::string>().find("--seed 7"), std::string::npos);
+}
+
+TEST_F(ProbeCliTest, CandidateMutatingItsInputsIsCaught) {
+  const CliRun run = run_check("sum_mutate");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& mutation = finding(run, "check.sum_mutate.guard.input_mutation");
+  EXPECT_EQ(mutation.at("severity"), "fail");
+  EXPECT_EQ(mutation.at("where").at("path"), "candidate.x");
+  EXPECT_EQ(mutation.at("reproduce"),
+            std::string("loupe probe run sum_mutate --set N=1024 --seed 7 -- ") + CHECK_SUBJECT);
+}
+
+TEST_F(ProbeCliTest, CandidateWritingHalfItsOutputIsCaught) {
+  const CliRun run = run_check("sum_half", {"--set", "N=256"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& unwritten = finding(run, "check.sum_half.guard.output_unwritten");
+  EXPECT_NE(unwritten.at("claim").get<std::string>().find("left 128 of 256 elements"),
+            std::string::npos)
+      << unwritten.dump();
+  EXPECT_TRUE(finding_ids(run).count("check.sum_half.nonfinite"));
+}
+
+TEST_F(ProbeCliTest, ReferenceThatIgnoresItsInputsCannotDiscriminate) {
+  const CliRun run = run_check("sum_vacuous");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "inconclusive");
+  EXPECT_TRUE(finding_ids(run).count("check.sum_vacuous.guard.cannot_discriminate")) << run.out;
+}
+
+TEST_F(ProbeCliTest, RepeatFindsWhereANondeterministicCandidateFirstDiffers) {
+  const CliRun run = run_check("sum_flaky", {"--repeat", "2"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& nondeterministic = finding(run, "check.sum_flaky.nondeterministic");
+  // The perturbed element is y[N / 3] = y[341].
+  EXPECT_EQ(nondeterministic.at("where").at("coords"), Json::parse(R"({"N": 341})"));
+  EXPECT_NE(nondeterministic.at("reproduce").get<std::string>().find("--repeat 2"),
+            std::string::npos);
+
+  const CliRun stable = run_check("sum_correct", {"--repeat", "2"});
+  EXPECT_EQ(stable.exit_code, 0) << stable.out;
+  EXPECT_TRUE(finding_ids(stable).count("check.sum_correct.deterministic"));
+}
+
+TEST_F(ProbeCliTest, HiddenPointIsRevealedOnlyInTheObservation) {
+  const CliRun run = loupe({"probe", "run", "sum_correct", "--hidden", "--json"}, CHECK_SUBJECT);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& data = run.envelope.at("data");
+  EXPECT_EQ(data.at("params").at("N"), 777);
+  EXPECT_EQ(data.at("hidden").at("index"), 0);
+  const std::string reproduce = finding(run, "check.sum_correct.match").at("reproduce");
+  EXPECT_NE(reproduce.find("--hidden-point 0 --seed "), std::string::npos) << reproduce;
+}
+
+TEST_F(ProbeCliTest, BadUsageExitsTwoListingTheValidChoices) {
+  CliRun run = run_check("no_such_probe");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.envelope.at("verdict"), "error");
+  EXPECT_NE(run.out.find("sum_correct, sum_alias"), std::string::npos) << run.out;
+
+  run = run_check("sum_correct", {"--set", "N=12"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("allowed: 256, 1024"), std::string::npos) << run.out;
+
+  run = run_check("sum_correct", {"--set", "N=many"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("parameter 'N' is int, got 'many'"), std::string::npos) << run.out;
+
+  run = run_check("sum_correct", {"--set", "M=1"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("its parameters are: N (int)"), std::string::npos) << run.out;
+}
+
+TEST_F(ProbeCliTest, CrashingSubjectExitsThree) {
+  const CliRun run = loupe({"probe", "run", "anything", "--json"}, "/bin/sh");
+  // `sh run anything ...` fails to open a script named "run": exit 127, a subject failure.
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("error").at("code"), "subject");
+}
+
+TEST_F(ProbeCliTest, TimeoutKillsTheSubjectAndExitsThree) {
+  const fs::path script = home_ / "sleeper.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nsleep 100 &\nsleep 100\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  const auto start = std::chrono::steady_clock::now();
+  const CliRun run = loupe({"probe", "run", "slow", "--timeout", "0.5", "--json"}, script.string());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_NE(run.out.find("timed out"), std::string::npos) << run.out;
+  EXPECT_LT(seconds, 30.0);
+}
+
+TEST_F(ProbeCliTest, BenchComparesVariantsFromRawSamples) {
+  const CliRun run = run_bench("squares", "0.5");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& data = run.envelope.at("data");
+  EXPECT_TRUE(data.at("summaries").contains("base"));
+  EXPECT_TRUE(data.at("summaries").contains("double"));
+  EXPECT_GT(data.at("summaries").at("base").at("bytes_per_s").get<double>(), 0.0);
+  ASSERT_EQ(data.at("comparisons").size(), 1u);
+  EXPECT_EQ(data.at("comparisons")[0].at("a"), "base");
+  EXPECT_EQ(data.at("comparisons")[0].at("b"), "double");
+  ASSERT_EQ(run.envelope.at("findings").size(), 1u);
+  EXPECT_EQ(run.envelope.at("findings")[0].at("id").get<std::string>().rfind("bench.squares.", 0),
+            0u);
+  const fs::path dir = fs::path(data.at("observation").get<std::string>()).parent_path();
+  std::ifstream in(dir / "samples.json");
+  const Json samples = Json::parse(in);
+  EXPECT_EQ(samples.at("variants").size(), 2u);
+  EXPECT_EQ(samples.at("variants")[0].at("samples").size(),
+            data.at("summaries").at("base").at("n").get<size_t>());
+}
+
+TEST_F(ProbeCliTest, BenchThreadLeftRunningIsCaught) {
+  const CliRun run = run_bench("thread_leak", "0.3");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(finding_ids(run).count("bench.thread_leak.guard.thread_count")) << run.out;
+}
+
+TEST_F(ProbeCliTest, BenchReplayingCachedResultsIsCaughtByVerification) {
+  const CliRun run = run_bench("stale", "0.3");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(finding_ids(run).count("bench.stale.guard.verify_mismatch")) << run.out;
+}
+
+TEST_F(ProbeCliTest, SkippedBenchCarriesItsReason) {
+  const CliRun run = run_bench("needs_gpu", "0.3");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "none");
+  EXPECT_EQ(run.envelope.at("data").at("skipped"), "needs a GPU");
+}
+
+TEST_F(ProbeCliTest, ScenarioRecordsMetricsAndTrace) {
+  const CliRun run =
+      loupe({"probe", "run", "pipeline", "--set", "tokens=4000", "--json"}, BENCH_SUBJECT);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& data = run.envelope.at("data");
+  EXPECT_TRUE(data.at("metrics").contains("tokens_per_s"));
+  EXPECT_TRUE(data.at("metrics").contains("wall_s"));
+  EXPECT_EQ(data.at("traces"), Json::parse(R"(["trace.json"])"));
+  EXPECT_EQ(finding_ids(run), std::set<std::string>{"scenario.pipeline.metrics"});
+}
+
+}  // namespace
+}  // namespace loupe

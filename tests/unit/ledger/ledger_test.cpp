@@ -1,0 +1,313 @@
+#include "ledger/ledger.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <fstream>
+#include <thread>
+
+#include "test_support.hpp"
+
+namespace loupe::ledger {
+namespace {
+
+using testing::make_run;
+using testing::ScratchDir;
+
+RunStart start_of(const RunRecord& run) {
+  return {run.id,  run.started_at,       run.objective_path, run.objective_hash,
+          run.git, run.environment_json, run.config_json};
+}
+
+// Runs one SQL statement on the raw file, outside the Ledger API (to inspect or damage it).
+int64_t query_integer(const std::filesystem::path& file, const char* sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &statement, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  int64_t value = -1;
+  if (sqlite3_step(statement) == SQLITE_ROW) value = sqlite3_column_int64(statement, 0);
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+  return value;
+}
+
+TEST(LedgerTest, OpenCreatesTheFileItsFolderAndTheLatestSchemaInWalMode) {
+  ScratchDir dir("open");
+  const auto file = dir.path() / "nested" / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  EXPECT_TRUE(std::filesystem::exists(file));
+  EXPECT_EQ(ledger.schema_version(), kSchemaVersion);
+  EXPECT_EQ(ledger.file(), file);
+  EXPECT_EQ(ledger.count_runs(), 0);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)), "wal");
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+}
+
+TEST(LedgerTest, ARunIsInProgressUntilFinishedThenHoldsEverythingInOrder) {
+  ScratchDir dir("two-step");
+  Ledger ledger = Ledger::open(dir.path() / "ledger.sqlite");
+  const RunRecord expected = make_run("r1", "2026-11-30T04:00:00Z");
+  ledger.begin_run(start_of(expected));
+
+  RunRecord in_progress = ledger.get_run("r1");
+  EXPECT_EQ(in_progress.status, RunStatus::kInProgress);
+  EXPECT_FALSE(in_progress.ended_at.has_value());
+  EXPECT_TRUE(in_progress.gates.empty());
+  EXPECT_TRUE(in_progress.findings.empty());
+  const auto listed = ledger.list_runs(10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].status, RunStatus::kInProgress);
+
+  ledger.finish_run("r1", RunStatus::kCompleted, *expected.ended_at, expected.gates,
+                    expected.findings, expected.observations);
+  EXPECT_EQ(ledger.get_run("r1"), expected);
+}
+
+TEST(LedgerTest, InsertRunRoundTripsAndSummariesCountGatesAndFindings) {
+  ScratchDir dir("insert");
+  Ledger ledger = Ledger::open(dir.path() / "ledger.sqlite");
+  RunRecord older = make_run("r-old", "2026-11-30T03:00:00Z");
+  RunRecord newer = make_run("r-new", "2026-11-30T04:00:00Z");
+  newer.gates.push_back({"transfer", GateVerdict::kNotRun, "{}", "the cascade stopped at checks"});
+  ledger.insert_run(older);
+  ledger.insert_run(newer);
+  EXPECT_EQ(ledger.get_run("r-old"), older);
+  EXPECT_EQ(ledger.get_run("r-new"), newer);
+  EXPECT_EQ(ledger.count_runs(), 2);
+  const auto runs = ledger.list_runs(10);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].id, "r-new");
+  EXPECT_EQ(runs[0].gates_passed, 1);
+  EXPECT_EQ(runs[0].gates_failed, 1);
+  EXPECT_EQ(runs[0].gates_inconclusive, 0);
+  EXPECT_EQ(runs[0].gates_not_run, 1);
+  EXPECT_EQ(runs[0].findings, 1);
+  EXPECT_EQ(runs[1].id, "r-old");
+  const auto page = ledger.list_runs(1, 1);
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].id, "r-old");
+}
+
+TEST(LedgerTest, ARecordedIdCannotBeRecordedAgain) {
+  ScratchDir dir("duplicate");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  ledger.insert_run(make_run("r1", "2026-11-30T04:00:00Z"));
+  try {
+    ledger.insert_run(make_run("r1", "2026-11-30T04:00:00Z"));
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "ledger " + file.string() + ": run r1 is already recorded");
+  }
+  // The failed transaction left nothing behind.
+  EXPECT_EQ(ledger.get_run("r1").gates.size(), 2u);
+}
+
+TEST(LedgerTest, UnknownRunIsAUsageErrorNamingTheFile) {
+  ScratchDir dir("unknown");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  EXPECT_FALSE(ledger.find_run("nope").has_value());
+  try {
+    ledger.get_run("nope");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "ledger " + file.string() + ": no run nope");
+    EXPECT_EQ(error.hint(), "`loupe ledger list` shows the recorded runs");
+  }
+}
+
+TEST(LedgerTest, AFileThatIsNotADatabaseIsAnInputErrorNamingTheFileAndTheStep) {
+  ScratchDir dir("garbage");
+  const auto file = dir.path() / "ledger.sqlite";
+  std::ofstream(file) << std::string(4096, 'x');
+  try {
+    Ledger::open(file);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(),
+              "ledger " + file.string() + ": switching to WAL mode: file is not a database");
+  }
+}
+
+TEST(LedgerTest, ALedgerFromANewerLoupeIsRefused) {
+  ScratchDir dir("newer");
+  const auto file = dir.path() / "ledger.sqlite";
+  { Ledger::open(file); }
+  query_integer(file, "PRAGMA user_version = 99");
+  try {
+    Ledger::open(file);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(), "ledger " + file.string() +
+                                   ": schema version 99 was written by a newer loupe (this one "
+                                   "reads up to 2)");
+  }
+}
+
+TEST(LedgerTest, MigrationFromVersionOneKeepsRunsAndAddsHypotheses) {
+  ScratchDir dir("migrate");
+  const auto file = dir.path() / "ledger.sqlite";
+  const RunRecord run = make_run("r1", "2026-11-30T04:00:00Z");
+  {
+    Ledger v1 = Ledger::open_at_version(file, 1);
+    EXPECT_EQ(v1.schema_version(), 1);
+    v1.insert_run(run);
+  }
+  EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'hypotheses'"), 0);
+  Ledger ledger = Ledger::open(file);
+  EXPECT_EQ(ledger.schema_version(), 2);
+  EXPECT_EQ(ledger.get_run("r1"), run);
+  const int64_t hypothesis = ledger.add_hypothesis("3xTF32 removes the drift", "tf32x3", "t0");
+  ledger.link_run(hypothesis, "r1", LinkRole::kBaseline, "t1");
+  EXPECT_EQ(ledger.find_hypothesis(hypothesis)->links.size(), 1u);
+  // Opening again does not re-run a step.
+  Ledger again = Ledger::open(file);
+  EXPECT_EQ(again.schema_version(), 2);
+  EXPECT_EQ(again.list_hypotheses().size(), 1u);
+}
+
+TEST(LedgerTest, HypothesesLinksAndDecisionsRoundTrip) {
+  ScratchDir dir("hypotheses");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  ledger.insert_run(make_run("base", "2026-11-30T04:00:00Z"));
+  ledger.insert_run(make_run("cand", "2026-11-30T04:10:00Z"));
+  const int64_t first = ledger.add_hypothesis("merged decode is faster", std::nullopt, "t0");
+  const int64_t second = ledger.add_hypothesis("release the lock", "release_lock_on_wait", "t1");
+  EXPECT_EQ(second, first + 1);
+  ledger.link_run(first, "base", LinkRole::kBaseline, "t2");
+  ledger.link_run(first, "cand", LinkRole::kCandidate, "t3");
+  ledger.link_run(first, "cand", LinkRole::kCandidate, "t4");  // again: no-op
+  ledger.add_decision(first, DecisionKind::kNeedsReview, "touches kda/kernels (numerics)", "agent",
+                      "t5");
+  ledger.add_decision(first, DecisionKind::kRetain, "approved", "alice", "t6");
+
+  Hypothesis expected;
+  expected.id = first;
+  expected.text = "merged decode is faster";
+  expected.status = HypothesisStatus::kRetained;
+  expected.created_at = "t0";
+  expected.links = {{"base", LinkRole::kBaseline, "t2"}, {"cand", LinkRole::kCandidate, "t3"}};
+  const auto found = ledger.find_hypothesis(first);
+  ASSERT_TRUE(found.has_value());
+  ASSERT_EQ(found->decisions.size(), 2u);
+  expected.decisions = {{found->decisions[0].id, DecisionKind::kNeedsReview,
+                         "touches kda/kernels (numerics)", "agent", "t5"},
+                        {found->decisions[1].id, DecisionKind::kRetain, "approved", "alice", "t6"}};
+  EXPECT_EQ(*found, expected);
+  EXPECT_LT(found->decisions[0].id, found->decisions[1].id);
+
+  const auto all = ledger.list_hypotheses();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].skeleton_id, "release_lock_on_wait");
+  EXPECT_EQ(all[1].status, HypothesisStatus::kOpen);
+  EXPECT_FALSE(ledger.find_hypothesis(99).has_value());
+}
+
+TEST(LedgerTest, LinksAndDecisionsNameWhatIsMissing) {
+  ScratchDir dir("hypothesis-errors");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  const int64_t hypothesis = ledger.add_hypothesis("h", std::nullopt, "t0");
+  try {
+    ledger.link_run(hypothesis, "ghost", LinkRole::kCandidate, "t1");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "ledger " + file.string() + ": no run ghost");
+  }
+  try {
+    ledger.add_decision(42, DecisionKind::kReject, "why", "who", "t2");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "ledger " + file.string() + ": no hypothesis 42");
+  }
+}
+
+TEST(LedgerTest, TwoWritersOnOneFileBothLand) {
+  ScratchDir dir("writers");
+  const auto file = dir.path() / "ledger.sqlite";
+  { Ledger::open(file); }
+  constexpr int kRunsPerWriter = 25;
+  auto writer = [&](const std::string& prefix) {
+    Ledger ledger = Ledger::open(file);
+    for (int index = 0; index < kRunsPerWriter; ++index) {
+      RunRecord run = make_run(prefix + std::to_string(index), "2026-11-30T04:00:00Z");
+      ledger.begin_run({run.id, run.started_at, run.objective_path, run.objective_hash, run.git,
+                        run.environment_json, run.config_json});
+      ledger.finish_run(run.id, RunStatus::kCompleted, "2026-11-30T04:01:00Z", run.gates,
+                        run.findings, run.observations);
+    }
+  };
+  std::thread first(writer, "a");
+  std::thread second(writer, "b");
+  first.join();
+  second.join();
+  Ledger ledger = Ledger::open(file);
+  EXPECT_EQ(ledger.count_runs(), 2 * kRunsPerWriter);
+  EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM gate_verdicts"), 4 * kRunsPerWriter);
+  EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM runs WHERE status = 'completed'"),
+            2 * kRunsPerWriter);
+}
+
+TEST(LedgerTest, FindingsAreIndexedByIdLayerAndSeverity) {
+  ScratchDir dir("indexed");
+  const auto file = dir.path() / "ledger.sqlite";
+  {
+    Ledger ledger = Ledger::open(file);
+    ledger.insert_run(make_run("r1", "2026-11-30T04:00:00Z"));
+  }
+  EXPECT_EQ(query_integer(file,
+                          "SELECT COUNT(*) FROM findings WHERE finding_id = "
+                          "'check.cp_vs_nocp.drift' AND layer = 'check' AND severity = 'fail'"),
+            1);
+}
+
+TEST(LedgerWordsTest, NamesAndParsersAreInverse) {
+  for (auto status : {RunStatus::kInProgress, RunStatus::kCompleted, RunStatus::kInterrupted,
+                      RunStatus::kFailed}) {
+    EXPECT_EQ(parse_run_status(run_status_name(status)), status);
+  }
+  for (auto verdict :
+       {GateVerdict::kPass, GateVerdict::kFail, GateVerdict::kInconclusive, GateVerdict::kNotRun}) {
+    EXPECT_EQ(parse_gate_verdict(gate_verdict_name(verdict)), verdict);
+  }
+  EXPECT_EQ(parse_decision("needs-review"), DecisionKind::kNeedsReview);
+  EXPECT_EQ(parse_link_role("candidate"), LinkRole::kCandidate);
+  EXPECT_EQ(parse_hypothesis_status("rejected"), HypothesisStatus::kRejected);
+  try {
+    parse_decision("keep");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(),
+              "unknown decision 'keep'; expected one of retain, revise, reject, needs-review");
+  }
+}
+
+TEST(LedgerTest, FinishingAnUnknownRunIsRefused) {
+  ScratchDir dir("finish-unknown");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  try {
+    ledger.finish_run("ghost", RunStatus::kInterrupted, "t", {}, {}, {});
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(), "ledger " + file.string() + ": no run ghost to finish");
+  }
+}
+
+}  // namespace
+}  // namespace loupe::ledger

@@ -1,0 +1,68 @@
+#include "ledger/provenance.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "test_support.hpp"
+
+namespace loupe::ledger {
+namespace {
+
+using testing::ScratchDir;
+
+TEST(ProvenanceTest, Sha256MatchesTheStandardVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // 56 bytes: the length no longer fits the first padding block.
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(ProvenanceTest, FileHashAndUnreadableFile) {
+  ScratchDir dir("hash");
+  std::ofstream(dir.path() / "o.toml") << "abc";
+  EXPECT_EQ(file_sha256(dir.path() / "o.toml"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  try {
+    file_sha256(dir.path() / "missing.toml");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(),
+              (dir.path() / "missing.toml").string() + ": cannot be read to hash it");
+  }
+}
+
+TEST(ProvenanceTest, GitStateOutsideARepositoryIsEmpty) {
+  ScratchDir dir("no-git");
+  EXPECT_EQ(read_git_state(dir.path()), GitState{});
+}
+
+TEST(ProvenanceTest, GitStateRecordsTheCommitAndADirtyTreesDiffHash) {
+  ScratchDir dir("git");
+  const std::string repo = dir.path().string();
+  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
+  std::ofstream(dir.path() / "a.txt") << "one\n";
+  ASSERT_EQ(std::system(
+                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
+            0);
+  const GitState clean = read_git_state(dir.path());
+  EXPECT_EQ(clean.commit.size(), 40u);
+  EXPECT_FALSE(clean.dirty);
+  EXPECT_EQ(clean.diff_hash, "");
+
+  std::ofstream(dir.path() / "a.txt") << "two\n";
+  const GitState dirty = read_git_state(dir.path());
+  EXPECT_EQ(dirty.commit, clean.commit);
+  EXPECT_TRUE(dirty.dirty);
+  EXPECT_EQ(dirty.diff_hash.size(), 64u);
+  std::ofstream(dir.path() / "a.txt") << "three\n";
+  EXPECT_NE(read_git_state(dir.path()).diff_hash, dirty.diff_hash);
+}
+
+}  // namespace
+}  // namespace loupe::ledger

@@ -1,0 +1,86 @@
+// ModelBuilder: nesting, repairs, lock spans and the track index.
+#include <gtest/gtest.h>
+
+#include "trace/model/model.hpp"
+
+namespace loupe::trace {
+namespace {
+
+TEST(Model, FinishNestsSlicesPerTrackAndComputesTheRange) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId track = builder.track(0, TrackKind::kThread, "1", "1");
+  const TrackId other = builder.track(0, TrackKind::kThread, "1", "2");
+  EXPECT_EQ(builder.track(0, TrackKind::kThread, "1", "1"), track);
+  builder.add_slice(track, 20, 30, builder.intern("child2"), 0);
+  builder.add_slice(track, 0, 100, builder.intern("root"), 0);
+  builder.add_slice(track, 10, 20, builder.intern("child1"), 0);
+  builder.add_slice(track, 12, 15, builder.intern("grandchild"), 0);
+  builder.add_slice(other, 5, 6, builder.intern("elsewhere"), 0);
+  builder.finish();
+  std::vector<std::string> names;
+  for (SliceId id = 0; id < model.slices.size(); ++id) names.emplace_back(model.slice_name(id));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"root", "child1", "grandchild", "child2", "elsewhere"}));
+  EXPECT_EQ(model.slices.depth, (std::vector<uint32_t>{0, 1, 2, 1, 0}));
+  EXPECT_EQ(model.slices.parent, (std::vector<SliceId>{kNoSlice, 0, 1, 0, kNoSlice}));
+  EXPECT_EQ(model.start_ns, 0);
+  EXPECT_EQ(model.end_ns, 100);
+  EXPECT_TRUE(model.stats.all_zero());
+
+  const TrackIndex index(model);
+  EXPECT_EQ(index.innermost_at(track, 13), 2u);
+  EXPECT_EQ(index.innermost_at(track, 16), 1u);
+  EXPECT_EQ(index.innermost_at(track, 25), 3u);
+  EXPECT_EQ(index.innermost_at(track, 50), 0u);
+  EXPECT_EQ(index.innermost_at(track, 100), kNoSlice);
+  EXPECT_EQ(index.next_starting_at_or_after(track, 11), 2u);
+  EXPECT_EQ(index.next_starting_at_or_after(track, 21), kNoSlice);
+}
+
+TEST(Model, PartialOverlapIsClampedToTheParent) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId track = builder.track(0, TrackKind::kThread, "1", "1");
+  builder.add_slice(track, 0, 10, builder.intern("a"), 0);
+  builder.add_slice(track, 5, 15, builder.intern("b"), 0);
+  builder.finish();
+  EXPECT_EQ(model.slices.end_ns[1], 10);
+  EXPECT_EQ(model.slices.parent[1], 0u);
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_clamped), 1);
+}
+
+TEST(Model, LockSpansPairWaitsObtainsAndReleasesAndCountTheRest) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId lock = builder.track(0, TrackKind::kLock, "1", "0");
+  const TrackId holder = builder.track(0, TrackKind::kThread, "1", "1");
+  const TrackId waiter = builder.track(0, TrackKind::kThread, "1", "2");
+  builder.add_lock_event(lock, holder, 0, LockEventKind::kObtain, false);
+  builder.add_lock_event(lock, waiter, 5, LockEventKind::kWait, false);
+  builder.add_lock_event(lock, holder, 10, LockEventKind::kRelease, false);
+  builder.add_lock_event(lock, waiter, 10, LockEventKind::kObtain, false);
+  builder.add_lock_event(lock, waiter, 12, LockEventKind::kRelease, false);
+  builder.add_lock_event(lock, waiter, 14, LockEventKind::kRelease, false);  // unmatched
+  builder.add_lock_event(lock, holder, 20, LockEventKind::kObtain, false);   // never released
+  builder.finish();
+  StatsRegistry stats;
+  const std::vector<LockSpan> spans = derive_lock_spans(model, stats);
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_TRUE(spans[0].hold);
+  EXPECT_EQ(spans[0].thread, holder);
+  EXPECT_EQ(spans[0].end_ns, 10);
+  EXPECT_FALSE(spans[1].hold);
+  EXPECT_EQ(spans[1].thread, waiter);
+  EXPECT_EQ(spans[1].start_ns, 5);
+  EXPECT_EQ(spans[1].end_ns, 10);
+  EXPECT_TRUE(spans[2].hold);
+  EXPECT_EQ(spans[2].start_ns, 10);
+  EXPECT_EQ(spans[2].end_ns, 12);
+  EXPECT_EQ(spans[3].start_ns, 20);
+  EXPECT_EQ(spans[3].end_ns, 20);  // closed at the end of the trace
+  EXPECT_EQ(stats.count(Stat::trace_lock_event_unmatched), 2);
+}
+
+}  // namespace
+}  // namespace loupe::trace
