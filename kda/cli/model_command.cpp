@@ -68,11 +68,13 @@ void add_model_commands(CLI::App& app, int& exit_code) {
   auto prefill_args = std::make_shared<ModelArgs>();
   CLI::App* prefill = app.add_subcommand("prefill", "Prefill seeded prompts with the KDA model");
   add_model_options(prefill, *prefill_args);
-  prefill->add_option("--cp-shards", prefill_args->config.cp_shards,
-                      "context-parallel prefill over this many shards (0: chunk kernel)")
+  prefill
+      ->add_option("--cp-shards", prefill_args->config.cp_shards,
+                   "context-parallel prefill over this many shards (0: chunk kernel)")
       ->capture_default_str();
-  prefill->add_option("--cp-precision", prefill_args->cp_precision,
-                      "dot precision of the CP scan: ieee | bf16 | tf32_rz | tf32_rne | tf32x3")
+  prefill
+      ->add_option("--cp-precision", prefill_args->cp_precision,
+                   "dot precision of the CP scan: ieee | bf16 | tf32_rz | tf32_rne | tf32x3")
       ->capture_default_str();
   prefill->callback([prefill_args, &exit_code] {
     ModelArgs& args = *prefill_args;
@@ -137,9 +139,9 @@ void add_model_commands(CLI::App& app, int& exit_code) {
     std::vector<double> step_latencies;
     std::vector<int32_t> tokens;
     for (int repeat = 0; repeat < args.repeats; ++repeat) {
-      model::StateCache cache(cache_dtype, args.requests, args.config.layers,
-                              args.config.head_dim);
-      const std::vector<float> first = model.prefill(prompts, args.requests, args.prompt_len, cache);
+      model::StateCache cache(cache_dtype, args.requests, args.config.layers, args.config.head_dim);
+      const std::vector<float> first =
+          model.prefill(prompts, args.requests, args.prompt_len, cache);
       std::vector<int32_t> current = model::argmax_rows(first, args.config.vocab);
       tokens = current;
       std::vector<int64_t> ids(args.requests);

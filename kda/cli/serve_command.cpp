@@ -24,8 +24,7 @@ void print_text(const serve::ServeOptions& options, const serve::ServeResult& re
               std::string(serve::mode_name(options.mode)).c_str(),
               options.dispatch_holds_lock ? " --dispatch-holds-lock" : "",
               static_cast<long long>(options.model.layers),
-              static_cast<long long>(options.requests),
-              static_cast<long long>(options.prompt_len));
+              static_cast<long long>(options.requests), static_cast<long long>(options.prompt_len));
   std::printf("  wall        %.3f ms\n  throughput  %.1f tokens/s (%lld tokens)\n",
               result.wall_s * 1e3, result.tokens_per_s, static_cast<long long>(result.tokens));
   std::printf(
@@ -68,22 +67,26 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--seed", o.seed, "seed of the prompts")->capture_default_str();
   command->add_option("--model-seed", o.model.seed, "seed of the weights")->capture_default_str();
-  command->add_option("--dispatch-wait-us", o.dispatch_wait_us,
-                      "latency of the remote counter each dispatch spins on")
+  command
+      ->add_option("--dispatch-wait-us", o.dispatch_wait_us,
+                   "latency of the remote counter each dispatch spins on")
       ->capture_default_str();
-  command->add_option("--bookkeeping-us", o.bookkeeping_us,
-                      "interpreter-lock work of the transfer per layer and request")
+  command
+      ->add_option("--bookkeeping-us", o.bookkeeping_us,
+                   "interpreter-lock work of the transfer per layer and request")
       ->capture_default_str();
-  command->add_option("--switch-interval-us", o.switch_interval_us,
-                      "wait after which a thread asks the lock holder to switch")
+  command
+      ->add_option("--switch-interval-us", o.switch_interval_us,
+                   "wait after which a thread asks the lock holder to switch")
       ->capture_default_str();
   command->add_option("--cache", args->cache, "decode state cache: f32 | bf16 | int8")
       ->capture_default_str();
   command->add_option("--decode-variant", args->decode_variant, "tiled | merged")
       ->capture_default_str();
   command->add_flag("--w8a8", o.model.w8a8, "W8A8 linear layers");
-  command->add_option("--drop-state-layer", o.drop_state_layer,
-                      "fault injection: never ship this layer's states")
+  command
+      ->add_option("--drop-state-layer", o.drop_state_layer,
+                   "fault injection: never ship this layer's states")
       ->capture_default_str();
   command->add_flag("--swap-requests", o.swap_requests,
                     "fault injection: deliver request 0's states as request 1's and back");

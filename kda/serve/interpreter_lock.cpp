@@ -31,6 +31,17 @@ void spin_until(int64_t deadline_ns) {
   }
 }
 
+void poll_until(int64_t deadline_ns) {
+  constexpr int64_t kSpinTailNs = 200'000;
+  const int64_t sleep_until_ns = deadline_ns - kSpinTailNs;
+  if (sleep_until_ns > now_ns()) {
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(sleep_until_ns))));
+  }
+  spin_until(deadline_ns);
+}
+
 InterpreterLock::InterpreterLock(std::chrono::nanoseconds switch_interval)
     : switch_interval_ns_(switch_interval.count()), oldest_wait_start_ns_(kNobodyWaits) {}
 

@@ -49,4 +49,10 @@ int64_t now_ns();
 // Spins on the CPU (with a pause hint) until now_ns() reaches `deadline_ns`.
 void spin_until(int64_t deadline_ns);
 
+// Polls a deadline the way the dispatch polls its remote counter: sleeps until shortly before it,
+// then spins the rest. A pure spin would hold a core for the whole wait, and on a shared 2-core
+// machine a preempted spinner overshoots by whole scheduler slices; sleeping keeps the wait's
+// length exact and leaves the effect to the lock, not to core contention.
+void poll_until(int64_t deadline_ns);
+
 }  // namespace kda::serve

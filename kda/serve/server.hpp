@@ -43,14 +43,16 @@ struct ServeOptions {
   Mode mode = Mode::kPrefill;
   bool dispatch_holds_lock = false;
   model::ModelConfig model;  // model.layers is the server's --layers
-  int64_t requests = 4;
-  int64_t prompt_len = 64;
+  int64_t requests = 2;
+  int64_t prompt_len = 32;
   int64_t new_tokens = 8;
   uint64_t seed = 0;  // of the prompts; the weights come from model.seed
+  // The prompts (requests, prompt_len); empty: generated from `seed`.
+  std::vector<int32_t> prompts;
   // Latency of the simulated remote counter each dispatch spins on, per layer.
-  int64_t dispatch_wait_us = 3000;
+  int64_t dispatch_wait_us = 5000;
   // Interpreter-lock work of the transfer thread per (layer, request).
-  int64_t bookkeeping_us = 400;
+  int64_t bookkeeping_us = 1000;
   int64_t switch_interval_us = 5000;  // CPython's default sys.getswitchinterval()
   model::CacheDType cache_dtype = model::CacheDType::kF32;
   // Fault injection: skip this layer's states (−1: none); exchange the labels of requests 0 and 1
@@ -66,8 +68,8 @@ struct ServeOptions {
 
 // Seconds spent per stage, summed over layers and steps (zero for stages a mode does not run).
 struct StageTimes {
-  double attention_s = 0, moe_dispatch_s = 0, dispatch_wait_s = 0, experts_s = 0,
-         moe_combine_s = 0, prefill_lock_wait_s = 0, prefill_s = 0;
+  double attention_s = 0, moe_dispatch_s = 0, dispatch_wait_s = 0, experts_s = 0, moe_combine_s = 0,
+         prefill_lock_wait_s = 0, prefill_s = 0;
   double transfer_s = 0, transfer_bookkeeping_s = 0, transfer_lock_wait_s = 0;
   double decode_s = 0;
 };

@@ -36,7 +36,8 @@ uint64_t state_digest(int64_t request, int64_t layer, const model::LayerState& s
   return fnv_bytes(hash, state.conv.data(), state.conv.size() * sizeof(float));
 }
 
-DecodeIntake::DecodeIntake(model::StateCache& cache, bool verify) : cache_(cache), verify_(verify) {}
+DecodeIntake::DecodeIntake(model::StateCache& cache, bool verify)
+    : cache_(cache), verify_(verify) {}
 
 void DecodeIntake::receive(StatePacket packet) {
   const std::string where =
@@ -44,11 +45,11 @@ void DecodeIntake::receive(StatePacket packet) {
   if (verify_) {
     const uint64_t digest = state_digest(packet.request, packet.layer, packet.state);
     if (digest != packet.digest) {
-      throw loupe::Error(
-          loupe::ErrorCode::kInput,
-          "kda serve: state transfer of " + where + ": digest " + hex(digest) +
-              " computed at the decode side differs from the sender's " + hex(packet.digest),
-          "the state was corrupted in transit or delivered to the wrong request");
+      throw loupe::Error(loupe::ErrorCode::kInput,
+                         "kda serve: state transfer of " + where + ": digest " + hex(digest) +
+                             " computed at the decode side differs from the sender's " +
+                             hex(packet.digest),
+                         "the state was corrupted in transit or delivered to the wrong request");
     }
   }
   std::lock_guard lock(mutex_);

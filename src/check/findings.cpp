@@ -8,8 +8,11 @@ namespace {
 std::string percent(double share) {
   char buffer[16];
   // Two decimals near 100%, so 99.97% does not read as all of it.
-  std::snprintf(buffer, sizeof buffer, share >= 0.99 && share < 1 ? "%.2f%%" : "%.3g%%",
-                100 * share);
+  if (share >= 0.99 && share < 1) {
+    std::snprintf(buffer, sizeof buffer, "%.2f%%", std::floor(share * 1e4) / 1e2);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.3g%%", 100 * share);
+  }
   return buffer;
 }
 

@@ -37,11 +37,13 @@ constexpr int kHistogramCopies = 2;
 constexpr int64_t kBlock = 1024;  // elements decoded at a time on the generic path
 
 inline size_t ulp_bucket(uint64_t distance) {
+  // Both candidates are computed and one selected, so the compiler can avoid a branch.
   const int width = std::bit_width(distance);
-  if (width <= 8) return static_cast<size_t>(distance);
-  const uint64_t sub_bucket =
-      (distance >> (width - 1 - kSubBucketBits)) & ((1 << kSubBucketBits) - 1);
-  return kExactUlpBuckets + (static_cast<size_t>(width - 9) << kSubBucketBits) + sub_bucket;
+  const int shift = width > 8 ? width - 1 - kSubBucketBits : 0;
+  const size_t binade_bucket = kExactUlpBuckets +
+                               (static_cast<size_t>(width - 9) << kSubBucketBits) +
+                               ((distance >> shift) & ((1 << kSubBucketBits) - 1));
+  return width <= 8 ? static_cast<size_t>(distance) : binade_bucket;
 }
 
 // The smallest distance of a binade sub-bucket, and the largest.
@@ -61,6 +63,16 @@ inline uint64_t ulp_distance(uint64_t bits_a, uint64_t bits_b, uint64_t sign_mas
     return magnitude_a > magnitude_b ? magnitude_a - magnitude_b : magnitude_b - magnitude_a;
   }
   return magnitude_a + magnitude_b;  // across zero; +0 and -0 are both at zero
+}
+
+// The same distance for encodings of at most 32 bits, through signed ordinals (branch-free).
+inline uint64_t ulp_distance_narrow(uint32_t bits_a, uint32_t bits_b) {
+  const int64_t magnitude_a = bits_a & 0x7fffffffu;
+  const int64_t magnitude_b = bits_b & 0x7fffffffu;
+  const int64_t ordinal_a = (bits_a >> 31) ? -magnitude_a : magnitude_a;
+  const int64_t ordinal_b = (bits_b >> 31) ? -magnitude_b : magnitude_b;
+  const int64_t distance = ordinal_a - ordinal_b;
+  return static_cast<uint64_t>(distance < 0 ? -distance : distance);
 }
 
 // The running state of the metrics pass: scalars only, so that once a loop copies it into a local
@@ -100,7 +112,8 @@ inline bool is_finite(double value) {
 
 // Every path (float32, float64, generic) feeds elements in index order to this one function, so
 // all paths give bit-identical metrics for the same values.
-inline void accumulate_finite(Running& run, int64_t* histograms, double a, double b, uint64_t ulp,
+// `histogram` is the copy for this index: index & (kHistogramCopies - 1).
+inline void accumulate_finite(Running& run, int64_t* histogram, double a, double b, uint64_t ulp,
                               int64_t index, const Tolerance& tolerance) {
   const double diff = a - b;
   const double abs_diff = std::fabs(diff);
@@ -110,19 +123,21 @@ inline void accumulate_finite(Running& run, int64_t* histograms, double a, doubl
   run.sum_sq_b += b * b;
   run.sum_ab += a * b;
   run.mismatch += abs_diff > tolerance.atol + tolerance.rtol * abs_b;
-  if (abs_diff > run.max_abs) [[unlikely]] {
-    run.max_abs = abs_diff;
-    run.max_abs_index = index;
-    run.max_abs_a = a;
-    run.max_abs_b = b;
-  }
   // Multiplying keeps the division off the common path. Once max_rel is +Inf nothing exceeds it
   // (and Inf * 0 is NaN, which compares false); 0/0 never enters.
-  if (abs_diff > run.max_rel * abs_b) [[unlikely]] {
-    run.max_rel = abs_b == 0 ? kInf : std::max(run.max_rel, abs_diff / abs_b);
+  const bool new_max_abs = abs_diff > run.max_abs;
+  const bool new_max_rel = abs_diff > run.max_rel * abs_b;
+  if (new_max_abs | new_max_rel) [[unlikely]] {
+    if (new_max_abs) {
+      run.max_abs = abs_diff;
+      run.max_abs_index = index;
+      run.max_abs_a = a;
+      run.max_abs_b = b;
+    }
+    if (new_max_rel) run.max_rel = abs_b == 0 ? kInf : std::max(run.max_rel, abs_diff / abs_b);
   }
   run.ulp_max = std::max(run.ulp_max, ulp);
-  ++histograms[(index & (kHistogramCopies - 1)) * kUlpBuckets + ulp_bucket(ulp)];
+  ++histogram[ulp_bucket(ulp)];
   ++run.finite;
 }
 
@@ -164,37 +179,71 @@ struct FloatBits<double> {
 };
 
 // The same-dtype float32/float64 loop: no decoding, NaN/Inf tested on the bits, ULPs from them.
-template <class Float, bool kCollect>
+template <class Float>
 void accumulate_native(const Float* a, const Float* b, int64_t numel, const Tolerance& tolerance,
                        Accumulator& acc) {
   using Traits = FloatBits<Float>;
   using Bits = typename Traits::Bits;
+  static_assert(kHistogramCopies == 2, "the loop below alternates over two histogram copies");
   Running run = acc.running;
-  int64_t* histograms = acc.ulp_histograms.data();
+  int64_t* even_histogram = acc.ulp_histograms.data();
+  int64_t* odd_histogram = even_histogram + kUlpBuckets;
   const Tolerance local_tolerance = tolerance;  // a copy the compiler can keep in registers
-  for (int64_t index = 0; index < numel; ++index) {
+  auto step = [&](int64_t index, int64_t* histogram) {
     const Bits bits_a = std::bit_cast<Bits>(a[index]);
     const Bits bits_b = std::bit_cast<Bits>(b[index]);
     if (((bits_a & Traits::kExponentMask) == Traits::kExponentMask) |
         ((bits_b & Traits::kExponentMask) == Traits::kExponentMask)) [[unlikely]] {
       accumulate_nonfinite(acc, a[index], b[index], index);
-      continue;
+      return;
     }
-    const uint64_t ulp = ulp_distance(bits_a, bits_b, Traits::kSignMask);
-    if constexpr (kCollect) {
-      collect_ulp(acc, ulp);
+    uint64_t ulp;
+    if constexpr (sizeof(Bits) == 4) {
+      ulp = ulp_distance_narrow(bits_a, bits_b);
     } else {
-      accumulate_finite(run, histograms, a[index], b[index], ulp, index, local_tolerance);
+      ulp = ulp_distance(bits_a, bits_b, Traits::kSignMask);
     }
+    accumulate_finite(run, histogram, a[index], b[index], ulp, index, local_tolerance);
+  };
+  int64_t index = 0;
+  for (; index + 1 < numel; index += 2) {
+    step(index, even_histogram);
+    step(index + 1, odd_histogram);
   }
+  if (index < numel) step(index, even_histogram);
   acc.running = run;
+}
+
+// The refinement pass of the float32/float64 path: distances in [low, high] at finite pairs.
+template <class Float>
+void collect_native(const Float* a, const Float* b, int64_t numel, uint64_t low, uint64_t high,
+                    std::vector<uint64_t>& collected) {
+  using Traits = FloatBits<Float>;
+  using Bits = typename Traits::Bits;
+  const uint64_t span = high - low;
+  for (int64_t index = 0; index < numel; ++index) {
+    const Bits bits_a = std::bit_cast<Bits>(a[index]);
+    const Bits bits_b = std::bit_cast<Bits>(b[index]);
+    const bool nonfinite = ((bits_a & Traits::kExponentMask) == Traits::kExponentMask) |
+                           ((bits_b & Traits::kExponentMask) == Traits::kExponentMask);
+    uint64_t ulp;
+    if constexpr (sizeof(Bits) == 4) {
+      ulp = ulp_distance_narrow(bits_a, bits_b);
+    } else {
+      ulp = ulp_distance(bits_a, bits_b, Traits::kSignMask);
+    }
+    if (!nonfinite & (ulp - low <= span)) [[unlikely]]
+      collected.push_back(ulp);
+  }
 }
 
 template <class Float>
 void run_native(const Float* a, const Float* b, int64_t numel, const Tolerance& tolerance,
                 Accumulator& acc) {
-  if (acc.collect) return accumulate_native<Float, true>(a, b, numel, tolerance, acc);
-  accumulate_native<Float, false>(a, b, numel, tolerance, acc);
+  if (acc.collect) {
+    return collect_native<Float>(a, b, numel, acc.collect_low, acc.collect_high, acc.collected);
+  }
+  accumulate_native<Float>(a, b, numel, tolerance, acc);
 }
 
 // ---- the generic path: decode chunks to double, encode to the coarser dtype for ULPs ----
@@ -351,7 +400,9 @@ void accumulate_generic(const Tensor& a, const Tensor& b, const Tolerance& toler
       if (acc.collect) {
         collect_ulp(acc, ulp);
       } else {
-        accumulate_finite(run, histograms, value_a, value_b, ulp, begin + offset, tolerance);
+        accumulate_finite(run,
+                          histograms + ((begin + offset) & (kHistogramCopies - 1)) * kUlpBuckets,
+                          value_a, value_b, ulp, begin + offset, tolerance);
       }
     }
   }

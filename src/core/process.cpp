@@ -247,7 +247,13 @@ ProcessResult run_process(const ProcessSpec& spec) {
     result.wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
     // Whatever the child left running in its group goes too. Only while the child is an unreaped
     // zombie does the group id stay ours; once reaped it could be reused.
-    if (!reaped) terminate_group(now);
+    if (!reaped) {
+      terminate_group(now);
+    } else {
+      // Without a pidfd the group cannot be signalled safely any more; stop waiting for pipes
+      // that something it left behind still holds after the grace period.
+      give_up = now + spec.kill_grace;
+    }
   };
 
   while (!child_exited || out_open || err_open) {

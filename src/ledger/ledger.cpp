@@ -274,6 +274,11 @@ class Statement {
     while (step()) {
     }
   }
+  // Ready for the next row's bindings.
+  void reset() {
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+  }
 
   std::string text(int column) const {
     const unsigned char* value = sqlite3_column_text(statement_, column);
@@ -323,9 +328,7 @@ int read_user_version(const Ledger::Impl& impl) {
   return static_cast<int>(statement.integer(0));
 }
 
-void migrate(Ledger::Impl& impl, int target) {
-  WriteTransaction transaction(impl, "migrating the schema");
-  const int current = read_user_version(impl);
+void refuse_newer(const Ledger::Impl& impl, int current) {
   if (current > kSchemaVersion) {
     throw Error(ErrorCode::kInput,
                 "ledger " + impl.file.string() + ": schema version " + std::to_string(current) +
@@ -333,6 +336,16 @@ void migrate(Ledger::Impl& impl, int target) {
                     std::to_string(kSchemaVersion) + ")",
                 "update loupe, or pass --ledger FILE to use another ledger");
   }
+}
+
+void migrate(Ledger::Impl& impl, int target) {
+  // Most opens find the schema current: check without taking the write lock.
+  const int before = read_user_version(impl);
+  refuse_newer(impl, before);
+  if (before >= target) return;
+  WriteTransaction transaction(impl, "migrating the schema");
+  const int current = read_user_version(impl);  // another process may have migrated meanwhile
+  refuse_newer(impl, current);
   for (const auto& migration : kMigrations) {
     if (migration.version <= current || migration.version > target) continue;
     impl.exec(migration.sql,
@@ -386,13 +399,14 @@ void insert_run_row(const Ledger::Impl& impl, const RunRecord& run) {
 void insert_children(const Ledger::Impl& impl, const std::string& run_id,
                      const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
                      const std::vector<std::string>& observations) {
+  const std::string doing = "recording the results of run " + run_id;
   {
     int64_t seq = next_seq(impl, "gate_verdicts", run_id);
+    Statement insert(impl,
+                     "INSERT INTO gate_verdicts (run_id, seq, name, verdict, statistics, rule) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     doing);
     for (const auto& gate : gates) {
-      Statement insert(impl,
-                       "INSERT INTO gate_verdicts (run_id, seq, name, verdict, statistics, rule) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                       "recording gate " + gate.name + " of run " + run_id);
       insert.bind(1, run_id)
           .bind(2, seq++)
           .bind(3, gate.name)
@@ -400,31 +414,43 @@ void insert_children(const Ledger::Impl& impl, const std::string& run_id,
           .bind(5, gate.statistics_json)
           .bind(6, gate.rule);
       insert.run();
+      insert.reset();
     }
   }
   {
     int64_t seq = next_seq(impl, "findings", run_id);
+    Statement insert(impl,
+                     "INSERT INTO findings (run_id, seq, finding_id, layer, severity, json) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                     doing);
     for (const auto& finding : findings) {
-      Statement insert(impl,
-                       "INSERT INTO findings (run_id, seq, finding_id, layer, severity, json) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                       "recording finding " + finding.id + " of run " + run_id);
+      std::string json;
+      try {
+        json = finding_to_json(finding).dump();
+      } catch (const Json::exception& error) {
+        throw Error(ErrorCode::kInput,
+                    "ledger " + impl.file.string() + ": " + doing + ": finding " + finding.id +
+                        " cannot be written as JSON: " + error.what(),
+                    "findings hold UTF-8 text");
+      }
       insert.bind(1, run_id)
           .bind(2, seq++)
           .bind(3, finding.id)
           .bind(4, layer_name(finding.layer))
           .bind(5, severity_name(finding.severity))
-          .bind(6, finding_to_json(finding).dump());
+          .bind(6, json);
       insert.run();
+      insert.reset();
     }
   }
   {
     int64_t seq = next_seq(impl, "observations", run_id);
+    Statement insert(impl, "INSERT INTO observations (run_id, seq, path) VALUES (?1, ?2, ?3)",
+                     doing);
     for (const auto& path : observations) {
-      Statement insert(impl, "INSERT INTO observations (run_id, seq, path) VALUES (?1, ?2, ?3)",
-                       "recording the observations of run " + run_id);
       insert.bind(1, run_id).bind(2, seq++).bind(3, path);
       insert.run();
+      insert.reset();
     }
   }
 }

@@ -84,7 +84,7 @@ Outputs<Real> recurrent(const Inputs<Real>& inputs, const KernelOptions& options
         return o_base + (row(token) * in.shape.value_heads + value_head) * in.shape.value_dim;
       }
     };
-    const bool vector_columns = value_dim % (64 / static_cast<int64_t>(sizeof(Real))) == 0;
+    const bool vector_columns = value_dim % token_step_detail::Vector<Real>::kLanes == 0;
     int64_t next_boundary = 0;
     int64_t token = 0;
     while (token < span.length()) {

@@ -2,7 +2,7 @@
 // of its columns), the step every CPU kernel but chunk is built from:
 //   S ← Diag(α) S;  v̂ = Sᵀ k;  S ← S + k (β (v − v̂))ᵀ;  o = Sᵀ q
 // Two passes over the state, each fused (decay with v̂, update with o), in column blocks of up to
-// four 64-byte vectors whose accumulators stay in registers: the step is bound by the bandwidth
+// four vectors whose accumulators stay in registers: the step is bound by the bandwidth
 // of the cache level that holds the state.
 // Thread-safety: touches only its arguments.
 #pragma once
@@ -10,14 +10,28 @@
 #include <cstdint>
 #include <cstring>
 
+// The vectors below never cross a non-inlined call, so the ABI note GCC gives for wide vectors
+// on targets without them does not apply.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace kda::kernels::cpu {
 namespace token_step_detail {
 
-// GCC/Clang vector extension: 64 bytes (one AVX-512 register; two AVX2 registers elsewhere).
+// GCC/Clang vector extension as wide as the target's registers (64 bytes with AVX-512, 32 with
+// AVX, 16 otherwise): wider generic vectors than the hardware has are lowered poorly.
+#if defined(__AVX512F__)
+inline constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kVectorBytes = 32;
+#else
+inline constexpr int kVectorBytes = 16;
+#endif
+
 template <class Real>
 struct Vector {
-  typedef Real Type __attribute__((vector_size(64)));
-  static constexpr int64_t kLanes = 64 / sizeof(Real);
+  typedef Real Type __attribute__((vector_size(kVectorBytes)));
+  static constexpr int64_t kLanes = kVectorBytes / sizeof(Real);
 };
 
 template <class Real>
@@ -28,7 +42,7 @@ inline typename Vector<Real>::Type load(const Real* source) {
 }
 
 template <class Real>
-inline void store(Real* target, typename Vector<Real>::Type value) {
+inline void store(Real* target, const typename Vector<Real>::Type& value) {
   std::memcpy(target, &value, sizeof(value));
 }
 
@@ -156,7 +170,7 @@ namespace kda::kernels::cpu {
 // `at` gives per-token pointers: alpha(t), k(t), q(t) (scaled) to K values, v(t) and o(t) to V
 // values, and beta(t). Each is called once per token; a pointer from alpha(t) or q(t) must stay
 // valid until the next call of the same accessor after that (two-slot buffers suffice). Columns
-// must be a multiple of the vector width (16 floats, 8 doubles); other widths use token_step.
+// must be a multiple of the vector width (Vector<Real>::kLanes); other widths use token_step.
 // REQUIRES: state is K × columns with row stride `ld`; delta and projection hold `columns`.
 template <class Real, class Accessors>
 inline void sweep_tokens(Real* state, int64_t key_dim, int64_t columns, int64_t ld, int64_t tokens,
@@ -208,3 +222,5 @@ inline void sweep_tokens(Real* state, int64_t key_dim, int64_t columns, int64_t 
 }
 
 }  // namespace kda::kernels::cpu
+
+#pragma GCC diagnostic pop

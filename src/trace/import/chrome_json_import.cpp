@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 
@@ -83,8 +84,9 @@ struct BeginEnd {
   StringId name;
   StringId category;
 };
+constexpr uint64_t kTextId = 1ull << 63;
 struct FlowPoint {
-  StringId id;  // in the reader's own pool of id texts
+  uint64_t id;  // the number when it fits 63 bits, else kTextId | the text's id in flow_ids_
   StringId category;
   char phase;
   bool bind_enclosing;
@@ -108,6 +110,40 @@ struct ParseFailure {
   simdjson::error_code code;
   size_t offset;
 };
+
+enum class Key { kOther, kPh, kTs, kDur, kName, kCat, kPid, kTid, kId, kBp, kArgs };
+
+// Classifies an event's key from its raw text (up to the closing quote) without unescaping:
+// the keys loupe reads never contain escapes.
+Key classify_key(const char* raw) {
+  auto is = [raw](const char* word, size_t length) {
+    return std::memcmp(raw, word, length) == 0 && raw[length] == '"';
+  };
+  switch (raw[0]) {
+    case 'p':
+      if (is("ph", 2)) return Key::kPh;
+      if (is("pid", 3)) return Key::kPid;
+      return Key::kOther;
+    case 't':
+      if (is("ts", 2)) return Key::kTs;
+      if (is("tid", 3)) return Key::kTid;
+      return Key::kOther;
+    case 'd':
+      return is("dur", 3) ? Key::kDur : Key::kOther;
+    case 'n':
+      return is("name", 4) ? Key::kName : Key::kOther;
+    case 'c':
+      return is("cat", 3) ? Key::kCat : Key::kOther;
+    case 'i':
+      return is("id", 2) ? Key::kId : Key::kOther;
+    case 'b':
+      return is("bp", 2) ? Key::kBp : Key::kOther;
+    case 'a':
+      return is("args", 4) ? Key::kArgs : Key::kOther;
+    default:
+      return Key::kOther;
+  }
+}
 
 bool is_gpu_category(std::string_view category) {
   return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset" ||
@@ -226,34 +262,49 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
       }
       return false;
     };
-    if (key == "ph") {
-      if (value.get_string().get(phase)) malformed = true;
-    } else if (key == "ts") {
-      has_ts = read_time(ts);
-      if (!has_ts) malformed = true;
-    } else if (key == "dur") {
-      has_dur = read_time(dur);
-      if (!has_dur) malformed = true;
-    } else if (key == "name") {
-      if (value.get_string().get(name)) malformed = true;
-    } else if (key == "cat") {
-      if (value.get_string().get(category)) malformed = true;
-    } else if (key == "pid") {
-      if (!read_id_like(pid)) malformed = true;
-    } else if (key == "tid") {
-      if (!read_id_like(tid)) malformed = true;
-    } else if (key == "id") {
-      bool ok = false;
-      id = id_text(value, stats, ok);
-      has_id = ok;
-      if (!ok) malformed = true;
-    } else if (key == "bp") {
-      if (value.get_string().get(bind_point)) malformed = true;
-    } else if (key == "args") {
-      od::object args;
-      if (!value.get_object().get(args)) {
-        if (args.raw_json().get(args_raw)) malformed = true;
+    switch (classify_key(key.raw())) {
+      case Key::kPh:
+        if (value.get_string().get(phase)) malformed = true;
+        break;
+      case Key::kTs:
+        has_ts = read_time(ts);
+        if (!has_ts) malformed = true;
+        break;
+      case Key::kDur:
+        has_dur = read_time(dur);
+        if (!has_dur) malformed = true;
+        break;
+      case Key::kName:
+        if (value.get_string().get(name)) malformed = true;
+        break;
+      case Key::kCat:
+        if (value.get_string().get(category)) malformed = true;
+        break;
+      case Key::kPid:
+        if (!read_id_like(pid)) malformed = true;
+        break;
+      case Key::kTid:
+        if (!read_id_like(tid)) malformed = true;
+        break;
+      case Key::kId: {
+        bool ok = false;
+        id = id_text(value, stats, ok);
+        has_id = ok;
+        if (!ok) malformed = true;
+        break;
       }
+      case Key::kBp:
+        if (value.get_string().get(bind_point)) malformed = true;
+        break;
+      case Key::kArgs: {
+        od::object args;
+        if (!value.get_object().get(args)) {
+          if (args.raw_json().get(args_raw)) malformed = true;
+        }
+        break;
+      }
+      case Key::kOther:
+        break;
     }
   }
   ++events_;
@@ -327,8 +378,11 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
         stats.add(Stat::trace_json_event_malformed);
         return simdjson::SUCCESS;
       }
-      flows_.push_back(
-          {flow_ids_.intern(id), category_id, ph, bind_point == "e", ts, order_++, track, name_id});
+      uint64_t numeric = 0;
+      auto [end, code] = std::from_chars(id.data(), id.data() + id.size(), numeric);
+      const bool fits = code == std::errc() && end == id.data() + id.size() && numeric < kTextId;
+      const uint64_t key = fits ? numeric : kTextId | flow_ids_.intern(id);
+      flows_.push_back({key, category_id, ph, bind_point == "e", ts, order_++, track, name_id});
       return simdjson::SUCCESS;
     }
     case 'M': {

@@ -209,10 +209,18 @@ TEST_F(ProbeCliTest, BadUsageExitsTwoListingTheValidChoices) {
 }
 
 TEST_F(ProbeCliTest, CrashingSubjectExitsThree) {
-  const CliRun run = loupe({"probe", "run", "anything", "--json"}, "/bin/sh");
-  // `sh run anything ...` fails to open a script named "run": exit 127, a subject failure.
+  const fs::path script = home_ / "crasher.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\necho 'about to crash' >&2\nkill -SEGV $$\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  const CliRun run = loupe({"probe", "run", "anything", "--json"}, script.string());
   EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
   EXPECT_EQ(run.envelope.at("error").at("code"), "subject");
+  const std::string message = run.envelope.at("error").at("message");
+  EXPECT_NE(message.find("SIGSEGV"), std::string::npos) << message;
+  EXPECT_NE(message.find("about to crash"), std::string::npos) << message;
 }
 
 TEST_F(ProbeCliTest, TimeoutKillsTheSubjectAndExitsThree) {

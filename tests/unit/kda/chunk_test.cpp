@@ -34,12 +34,13 @@ void add_initial_state(Inputs<Real>& inputs, uint64_t seed, int64_t sequences = 
 
 class ChunkVsRecurrent : public ::testing::TestWithParam<FlaShape> {};
 
-// FLA's test shapes (B, T, H, HV, D); the two largest run through the kda CLI and bench instead.
+// FLA's test shapes (B, T, H, HV, D), all of them.
 INSTANTIATE_TEST_SUITE_P(FlaShapes, ChunkVsRecurrent,
                          ::testing::Values(FlaShape{1, 64, 1, 1, 64}, FlaShape{2, 512, 3, 3, 60},
                                            FlaShape{3, 1000, 4, 4, 100},
                                            FlaShape{4, 1024, 4, 4, 128},
                                            FlaShape{2, 1500, 4, 4, 128},
+                                           FlaShape{4, 2048, 8, 8, 64},
                                            FlaShape{2, 1024, 2, 8, 128}));
 
 TEST_P(ChunkVsRecurrent, MatchesTheFp64OracleInFp32AndFp64) {

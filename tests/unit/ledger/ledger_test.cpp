@@ -297,6 +297,33 @@ TEST(LedgerWordsTest, NamesAndParsersAreInverse) {
   }
 }
 
+// A run whose results cannot all be written stays in progress with none of them visible.
+TEST(LedgerTest, AFailedFinishLeavesTheRunInProgressWithNothingHalfWritten) {
+  ScratchDir dir("atomic");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  RunRecord run = make_run("r1", "2026-11-30T04:00:00Z");
+  ledger.begin_run(start_of(run));
+  run.findings[0].claim = "not UTF-8: \xff";
+  try {
+    ledger.finish_run("r1", RunStatus::kCompleted, "t", run.gates, run.findings, run.observations);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message().rfind("ledger " + file.string() +
+                                        ": recording the results of run r1: finding "
+                                        "check.cp_vs_nocp.drift cannot be written as JSON: ",
+                                    0),
+              0u)
+        << error.message();
+  }
+  const RunRecord stored = ledger.get_run("r1");
+  EXPECT_EQ(stored.status, RunStatus::kInProgress);
+  EXPECT_TRUE(stored.gates.empty());
+  EXPECT_TRUE(stored.findings.empty());
+  EXPECT_TRUE(stored.observations.empty());
+}
+
 TEST(LedgerTest, FinishingAnUnknownRunIsRefused) {
   ScratchDir dir("finish-unknown");
   const auto file = dir.path() / "ledger.sqlite";

@@ -1,0 +1,205 @@
+// kda/gpu/cp_drift.cu — mode --cp: incident 1 of reference/kda.md on hardware. The chunk maps
+// (M, H) of one head come from the CPU in fp64 (reference.hpp); the GPU runs context parallelism
+// as the engine does — per shard, H chained from a zero state in fp32 (the ordinary chunked pass)
+// and M chained as a product of chunk maps in the precision form under test; then the prefix scan
+// S_{r+1} = M_r S_r + H_r in that form — and the boundary states S_1 … S_{P−1} are compared with
+// the fp64 non-CP chain S_{c+1} = M_c S_c + H_c at the same chunk counts.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kda/gpu/harness.cuh"
+#include "kda/gpu/reference.hpp"
+#include "kda/kernels/cuda/affine_merge.cuh"
+
+namespace kda::gpu {
+namespace {
+
+namespace cuda = kda::kernels::cuda;
+
+using MergeLauncher = cudaError_t (*)(const cuda::AffineMergeProblem&, cudaStream_t);
+
+struct MergeForm {
+  const char* name;
+  MergeLauncher launch;
+};
+
+const MergeForm kForms[] = {
+    {"tf32_truncate", cuda::launch_tf32_truncate_affine_merge},
+    {"tf32x3", cuda::launch_tf32x3_affine_merge},
+    {"fp32", cuda::launch_fp32_affine_merge},
+};
+
+constexpr int64_t kMatrix = int64_t{kKeyDim} * kKeyDim;   // K × K
+constexpr int64_t kState = int64_t{kKeyDim} * kValueDim;  // K × V
+
+cuda::AffineMergeProblem merge_problem(const float* a, int64_t a_stride, const float* b,
+                                       int64_t b_stride, const float* c, int64_t c_stride,
+                                       float* out, int64_t out_stride, int batch) {
+  cuda::AffineMergeProblem problem;
+  problem.a_global = a, problem.a_batch_stride = a_stride;
+  problem.b_global = b, problem.b_batch_stride = b_stride;
+  problem.c_global = c, problem.c_batch_stride = c_stride;
+  problem.out_global = out, problem.out_batch_stride = out_stride;
+  problem.batch = batch, problem.rows = kKeyDim, problem.inner = kKeyDim, problem.cols = kValueDim;
+  return problem;
+}
+
+struct CpRun {
+  std::vector<float> boundaries;  // (P − 1, K, V): S_1 … S_{P−1}
+  float gpu_ms = 0;
+};
+
+// REQUIRES: num_chunks % shards == 0; m_all, h_all hold at least num_chunks maps.
+CpRun run_cp(const MergeForm& form, const DeviceBuffer<float>& m_all, const DeviceBuffer<float>& h_all,
+             int num_chunks, int shards) {
+  const int per_shard = num_chunks / shards;
+  DeviceBuffer<float> m_chain(shards * kMatrix), m_next(shards * kMatrix);
+  DeviceBuffer<float> h_chain(shards * kState), h_next(shards * kState);
+  DeviceBuffer<float> boundaries(int64_t{shards - 1} * kState);
+  boundaries.poison();
+  cudaEvent_t start, stop;
+  KDA_CUDA_CHECK(cudaEventCreate(&start));
+  KDA_CUDA_CHECK(cudaEventCreate(&stop));
+  KDA_CUDA_CHECK(cudaEventRecord(start));
+  for (int shard = 0; shard < shards; ++shard) {
+    const int64_t first = int64_t{shard} * per_shard;
+    KDA_CUDA_CHECK(cudaMemcpyAsync(m_chain.get() + shard * kMatrix, m_all.get() + first * kMatrix,
+                                   kMatrix * sizeof(float), cudaMemcpyDeviceToDevice));
+    KDA_CUDA_CHECK(cudaMemcpyAsync(h_chain.get() + shard * kState, h_all.get() + first * kState,
+                                   kState * sizeof(float), cudaMemcpyDeviceToDevice));
+  }
+  for (int step = 1; step < per_shard; ++step) {
+    // All shards at once: entry `shard` multiplies by chunk shard·per_shard + step.
+    const float* m_step = m_all.get() + int64_t{step} * kMatrix;
+    const float* h_step = h_all.get() + int64_t{step} * kState;
+    KDA_CUDA_CHECK(form.launch(merge_problem(m_step, per_shard * kMatrix, m_chain.get(), kMatrix,
+                                             nullptr, 0, m_next.get(), kMatrix, shards),
+                               nullptr));
+    KDA_CUDA_CHECK(cuda::launch_fp32_affine_merge(
+        merge_problem(m_step, per_shard * kMatrix, h_chain.get(), kState, h_step,
+                      per_shard * kState, h_next.get(), kState, shards),
+        nullptr));
+    std::swap(m_chain, m_next);
+    std::swap(h_chain, h_next);
+  }
+  // The scan: S_1 = H_0 (shard 0 starts from zero), S_{r+1} = M_r S_r + H_r.
+  KDA_CUDA_CHECK(cudaMemcpyAsync(boundaries.get(), h_chain.get(), kState * sizeof(float),
+                                 cudaMemcpyDeviceToDevice));
+  for (int shard = 1; shard + 1 < shards; ++shard) {
+    KDA_CUDA_CHECK(form.launch(
+        merge_problem(m_chain.get() + shard * kMatrix, 0, boundaries.get() + (shard - 1) * kState,
+                      0, h_chain.get() + shard * kState, 0, boundaries.get() + shard * kState, 0, 1),
+        nullptr));
+  }
+  KDA_CUDA_CHECK(cudaEventRecord(stop));
+  KDA_CUDA_CHECK(cudaEventSynchronize(stop));
+  CpRun run;
+  KDA_CUDA_CHECK(cudaEventElapsedTime(&run.gpu_ms, start, stop));
+  KDA_CUDA_CHECK(cudaEventDestroy(start));
+  KDA_CUDA_CHECK(cudaEventDestroy(stop));
+  run.boundaries = boundaries.download();
+  return run;
+}
+
+struct CpPoint {
+  int tokens, shards;
+};
+
+void run_gate(GateKind gate, uint64_t seed, const std::vector<CpPoint>& points, int threads,
+              std::vector<Result>& results) {
+  int max_chunks = 0;
+  for (const auto& point : points) max_chunks = std::max(max_chunks, point.tokens / kChunkSize);
+  const auto begin = std::chrono::steady_clock::now();
+  std::vector<double> m_all, h_all;
+  incident1_chunk_maps(seed, gate, max_chunks, threads, m_all, h_all);
+  std::vector<int> boundary_chunks;
+  for (const auto& point : points) {
+    const int chunks = point.tokens / kChunkSize, per_shard = chunks / point.shards;
+    for (int shard = 1; shard < point.shards; ++shard) boundary_chunks.push_back(shard * per_shard);
+  }
+  const auto reference = chain_states(m_all, h_all, max_chunks, boundary_chunks, threads);
+  const double cpu_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const DeviceBuffer<float> m_device = to_device(std::vector<float>(m_all.begin(), m_all.end()));
+  const DeviceBuffer<float> h_device = to_device(std::vector<float>(h_all.begin(), h_all.end()));
+  std::printf("cp %s: %d chunk maps and the fp64 chain on the CPU in %.1f s\n",
+              gate_kind_name(gate), max_chunks, cpu_s);
+
+  for (const auto& point : points) {
+    const int chunks = point.tokens / kChunkSize, per_shard = chunks / point.shards;
+    std::vector<double> reference_boundaries;
+    for (int shard = 1; shard < point.shards; ++shard) {
+      const auto& state = reference.at(shard * per_shard);
+      reference_boundaries.insert(reference_boundaries.end(), state.begin(), state.end());
+    }
+    for (const auto& form : kForms) {
+      const CpRun run = run_cp(form, m_device, h_device, chunks, point.shards);
+      const double ratio = rms_ratio(run.boundaries.data(), reference_boundaries.data(),
+                                     static_cast<int64_t>(reference_boundaries.size()));
+      std::vector<double> per_boundary;
+      for (int shard = 1; shard < point.shards; ++shard) {
+        per_boundary.push_back(rms_ratio(run.boundaries.data() + (shard - 1) * kState,
+                                         reference_boundaries.data() + (shard - 1) * kState, kState));
+      }
+      // Gates from reference/kda.md: at T = 65536, 8 shards, slow gates, truncated TF32 drifts to
+      // ≈ 9e-2 (accepted within 3×) and 3×TF32 stays ≤ 2e-6; with 2 shards the M chain only ever
+      // multiplies a zero state, so no form may drift beyond fp32 noise.
+      const std::string name = form.name;
+      bool gated = false, passed = true;
+      std::string expectation = "none (reported)";
+      if (gate == GateKind::kSlowDecay && point.tokens == 65536 && point.shards == 8) {
+        gated = true;
+        if (name == "tf32_truncate") {
+          passed = ratio >= 3e-2 && ratio <= 2.7e-1;
+          expectation = "9e-2 within 3x";
+        } else {
+          passed = ratio <= 2e-6;
+          expectation = "<= 2e-6";
+        }
+      } else if (gate == GateKind::kSlowDecay && point.shards == 2) {
+        gated = true;
+        passed = ratio <= 2e-6;
+        expectation = "<= 2e-6 (2 shards: no drift)";
+      }
+      Result result;
+      result.mode = "cp_drift";
+      result.name = std::string(gate_kind_name(gate)) + " T=" + std::to_string(point.tokens) +
+                    " P=" + std::to_string(point.shards) + " " + name;
+      result.gated = gated;
+      result.passed = passed;
+      result.record.add("gate", gate_kind_name(gate))
+          .add("T", point.tokens)
+          .add("shards", point.shards)
+          .add("chunks_per_shard", per_shard)
+          .add("form", name)
+          .add("seed", static_cast<int64_t>(seed))
+          .add("rms_ratio", ratio)
+          .add("rms_ratio_per_boundary", per_boundary)
+          .add("gpu_ms", static_cast<double>(run.gpu_ms))
+          .add("expected", expectation)
+          .add("gated", gated)
+          .add("passed", passed);
+      std::printf("cp %-36s rms ratio %.2e  last boundary %.2e  (%s)%s\n", result.name.c_str(),
+                  ratio, per_boundary.back(), expectation.c_str(),
+                  gated ? (passed ? "  PASS" : "  FAIL") : "");
+      results.push_back(std::move(result));
+    }
+  }
+}
+
+}  // namespace
+
+void run_cp_drift(const HarnessOptions& options, std::vector<Result>& results) {
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t seed = options.seed * 1000 + 101;
+  std::vector<CpPoint> slow = {{4096, 8}, {16384, 8}, {65536, 8}, {65536, 4}, {65536, 2}};
+  if (options.quick) slow = {{4096, 8}, {4096, 2}};
+  run_gate(GateKind::kSlowDecay, seed, slow, threads, results);
+  run_gate(GateKind::kFastForget, seed + 1, {{options.quick ? 4096 : 16384, 8}}, threads, results);
+}
+
+}  // namespace kda::gpu

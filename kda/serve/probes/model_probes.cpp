@@ -1,0 +1,151 @@
+// Probes of the KDA model (kda/model/model.hpp), registered into the `kda` subject:
+//   check w8a8_vs_fp32         W8A8 linear layers against fp32: the residual stream after every
+//                              layer (profile along L: which layer the error grows in) and the
+//                              last token's logits
+//   check state_cache_vs_fp32  a bf16 or int8 decode state cache against fp32, teacher-forced
+//                              over decode steps: logits along S (which steps) and the final
+//                              states along L (which layer)
+// Tolerances (measured on seeded inputs at the default points, with about 2x headroom; see
+// kda/README.md): w8a8 hidden rms_ratio <= 5e-2, logits <= 1e-1; bf16 cache logits <= 1e-2,
+// states <= 1e-2; int8 cache logits <= 5e-2, states <= 5e-2.
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "kda/model/model.hpp"
+#include "loupe/probe.hpp"
+
+namespace {
+
+using kda::model::CacheDType;
+using kda::model::Model;
+using kda::model::ModelConfig;
+using kda::model::StateCache;
+
+ModelConfig config_of(const loupe::Point& point) {
+  ModelConfig config;
+  config.layers = point.get_int("layers");
+  return config;
+}
+
+void copy_into(std::span<float> out, const std::vector<float>& values) {
+  std::copy(values.begin(), values.end(), out.begin());
+}
+
+void run_w8a8_path(loupe::CheckIo& io, bool w8a8) {
+  ModelConfig config = config_of(io.point());
+  config.w8a8 = w8a8;
+  const Model model(config);
+  const int64_t requests = io.point().get_int("requests");
+  const int64_t tokens = io.point().get_int("prompt_len");
+  std::span<const int32_t> prompts = io.input<int32_t>("prompts");
+  StateCache cache(CacheDType::kF32, requests, config.layers, config.head_dim);
+  std::vector<float> hidden;
+  copy_into(io.output<float>("logits"), model.prefill(prompts, requests, tokens, cache, &hidden));
+  copy_into(io.output<float>("hidden"), hidden);
+}
+
+LOUPE_CHECK(w8a8_vs_fp32)
+    .description(
+        "KDA model prefill with W8A8 linear layers (int8 weights per channel, int8 activations "
+        "per token, int32 accumulation) against fp32: hidden states per layer and logits")
+    .param("layers", 4)
+    .param("requests", 2)
+    .param("prompt_len", 64)
+    .inputs([](loupe::CheckSetup& setup) {
+      const loupe::Point& point = setup.point();
+      const ModelConfig config = config_of(point);
+      const int64_t requests = point.get_int("requests"), tokens = point.get_int("prompt_len");
+      const std::vector<int32_t> prompts =
+          kda::model::generate_prompts(requests, tokens, config.vocab, setup.seed());
+      std::span<int32_t> input = setup.input<int32_t>("prompts", {requests, tokens}, {"R", "T"});
+      std::copy(prompts.begin(), prompts.end(), input.begin());
+      setup
+          .output<float>("hidden", {config.layers, requests * tokens, config.hidden},
+                         {"L", "RT", "D"})
+          .along("L")
+          .tolerance("rms_ratio", 5e-2);
+      setup.output<float>("logits", {requests, config.vocab}, {"R", "vocab"})
+          .tolerance("rms_ratio", 1e-1);
+    })
+    .reference([](loupe::CheckIo& io) { run_w8a8_path(io, false); })
+    .candidate([](loupe::CheckIo& io) { run_w8a8_path(io, true); });
+
+void run_cache_path(loupe::CheckIo& io, CacheDType dtype) {
+  const ModelConfig config = config_of(io.point());
+  const Model model(config);
+  const int64_t requests = io.point().get_int("requests");
+  const int64_t tokens = io.point().get_int("prompt_len");
+  const int64_t steps = io.point().get_int("steps");
+  std::span<const int32_t> prompts = io.input<int32_t>("prompts");
+  std::span<const int32_t> forced = io.input<int32_t>("forced_tokens");  // (R, S)
+  StateCache cache(dtype, requests, config.layers, config.head_dim);
+  model.prefill(prompts, requests, tokens, cache);
+  std::vector<int64_t> ids(requests);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::span<float> logits = io.output<float>("logits");  // (R, S, vocab)
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<int32_t> inputs(requests);
+    for (int64_t request = 0; request < requests; ++request) {
+      inputs[request] = forced[request * steps + step];
+    }
+    const std::vector<float> step_logits = model.decode_step(inputs, ids, cache);
+    for (int64_t request = 0; request < requests; ++request) {
+      std::copy_n(step_logits.data() + request * config.vocab, config.vocab,
+                  logits.data() + (request * steps + step) * config.vocab);
+    }
+  }
+  std::span<float> states = io.output<float>("states");  // (L, R, H·K·V)
+  const int64_t state_size = config.heads * config.head_dim * config.head_dim;
+  kda::model::LayerState state;
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    for (int64_t request = 0; request < requests; ++request) {
+      cache.load(request, layer, state);
+      std::copy(state.recurrent.begin(), state.recurrent.end(),
+                states.data() + (layer * requests + request) * state_size);
+    }
+  }
+}
+
+LOUPE_CHECK(state_cache_vs_fp32)
+    .description(
+        "KDA model decode with the state cache in bf16 or int8 (per-row scales) against fp32, "
+        "teacher-forced over decode steps: logits along steps, final states along layers")
+    .param("cache", "int8", {"int8", "bf16"})
+    .param("layers", 4)
+    .param("requests", 2)
+    .param("prompt_len", 64)
+    .param("steps", 32)
+    .inputs([](loupe::CheckSetup& setup) {
+      const loupe::Point& point = setup.point();
+      const ModelConfig config = config_of(point);
+      const int64_t requests = point.get_int("requests"), tokens = point.get_int("prompt_len");
+      const int64_t steps = point.get_int("steps");
+      const std::vector<int32_t> prompts =
+          kda::model::generate_prompts(requests, tokens + steps, config.vocab, setup.seed());
+      std::span<int32_t> prompt_input =
+          setup.input<int32_t>("prompts", {requests, tokens}, {"R", "T"});
+      std::span<int32_t> forced_input =
+          setup.input<int32_t>("forced_tokens", {requests, steps}, {"R", "S"});
+      for (int64_t request = 0; request < requests; ++request) {
+        const auto begin = prompts.begin() + request * (tokens + steps);
+        std::copy(begin, begin + tokens, prompt_input.begin() + request * tokens);
+        std::copy(begin + tokens, begin + tokens + steps, forced_input.begin() + request * steps);
+      }
+      const bool int8 = point.get_string("cache") == "int8";
+      setup.output<float>("logits", {requests, steps, config.vocab}, {"R", "S", "vocab"})
+          .along("S")
+          .tolerance("rms_ratio", int8 ? 5e-2 : 1e-2);
+      setup
+          .output<float>(
+              "states", {config.layers, requests, config.heads * config.head_dim * config.head_dim},
+              {"L", "R", "HKV"})
+          .along("L")
+          .tolerance("rms_ratio", int8 ? 5e-2 : 1e-2);
+    })
+    .reference([](loupe::CheckIo& io) { run_cache_path(io, CacheDType::kF32); })
+    .candidate([](loupe::CheckIo& io) {
+      run_cache_path(io, kda::model::parse_cache_dtype(io.point().get_string("cache")));
+    });
+
+}  // namespace

@@ -1,0 +1,882 @@
+#include "gate/objective.hpp"
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace loupe::gate {
+namespace {
+
+constexpr std::string_view kHint = "docs/objective.md documents every key";
+
+std::string type_phrase(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
+  }
+}
+
+bool is_word(std::string_view text, bool allow_dash = false) {
+  if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) {
+    return false;
+  }
+  return std::all_of(text.begin(), text.end(), [&](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || (allow_dash && c == '-');
+  });
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) {
+    if (!out.empty()) out += ", ";
+    out += word;
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+std::string indexed(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+std::string value_phrase(const Value& value) {
+  if (std::holds_alternative<std::string>(value)) return "'" + value_to_string(value) + "'";
+  return value_to_string(value);
+}
+
+// Reads one file's TOML tree into the typed objective, failing with file, line and key.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(int line, const std::string& key, const std::string& message) const {
+    throw Error(ErrorCode::kConfig,
+                file_ + ":" + std::to_string(line) + ": " + key + ": " + message,
+                std::string(kHint));
+  }
+  [[noreturn]] void fail(const toml::node& node, const std::string& key,
+                         const std::string& message) const {
+    fail(line_of(node), key, message);
+  }
+  [[noreturn]] void expected(const toml::node& node, const std::string& key,
+                             const std::string& what) const {
+    fail(node, key, "expected " + what + ", found " + type_phrase(node));
+  }
+  static int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
+
+  // The table's keys in the order they were written (toml++ keeps them sorted).
+  static std::vector<std::pair<std::string, const toml::node*>> ordered(const toml::table& table) {
+    std::vector<std::tuple<uint32_t, uint32_t, std::string, const toml::node*>> entries;
+    for (const auto& [key, node] : table) {
+      entries.emplace_back(key.source().begin.line, key.source().begin.column,
+                           std::string(key.str()), &node);
+    }
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+    });
+    std::vector<std::pair<std::string, const toml::node*>> out;
+    for (auto& entry : entries) out.emplace_back(std::move(std::get<2>(entry)), std::get<3>(entry));
+    return out;
+  }
+
+  void allow_keys(const toml::table& table, const std::string& path,
+                  const std::vector<std::string>& allowed) const {
+    for (const auto& [key, node] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        fail(static_cast<int>(key.source().begin.line), child(path, key.str()),
+             "unknown key; expected one of " + join(allowed));
+      }
+    }
+  }
+
+  const toml::table& table_of(const toml::node& node, const std::string& key) const {
+    if (!node.is_table()) expected(node, key, "a table");
+    return *node.as_table();
+  }
+
+  const toml::node& required(const toml::table& table, std::string_view key,
+                             const std::string& path) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) fail(table, child(path, key), "missing; this key is required");
+    return *node;
+  }
+
+  std::string string_of(const toml::node& node, const std::string& key) const {
+    if (!node.is_string()) expected(node, key, "a string");
+    return node.as_string()->get();
+  }
+  std::optional<std::string> optional_string(const toml::table& table, std::string_view key,
+                                             const std::string& path) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return std::nullopt;
+    return string_of(*node, child(path, key));
+  }
+  double number_of(const toml::node& node, const std::string& key) const {
+    if (node.is_integer()) return static_cast<double>(node.as_integer()->get());
+    if (node.is_floating_point()) return node.as_floating_point()->get();
+    expected(node, key, "a number");
+  }
+  int64_t integer_of(const toml::node& node, const std::string& key) const {
+    if (!node.is_integer()) expected(node, key, "an integer");
+    return node.as_integer()->get();
+  }
+  Value scalar_of(const toml::node& node, const std::string& key) const {
+    if (node.is_integer()) return node.as_integer()->get();
+    if (node.is_floating_point()) return node.as_floating_point()->get();
+    if (node.is_string()) return node.as_string()->get();
+    if (node.is_boolean()) return node.as_boolean()->get();
+    expected(node, key, "an integer, a float, a string or a boolean");
+  }
+  const toml::array& array_of(const toml::node& node, const std::string& key) const {
+    if (!node.is_array()) expected(node, key, "an array");
+    return *node.as_array();
+  }
+  std::vector<std::string> strings_of(const toml::node& node, const std::string& key) const {
+    std::vector<std::string> out;
+    const toml::array& array = array_of(node, key);
+    for (size_t index = 0; index < array.size(); ++index) {
+      out.push_back(string_of(array[index], indexed(key, index)));
+    }
+    return out;
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+SubjectSpec read_subject(const Reader& reader, const toml::table& table,
+                         const std::filesystem::path& base) {
+  const std::string path = "subject";
+  reader.allow_keys(table, path, {"command", "working_dir", "environment", "timeout_s"});
+  SubjectSpec subject;
+  const toml::node& command = reader.required(table, "command", path);
+  if (command.is_string()) {
+    std::istringstream words(command.as_string()->get());
+    for (std::string word; words >> word;) subject.command.push_back(word);
+  } else if (command.is_array()) {
+    subject.command = reader.strings_of(command, "subject.command");
+  } else {
+    reader.expected(command, "subject.command", "a string or an array of strings");
+  }
+  if (subject.command.empty()) {
+    reader.fail(command, "subject.command", "expected the subject's command line, found nothing");
+  }
+  if (auto dir = reader.optional_string(table, "working_dir", path)) {
+    subject.working_dir = (base / *dir).lexically_normal();
+  }
+  if (const toml::node* environment = table.get("environment")) {
+    const toml::table& variables = reader.table_of(*environment, "subject.environment");
+    for (const auto& [name, node] : Reader::ordered(variables)) {
+      subject.environment.emplace_back(name,
+                                       reader.string_of(*node, "subject.environment." + name));
+    }
+  }
+  if (const toml::node* timeout = table.get("timeout_s")) {
+    subject.timeout_s = reader.number_of(*timeout, "subject.timeout_s");
+    if (!(subject.timeout_s > 0)) {
+      reader.fail(*timeout, "subject.timeout_s",
+                  "expected a number of seconds above 0, found " +
+                      value_to_string(Value(subject.timeout_s)));
+    }
+  }
+  return subject;
+}
+
+std::vector<Value> axis_values(const Reader& reader, const toml::node& node, const std::string& key,
+                               bool require_list) {
+  if (!node.is_array()) {
+    if (require_list) reader.expected(node, key, "a list of values (zipped lists step together)");
+    return {reader.scalar_of(node, key)};
+  }
+  const toml::array& array = *node.as_array();
+  if (array.empty()) reader.fail(node, key, "expected at least one value, found an empty list");
+  std::vector<Value> values;
+  for (size_t index = 0; index < array.size(); ++index) {
+    values.push_back(reader.scalar_of(array[index], indexed(key, index)));
+  }
+  return values;
+}
+
+ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer layer, size_t index) {
+  const std::string layer_word(layer_name(layer));
+  const std::string path = indexed(layer_word, index);
+  std::vector<std::string> allowed = {"probe", "name",    "description", "params",
+                                      "zip",   "repeats", "seed"};
+  if (layer == Layer::kCheck) allowed.push_back("tolerances");
+  if (layer == Layer::kBench) allowed.insert(allowed.end(), {"variants", "threshold"});
+  if (layer == Layer::kScenario) allowed.push_back("threshold");
+  reader.allow_keys(table, path, allowed);
+
+  ProbeEntry entry;
+  entry.layer = layer;
+  entry.line = Reader::line_of(table);
+  entry.probe = reader.string_of(reader.required(table, "probe", path), child(path, "probe"));
+  if (entry.probe.empty()) {
+    reader.fail(*table.get("probe"), child(path, "probe"), "expected a probe name, found ''");
+  }
+  const auto name = reader.optional_string(table, "name", path);
+  entry.name = name.value_or(entry.probe);
+  if (!is_word(entry.name)) {
+    const std::string key = name ? "name" : "probe";
+    reader.fail(*table.get(key), child(path, key),
+                "expected a name of letters, digits and '_' (gates refer to it), found '" +
+                    entry.name + "'" + (name ? "" : "; add name = \"...\""));
+  }
+  entry.description = reader.optional_string(table, "description", path).value_or("");
+
+  std::set<std::string> seen;
+  if (const toml::node* params = table.get("params")) {
+    const std::string key = child(path, "params");
+    for (const auto& [param, node] : Reader::ordered(reader.table_of(*params, key))) {
+      entry.params.push_back({param, axis_values(reader, *node, child(key, param), false)});
+      seen.insert(param);
+    }
+  }
+  if (const toml::node* zip = table.get("zip")) {
+    const std::string key = child(path, "zip");
+    std::string first;
+    for (const auto& [param, node] : Reader::ordered(reader.table_of(*zip, key))) {
+      if (seen.count(param)) {
+        reader.fail(*node, child(key, param),
+                    "'" + param + "' is already swept in " + child(path, "params") +
+                        "; a parameter is either in params or in zip");
+      }
+      ParamAxis axis{param, axis_values(reader, *node, child(key, param), true)};
+      if (!entry.zip.empty() && axis.values.size() != entry.zip.front().values.size()) {
+        reader.fail(*node, child(key, param),
+                    "expected " + std::to_string(entry.zip.front().values.size()) +
+                        " values (as many as " + child(key, entry.zip.front().name) + "), found " +
+                        std::to_string(axis.values.size()));
+      }
+      entry.zip.push_back(std::move(axis));
+    }
+  }
+  if (const toml::node* tolerances = table.get("tolerances")) {
+    const std::string key = child(path, "tolerances");
+    for (const auto& [metric, node] : Reader::ordered(reader.table_of(*tolerances, key))) {
+      const double bound = reader.number_of(*node, child(key, metric));
+      if (!(bound >= 0)) {
+        reader.fail(*node, child(key, metric),
+                    "expected a bound of 0 or more, found " + value_to_string(Value(bound)));
+      }
+      entry.tolerances.emplace_back(metric, bound);
+    }
+  }
+  if (const toml::node* variants = table.get("variants")) {
+    const std::string key = child(path, "variants");
+    entry.variants = reader.strings_of(*variants, key);
+    if (entry.variants.size() < 2) {
+      reader.fail(*variants, key,
+                  "expected at least two variant names (a verdict compares two), found " +
+                      std::to_string(entry.variants.size()));
+    }
+    std::set<std::string> unique;
+    for (size_t at = 0; at < entry.variants.size(); ++at) {
+      const std::string& variant = entry.variants[at];
+      if (!is_word(variant) || variant == "configured" || variant == "any") {
+        reader.fail(*variants, indexed(key, at),
+                    "expected a variant name of letters, digits and '_' other than 'configured' "
+                    "and 'any', found '" +
+                        variant + "'");
+      }
+      if (!unique.insert(variant).second) {
+        reader.fail(*variants, indexed(key, at), "'" + variant + "' is listed twice");
+      }
+    }
+  }
+  if (const toml::node* repeats = table.get("repeats")) {
+    entry.repeats = reader.integer_of(*repeats, child(path, "repeats"));
+    if (entry.repeats < 1) {
+      reader.fail(*repeats, child(path, "repeats"),
+                  "expected 1 or more, found " + std::to_string(entry.repeats));
+    }
+  }
+  if (const toml::node* threshold = table.get("threshold")) {
+    const double value = reader.number_of(*threshold, child(path, "threshold"));
+    if (!(value > 0 && value < 1)) {
+      reader.fail(*threshold, child(path, "threshold"),
+                  "expected a fraction between 0 and 1 (0.05 is 5 %), found " +
+                      value_to_string(Value(value)));
+    }
+    entry.threshold = value;
+  }
+  if (const toml::node* seed = table.get("seed")) {
+    const int64_t value = reader.integer_of(*seed, child(path, "seed"));
+    if (value < 0) {
+      reader.fail(*seed, child(path, "seed"), "expected 0 or more, found " + std::to_string(value));
+    }
+    entry.seed = static_cast<uint64_t>(value);
+  }
+  return entry;
+}
+
+std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& node, Layer layer) {
+  const std::string key(layer_name(layer));
+  if (!node.is_array_of_tables()) {
+    reader.expected(node, key, "an array of tables ([[" + key + "]])");
+  }
+  std::vector<ProbeEntry> entries;
+  const toml::array& array = *node.as_array();
+  for (size_t index = 0; index < array.size(); ++index) {
+    ProbeEntry entry = read_entry(reader, *array[index].as_table(), layer, index);
+    for (size_t other = 0; other < entries.size(); ++other) {
+      if (entries[other].name == entry.name) {
+        reader.fail(entry.line, indexed(key, index) + ".name",
+                    "'" + entry.name + "' already names " + indexed(key, other) + " (line " +
+                        std::to_string(entries[other].line) + "); give each entry its own name");
+      }
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table, size_t index) {
+  const std::string path = indexed("deployment_key", index);
+  reader.allow_keys(table, path, {"key", "description", "values", "implies"});
+  DeploymentKey key;
+  key.line = Reader::line_of(table);
+  key.key = reader.string_of(reader.required(table, "key", path), child(path, "key"));
+  if (!is_word(key.key, true)) {
+    reader.fail(*table.get("key"), child(path, "key"),
+                "expected a key of letters, digits, '_' and '-', found '" + key.key + "'");
+  }
+  key.description = reader.optional_string(table, "description", path).value_or("");
+  if (const toml::node* values = table.get("values")) {
+    key.values = axis_values(reader, *values, child(path, "values"), true);
+  }
+  const toml::node& implies = reader.required(table, "implies", path);
+  if (implies.is_array() && implies.as_array()->empty()) {
+    reader.fail(implies, child(path, "implies"),
+                "expected at least one { probe = \"...\", param = \"...\" }, found an empty array");
+  }
+  if (!implies.is_array_of_tables()) {
+    reader.expected(implies, child(path, "implies"),
+                    "an array of tables ({ probe = \"...\", param = \"...\" })");
+  }
+  const toml::array& array = *implies.as_array();
+  for (size_t at = 0; at < array.size(); ++at) {
+    const std::string implication_path = indexed(child(path, "implies"), at);
+    const toml::table& implication_table = *array[at].as_table();
+    reader.allow_keys(implication_table, implication_path, {"probe", "param", "map"});
+    Implication implication;
+    implication.probe =
+        reader.string_of(reader.required(implication_table, "probe", implication_path),
+                         child(implication_path, "probe"));
+    implication.param = reader.optional_string(implication_table, "param", implication_path);
+    if (const toml::node* map = implication_table.get("map")) {
+      const std::string map_path = child(implication_path, "map");
+      for (const auto& [from, node] : Reader::ordered(reader.table_of(*map, map_path))) {
+        implication.map.emplace_back(from, reader.scalar_of(*node, child(map_path, from)));
+      }
+      for (const auto& [from, to] : implication.map) {
+        const bool declared =
+            key.values.empty() ||
+            std::any_of(key.values.begin(), key.values.end(),
+                        [&](const Value& v) { return value_to_string(v) == from; });
+        if (!declared) {
+          reader.fail(*map, child(map_path, from),
+                      "'" + from + "' is not one of " + child(path, "values"));
+        }
+      }
+      for (const auto& value : key.values) {
+        const std::string text = value_to_string(value);
+        const bool mapped = std::any_of(implication.map.begin(), implication.map.end(),
+                                        [&](const auto& entry) { return entry.first == text; });
+        if (!mapped) {
+          reader.fail(*map, map_path,
+                      "expected an entry for every value of " + child(path, "values") +
+                          ", missing '" + text + "'");
+        }
+      }
+    }
+    key.implies.push_back(std::move(implication));
+  }
+  return key;
+}
+
+// The value of setting `key` in the file's own type: a text that matches a declared value takes
+// that value's type.
+Deployment read_deployment(const Reader& reader, const toml::table& table, size_t index,
+                           const std::vector<DeploymentKey>& keys) {
+  const std::string path = indexed("deployment", index);
+  reader.allow_keys(table, path, {"name", "description", "settings"});
+  Deployment deployment;
+  deployment.line = Reader::line_of(table);
+  deployment.name = reader.string_of(reader.required(table, "name", path), child(path, "name"));
+  if (!is_word(deployment.name, true)) {
+    reader.fail(*table.get("name"), child(path, "name"),
+                "expected a name of letters, digits, '_' and '-', found '" + deployment.name + "'");
+  }
+  deployment.description = reader.optional_string(table, "description", path).value_or("");
+  const std::string settings_path = child(path, "settings");
+  const toml::table& settings =
+      reader.table_of(reader.required(table, "settings", path), settings_path);
+  std::vector<std::string> declared;
+  for (const auto& key : keys) declared.push_back(key.key);
+  for (const auto& [name, node] : Reader::ordered(settings)) {
+    const auto key = std::find_if(keys.begin(), keys.end(),
+                                  [&](const DeploymentKey& k) { return k.key == name; });
+    if (key == keys.end()) {
+      reader.fail(*node, child(settings_path, name),
+                  "no [[deployment_key]] declares '" + name + "'; declared: " + join(declared));
+    }
+    const Value value = reader.scalar_of(*node, child(settings_path, name));
+    if (!key->values.empty() &&
+        std::find(key->values.begin(), key->values.end(), value) == key->values.end()) {
+      std::vector<std::string> allowed;
+      for (const auto& v : key->values) allowed.push_back(value_to_string(v));
+      reader.fail(*node, child(settings_path, name),
+                  "expected one of " + join(allowed) + ", found " + value_phrase(value));
+    }
+    deployment.settings.emplace_back(name, value);
+  }
+  return deployment;
+}
+
+// Every parameter name a probe's points can carry: swept ones and those deployment keys set.
+std::vector<std::string> entry_param_names(const Objective& objective, const ProbeEntry& entry) {
+  std::vector<std::string> names;
+  for (const auto& axis : entry.params) names.push_back(axis.name);
+  for (const auto& axis : entry.zip) names.push_back(axis.name);
+  for (const auto& key : objective.deployment_keys) {
+    for (const auto& implication : key.implies) {
+      if (implication.probe == entry.probe && implication.param &&
+          std::find(names.begin(), names.end(), *implication.param) == names.end()) {
+        names.push_back(*implication.param);
+      }
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> entry_names(const std::vector<ProbeEntry>& entries) {
+  std::vector<std::string> names;
+  for (const auto& entry : entries) names.push_back(entry.name);
+  return names;
+}
+
+class GateValidator {
+ public:
+  GateValidator(const Reader& reader, const Objective& objective, const GateSpec& gate,
+                std::string key)
+      : reader_(reader), objective_(objective), gate_(gate), key_(std::move(key)) {}
+
+  void validate() const {
+    std::visit([this](const auto& expression) { check(expression); }, gate_.expression);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const {
+    reader_.fail(gate_.line, key_, message);
+  }
+
+  const ProbeEntry& entry(Layer layer, const std::string& name) const {
+    const ProbeEntry* found = objective_.find_entry(layer, name);
+    if (found == nullptr) {
+      const std::string layer_word(layer_name(layer));
+      fail("no [[" + layer_word + "]] is named '" + name + "'; " + layer_word +
+           " names: " + join(entry_names(objective_.entries(layer))));
+    }
+    return *found;
+  }
+
+  void variant(const ProbeEntry& bench, const std::string& name) const {
+    if (std::find(bench.variants.begin(), bench.variants.end(), name) == bench.variants.end()) {
+      fail("bench '" + bench.name + "' has no variant '" + name +
+           "'; its variants: " + join(bench.variants));
+    }
+  }
+
+  void where(const ProbeEntry& probe_entry, const std::vector<Condition>& conditions) const {
+    const auto names = entry_param_names(objective_, probe_entry);
+    for (const auto& condition : conditions) {
+      if (std::find(names.begin(), names.end(), condition.param) == names.end()) {
+        fail("where: '" + condition.param + "' is not a parameter of " +
+             std::string(layer_name(probe_entry.layer)) + " '" + probe_entry.name +
+             "'; its parameters: " + join(names));
+      }
+    }
+  }
+
+  void metric(const MetricRef& ref) const {
+    const ProbeEntry& found = entry(ref.layer, ref.entry);
+    if (ref.variant) {
+      if (ref.layer != Layer::kBench) {
+        fail("'" + ref.entry + "[" + *ref.variant + "]': only benches have variants");
+      }
+      variant(found, *ref.variant);
+    }
+  }
+
+  void check(const MetricBound& bound) const {
+    metric(bound.metric);
+    if (bound.baseline) metric(*bound.baseline);
+    where(entry(bound.metric.layer, bound.metric.entry), bound.where);
+  }
+
+  void check(const BenchVerdict& verdict) const {
+    const ProbeEntry& bench = entry(Layer::kBench, verdict.subject.bench);
+    if (bench.variants.empty()) {
+      fail("bench '" + bench.name + "' declares no variants; add variants = [\"a\", \"b\"]");
+    }
+    for (const VariantRef* ref : {&verdict.subject, &verdict.other}) {
+      if (ref->selector == VariantSelector::kNamed) variant(bench, ref->variant);
+      if (ref->selector == VariantSelector::kConfigured && !selects_variant(bench)) {
+        fail("'" + bench.name +
+             "[configured]': no [[deployment_key]] implies the variant of "
+             "probe '" +
+             bench.probe + "' (an implies entry without param)");
+      }
+    }
+    where(bench, verdict.where);
+  }
+
+  void check(const CheckPasses& passes) const {
+    const ProbeEntry& found = entry(Layer::kCheck, passes.check);
+    where(found, passes.where);
+  }
+
+  bool selects_variant(const ProbeEntry& bench) const {
+    for (const auto& key : objective_.deployment_keys) {
+      for (const auto& implication : key.implies) {
+        if (implication.probe == bench.probe && !implication.param) return true;
+      }
+    }
+    return false;
+  }
+
+  const Reader& reader_;
+  const Objective& objective_;
+  const GateSpec& gate_;
+  std::string key_;
+};
+
+GateSpec read_gate(const Reader& reader, const toml::table& table, size_t index) {
+  const std::string path = indexed("gate", index);
+  reader.allow_keys(table, path, {"name", "expr", "description", "confidence"});
+  GateSpec gate;
+  gate.name = reader.string_of(reader.required(table, "name", path), child(path, "name"));
+  if (!is_word(gate.name, true)) {
+    reader.fail(*table.get("name"), child(path, "name"),
+                "expected a name of letters, digits, '_' and '-', found '" + gate.name + "'");
+  }
+  gate.description = reader.optional_string(table, "description", path).value_or("");
+  const toml::node& expression = reader.required(table, "expr", path);
+  gate.text = reader.string_of(expression, child(path, "expr"));
+  gate.line = Reader::line_of(expression);
+  try {
+    gate.expression = parse_gate_expression(gate.text);
+  } catch (const Error& error) {
+    reader.fail(expression, child(path, "expr"), error.message() + " in '" + gate.text + "'");
+  }
+  if (const toml::node* confidence = table.get("confidence")) {
+    gate.confidence = reader.number_of(*confidence, child(path, "confidence"));
+    if (!(gate.confidence > 0 && gate.confidence < 1)) {
+      reader.fail(*confidence, child(path, "confidence"),
+                  "expected a level between 0 and 1 (0.95), found " +
+                      value_to_string(Value(gate.confidence)));
+    }
+  }
+  return gate;
+}
+
+ReviewCategory read_review_category(const Reader& reader, const std::string& name,
+                                    const toml::node& node) {
+  const std::string path = child("review", name);
+  const toml::table& table = reader.table_of(node, path);
+  reader.allow_keys(table, path, {"description", "paths", "params"});
+  ReviewCategory category;
+  category.name = name;
+  if (const toml::node* paths = table.get("paths")) {
+    category.paths = reader.strings_of(*paths, child(path, "paths"));
+  }
+  if (const toml::node* params = table.get("params")) {
+    category.params = reader.strings_of(*params, child(path, "params"));
+  }
+  if (category.paths.empty() && category.params.empty()) {
+    reader.fail(table, path, "expected paths = [...] or params = [...], found neither");
+  }
+  return category;
+}
+
+void validate_implications(const Reader& reader, const Objective& objective,
+                           const toml::node& keys_node) {
+  const toml::array& keys_array = *keys_node.as_array();
+  for (size_t index = 0; index < objective.deployment_keys.size(); ++index) {
+    const DeploymentKey& key = objective.deployment_keys[index];
+    const toml::table& key_table = *keys_array[index].as_table();
+    const toml::array& implies = *key_table.get("implies")->as_array();
+    for (size_t at = 0; at < key.implies.size(); ++at) {
+      const Implication& implication = key.implies[at];
+      const std::string path = indexed(indexed("deployment_key", index) + ".implies", at);
+      const toml::node& node = implies[at];
+      std::vector<const ProbeEntry*> runs;
+      std::vector<std::string> probes;
+      for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+        for (const auto& entry : objective.entries(layer)) {
+          if (entry.probe == implication.probe) runs.push_back(&entry);
+          if (std::find(probes.begin(), probes.end(), entry.probe) == probes.end()) {
+            probes.push_back(entry.probe);
+          }
+        }
+      }
+      if (runs.empty()) {
+        reader.fail(node, path + ".probe",
+                    "no [[check]], [[bench]] or [[scenario]] runs probe '" + implication.probe +
+                        "'; probes in this file: " + join(probes));
+      }
+      if (implication.param) continue;
+      // A variant selector: every value it can take must name a variant of the benches.
+      for (const ProbeEntry* entry : runs) {
+        if (entry->layer != Layer::kBench || entry->variants.empty()) {
+          reader.fail(node, path,
+                      "expected param = \"...\" (probe '" + implication.probe +
+                          "' is not a bench with variants, so there is no variant to select)");
+        }
+        std::vector<Value> selected = key.values;
+        if (!implication.map.empty()) {
+          selected.clear();
+          for (const auto& [from, to] : implication.map) selected.push_back(to);
+        }
+        for (const auto& value : selected) {
+          const std::string text = value_to_string(value);
+          if (std::find(entry->variants.begin(), entry->variants.end(), text) ==
+              entry->variants.end()) {
+            reader.fail(node, path,
+                        "the value '" + text + "' selects no variant of bench '" + entry->name +
+                            "'; its variants: " + join(entry->variants));
+          }
+        }
+      }
+    }
+  }
+}
+
+void validate_review(const Reader& reader, const Objective& objective,
+                     const toml::table& review_table) {
+  std::vector<std::string> known;
+  for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+    for (const auto& entry : objective.entries(layer)) {
+      for (const auto& name : entry_param_names(objective, entry)) known.push_back(name);
+    }
+  }
+  for (const auto& key : objective.deployment_keys) known.push_back(key.key);
+  for (const auto& category : objective.review) {
+    const toml::node& node = *review_table.get(category.name);
+    for (size_t index = 0; index < category.params.size(); ++index) {
+      const std::string& param = category.params[index];
+      if (std::find(known.begin(), known.end(), param) == known.end()) {
+        reader.fail(node, indexed("review." + category.name + ".params", index),
+                    "'" + param +
+                        "' is neither a parameter of a probe in this file nor a "
+                        "deployment key");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view cascade_mode_name(CascadeMode mode) {
+  return mode == CascadeMode::kAll ? "all" : "stop-at-first-failure";
+}
+
+const std::vector<ProbeEntry>& Objective::entries(Layer layer) const {
+  static const std::vector<ProbeEntry> kNone;
+  switch (layer) {
+    case Layer::kCheck:
+      return checks;
+    case Layer::kBench:
+      return benches;
+    case Layer::kScenario:
+      return scenarios;
+    case Layer::kTrace:
+      break;
+  }
+  return kNone;
+}
+
+const ProbeEntry* Objective::find_entry(Layer layer, std::string_view entry_name) const {
+  for (const auto& entry : entries(layer)) {
+    if (entry.name == entry_name) return &entry;
+  }
+  return nullptr;
+}
+
+const DeploymentKey* Objective::find_deployment_key(std::string_view key) const {
+  for (const auto& candidate : deployment_keys) {
+    if (candidate.key == key) return &candidate;
+  }
+  return nullptr;
+}
+
+const Deployment* Objective::find_deployment(std::string_view deployment_name) const {
+  for (const auto& candidate : deployments) {
+    if (candidate.name == deployment_name) return &candidate;
+  }
+  return nullptr;
+}
+
+std::vector<Params> expand_points(const ProbeEntry& entry) {
+  std::vector<Params> points = {Params{}};
+  for (const auto& axis : entry.params) {
+    std::vector<Params> next;
+    for (const auto& point : points) {
+      for (const auto& value : axis.values) {
+        Params extended = point;
+        extended.emplace_back(axis.name, value);
+        next.push_back(std::move(extended));
+      }
+    }
+    points = std::move(next);
+  }
+  if (entry.zip.empty()) return points;
+  std::vector<Params> zipped;
+  const size_t rows = entry.zip.front().values.size();
+  for (const auto& point : points) {
+    for (size_t row = 0; row < rows; ++row) {
+      Params extended = point;
+      for (const auto& axis : entry.zip) extended.emplace_back(axis.name, axis.values[row]);
+      zipped.push_back(std::move(extended));
+    }
+  }
+  return zipped;
+}
+
+Objective parse_objective_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw Error(ErrorCode::kInput, file.string() + ": cannot read the objective file",
+                "check the path; examples/kda/smoke.toml is a small objective");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_objective(text.str(), file);
+}
+
+Objective parse_objective(std::string_view text, const std::filesystem::path& file) {
+  const Reader reader(file.string());
+  toml::table root;
+  try {
+    root = toml::parse(text, file.string());
+  } catch (const toml::parse_error& error) {
+    throw Error(ErrorCode::kConfig,
+                file.string() + ":" + std::to_string(error.source().begin.line) + ":" +
+                    std::to_string(error.source().begin.column) +
+                    ": TOML syntax: " + std::string(error.description()),
+                std::string(kHint));
+  }
+  reader.allow_keys(root, "",
+                    {"name", "description", "cascade", "subject", "check", "bench", "scenario",
+                     "gate", "deployment_key", "deployment", "review"});
+  Objective objective;
+  objective.file = file;
+  objective.name = reader.optional_string(root, "name", "").value_or("");
+  objective.description = reader.optional_string(root, "description", "").value_or("");
+  if (const toml::node* cascade = root.get("cascade")) {
+    const std::string mode = reader.string_of(*cascade, "cascade");
+    if (mode == "all") {
+      objective.cascade = CascadeMode::kAll;
+    } else if (mode != "stop-at-first-failure") {
+      reader.fail(*cascade, "cascade",
+                  "expected \"stop-at-first-failure\" or \"all\", found \"" + mode + "\"");
+    }
+  }
+  const std::filesystem::path base = file.parent_path();
+  objective.subject =
+      read_subject(reader, reader.table_of(reader.required(root, "subject", ""), "subject"), base);
+  if (const toml::node* node = root.get("check")) {
+    objective.checks = read_entries(reader, *node, Layer::kCheck);
+  }
+  if (const toml::node* node = root.get("bench")) {
+    objective.benches = read_entries(reader, *node, Layer::kBench);
+  }
+  if (const toml::node* node = root.get("scenario")) {
+    objective.scenarios = read_entries(reader, *node, Layer::kScenario);
+  }
+  if (objective.checks.empty() && objective.benches.empty() && objective.scenarios.empty()) {
+    reader.fail(root, "check", "expected at least one [[check]], [[bench]] or [[scenario]]");
+  }
+
+  const toml::node* keys_node = root.get("deployment_key");
+  if (keys_node != nullptr) {
+    if (!keys_node->is_array_of_tables()) {
+      reader.expected(*keys_node, "deployment_key", "an array of tables ([[deployment_key]])");
+    }
+    const toml::array& array = *keys_node->as_array();
+    for (size_t index = 0; index < array.size(); ++index) {
+      DeploymentKey key = read_deployment_key(reader, *array[index].as_table(), index);
+      if (objective.find_deployment_key(key.key) != nullptr) {
+        reader.fail(key.line, indexed("deployment_key", index) + ".key",
+                    "'" + key.key + "' is declared twice");
+      }
+      objective.deployment_keys.push_back(std::move(key));
+    }
+    validate_implications(reader, objective, *keys_node);
+  }
+  if (const toml::node* node = root.get("deployment")) {
+    if (!node->is_array_of_tables()) {
+      reader.expected(*node, "deployment", "an array of tables ([[deployment]])");
+    }
+    const toml::array& array = *node->as_array();
+    for (size_t index = 0; index < array.size(); ++index) {
+      Deployment deployment =
+          read_deployment(reader, *array[index].as_table(), index, objective.deployment_keys);
+      if (objective.find_deployment(deployment.name) != nullptr) {
+        reader.fail(deployment.line, indexed("deployment", index) + ".name",
+                    "'" + deployment.name + "' names two deployments");
+      }
+      objective.deployments.push_back(std::move(deployment));
+    }
+  }
+  if (const toml::node* node = root.get("gate")) {
+    if (!node->is_array_of_tables())
+      reader.expected(*node, "gate", "an array of tables ([[gate]])");
+    const toml::array& array = *node->as_array();
+    for (size_t index = 0; index < array.size(); ++index) {
+      GateSpec gate = read_gate(reader, *array[index].as_table(), index);
+      for (const auto& other : objective.gates) {
+        if (other.name == gate.name) {
+          reader.fail(*array[index].as_table()->get("name"), indexed("gate", index) + ".name",
+                      "'" + gate.name + "' names two gates (the other on line " +
+                          std::to_string(other.line) + ")");
+        }
+      }
+      GateValidator(reader, objective, gate, indexed("gate", index) + ".expr").validate();
+      objective.gates.push_back(std::move(gate));
+    }
+  }
+  if (const toml::node* node = root.get("review")) {
+    const toml::table& review = reader.table_of(*node, "review");
+    reader.allow_keys(review, "review", {"numerics", "concurrency", "production-risk"});
+    for (const auto& [name, category] : Reader::ordered(review)) {
+      objective.review.push_back(read_review_category(reader, name, *category));
+    }
+    validate_review(reader, objective, review);
+  }
+  return objective;
+}
+
+}  // namespace loupe::gate

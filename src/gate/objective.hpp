@@ -1,0 +1,145 @@
+// gate/objective.hpp — an objective file (TOML) as typed values: the subject, the probes of each
+// cascade layer with their parameter sweeps, the gates, the deployment configurations and the
+// review boundary. docs/objective.md documents every key.
+//
+// parse_objective reads the whole file and validates it: unknown keys, wrong types, references
+// to probes, variants or parameters the file does not declare, and malformed gate expressions are
+// Error(kConfig) "FILE:LINE: KEY: expected ..., found ..." (KEY is a path such as
+// check[1].params.T, 0-based like toml++'s paths). toml++ never appears in this header.
+// Thread-safety: value types and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/finding.hpp"
+#include "gate/expression.hpp"
+#include "loupe/error.hpp"
+#include "loupe/value.hpp"
+
+namespace loupe::gate {
+
+enum class CascadeMode { kStopAtFirstFailure, kAll };
+
+// "stop-at-first-failure", "all".
+std::string_view cascade_mode_name(CascadeMode mode);
+
+struct SubjectSpec {
+  // The subject's command line; loupe appends `list` or `run PROBE ...`. A string in the file is
+  // split at whitespace.
+  std::vector<std::string> command;
+  // Where the subject runs, resolved against the objective file's folder; absent: the folder
+  // loupe was started in.
+  std::optional<std::filesystem::path> working_dir;
+  std::vector<std::pair<std::string, std::string>> environment;  // added to loupe's own
+  double timeout_s = 600;                                        // per probe point
+  bool operator==(const SubjectSpec&) const = default;
+};
+
+// One parameter and the values it takes; one value is a fixed parameter.
+struct ParamAxis {
+  std::string name;
+  std::vector<Value> values;
+  bool operator==(const ParamAxis&) const = default;
+};
+
+// A [[check]], [[bench]] or [[scenario]] entry.
+struct ProbeEntry {
+  Layer layer = Layer::kCheck;
+  std::string name;   // unique within its layer; gates refer to it (defaults to the probe)
+  std::string probe;  // the subject's probe name
+  std::string description;
+  std::vector<ParamAxis> params;  // swept as a cartesian product, in declaration order
+  std::vector<ParamAxis> zip;     // lists of one length, stepped together
+  std::vector<std::pair<std::string, double>> tolerances;  // checks: METRIC -> absolute bound
+  std::vector<std::string> variants;                       // benches: the variants it times
+  int64_t repeats = 1;                                     // runs of each point
+  std::optional<double> threshold;                         // benches, scenarios: A/B threshold t
+  std::optional<uint64_t> seed;                            // absent: loupe draws and records one
+  int line = 0;
+  bool operator==(const ProbeEntry&) const = default;
+};
+
+// Every parameter point of an entry: the cartesian product of `params` (the last one varies
+// fastest) times the rows of `zip`; each point lists params' names, then zip's.
+std::vector<Params> expand_points(const ProbeEntry& entry);
+
+struct GateSpec {
+  std::string name;
+  std::string description;
+  std::string text;  // as written
+  GateExpression expression;
+  double confidence = 0.95;  // relative bounds and verdicts: the interval's confidence level
+  int line = 0;
+  bool operator==(const GateSpec&) const = default;
+};
+
+// What one deployment setting changes: a probe parameter (its value passed through, or
+// translated by `map`), or the bench variant that `NAME[configured]` refers to.
+struct Implication {
+  std::string probe;
+  std::optional<std::string> param;  // absent: selects the variant of the bench entries
+  std::vector<std::pair<std::string, Value>> map;  // setting value (text form) -> probe value
+  bool operator==(const Implication&) const = default;
+};
+
+// A [[deployment_key]]: a configuration key, its allowed values and what it implies.
+struct DeploymentKey {
+  std::string key;
+  std::string description;
+  std::vector<Value> values;  // empty: any value
+  std::vector<Implication> implies;
+  int line = 0;
+  bool operator==(const DeploymentKey&) const = default;
+};
+
+// A [[deployment]]: a named configuration.
+struct Deployment {
+  std::string name;
+  std::string description;
+  std::vector<std::pair<std::string, Value>> settings;  // key -> value, in declaration order
+  int line = 0;
+  bool operator==(const Deployment&) const = default;
+};
+
+// A [review.CATEGORY] table: changes that touch these need a person's sign-off.
+struct ReviewCategory {
+  std::string name;                 // numerics, concurrency, production-risk
+  std::vector<std::string> paths;   // globs over repository paths
+  std::vector<std::string> params;  // probe parameters or deployment keys
+  bool operator==(const ReviewCategory&) const = default;
+};
+
+struct Objective {
+  std::filesystem::path file;
+  std::string name;
+  std::string description;
+  SubjectSpec subject;
+  CascadeMode cascade = CascadeMode::kStopAtFirstFailure;
+  std::vector<ProbeEntry> checks;
+  std::vector<ProbeEntry> benches;
+  std::vector<ProbeEntry> scenarios;
+  std::vector<GateSpec> gates;
+  std::vector<DeploymentKey> deployment_keys;
+  std::vector<Deployment> deployments;
+  std::vector<ReviewCategory> review;
+
+  // The entries of one layer (kTrace has none).
+  const std::vector<ProbeEntry>& entries(Layer layer) const;
+  const ProbeEntry* find_entry(Layer layer, std::string_view name) const;
+  const DeploymentKey* find_deployment_key(std::string_view key) const;
+  const Deployment* find_deployment(std::string_view name) const;
+};
+
+// Reads and validates an objective file. Throws Error(kInput) when it cannot be read and
+// Error(kConfig) for anything it says wrongly.
+Objective parse_objective_file(const std::filesystem::path& file);
+// The same from text; `file` names it in errors and anchors relative paths.
+Objective parse_objective(std::string_view text, const std::filesystem::path& file);
+
+}  // namespace loupe::gate

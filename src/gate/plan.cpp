@@ -1,0 +1,304 @@
+#include "gate/plan.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/json.hpp"
+
+namespace loupe::gate {
+namespace {
+
+std::string trim(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return {};
+  const size_t end = text.find_last_not_of(" \t");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) {
+    if (!out.empty()) out += ", ";
+    out += word;
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+[[noreturn]] void usage(const std::string& message, const std::string& hint) {
+  throw Error(ErrorCode::kUsage, "--config: " + message, hint);
+}
+
+// A value typed from its text: true/false, an integer, a float, else a string.
+Value infer_value(const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long integer = std::strtoll(text.c_str(), &end, 10);
+  if (errno == 0 && end != text.c_str() && *end == '\0') return static_cast<int64_t>(integer);
+  errno = 0;
+  const double real = std::strtod(text.c_str(), &end);
+  if (errno == 0 && end != text.c_str() && *end == '\0') return real;
+  return text;
+}
+
+void set(std::vector<Setting>& settings, Setting setting) {
+  for (auto& existing : settings) {
+    if (existing.key == setting.key) {
+      existing.value = std::move(setting.value);
+      return;
+    }
+  }
+  settings.push_back(std::move(setting));
+}
+
+struct Override {
+  std::string probe;
+  std::string param;
+  Value value;
+};
+
+std::string settings_text(const Configuration& configuration) {
+  std::string out;
+  for (const auto& setting : configuration.settings) {
+    if (!out.empty()) out += ", ";
+    out += setting.key + "=" + value_to_string(setting.value);
+  }
+  return out;
+}
+
+std::string padded(const std::string& text, size_t width) {
+  return text.size() >= width ? text : text + std::string(width - text.size(), ' ');
+}
+
+}  // namespace
+
+Configuration resolve_configuration(const Objective& objective, std::string_view spec) {
+  Configuration configuration;
+  std::vector<std::string> items;
+  for (size_t start = 0; start <= spec.size();) {
+    const size_t comma = spec.find(',', start);
+    const size_t end = comma == std::string_view::npos ? spec.size() : comma;
+    std::string item = trim(spec.substr(start, end - start));
+    if (!item.empty()) items.push_back(std::move(item));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::vector<std::string> names;
+  for (const auto& deployment : objective.deployments) names.push_back(deployment.name);
+  std::vector<std::string> keys;
+  for (const auto& key : objective.deployment_keys) keys.push_back(key.key);
+  const std::string file = objective.file.string();
+
+  for (size_t index = 0; index < items.size(); ++index) {
+    const std::string& item = items[index];
+    const size_t equals = item.find('=');
+    if (equals == std::string::npos) {
+      if (index != 0) {
+        usage("'" + item + "' is not KEY=VALUE; a configuration name may only come first",
+              "write NAME,KEY=VALUE,...");
+      }
+      const Deployment* deployment = objective.find_deployment(item);
+      if (deployment == nullptr) {
+        usage("no [[deployment]] named '" + item + "' in " + file + "; named: " + join(names),
+              "pass one of those names, or KEY=VALUE settings");
+      }
+      configuration.name = deployment->name;
+      for (const auto& [key, value] : deployment->settings) {
+        set(configuration.settings, {key, value});
+      }
+      continue;
+    }
+    const std::string key_text = trim(item.substr(0, equals));
+    const std::string value_text = trim(item.substr(equals + 1));
+    const DeploymentKey* key = objective.find_deployment_key(key_text);
+    if (key == nullptr) {
+      usage(file + " declares no deployment key '" + key_text + "'; keys: " + join(keys),
+            "add a [[deployment_key]] to the objective, or use one of those keys");
+    }
+    if (value_text.empty()) usage(key_text + "= has no value", "write KEY=VALUE");
+    Value value = infer_value(value_text);
+    if (!key->values.empty()) {
+      const auto match = std::find_if(key->values.begin(), key->values.end(), [&](const Value& v) {
+        return value_to_string(v) == value_text;
+      });
+      if (match == key->values.end()) {
+        std::vector<std::string> allowed;
+        for (const auto& v : key->values) allowed.push_back(value_to_string(v));
+        usage(key_text + "=" + value_text + ": expected one of " + join(allowed),
+              "the values come from [[deployment_key]] '" + key_text + "' in " + file);
+      }
+      value = *match;
+    }
+    set(configuration.settings, {key_text, std::move(value)});
+  }
+  return configuration;
+}
+
+Plan make_plan(const Objective& objective, const Configuration& configuration) {
+  Plan plan;
+  plan.configuration = configuration;
+  std::vector<Override> overrides;
+  for (const auto& setting : configuration.settings) {
+    const DeploymentKey* key = objective.find_deployment_key(setting.key);
+    if (key == nullptr) {
+      usage(objective.file.string() + " declares no deployment key '" + setting.key + "'",
+            "resolve_configuration checks keys");
+    }
+    const std::string text = value_to_string(setting.value);
+    for (const auto& implication : key->implies) {
+      Value value = setting.value;
+      if (!implication.map.empty()) {
+        const auto mapped = std::find_if(implication.map.begin(), implication.map.end(),
+                                         [&](const auto& entry) { return entry.first == text; });
+        if (mapped == implication.map.end()) {
+          usage(setting.key + "=" + text + ": the map of [[deployment_key]] '" + setting.key +
+                    "' for probe '" + implication.probe + "' has no entry for '" + text + "'",
+                "add it to the map in " + objective.file.string());
+        }
+        value = mapped->second;
+      }
+      if (implication.param) {
+        auto existing = std::find_if(overrides.begin(), overrides.end(), [&](const Override& o) {
+          return o.probe == implication.probe && o.param == *implication.param;
+        });
+        if (existing != overrides.end()) {
+          existing->value = value;
+        } else {
+          overrides.push_back({implication.probe, *implication.param, value});
+        }
+        continue;
+      }
+      for (const auto& bench : objective.benches) {
+        if (bench.probe != implication.probe) continue;
+        const std::string variant = value_to_string(value);
+        auto existing =
+            std::find_if(plan.configured_variants.begin(), plan.configured_variants.end(),
+                         [&](const auto& entry) { return entry.first == bench.name; });
+        if (existing != plan.configured_variants.end()) {
+          existing->second = variant;
+        } else {
+          plan.configured_variants.emplace_back(bench.name, variant);
+        }
+      }
+    }
+  }
+
+  for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+    for (const auto& entry : objective.entries(layer)) {
+      std::vector<PlanTask> entry_tasks;
+      for (Params point : expand_points(entry)) {
+        PlanTask task{layer, entry.name, entry.probe, {}, {}, entry.repeats};
+        for (const auto& override_value : overrides) {
+          if (override_value.probe != entry.probe) continue;
+          auto existing = std::find_if(point.begin(), point.end(), [&](const auto& param) {
+            return param.first == override_value.param;
+          });
+          if (existing != point.end()) {
+            existing->second = override_value.value;
+          } else {
+            point.emplace_back(override_value.param, override_value.value);
+          }
+          task.configured.push_back(override_value.param);
+        }
+        task.params = std::move(point);
+        const bool duplicate =
+            std::any_of(entry_tasks.begin(), entry_tasks.end(),
+                        [&](const PlanTask& other) { return other.params == task.params; });
+        if (!duplicate) entry_tasks.push_back(std::move(task));
+      }
+      plan.tasks.insert(plan.tasks.end(), entry_tasks.begin(), entry_tasks.end());
+    }
+  }
+  return plan;
+}
+
+std::optional<std::string> configured_variant(const Plan& plan, std::string_view bench) {
+  for (const auto& [name, variant] : plan.configured_variants) {
+    if (name == bench) return variant;
+  }
+  return std::nullopt;
+}
+
+std::string render_plan(const Plan& plan, const Objective& objective, size_t max_tasks) {
+  std::ostringstream out;
+  out << "plan for " << objective.file.string() << ", ";
+  if (plan.configuration.settings.empty()) {
+    out << "no configuration (the file's own points)";
+  } else if (!plan.configuration.name.empty()) {
+    out << "configuration " << plan.configuration.name << " (" << settings_text(plan.configuration)
+        << ")";
+  } else {
+    out << "configuration " << settings_text(plan.configuration);
+  }
+  out << ": " << plan.tasks.size() << (plan.tasks.size() == 1 ? " task" : " tasks") << "\n";
+  size_t entry_width = 0;
+  size_t probe_width = 0;
+  for (const auto& task : plan.tasks) {
+    entry_width = std::max(entry_width, task.entry.size());
+    probe_width = std::max(probe_width, task.probe.size());
+  }
+  bool any_configured = false;
+  size_t shown = 0;
+  for (const auto& task : plan.tasks) {
+    if (shown == max_tasks) {
+      out << "  ... " << plan.tasks.size() - shown << " more tasks (--json lists them all)\n";
+      break;
+    }
+    std::string point;
+    for (const auto& [name, value] : task.params) {
+      if (!point.empty()) point += ",";
+      point += name + "=" + value_to_string(value);
+      if (std::find(task.configured.begin(), task.configured.end(), name) !=
+          task.configured.end()) {
+        point += "*";
+        any_configured = true;
+      }
+    }
+    if (point.empty()) point = "(defaults)";
+    out << "  " << padded(std::string(layer_name(task.layer)), 8) << "  "
+        << padded(task.entry, entry_width) << "  " << padded(task.probe, probe_width) << "  "
+        << point;
+    if (task.repeats > 1) out << "  x" << task.repeats;
+    out << "\n";
+    ++shown;
+  }
+  for (const auto& [bench, variant] : plan.configured_variants) {
+    out << "bench " << bench << ": " << bench << "[configured] is " << variant << "\n";
+  }
+  if (any_configured) out << "* set by the configuration\n";
+  return out.str();
+}
+
+nlohmann::ordered_json configuration_to_json(const Configuration& configuration) {
+  Json settings = Json::object();
+  for (const auto& setting : configuration.settings) {
+    settings[setting.key] = value_to_json(setting.value);
+  }
+  return {{"name", configuration.name.empty() ? Json(nullptr) : Json(configuration.name)},
+          {"settings", settings}};
+}
+
+nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective) {
+  Json tasks = Json::array();
+  for (const auto& task : plan.tasks) {
+    Json params = Json::object();
+    for (const auto& [name, value] : task.params) params[name] = value_to_json(value);
+    tasks.push_back({{"layer", layer_name(task.layer)},
+                     {"entry", task.entry},
+                     {"probe", task.probe},
+                     {"params", params},
+                     {"configured", task.configured},
+                     {"repeats", task.repeats}});
+  }
+  Json variants = Json::object();
+  for (const auto& [bench, variant] : plan.configured_variants) variants[bench] = variant;
+  return {{"objective", objective.file.string()},
+          {"configuration", configuration_to_json(plan.configuration)},
+          {"tasks", tasks},
+          {"configured_variants", variants}};
+}
+
+}  // namespace loupe::gate

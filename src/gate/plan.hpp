@@ -1,0 +1,70 @@
+// gate/plan.hpp — `loupe plan`'s core: from an objective and a deployment configuration to the
+// exact list of (probe, parameter point) tasks the cascade runs.
+//
+// A configuration is a named [[deployment]], ad-hoc settings "shards=8,cache=int8", or both
+// ("incident,shards=4": later items override earlier ones). Each setting goes through its
+// [[deployment_key]]'s implications: a probe parameter is set to the setting's value (or its
+// `map`ped value) in every point of every entry running that probe, replacing the file's sweep of
+// that parameter; a variant selector decides what NAME[configured] means in bench gates.
+// Points that become identical are run once. Thread-safety: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gate/objective.hpp"
+
+namespace loupe::gate {
+
+struct Setting {
+  std::string key;
+  Value value;
+  bool operator==(const Setting&) const = default;
+};
+
+struct Configuration {
+  std::string name;               // the [[deployment]] used, empty for ad-hoc settings only
+  std::vector<Setting> settings;  // one per key, in the order given
+  bool operator==(const Configuration&) const = default;
+};
+
+// Parses NAME, k=v,... or NAME,k=v,... against the objective's deployment keys. An empty spec is
+// the empty configuration. Throws Error(kUsage) naming the unknown configuration, key or value
+// and listing the accepted ones.
+Configuration resolve_configuration(const Objective& objective, std::string_view spec);
+
+struct PlanTask {
+  Layer layer = Layer::kCheck;
+  std::string entry;  // the [[check]]/[[bench]]/[[scenario]] name
+  std::string probe;
+  Params params;
+  std::vector<std::string> configured;  // the parameters the configuration set
+  int64_t repeats = 1;
+  bool operator==(const PlanTask&) const = default;
+};
+
+struct Plan {
+  Configuration configuration;
+  std::vector<PlanTask> tasks;  // checks, then benches, then scenarios; file order within each
+  // Bench entry name -> the variant NAME[configured] refers to.
+  std::vector<std::pair<std::string, std::string>> configured_variants;
+};
+
+Plan make_plan(const Objective& objective, const Configuration& configuration);
+
+// The variant NAME[configured] means under this plan; nullopt when no setting selects one.
+std::optional<std::string> configured_variant(const Plan& plan, std::string_view bench);
+
+// Text: one line per task, at most `max_tasks` (the rest announced with a hint).
+std::string render_plan(const Plan& plan, const Objective& objective, size_t max_tasks);
+// {"name": NAME|null, "settings": {KEY: VALUE, ...}}: what the ledger records as a run's config.
+nlohmann::ordered_json configuration_to_json(const Configuration& configuration);
+// {"objective", "configuration": {"name", "settings"}, "tasks": [...], "configured_variants"}.
+nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective);
+
+}  // namespace loupe::gate

@@ -1,0 +1,383 @@
+#include "gate/objective.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace loupe::gate {
+namespace {
+
+const std::filesystem::path kSourceDir = LOUPE_SOURCE_DIR;
+
+// Lines 1-6: a valid objective the cases below extend from line 7 on.
+const std::string kBase = R"([subject]
+command = "build/bin/kda probe"
+
+[[check]]
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096], shards = 8 }
+)";
+
+std::string config_error(const std::string& text) {
+  try {
+    parse_objective(text, "obj.toml");
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kConfig);
+    EXPECT_EQ(error.hint(), "docs/objective.md documents every key");
+    return error.message();
+  }
+  return "no error";
+}
+
+TEST(ObjectiveTest, TheDemoObjectiveParses) {
+  const Objective objective = parse_objective_file(kSourceDir / "examples/kda/loupe.toml");
+  EXPECT_EQ(objective.name, "kda");
+  EXPECT_EQ(objective.cascade, CascadeMode::kAll);
+  SubjectSpec subject;
+  subject.command = {"build/bin/kda", "probe"};
+  subject.working_dir = (kSourceDir / "examples/kda/../..").lexically_normal();
+  subject.environment = {{"OMP_NUM_THREADS", "1"}};
+  subject.timeout_s = 300;
+  EXPECT_EQ(objective.subject, subject);
+
+  ASSERT_EQ(objective.checks.size(), 3u);
+  const ProbeEntry& cp = objective.checks[0];
+  EXPECT_EQ(cp.name, "cp_vs_nocp");
+  EXPECT_EQ(cp.probe, "cp_vs_nocp");
+  EXPECT_EQ(cp.layer, Layer::kCheck);
+  // Declaration order survives (toml++ itself sorts keys).
+  std::vector<ParamAxis> params = {{"T", {int64_t{4096}, int64_t{16384}}},
+                                   {"shards", {int64_t{8}}},
+                                   {"precision", {std::string("ieee")}},
+                                   {"decay", {std::string("slow")}}};
+  EXPECT_EQ(cp.params, params);
+  EXPECT_EQ(cp.tolerances, (std::vector<std::pair<std::string, double>>{{"rms_ratio", 2e-6}}));
+  EXPECT_EQ(cp.seed, 7u);
+  EXPECT_EQ(objective.checks[1].name, "cp_control");
+  EXPECT_EQ(objective.checks[2].probe, "decode_tiled_vs_merged");
+
+  ASSERT_EQ(objective.benches.size(), 1u);
+  EXPECT_EQ(objective.benches[0].variants, (std::vector<std::string>{"tiled", "merged"}));
+  EXPECT_EQ(objective.benches[0].threshold, 0.05);
+  ASSERT_EQ(objective.scenarios.size(), 3u);
+  EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
+  EXPECT_EQ(objective.scenarios[1].repeats, 5);
+
+  ASSERT_EQ(objective.gates.size(), 5u);
+  EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
+  EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
+            "check.cp_vs_nocp.rms_ratio <= 2e-06");
+  EXPECT_EQ(gate_layer(objective.gates[3].expression), Layer::kBench);
+  EXPECT_EQ(gate_layer(objective.gates[4].expression), Layer::kScenario);
+  EXPECT_EQ(objective.gates[4].confidence, 0.95);
+
+  ASSERT_EQ(objective.deployment_keys.size(), 4u);
+  const DeploymentKey& lock = objective.deployment_keys[2];
+  EXPECT_EQ(lock.key, "dispatch_lock");
+  ASSERT_EQ(lock.implies.size(), 1u);
+  EXPECT_EQ(lock.implies[0].param, "dispatch_holds_lock");
+  EXPECT_EQ(lock.implies[0].map,
+            (std::vector<std::pair<std::string, Value>>{{"held", true}, {"released", false}}));
+  EXPECT_FALSE(objective.deployment_keys[3].implies[0].param.has_value());
+
+  ASSERT_EQ(objective.deployments.size(), 2u);
+  EXPECT_EQ(objective.deployments[0].name, "incident");
+  EXPECT_EQ(objective.deployments[0].settings,
+            (std::vector<std::pair<std::string, Value>>{{"precision", std::string("tf32_rz")},
+                                                        {"dispatch_lock", std::string("held")},
+                                                        {"decode_kernel", std::string("tiled")}}));
+  ASSERT_EQ(objective.review.size(), 3u);
+  EXPECT_EQ(objective.review[0].name, "numerics");
+  EXPECT_EQ(objective.review[0].paths, (std::vector<std::string>{"kda/math/**", "kda/kernels/**"}));
+  EXPECT_EQ(objective.review[2].name, "production-risk");
+}
+
+TEST(ObjectiveTest, TheSmokeObjectiveParses) {
+  const Objective objective = parse_objective_file(kSourceDir / "examples/kda/smoke.toml");
+  EXPECT_EQ(objective.name, "kda-smoke");
+  EXPECT_EQ(objective.checks.size(), 3u);
+  EXPECT_EQ(objective.benches.size(), 1u);
+  EXPECT_EQ(objective.scenarios.size(), 2u);
+  EXPECT_EQ(objective.gates.size(), 5u);
+  EXPECT_NE(objective.find_deployment("fixed"), nullptr);
+}
+
+TEST(ObjectiveTest, DefaultsAndAStringCommand) {
+  const Objective objective = parse_objective(kBase, "dir/obj.toml");
+  EXPECT_EQ(objective.cascade, CascadeMode::kStopAtFirstFailure);
+  EXPECT_EQ(objective.subject.command, (std::vector<std::string>{"build/bin/kda", "probe"}));
+  EXPECT_FALSE(objective.subject.working_dir.has_value());
+  EXPECT_EQ(objective.subject.timeout_s, 600);
+  EXPECT_EQ(objective.checks[0].repeats, 1);
+  EXPECT_FALSE(objective.checks[0].seed.has_value());
+  EXPECT_EQ(objective.checks[0].line, 4);
+  EXPECT_EQ(objective.file, "dir/obj.toml");
+}
+
+TEST(ObjectiveTest, PointsAreTheProductOfParamsTimesTheZippedRows) {
+  const Objective objective = parse_objective(kBase + R"([[bench]]
+probe = "decode"
+params = { H = [16, 64], fast = true }
+zip = { batch = [1, 32], note = ["small", "large"] }
+)",
+                                              "obj.toml");
+  const std::vector<Params> points = expand_points(objective.benches[0]);
+  auto point = [](int64_t h, int64_t batch, const char* note) {
+    return Params{{"H", h}, {"fast", true}, {"batch", batch}, {"note", std::string(note)}};
+  };
+  EXPECT_EQ(points, (std::vector<Params>{point(16, 1, "small"), point(16, 32, "large"),
+                                         point(64, 1, "small"), point(64, 32, "large")}));
+  EXPECT_EQ(expand_points(objective.checks[0]),
+            (std::vector<Params>{{{"T", int64_t{1024}}, {"shards", int64_t{8}}},
+                                 {{"T", int64_t{4096}}, {"shards", int64_t{8}}}}));
+  ProbeEntry empty;
+  EXPECT_EQ(expand_points(empty), (std::vector<Params>{Params{}}));
+}
+
+TEST(ObjectiveTest, UnreadableFileIsAnInputError) {
+  try {
+    parse_objective_file("/nonexistent/objective.toml");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(), "/nonexistent/objective.toml: cannot read the objective file");
+  }
+}
+
+TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
+  EXPECT_EQ(config_error(kBase + "cascade = \n"),
+            "obj.toml:7:11: TOML syntax: Error while parsing key-value pair: expected value, saw "
+            "'\\n'");
+  // Top-level keys come before the first table; after it they belong to that table.
+  EXPECT_EQ(config_error("bogus = 1\n" + kBase),
+            "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
+            "check, bench, scenario, gate, deployment_key, deployment, review");
+  EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
+            "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
+            "params, zip, repeats, seed, tolerances");
+  EXPECT_EQ(config_error("cascade = \"some\"\n" + kBase),
+            "obj.toml:1: cascade: expected \"stop-at-first-failure\" or \"all\", found \"some\"");
+  EXPECT_EQ(config_error("name = 3\n" + kBase),
+            "obj.toml:1: name: expected a string, found an integer");
+  EXPECT_EQ(config_error("name = \"x\"\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:1: subject: missing; this key is required");
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\n"),
+            "obj.toml:1: check: expected at least one [[check]], [[bench]] or [[scenario]]");
+  EXPECT_EQ(config_error("check = 1\n" + kBase),
+            "obj.toml:5:1: TOML syntax: Error while parsing table header: cannot redefine "
+            "existing integer 'check' as array-of-tables");
+  EXPECT_EQ(config_error("scenario = { probe = \"s\" }\n" + kBase),
+            "obj.toml:1: scenario: expected an array of tables ([[scenario]]), found a table");
+}
+
+TEST(ObjectiveErrorsTest, Subject) {
+  EXPECT_EQ(config_error("[subject]\ncommand = 3\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:2: subject.command: expected a string or an array of strings, found an "
+            "integer");
+  EXPECT_EQ(config_error("[subject]\ncommand = [\"kda\", 2]\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:2: subject.command[1]: expected a string, found an integer");
+  EXPECT_EQ(config_error("[subject]\ncommand = \"  \"\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:2: subject.command: expected the subject's command line, found nothing");
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\ntimeout_s = 0\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:3: subject.timeout_s: expected a number of seconds above 0, found 0");
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\nenvironment = { A = 1 }\n[[check]]\n"
+                         "probe = \"p\"\n"),
+            "obj.toml:3: subject.environment.A: expected a string, found an integer");
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\ncwd = \".\"\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:3: subject.cwd: unknown key; expected one of command, working_dir, "
+            "environment, timeout_s");
+}
+
+TEST(ObjectiveErrorsTest, ProbeEntries) {
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nprams = {}\n"),
+            "obj.toml:9: check[1].prams: unknown key; expected one of probe, name, description, "
+            "params, zip, repeats, seed, tolerances");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
+            "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
+            "description, params, zip, repeats, seed, variants, threshold");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nname = \"x\"\n"),
+            "obj.toml:7: check[1].probe: missing; this key is required");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp-vs\"\n"),
+            "obj.toml:8: check[1].probe: expected a name of letters, digits and '_' (gates refer "
+            "to it), found 'cp-vs'; add name = \"...\"");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp_vs_nocp\"\n"),
+            "obj.toml:7: check[1].name: 'cp_vs_nocp' already names check[0] (line 4); give each "
+            "entry its own name");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nparams = { T = { a = 1 } }\n"),
+            "obj.toml:9: check[1].params.T: expected an integer, a float, a string or a boolean, "
+            "found a table");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nparams = { T = [] }\n"),
+            "obj.toml:9: check[1].params.T: expected at least one value, found an empty list");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nparams = { T = [1, [2]] }\n"),
+            "obj.toml:9: check[1].params.T[1]: expected an integer, a float, a string or a "
+            "boolean, found an array");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nzip = { T = [1, 2], S = [1] }\n"),
+            "obj.toml:9: check[1].zip.S: expected 2 values (as many as check[1].zip.T), found 1");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nzip = { T = 1 }\n"),
+            "obj.toml:9: check[1].zip.T: expected a list of values (zipped lists step together), "
+            "found an integer");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nparams = { T = 1 }\nzip = { T = [1] "
+                                 "}\n"),
+            "obj.toml:10: check[1].zip.T: 'T' is already swept in check[1].params; a parameter "
+            "is either in params or in zip");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nrepeats = 0\n"),
+            "obj.toml:9: check[1].repeats: expected 1 or more, found 0");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nrepeats = 1.5\n"),
+            "obj.toml:9: check[1].repeats: expected an integer, found a float");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nseed = -1\n"),
+            "obj.toml:9: check[1].seed: expected 0 or more, found -1");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\ntolerances = { rms_ratio = -1.0 }\n"),
+            "obj.toml:9: check[1].tolerances.rms_ratio: expected a bound of 0 or more, found -1");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nthreshold = 5\n"),
+            "obj.toml:9: bench[0].threshold: expected a fraction between 0 and 1 (0.05 is 5 %), "
+            "found 5");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nvariants = [\"a\"]\n"),
+            "obj.toml:9: bench[0].variants: expected at least two variant names (a verdict "
+            "compares two), found 1");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nvariants = [\"a\", \"any\"]\n"),
+            "obj.toml:9: bench[0].variants[1]: expected a variant name of letters, digits and '_' "
+            "other than 'configured' and 'any', found 'any'");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nvariants = [\"a\", \"a\"]\n"),
+            "obj.toml:9: bench[0].variants[1]: 'a' is listed twice");
+}
+
+// Gates refer to what the file declares: lines 7-12 add a bench with variants.
+const std::string kWithBench = kBase + R"([[bench]]
+probe = "decode"
+variants = ["tiled", "merged"]
+params = { batch = [1, 32] }
+[[gate]]
+name = "g"
+)";
+
+TEST(ObjectiveErrorsTest, Gates) {
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp.rms_ratio <= \"\n"),
+            "obj.toml:13: gate[0].expr: at column 31: expected a number, found the end in "
+            "'check.cp_vs_nocp.rms_ratio <= '");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp.rms_ratio <= 1\"\n"),
+            "obj.toml:13: gate[0].expr: no [[check]] is named 'cp'; check names: cp_vs_nocp");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"scenario.a.wall_s / scenario.b.wall_s <= 1\"\n"),
+            "obj.toml:13: gate[0].expr: no [[scenario]] is named 'a'; scenario names: (none)");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"decode[fused] not SLOWER than decode[any]\"\n"),
+            "obj.toml:13: gate[0].expr: bench 'decode' has no variant 'fused'; its variants: "
+            "tiled, merged");
+  EXPECT_EQ(
+      config_error(kWithBench + "expr = \"decode[configured] not SLOWER than decode[any]\"\n"),
+      "obj.toml:13: gate[0].expr: 'decode[configured]': no [[deployment_key]] implies the "
+      "variant of probe 'decode' (an implies entry without param)");
+  EXPECT_EQ(config_error(kWithBench +
+                         "expr = \"decode[merged] not SLOWER than decode[tiled] where H >= 3\"\n"),
+            "obj.toml:13: gate[0].expr: where: 'H' is not a parameter of bench 'decode'; its "
+            "parameters: batch");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp[a].rms_ratio <= 1\"\n"),
+            "obj.toml:13: gate[0].expr: 'cp_vs_nocp[a]': only benches have variants");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp passes\"\nconfidence = 95\n"),
+            "obj.toml:14: gate[0].confidence: expected a level between 0 and 1 (0.95), found 95");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp passes\"\nwhen = 1\n"),
+            "obj.toml:14: gate[0].when: unknown key; expected one of name, expr, description, "
+            "confidence");
+  EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp passes\"\n[[gate]]\nname = "
+                                      "\"g\"\nexpr = \"check.cp_vs_nocp passes\"\n"),
+            "obj.toml:15: gate[1].name: 'g' names two gates (the other on line 13)");
+  EXPECT_EQ(config_error(kWithBench + "description = \"no expression\"\n"),
+            "obj.toml:11: gate[0].expr: missing; this key is required");
+}
+
+// Lines 7-10 add a bench; deployment cases follow from line 11.
+const std::string kWithKeys = kBase + R"([[bench]]
+probe = "decode"
+variants = ["tiled", "merged"]
+params = { batch = 32 }
+)";
+
+TEST(ObjectiveErrorsTest, DeploymentsAndReview) {
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\nimplies = [{ probe = "
+                                     "\"nope\", param = \"T\" }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0].probe: no [[check]], [[bench]] or "
+            "[[scenario]] runs probe 'nope'; probes in this file: cp_vs_nocp, decode");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\nimplies = [{ probe = "
+                                     "\"cp_vs_nocp\" }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0]: expected param = \"...\" (probe "
+            "'cp_vs_nocp' is not a bench with variants, so there is no variant to select)");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"k\"\nvalues = [\"tiled\", "
+                                     "\"fused\"]\nimplies = [{ probe = \"decode\" }]\n"),
+            "obj.toml:14: deployment_key[0].implies[0]: the value 'fused' selects no variant of "
+            "bench 'decode'; its variants: tiled, merged");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"lock\"\nvalues = [\"held\", "
+                                     "\"released\"]\nimplies = [{ probe = \"cp_vs_nocp\", param = "
+                                     "\"h\", map = { held = true } }]\n"),
+            "obj.toml:14: deployment_key[0].implies[0].map: expected an entry for every value of "
+            "deployment_key[0].values, missing 'released'");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"lock\"\nvalues = [\"held\"]\n"
+                                     "implies = [{ probe = \"cp_vs_nocp\", param = \"h\", map = { "
+                                     "held = true, open = false } }]\n"),
+            "obj.toml:14: deployment_key[0].implies[0].map.open: 'open' is not one of "
+            "deployment_key[0].values");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\n"),
+            "obj.toml:11: deployment_key[0].implies: missing; this key is required");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\nimplies = \"T\"\n"),
+            "obj.toml:13: deployment_key[0].implies: expected an array of tables ({ probe = "
+            "\"...\", param = \"...\" }), found a string");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\nimplies = [{ probe = "
+                                     "\"decode\", parm = \"T\" }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0].parm: unknown key; expected one of probe, "
+            "param, map");
+
+  const std::string keys = kWithKeys + R"([[deployment_key]]
+key = "precision"
+values = ["ieee", "tf32_rz"]
+implies = [{ probe = "cp_vs_nocp", param = "precision" }]
+)";  // lines 11-14
+  EXPECT_EQ(config_error(keys + "[[deployment_key]]\nkey = \"precision\"\nimplies = [{ probe = "
+                                "\"decode\" }]\n"),
+            "obj.toml:15: deployment_key[1].key: 'precision' is declared twice");
+  EXPECT_EQ(config_error(keys + "[[deployment_key]]\nkey = \"x\"\nimplies = []\n"),
+            "obj.toml:17: deployment_key[1].implies: expected at least one { probe = \"...\", "
+            "param = \"...\" }, found an empty array");
+  EXPECT_EQ(config_error(keys + "[[deployment]]\nname = \"a\"\nsettings = { cache = \"int8\" "
+                                "}\n"),
+            "obj.toml:17: deployment[0].settings.cache: no [[deployment_key]] declares 'cache'; "
+            "declared: precision");
+  EXPECT_EQ(config_error(keys + "[[deployment]]\nname = \"a\"\nsettings = { precision = "
+                                "\"fp8\" }\n"),
+            "obj.toml:17: deployment[0].settings.precision: expected one of ieee, tf32_rz, found "
+            "'fp8'");
+  EXPECT_EQ(config_error(keys + "[[deployment]]\nname = \"a\"\n"),
+            "obj.toml:15: deployment[0].settings: missing; this key is required");
+  EXPECT_EQ(config_error(keys + "[[deployment]]\nname = \"a\"\nsettings = {}\n[[deployment]]\n"
+                                "name = \"a\"\nsettings = {}\n"),
+            "obj.toml:18: deployment[1].name: 'a' names two deployments");
+
+  EXPECT_EQ(config_error(keys + "[review.style]\npaths = [\"*\"]\n"),
+            "obj.toml:15: review.style: unknown key; expected one of numerics, concurrency, "
+            "production-risk");
+  EXPECT_EQ(config_error(keys + "[review.numerics]\nparams = [\"precision\", \"dtype\"]\n"),
+            "obj.toml:15: review.numerics.params[1]: 'dtype' is neither a parameter of a probe in "
+            "this file nor a deployment key");
+  EXPECT_EQ(config_error(keys + "[review.numerics]\ndescription = \"x\"\n"),
+            "obj.toml:15: review.numerics: expected paths = [...] or params = [...], found "
+            "neither");
+  EXPECT_EQ(config_error(keys + "[review.numerics]\npaths = \"kda/**\"\n"),
+            "obj.toml:16: review.numerics.paths: expected an array, found a string");
+}
+
+TEST(ObjectiveTest, WhereMayNameAParameterADeploymentKeySets) {
+  const Objective objective = parse_objective(kWithKeys + R"([[deployment_key]]
+key = "precision"
+implies = [{ probe = "cp_vs_nocp", param = "precision" }]
+[[gate]]
+name = "drift"
+expr = "check.cp_vs_nocp.rms_ratio <= 1e-6 where precision == tf32x3"
+[review.numerics]
+params = ["precision", "T"]
+paths = ["kda/math/**"]
+)",
+                                              "obj.toml");
+  ASSERT_EQ(objective.gates.size(), 1u);
+  EXPECT_EQ(std::get<MetricBound>(objective.gates[0].expression).where[0].param, "precision");
+  EXPECT_EQ(objective.gates[0].line, 16);
+  EXPECT_EQ(objective.review[0].params, (std::vector<std::string>{"precision", "T"}));
+}
+
+}  // namespace
+}  // namespace loupe::gate

@@ -1,0 +1,182 @@
+#include "gate/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/json.hpp"
+
+namespace loupe::gate {
+namespace {
+
+const std::filesystem::path kSmoke =
+    std::filesystem::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml";
+
+std::string usage_error(const Objective& objective, const std::string& spec) {
+  try {
+    make_plan(objective, resolve_configuration(objective, spec));
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    return error.message();
+  }
+  return "no error";
+}
+
+TEST(PlanTest, IncidentConfigurationOfTheSmokeObjective) {
+  const Objective objective = parse_objective_file(kSmoke);
+  const Configuration configuration = resolve_configuration(objective, "incident");
+  EXPECT_EQ(configuration.name, "incident");
+  EXPECT_EQ(configuration.settings,
+            (std::vector<Setting>{{"precision", std::string("tf32_rz")},
+                                  {"dispatch_lock", std::string("held")},
+                                  {"decode_kernel", std::string("tiled")}}));
+  const Plan plan = make_plan(objective, configuration);
+  EXPECT_EQ(configured_variant(plan, "decode"), "tiled");
+  EXPECT_EQ(configured_variant(plan, "serve"), std::nullopt);
+  EXPECT_EQ(render_plan(plan, objective, 50),
+            "plan for " + kSmoke.string() +
+                ", configuration incident (precision=tf32_rz, dispatch_lock=held, "
+                "decode_kernel=tiled): 6 tasks\n"
+                "  check     cp_vs_nocp            cp_vs_nocp              "
+                "T=2048,shards=4,precision=tf32_rz*,decay=slow\n"
+                "  check     cp_control            cp_vs_nocp              "
+                "T=2048,shards=4,precision=tf32_rz*,decay=fast\n"
+                "  check     decode_kernels_agree  decode_tiled_vs_merged  (defaults)\n"
+                "  bench     decode                decode                  batch=32,H=4\n"
+                "  scenario  prefill               serve                   "
+                "mode=prefill,dispatch_holds_lock=true*,layers=4,requests=4,prompt_len=128  x3\n"
+                "  scenario  prefill_transfer      serve                   "
+                "mode=prefill+transfer,dispatch_holds_lock=true*,layers=4,requests=4,prompt_len="
+                "128  x3\n"
+                "bench decode: decode[configured] is tiled\n"
+                "* set by the configuration\n");
+}
+
+TEST(PlanTest, FixedConfigurationOfTheSmokeObjective) {
+  const Objective objective = parse_objective_file(kSmoke);
+  const Plan plan = make_plan(objective, resolve_configuration(objective, "fixed"));
+  ASSERT_EQ(plan.tasks.size(), 6u);
+  PlanTask first{Layer::kCheck,
+                 "cp_vs_nocp",
+                 "cp_vs_nocp",
+                 {{"T", int64_t{2048}},
+                  {"shards", int64_t{4}},
+                  {"precision", std::string("tf32x3")},
+                  {"decay", std::string("slow")}},
+                 {"precision"},
+                 1};
+  EXPECT_EQ(plan.tasks[0], first);
+  PlanTask transfer{Layer::kScenario,
+                    "prefill_transfer",
+                    "serve",
+                    {{"mode", std::string("prefill+transfer")},
+                     {"dispatch_holds_lock", false},
+                     {"layers", int64_t{4}},
+                     {"requests", int64_t{4}},
+                     {"prompt_len", int64_t{128}}},
+                    {"dispatch_holds_lock"},
+                    3};
+  EXPECT_EQ(plan.tasks[5], transfer);
+  EXPECT_EQ(configured_variant(plan, "decode"), "merged");
+  EXPECT_EQ(plan_to_json(plan, objective)["tasks"][5].dump(),
+            R"({"layer":"scenario","entry":"prefill_transfer","probe":"serve","params":{"mode":)"
+            R"("prefill+transfer","dispatch_holds_lock":false,"layers":4,"requests":4,)"
+            R"("prompt_len":128},"configured":["dispatch_holds_lock"],"repeats":3})");
+  const Json json = plan_to_json(plan, objective);
+  EXPECT_EQ(json["configuration"].dump(),
+            R"({"name":"fixed","settings":{"precision":"tf32x3","dispatch_lock":"released",)"
+            R"("decode_kernel":"merged"}})");
+  EXPECT_EQ(json["configured_variants"].dump(), R"({"decode":"merged"})");
+}
+
+TEST(PlanTest, AdHocSettingsOverrideANamedConfigurationAndAddParameters) {
+  const Objective objective = parse_objective_file(kSmoke);
+  const Configuration configuration =
+      resolve_configuration(objective, "incident, precision=ieee, shards=8");
+  EXPECT_EQ(configuration.settings, (std::vector<Setting>{{"precision", std::string("ieee")},
+                                                          {"dispatch_lock", std::string("held")},
+                                                          {"decode_kernel", std::string("tiled")},
+                                                          {"shards", int64_t{8}}}));
+  const Plan plan = make_plan(objective, configuration);
+  EXPECT_EQ(plan.tasks[0].params, (Params{{"T", int64_t{2048}},
+                                          {"shards", int64_t{8}},
+                                          {"precision", std::string("ieee")},
+                                          {"decay", std::string("slow")}}));
+  EXPECT_EQ(plan.tasks[0].configured, (std::vector<std::string>{"precision", "shards"}));
+}
+
+TEST(PlanTest, NoConfigurationRunsTheFilesOwnPoints) {
+  const Objective objective = parse_objective_file(kSmoke);
+  const Plan plan = make_plan(objective, resolve_configuration(objective, ""));
+  ASSERT_EQ(plan.tasks.size(), 6u);
+  EXPECT_TRUE(plan.tasks[0].configured.empty());
+  EXPECT_EQ(configured_variant(plan, "decode"), std::nullopt);
+  const std::string text = render_plan(plan, objective, 2);
+  EXPECT_EQ(text, "plan for " + kSmoke.string() +
+                      ", no configuration (the file's own points): 6 tasks\n"
+                      "  check     cp_vs_nocp            cp_vs_nocp              "
+                      "T=2048,shards=4,precision=ieee,decay=slow\n"
+                      "  check     cp_control            cp_vs_nocp              "
+                      "T=2048,shards=4,precision=ieee,decay=fast\n"
+                      "  ... 4 more tasks (--json lists them all)\n");
+}
+
+TEST(PlanTest, ASweptParameterFixedByTheConfigurationRunsOnce) {
+  const Objective objective = parse_objective(R"([subject]
+command = "kda"
+[[check]]
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096], precision = ["ieee", "tf32_rz", "tf32x3"] }
+[[deployment_key]]
+key = "precision"
+implies = [{ probe = "cp_vs_nocp", param = "precision" }]
+)",
+                                              "obj.toml");
+  EXPECT_EQ(make_plan(objective, {}).tasks.size(), 6u);
+  const Plan plan = make_plan(objective, resolve_configuration(objective, "precision=tf32x3"));
+  ASSERT_EQ(plan.tasks.size(), 2u);
+  EXPECT_EQ(plan.tasks[1].params,
+            (Params{{"T", int64_t{4096}}, {"precision", std::string("tf32x3")}}));
+  EXPECT_EQ(render_plan(plan, objective, 50),
+            "plan for obj.toml, configuration precision=tf32x3: 2 tasks\n"
+            "  check     cp_vs_nocp  cp_vs_nocp  T=1024,precision=tf32x3*\n"
+            "  check     cp_vs_nocp  cp_vs_nocp  T=4096,precision=tf32x3*\n"
+            "* set by the configuration\n");
+}
+
+TEST(PlanTest, ValuesAreTypedFromTheirText) {
+  const Objective objective = parse_objective(R"([subject]
+command = "kda"
+[[check]]
+probe = "p"
+[[deployment_key]]
+key = "k"
+implies = [{ probe = "p", param = "x" }]
+)",
+                                              "obj.toml");
+  auto value_of = [&](const std::string& text) {
+    return resolve_configuration(objective, "k=" + text).settings.at(0).value;
+  };
+  EXPECT_EQ(value_of("8"), Value(int64_t{8}));
+  EXPECT_EQ(value_of("0.5"), Value(0.5));
+  EXPECT_EQ(value_of("true"), Value(true));
+  EXPECT_EQ(value_of("int8"), Value(std::string("int8")));
+}
+
+TEST(PlanTest, ConfigurationMistakesAreUsageErrors) {
+  const Objective objective = parse_objective_file(kSmoke);
+  const std::string file = kSmoke.string();
+  EXPECT_EQ(
+      usage_error(objective, "production"),
+      "--config: no [[deployment]] named 'production' in " + file + "; named: incident, fixed");
+  EXPECT_EQ(usage_error(objective, "cache=int8"),
+            "--config: " + file +
+                " declares no deployment key 'cache'; keys: shards, precision, dispatch_lock, "
+                "decode_kernel");
+  EXPECT_EQ(usage_error(objective, "precision=fp8"),
+            "--config: precision=fp8: expected one of ieee, bf16, tf32_rz, tf32_rne, tf32x3");
+  EXPECT_EQ(usage_error(objective, "shards="), "--config: shards= has no value");
+  EXPECT_EQ(usage_error(objective, "shards=8,incident"),
+            "--config: 'incident' is not KEY=VALUE; a configuration name may only come first");
+}
+
+}  // namespace
+}  // namespace loupe::gate

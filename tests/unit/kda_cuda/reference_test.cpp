@@ -1,0 +1,101 @@
+// tests/unit/kda_cuda/reference_test.cpp — the fp64 side of the GPU harness (kda/gpu/reference.hpp),
+// checked on the CPU: every GPU figure kda_gpu reports is measured against these.
+#include "kda/gpu/reference.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace kda::gpu {
+namespace {
+
+TEST(ChunkAffineMapTest, MatchesTokenStepsForBothGates) {
+  for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget}) {
+    const ChunkInputs chunk = incident1_chunk(11, gate, 3);
+    std::vector<double> m(kKeyDim * kKeyDim), h(kKeyDim * kValueDim);
+    chunk_affine_map(chunk, m.data(), h.data());
+    Random random(5);
+    std::vector<double> state(kKeyDim * kValueDim);
+    for (auto& value : state) value = random.normal();
+    std::vector<double> expected = state;
+    chunk_token_steps(chunk, expected.data());
+    std::vector<double> mapped(h);
+    for (int row = 0; row < kKeyDim; ++row) {
+      for (int key = 0; key < kKeyDim; ++key) {
+        for (int column = 0; column < kValueDim; ++column) {
+          mapped[row * kValueDim + column] +=
+              m[row * kKeyDim + key] * state[key * kValueDim + column];
+        }
+      }
+    }
+    EXPECT_LT(rms_ratio(mapped.data(), expected.data(), mapped.size()), 1e-11)
+        << gate_kind_name(gate);
+  }
+}
+
+TEST(ChainStatesTest, EqualsChunkByChunkTokenSteps) {
+  const int num_chunks = 3;
+  std::vector<double> m_all, h_all;
+  incident1_chunk_maps(2, GateKind::kSlowDecay, num_chunks, 2, m_all, h_all);
+  const auto states = chain_states(m_all, h_all, num_chunks, {0, 2, 3}, 2);
+  std::vector<double> state(kKeyDim * kValueDim, 0.0);
+  for (double value : states.at(0)) ASSERT_EQ(value, 0.0);
+  for (int chunk_index = 0; chunk_index < num_chunks; ++chunk_index) {
+    chunk_token_steps(incident1_chunk(2, GateKind::kSlowDecay, chunk_index), state.data());
+    if (chunk_index + 1 >= 2) {
+      EXPECT_LT(rms_ratio(states.at(chunk_index + 1).data(), state.data(), state.size()), 1e-11);
+    }
+  }
+}
+
+TEST(Incident1ChunkTest, SlowGatesDecayWithinTheRangeAndKeysAreUnit) {
+  const ChunkInputs chunk = incident1_chunk(9, GateKind::kSlowDecay, 0);
+  for (int c = 0; c < kChunkSize; ++c) {
+    double norm2 = 0;
+    for (int key = 0; key < kKeyDim; ++key) {
+      const double g = chunk.g[c * kKeyDim + key];
+      EXPECT_GE(-g, 1e-6 * (1 - 1e-12));
+      EXPECT_LE(-g, 1e-1 * (1 + 1e-12));
+      EXPECT_EQ(g, chunk.g[key]);  // one rate per channel, the same every token
+      norm2 += chunk.k[c * kKeyDim + key] * chunk.k[c * kKeyDim + key];
+    }
+    EXPECT_NEAR(norm2, 1.0, 1e-12);
+    EXPECT_GT(chunk.beta[c], 0.0);
+    EXPECT_LT(chunk.beta[c], 1.0);
+  }
+}
+
+TEST(DecodeReferenceTest, ZeroStateGivesBetaTimesValueAlongTheKey) {
+  Random random(4);
+  DecodeInputs inputs = random_decode_inputs(2, 1, 2, 3, random);
+  std::vector<double> state(static_cast<size_t>(3) * 2 * kKeyDim * kValueDim, 0.0), o;
+  decode_reference(inputs, state, o);
+  // From S = 0: S' = β k vᵀ, so o = β (k·q) v with normalised k and scaled q.
+  for (int sequence = 0; sequence < 2; ++sequence) {
+    for (int value_head = 0; value_head < 2; ++value_head) {
+      const int64_t row = sequence * 2 + value_head;
+      double q2 = 0, k2 = 0, qk = 0;
+      for (int key = 0; key < kKeyDim; ++key) {
+        const double q = bf16_bits_to_float(inputs.q[sequence * kKeyDim + key]);
+        const double k = bf16_bits_to_float(inputs.k[sequence * kKeyDim + key]);
+        q2 += q * q, k2 += k * k, qk += q * k;
+      }
+      const double scale = qk / std::sqrt(q2 + 1e-6) / std::sqrt(k2 + 1e-6) / std::sqrt(128.0);
+      const double beta = 1 / (1 + std::exp(-double(bf16_bits_to_float(inputs.b_raw[row]))));
+      for (int column = 0; column < kValueDim; ++column) {
+        const double v = bf16_bits_to_float(inputs.v[row * kValueDim + column]);
+        EXPECT_NEAR(o[row * kValueDim + column], beta * scale * v, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Bf16Test, RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16_bits(1.0f), 0x3F80);
+  EXPECT_EQ(bf16_bits_to_float(to_bf16_bits(1.0f + 0x1.0p-8f)), 1.0f);  // tie → even
+  EXPECT_EQ(bf16_bits_to_float(to_bf16_bits(1.0f + 0x1.8p-8f)), 1.0f + 0x1.0p-7f);
+}
+
+}  // namespace
+}  // namespace kda::gpu
