@@ -220,14 +220,15 @@ void time_point(int batch, int heads, const HarnessOptions& options, const cudaD
   for (const bool cold : {false, true}) {
     Measurement a{kKernels[0].name, cold ? "stream_cold" : "stream_hot", 1, {}};
     Measurement b{kKernels[1].name, a.mode, 1, {}};
-    auto enqueue = [&](const Kernel& kernel) {
-      return [&, cold] {
+    auto enqueue = [&](const Kernel kernel) {
+      return [&, cold, kernel] {
         const int replica = cold ? rotation++ % replicas : 0;
         KDA_CUDA_CHECK(kernel.launch(problem_on(replica), cudaStreamLegacy));
       };
     };
     std::vector<double> ms_a, ms_b;
-    sample_interleaved(hold, enqueue(kKernels[0]), enqueue(kKernels[1]), options.samples, ms_a, ms_b);
+    sample_interleaved(hold, enqueue(kKernels[0]), enqueue(kKernels[1]), options.samples, ms_a,
+                       ms_b);
     for (double ms : ms_a) a.us_per_call.push_back(ms * 1e3);
     for (double ms : ms_b) b.us_per_call.push_back(ms * 1e3);
     measurements.push_back(std::move(a));
@@ -242,7 +243,8 @@ void time_point(int batch, int heads, const HarnessOptions& options, const cudaD
       cudaGraph_t graph;
       KDA_CUDA_CHECK(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal));
       for (int call = 0; call < graph_calls; ++call) {
-        KDA_CUDA_CHECK(kKernels[kernel].launch(problem_on(cold ? call % replicas : 0), capture_stream));
+        KDA_CUDA_CHECK(
+            kKernels[kernel].launch(problem_on(cold ? call % replicas : 0), capture_stream));
       }
       KDA_CUDA_CHECK(cudaStreamEndCapture(capture_stream, &graph));
       KDA_CUDA_CHECK(cudaGraphInstantiate(&graphs[kernel], graph, 0));
@@ -254,7 +256,8 @@ void time_point(int batch, int heads, const HarnessOptions& options, const cudaD
         [&] { KDA_CUDA_CHECK(cudaGraphLaunch(graphs[1], cudaStreamLegacy)); }, options.samples,
         ms_a, ms_b);
     const std::string mode = cold ? "graph_cold" : "graph_hot";
-    Measurement a{kKernels[0].name, mode, graph_calls, {}}, b{kKernels[1].name, mode, graph_calls, {}};
+    Measurement a{kKernels[0].name, mode, graph_calls, {}},
+        b{kKernels[1].name, mode, graph_calls, {}};
     for (double ms : ms_a) a.us_per_call.push_back(ms * 1e3 / graph_calls);
     for (double ms : ms_b) b.us_per_call.push_back(ms * 1e3 / graph_calls);
     measurements.push_back(std::move(a));
@@ -304,11 +307,12 @@ void time_point(int batch, int heads, const HarnessOptions& options, const cudaD
         .add("outputs_finite", finite);
     result.gated = true;
     result.passed = finite;
-    std::printf("time B=%-3d H=%-2d %-11s tiled %9.2f us  merged %9.2f us  (%.2f TB/s)  "
-                "merged/tiled %.3f [%.3f, %.3f] %s\n",
-                batch, heads, tiled.mode.c_str(), median_us(tiled), median_us(merged),
-                state_bytes * 2 / (median_us(merged) * 1e-6) / 1e12, verdict.ratio, verdict.low,
-                verdict.high, verdict.verdict.c_str());
+    std::printf(
+        "time B=%-3d H=%-2d %-11s tiled %9.2f us  merged %9.2f us  (%.2f TB/s)  "
+        "merged/tiled %.3f [%.3f, %.3f] %s\n",
+        batch, heads, tiled.mode.c_str(), median_us(tiled), median_us(merged),
+        state_bytes * 2 / (median_us(merged) * 1e-6) / 1e12, verdict.ratio, verdict.low,
+        verdict.high, verdict.verdict.c_str());
     results.push_back(std::move(result));
   }
 }

@@ -81,7 +81,9 @@ class JsonObject {
   JsonObject& add(const std::string& key, int value) { return add(key, int64_t{value}); }
   JsonObject& add(const std::string& key, bool value);
   JsonObject& add(const std::string& key, const std::string& value);
-  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonObject& add(const std::string& key, const char* value) {
+    return add(key, std::string(value));
+  }
   JsonObject& add(const std::string& key, const std::vector<double>& values);
   JsonObject& add_raw(const std::string& key, const std::string& json);
   std::string str() const { return "{" + body_ + "}"; }

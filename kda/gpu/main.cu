@@ -101,7 +101,8 @@ void print_usage() {
 // Finds the timing record of (batch, H, mode) by its name.
 const Result* find_timing(const std::vector<Result>& results, int batch, int heads,
                           const std::string& mode) {
-  const std::string name = "B=" + std::to_string(batch) + " H=" + std::to_string(heads) + " " + mode;
+  const std::string name =
+      "B=" + std::to_string(batch) + " H=" + std::to_string(heads) + " " + mode;
   for (const auto& result : results) {
     if (result.mode == "decode_timing" && result.name == name) return &result;
   }
@@ -154,7 +155,8 @@ void print_summary(const std::vector<Result>& results, std::vector<Target>& targ
     if (result.mode != "cp_drift") continue;
     if (!any_cp) std::printf("cp drift rms ratio at shard boundaries vs fp64 non-CP chain:\n");
     any_cp = true;
-    std::printf("  %-40s %.2e\n", result.name.c_str(), number_after(result.record.str(), "rms_ratio"));
+    std::printf("  %-40s %.2e\n", result.name.c_str(),
+                number_after(result.record.str(), "rms_ratio"));
   }
   bool any_time = false;
   for (int heads : {32, 64}) {
@@ -175,16 +177,17 @@ void print_summary(const std::vector<Result>& results, std::vector<Target>& targ
       const std::string json = cold->record.str();
       const double merged_cold = kernel_median(*cold, "merged");
       const double bytes = number_after(json, "state_bytes_per_call");
-      std::printf("  %-4d %-2d| %10.2f %11.2f | %.3f [%.3f,%.3f] %-9s | %11.2f | %8.2f %8.2f | "
-                  "%8.2f %8.2f | %8.2f %8.2f\n",
-                  batch, heads, kernel_median(*cold, "tiled"), merged_cold,
-                  number_after(json, "ratio_merged_over_tiled"),
-                  number_after(json, "ratio_ci95_low"), number_after(json, "ratio_ci95_high"),
-                  string_after(json, "verdict_merged_vs_tiled").c_str(),
-                  bytes / (merged_cold * 1e-6) / 1e12, kernel_median(*graph_cold, "tiled"),
-                  kernel_median(*graph_cold, "merged"), kernel_median(*graph_hot, "tiled"),
-                  kernel_median(*graph_hot, "merged"), kernel_median(*hot, "tiled"),
-                  kernel_median(*hot, "merged"));
+      std::printf(
+          "  %-4d %-2d| %10.2f %11.2f | %.3f [%.3f,%.3f] %-9s | %11.2f | %8.2f %8.2f | "
+          "%8.2f %8.2f | %8.2f %8.2f\n",
+          batch, heads, kernel_median(*cold, "tiled"), merged_cold,
+          number_after(json, "ratio_merged_over_tiled"), number_after(json, "ratio_ci95_low"),
+          number_after(json, "ratio_ci95_high"),
+          string_after(json, "verdict_merged_vs_tiled").c_str(),
+          bytes / (merged_cold * 1e-6) / 1e12, kernel_median(*graph_cold, "tiled"),
+          kernel_median(*graph_cold, "merged"), kernel_median(*graph_hot, "tiled"),
+          kernel_median(*graph_hot, "merged"), kernel_median(*hot, "tiled"),
+          kernel_median(*hot, "merged"));
       if (batch >= 32) {
         const std::string verdict = string_after(json, "verdict_merged_vs_tiled");
         char figure[96];
@@ -201,13 +204,15 @@ void print_summary(const std::vector<Result>& results, std::vector<Target>& targ
         targets.push_back({"merged B=256 H=64 cold >= 3.5 TB/s", figure, tb >= 3.5});
       }
       if (batch == 1) {
-        const double best = std::fmin(kernel_median(*graph_cold, "tiled"),
-                                      kernel_median(*graph_cold, "merged"));
+        const double best =
+            std::fmin(kernel_median(*graph_cold, "tiled"), kernel_median(*graph_cold, "merged"));
         char figure[96];
-        std::snprintf(figure, sizeof(figure), "%.2f us (hot %.2f us)", best,
-                      std::fmin(kernel_median(*graph_hot, "tiled"), kernel_median(*graph_hot, "merged")));
-        targets.push_back({"B=1 H=" + std::to_string(heads) + " CUDA graph cold <= 10 us (best kernel)",
-                           figure, best <= 10.0});
+        std::snprintf(
+            figure, sizeof(figure), "%.2f us (hot %.2f us)", best,
+            std::fmin(kernel_median(*graph_hot, "tiled"), kernel_median(*graph_hot, "merged")));
+        targets.push_back(
+            {"B=1 H=" + std::to_string(heads) + " CUDA graph cold <= 10 us (best kernel)", figure,
+             best <= 10.0});
       }
     }
   }
@@ -284,15 +289,17 @@ int main(int argc, char** argv) {
     int driver = 0, runtime = 0;
     KDA_CUDA_CHECK(cudaDriverGetVersion(&driver));
     KDA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-    std::printf("device: %s, sm_%d%d, %d SMs, L2 %.1f MB, %.1f GB; driver %d, runtime %d; seed %llu\n",
-                device.name, device.major, device.minor, device.multiProcessorCount,
-                device.l2CacheSize / 1e6, device.totalGlobalMem / 1e9, driver, runtime,
-                static_cast<unsigned long long>(options.seed));
+    std::printf(
+        "device: %s, sm_%d%d, %d SMs, L2 %.1f MB, %.1f GB; driver %d, runtime %d; seed %llu\n",
+        device.name, device.major, device.minor, device.multiProcessorCount,
+        device.l2CacheSize / 1e6, device.totalGlobalMem / 1e9, driver, runtime,
+        static_cast<unsigned long long>(options.seed));
     Result environment;
     environment.mode = "environment";
     environment.name = "device";
     environment.record.add("device", device.name)
-        .add("compute_capability", std::to_string(device.major) + "." + std::to_string(device.minor))
+        .add("compute_capability",
+             std::to_string(device.major) + "." + std::to_string(device.minor))
         .add("multiprocessors", device.multiProcessorCount)
         .add("l2_bytes", device.l2CacheSize)
         .add("global_memory_bytes", static_cast<int64_t>(device.totalGlobalMem))

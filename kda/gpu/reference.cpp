@@ -121,7 +121,8 @@ void decode_reference(const DecodeInputs& inputs, std::vector<double>& state,
   for (int sequence = 0; sequence < inputs.num_sequences; ++sequence) {
     for (int value_head = 0; value_head < hv_count; ++value_head) {
       const int head = value_head / group;
-      const int64_t qk_offset = (static_cast<int64_t>(sequence) * inputs.num_heads + head) * kKeyDim;
+      const int64_t qk_offset =
+          (static_cast<int64_t>(sequence) * inputs.num_heads + head) * kKeyDim;
       const int64_t row = static_cast<int64_t>(sequence) * hv_count + value_head;
       double q_norm2 = 0, k_norm2 = 0;
       for (int key = 0; key < kKeyDim; ++key) {

@@ -35,13 +35,13 @@ float bf16_bits_to_float(uint16_t bits);
 // One decode token for a batch: the layouts of kda/kernels/cuda/decode.cuh, inputs as bf16 bits.
 struct DecodeInputs {
   int num_sequences = 0, num_heads = 0, num_value_heads = 0, num_states = 0;
-  std::vector<uint16_t> q, k;         // (N, H, K)
-  std::vector<uint16_t> v;            // (N, HV, V)
-  std::vector<uint16_t> g_raw;        // (N, HV, K)
-  std::vector<uint16_t> b_raw;        // (N, HV)
-  std::vector<float> a_log;           // (HV)
-  std::vector<float> dt_bias;         // (HV, K)
-  std::vector<int32_t> state_indices; // (N)
+  std::vector<uint16_t> q, k;          // (N, H, K)
+  std::vector<uint16_t> v;             // (N, HV, V)
+  std::vector<uint16_t> g_raw;         // (N, HV, K)
+  std::vector<uint16_t> b_raw;         // (N, HV)
+  std::vector<float> a_log;            // (HV)
+  std::vector<float> dt_bias;          // (HV, K)
+  std::vector<int32_t> state_indices;  // (N)
 };
 
 // Fresh random inputs; state indices are distinct slots drawn from [0, num_states).
@@ -50,7 +50,8 @@ DecodeInputs random_decode_inputs(int num_sequences, int num_heads, int num_valu
 
 // S ← Diag(α) S; v̂ = Sᵀk; S ← S + k (β (v − v̂))ᵀ; o = Sᵀ(q K^-0.5), in fp64, in place on
 // state (num_states, HV, K, V); o is (N, HV, V).
-void decode_reference(const DecodeInputs& inputs, std::vector<double>& state, std::vector<double>& o);
+void decode_reference(const DecodeInputs& inputs, std::vector<double>& state,
+                      std::vector<double>& o);
 
 // One chunk of one head, already gated and normalised: k (C, K) L2-normalised, v (C, V),
 // g (C, K) log-decay per token and channel, beta (C).

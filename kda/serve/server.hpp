@@ -52,7 +52,7 @@ struct ServeOptions {
   // Latency of the simulated remote counter each dispatch spins on, per layer.
   int64_t dispatch_wait_us = 5000;
   // Interpreter-lock work of the transfer thread per (layer, request).
-  int64_t bookkeeping_us = 1000;
+  int64_t bookkeeping_us = 1500;
   int64_t switch_interval_us = 5000;  // CPython's default sys.getswitchinterval()
   model::CacheDType cache_dtype = model::CacheDType::kF32;
   // Fault injection: skip this layer's states (−1: none); exchange the labels of requests 0 and 1

@@ -2,11 +2,12 @@
 // "Comparison metrics"): max_abs, max_rel, rms_ratio, cos_dist, ulp_max, ulp_p99, mismatch_count,
 // mismatch_frac, nonfinite_mismatch (and oracle_ratio, computed in compare.hpp).
 //
-// One pass over the data computes every metric; float32 against float32 has its own loop, every
-// other dtype pair is decoded in chunks to double. Accumulators are double. NaN never makes a bound
-// pass vacuously: a NaN/Inf position that disagrees makes max_abs, max_rel, rms_ratio, cos_dist
-// and ulp_max +Inf, and bounds are checked as `value <= limit`, which NaN fails.
-// Thread-safety: pure functions of their arguments.
+// One pass over the data computes every metric; float32 against float32 (and float64 against
+// float64) has its own loop over the raw bits, every other dtype pair is decoded in blocks to
+// double; both feed one accumulation routine, so they agree exactly. Accumulators are double. NaN
+// never makes a bound pass vacuously: a NaN/Inf position that disagrees makes max_abs, max_rel,
+// rms_ratio, cos_dist and ulp_max +Inf, and bounds are checked as `value <= limit`, which NaN
+// fails. Thread-safety: pure functions of their arguments.
 #pragma once
 
 #include <cstdint>

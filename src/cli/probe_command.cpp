@@ -13,6 +13,7 @@ namespace {
 struct ProbeOptions {
   std::string probe;
   std::vector<std::string> sets;
+  std::vector<std::string> zips;
   std::vector<std::string> tolerances;
   std::vector<std::string> subject;
   int64_t seed = -1;
@@ -75,7 +76,12 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   CLI::App* run = probe->add_subcommand(
       "run", "Run one probe at one point; print the comparison (checks) or statistics (benches)");
   run->add_option("probe", options->probe, "the probe's name")->required();
-  run->add_option("--set", options->sets, "NAME=VALUE parameter (repeatable)")
+  run->add_option("--set", options->sets,
+                  "NAME=VALUE parameter (repeatable); NAME=V1,V2,... sweeps it (lists are crossed)")
+      ->allow_extra_args(false)
+      ->take_all();
+  run->add_option("--zip", options->zips,
+                  "NAME=V1,V2,...: lists that move together (same length), crossed with --set")
       ->allow_extra_args(false)
       ->take_all();
   run->add_option("--seed", options->seed, "input seed (default: drawn, and recorded)")
@@ -124,18 +130,50 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     request.subject_command = options->subject;
     request.analyze.tolerances = options->tolerances;
     request.analyze.threshold = options->threshold;
-    const probe::RunOutcome outcome = probe::run_probe(request);
+    const probe::SweepOutcome sweep = probe::run_sweep(request, options->zips);
+    if (sweep.points.size() == 1) {
+      const probe::RunOutcome& outcome = sweep.points.front();
+      if (options->json) {
+        Envelope envelope;
+        envelope.kind = "probe.run";
+        envelope.verdict = outcome.verdict;
+        envelope.findings = outcome.findings;
+        envelope.data = outcome.data;
+        std::cout << render_envelope(envelope) << "\n";
+      } else {
+        std::cout << outcome.summary;
+      }
+      result.exit_code = outcome.exit_code;
+      return;
+    }
     if (options->json) {
       Envelope envelope;
       envelope.kind = "probe.run";
-      envelope.verdict = outcome.verdict;
-      envelope.findings = outcome.findings;
-      envelope.data = outcome.data;
+      envelope.verdict = sweep.verdict;
+      Json points = Json::array();
+      for (const auto& point : sweep.points) {
+        envelope.findings.insert(envelope.findings.end(), point.findings.begin(),
+                                 point.findings.end());
+        points.push_back(point.data);
+      }
+      envelope.data["points"] = std::move(points);
       std::cout << render_envelope(envelope) << "\n";
     } else {
-      std::cout << outcome.summary;
+      for (const auto& point : sweep.points) std::cout << point.summary;
+      bool adjusted = false;
+      for (const auto& point : sweep.points) {
+        for (const auto& record : point.bench_comparisons) {
+          if (!adjusted) std::cout << "after false-discovery control across the sweep:\n";
+          adjusted = true;
+          std::cout << "  " << point.findings[record.finding_index].id << " "
+                    << params_to_string(record.context.params) << ": "
+                    << point.findings[record.finding_index].claim << "\n";
+        }
+      }
+      std::cout << "sweep: " << sweep.points.size() << " points, " << verdict_name(sweep.verdict)
+                << "\n";
     }
-    result.exit_code = outcome.exit_code;
+    result.exit_code = sweep.exit_code;
   });
 }
 

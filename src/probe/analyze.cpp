@@ -170,6 +170,7 @@ struct Analysis {
   Json data = Json::object();
   std::vector<std::string> lines;  // the human report
   bool cannot_discriminate = false;
+  std::vector<BenchComparisonRecord> bench_comparisons;
 };
 
 // --- checks ----------------------------------------------------------------------------------
@@ -542,6 +543,23 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   }
   analysis.data["summaries"] = std::move(summaries);
   analysis.data["stop_reason"] = bench_json.value("stop_reason", "");
+  analysis.data["stop_relative_half_width"] =
+      bench_json.value("stop_relative_half_width", Json::array());
+  analysis.data["stop_minimum_detectable_effect"] =
+      bench_json.value("stop_minimum_detectable_effect", Json::array());
+  {
+    // When the budget ended sampling, say what the run could and could not resolve.
+    std::string line = "  sampling stopped: " + bench_json.value("stop_reason", std::string()) +
+                       " after " + format_number(bench_json.value("sampling_s", 0.0)) + " s";
+    const Json half_widths = bench_json.value("stop_relative_half_width", Json::array());
+    const Json effects = bench_json.value("stop_minimum_detectable_effect", Json::array());
+    if (!half_widths.empty() && !effects.empty()) {
+      line += "; CI half-width " + format_number(number_from_json(half_widths[0], "half_width")) +
+              ", minimum detectable effect " +
+              format_number(number_from_json(effects[0], "effect"));
+    }
+    analysis.lines.push_back(line);
+  }
   analysis.data["calls_per_sample"] = bench_json.value("calls_per_sample", 0);
 
   std::vector<bench::Comparison> comparisons;
@@ -563,6 +581,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     finding_context.path = variants[index + 1].name + " vs " + variants[0].name;
     finding_context.reproduce = context.reproduce;
     finding_context.files = {context.observation_file};
+    analysis.bench_comparisons.push_back(
+        {comparison, finding_context, analysis.findings.size(), comparison_list.size()});
     analysis.findings.push_back(bench::comparison_finding(comparison, finding_context));
     Json entry = bench::comparison_to_json(comparison);
     entry["a"] = variants[0].name;
@@ -718,6 +738,7 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
   outcome.exit_code =
       outcome.verdict == Verdict::kFail || outcome.verdict == Verdict::kInconclusive ? 1 : 0;
   outcome.findings = analysis.findings;
+  outcome.bench_comparisons = analysis.bench_comparisons;
 
   outcome.data["probe"] = context.probe;
   outcome.data["kind"] = kind;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -211,6 +212,128 @@ RunOutcome run_probe(const RunRequest& request) {
   RunOutcome outcome = analyze_observation(point_dir, analyze);
   outcome.data["run"] = run_id;
   return outcome;
+}
+
+std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string>& sets,
+                                                   const std::vector<std::string>& zips) {
+  struct Axis {
+    std::string name;
+    std::vector<std::string> values;
+  };
+  std::vector<std::string> names;
+  auto parse = [&names](const std::string& text, const std::string& flag) {
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
+      throw Error(ErrorCode::kUsage, flag + " '" + text + "': expected NAME=VALUE[,VALUE...]",
+                  "for example " + flag + " T=4096,16384");
+    }
+    Axis axis{text.substr(0, equals), {}};
+    if (std::find(names.begin(), names.end(), axis.name) != names.end()) {
+      throw Error(ErrorCode::kUsage, "parameter '" + axis.name + "' is given twice",
+                  "give each parameter once, with a comma-separated list to sweep it");
+    }
+    names.push_back(axis.name);
+    std::string rest = text.substr(equals + 1);
+    size_t start = 0;
+    while (true) {
+      const size_t comma = rest.find(',', start);
+      axis.values.push_back(rest.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return axis;
+  };
+  std::vector<Axis> crossed;
+  for (const auto& text : sets) crossed.push_back(parse(text, "--set"));
+  std::vector<Axis> zipped;
+  for (const auto& text : zips) {
+    zipped.push_back(parse(text, "--zip"));
+    if (zipped.back().values.size() != zipped.front().values.size()) {
+      throw Error(ErrorCode::kUsage,
+                  "--zip " + zipped.back().name + " has " +
+                      std::to_string(zipped.back().values.size()) + " values but --zip " +
+                      zipped.front().name + " has " + std::to_string(zipped.front().values.size()),
+                  "zipped lists move together, so they need the same length");
+    }
+  }
+
+  std::vector<std::vector<std::string>> points = {{}};
+  if (!zipped.empty()) {
+    points.clear();
+    for (size_t row = 0; row < zipped.front().values.size(); ++row) {
+      std::vector<std::string> point;
+      for (const auto& axis : zipped) point.push_back(axis.name + "=" + axis.values[row]);
+      points.push_back(std::move(point));
+    }
+  }
+  // Crossed axes, the first varying slowest: expand from the last axis inwards.
+  for (auto axis = crossed.rbegin(); axis != crossed.rend(); ++axis) {
+    std::vector<std::vector<std::string>> expanded;
+    for (const auto& value : axis->values) {
+      for (const auto& point : points) {
+        std::vector<std::string> next = {axis->name + "=" + value};
+        next.insert(next.end(), point.begin(), point.end());
+        expanded.push_back(std::move(next));
+      }
+    }
+    points = std::move(expanded);
+  }
+  return points;
+}
+
+SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
+  const auto points = expand_sweep(request.sets, zips);
+  RunRequest point_request = request;
+  if (point_request.run_id.empty()) point_request.run_id = new_run_id();
+  SweepOutcome sweep;
+  for (const auto& sets : points) {
+    point_request.sets = sets;
+    sweep.points.push_back(run_probe(point_request));
+  }
+
+  // Many points, many A/B tests: control the false-discovery rate across all of them.
+  std::vector<bench::Comparison> comparisons;
+  for (const auto& point : sweep.points) {
+    for (const auto& record : point.bench_comparisons) comparisons.push_back(record.comparison);
+  }
+  if (sweep.points.size() > 1 && comparisons.size() > 1) {
+    bench::control_false_discovery(comparisons);
+    size_t index = 0;
+    for (auto& point : sweep.points) {
+      for (auto& record : point.bench_comparisons) {
+        record.comparison = comparisons[index++];
+        point.findings[record.finding_index] =
+            bench::comparison_finding(record.comparison, record.context);
+        if (point.data.contains("comparisons") &&
+            record.data_index < point.data["comparisons"].size()) {
+          Json& entry = point.data["comparisons"][record.data_index];
+          const Json a = entry.value("a", Json(nullptr));
+          const Json b = entry.value("b", Json(nullptr));
+          entry = bench::comparison_to_json(record.comparison);
+          entry["a"] = a;
+          entry["b"] = b;
+        }
+      }
+    }
+  }
+
+  auto rank = [](Verdict verdict) {
+    switch (verdict) {
+      case Verdict::kFail:
+        return 4;
+      case Verdict::kInconclusive:
+        return 3;
+      case Verdict::kPass:
+        return 2;
+      default:
+        return 1;
+    }
+  };
+  for (const auto& point : sweep.points) {
+    if (rank(point.verdict) > rank(sweep.verdict)) sweep.verdict = point.verdict;
+    sweep.exit_code = std::max(sweep.exit_code, point.exit_code);
+  }
+  return sweep;
 }
 
 }  // namespace loupe::probe

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/report.hpp"
 #include "core/finding.hpp"
 #include "core/json.hpp"
 
@@ -48,6 +49,15 @@ struct RunRequest {
   AnalyzeOptions analyze;
 };
 
+// A bench A/B comparison with what is needed to restate its finding after the false-discovery
+// correction across the points of a sweep.
+struct BenchComparisonRecord {
+  bench::Comparison comparison;
+  bench::FindingContext context;
+  size_t finding_index = 0;  // in RunOutcome::findings
+  size_t data_index = 0;     // in RunOutcome::data["comparisons"]
+};
+
 struct RunOutcome {
   Verdict verdict = Verdict::kNone;
   int exit_code = 0;  // 0 pass (or no gate), 1 failed or inconclusive
@@ -55,7 +65,25 @@ struct RunOutcome {
   Json data = Json::object();
   std::filesystem::path observation_dir;
   std::string summary;  // the human report
+  std::vector<BenchComparisonRecord> bench_comparisons;
 };
+
+// Sweeps: `--set NAME=V1,V2,...` lists are crossed (the first varies slowest); `--zip NAME=V1,V2`
+// lists move together (all of one length) and are crossed with the sets. Returns one list of
+// NAME=VALUE texts per point. Throws Error(kUsage) for a malformed text, a name given twice or
+// zipped lists of different lengths.
+std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string>& sets,
+                                                   const std::vector<std::string>& zips);
+
+struct SweepOutcome {
+  Verdict verdict = Verdict::kNone;  // fail > inconclusive > pass > none over the points
+  int exit_code = 0;
+  std::vector<RunOutcome> points;
+};
+
+// Runs every point of request.sets × zips into one run; bench verdicts across the points get
+// Benjamini–Hochberg control of the false-discovery rate (bench::control_false_discovery).
+SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips);
 
 // `SUBJECT list --json`, parsed. Throws as described above.
 Json list_probes(const std::vector<std::string>& subject_command, double timeout_s);

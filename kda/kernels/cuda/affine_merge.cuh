@@ -3,10 +3,13 @@
 // which is both an M-chain product (M ← M_chunk · M) and the merge S ← M S + H (K × K times K × V),
 // in three precisions, one kernel each (reference/kda.md, incident 1):
 //   tf32_truncate_affine_merge (tf32_truncate_affine_merge.cu): mma.sync m16n8k8 TF32 on the raw
-//       fp32 bits — the tensor core reads the top 19 bits, truncating each operand (Triton's tl.dot)
+//       fp32 bits — the tensor core reads the top 19 bits, truncating each operand (Triton's
+//       tl.dot)
 //   tf32x3_affine_merge (tf32x3_affine_merge.cu): 3×TF32, hi = tf32(a), lo = tf32(a − hi),
 //       a·b ≈ hi·hi + hi·lo + lo·hi — the upstream fix, as accurate as fp32 here
 //   fp32_affine_merge (fp32_affine_merge.cu): fp32 FMA on the CUDA cores
+// and a diagnostic: tf32x3_chained_accumulator_affine_merge, 3×TF32 with one accumulator through
+// every mma (what tf32x3_affine_merge avoids; README.md has the measurement).
 // Thread-safety: launches are asynchronous on the given stream; out must not alias A, B or C.
 // Ownership: every pointer is device memory owned by the caller. All matrices are row-major.
 #pragma once
@@ -40,18 +43,24 @@ inline constexpr int kMergeTileInner = 32;
 // nullptr when the kernels can run `problem`, else what is wrong with it (a static string).
 inline const char* affine_merge_shape_error(const AffineMergeProblem& problem) {
   if (problem.batch <= 0 || problem.batch > 65535) return "batch must be in [1, 65535]";
-  if (problem.rows <= 0 || problem.rows % kMergeTileRows != 0) return "rows must be a multiple of 64";
-  if (problem.cols <= 0 || problem.cols % kMergeTileCols != 0) return "cols must be a multiple of 64";
+  if (problem.rows <= 0 || problem.rows % kMergeTileRows != 0)
+    return "rows must be a multiple of 64";
+  if (problem.cols <= 0 || problem.cols % kMergeTileCols != 0)
+    return "cols must be a multiple of 64";
   if (problem.inner <= 0 || problem.inner % kMergeTileInner != 0) {
     return "inner must be a multiple of 32";
   }
-  if (!problem.a_global || !problem.b_global || !problem.out_global) return "a tensor pointer is null";
+  if (!problem.a_global || !problem.b_global || !problem.out_global)
+    return "a tensor pointer is null";
   return nullptr;
 }
 
 // REQUIRES: affine_merge_shape_error(problem) == nullptr (else cudaErrorInvalidValue, no launch).
-cudaError_t launch_tf32_truncate_affine_merge(const AffineMergeProblem& problem, cudaStream_t stream);
+cudaError_t launch_tf32_truncate_affine_merge(const AffineMergeProblem& problem,
+                                              cudaStream_t stream);
 cudaError_t launch_tf32x3_affine_merge(const AffineMergeProblem& problem, cudaStream_t stream);
+cudaError_t launch_tf32x3_chained_accumulator_affine_merge(const AffineMergeProblem& problem,
+                                                           cudaStream_t stream);
 cudaError_t launch_fp32_affine_merge(const AffineMergeProblem& problem, cudaStream_t stream);
 
 }  // namespace kda::kernels::cuda

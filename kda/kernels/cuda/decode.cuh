@@ -1,8 +1,8 @@
 // kda/kernels/cuda/decode.cuh — one decode token of Kimi Delta Attention on the GPU, for a batch of
 // sequences with continuous batching (each sequence names the state slot it updates in place).
 //   S ← Diag(α) S;  v̂ = Sᵀ k;  S ← S + k (β (v − v̂))ᵀ;  o = Sᵀ (q · K^-0.5)
-// with q, k L2-normalised over K (eps 1e-6), g = −exp(A_log) · softplus(g_raw + dt_bias), α = exp(g),
-// β = sigmoid(b_raw). Two kernels compute the same function with different tilings:
+// with q, k L2-normalised over K (eps 1e-6), g = −exp(A_log) · softplus(g_raw + dt_bias), α =
+// exp(g), β = sigmoid(b_raw). Two kernels compute the same function with different tilings:
 //   tiled_v_decode  (tiled_v_decode.cu):  one CTA per (sequence, head, V tile of 32)
 //   merged_v_decode (merged_v_decode.cu): one CTA per (sequence, head), all of V
 // Thread-safety: launches are asynchronous on the given stream; a DecodeProblem is only read.
@@ -21,14 +21,14 @@ inline constexpr int kDecodeKeyDim = 128;
 inline constexpr int kDecodeValueDim = 128;
 
 struct DecodeProblem {
-  const __nv_bfloat16* q_global = nullptr;      // (N, H, K)
-  const __nv_bfloat16* k_global = nullptr;      // (N, H, K)
-  const __nv_bfloat16* v_global = nullptr;      // (N, HV, V)
-  const __nv_bfloat16* g_raw_global = nullptr;  // (N, HV, K)
-  const __nv_bfloat16* b_raw_global = nullptr;  // (N, HV)
-  const float* a_log_global = nullptr;          // (HV)
-  const float* dt_bias_global = nullptr;        // (HV, K)
-  float* state_global = nullptr;                // (num_states, HV, K, V), updated in place
+  const __nv_bfloat16* q_global = nullptr;        // (N, H, K)
+  const __nv_bfloat16* k_global = nullptr;        // (N, H, K)
+  const __nv_bfloat16* v_global = nullptr;        // (N, HV, V)
+  const __nv_bfloat16* g_raw_global = nullptr;    // (N, HV, K)
+  const __nv_bfloat16* b_raw_global = nullptr;    // (N, HV)
+  const float* a_log_global = nullptr;            // (HV)
+  const float* dt_bias_global = nullptr;          // (HV, K)
+  float* state_global = nullptr;                  // (num_states, HV, K, V), updated in place
   const int32_t* state_indices_global = nullptr;  // (N), each in [0, num_states), distinct
   float* o_global = nullptr;                      // (N, HV, V), fp32
   int num_sequences = 0;                          // N

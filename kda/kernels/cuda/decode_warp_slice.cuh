@@ -1,11 +1,12 @@
 // kda/kernels/cuda/decode_warp_slice.cuh — the device pieces both decode kernels are built from.
 // A warp owns a (K = 128) × 16 slice of one head's state: lane = row_lane · 4 + column_lane, with
-// column_lane ∈ [0, 4) holding 4 adjacent columns (one 16-byte vector) and row_lane ∈ [0, 8) holding
-// rows row_lane + 8·i, i ∈ [0, 16). So each lane keeps 16 float4 = 64 state values in registers,
-// one load instruction of the warp reads 8 rows × 64 contiguous bytes, and every reduction over K
-// (v̂ = Sᵀk, Sᵀq) is 16 in-lane adds plus three shuffles across row lanes: no shared memory.
-// The per-token values (normalised q and k, q·k, α = exp(g), β) come from shared memory, written by
-// compute_token_values; the kernels differ in how many slices share one computation of them.
+// column_lane ∈ [0, 4) holding 4 adjacent columns (one 16-byte vector) and row_lane ∈ [0, 8)
+// holding rows row_lane + 8·i, i ∈ [0, 16). So each lane keeps 16 float4 = 64 state values in
+// registers, one load instruction of the warp reads 8 rows × 64 contiguous bytes, and every
+// reduction over K (v̂ = Sᵀk, Sᵀq) is 16 in-lane adds plus three shuffles across row lanes: no
+// shared memory. The per-token values (normalised q and k, q·k, α = exp(g), β) come from shared
+// memory, written by compute_token_values; the kernels differ in how many slices share one
+// computation of them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,8 +18,8 @@ namespace kda::kernels::cuda::decode_detail {
 inline constexpr int kKeyDim = kDecodeKeyDim;
 inline constexpr int kValueDim = kDecodeValueDim;
 inline constexpr int kWarpSize = 32;
-inline constexpr int kSliceColumns = 16;                   // V columns per warp
-inline constexpr int kColumnLanes = kSliceColumns / 4;     // 4 lanes × float4
+inline constexpr int kSliceColumns = 16;                    // V columns per warp
+inline constexpr int kColumnLanes = kSliceColumns / 4;      // 4 lanes × float4
 inline constexpr int kRowLanes = kWarpSize / kColumnLanes;  // 8
 inline constexpr int kRowsPerLane = kKeyDim / kRowLanes;    // 16
 inline constexpr float kNormEps = 1e-6f;
@@ -67,7 +68,7 @@ __device__ __forceinline__ float4 sum_over_row_lanes(float4 value) {
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
 
 // Issued before compute_token_values so the state's HBM latency overlaps that work.
-__device__ __forceinline__ void load_slice(const float* head_state_global,  // (K, V)
+__device__ __forceinline__ void load_slice(const float* head_state_global,      // (K, V)
                                            const __nv_bfloat16* v_head_global,  // (V)
                                            int slice_column0, int lane, SliceRegisters& slice) {
   const int row_lane = lane / kColumnLanes, column = slice_column0 + 4 * (lane % kColumnLanes);
@@ -98,11 +99,13 @@ __device__ __forceinline__ void compute_token_values(const DecodeProblem& proble
     const float4 k_n = make_float4(k.x * k_scale, k.y * k_scale, k.z * k_scale, k.w * k_scale);
     *reinterpret_cast<float4*>(values.q + 4 * lane) = q_n;
     *reinterpret_cast<float4*>(values.k + 4 * lane) = k_n;
-    const float q_dot_k = warp_sum_all(q_n.x * k_n.x + q_n.y * k_n.y + q_n.z * k_n.z + q_n.w * k_n.w);
+    const float q_dot_k =
+        warp_sum_all(q_n.x * k_n.x + q_n.y * k_n.y + q_n.z * k_n.z + q_n.w * k_n.w);
     if (lane == 0) {
       values.q_dot_k = q_dot_k;
       const float b_raw = __bfloat162float(
-          problem.b_raw_global[static_cast<int64_t>(sequence) * problem.num_value_heads + value_head]);
+          problem
+              .b_raw_global[static_cast<int64_t>(sequence) * problem.num_value_heads + value_head]);
       values.beta = 1.f / (1.f + expf(-b_raw));
     }
   } else {
@@ -141,8 +144,9 @@ __device__ __forceinline__ void update_slice(const TokenValuesShared& values,
   projection = sum_over_row_lanes(projection);
   readout = sum_over_row_lanes(readout);
   const float beta = values.beta;
-  const float4 delta = make_float4(beta * (slice.v.x - projection.x), beta * (slice.v.y - projection.y),
-                                   beta * (slice.v.z - projection.z), beta * (slice.v.w - projection.w));
+  const float4 delta =
+      make_float4(beta * (slice.v.x - projection.x), beta * (slice.v.y - projection.y),
+                  beta * (slice.v.z - projection.z), beta * (slice.v.w - projection.w));
 #pragma unroll
   for (int i = 0; i < kRowsPerLane; ++i) {
     const int row = row_lane + kRowLanes * i;

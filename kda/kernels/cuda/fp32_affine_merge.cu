@@ -15,7 +15,8 @@ constexpr int kThreadRows = 8;
 constexpr int kThreadCols = 4;
 constexpr int kThreadsAcross = kTileCols / kThreadCols;  // 16
 
-__global__ void __launch_bounds__(kThreads) fp32_affine_merge_kernel(const AffineMergeProblem problem) {
+__global__ void __launch_bounds__(kThreads)
+    fp32_affine_merge_kernel(const AffineMergeProblem problem) {
   __shared__ TileShared shared;
   const TileCoordinates tile = tile_coordinates(problem);
   const int thread_row0 = (threadIdx.x / kThreadsAcross) * kThreadRows;
@@ -42,8 +43,8 @@ __global__ void __launch_bounds__(kThreads) fp32_affine_merge_kernel(const Affin
   for (int i = 0; i < kThreadRows; ++i) {
     const int64_t offset =
         static_cast<int64_t>(tile.row0 + thread_row0 + i) * problem.cols + tile.col0 + thread_col0;
-    float4 value = make_float4(accumulators[i][0], accumulators[i][1], accumulators[i][2],
-                               accumulators[i][3]);
+    float4 value =
+        make_float4(accumulators[i][0], accumulators[i][1], accumulators[i][2], accumulators[i][3]);
     if (tile.c_global) {
       const float4 addend = *reinterpret_cast<const float4*>(tile.c_global + offset);
       value.x += addend.x, value.y += addend.y, value.z += addend.z, value.w += addend.w;

@@ -13,21 +13,24 @@ namespace {
 
 using namespace decode_detail;
 
-constexpr int kMergedWarps = kValueDim / kSliceColumns;     // 8
+constexpr int kMergedWarps = kValueDim / kSliceColumns;   // 8
 constexpr int kMergedThreads = kMergedWarps * kWarpSize;  // 256
 
-__global__ void __launch_bounds__(kMergedThreads) merged_v_decode_kernel(const DecodeProblem problem) {
+__global__ void __launch_bounds__(kMergedThreads)
+    merged_v_decode_kernel(const DecodeProblem problem) {
   __shared__ TokenValuesShared values_shared;
   const int value_head = blockIdx.x, sequence = blockIdx.y;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int64_t state_slot = problem.state_indices_global[sequence];
   float* head_state_global =  // (K, V)
-      problem.state_global + (state_slot * problem.num_value_heads + value_head) * kKeyDim * kValueDim;
+      problem.state_global +
+      (state_slot * problem.num_value_heads + value_head) * kKeyDim * kValueDim;
   const int64_t head_row = static_cast<int64_t>(sequence) * problem.num_value_heads + value_head;
   const int slice_column0 = warp * kSliceColumns;
 
   SliceRegisters slice;
-  load_slice(head_state_global, problem.v_global + head_row * kValueDim, slice_column0, lane, slice);
+  load_slice(head_state_global, problem.v_global + head_row * kValueDim, slice_column0, lane,
+             slice);
   compute_token_values(problem, sequence, value_head, values_shared);
   __syncthreads();
   update_slice(values_shared, head_state_global, problem.o_global + head_row * kValueDim,

@@ -15,8 +15,8 @@ using namespace affine_merge_detail;
 struct TruncatingTf32 {
   __device__ __forceinline__ void operator()(float (&d)[4], const float (&a)[4],
                                              const float (&b)[2]) const {
-    const uint32_t a_bits[4] = {__float_as_uint(a[0]), __float_as_uint(a[1]),
-                                __float_as_uint(a[2]), __float_as_uint(a[3])};
+    const uint32_t a_bits[4] = {__float_as_uint(a[0]), __float_as_uint(a[1]), __float_as_uint(a[2]),
+                                __float_as_uint(a[3])};
     const uint32_t b_bits[2] = {__float_as_uint(b[0]), __float_as_uint(b[1])};
     mma_tf32(d, a_bits, b_bits);
   }

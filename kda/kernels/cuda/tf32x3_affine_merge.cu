@@ -1,7 +1,10 @@
 // kda/kernels/cuda/tf32x3_affine_merge.cu — out = A · B + C with 3×TF32 on the tensor cores:
 // each operand is split as hi = tf32(a) (round to nearest), lo = tf32(a − hi), and
-// a · b ≈ lo·hi + hi·lo + hi·hi (the small terms first; lo·lo, ≈ 2^-22 relative, is dropped).
-// The upstream fix of incident 1: as accurate as fp32 for the M chain.
+// a · b ≈ lo·hi + hi·lo + hi·hi (lo·lo, ≈ 2^-22 relative, is dropped). The upstream fix of
+// incident 1. Each m16n8k8 step's products go into fresh accumulators (the two small terms in
+// one, hi·hi in another) that fp32 adds, rounding to nearest, fold into the running sum: the
+// tensor core's own accumulate is biased (tf32x3_chained_accumulator_affine_merge.cu keeps one
+// accumulator through every mma and drifts ~100× more over a long M chain; see README.md).
 // Tiling: grid (cols / 64, rows / 64, batch); 128 threads = 4 warps of 32 × 32 outputs
 // (affine_merge_tile.cuh); the inner dimension through shared memory in steps of 32.
 #include "kda/kernels/cuda/affine_merge.cuh"
@@ -26,13 +29,17 @@ struct SplitTf32x3 {
       b_hi[i] = to_tf32(b[i]);
       b_lo[i] = to_tf32(b[i] - __uint_as_float(b_hi[i]));
     }
-    mma_tf32(d, a_lo, b_hi);
-    mma_tf32(d, a_hi, b_lo);
-    mma_tf32(d, a_hi, b_hi);
+    float small[4] = {}, large[4] = {};
+    mma_tf32(small, a_lo, b_hi);
+    mma_tf32(small, a_hi, b_lo);
+    mma_tf32(large, a_hi, b_hi);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[i] += large[i] + small[i];
   }
 };
 
-__global__ void __launch_bounds__(kThreads) tf32x3_affine_merge_kernel(const AffineMergeProblem problem) {
+__global__ void __launch_bounds__(kThreads)
+    tf32x3_affine_merge_kernel(const AffineMergeProblem problem) {
   run_mma_tile(problem, SplitTf32x3{});
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 using namespace decode_detail;
 
-constexpr int kTileColumns = 32;                            // BV
+constexpr int kTileColumns = 32;                          // BV
 constexpr int kTileWarps = kTileColumns / kSliceColumns;  // 2
 constexpr int kTileThreads = kTileWarps * kWarpSize;      // 64
 
@@ -22,12 +22,14 @@ __global__ void __launch_bounds__(kTileThreads) tiled_v_decode_kernel(const Deco
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int64_t state_slot = problem.state_indices_global[sequence];
   float* head_state_global =  // (K, V)
-      problem.state_global + (state_slot * problem.num_value_heads + value_head) * kKeyDim * kValueDim;
+      problem.state_global +
+      (state_slot * problem.num_value_heads + value_head) * kKeyDim * kValueDim;
   const int64_t head_row = static_cast<int64_t>(sequence) * problem.num_value_heads + value_head;
   const int slice_column0 = tile * kTileColumns + warp * kSliceColumns;
 
   SliceRegisters slice;
-  load_slice(head_state_global, problem.v_global + head_row * kValueDim, slice_column0, lane, slice);
+  load_slice(head_state_global, problem.v_global + head_row * kValueDim, slice_column0, lane,
+             slice);
   compute_token_values(problem, sequence, value_head, values_shared);
   __syncthreads();
   update_slice(values_shared, head_state_global, problem.o_global + head_row * kValueDim,

@@ -5,9 +5,10 @@
 //   check state_cache_vs_fp32  a bf16 or int8 decode state cache against fp32, teacher-forced
 //                              over decode steps: logits along S (which steps) and the final
 //                              states along L (which layer)
-// Tolerances (measured on seeded inputs at the default points, with about 2x headroom; see
-// kda/README.md): w8a8 hidden rms_ratio <= 5e-2, logits <= 1e-1; bf16 cache logits <= 1e-2,
-// states <= 1e-2; int8 cache logits <= 5e-2, states <= 5e-2.
+// Tolerances, about 2x the rms_ratio measured at the default points with seed 7 (kda/README.md):
+//   w8a8   hidden 0.041 -> bound 1e-1, logits 0.042 -> 1e-1
+//   bf16   logits 0.0033 -> 1e-2, states 0.0061 -> 1.5e-2
+//   int8   logits 0.019 -> 5e-2, states 0.028 -> 6e-2
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -64,7 +65,7 @@ LOUPE_CHECK(w8a8_vs_fp32)
           .output<float>("hidden", {config.layers, requests * tokens, config.hidden},
                          {"L", "RT", "D"})
           .along("L")
-          .tolerance("rms_ratio", 5e-2);
+          .tolerance("rms_ratio", 1e-1);
       setup.output<float>("logits", {requests, config.vocab}, {"R", "vocab"})
           .tolerance("rms_ratio", 1e-1);
     })
@@ -141,7 +142,7 @@ LOUPE_CHECK(state_cache_vs_fp32)
               "states", {config.layers, requests, config.heads * config.head_dim * config.head_dim},
               {"L", "R", "HKV"})
           .along("L")
-          .tolerance("rms_ratio", int8 ? 5e-2 : 1e-2);
+          .tolerance("rms_ratio", int8 ? 6e-2 : 1.5e-2);
     })
     .reference([](loupe::CheckIo& io) { run_cache_path(io, CacheDType::kF32); })
     .candidate([](loupe::CheckIo& io) {

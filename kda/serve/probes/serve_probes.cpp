@@ -27,7 +27,7 @@ LOUPE_SCENARIO(serve)
     .param("prompt_len", 32)
     .param("new_tokens", 8)
     .param("dispatch_wait_us", 5000, {}, "latency of the remote counter each dispatch waits on")
-    .param("bookkeeping_us", 1000, {}, "interpreter-lock work per transferred (layer, request)")
+    .param("bookkeeping_us", 1500, {}, "interpreter-lock work per transferred (layer, request)")
     .body([](loupe::ScenarioState& state) {
       const loupe::Point& point = state.point();
       ServeOptions options;

@@ -80,6 +80,15 @@ Locks compute_locks(const Model& model, StatsRegistry& stats) {
       summary.wait_ns += span.end_ns - span.start_ns;
     }
   }
+  std::map<TrackId, std::vector<int64_t>> hold_max_end;
+  for (const auto& [lock, list] : holds) {
+    std::vector<int64_t>& max_end = hold_max_end[lock];
+    int64_t running = INT64_MIN;
+    for (const LockSpan* hold : list) {
+      running = std::max(running, hold->end_ns);
+      max_end.push_back(running);
+    }
+  }
   struct Accumulator {
     LockContention contention;
     std::map<TrackId, std::pair<int64_t, std::map<std::string, int64_t>>> holders;
@@ -96,12 +105,15 @@ Locks compute_locks(const Model& model, StatsRegistry& stats) {
     if (wait.end_ns - wait.start_ns > contention.longest.second - contention.longest.first) {
       contention.longest = {wait.start_ns, wait.end_ns};
     }
-    // Holds are sorted by start; a hold overlapping the wait starts before the wait ends.
+    // Holds are sorted by start; the running maximum of their ends is monotone, so the first hold
+    // that can overlap the wait is found by binary search (shared holds may overlap each other).
     const auto& lock_holds = holds[wait.lock];
+    const auto& max_end = hold_max_end[wait.lock];
+    auto first = std::upper_bound(max_end.begin(), max_end.end(), wait.start_ns) - max_end.begin();
     auto stop = std::lower_bound(
         lock_holds.begin(), lock_holds.end(), wait.end_ns,
         [](const LockSpan* hold, int64_t value) { return hold->start_ns < value; });
-    for (auto it = lock_holds.begin(); it != stop; ++it) {
+    for (auto it = lock_holds.begin() + first; it < stop; ++it) {
       const LockSpan& hold = **it;
       if (hold.thread == wait.thread) continue;
       const int64_t start = std::max(hold.start_ns, wait.start_ns);

@@ -18,6 +18,11 @@ std::string percent(double fraction) {
   return buffer;
 }
 
+// "1 slice", "3 slices".
+std::string count_of(uint64_t count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
 double ratio(int64_t part, int64_t whole) {
   return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
@@ -108,30 +113,6 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                   std::vector<Finding>& findings) {
   const int64_t span = model.end_ns - model.start_ns;
   const TrackIndex index(model);
-  // Breakdown: the three heaviest (track, name) pairs by self time.
-  for (size_t row_index = 0; row_index < analysis.breakdown.rows.size() && row_index < 3;
-       ++row_index) {
-    const BreakdownRow& row = analysis.breakdown.rows[row_index];
-    const int64_t busy = analysis.breakdown.busy_ns.at(row.track);
-    Finding finding = trace_finding("trace.breakdown.top", Severity::kInfo);
-    const std::string name(model.strings.get(row.name));
-    const std::string track = model.track_label(row.track);
-    finding.claim = name + " on " + track + ": self " + format_duration(row.self_ns) + " (" +
-                    percent(ratio(row.self_ns, busy)) + " of the track's busy time), total " +
-                    format_duration(row.total_ns) + " over " + std::to_string(row.count) +
-                    " slices";
-    finding.where.path = name;
-    finding.where.thread = track;
-    finding.evidence.metrics = {{"count", static_cast<double>(row.count)},
-                                {"total_ns", static_cast<double>(row.total_ns)},
-                                {"self_ns", static_cast<double>(row.self_ns)},
-                                {"self_fraction_of_busy", ratio(row.self_ns, busy)}};
-    finding.evidence.events.push_back(slice_ref(model, row.longest));
-    finding.next = "zoom into " + name +
-                   " (its longest slice is evidence) or compare against "
-                   "another trace with `loupe trace diff`";
-    findings.push_back(std::move(finding));
-  }
   if (analysis.overlap) {
     const Overlap& overlap = *analysis.overlap;
     Finding finding = trace_finding("trace.overlap.classes", Severity::kInfo);
@@ -163,7 +144,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
         return left->a_ns - left->both_ns > right->a_ns - right->both_ns;
       });
       Finding per_window = trace_finding("trace.overlap.windows", Severity::kInfo);
-      per_window.claim = "over " + std::to_string(overlap.windows.size()) + " windows of " +
+      per_window.claim = "over " + count_of(overlap.windows.size(), "window") + " of " +
                          overlap.window_class + ", " + overlap.a + " overlapped " + overlap.b +
                          " by " + percent(worst.empty() ? 0.0 : low) + " to " +
                          percent(worst.empty() ? 0.0 : high) + " of its time";
@@ -194,8 +175,8 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                                     span_fraction >= 0.01 ? Severity::kWarn : Severity::kInfo);
     finding.claim = waiter + " waited on lock " + lock + " for " +
                     format_duration(contention.wait_ns) + " in " +
-                    std::to_string(contention.waits) + " contended waits (" +
-                    percent(span_fraction) + " of the trace)";
+                    count_of(contention.waits, "contended wait") + " (" + percent(span_fraction) +
+                    " of the trace)";
     finding.where.path = "lock " + lock;
     finding.where.thread = waiter;
     finding.where.interval_ns = contention.longest;
@@ -213,6 +194,14 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
       if (!holder.zones.empty()) {
         finding.evidence.metrics.emplace_back(
             "top_holder_zone_fraction", ratio(holder.zones.front().second, contention.wait_ns));
+      }
+      int64_t held_by_any = 0;
+      for (const auto& each : contention.holders) held_by_any += each.held_ns;
+      const double free_fraction = 1.0 - ratio(held_by_any, contention.wait_ns);
+      finding.evidence.metrics.emplace_back("lock_free_fraction_of_wait", free_fraction);
+      if (free_fraction >= 0.05) {
+        finding.claim += "; the lock was free for " + percent(free_fraction) +
+                         " of the wait (the waiter's wake-up)";
       }
       const int64_t probe = contention.longest.first;
       for (SliceId id = index.innermost_at(holder.thread, probe); id != kNoSlice;
@@ -236,10 +225,10 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
     Finding finding =
         trace_finding("trace.gaps.idle", idle_fraction >= 0.1 ? Severity::kWarn : Severity::kInfo);
     const Gap& longest = track_gaps.gaps.front();
-    finding.claim = track + " was idle " + std::to_string(track_gaps.gaps.size()) +
-                    " times for at least " + format_duration(request.gap_threshold_ns) +
-                    ", in all " + format_duration(track_gaps.idle_ns) + " (" +
-                    percent(idle_fraction) + " of its span); the longest lasted " +
+    finding.claim = track + " was idle " + count_of(track_gaps.gaps.size(), "time") +
+                    " for at least " + format_duration(request.gap_threshold_ns) + ", in all " +
+                    format_duration(track_gaps.idle_ns) + " (" + percent(idle_fraction) +
+                    " of its span); the longest lasted " +
                     format_duration(longest.interval.second - longest.interval.first);
     if (track_gaps.feeder != kNoTrack) {
       finding.claim += "; meanwhile its feeder " + model.track_label(track_gaps.feeder) +
@@ -260,6 +249,30 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                                 {"idle_fraction_of_span", idle_fraction}};
     finding.evidence.events.push_back(slice_ref(model, longest.before));
     finding.evidence.events.push_back(slice_ref(model, longest.after));
+    findings.push_back(std::move(finding));
+  }
+  // Breakdown last: it describes, the others point at a culprit.
+  // Breakdown: the three heaviest (track, name) pairs by self time.
+  for (size_t row_index = 0; row_index < analysis.breakdown.rows.size() && row_index < 3;
+       ++row_index) {
+    const BreakdownRow& row = analysis.breakdown.rows[row_index];
+    const int64_t busy = analysis.breakdown.busy_ns.at(row.track);
+    Finding finding = trace_finding("trace.breakdown.top", Severity::kInfo);
+    const std::string name(model.strings.get(row.name));
+    const std::string track = model.track_label(row.track);
+    finding.claim = name + " on " + track + ": self " + format_duration(row.self_ns) + " (" +
+                    percent(ratio(row.self_ns, busy)) + " of the track's busy time), total " +
+                    format_duration(row.total_ns) + " over " + count_of(row.count, "slice");
+    finding.where.path = name;
+    finding.where.thread = track;
+    finding.evidence.metrics = {{"count", static_cast<double>(row.count)},
+                                {"total_ns", static_cast<double>(row.total_ns)},
+                                {"self_ns", static_cast<double>(row.self_ns)},
+                                {"self_fraction_of_busy", ratio(row.self_ns, busy)}};
+    finding.evidence.events.push_back(slice_ref(model, row.longest));
+    finding.next = "zoom into " + name +
+                   " (its longest slice is evidence) or compare against "
+                   "another trace with `loupe trace diff`";
     findings.push_back(std::move(finding));
   }
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& left, const Finding& right) {
@@ -409,8 +422,9 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   auto breakdown_map = [](const Model& model, const Analysis& analysis) {
     std::map<NamePair, int64_t> totals;
     for (const BreakdownRow& row : analysis.breakdown.rows) {
-      totals[{model.tracks[row.track].name, std::string(model.strings.get(row.name))}] +=
-          row.self_ns;
+      // Thread ids and stream numbers change between runs: compare per kind of track.
+      totals[{std::string(track_kind_name(model.tracks[row.track].kind)) + "s",
+              std::string(model.strings.get(row.name))}] += row.self_ns;
     }
     return totals;
   };
@@ -431,13 +445,14 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
       [](const NamePair& key) { return key.second + "'s wait on lock " + key.first; }, changes);
   auto gap_map = [](const Model& model, const Analysis& analysis) {
     std::map<std::string, int64_t> totals;
-    for (const TrackGaps& gaps : analysis.gaps)
-      totals[model.tracks[gaps.track].name] += gaps.idle_ns;
+    for (const TrackGaps& gaps : analysis.gaps) {
+      totals[std::string(track_kind_name(model.tracks[gaps.track].kind)) + "s"] += gaps.idle_ns;
+    }
     return totals;
   };
   compare<std::string>(
       gap_map(a, analysis_a), gap_map(b, analysis_b), min_delta, "trace.diff.gaps",
-      [](const std::string& key) { return "idle time of " + key; }, changes);
+      [](const std::string& key) { return "idle time (gaps) of all " + key; }, changes);
   if (analysis_a.overlap && analysis_b.overlap) {
     const Overlap& before = *analysis_a.overlap;
     const Overlap& after = *analysis_b.overlap;
@@ -451,7 +466,15 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
         },
         changes);
   }
-  std::stable_sort(changes.begin(), changes.end(), [](const Change& left, const Change& right) {
+  // What the user asked about (overlap) first, then locks, gaps and breakdown; larger first.
+  auto rank = [](const std::string& id) {
+    return id == "trace.diff.overlap" ? 0
+           : id == "trace.diff.locks" ? 1
+           : id == "trace.diff.gaps"  ? 2
+                                      : 3;
+  };
+  std::stable_sort(changes.begin(), changes.end(), [&](const Change& left, const Change& right) {
+    if (rank(left.id) != rank(right.id)) return rank(left.id) < rank(right.id);
     return std::llabs(left.b_ns - left.a_ns) > std::llabs(right.b_ns - right.a_ns);
   });
 

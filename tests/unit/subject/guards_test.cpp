@@ -56,7 +56,7 @@ TEST(Checksum, ChangesWithAnyByteAndTheLength) {
 }
 
 TEST(RangesOverlap, SharesAByteOrNot) {
-  char buffer[16];
+  char buffer[16] = {};
   EXPECT_TRUE(ranges_overlap(buffer, 8, buffer + 7, 8));
   EXPECT_FALSE(ranges_overlap(buffer, 8, buffer + 8, 8));
   EXPECT_TRUE(ranges_overlap(buffer + 4, 2, buffer, 16));

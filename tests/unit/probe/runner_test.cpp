@@ -1,0 +1,157 @@
+// The decision half of probes on observation directories written by hand, and reproduce commands.
+#include "probe/runner.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "loupe/tensor.hpp"
+
+namespace loupe::probe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AnalyzeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("loupe_probe_analyze_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write_tensor(const std::string& file, std::vector<float> values) const {
+    Tensor tensor(DType::kF32, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), tensor.mutable_data<float>().begin());
+    fs::create_directories((dir_ / file).parent_path());
+    write_npy(dir_ / file, tensor);
+  }
+
+  // A check observation with one output y whose candidate and reference files are given.
+  void write_check(const std::string& candidate, const std::string& reference,
+                   const std::string& alt_reference, const std::string& tolerances) const {
+    Json observation = Json::parse(R"({"loupe_observation": 1, "subject": "toy", "probe": "p",
+      "kind": "check", "params": {"T": 4}, "seed": 7, "check": {"outputs": [{"name": "y",
+      "dtype": "float32", "shape": [4], "axes": ["T"], "profile_axis": "",
+      "tolerances": )" + tolerances +
+                                   R"(}], "has_oracle": false, "runs": [],
+      "guards": {"input_mutation": [], "output_unwritten": [], "output_alias": []}}})");
+    Json& runs = observation["check"]["runs"];
+    for (const auto& [pass, order] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"candidate_first", {"candidate", "reference"}},
+             {"reference_first", {"reference", "candidate"}}}) {
+      for (const auto& path : order) {
+        Json run = Json::object();
+        run["pass"] = pass;
+        run["path"] = path;
+        run["outputs"] = {{"y", path == "candidate" ? candidate : reference}};
+        runs.push_back(run);
+      }
+    }
+    observation["check"]["alt_seed"] = {{"seed", 8}, {"outputs", {{"y", alt_reference}}}};
+    std::ofstream out(dir_ / "observation.json");
+    out << observation.dump();
+  }
+
+  std::vector<std::string> ids(const RunOutcome& outcome) const {
+    std::vector<std::string> out;
+    for (const auto& finding : outcome.findings) out.push_back(finding.id);
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(AnalyzeTest, WithinToleranceIsAPass) {
+  write_tensor("c.npy", {1, 2, 3, 4.000001f});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_tensor("a.npy", {5, 6, 7, 8});
+  write_check("c.npy", "r.npy", "a.npy", R"([{"metric": "rms_ratio", "bound": 1e-5}])");
+  AnalyzeOptions options;
+  options.reproduce = "loupe probe run p --seed 7 -- toy";
+  const RunOutcome outcome = analyze_observation(dir_, options);
+  EXPECT_EQ(outcome.verdict, Verdict::kPass);
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_EQ(ids(outcome), std::vector<std::string>{"check.p.match"});
+  EXPECT_EQ(outcome.findings[0].reproduce, "loupe probe run p --seed 7 -- toy");
+  // The conclusion is written back into the observation.
+  std::ifstream in(dir_ / "observation.json");
+  const Json written = Json::parse(in);
+  EXPECT_EQ(written["verdict"], "pass");
+  EXPECT_EQ(written["findings"].size(), 1u);
+}
+
+TEST_F(AnalyzeTest, TolOverrideTightensTheBound) {
+  write_tensor("c.npy", {1, 2, 3, 4.001f});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_tensor("a.npy", {5, 6, 7, 8});
+  write_check("c.npy", "r.npy", "a.npy", R"([{"metric": "rms_ratio", "bound": 1e-3}])");
+  EXPECT_EQ(analyze_observation(dir_, {}).verdict, Verdict::kPass);
+  AnalyzeOptions options;
+  options.tolerances = {"rms_ratio=1e-6"};
+  const RunOutcome outcome = analyze_observation(dir_, options);
+  EXPECT_EQ(outcome.verdict, Verdict::kFail);
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_EQ(ids(outcome).front(), "check.p.mismatch");
+}
+
+TEST_F(AnalyzeTest, ReferenceIdenticalForTwoSeedsCannotDiscriminate) {
+  write_tensor("c.npy", {1, 2, 3, 4});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_check("c.npy", "r.npy", "r.npy", "[]");
+  const RunOutcome outcome = analyze_observation(dir_, {});
+  EXPECT_EQ(outcome.verdict, Verdict::kInconclusive);
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_EQ(ids(outcome).back(), "check.p.guard.cannot_discriminate");
+  EXPECT_NE(outcome.findings.back().claim.find("the same for seeds 7 and 8"), std::string::npos)
+      << outcome.findings.back().claim;
+}
+
+TEST_F(AnalyzeTest, ZeroReferenceCannotDiscriminate) {
+  write_tensor("c.npy", {0, 0, 0, 0});
+  write_tensor("r.npy", {0, 0, 0, 0});
+  write_tensor("a.npy", {0, 0, 0, 0});
+  write_check("c.npy", "r.npy", "a.npy", "[]");
+  const RunOutcome outcome = analyze_observation(dir_, {});
+  EXPECT_EQ(outcome.verdict, Verdict::kInconclusive);
+  EXPECT_NE(outcome.findings.back().claim.find("is zero"), std::string::npos);
+}
+
+TEST_F(AnalyzeTest, UnreadableObservationsNameTheFile) {
+  try {
+    analyze_observation(dir_, {});
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(), (dir_ / "observation.json").string() + ": cannot be read");
+  }
+  std::ofstream(dir_ / "observation.json") << R"({"probe": "p"})";
+  try {
+    analyze_observation(dir_, {});
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(), (dir_ / "observation.json").string() +
+                                   ": field 'loupe_observation' must be 1 (an observation)");
+  }
+}
+
+TEST(ReproduceCommand, NamesEveryParameterAndQuotesWhatAShellWouldSplit) {
+  EXPECT_EQ(
+      reproduce_command("cp_vs_nocp", {{"T", Value(int64_t{65536})}, {"shards", Value(int64_t{8})}},
+                        7, std::nullopt, 0, {"build/bin/kda", "probe"}),
+      "loupe probe run cp_vs_nocp --set T=65536 --set shards=8 --seed 7 -- build/bin/kda "
+      "probe");
+  EXPECT_EQ(
+      reproduce_command("p", {{"name", Value(std::string("a b"))}}, 1, std::nullopt, 3, {"./s"}),
+      "loupe probe run p --set 'name=a b' --seed 1 --repeat 3 -- ./s");
+  EXPECT_EQ(reproduce_command("p", {{"T", Value(int64_t{777})}}, 9, int64_t{0}, 0, {"./s"}),
+            "loupe probe run p --hidden-point 0 --seed 9 -- ./s");
+}
+
+}  // namespace
+}  // namespace loupe::probe
