@@ -27,6 +27,10 @@
 // `loupe probe run ... -- SUBJECT` reads the files and decides.
 //
 // This header includes loupe/check.hpp and loupe/bench.hpp at its end, so one include is enough.
+// Link the subject with CMake target loupe::loupe (in-tree or from find_package(loupe)); it
+// carries loupe's core, so nothing else from loupe is needed. Compile the files that declare
+// probes into the executable itself: a static library's object holding only registrations is
+// dropped by the linker (as with GoogleTest), unless linked whole-archive.
 // Thread-safety: registration happens during static initialisation, before main; the registry is
 // read-only afterwards. Probe bodies run on the thread that called subject_main.
 #pragma once

@@ -3,7 +3,7 @@
 // With no mode flag it runs all three. Prints one line per result, a compact summary last, and
 // writes every result (raw timing samples included) to the JSON file.
 // Exit: 0 every check passed; 1 a check failed; 2 bad usage; 3 a CUDA call failed;
-// 4 no CUDA device (nothing ran — callers without a GPU skip on this code).
+// 4 no usable CUDA device: none, or not sm_90 (nothing ran — callers skip on this code).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -280,8 +280,16 @@ int main(int argc, char** argv) {
                 cudaGetErrorString(cudaGetLastError()));
     return 4;
   }
+  cudaDeviceProp first_device;
+  if (cudaGetDeviceProperties(&first_device, 0) == cudaSuccess && first_device.major != 9) {
+    // The kernels are built for sm_90a only: another GPU could not load them.
+    std::printf(
+        "kda_gpu: device 0 is %s (sm_%d%d); the kernels are built for sm_90a only; "
+        "nothing ran\n",
+        first_device.name, first_device.major, first_device.minor);
+    return 4;
+  }
   std::vector<Result> results;
-  std::vector<std::pair<std::string, std::string>> targets_json;
   int exit_code = 0;
   try {
     cudaDeviceProp device;

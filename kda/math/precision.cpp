@@ -1,5 +1,6 @@
 #include "kda/math/precision.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <string>
 #include <vector>
@@ -128,13 +129,32 @@ void precision_gemm(DotPrecision precision, bool transpose_a, bool transpose_b, 
          c, ldc);
     return;
   }
-  // Small terms first, as the 3xTF32 kernels accumulate them.
-  gemm(transpose_a, transpose_b, m, n, k, alpha, a_lo.data(), a_cols, b_hi.data(), b_cols, beta, c,
-       ldc);
-  gemm(transpose_a, transpose_b, m, n, k, alpha, a_hi.data(), a_cols, b_lo.data(), b_cols, Real(1),
-       c, ldc);
-  gemm(transpose_a, transpose_b, m, n, k, alpha, a_hi.data(), a_cols, b_hi.data(), b_cols, Real(1),
-       c, ldc);
+  // The three products as one GEMM over an inner dimension of 3k, [lo_a hi_a hi_a] · [hi_b; lo_b;
+  // hi_b], so they share one accumulation (as a 3xTF32 kernel's accumulator does) and one call.
+  thread_local std::vector<Real> a_cat, b_cat;
+  a_cat.resize(3 * a_hi.size());
+  b_cat.resize(3 * b_hi.size());
+  const Real* a_parts[3] = {a_lo.data(), a_hi.data(), a_hi.data()};
+  const Real* b_parts[3] = {b_hi.data(), b_lo.data(), b_hi.data()};
+  // op(A) is m × 3k: stored m × 3k (parts side by side) or, transposed, 3k × m (parts stacked).
+  for (int part = 0; part < 3; ++part) {
+    if (transpose_a) {
+      std::copy(a_parts[part], a_parts[part] + a_hi.size(), a_cat.data() + part * a_hi.size());
+    } else {
+      for (int64_t row = 0; row < m; ++row) {
+        std::copy_n(a_parts[part] + row * k, k, a_cat.data() + row * 3 * k + part * k);
+      }
+    }
+    if (transpose_b) {
+      for (int64_t row = 0; row < n; ++row) {
+        std::copy_n(b_parts[part] + row * k, k, b_cat.data() + row * 3 * k + part * k);
+      }
+    } else {
+      std::copy(b_parts[part], b_parts[part] + b_hi.size(), b_cat.data() + part * b_hi.size());
+    }
+  }
+  gemm(transpose_a, transpose_b, m, n, 3 * k, alpha, a_cat.data(), transpose_a ? m : 3 * k,
+       b_cat.data(), transpose_b ? 3 * k : n, beta, c, ldc);
 }
 
 template void precision_gemm<float>(DotPrecision, bool, bool, int64_t, int64_t, int64_t, float,

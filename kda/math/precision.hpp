@@ -8,7 +8,8 @@
 //   tf32_rz   operands truncated to TF32 (11 significant bits): bits & ~0x1FFF — what Triton's
 //             tl.dot does with fp32 inputs on an H200
 //   tf32_rne  operands rounded to TF32, round to nearest even
-//   tf32x3    a = hi + lo, hi = tf32(a), lo = tf32(a − hi); a·b ≈ lo·hi + hi·lo + hi·hi
+//   tf32x3    a = hi + lo, hi = tf32(a), lo = tf32(a − hi); a·b ≈ lo·hi + hi·lo + hi·hi, the three
+//             products accumulated together (one GEMM over 3k)
 // Thread-safety: pure functions; precision_gemm uses only its arguments and thread-local scratch.
 #pragma once
 

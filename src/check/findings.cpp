@@ -117,8 +117,8 @@ std::vector<Finding> comparison_findings(const TensorComparison& comparison,
     finding.next = !context.next.empty() ? context.next
                    : profile
                        ? "compare the producers of " + comparison.name + " at the worst coordinates"
-                       : "rerun with --axes naming the dimensions and --along the sequence axis to "
-                         "profile the error";
+                       : "rerun with --along AXIS (axes named by --axes) to profile the error and "
+                         "find the slice holding it";
     findings.push_back(std::move(finding));
   }
   if (comparison.metrics.nonfinite_mismatch > 0) {

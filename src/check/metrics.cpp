@@ -314,6 +314,17 @@ void coarse_bits_chunk(const Tensor& tensor, DType coarse, int64_t begin, int64_
     }
     return;
   }
+  if (tensor.dtype() == DType::kF32 && coarse == DType::kBF16) {
+    // bfloat16 is float32's upper half: round the low 16 bits to nearest even on the bits, which
+    // is exact for finite values (NaN/Inf positions never use their ULPs).
+    const std::byte* bytes = tensor.bytes() + static_cast<size_t>(begin) * 4;
+    for (int64_t index = 0; index < count; ++index) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes + static_cast<size_t>(index) * 4, 4);
+      out[index] = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    }
+    return;
+  }
   if (coarse == DType::kF64) {
     for (int64_t index = 0; index < count; ++index)
       out[index] = std::bit_cast<uint64_t>(values[index]);

@@ -178,7 +178,13 @@ RunOutcome run_probe(const RunRequest& request) {
     std::ofstream stderr_file(staging / "stderr.txt");
     stderr_file << result.stderr_text;
   }
-  throw_for_failure(result, argv, request.timeout_s);
+  try {
+    throw_for_failure(result, argv, request.timeout_s);
+  } catch (const Error& error) {
+    throw Error(
+        error.code(), error.message(),
+        error.hint() + " (the subject's stderr is in " + (staging / "stderr.txt").string() + ")");
+  }
 
   Json observation = read_json_file(staging / "observation.json");
   Params params;

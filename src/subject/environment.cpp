@@ -61,10 +61,14 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
   const uint64_t sum = checksum(tensor);
   auto [begin, end] = by_checksum_.equal_range(sum);
   for (auto it = begin; it != end; ++it) {
-    const Tensor& earlier = it->second.tensor;
-    if (earlier.dtype() == tensor.dtype() && earlier.shape() == tensor.shape() &&
-        std::equal(earlier.bytes(), earlier.bytes() + earlier.nbytes(), tensor.bytes())) {
-      return it->second.file;
+    const Written& earlier = it->second;
+    if (earlier.dtype != tensor.dtype() || earlier.shape != tensor.shape()) continue;
+    const std::filesystem::path earlier_path = dir_ / earlier.file;
+    const Tensor on_disk = earlier_path.extension() == ".npy"
+                               ? read_npy(earlier_path)
+                               : read_safetensors(earlier_path).at(0).tensor;
+    if (std::equal(on_disk.bytes(), on_disk.bytes() + on_disk.nbytes(), tensor.bytes())) {
+      return earlier.file;
     }
   }
   const bool npy_can_name = tensor.dtype() != DType::kBF16 && tensor.dtype() != DType::kF8E4M3 &&
@@ -77,7 +81,7 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
   } else {
     write_safetensors(path, {{std::filesystem::path(stem).filename().string(), tensor}});
   }
-  by_checksum_.emplace(sum, Written{tensor, file});
+  by_checksum_.emplace(sum, Written{tensor.dtype(), tensor.shape(), file});
   Json entry = Json::object();
   entry["path"] = file;
   entry["kind"] = "tensor";

@@ -41,8 +41,11 @@ class ObservationFiles {
   const Json& listing() const { return listing_; }
 
  private:
+  // What was written, without keeping the data in memory: a candidate match (same checksum) is
+  // confirmed byte for byte against the file.
   struct Written {
-    Tensor tensor;
+    DType dtype;
+    std::vector<int64_t> shape;
     std::string file;
   };
   std::filesystem::path dir_;

@@ -2,9 +2,10 @@
 // each operand is split as hi = tf32(a) (round to nearest), lo = tf32(a − hi), and
 // a · b ≈ lo·hi + hi·lo + hi·hi (lo·lo, ≈ 2^-22 relative, is dropped). The upstream fix of
 // incident 1. Each m16n8k8 step's products go into fresh accumulators (the two small terms in
-// one, hi·hi in another) that fp32 adds, rounding to nearest, fold into the running sum: the
-// tensor core's own accumulate is biased (tf32x3_chained_accumulator_affine_merge.cu keeps one
-// accumulator through every mma and drifts ~100× more over a long M chain; see README.md).
+// one, hi·hi in another) that fp32 adds, rounding to nearest, fold into the running sum: mma
+// rounds its sum toward zero (measured), a bias that compounds along an M chain. At T = 65536,
+// 8 shards: 5.3e-6 this way, 1.2e-4 with one chained accumulator
+// (tf32x3_chained_accumulator_affine_merge.cu), 1.6e-6 in fp32 FMA (kda/gpu/README.md).
 // Tiling: grid (cols / 64, rows / 64, batch); 128 threads = 4 warps of 32 × 32 outputs
 // (affine_merge_tile.cuh); the inner dimension through shared memory in steps of 32.
 #include "kda/kernels/cuda/affine_merge.cuh"

@@ -65,7 +65,7 @@ struct AnalyzeRequest {
   std::string window_class;                                    // empty: no windows
   int64_t gap_threshold_ns = 100'000;
   bool detail = false;
-  size_t top = 8;  // findings and table rows shown without detail
+  size_t top = 6;  // findings shown without detail (tables keep 5 rows, names 80 characters)
 };
 
 using Interval = std::pair<int64_t, int64_t>;

@@ -10,7 +10,15 @@
 namespace loupe::trace {
 namespace {
 
-constexpr size_t kTableRows = 10;
+constexpr size_t kTableRows = 5;
+constexpr size_t kNameChars = 80;
+
+// Kernel names run to hundreds of characters; without --detail they are cut (and say so).
+thread_local bool t_full_names = false;
+std::string display(std::string_view name) {
+  if (t_full_names || name.size() <= kNameChars) return std::string(name);
+  return std::string(name.substr(0, kNameChars - 3)) + "...";
+}
 
 std::string percent(double fraction) {
   char buffer[32];
@@ -30,7 +38,7 @@ double ratio(int64_t part, int64_t whole) {
 EventRef slice_ref(const Model& model, SliceId id) {
   EventRef ref;
   ref.id = id;
-  ref.name = std::string(model.slice_name(id));
+  ref.name = display(model.slice_name(id));
   ref.track = model.track_label(model.slices.track[id]);
   ref.start_ns = model.slices.start_ns[id];
   ref.end_ns = model.slices.end_ns[id];
@@ -104,7 +112,7 @@ std::string zones_phrase(const std::vector<std::pair<std::string, int64_t>>& zon
   std::string text;
   for (size_t index = 0; index < zones.size() && index < 2; ++index) {
     if (!text.empty()) text += ", ";
-    text += zones[index].first + " for " + percent(ratio(zones[index].second, whole));
+    text += display(zones[index].first) + " for " + percent(ratio(zones[index].second, whole));
   }
   return text.empty() ? "(no zone)" : text;
 }
@@ -151,7 +159,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
       if (!worst.empty()) {
         const OverlapWindow& first = *worst.front();
         per_window.claim += "; the most exposed window is " +
-                            std::string(model.slice_name(first.window)) + " with " +
+                            display(model.slice_name(first.window)) + " with " +
                             format_duration(first.a_ns - first.both_ns) + " exposed";
         per_window.where.interval_ns =
             std::make_pair(model.slices.start_ns[first.window], model.slices.end_ns[first.window]);
@@ -209,7 +217,8 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
         finding.evidence.events.push_back(slice_ref(model, id));
         if (finding.evidence.events.size() >= 3) break;
       }
-      const std::string zone = holder.zones.empty() ? "(no zone)" : holder.zones.front().first;
+      const std::string zone =
+          holder.zones.empty() ? "(no zone)" : display(holder.zones.front().first);
       finding.next = "shorten what " + holder_name + " does under " + lock + " in " + zone +
                      " (or release the lock around it), then rerun and compare with `loupe trace "
                      "diff`";
@@ -233,10 +242,11 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
     if (track_gaps.feeder != kNoTrack) {
       finding.claim += "; meanwhile its feeder " + model.track_label(track_gaps.feeder) +
                        " was in " + zones_phrase(track_gaps.feeder_zones, track_gaps.idle_ns);
-      finding.next = "make the feeder launch ahead (move " +
-                     (track_gaps.feeder_zones.empty() ? std::string("its work")
-                                                      : track_gaps.feeder_zones.front().first) +
-                     " off the launch path), then rerun";
+      finding.next =
+          "make the feeder launch ahead (move " +
+          (track_gaps.feeder_zones.empty() ? std::string("its work")
+                                           : display(track_gaps.feeder_zones.front().first)) +
+          " off the launch path), then rerun";
     } else {
       finding.next =
           "no flows lead into this track; record flows (LOUPE_FLOW_BEGIN/END, Kineto "
@@ -258,7 +268,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
     const BreakdownRow& row = analysis.breakdown.rows[row_index];
     const int64_t busy = analysis.breakdown.busy_ns.at(row.track);
     Finding finding = trace_finding("trace.breakdown.top", Severity::kInfo);
-    const std::string name(model.strings.get(row.name));
+    const std::string name = display(model.strings.get(row.name));
     const std::string track = model.track_label(row.track);
     finding.claim = name + " on " + track + ": self " + format_duration(row.self_ns) + " (" +
                     percent(ratio(row.self_ns, busy)) + " of the track's busy time), total " +
@@ -301,7 +311,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   for (size_t index = 0; index < analysis.breakdown.rows.size() && index < rows; ++index) {
     const BreakdownRow& row = analysis.breakdown.rows[index];
     breakdown.push_back({{"track", model.track_label(row.track)},
-                         {"name", model.strings.get(row.name)},
+                         {"name", display(model.strings.get(row.name))},
                          {"count", row.count},
                          {"total_ns", row.total_ns},
                          {"self_ns", row.self_ns}});
@@ -314,7 +324,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
     for (size_t index = 0; index < overlap.windows.size() && index < rows; ++index) {
       const OverlapWindow& window = overlap.windows[index];
       windows.push_back({{"window", window.window},
-                         {"name", model.slice_name(window.window)},
+                         {"name", display(model.slice_name(window.window))},
                          {"start_ns", model.slices.start_ns[window.window]},
                          {"end_ns", model.slices.end_ns[window.window]},
                          {"a_ns", window.a_ns},
@@ -371,6 +381,7 @@ void bound(Envelope& envelope, const AnalyzeRequest& request) {
 }  // namespace
 
 Envelope analyze(const Model& model, const AnalyzeRequest& request) {
+  t_full_names = request.detail;
   const Analysis analysis = run_analyses(model, request);
   Envelope envelope;
   envelope.kind = "trace.analyze";
@@ -412,6 +423,7 @@ void compare(const std::map<Key, int64_t>& a, const std::map<Key, int64_t>& b, i
 }  // namespace
 
 Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
+  t_full_names = request.detail;
   const Analysis analysis_a = run_analyses(a, request);
   const Analysis analysis_b = run_analyses(b, request);
   const int64_t span_a = a.end_ns - a.start_ns, span_b = b.end_ns - b.start_ns;
@@ -430,7 +442,9 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   };
   compare<NamePair>(
       breakdown_map(a, analysis_a), breakdown_map(b, analysis_b), min_delta, "trace.diff.breakdown",
-      [](const NamePair& key) { return "self time of " + key.second + " on " + key.first; },
+      [](const NamePair& key) {
+        return "self time of " + display(key.second) + " on " + key.first;
+      },
       changes);
   auto lock_map = [](const Model& model, const Analysis& analysis) {
     std::map<NamePair, int64_t> totals;

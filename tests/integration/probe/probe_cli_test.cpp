@@ -290,5 +290,17 @@ TEST_F(ProbeCliTest, ScenarioRecordsMetricsAndTrace) {
   EXPECT_EQ(finding_ids(run), std::set<std::string>{"scenario.pipeline.metrics"});
 }
 
+TEST_F(ProbeCliTest, SweepRunsEveryPointIntoOneRun) {
+  const CliRun run =
+      loupe({"probe", "run", "sum_correct", "--set", "N=256,1024", "--seed", "7", "--json"},
+            CHECK_SUBJECT);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& points = run.envelope.at("data").at("points");
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].at("params").at("N"), 256);
+  EXPECT_EQ(points[1].at("params").at("N"), 1024);
+  EXPECT_EQ(points[0].at("run"), points[1].at("run"));
+}
+
 }  // namespace
 }  // namespace loupe

@@ -162,6 +162,19 @@ TEST(MetricsTest, UlpsOfMixedDtypesAreCountedInTheCoarserOne) {
   EXPECT_EQ(m.mismatch_count, 0);
 }
 
+TEST(MetricsTest, Float32RoundsToBFloat16NearestEvenForUlps) {
+  // 1 + 2^-8 lies halfway between bf16 1.0 (0x3F80) and 1 + 2^-7 (0x3F81): ties to even, 0x3F80.
+  // 1 + 3 * 2^-8 lies halfway between 0x3F81 and 0x3F82: ties to even, 0x3F82.
+  const Metrics m = compute_metrics(make_bits16(DType::kBF16, {0x3F80, 0x3F80, 0x3F80}),
+                                    make<float>({1.0f + 0x1.0p-8f, 1.0f + 0x3.0p-8f, -1.0f}));
+  EXPECT_EQ(m.ulp_dtype, DType::kBF16);
+  EXPECT_EQ(m.ulp_max, 0x3F80 + 0x3F80);  // 1.0 against -1.0: across zero
+  EXPECT_EQ(m.ulp_p99, 32767);            // 32512 is in the bucket [32256, 32767]
+  const Metrics ties = compute_metrics(make_bits16(DType::kBF16, {0x3F80, 0x3F80}),
+                                       make<float>({1.0f + 0x1.0p-8f, 1.0f + 0x3.0p-8f}));
+  EXPECT_EQ(ties.ulp_max, 2);  // 0x3F80 vs 0x3F80 and 0x3F82
+}
+
 TEST(MetricsTest, HalfPrecisionPairsDecodeExactly) {
   // 1.0 (0x3C00) against 1.0009765625 (0x3C01) and 2.0 (0x4000): one and 1024 ULPs.
   const Metrics m = compute_metrics(make_bits16(DType::kF16, {0x3C00, 0x3C00}),

@@ -19,7 +19,7 @@ TEST(GpuHarnessTest, EveryKernelMatchesTheFp64Reference) {
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << command;
   const int code = WEXITSTATUS(status);
-  if (code == 4) GTEST_SKIP() << "no CUDA device on this machine (kda_gpu exit 4)";
+  if (code == 4) GTEST_SKIP() << "no usable CUDA device (none, or not sm_90): kda_gpu exit 4";
   EXPECT_EQ(code, 0) << "kda_gpu --check failed; its output is in " << json << ".txt";
 #endif
 }

@@ -106,6 +106,27 @@ TEST(Server, RejectsBadOptionsWithUsageErrors) {
   EXPECT_EQ(parse_mode("prefill+transfer"), Mode::kPrefillTransfer);
 }
 
+TEST(Server, GivenPromptsReplaceTheSeededOnesAndAreChecked) {
+  ServeOptions options = quick_options(Mode::kDisaggregated);
+  const model::Generation seeded = run_server(options).generation;
+  options.prompts = model::generate_prompts(options.requests, options.prompt_len,
+                                            options.model.vocab, options.seed);
+  EXPECT_EQ(run_server(options).generation.tokens, seeded.tokens);
+  options.prompts.pop_back();
+  EXPECT_THROW(run_server(options), loupe::Error);
+}
+
+TEST(Server, JsonCarriesWallTimeThroughputAndStages) {
+  const ServeOptions options = quick_options(Mode::kPrefill);
+  const std::string json = result_json(options, run_server(options));
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.back(), '}');
+  for (const char* key : {"\"wall_s\": ", "\"tokens_per_s\": ", "\"stages\": {",
+                          "\"mode\": \"prefill\"", "\"moe_dispatch_s\": "}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+}
+
 TEST(Transfer, DigestCoversRequestLayerAndBytes) {
   model::LayerState state{{1.0f, 2.0f}, {3.0f}};
   const uint64_t digest = state_digest(0, 0, state);

@@ -155,3 +155,36 @@ TEST(ReproduceCommand, NamesEveryParameterAndQuotesWhatAShellWouldSplit) {
 
 }  // namespace
 }  // namespace loupe::probe
+
+namespace loupe::probe {
+namespace {
+
+TEST(ExpandSweep, CrossesSetListsAndMovesZippedListsTogether) {
+  using Points = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(expand_sweep({"T=1", "H=2"}, {}), (Points{{"T=1", "H=2"}}));
+  EXPECT_EQ(expand_sweep({"T=1,2", "H=a,b"}, {}),
+            (Points{{"T=1", "H=a"}, {"T=1", "H=b"}, {"T=2", "H=a"}, {"T=2", "H=b"}}));
+  EXPECT_EQ(expand_sweep({"T=1,2"}, {"B=8,16", "L=1,4"}), (Points{{"T=1", "B=8", "L=1"},
+                                                                  {"T=1", "B=16", "L=4"},
+                                                                  {"T=2", "B=8", "L=1"},
+                                                                  {"T=2", "B=16", "L=4"}}));
+  EXPECT_EQ(expand_sweep({}, {}), (Points{{}}));
+}
+
+TEST(ExpandSweep, RejectsMalformedRepeatedAndUnevenLists) {
+  auto message = [](std::vector<std::string> sets, std::vector<std::string> zips) {
+    try {
+      expand_sweep(sets, zips);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kUsage);
+      return error.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message({"T"}, {}), "--set 'T': expected NAME=VALUE[,VALUE...]");
+  EXPECT_EQ(message({"T=1"}, {"T=2,3"}), "parameter 'T' is given twice");
+  EXPECT_EQ(message({}, {"B=1,2", "L=1"}), "--zip L has 1 values but --zip B has 2");
+}
+
+}  // namespace
+}  // namespace loupe::probe

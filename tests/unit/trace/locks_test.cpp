@@ -70,14 +70,14 @@ TEST(Locks, SyntheticScheduleNamesHolderWaiterAndZone) {
   // The wait also holds the waiter's wake-up after the release (milliseconds on a loaded
   // machine, reported as time the lock was free), so zone fractions are checked against the hold.
   const double wait = static_cast<double>(contention.wait_ns);
-  const double held = static_cast<double>(holder.held_ns);
-  EXPECT_GE(held / wait, 0.85);
-  EXPECT_LE(held / wait, 1.0);
+  const double held_ns = static_cast<double>(holder.held_ns);
+  EXPECT_GE(held_ns / wait, 0.85);
+  EXPECT_LE(held_ns / wait, 1.0);
   ASSERT_GE(holder.zones.size(), 2u);
   EXPECT_EQ(holder.zones[0].first, "moe_dispatch");
-  EXPECT_NEAR(holder.zones[0].second / held, 0.75, 0.05);
+  EXPECT_NEAR(holder.zones[0].second / held_ns, 0.75, 0.05);
   EXPECT_EQ(holder.zones[1].first, "experts");
-  EXPECT_NEAR(holder.zones[1].second / held, 0.25, 0.05);
+  EXPECT_NEAR(holder.zones[1].second / held_ns, 0.25, 0.05);
 
   const Envelope envelope = analyze(model, AnalyzeRequest{});
   const Finding* finding = nullptr;
