@@ -84,6 +84,11 @@ class BenchState {
   BenchState(const Point& point, detail::BenchRunner& runner) : point_(&point), runner_(&runner) {}
 
   const Point& point() const { return *point_; }
+  // The point's parameters (NVBench's named axes): shorthands for point().get_*(name).
+  int64_t get_int(std::string_view name) const { return point_->get_int(name); }
+  double get_float(std::string_view name) const { return point_->get_float(name); }
+  const std::string& get_string(std::string_view name) const { return point_->get_string(name); }
+  bool get_bool(std::string_view name) const { return point_->get_bool(name); }
 
   // Marks this point as not measurable ("needs a GPU", "T not a multiple of 64"); exec then
   // does nothing and the observation carries the reason.

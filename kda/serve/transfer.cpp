@@ -66,8 +66,8 @@ void DecodeIntake::receive(StatePacket packet) {
 
 void DecodeIntake::finish(const model::LayerState& zero_state) {
   std::lock_guard lock(mutex_);
-  finished_ = true;
-  changed_.notify_all();
+  // Checked before waking the waiters: a decode worker must never see an incomplete cache as
+  // finished (the sender's error is recorded first, then abandon() wakes it).
   for (int64_t request = 0; request < cache_.requests(); ++request) {
     for (int64_t layer : cache_.missing_layers(request)) {
       if (verify_) {
@@ -79,6 +79,8 @@ void DecodeIntake::finish(const model::LayerState& zero_state) {
       cache_.store(request, layer, zero_state);
     }
   }
+  finished_ = true;
+  changed_.notify_all();
 }
 
 void DecodeIntake::abandon() {

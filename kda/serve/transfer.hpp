@@ -42,7 +42,7 @@ class DecodeIntake {
   // loupe::Error(kInput) naming the first request and layer that never arrived; with it off,
   // stores `zero_state` (zeros of the right sizes) for them.
   void finish(const model::LayerState& zero_state);
-  // The sender failed: wake waiters without checking anything.
+  // The sender failed (its error is recorded elsewhere): wake waiters without checking anything.
   void abandon();
   // Blocks until every layer of every request arrived or finish() ran; returns whether all did.
   bool wait_complete();

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "check/compare.hpp"
 #include "core/home.hpp"
 #include "core/process.hpp"
 
@@ -133,6 +134,8 @@ RunOutcome run_probe(const RunRequest& request) {
     throw Error(ErrorCode::kUsage, "no subject command after --",
                 "loupe probe run PROBE -- build/bin/kda probe");
   }
+  // Bad --tol texts are usage errors before anything runs.
+  for (const auto& text : request.analyze.tolerances) check::parse_bound(text);
   const std::filesystem::path home = resolve_home(request.home, std::filesystem::current_path());
   const std::string run_id = request.run_id.empty() ? new_run_id() : request.run_id;
   uint64_t seed = 0;

@@ -50,7 +50,7 @@ LOUPE_BENCH(squares)
     .description("sum of squares: one pass (base) against two passes (twice the work)")
     .param("size", 4096, {1024, 4096, 65536})
     .body([](loupe::BenchState& state) {
-      const int64_t size = state.point().get_int("size");
+      const int64_t size = state.get_int("size");
       state.set_bytes_per_call(4.0 * static_cast<double>(size));
       state.set_flops_per_call(2.0 * static_cast<double>(size));
       state.exec([size](uint64_t seed) { return make_vector(size, seed); },

@@ -42,10 +42,10 @@ TEST(PlanTest, IncidentConfigurationOfTheSmokeObjective) {
                 "  check     decode_kernels_agree  decode_tiled_vs_merged  (defaults)\n"
                 "  bench     decode                decode                  batch=32,H=4\n"
                 "  scenario  prefill               serve                   "
-                "mode=prefill,dispatch_holds_lock=true*,layers=4,requests=4,prompt_len=128  x3\n"
+                "mode=prefill,dispatch_holds_lock=true*,layers=4,requests=2,prompt_len=32  x3\n"
                 "  scenario  prefill_transfer      serve                   "
-                "mode=prefill+transfer,dispatch_holds_lock=true*,layers=4,requests=4,prompt_len="
-                "128  x3\n"
+                "mode=prefill+transfer,dispatch_holds_lock=true*,layers=4,requests=2,prompt_len="
+                "32  x3\n"
                 "bench decode: decode[configured] is tiled\n"
                 "* set by the configuration\n");
 }
@@ -70,16 +70,16 @@ TEST(PlanTest, FixedConfigurationOfTheSmokeObjective) {
                     {{"mode", std::string("prefill+transfer")},
                      {"dispatch_holds_lock", false},
                      {"layers", int64_t{4}},
-                     {"requests", int64_t{4}},
-                     {"prompt_len", int64_t{128}}},
+                     {"requests", int64_t{2}},
+                     {"prompt_len", int64_t{32}}},
                     {"dispatch_holds_lock"},
                     3};
   EXPECT_EQ(plan.tasks[5], transfer);
   EXPECT_EQ(configured_variant(plan, "decode"), "merged");
   EXPECT_EQ(plan_to_json(plan, objective)["tasks"][5].dump(),
             R"({"layer":"scenario","entry":"prefill_transfer","probe":"serve","params":{"mode":)"
-            R"("prefill+transfer","dispatch_holds_lock":false,"layers":4,"requests":4,)"
-            R"("prompt_len":128},"configured":["dispatch_holds_lock"],"repeats":3})");
+            R"("prefill+transfer","dispatch_holds_lock":false,"layers":4,"requests":2,)"
+            R"("prompt_len":32},"configured":["dispatch_holds_lock"],"repeats":3})");
   const Json json = plan_to_json(plan, objective);
   EXPECT_EQ(json["configuration"].dump(),
             R"({"name":"fixed","settings":{"precision":"tf32x3","dispatch_lock":"released",)"
