@@ -2,17 +2,19 @@
 // threads, that reproduces incident 2 of reference/kda.md.
 //
 //   prefill worker   per layer: attention (the layer's states are then final and handed to the
-//                    transfer thread, a flow in the trace) → moe_dispatch (gather, then spin on a
+//                    transfer thread, a flow in the trace) → moe_dispatch (gather, then poll a
 //                    simulated remote counter until it reports the received-token count; the
-//                    latency is a parameter) → experts → moe_combine. It runs holding the
-//                    interpreter lock, as a Python thread holds the GIL, and honours switch
-//                    requests between stages. With dispatch_holds_lock it spins holding the lock
-//                    (the incident); otherwise it releases the lock around the spin (the fix).
+//                    latency is a parameter; interpreter_lock.hpp's poll_until says why the poll
+//                    sleeps) → experts → moe_combine. It runs holding the interpreter lock, as a
+//                    Python thread holds the GIL, and honours switch requests between stages.
+//                    With dispatch_holds_lock it waits holding the lock (the incident); otherwise
+//                    it releases the lock around the wait (the fix).
 //   transfer thread  per finished layer and request: bookkeeping under the interpreter lock
-//                    (digest of the state, padded to bookkeeping_us of interpreter work), then a
+//                    (digest of the state, padded to bookkeeping_us of lock hold), then a
 //                    real copy into the decode side's StateCache through DecodeIntake, which
 //                    verifies the digest.
-//   decode worker    once every state arrived, greedy decode of new_tokens per request.
+//   decode worker    once every state arrived and was verified, greedy decode of new_tokens per
+//                    request.
 // Modes: prefill (the worker alone), prefill+transfer (worker and transfer thread; wall time ends
 // when the last state is verified in the cache), decode (decode alone from states a colocated
 // prefill put into the cache beforehand, untimed), disaggregated (all three threads end to end).

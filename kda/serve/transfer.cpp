@@ -92,7 +92,9 @@ void DecodeIntake::abandon() {
 bool DecodeIntake::wait_complete() {
   std::unique_lock lock(mutex_);
   const int64_t expected = cache_.requests() * cache_.layers();
-  changed_.wait(lock, [&] { return finished_ || received_ >= expected; });
+  // Waits for finish() (or abandon()), not just for the count: finish() still reads the cache,
+  // and the decode worker writes it.
+  changed_.wait(lock, [&] { return finished_; });
   return received_ >= expected;
 }
 

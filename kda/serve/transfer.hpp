@@ -44,7 +44,9 @@ class DecodeIntake {
   void finish(const model::LayerState& zero_state);
   // The sender failed (its error is recorded elsewhere): wake waiters without checking anything.
   void abandon();
-  // Blocks until every layer of every request arrived or finish() ran; returns whether all did.
+  // Blocks until finish() or abandon() ran; returns whether every layer of every request arrived
+  // (false after abandon(), or with verification off when zero states filled the gaps). After it
+  // returns the cache belongs to the caller.
   bool wait_complete();
 
   int64_t received() const;

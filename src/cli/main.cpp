@@ -58,8 +58,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "loupe 0.1.0");
   loupe::cli::CommandResult result;
+  // --json anywhere before "--" asks for an envelope; what follows "--" is the subject's command.
   for (int index = 1; index < argc; ++index) {
-    if (std::string_view(argv[index]) == "--json") result.json = true;
+    std::string_view argument(argv[index]);
+    if (argument == "--") break;
+    if (argument == "--json") result.json = true;
   }
   loupe::cli::add_registered_commands(app, result);
 

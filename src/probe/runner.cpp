@@ -323,6 +323,15 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
           entry["b"] = b;
         }
       }
+      if (point.bench_comparisons.empty()) continue;
+      // The observation keeps the corrected findings, not the per-point ones.
+      const std::filesystem::path observation_file = point.observation_dir / "observation.json";
+      Json observation = read_json_file(observation_file);
+      Json findings = Json::array();
+      for (const auto& finding : point.findings) findings.push_back(finding_to_json(finding));
+      observation["findings"] = std::move(findings);
+      std::ofstream out(observation_file);
+      out << observation.dump(1) << "\n";
     }
   }
 

@@ -142,7 +142,33 @@ TEST(Transfer, IntakeRejectsADuplicate) {
   const model::LayerState state{{1.0f, 2.0f}, {}};
   intake.receive(StatePacket{0, 0, state_digest(0, 0, state), state});
   EXPECT_THROW(intake.receive(StatePacket{0, 0, state_digest(0, 0, state), state}), loupe::Error);
+  intake.finish(model::LayerState{});
   EXPECT_TRUE(intake.wait_complete());
+  EXPECT_EQ(intake.verified(), 1);
+}
+
+TEST(Transfer, FinishNamesTheMissingLayerOrFillsZerosWhenUnverified) {
+  const model::LayerState zero{{0.0f, 0.0f}, {}};
+  const model::LayerState state{{1.0f, 2.0f}, {}};
+  model::StateCache verified_cache(model::CacheDType::kF32, 1, 2, 2);
+  DecodeIntake verified(verified_cache, true);
+  verified.receive(StatePacket{0, 0, state_digest(0, 0, state), state});
+  try {
+    verified.finish(zero);
+    FAIL() << "expected an error";
+  } catch (const loupe::Error& error) {
+    EXPECT_NE(error.message().find("request 0, layer 1: the state never arrived"),
+              std::string::npos)
+        << error.message();
+  }
+  model::StateCache unverified_cache(model::CacheDType::kF32, 1, 2, 2);
+  DecodeIntake unverified(unverified_cache, false);
+  unverified.receive(StatePacket{0, 0, 0, state});  // a wrong digest passes unverified
+  unverified.finish(zero);
+  EXPECT_FALSE(unverified.wait_complete());
+  model::LayerState loaded;
+  unverified_cache.load(0, 1, loaded);
+  EXPECT_EQ(loaded.recurrent, zero.recurrent);
 }
 
 }  // namespace

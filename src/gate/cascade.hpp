@@ -1,0 +1,104 @@
+// gate/cascade.hpp — the cascade runner behind `loupe run`: the tasks of a plan, cheapest layer
+// first (checks, then benches, then scenarios), each point reduced to a PointResult, the gates of
+// each layer decided as soon as the layer is done (gate_eval.hpp), and the run stopped after the
+// first failing layer unless asked to run all.
+//
+// A layer fails when one of its gates fails or one of its points has the verdict fail (a failing
+// check without a gate is still a failing check). Gates of layers the cascade did not reach, or
+// that --only left out, are not-run with the reason. A subject failure (crash, timeout, exit 2)
+// stops the cascade: the error is kept in the result for the caller to record and rethrow.
+// The probe points run through a PointRunner, so the cascade is tested on synthetic results;
+// subject_point_runner runs the real subject through src/probe.
+// Thread-safety: run_cascade runs on the calling thread; `interrupted` may be set from another.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gate/gate_eval.hpp"
+#include "gate/objective.hpp"
+#include "gate/plan.hpp"
+#include "loupe/error.hpp"
+
+namespace loupe::gate {
+
+// Runs one repeat of one task; throws loupe::Error when the subject fails.
+using PointRunner =
+    std::function<PointResult(const PlanTask& task, const ProbeEntry& entry, int64_t repeat)>;
+
+struct Progress {
+  size_t index = 0;  // 1-based
+  size_t total = 0;
+  const PointResult* point = nullptr;
+  double elapsed_s = 0;
+  double remaining_s = 0;  // estimated from the mean time of the points run so far
+};
+
+struct CascadeOptions {
+  bool all = false;                                // run every layer whatever fails
+  std::optional<Layer> only;                       // run this layer alone
+  const std::atomic<bool>* interrupted = nullptr;  // set (e.g. by SIGINT) to stop after the point
+  std::function<void(const Progress&)> progress;   // after every point
+};
+
+enum class LayerStatus { kPassed, kFailed, kSkipped, kNotReached, kEmpty };
+// "passed", "failed", "skipped", "not-reached", "empty".
+std::string_view layer_status_name(LayerStatus status);
+
+struct LayerOutcome {
+  Layer layer = Layer::kCheck;
+  LayerStatus status = LayerStatus::kEmpty;
+  size_t points = 0;
+};
+
+struct CascadeResult {
+  std::vector<PointResult> points;   // in the order they ran
+  std::vector<GateResult> gates;     // in the objective's order
+  std::vector<LayerOutcome> layers;  // check, bench, scenario
+  bool interrupted = false;
+  std::optional<Error> error;  // the subject failure that stopped the cascade
+  double wall_s = 0;
+};
+
+// Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across
+// the layer's tasks (A B A B ...: machine drift falls on all alike). REQUIRES: `plan` was made from
+// `objective`.
+CascadeResult run_cascade(const Objective& objective, const Plan& plan,
+                          const CascadeOptions& options, const PointRunner& runner);
+
+// Over the gates that ran: any fail → fail; else any inconclusive → inconclusive; else pass; none
+// ran → none. Not-run gates do not count: the cascade stops only after a failure (which already
+// fails the run), and --only leaves layers out on purpose. 0 for pass and none, 1 otherwise.
+Verdict cascade_verdict(const CascadeResult& result);
+int cascade_exit_code(const CascadeResult& result);
+
+// The findings worth showing first: gate findings of failing gates, then the points' fail and
+// warn findings, without duplicates, at most `limit`. `truncated` says whether more existed.
+std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, bool* truncated);
+
+// The subject's command line with the objective's working directory and environment applied
+// (`env -C DIR K=V ... COMMAND`), so that the reproduce command of every finding is exact.
+std::vector<std::string> subject_command(const SubjectSpec& subject);
+
+// Runs points with probe::run_probe into <home>/runs/<run_id>/<probe>/<point>/; a point that
+// would reuse a directory of this run (a repeat, or a second entry with the same point) gets
+// the suffix ",repeat=N" or ",entry=NAME". `--set` overrides are already in the task's params.
+PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
+                                 const std::string& run_id);
+
+// {"layer", "entry", "probe", "params", "repeat", "seed", "verdict", "wall_s", "observation",
+//  "reproduce"}
+nlohmann::ordered_json point_result_to_json(const PointResult& point);
+
+// Applies `--set NAME=VALUE` overrides to every task whose probe takes NAME (its params hold
+// NAME); the value's type follows the text (true/false, integer, float, else string). Throws
+// Error(kUsage) for a malformed text or a NAME no task has.
+void apply_overrides(Plan& plan, const std::vector<std::string>& sets);
+
+}  // namespace loupe::gate

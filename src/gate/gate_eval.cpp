@@ -1,0 +1,676 @@
+// Gate verdicts from probe point results (see gate_eval.hpp for the rules).
+#include "gate/gate_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "bench/report.hpp"
+#include "check/compare.hpp"
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::gate {
+namespace {
+
+using check::format_number;
+
+std::string interval_text(const Interval& interval) {
+  return "[" + format_number(interval.low) + ", " + format_number(interval.high) + "]";
+}
+
+std::string point_text(const Params& params) {
+  return params.empty() ? "the default point" : params_to_string(params);
+}
+
+std::string where_text(const std::vector<Condition>& where) {
+  if (where.empty()) return "";
+  std::string out = " where ";
+  for (size_t index = 0; index < where.size(); ++index) {
+    if (index > 0) out += " and ";
+    out += where[index].param + " " + std::string(comparison_symbol(where[index].comparison)) +
+           " " + value_to_string(where[index].value);
+  }
+  return out;
+}
+
+bool number_satisfies(double value, Comparison comparison, double limit) {
+  if (std::isnan(value)) return false;
+  return compare_values(Value(value), comparison, Value(limit));
+}
+
+// Fixed per gate, so the same observations always give the same interval (FNV-1a of the name).
+uint64_t gate_seed(const std::string& name) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : name) hash = (hash ^ c) * 1099511628211ull;
+  return hash % 1000000000ull;
+}
+
+std::vector<const PointResult*> selected_points(std::span<const PointResult> results, Layer layer,
+                                                const std::string& entry,
+                                                const std::vector<Condition>& where) {
+  std::vector<const PointResult*> out;
+  for (const auto& result : results) {
+    if (result.layer == layer && result.entry == entry && conditions_hold(where, result.params)) {
+      out.push_back(&result);
+    }
+  }
+  return out;
+}
+
+std::optional<double> metric_of(const PointResult& point, const MetricRef& ref) {
+  for (const auto& metric : point.metrics) {
+    if (metric.name == ref.metric && metric.variant == ref.variant.value_or("")) {
+      return metric.value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string metric_names(const std::vector<const PointResult*>& points) {
+  std::vector<std::string> names;
+  for (const auto* point : points) {
+    for (const auto& metric : point->metrics) {
+      std::string name = metric.variant.empty() ? metric.name : metric.variant + "." + metric.name;
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none" : out;
+}
+
+std::string ref_text(const MetricRef& ref) {
+  return std::string(layer_name(ref.layer)) + "." + ref.entry +
+         (ref.variant ? "[" + *ref.variant + "]" : "") + "." + ref.metric;
+}
+
+void attach_fail_findings(GateResult& gate, const PointResult& point) {
+  for (const auto& finding : point.findings) {
+    if (finding.severity == Severity::kFail) gate.findings.push_back(finding);
+  }
+}
+
+// Whole interval satisfies → pass; none of it → fail; otherwise inconclusive.
+GateVerdict interval_verdict(const Interval& ci, Comparison comparison, double limit) {
+  if (!std::isfinite(ci.low) || !std::isfinite(ci.high)) return GateVerdict::kInconclusive;
+  const bool low_ok = number_satisfies(ci.low, comparison, limit);
+  const bool high_ok = number_satisfies(ci.high, comparison, limit);
+  switch (comparison) {
+    case Comparison::kLess:
+    case Comparison::kLessEqual:
+      return high_ok ? GateVerdict::kPass
+                     : (low_ok ? GateVerdict::kInconclusive : GateVerdict::kFail);
+    case Comparison::kGreater:
+    case Comparison::kGreaterEqual:
+      return low_ok ? GateVerdict::kPass
+                    : (high_ok ? GateVerdict::kInconclusive : GateVerdict::kFail);
+    case Comparison::kEqual:
+      return low_ok && high_ok
+                 ? GateVerdict::kPass
+                 : (ci.contains(limit) ? GateVerdict::kInconclusive : GateVerdict::kFail);
+    case Comparison::kNotEqual:
+      return !ci.contains(limit)
+                 ? GateVerdict::kPass
+                 : (ci.low == ci.high ? GateVerdict::kFail : GateVerdict::kInconclusive);
+  }
+  return GateVerdict::kInconclusive;
+}
+
+void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> results,
+                       GateResult& gate) {
+  const auto points = selected_points(results, bound.metric.layer, bound.metric.entry, bound.where);
+  const std::string symbol(comparison_symbol(bound.comparison));
+  gate.statistics.comparison = symbol;
+  gate.statistics.bound = bound.limit;
+  const bool larger_is_worse =
+      bound.comparison == Comparison::kLess || bound.comparison == Comparison::kLessEqual;
+  const PointResult* worst_point = nullptr;
+  double worst = 0.0;
+  int64_t n = 0;
+  const PointResult* first_failure = nullptr;
+  for (const auto* point : points) {
+    const auto value = metric_of(*point, bound.metric);
+    if (!value) continue;
+    ++n;
+    const bool satisfied = number_satisfies(*value, bound.comparison, bound.limit);
+    if (!satisfied && first_failure == nullptr) first_failure = point;
+    // A NaN is the worst value of all: it satisfies no bound.
+    const bool worse =
+        worst_point == nullptr ||
+        (!std::isnan(worst) &&
+         (std::isnan(*value) || (larger_is_worse ? *value > worst : *value < worst)));
+    if (worse) {
+      worst = *value;
+      worst_point = point;
+    }
+  }
+  gate.statistics.n = n;
+  const std::string scope = where_text(bound.where);
+  if (n == 0) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: no observation of " + ref_text(bound.metric) + scope + " (" +
+                std::to_string(points.size()) +
+                " point(s) selected; their metrics: " + metric_names(points) + ")";
+    return;
+  }
+  gate.statistics.estimate = worst;
+  gate.statistics.point = worst_point->params;
+  const std::string which = larger_is_worse ? "the largest" : "the smallest";
+  const std::string value_text = ref_text(bound.metric) + " over " + std::to_string(n) +
+                                 " value(s)" + scope + " is " + format_number(worst) + " at " +
+                                 point_text(worst_point->params);
+  if (first_failure == nullptr) {
+    gate.verdict = GateVerdict::kPass;
+    gate.rule = "pass: every value satisfies " + symbol + " " + format_number(bound.limit) + "; " +
+                which + " " + value_text;
+  } else {
+    gate.verdict = GateVerdict::kFail;
+    gate.rule =
+        "fail: " + which + " " + value_text + ", not " + symbol + " " + format_number(bound.limit);
+    for (const auto* point : points) {
+      const auto value = metric_of(*point, bound.metric);
+      if (value && !number_satisfies(*value, bound.comparison, bound.limit)) {
+        attach_fail_findings(gate, *point);
+      }
+    }
+  }
+}
+
+void evaluate_relative(const MetricBound& bound, const GateSpec& spec,
+                       std::span<const PointResult> results, GateResult& gate) {
+  const MetricRef& baseline = *bound.baseline;
+  const std::string symbol(comparison_symbol(bound.comparison));
+  gate.statistics.comparison = symbol;
+  gate.statistics.bound = bound.limit;
+  gate.statistics.confidence = spec.confidence;
+  const std::string ratio_text = ref_text(bound.metric) + " / " + ref_text(baseline);
+  const std::string scope = where_text(bound.where);
+  const auto points_b =
+      selected_points(results, bound.metric.layer, bound.metric.entry, bound.where);
+  const auto points_a = selected_points(results, baseline.layer, baseline.entry, bound.where);
+
+  // Two variants of one bench: each point's A/B interval of the ratio of medians.
+  if (bound.metric.layer == Layer::kBench && bound.metric.entry == baseline.entry &&
+      bound.metric.variant && baseline.variant) {
+    const std::string& b = *bound.metric.variant;
+    const std::string& a = *baseline.variant;
+    GateVerdict verdict = GateVerdict::kPass;
+    int64_t n = 0;
+    bool decided = false;
+    for (const auto* point : points_b) {
+      for (const auto& comparison : point->comparisons) {
+        Interval ci;
+        double ratio = 0;
+        if (comparison.a == a && comparison.b == b) {
+          ci = comparison.comparison.ci;
+          ratio = comparison.comparison.ratio;
+        } else if (comparison.a == b && comparison.b == a) {
+          ci = {1.0 / comparison.comparison.ci.high, 1.0 / comparison.comparison.ci.low};
+          ratio = 1.0 / comparison.comparison.ratio;
+        } else {
+          continue;
+        }
+        ++n;
+        const GateVerdict point_verdict = interval_verdict(ci, bound.comparison, bound.limit);
+        const bool worse =
+            !decided || (point_verdict == GateVerdict::kFail && verdict != GateVerdict::kFail) ||
+            (point_verdict == GateVerdict::kInconclusive && verdict == GateVerdict::kPass);
+        if (worse) {
+          decided = true;
+          verdict = point_verdict;
+          gate.statistics.estimate = ratio;
+          gate.statistics.interval = ci;
+          gate.statistics.point = point->params;
+          gate.statistics.confidence = comparison.comparison.confidence;
+          gate.statistics.seed = comparison.comparison.seed;
+          gate.statistics.n = comparison.comparison.b.n;
+          gate.statistics.n_baseline = comparison.comparison.a.n;
+        }
+      }
+    }
+    if (n == 0) {
+      gate.verdict = GateVerdict::kInconclusive;
+      gate.rule = "inconclusive: no A/B comparison between " + a + " and " + b + " of bench " +
+                  bound.metric.entry + scope;
+      return;
+    }
+    gate.verdict = verdict;
+    gate.rule =
+        std::string(gate_verdict_name(verdict)) + ": at " + point_text(gate.statistics.point) +
+        " the " + format_number(100 * gate.statistics.confidence.value_or(0.95)) +
+        "% CI of the ratio of medians " + ratio_text + " is " +
+        interval_text(*gate.statistics.interval) + " (estimate " +
+        format_number(*gate.statistics.estimate) + "); pass iff it lies wholly " + symbol + " " +
+        format_number(bound.limit) + ", fail iff no part does (" + std::to_string(n) + " point(s))";
+    return;
+  }
+
+  std::vector<double> samples_a, samples_b;
+  for (const auto* point : points_a) {
+    if (auto value = metric_of(*point, baseline)) samples_a.push_back(*value);
+  }
+  for (const auto* point : points_b) {
+    if (auto value = metric_of(*point, bound.metric)) samples_b.push_back(*value);
+  }
+  gate.statistics.n = static_cast<int64_t>(samples_b.size());
+  gate.statistics.n_baseline = static_cast<int64_t>(samples_a.size());
+  if (samples_a.empty() || samples_b.empty()) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: no samples of " +
+                (samples_b.empty() ? ref_text(bound.metric) : ref_text(baseline)) + scope +
+                " (their metrics: " + metric_names(samples_b.empty() ? points_b : points_a) + ")";
+    return;
+  }
+  bench::CompareOptions options;
+  options.confidence = spec.confidence;
+  options.seed = gate_seed(spec.name);
+  options.threshold = std::max(1e-9, std::fabs(bound.limit - 1.0));
+  const bench::NonInferiority test =
+      bench::non_inferiority(samples_a, samples_b, bound.limit, options);
+  gate.statistics.estimate = test.ratio;
+  gate.statistics.interval = test.ci;
+  gate.statistics.seed = options.seed;
+  if (!points_b.empty()) gate.statistics.point = points_b.front()->params;
+  gate.verdict = interval_verdict(test.ci, bound.comparison, bound.limit);
+  gate.rule = std::string(gate_verdict_name(gate.verdict)) + ": the " +
+              format_number(100 * spec.confidence) + "% bootstrap CI of the ratio of medians " +
+              ratio_text + " over " + std::to_string(samples_b.size()) + " / " +
+              std::to_string(samples_a.size()) + " repeats is " + interval_text(test.ci) +
+              " (estimate " + format_number(test.ratio) + "); pass iff it lies wholly " + symbol +
+              " " + format_number(bound.limit) + ", fail iff no part does";
+  if (gate.verdict == GateVerdict::kInconclusive) gate.rule += "; more repeats would narrow it";
+}
+
+std::string selector_text(const VariantRef& ref) {
+  switch (ref.selector) {
+    case VariantSelector::kConfigured:
+      return "configured";
+    case VariantSelector::kAny:
+      return "any";
+    default:
+      return ref.variant;
+  }
+}
+
+// What `ref` means under the plan: one variant, or (for `any`) every variant but `exclude`.
+std::optional<std::vector<std::string>> resolve_variants(const VariantRef& ref,
+                                                         const Objective& objective,
+                                                         const Plan& plan,
+                                                         const std::string& exclude) {
+  switch (ref.selector) {
+    case VariantSelector::kNamed:
+      return std::vector<std::string>{ref.variant};
+    case VariantSelector::kConfigured: {
+      auto variant = configured_variant(plan, ref.bench);
+      if (!variant) return std::nullopt;
+      return std::vector<std::string>{*variant};
+    }
+    case VariantSelector::kAny: {
+      std::vector<std::string> out;
+      if (const ProbeEntry* entry = objective.find_entry(Layer::kBench, ref.bench)) {
+        for (const auto& variant : entry->variants) {
+          if (variant != exclude) out.push_back(variant);
+        }
+      }
+      return out;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string relation_text(const BenchVerdict& verdict) {
+  std::string out = verdict.negated ? "not " : "";
+  switch (verdict.relation) {
+    case AbRelation::kSlower:
+      return out + "SLOWER than";
+    case AbRelation::kFaster:
+      return out + "FASTER than";
+    case AbRelation::kSame:
+      return out + "SAME as";
+  }
+  return out;
+}
+
+void evaluate_bench_verdict(const BenchVerdict& verdict, const Objective& objective,
+                            const Plan& plan, std::span<const PointResult> results,
+                            GateResult& gate) {
+  gate.statistics.comparison = relation_text(verdict);
+  if (verdict.subject.bench != verdict.other.bench) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: an A/B verdict compares two variants of one bench, not " +
+                verdict.subject.bench + " with " + verdict.other.bench;
+    return;
+  }
+  const auto subjects = resolve_variants(verdict.subject, objective, plan, "");
+  if (!subjects || subjects->size() != 1) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: " + verdict.subject.bench + "[" + selector_text(verdict.subject) +
+                "] names no single variant under this configuration (run with --config setting "
+                "the deployment key that selects " +
+                verdict.subject.bench + "'s variant)";
+    return;
+  }
+  const std::string subject = subjects->front();
+  const auto others = resolve_variants(verdict.other, objective, plan, subject);
+  if (!others || others->empty()) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: " + verdict.other.bench + "[" + selector_text(verdict.other) +
+                "] names no variant to compare " + subject + " with";
+    return;
+  }
+  const auto points = selected_points(results, Layer::kBench, verdict.subject.bench, verdict.where);
+  const bench::AbVerdict wanted =
+      verdict.relation == AbRelation::kSlower   ? bench::AbVerdict::kSlower
+      : verdict.relation == AbRelation::kFaster ? bench::AbVerdict::kFaster
+                                                : bench::AbVerdict::kSame;
+  int64_t n = 0;
+  GateVerdict outcome = GateVerdict::kPass;
+  std::string decisive;
+  bool have_decisive = false;
+  for (const auto* point : points) {
+    for (const auto& other : *others) {
+      bench::Comparison oriented;
+      bool found = false;
+      for (const auto& comparison : point->comparisons) {
+        if (comparison.a == other && comparison.b == subject) {
+          oriented = comparison.comparison;
+          found = true;
+        } else if (comparison.a == subject && comparison.b == other) {
+          // The other way round: the ratio and its interval invert, and so does the verdict.
+          oriented = comparison.comparison;
+          oriented.ratio = 1.0 / comparison.comparison.ratio;
+          oriented.ci = {1.0 / comparison.comparison.ci.high, 1.0 / comparison.comparison.ci.low};
+          oriented.a = comparison.comparison.b;
+          oriented.b = comparison.comparison.a;
+          if (comparison.comparison.verdict == bench::AbVerdict::kFaster) {
+            oriented.verdict = bench::AbVerdict::kSlower;
+          } else if (comparison.comparison.verdict == bench::AbVerdict::kSlower) {
+            oriented.verdict = bench::AbVerdict::kFaster;
+          }
+          found = true;
+        }
+        if (found) break;
+      }
+      GateVerdict point_verdict = GateVerdict::kInconclusive;
+      std::string sentence;
+      if (!found) {
+        sentence = "no A/B comparison of " + subject + " with " + other + " at " +
+                   point_text(point->params);
+      } else {
+        ++n;
+        const bool holds = oriented.verdict == wanted;
+        if (oriented.verdict == bench::AbVerdict::kAmbiguous) {
+          point_verdict = GateVerdict::kInconclusive;
+        } else {
+          point_verdict = holds != verdict.negated ? GateVerdict::kPass : GateVerdict::kFail;
+        }
+        sentence = "at " + point_text(point->params) + " " + subject + "/" + other + " = " +
+                   format_number(oriented.ratio) + " " + interval_text(oriented.ci) + " is " +
+                   std::string(bench::ab_verdict_name(oriented.verdict)) + " (t " +
+                   format_number(oriented.threshold) + ")";
+      }
+      const bool worse =
+          !have_decisive ||
+          (point_verdict == GateVerdict::kFail && outcome != GateVerdict::kFail) ||
+          (point_verdict == GateVerdict::kInconclusive && outcome == GateVerdict::kPass);
+      if (worse) {
+        have_decisive = true;
+        outcome = point_verdict;
+        decisive = sentence;
+        gate.statistics.point = point->params;
+        if (found) {
+          gate.statistics.estimate = oriented.ratio;
+          gate.statistics.interval = oriented.ci;
+          gate.statistics.bound = oriented.threshold;
+          gate.statistics.confidence = oriented.confidence;
+          gate.statistics.seed = oriented.seed;
+        }
+      }
+      if (point_verdict == GateVerdict::kFail) {
+        for (const auto& finding : point->findings) {
+          if (finding.layer == Layer::kBench &&
+              finding.where.path.find(subject) != std::string::npos &&
+              finding.where.path.find(other) != std::string::npos) {
+            gate.findings.push_back(finding);
+          }
+        }
+      }
+    }
+  }
+  gate.statistics.n = n;
+  const std::string asked = subject + " " + relation_text(verdict) + " " + *others->begin() +
+                            (others->size() > 1 ? " (and the other variants)" : "") +
+                            where_text(verdict.where);
+  if (!have_decisive) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: no point of bench " + verdict.subject.bench + " was selected" +
+                where_text(verdict.where);
+    return;
+  }
+  gate.verdict = outcome;
+  switch (outcome) {
+    case GateVerdict::kPass:
+      gate.rule = "pass: " + asked + " holds at every selected point (" + std::to_string(n) +
+                  " comparison(s)); e.g. " + decisive;
+      break;
+    case GateVerdict::kFail:
+      gate.rule = "fail: " + asked + " is contradicted: " + decisive;
+      break;
+    default:
+      gate.rule = "inconclusive: " + decisive +
+                  ", which decides neither way (AMBIGUOUS keeps "
+                  "the gate undecided; more samples would settle it)";
+      break;
+  }
+}
+
+void evaluate_check_passes(const CheckPasses& passes, std::span<const PointResult> results,
+                           GateResult& gate) {
+  const auto points = selected_points(results, Layer::kCheck, passes.check, passes.where);
+  gate.statistics.n = static_cast<int64_t>(points.size());
+  gate.statistics.comparison = "passes";
+  const std::string scope = where_text(passes.where);
+  if (points.empty()) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: no point of check " + passes.check + " was selected" + scope;
+    return;
+  }
+  const PointResult* failed = nullptr;
+  const PointResult* unsure = nullptr;
+  int64_t failures = 0;
+  for (const auto* point : points) {
+    if (point->verdict == Verdict::kFail) {
+      ++failures;
+      if (failed == nullptr) failed = point;
+      attach_fail_findings(gate, *point);
+    } else if (point->verdict != Verdict::kPass && unsure == nullptr) {
+      unsure = point;
+    }
+  }
+  if (failed != nullptr) {
+    gate.verdict = GateVerdict::kFail;
+    gate.statistics.point = failed->params;
+    std::string claim;
+    for (const auto& finding : failed->findings) {
+      if (finding.severity == Severity::kFail) {
+        claim = finding.claim;
+        break;
+      }
+    }
+    gate.rule = "fail: " + std::to_string(failures) + " of " + std::to_string(points.size()) +
+                " point(s) of check " + passes.check + scope + " broke their tolerances; first " +
+                point_text(failed->params) + (claim.empty() ? "" : ": " + claim);
+  } else if (unsure != nullptr) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.statistics.point = unsure->params;
+    gate.rule = "inconclusive: check " + passes.check + " at " + point_text(unsure->params) +
+                " is " + std::string(verdict_name(unsure->verdict)) +
+                " (it cannot discriminate a wrong candidate, or decided nothing)";
+  } else {
+    gate.verdict = GateVerdict::kPass;
+    gate.rule = "pass: every one of " + std::to_string(points.size()) + " point(s) of check " +
+                passes.check + scope + " met its tolerances";
+  }
+}
+
+Json optional_number(const std::optional<double>& value) {
+  return value ? number_to_json(*value) : Json(nullptr);
+}
+
+}  // namespace
+
+GateResult not_run_gate(const GateSpec& gate, const std::string& reason) {
+  GateResult result;
+  result.name = gate.name;
+  result.expression = gate_expression_to_string(gate.expression);
+  result.layer = gate_layer(gate.expression);
+  result.verdict = GateVerdict::kNotRun;
+  result.rule = "not run: " + reason;
+  return result;
+}
+
+GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
+                         std::span<const PointResult> results) {
+  GateResult result;
+  result.name = gate.name;
+  result.expression = gate_expression_to_string(gate.expression);
+  result.layer = gate_layer(gate.expression);
+  if (const auto* bound = std::get_if<MetricBound>(&gate.expression)) {
+    if (bound->baseline) {
+      evaluate_relative(*bound, gate, results, result);
+    } else {
+      evaluate_absolute(*bound, results, result);
+    }
+  } else if (const auto* verdict = std::get_if<BenchVerdict>(&gate.expression)) {
+    evaluate_bench_verdict(*verdict, objective, plan, results, result);
+  } else if (const auto* passes = std::get_if<CheckPasses>(&gate.expression)) {
+    evaluate_check_passes(*passes, results, result);
+  }
+  return result;
+}
+
+void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
+                           std::span<const PointResult> results, size_t max_findings) {
+  const auto* bound = std::get_if<MetricBound>(&spec.expression);
+  if (bound == nullptr || bound->metric.layer != Layer::kScenario) return;
+  auto first_with_trace = [&](const MetricRef& ref) -> const PointResult* {
+    for (const auto* point : selected_points(results, ref.layer, ref.entry, bound->where)) {
+      if (!point->traces.empty()) return point;
+    }
+    return nullptr;
+  };
+  const PointResult* candidate = first_with_trace(bound->metric);
+  if (candidate == nullptr) return;
+  const PointResult* baseline = bound->baseline ? first_with_trace(*bound->baseline) : nullptr;
+
+  trace::AnalyzeRequest request;
+  request.top = max_findings;
+  Envelope envelope;
+  std::string command;
+  if (baseline != nullptr) {
+    const trace::Model before = trace::load_traces(baseline->traces);
+    const trace::Model after = trace::load_traces(candidate->traces);
+    envelope = trace::diff(before, after, request);
+    command = candidate->reproduce + " ; " + baseline->reproduce + " ; loupe trace diff";
+    for (const auto& file : baseline->traces) command += " " + file;
+    for (const auto& file : candidate->traces) command += " " + file;
+  } else {
+    envelope = trace::analyze(trace::load_traces(candidate->traces), request);
+    command = candidate->reproduce + " ; loupe trace analyze";
+    for (const auto& file : candidate->traces) command += " " + file;
+  }
+  size_t added = 0;
+  for (auto& finding : envelope.findings) {
+    if (added == max_findings) break;
+    if (finding.severity == Severity::kInfo && baseline != nullptr &&
+        finding.id.rfind("trace.diff.", 0) != 0) {
+      continue;
+    }
+    if (finding.where.probe.empty()) finding.where.probe = candidate->probe;
+    if (finding.where.params.empty()) finding.where.params = candidate->params;
+    if (finding.reproduce.empty()) finding.reproduce = command;
+    gate.findings.push_back(std::move(finding));
+    ++added;
+  }
+}
+
+void control_bench_false_discovery(std::vector<PointResult>& results) {
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> by_entry;
+  for (size_t point = 0; point < results.size(); ++point) {
+    if (results[point].layer != Layer::kBench) continue;
+    for (size_t index = 0; index < results[point].comparisons.size(); ++index) {
+      by_entry[results[point].entry].emplace_back(point, index);
+    }
+  }
+  for (const auto& [entry, places] : by_entry) {
+    std::vector<size_t> points;
+    for (const auto& [point, index] : places) {
+      if (std::find(points.begin(), points.end(), point) == points.end()) points.push_back(point);
+    }
+    // One point: analyze_observation already controlled its own comparisons.
+    if (points.size() < 2) continue;
+    std::vector<bench::Comparison> comparisons;
+    for (const auto& [point, index] : places) {
+      comparisons.push_back(results[point].comparisons[index].comparison);
+    }
+    bench::control_false_discovery(comparisons);
+    for (size_t item = 0; item < places.size(); ++item) {
+      results[places[item].first].comparisons[places[item].second].comparison = comparisons[item];
+    }
+  }
+}
+
+Json gate_statistics_to_json(const GateStatistics& statistics) {
+  Json out = Json::object();
+  out["n"] = statistics.n;
+  if (statistics.n_baseline) out["n_baseline"] = *statistics.n_baseline;
+  out["estimate"] = optional_number(statistics.estimate);
+  out["interval"] = statistics.interval ? Json::array({number_to_json(statistics.interval->low),
+                                                       number_to_json(statistics.interval->high)})
+                                        : Json(nullptr);
+  out["bound"] = optional_number(statistics.bound);
+  out["comparison"] = statistics.comparison;
+  out["confidence"] = optional_number(statistics.confidence);
+  out["seed"] = statistics.seed ? Json(*statistics.seed) : Json(nullptr);
+  Json point = Json::object();
+  for (const auto& [name, value] : statistics.point) point[name] = value_to_json(value);
+  out["point"] = std::move(point);
+  return out;
+}
+
+Json gate_result_to_json(const GateResult& gate) {
+  Json out = Json::object();
+  out["name"] = gate.name;
+  out["expression"] = gate.expression;
+  out["layer"] = std::string(layer_name(gate.layer));
+  out["verdict"] = std::string(gate_verdict_name(gate.verdict));
+  out["statistics"] = gate_statistics_to_json(gate.statistics);
+  out["rule"] = gate.rule;
+  Json findings = Json::array();
+  for (const auto& finding : gate.findings) findings.push_back(finding_to_json(finding));
+  out["findings"] = std::move(findings);
+  return out;
+}
+
+std::string key_statistic(const GateResult& gate) {
+  const GateStatistics& s = gate.statistics;
+  if (gate.verdict == GateVerdict::kNotRun) return "-";
+  std::string out;
+  if (s.estimate) out = format_number(*s.estimate);
+  if (s.interval) out += " " + interval_text(*s.interval);
+  if (!s.comparison.empty() && s.bound && s.comparison != "passes") {
+    if (s.comparison.find("than") != std::string::npos ||
+        s.comparison.find("as") != std::string::npos) {
+      out += " (t " + format_number(*s.bound) + ")";
+    } else {
+      out += " " + s.comparison + " " + format_number(*s.bound);
+    }
+  }
+  if (s.comparison == "passes") out = std::to_string(s.n) + " point(s)";
+  out += " n=" + std::to_string(s.n);
+  return out;
+}
+
+}  // namespace loupe::gate

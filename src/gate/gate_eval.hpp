@@ -1,0 +1,123 @@
+// gate/gate_eval.hpp — deciding the gates of an objective from what its probe points produced.
+//
+// The cascade (gate/cascade.hpp) reduces every probe point it ran to a PointResult; evaluate_gate
+// turns a GateSpec and those results into a GateResult: pass, fail or inconclusive, with the
+// statistics behind it (n, the interval, the bound) and the sentence of the rule that decided it
+// (STYLE.md item 6). Rules, one per expression kind (docs/objective.md, "Gate expressions"):
+//   absolute bound   every selected point (and repeat) satisfies `metric CMP limit`; the worst
+//                    value is reported (the largest for < and <=, the smallest for > and >=). A
+//                    NaN never satisfies a bound. No selected value: inconclusive.
+//   relative bound   the selected points' values of each side are pooled into samples (one per
+//                    repeat) and bench::non_inferiority gives the bootstrap CI of the ratio of
+//                    medians at the gate's confidence: pass when the whole interval satisfies the
+//                    comparison, fail when none of it does, inconclusive otherwise. Between two
+//                    variants of one bench the bench's own A/B interval is used.
+//   bench verdict    the A/B verdict of each selected point between the subject variant and each
+//                    other variant (after the false-discovery control the cascade applied): the
+//                    gate fails when one contradicts it, is inconclusive when one is AMBIGUOUS
+//                    (or absent) and none contradicts, and passes otherwise.
+//   check passes     every selected point's verdict is pass; a fail fails it, an inconclusive
+//                    check (one that cannot discriminate) makes it inconclusive.
+// A failing gate carries the findings that explain it: the failing points' findings (a check's
+// localisation), and for scenario gates the trace analyses (explain_scenario_gate).
+// Thread-safety: pure functions over value types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bench/compare.hpp"
+#include "core/finding.hpp"
+#include "core/statistics.hpp"
+#include "gate/objective.hpp"
+#include "gate/plan.hpp"
+
+namespace loupe::gate {
+
+// One metric of a point; `variant` is set for a bench variant's metric (bench.decode[merged].X).
+struct MetricValue {
+  std::string variant;
+  std::string name;
+  double value = 0.0;
+  bool operator==(const MetricValue&) const = default;
+};
+
+// A bench A/B comparison of one point: B / A.
+struct VariantComparison {
+  std::string a;
+  std::string b;
+  bench::Comparison comparison;
+};
+
+// What one run of one probe point (one repeat) produced, reduced to what gates read.
+struct PointResult {
+  Layer layer = Layer::kCheck;
+  std::string entry;  // the [[check]]/[[bench]]/[[scenario]] name
+  std::string probe;
+  Params params;
+  int64_t repeat = 0;  // 0-based
+  uint64_t seed = 0;
+  Verdict verdict = Verdict::kNone;  // the probe's own verdict (analyze_observation)
+  std::vector<MetricValue> metrics;  // a check's metrics are the worst over its outputs
+  std::vector<VariantComparison> comparisons;
+  std::vector<Finding> findings;
+  std::string observation_dir;
+  std::vector<std::string> traces;  // absolute paths of the traces a scenario wrote
+  std::string reproduce;            // the exact command, seed included
+  double wall_s = 0.0;              // how long the point took, subject start to verdict
+};
+
+struct GateStatistics {
+  int64_t n = 0;                      // values, comparisons or samples per side that decided
+  std::optional<int64_t> n_baseline;  // relative bounds: samples of the baseline side
+  std::optional<double> estimate;     // the worst value, or the ratio
+  std::optional<Interval> interval;   // the confidence interval of the ratio
+  std::optional<double> bound;        // the limit, or the A/B threshold t
+  std::string comparison;             // "<=", or the verdict asked for ("not SLOWER")
+  std::optional<double> confidence;
+  std::optional<uint64_t> seed;  // of the bootstrap
+  Params point;                  // the point that decided (the worst, or the contradicting one)
+};
+
+struct GateResult {
+  std::string name;
+  std::string expression;  // canonical text
+  Layer layer = Layer::kCheck;
+  GateVerdict verdict = GateVerdict::kNotRun;
+  GateStatistics statistics;
+  std::string rule;               // the sentence that decided
+  std::vector<Finding> findings;  // what explains a failure
+};
+
+// The gate's verdict from the results of its layer. REQUIRES: the gate's layer ran (else use
+// not_run_gate). `plan` says what NAME[configured] means.
+GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
+                         std::span<const PointResult> results);
+
+// A gate whose layer did not run; `reason` completes "not run: ...".
+GateResult not_run_gate(const GateSpec& gate, const std::string& reason);
+
+// For a failed or inconclusive scenario gate: the trace of the gate's scenario against its
+// baseline scenario's (trace diff: locks, overlap, gaps, breakdown), or the scenario's own trace
+// analysed alone when the gate has no baseline. Appends the findings to gate.findings, each
+// carrying the commands that reproduce it. Throws Error(kInput) when a trace cannot be read.
+void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
+                           std::span<const PointResult> results, size_t max_findings = 6);
+
+// Across the points of each bench entry: Benjamini–Hochberg over every A/B comparison
+// (bench::control_false_discovery), as `loupe probe run` does for a sweep.
+void control_bench_false_discovery(std::vector<PointResult>& results);
+
+// {"name", "expression", "layer", "verdict", "statistics": {...}, "rule", "findings": [...]}
+nlohmann::ordered_json gate_result_to_json(const GateResult& gate);
+// The statistics alone, as the ledger's GateRecord holds them.
+nlohmann::ordered_json gate_statistics_to_json(const GateStatistics& statistics);
+// A short text of the key statistic for tables: "2.1e-05 <= 2e-06", "1.94 [1.90, 1.99] <= 1.05".
+std::string key_statistic(const GateResult& gate);
+
+}  // namespace loupe::gate

@@ -1,0 +1,286 @@
+// The cascade on synthetic probe results: stop at the first failing layer vs run all, --only,
+// subject failures, interruption, --set overrides and the subject command.
+#include "gate/cascade.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loupe::gate {
+namespace {
+
+std::string objective_text(const std::string& cascade) {
+  return "name = \"cascade\"\ncascade = \"" + cascade + R"("
+[subject]
+command = ["subject", "probe"]
+working_dir = "sub"
+environment = { OMP_NUM_THREADS = "1" }
+
+[[check]]
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096] }
+
+[[bench]]
+probe = "decode"
+variants = ["tiled", "merged"]
+params = { batch = 32 }
+
+[[scenario]]
+name = "prefill"
+probe = "serve"
+params = { mode = "prefill" }
+repeats = 3
+
+[[scenario]]
+name = "transfer"
+probe = "serve"
+params = { mode = "transfer" }
+repeats = 2
+
+[[gate]]
+name = "drift"
+expr = "check.cp_vs_nocp.rms_ratio <= 2e-6"
+
+[[gate]]
+name = "merged_not_slower"
+expr = "decode[merged] not SLOWER than decode[tiled]"
+
+[[gate]]
+name = "prefill_wall"
+expr = "scenario.prefill.wall_s <= 1"
+)";
+}
+
+// A subject whose check drifts by `drift`; every bench and scenario point passes.
+struct FakeSubject {
+  double drift = 0;
+  std::vector<std::string> calls;
+
+  PointRunner runner() {
+    return [this](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+      calls.push_back(task.entry + ":" + params_to_string(task.params) + ":" +
+                      std::to_string(repeat));
+      PointResult point;
+      point.layer = task.layer;
+      point.entry = task.entry;
+      point.probe = task.probe;
+      point.params = task.params;
+      point.repeat = repeat;
+      point.verdict = Verdict::kPass;
+      if (task.layer == Layer::kCheck) {
+        point.metrics = {{"", "rms_ratio", drift}};
+        if (drift > 2e-6) point.verdict = Verdict::kFail;
+      } else if (task.layer == Layer::kBench) {
+        bench::Comparison comparison;
+        comparison.ratio = 0.5;
+        comparison.ci = {0.45, 0.55};
+        comparison.verdict = bench::AbVerdict::kFaster;
+        comparison.p_value = 0.001;
+        point.comparisons.push_back({"tiled", "merged", comparison});
+      } else {
+        point.metrics = {{"", "wall_s", 0.1}};
+      }
+      return point;
+    };
+  }
+};
+
+class CascadeTest : public ::testing::Test {
+ protected:
+  CascadeResult run(const std::string& cascade, double drift, CascadeOptions options = {}) {
+    objective_ = parse_objective(objective_text(cascade), "dir/cascade.toml");
+    plan_ = make_plan(objective_, Configuration{});
+    subject_.drift = drift;
+    return run_cascade(objective_, plan_, options, subject_.runner());
+  }
+  static std::map<std::string, GateVerdict> verdicts(const CascadeResult& result) {
+    std::map<std::string, GateVerdict> out;
+    for (const auto& gate : result.gates) out[gate.name] = gate.verdict;
+    return out;
+  }
+
+  Objective objective_;
+  Plan plan_;
+  FakeSubject subject_;
+};
+
+TEST_F(CascadeTest, EveryLayerRunsWhenEveryGatePasses) {
+  const auto result = run("stop-at-first-failure", 1e-7);
+  EXPECT_EQ(subject_.calls.size(), 8u);  // 2 checks, 1 bench, scenarios: 3 + 2 repeats
+  EXPECT_EQ(verdicts(result),
+            (std::map<std::string, GateVerdict>{{"drift", GateVerdict::kPass},
+                                                {"merged_not_slower", GateVerdict::kPass},
+                                                {"prefill_wall", GateVerdict::kPass}}));
+  EXPECT_EQ(cascade_verdict(result), Verdict::kPass);
+  EXPECT_EQ(cascade_exit_code(result), 0);
+  ASSERT_EQ(result.layers.size(), 3u);
+  for (const auto& layer : result.layers) EXPECT_EQ(layer.status, LayerStatus::kPassed);
+}
+
+TEST_F(CascadeTest, RepeatsAreInterleavedAcrossTheLayersTasks) {
+  CascadeOptions options;
+  options.only = Layer::kScenario;
+  run("all", 1e-7, options);
+  EXPECT_EQ(subject_.calls,
+            (std::vector<std::string>{"prefill:mode=prefill:0", "transfer:mode=transfer:0",
+                                      "prefill:mode=prefill:1", "transfer:mode=transfer:1",
+                                      "prefill:mode=prefill:2"}));
+}
+
+TEST_F(CascadeTest, StopsAtTheFirstFailingLayer) {
+  const auto result = run("stop-at-first-failure", 1e-2);
+  EXPECT_EQ(subject_.calls,
+            (std::vector<std::string>{"cp_vs_nocp:T=1024:0", "cp_vs_nocp:T=4096:0"}));
+  EXPECT_EQ(verdicts(result),
+            (std::map<std::string, GateVerdict>{{"drift", GateVerdict::kFail},
+                                                {"merged_not_slower", GateVerdict::kNotRun},
+                                                {"prefill_wall", GateVerdict::kNotRun}}));
+  EXPECT_EQ(result.gates[1].rule,
+            "not run: the cascade stopped after the check layer failed (gate drift); --all runs "
+            "every layer");
+  EXPECT_EQ(result.layers[0].status, LayerStatus::kFailed);
+  EXPECT_EQ(result.layers[1].status, LayerStatus::kNotReached);
+  EXPECT_EQ(result.layers[2].status, LayerStatus::kNotReached);
+  EXPECT_EQ(cascade_verdict(result), Verdict::kFail);
+  EXPECT_EQ(cascade_exit_code(result), 1);
+}
+
+TEST_F(CascadeTest, AllRunsEveryLayerAfterAFailure) {
+  CascadeOptions options;
+  options.all = true;
+  const auto result = run("stop-at-first-failure", 1e-2, options);
+  EXPECT_EQ(subject_.calls.size(), 8u);
+  EXPECT_EQ(verdicts(result),
+            (std::map<std::string, GateVerdict>{{"drift", GateVerdict::kFail},
+                                                {"merged_not_slower", GateVerdict::kPass},
+                                                {"prefill_wall", GateVerdict::kPass}}));
+}
+
+TEST_F(CascadeTest, ObjectiveCascadeAllRunsEveryLayer) {
+  const auto result = run("all", 1e-2);
+  EXPECT_EQ(subject_.calls.size(), 8u);
+  EXPECT_EQ(verdicts(result).at("prefill_wall"), GateVerdict::kPass);
+}
+
+TEST_F(CascadeTest, OnlyRunsOneLayer) {
+  CascadeOptions options;
+  options.only = Layer::kBench;
+  const auto result = run("stop-at-first-failure", 1e-2, options);
+  EXPECT_EQ(subject_.calls, (std::vector<std::string>{"decode:batch=32:0"}));
+  EXPECT_EQ(verdicts(result),
+            (std::map<std::string, GateVerdict>{{"drift", GateVerdict::kNotRun},
+                                                {"merged_not_slower", GateVerdict::kPass},
+                                                {"prefill_wall", GateVerdict::kNotRun}}));
+  EXPECT_EQ(result.gates[0].rule, "not run: --only bench left the check layer out");
+  EXPECT_EQ(cascade_verdict(result), Verdict::kPass);  // over the gates that ran
+  EXPECT_EQ(cascade_exit_code(result), 0);
+}
+
+TEST_F(CascadeTest, SubjectFailureStopsTheCascade) {
+  objective_ = parse_objective(objective_text("all"), "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  int calls = 0;
+  const PointRunner failing = [&calls](const PlanTask& task, const ProbeEntry&, int64_t) {
+    if (++calls == 2) throw Error(ErrorCode::kSubject, "the subject killed by signal 11");
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.params = task.params;
+    point.verdict = Verdict::kPass;
+    point.metrics = {{"", "rms_ratio", 0.0}};
+    return point;
+  };
+  const auto result = run_cascade(objective_, plan_, {}, failing);
+  ASSERT_TRUE(result.error.has_value());
+  EXPECT_EQ(result.error->code(), ErrorCode::kSubject);
+  EXPECT_EQ(result.points.size(), 1u);
+  for (const auto& gate : result.gates) EXPECT_EQ(gate.verdict, GateVerdict::kNotRun);
+  EXPECT_EQ(result.gates[0].rule,
+            "not run: the subject failed at cp_vs_nocp T=4096: the subject killed by signal 11");
+}
+
+TEST_F(CascadeTest, InterruptionStopsBeforeTheNextPoint) {
+  std::atomic<bool> interrupted{false};
+  CascadeOptions options;
+  options.interrupted = &interrupted;
+  options.progress = [&interrupted](const Progress& progress) {
+    if (progress.index == 1) interrupted.store(true);
+  };
+  const auto result = run("all", 1e-7, options);
+  EXPECT_TRUE(result.interrupted);
+  EXPECT_EQ(subject_.calls.size(), 1u);
+  for (const auto& gate : result.gates) EXPECT_EQ(gate.verdict, GateVerdict::kNotRun);
+}
+
+TEST_F(CascadeTest, ProgressCountsEveryPoint) {
+  std::vector<std::pair<size_t, size_t>> seen;
+  CascadeOptions options;
+  options.progress = [&seen](const Progress& progress) {
+    seen.emplace_back(progress.index, progress.total);
+    EXPECT_GE(progress.remaining_s, 0.0);
+  };
+  run("all", 1e-7, options);
+  EXPECT_EQ(seen, (std::vector<std::pair<size_t, size_t>>{
+                      {1, 8}, {2, 8}, {3, 8}, {4, 8}, {5, 8}, {6, 8}, {7, 8}, {8, 8}}));
+}
+
+TEST_F(CascadeTest, OverridesSetParametersAndMergePoints) {
+  objective_ = parse_objective(objective_text("all"), "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  apply_overrides(plan_, {"T=2048"});
+  size_t checks = 0;
+  for (const auto& task : plan_.tasks) {
+    if (task.layer != Layer::kCheck) continue;
+    ++checks;
+    EXPECT_EQ(task.params, (Params{{"T", int64_t{2048}}}));
+  }
+  EXPECT_EQ(checks, 1u);  // T=1024 and T=4096 both became T=2048
+  try {
+    apply_overrides(plan_, {"nonesuch=1"});
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "--set nonesuch=1: no task of the plan has parameter 'nonesuch'");
+  }
+  EXPECT_THROW(apply_overrides(plan_, {"T"}), Error);
+}
+
+TEST_F(CascadeTest, SubjectCommandCarriesWorkingDirectoryAndEnvironment) {
+  objective_ = parse_objective(objective_text("all"), "/objectives/cascade.toml");
+  EXPECT_EQ(subject_command(objective_.subject),
+            (std::vector<std::string>{"env", "-C", "/objectives/sub", "OMP_NUM_THREADS=1",
+                                      "subject", "probe"}));
+}
+
+TEST_F(CascadeTest, TopFindingsPutGateFindingsFirstWithoutDuplicates) {
+  CascadeResult result;
+  Finding gate_finding;
+  gate_finding.id = "trace.diff.locks";
+  gate_finding.severity = Severity::kWarn;
+  Finding point_finding;
+  point_finding.id = "check.cp_vs_nocp.drift";
+  point_finding.severity = Severity::kFail;
+  Finding info;
+  info.id = "scenario.serve.metrics";
+  GateResult gate;
+  gate.verdict = GateVerdict::kFail;
+  gate.findings = {gate_finding, point_finding};
+  result.gates.push_back(gate);
+  PointResult point;
+  point.findings = {point_finding, info};
+  result.points.push_back(point);
+  bool truncated = true;
+  const auto findings = top_findings(result, 5, &truncated);
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].id, "trace.diff.locks");
+  EXPECT_EQ(findings[1].id, "check.cp_vs_nocp.drift");
+  EXPECT_FALSE(truncated);
+  top_findings(result, 1, &truncated);
+  EXPECT_TRUE(truncated);
+}
+
+}  // namespace
+}  // namespace loupe::gate

@@ -1,0 +1,337 @@
+// Gate verdicts on synthetic point results: each rule's pass, fail, inconclusive and not-run.
+#include "gate/gate_eval.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+
+namespace loupe::gate {
+namespace {
+
+const char* const kObjective = R"(name = "eval"
+[subject]
+command = ["subject", "probe"]
+
+[[check]]
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096], shards = 4 }
+
+[[check]]
+name = "control"
+probe = "cp_vs_nocp"
+params = { T = 1024, shards = 2 }
+
+[[bench]]
+probe = "decode"
+variants = ["tiled", "merged"]
+params = { batch = [8, 32] }
+
+[[scenario]]
+name = "prefill"
+probe = "serve"
+params = { mode = "prefill" }
+repeats = 5
+
+[[scenario]]
+name = "transfer"
+probe = "serve"
+params = { mode = "transfer" }
+repeats = 5
+
+[[gate]]
+name = "drift"
+expr = "check.cp_vs_nocp.rms_ratio <= 2e-6"
+
+[[gate]]
+name = "drift_large_T"
+expr = "check.cp_vs_nocp.rms_ratio <= 2e-6 where T >= 4096"
+
+[[gate]]
+name = "control_passes"
+expr = "check.control passes"
+
+[[gate]]
+name = "kernel_not_slower"
+expr = "decode[configured] not SLOWER than decode[any] where batch >= 32"
+
+[[gate]]
+name = "merged_faster"
+expr = "decode[merged] FASTER than decode[tiled] where batch >= 32"
+
+[[gate]]
+name = "overhead"
+expr = "scenario.transfer.wall_s / scenario.prefill.wall_s <= 1.05"
+
+[[gate]]
+name = "prefill_wall"
+expr = "scenario.prefill.wall_s <= 0.5"
+
+[[deployment_key]]
+key = "decode_kernel"
+values = ["tiled", "merged"]
+implies = [{ probe = "decode" }]
+
+[[deployment]]
+name = "incident"
+settings = { decode_kernel = "tiled" }
+
+[[deployment]]
+name = "fixed"
+settings = { decode_kernel = "merged" }
+)";
+
+class GateEvalTest : public ::testing::Test {
+ protected:
+  GateEvalTest() : objective_(parse_objective(kObjective, "eval.toml")) {}
+
+  const GateSpec& gate(const std::string& name) const {
+    for (const auto& spec : objective_.gates) {
+      if (spec.name == name) return spec;
+    }
+    throw std::runtime_error("no gate " + name);
+  }
+  Plan plan(const std::string& config) const {
+    return make_plan(objective_, resolve_configuration(objective_, config));
+  }
+  GateResult evaluate(const std::string& name, const std::vector<PointResult>& results,
+                      const std::string& config = "") const {
+    return evaluate_gate(gate(name), objective_, plan(config), results);
+  }
+
+  static PointResult check_point(const std::string& entry, int64_t T, double rms_ratio,
+                                 Verdict verdict = Verdict::kPass) {
+    PointResult point;
+    point.layer = Layer::kCheck;
+    point.entry = entry;
+    point.probe = "cp_vs_nocp";
+    point.params = {{"T", T}, {"shards", int64_t{4}}};
+    point.verdict = verdict;
+    point.metrics = {{"", "rms_ratio", rms_ratio}, {"", "max_abs", rms_ratio * 10}};
+    Finding finding;
+    finding.id = "check.cp_vs_nocp.drift";
+    finding.severity = verdict == Verdict::kFail ? Severity::kFail : Severity::kInfo;
+    finding.claim = "drift at T=" + std::to_string(T);
+    finding.reproduce = "loupe probe run cp_vs_nocp --set T=" + std::to_string(T) + " --seed 7";
+    point.findings = {finding};
+    return point;
+  }
+
+  // merged / tiled = ratio with the interval and verdict given.
+  static PointResult bench_point(int64_t batch, double ratio, Interval ci,
+                                 bench::AbVerdict verdict) {
+    PointResult point;
+    point.layer = Layer::kBench;
+    point.entry = "decode";
+    point.probe = "decode";
+    point.params = {{"batch", batch}};
+    point.verdict = Verdict::kPass;
+    bench::Comparison comparison;
+    comparison.ratio = ratio;
+    comparison.ci = ci;
+    comparison.threshold = 0.05;
+    comparison.verdict = verdict;
+    point.comparisons.push_back({"tiled", "merged", comparison});
+    return point;
+  }
+
+  static std::vector<PointResult> scenario_points(const std::string& entry,
+                                                  const std::vector<double>& walls) {
+    std::vector<PointResult> out;
+    for (size_t repeat = 0; repeat < walls.size(); ++repeat) {
+      PointResult point;
+      point.layer = Layer::kScenario;
+      point.entry = entry;
+      point.probe = "serve";
+      point.params = {{"mode", std::string(entry)}};
+      point.repeat = static_cast<int64_t>(repeat);
+      point.verdict = Verdict::kPass;
+      point.metrics = {{"", "wall_s", walls[repeat]}};
+      out.push_back(point);
+    }
+    return out;
+  }
+
+  static std::vector<PointResult> scenarios(const std::vector<double>& prefill,
+                                            const std::vector<double>& transfer) {
+    auto out = scenario_points("prefill", prefill);
+    for (auto& point : scenario_points("transfer", transfer)) out.push_back(point);
+    return out;
+  }
+
+  Objective objective_;
+};
+
+TEST_F(GateEvalTest, AbsoluteBoundPassesWhenEveryPointSatisfiesIt) {
+  const auto result = evaluate(
+      "drift", {check_point("cp_vs_nocp", 1024, 1e-7), check_point("cp_vs_nocp", 4096, 3e-7)});
+  EXPECT_EQ(result.verdict, GateVerdict::kPass);
+  EXPECT_EQ(result.layer, Layer::kCheck);
+  EXPECT_EQ(result.statistics.n, 2);
+  EXPECT_EQ(result.statistics.estimate, 3e-7);  // the largest value is reported
+  EXPECT_EQ(result.statistics.bound, 2e-6);
+  EXPECT_EQ(result.statistics.comparison, "<=");
+  EXPECT_EQ(result.statistics.point, (Params{{"T", int64_t{4096}}, {"shards", int64_t{4}}}));
+  EXPECT_EQ(result.rule.rfind("pass: every value satisfies <= 2.00e-06", 0), 0u) << result.rule;
+  EXPECT_TRUE(result.findings.empty());
+}
+
+TEST_F(GateEvalTest, AbsoluteBoundFailsOnTheWorstPointAndCarriesItsFindings) {
+  const auto result = evaluate("drift", {check_point("cp_vs_nocp", 1024, 1e-7),
+                                         check_point("cp_vs_nocp", 4096, 9e-2, Verdict::kFail)});
+  EXPECT_EQ(result.verdict, GateVerdict::kFail);
+  EXPECT_EQ(result.statistics.estimate, 9e-2);
+  EXPECT_EQ(result.statistics.point, (Params{{"T", int64_t{4096}}, {"shards", int64_t{4}}}));
+  ASSERT_EQ(result.findings.size(), 1u);
+  EXPECT_EQ(result.findings[0].claim, "drift at T=4096");
+  EXPECT_EQ(result.findings[0].reproduce, "loupe probe run cp_vs_nocp --set T=4096 --seed 7");
+  EXPECT_EQ(result.rule.rfind("fail: the largest check.cp_vs_nocp.rms_ratio", 0), 0u)
+      << result.rule;
+}
+
+TEST_F(GateEvalTest, AbsoluteBoundFailsOnNaN) {
+  const auto result = evaluate("drift", {check_point("cp_vs_nocp", 1024, 1e-7),
+                                         check_point("cp_vs_nocp", 4096, std::nan(""))});
+  EXPECT_EQ(result.verdict, GateVerdict::kFail);
+  ASSERT_TRUE(result.statistics.estimate.has_value());
+  EXPECT_TRUE(std::isnan(*result.statistics.estimate));
+}
+
+TEST_F(GateEvalTest, WhereClausePicksThePoints) {
+  const std::vector<PointResult> results = {check_point("cp_vs_nocp", 1024, 5e-3),
+                                            check_point("cp_vs_nocp", 4096, 1e-7)};
+  EXPECT_EQ(evaluate("drift", results).verdict, GateVerdict::kFail);
+  const auto large = evaluate("drift_large_T", results);
+  EXPECT_EQ(large.verdict, GateVerdict::kPass);
+  EXPECT_EQ(large.statistics.n, 1);
+}
+
+TEST_F(GateEvalTest, AbsoluteBoundWithoutTheMetricIsInconclusive) {
+  PointResult point = check_point("cp_vs_nocp", 1024, 1e-7);
+  point.metrics = {{"", "max_abs", 1.0}};
+  const auto result = evaluate("drift", {point});
+  EXPECT_EQ(result.verdict, GateVerdict::kInconclusive);
+  EXPECT_EQ(result.statistics.n, 0);
+  EXPECT_NE(result.rule.find("their metrics: max_abs"), std::string::npos) << result.rule;
+}
+
+TEST_F(GateEvalTest, CheckPassesFollowsThePointVerdicts) {
+  EXPECT_EQ(evaluate("control_passes", {check_point("control", 1024, 0)}).verdict,
+            GateVerdict::kPass);
+  const auto failed = evaluate("control_passes", {check_point("control", 1024, 0),
+                                                  check_point("control", 1024, 1, Verdict::kFail)});
+  EXPECT_EQ(failed.verdict, GateVerdict::kFail);
+  EXPECT_EQ(failed.findings.size(), 1u);
+  EXPECT_EQ(failed.rule.rfind("fail: 1 of 2 point(s) of check control", 0), 0u) << failed.rule;
+  EXPECT_EQ(
+      evaluate("control_passes", {check_point("control", 1024, 0, Verdict::kInconclusive)}).verdict,
+      GateVerdict::kInconclusive);
+  // The other check's points are not this gate's.
+  EXPECT_EQ(evaluate("control_passes", {check_point("cp_vs_nocp", 1024, 0)}).verdict,
+            GateVerdict::kInconclusive);
+}
+
+TEST_F(GateEvalTest, BenchVerdictUsesTheConfiguredVariant) {
+  // merged / tiled = 0.5: merged is FASTER, so tiled is SLOWER than merged.
+  const std::vector<PointResult> results = {
+      bench_point(8, 1.0, {0.98, 1.02}, bench::AbVerdict::kSame),
+      bench_point(32, 0.5, {0.48, 0.52}, bench::AbVerdict::kFaster)};
+  const auto incident = evaluate("kernel_not_slower", results, "incident");
+  EXPECT_EQ(incident.verdict, GateVerdict::kFail);
+  EXPECT_DOUBLE_EQ(*incident.statistics.estimate, 2.0);  // tiled / merged
+  EXPECT_DOUBLE_EQ(incident.statistics.interval->low, 1.0 / 0.52);
+  EXPECT_EQ(incident.statistics.point, (Params{{"batch", int64_t{32}}}));
+  EXPECT_EQ(incident.statistics.n, 1);  // batch 8 is not selected
+  EXPECT_NE(incident.rule.find("tiled/merged = 2 [1.92, 2.08] is SLOWER"), std::string::npos)
+      << incident.rule;
+
+  const auto fixed = evaluate("kernel_not_slower", results, "fixed");
+  EXPECT_EQ(fixed.verdict, GateVerdict::kPass);
+  EXPECT_DOUBLE_EQ(*fixed.statistics.estimate, 0.5);
+
+  EXPECT_EQ(evaluate("merged_faster", results).verdict, GateVerdict::kPass);
+}
+
+TEST_F(GateEvalTest, AmbiguousBenchVerdictIsInconclusive) {
+  const auto result =
+      evaluate("kernel_not_slower",
+               {bench_point(32, 1.03, {0.9, 1.2}, bench::AbVerdict::kAmbiguous)}, "incident");
+  EXPECT_EQ(result.verdict, GateVerdict::kInconclusive);
+  EXPECT_NE(result.rule.find("AMBIGUOUS"), std::string::npos) << result.rule;
+}
+
+TEST_F(GateEvalTest, BenchVerdictWithoutConfigurationIsInconclusive) {
+  const auto result = evaluate("kernel_not_slower",
+                               {bench_point(32, 0.5, {0.48, 0.52}, bench::AbVerdict::kFaster)});
+  EXPECT_EQ(result.verdict, GateVerdict::kInconclusive);
+  EXPECT_NE(result.rule.find("names no single variant"), std::string::npos) << result.rule;
+}
+
+TEST_F(GateEvalTest, BenchVerdictWithNoSelectedPointIsInconclusive) {
+  const auto result =
+      evaluate("kernel_not_slower", {bench_point(8, 0.5, {0.48, 0.52}, bench::AbVerdict::kFaster)},
+               "incident");
+  EXPECT_EQ(result.verdict, GateVerdict::kInconclusive);
+}
+
+TEST_F(GateEvalTest, RelativeBoundFailsWhenTheWholeIntervalExceedsIt) {
+  const auto result =
+      evaluate("overhead", scenarios({1.0, 1.01, 0.99, 1.0, 1.02}, {2.0, 2.02, 1.98, 2.0, 2.04}));
+  EXPECT_EQ(result.verdict, GateVerdict::kFail);
+  EXPECT_EQ(result.statistics.n, 5);
+  EXPECT_EQ(result.statistics.n_baseline, 5);
+  EXPECT_DOUBLE_EQ(*result.statistics.estimate, 2.0);
+  EXPECT_GT(result.statistics.interval->low, 1.05);
+  EXPECT_EQ(result.statistics.bound, 1.05);
+  EXPECT_EQ(result.statistics.confidence, 0.95);
+  EXPECT_EQ(result.rule.rfind("fail: the 95% bootstrap CI of the ratio of medians", 0), 0u)
+      << result.rule;
+}
+
+TEST_F(GateEvalTest, RelativeBoundPassesWhenTheWholeIntervalIsWithinIt) {
+  const auto result =
+      evaluate("overhead", scenarios({1.0, 1.01, 0.99, 1.0, 1.02}, {1.0, 0.99, 1.01, 1.0, 1.0}));
+  EXPECT_EQ(result.verdict, GateVerdict::kPass);
+  EXPECT_LE(result.statistics.interval->high, 1.05);
+}
+
+TEST_F(GateEvalTest, RelativeBoundStraddlingTheLimitIsInconclusive) {
+  const auto result =
+      evaluate("overhead", scenarios({1.0, 1.0, 1.0, 1.0, 1.0}, {0.9, 0.95, 1.05, 1.15, 1.2}));
+  EXPECT_EQ(result.verdict, GateVerdict::kInconclusive);
+  EXPECT_TRUE(result.statistics.interval->contains(1.05));
+}
+
+TEST_F(GateEvalTest, RelativeBoundIsDeterministic) {
+  const auto points = scenarios({1.0, 1.1, 0.9, 1.0, 1.05}, {1.2, 1.0, 1.1, 1.3, 1.0});
+  const auto first = evaluate("overhead", points);
+  const auto second = evaluate("overhead", points);
+  EXPECT_EQ(first.statistics.interval, second.statistics.interval);
+  EXPECT_EQ(first.statistics.seed, second.statistics.seed);
+}
+
+TEST_F(GateEvalTest, NotRunGateSaysWhy) {
+  const auto result = not_run_gate(gate("overhead"), "the cascade stopped after the check layer");
+  EXPECT_EQ(result.verdict, GateVerdict::kNotRun);
+  EXPECT_EQ(result.layer, Layer::kScenario);
+  EXPECT_EQ(result.rule, "not run: the cascade stopped after the check layer");
+  EXPECT_EQ(gate_result_to_json(result).at("verdict"), "not-run");
+}
+
+TEST_F(GateEvalTest, JsonCarriesTheStatistics) {
+  const auto result = evaluate("drift", {check_point("cp_vs_nocp", 4096, 3e-7)});
+  const auto json = gate_result_to_json(result);
+  EXPECT_EQ(json.at("name"), "drift");
+  EXPECT_EQ(json.at("layer"), "check");
+  EXPECT_EQ(json.at("verdict"), "pass");
+  EXPECT_EQ(json.at("statistics").at("n"), 1);
+  EXPECT_EQ(json.at("statistics").at("bound"), 2e-6);
+  EXPECT_EQ(json.at("statistics").at("point").at("T"), 4096);
+  EXPECT_EQ(key_statistic(result), "3.00e-07 <= 2.00e-06 n=1");
+}
+
+}  // namespace
+}  // namespace loupe::gate
