@@ -68,10 +68,13 @@ std::string profile_sentence(const ErrorProfile& profile) {
   std::string out = std::string(profile_shape_name(shape.shape)) + " along " + profile.axis;
   switch (shape.shape) {
     case ProfileShape::kGrowing:
-      out += ": ×" + format_number(shape.end_to_start) +
-             " from the first to the last quarter; least-squares slope " +
-             format_number(shape.slope_per_1000) + " per 1000 " + profile.axis +
-             " (in units of rms(B))";
+      // A first quarter with no error at all (CP's first shard starts from the exact state)
+      // makes the ratio infinite; say what happened instead of printing "×inf".
+      out += std::isfinite(shape.end_to_start)
+                 ? ": ×" + format_number(shape.end_to_start) + " from the first to the last quarter"
+                 : std::string(": none in the first quarter, present in the last");
+      out += "; least-squares slope " + format_number(shape.slope_per_1000) + " per 1000 " +
+             profile.axis + " (in units of rms(B))";
       break;
     case ProfileShape::kConcentrated:
       out += " in [" + std::to_string(shape.region_begin) + ", " +
