@@ -11,37 +11,15 @@
 
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
+#include "scratch_dir_test.hpp"
 
 namespace loupe {
 namespace {
 
 namespace fs = std::filesystem;
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ = fs::temp_directory_path() /
-                 ("loupe_safetensors_test_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-
-  fs::path path(const std::string& name) const { return directory_ / name; }
-
-  fs::path write_bytes(const std::string& name, const std::string& bytes) const {
-    // Removing first avoids rewriting through O_TRUNC, which ext4 flushes to disk on close.
-    fs::remove(path(name));
-    std::ofstream(path(name), std::ios::binary).write(bytes.data(), bytes.size());
-    return path(name);
-  }
-
-  std::string read_bytes(const fs::path& file) const {
-    std::ifstream stream(file, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(stream), {});
-  }
-
   // A .safetensors file: the length of `header` (verbatim JSON), the header, then `data`.
   fs::path write_file(const std::string& name, const std::string& header,
                       const std::string& data) const {
@@ -62,8 +40,6 @@ class SafetensorsTest : public ::testing::Test {
     ADD_FAILURE() << "reading " << file << " did not throw";
     return {};
   }
-
-  fs::path directory_;
 };
 
 std::string tensor_bytes(const Tensor& tensor) {
