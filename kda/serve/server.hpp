@@ -52,9 +52,9 @@ struct ServeOptions {
   // The prompts (requests, prompt_len); empty: generated from `seed`.
   std::vector<int32_t> prompts;
   // Latency of the simulated remote counter each dispatch spins on, per layer.
-  int64_t dispatch_wait_us = 5000;
+  int64_t dispatch_wait_us = 10000;
   // Interpreter-lock work of the transfer thread per (layer, request).
-  int64_t bookkeeping_us = 1500;
+  int64_t bookkeeping_us = 2500;
   int64_t switch_interval_us = 5000;  // CPython's default sys.getswitchinterval()
   model::CacheDType cache_dtype = model::CacheDType::kF32;
   // Fault injection: skip this layer's states (−1: none); exchange the labels of requests 0 and 1

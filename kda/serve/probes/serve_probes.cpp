@@ -26,8 +26,8 @@ LOUPE_SCENARIO(serve)
     .param("requests", 2)
     .param("prompt_len", 32)
     .param("new_tokens", 8)
-    .param("dispatch_wait_us", 5000, {}, "latency of the remote counter each dispatch waits on")
-    .param("bookkeeping_us", 1500, {}, "interpreter-lock work per transferred (layer, request)")
+    .param("dispatch_wait_us", 10000, {}, "latency of the remote counter each dispatch waits on")
+    .param("bookkeeping_us", 2500, {}, "interpreter-lock work per transferred (layer, request)")
     .body([](loupe::ScenarioState& state) {
       const loupe::Point& point = state.point();
       ServeOptions options;
