@@ -69,6 +69,33 @@ KernelOptions two_threads() {
   return options;
 }
 
+// Runs `kernel` (a generic callable on Inputs<Real>) at the point's dtype and writes its o and S.
+template <class Kernel>
+void write_o_and_state_at_dtype(loupe::CheckIo& io, Kernel kernel) {
+  auto run = [&](auto inputs) {
+    const auto out = kernel(inputs);
+    write(io, "o", out.o);
+    write(io, "S", out.state);
+  };
+  if (io.point().get_string("dtype") == "f64") {
+    run(read_inputs<double>(io));
+  } else {
+    run(read_inputs<float>(io));
+  }
+}
+
+// The non-CP chunked pass, recording the states where cp's shards start (S) and the output (o).
+template <class Real>
+void write_chunk_at_shard_starts(loupe::CheckIo& io) {
+  const Inputs<Real> inputs = read_inputs<Real>(io);
+  KernelOptions options = two_threads();
+  options.boundary_tokens = kernels::cpu::cp_shard_starts(
+      inputs.shape.tokens, static_cast<int>(io.point().get_int("shards")));
+  const auto out = kernels::cpu::chunk(inputs, options);
+  write(io, "S", out.boundary_states);
+  write(io, "o", out.o);
+}
+
 }  // namespace
 
 LOUPE_CHECK(chunk_vs_recurrent)
@@ -107,26 +134,12 @@ LOUPE_CHECK(chunk_vs_recurrent)
           .tolerance("rms_ratio", bound);
     })
     .reference([](loupe::CheckIo& io) {
-      if (io.point().get_string("dtype") == "f64") {
-        const auto out = kernels::cpu::recurrent(read_inputs<double>(io), two_threads());
-        write(io, "o", out.o);
-        write(io, "S", out.state);
-      } else {
-        const auto out = kernels::cpu::recurrent(read_inputs<float>(io), two_threads());
-        write(io, "o", out.o);
-        write(io, "S", out.state);
-      }
+      write_o_and_state_at_dtype(
+          io, [](const auto& inputs) { return kernels::cpu::recurrent(inputs, two_threads()); });
     })
     .candidate([](loupe::CheckIo& io) {
-      if (io.point().get_string("dtype") == "f64") {
-        const auto out = kernels::cpu::chunk(read_inputs<double>(io), two_threads());
-        write(io, "o", out.o);
-        write(io, "S", out.state);
-      } else {
-        const auto out = kernels::cpu::chunk(read_inputs<float>(io), two_threads());
-        write(io, "o", out.o);
-        write(io, "S", out.state);
-      }
+      write_o_and_state_at_dtype(
+          io, [](const auto& inputs) { return kernels::cpu::chunk(inputs, two_threads()); });
     })
     .oracle([](loupe::CheckIo& io) {
       const auto out = kernels::cpu::recurrent(read_inputs<double>(io), two_threads());
@@ -163,15 +176,7 @@ LOUPE_CHECK(cp_vs_nocp)
           .along("T")
           .tolerance("rms_ratio", 2e-6);
     })
-    .reference([](loupe::CheckIo& io) {
-      const Inputs<float> inputs = read_inputs<float>(io);
-      KernelOptions options = two_threads();
-      options.boundary_tokens = kernels::cpu::cp_shard_starts(
-          inputs.shape.tokens, static_cast<int>(io.point().get_int("shards")));
-      const auto out = kernels::cpu::chunk(inputs, options);
-      write(io, "S", out.boundary_states);
-      write(io, "o", out.o);
-    })
+    .reference([](loupe::CheckIo& io) { write_chunk_at_shard_starts<float>(io); })
     .candidate([](loupe::CheckIo& io) {
       const auto out =
           kernels::cpu::cp(read_inputs<float>(io), two_threads(),
@@ -180,15 +185,7 @@ LOUPE_CHECK(cp_vs_nocp)
       write(io, "S", out.boundary_states);
       write(io, "o", out.o);
     })
-    .oracle([](loupe::CheckIo& io) {
-      const Inputs<double> inputs = read_inputs<double>(io);
-      KernelOptions options = two_threads();
-      options.boundary_tokens = kernels::cpu::cp_shard_starts(
-          inputs.shape.tokens, static_cast<int>(io.point().get_int("shards")));
-      const auto out = kernels::cpu::chunk(inputs, options);
-      write(io, "S", out.boundary_states);
-      write(io, "o", out.o);
-    });
+    .oracle([](loupe::CheckIo& io) { write_chunk_at_shard_starts<double>(io); });
 
 namespace {
 
