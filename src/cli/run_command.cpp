@@ -6,29 +6,21 @@
 // group is killed and the run is recorded as interrupted).
 #include <pthread.h>
 #include <signal.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "check/compare.hpp"
 #include "cli/commands.hpp"
-#include "core/home.hpp"
 #include "core/json.hpp"
-#include "gate/cascade.hpp"
-#include "ledger/ledger.hpp"
-#include "ledger/provenance.hpp"
+#include "gate/recorded_run.hpp"
 
 namespace loupe::cli {
 namespace {
 
-constexpr int kInterruptedExit = 130;
 constexpr size_t kTopFindings = 8;
 constexpr size_t kJsonFindings = 20;
 
@@ -61,7 +53,7 @@ class InterruptWatcher {
         if (signal_number == SIGUSR2 && stopping_.load()) return;
         if (signal_number == SIGUSR2) continue;
         interrupted_.store(true);
-        kill_child_groups();
+        gate::interrupt_subjects();
       }
     });
   }
@@ -74,50 +66,11 @@ class InterruptWatcher {
   const std::atomic<bool>& interrupted() const { return interrupted_; }
 
  private:
-  static void kill_child_groups() {
-    const pid_t self = ::getpid();
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
-      const std::string name = entry.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream stat(entry.path() / "stat");
-      std::string text;
-      std::getline(stat, text);
-      // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-      const size_t close = text.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream fields(text.substr(close + 1));
-      std::string state;
-      long parent = 0, group = 0;
-      if (!(fields >> state >> parent >> group)) continue;
-      const long pid = std::stol(name);
-      // A child that leads its own group is a subject started by core/process (setsid).
-      if (parent == self && group == pid) ::kill(-static_cast<pid_t>(pid), SIGTERM);
-    }
-  }
-
   sigset_t previous_{};
   std::thread thread_;
   std::atomic<bool> interrupted_{false};
   std::atomic<bool> stopping_{false};
 };
-
-// What a ledger entry needs to say where the numbers came from, on loupe's side.
-Json environment_fingerprint(const gate::Objective& objective) {
-  Json out = Json::object();
-  struct utsname name {};
-  if (::uname(&name) == 0) {
-    out["host"] = name.nodename;
-    out["os"] = std::string(name.sysname) + " " + name.release;
-    out["machine"] = name.machine;
-  }
-  out["cpus"] = std::thread::hardware_concurrency();
-  Json command = Json::array();
-  for (const auto& arg : gate::subject_command(objective.subject)) command.push_back(arg);
-  out["subject_command"] = std::move(command);
-  out["loupe"] = "0.1.0";
-  return out;
-}
 
 std::string fixed_width(std::string text, size_t width) {
   if (text.size() > width) return text.substr(0, width - 1) + "~";
@@ -190,39 +143,16 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   run->add_flag("--json", options->json, "print one JSON envelope");
   run->callback([options, &result] {
     result.kind = "run";
-    const gate::Objective objective = gate::parse_objective_file(options->objective);
-    gate::Plan plan =
-        gate::make_plan(objective, gate::resolve_configuration(objective, options->config));
-    gate::apply_overrides(plan, options->sets);
-
-    const std::filesystem::path cwd = std::filesystem::current_path();
-    const std::filesystem::path home = std::filesystem::absolute(resolve_home(
-        options->home.empty() ? std::nullopt : std::optional<std::filesystem::path>(options->home),
-        cwd));
-    const std::filesystem::path ledger_file =
-        options->ledger.empty() ? home / "ledger.sqlite" : std::filesystem::path(options->ledger);
-    const std::string run_id = new_run_id();
-
-    const Json config = gate::configuration_to_json(plan.configuration);
-    Json config_record = config;
-    if (!options->sets.empty()) config_record["sets"] = options->sets;
-    if (!options->only.empty()) config_record["only"] = options->only;
-    config_record["all"] = options->all || objective.cascade == gate::CascadeMode::kAll;
-
-    ledger::Ledger ledger = ledger::Ledger::open(ledger_file);
-    ledger::RunStart start;
-    start.id = run_id;
-    start.started_at = ledger::utc_now();
-    start.objective_path = std::filesystem::absolute(objective.file).lexically_normal().string();
-    start.objective_hash = ledger::file_sha256(objective.file);
-    start.git = ledger::read_git_state(cwd);
-    start.environment_json = environment_fingerprint(objective).dump();
-    start.config_json = config_record.dump();
-    ledger.begin_run(start);
+    gate::RunRequest request;
+    request.objective = options->objective;
+    request.config = options->config;
+    if (!options->only.empty()) request.only = parse_layer(options->only);
+    request.all = options->all;
+    request.sets = options->sets;
+    if (!options->home.empty()) request.home = options->home;
+    if (!options->ledger.empty()) request.ledger = options->ledger;
 
     gate::CascadeOptions cascade_options;
-    cascade_options.all = options->all;
-    if (!options->only.empty()) cascade_options.only = parse_layer(options->only);
     cascade_options.progress = [](const gate::Progress& progress) {
       const gate::PointResult& point = *progress.point;
       char line[512];
@@ -236,90 +166,18 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       std::cerr << line << std::flush;
     };
 
-    gate::CascadeResult outcome;
+    gate::RecordedRun run;
     {
       InterruptWatcher watcher;
       cascade_options.interrupted = &watcher.interrupted();
-      try {
-        outcome = gate::run_cascade(objective, plan, cascade_options,
-                                    gate::subject_point_runner(objective, home, run_id));
-      } catch (const Error& error) {
-        ledger.finish_run(run_id, ledger::RunStatus::kFailed, ledger::utc_now(), {}, {}, {});
-        throw;
-      }
-      if (watcher.interrupted().load()) outcome.interrupted = true;
+      run = gate::run_and_record(request, cascade_options);
     }
-
-    ledger::RunStatus status = ledger::RunStatus::kCompleted;
-    if (outcome.interrupted) {
-      status = ledger::RunStatus::kInterrupted;
-    } else if (outcome.error) {
-      status = ledger::RunStatus::kFailed;
-    }
-    std::vector<ledger::GateRecord> records;
-    std::vector<Finding> findings;
-    auto add_finding = [&findings](const Finding& finding) {
-      if (std::find(findings.begin(), findings.end(), finding) == findings.end()) {
-        findings.push_back(finding);
-      }
-    };
-    for (const auto& gate : outcome.gates) {
-      records.push_back({gate.name, gate.verdict,
-                         gate::gate_statistics_to_json(gate.statistics).dump(), gate.rule});
-      for (const auto& finding : gate.findings) add_finding(finding);
-    }
-    std::vector<std::string> observations;
-    for (const auto& point : outcome.points) {
-      for (const auto& finding : point.findings) add_finding(finding);
-      observations.push_back(point.observation_dir);
-    }
-    ledger.finish_run(run_id, status, ledger::utc_now(), records, findings, observations);
-
-    int exit = gate::cascade_exit_code(outcome);
-    Verdict verdict = gate::cascade_verdict(outcome);
-    if (outcome.error) {
-      exit = loupe::exit_code(outcome.error->code());
-      verdict = Verdict::kError;
-    }
-    if (outcome.interrupted) exit = kInterruptedExit;
-
     if (options->json) {
-      Envelope envelope;
-      envelope.kind = "run";
-      envelope.verdict = verdict;
-      envelope.findings = gate::top_findings(outcome, kJsonFindings, &envelope.truncated);
-      envelope.error = outcome.error;
-      if (outcome.interrupted && !outcome.error) {
-        envelope.error = Error(ErrorCode::kSubject, "the run was interrupted",
-                               "run it again; the interrupted run stays in the ledger");
-      }
-      Json data = Json::object();
-      data["run"] = run_id;
-      data["objective"] = start.objective_path;
-      data["status"] = std::string(ledger::run_status_name(status));
-      data["config"] = config;
-      data["home"] = home.string();
-      data["ledger"] = ledger_file.string();
-      data["wall_s"] = number_to_json(outcome.wall_s);
-      Json layers = Json::array();
-      for (const auto& layer : outcome.layers) {
-        layers.push_back({{"layer", std::string(layer_name(layer.layer))},
-                          {"status", std::string(gate::layer_status_name(layer.status))},
-                          {"points", layer.points}});
-      }
-      data["layers"] = std::move(layers);
-      Json gates = Json::array();
-      for (const auto& gate : outcome.gates) gates.push_back(gate::gate_result_to_json(gate));
-      data["gates"] = std::move(gates);
-      Json tasks = Json::array();
-      for (const auto& point : outcome.points) tasks.push_back(gate::point_result_to_json(point));
-      data["tasks"] = std::move(tasks);
-      envelope.data = std::move(data);
-      std::cout << render_envelope(envelope) << "\n";
+      std::cout << render_envelope(gate::run_envelope(run, kJsonFindings)) << "\n";
     } else {
-      print_report(objective, plan, outcome, run_id, ledger_file, status);
+      print_report(run.objective, run.plan, run.outcome, run.run_id, run.ledger_file, run.status);
     }
-    result.exit_code = exit;
+    result.exit_code = run.exit_code;
   });
 }
 

@@ -1,0 +1,171 @@
+#include "gate/recorded_run.hpp"
+
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/home.hpp"
+#include "ledger/provenance.hpp"
+
+namespace loupe::gate {
+namespace {
+
+// What a ledger entry needs to say where the numbers came from, on loupe's side.
+Json environment_fingerprint(const Objective& objective) {
+  Json out = Json::object();
+  struct utsname name {};
+  if (::uname(&name) == 0) {
+    out["host"] = name.nodename;
+    out["os"] = std::string(name.sysname) + " " + name.release;
+    out["machine"] = name.machine;
+  }
+  out["cpus"] = std::thread::hardware_concurrency();
+  Json command = Json::array();
+  for (const auto& arg : subject_command(objective.subject)) command.push_back(arg);
+  out["subject_command"] = std::move(command);
+  out["loupe"] = "0.1.0";
+  return out;
+}
+
+}  // namespace
+
+void interrupt_subjects() {
+  const pid_t self = ::getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    std::getline(stat, text);
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 1));
+    std::string state;
+    long parent = 0, group = 0;
+    if (!(fields >> state >> parent >> group)) continue;
+    const long pid = std::stol(name);
+    // A child that leads its own group is a subject started by core/process (setsid).
+    if (parent == self && group == pid) ::kill(-static_cast<pid_t>(pid), SIGTERM);
+  }
+}
+
+RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
+  RecordedRun run;
+  run.objective = parse_objective_file(request.objective);
+  run.plan = make_plan(run.objective, resolve_configuration(run.objective, request.config));
+  apply_overrides(run.plan, request.sets);
+
+  const std::filesystem::path cwd =
+      request.cwd.empty() ? std::filesystem::current_path() : request.cwd;
+  run.home = std::filesystem::absolute(resolve_home(request.home, cwd));
+  run.ledger_file = request.ledger ? *request.ledger : run.home / "ledger.sqlite";
+  run.run_id = new_run_id();
+
+  run.config = configuration_to_json(run.plan.configuration);
+  Json config_record = run.config;
+  if (!request.sets.empty()) config_record["sets"] = request.sets;
+  if (request.only) config_record["only"] = std::string(layer_name(*request.only));
+  config_record["all"] = request.all || run.objective.cascade == CascadeMode::kAll;
+
+  ledger::Ledger ledger = ledger::Ledger::open(run.ledger_file);
+  ledger::RunStart start;
+  start.id = run.run_id;
+  start.started_at = ledger::utc_now();
+  start.objective_path = std::filesystem::absolute(run.objective.file).lexically_normal().string();
+  start.objective_hash = ledger::file_sha256(run.objective.file);
+  start.git = ledger::read_git_state(cwd);
+  start.environment_json = environment_fingerprint(run.objective).dump();
+  start.config_json = config_record.dump();
+  ledger.begin_run(start);
+  run.objective_path = start.objective_path;
+
+  options.all = options.all || request.all;
+  options.only = request.only;
+  try {
+    run.outcome = run_cascade(run.objective, run.plan, options,
+                              subject_point_runner(run.objective, run.home, run.run_id));
+  } catch (const Error&) {
+    ledger.finish_run(run.run_id, ledger::RunStatus::kFailed, ledger::utc_now(), {}, {}, {});
+    throw;
+  }
+  if (options.interrupted != nullptr && options.interrupted->load()) {
+    run.outcome.interrupted = true;
+  }
+
+  run.status = ledger::RunStatus::kCompleted;
+  if (run.outcome.interrupted) {
+    run.status = ledger::RunStatus::kInterrupted;
+  } else if (run.outcome.error) {
+    run.status = ledger::RunStatus::kFailed;
+  }
+  std::vector<ledger::GateRecord> records;
+  std::vector<Finding> findings;
+  auto add_finding = [&findings](const Finding& finding) {
+    if (std::find(findings.begin(), findings.end(), finding) == findings.end()) {
+      findings.push_back(finding);
+    }
+  };
+  for (const auto& gate : run.outcome.gates) {
+    records.push_back(
+        {gate.name, gate.verdict, gate_statistics_to_json(gate.statistics).dump(), gate.rule});
+    for (const auto& finding : gate.findings) add_finding(finding);
+  }
+  std::vector<std::string> observations;
+  for (const auto& point : run.outcome.points) {
+    for (const auto& finding : point.findings) add_finding(finding);
+    observations.push_back(point.observation_dir);
+  }
+  ledger.finish_run(run.run_id, run.status, ledger::utc_now(), records, findings, observations);
+
+  run.exit_code = cascade_exit_code(run.outcome);
+  run.verdict = cascade_verdict(run.outcome);
+  if (run.outcome.error) {
+    run.exit_code = loupe::exit_code(run.outcome.error->code());
+    run.verdict = Verdict::kError;
+  }
+  if (run.outcome.interrupted) run.exit_code = kInterruptedExitCode;
+  return run;
+}
+
+Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
+  Envelope envelope;
+  envelope.kind = "run";
+  envelope.verdict = run.verdict;
+  envelope.findings = top_findings(run.outcome, findings_limit, &envelope.truncated);
+  envelope.error = run.outcome.error;
+  if (run.outcome.interrupted && !run.outcome.error) {
+    envelope.error = Error(ErrorCode::kSubject, "the run was interrupted",
+                           "run it again; the interrupted run stays in the ledger");
+  }
+  Json data = Json::object();
+  data["run"] = run.run_id;
+  data["objective"] = run.objective_path;
+  data["status"] = std::string(ledger::run_status_name(run.status));
+  data["config"] = run.config;
+  data["home"] = run.home.string();
+  data["ledger"] = run.ledger_file.string();
+  data["wall_s"] = number_to_json(run.outcome.wall_s);
+  Json layers = Json::array();
+  for (const auto& layer : run.outcome.layers) {
+    layers.push_back({{"layer", std::string(layer_name(layer.layer))},
+                      {"status", std::string(layer_status_name(layer.status))},
+                      {"points", layer.points}});
+  }
+  data["layers"] = std::move(layers);
+  Json gates = Json::array();
+  for (const auto& gate : run.outcome.gates) gates.push_back(gate_result_to_json(gate));
+  data["gates"] = std::move(gates);
+  Json tasks = Json::array();
+  for (const auto& point : run.outcome.points) tasks.push_back(point_result_to_json(point));
+  data["tasks"] = std::move(tasks);
+  envelope.data = std::move(data);
+  return envelope;
+}
+
+}  // namespace loupe::gate
