@@ -1,16 +1,21 @@
 # Thin entry points over the CMake presets; CI calls `make test` verbatim.
-#   make demo   install what is missing, build, run the main job           (~3 min from clean)
+#   make demo   install what is missing, build, run the main job: the kda objective in its
+#               incident and fixed configurations (scripts/demo; ~3 min after the build)
 #   make test   install, build, lint, then every test through ctest        (~10 min from clean on 2 cores)
 #   make build  configure and build the default preset (release)
 #   make bench  build, then run the benchmarks of loupe itself              (minutes; not part of test)
 #   make lint   check formatting of tracked C++ files with clang-format
-#   make test-asan  the test suite under AddressSanitizer + UBSan
+#   make test-asan  the test suite under AddressSanitizer + UBSan (build/asan; see the README for its time)
+#   make device-bundle  build kda, loupe and the GPU tools for the H200 into build/device (carry it)
+#   make fuzz   build the libFuzzer targets (preset fuzz, clang) and run each for FUZZ_SECONDS (60)
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 JOBS ?= $(shell nproc)
 BIN := build/bin
 
-.PHONY: all deps configure build test test-asan demo bench lint format clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps configure build test test-asan fuzz demo bench lint format clean device-bundle
 
 all: build
 
@@ -28,8 +33,20 @@ build: configure
 test: build lint
 	ctest --preset $(PRESET) -j $(JOBS)
 
+# Every sanitizer report fails the test that caused it (the preset builds with
+# -fno-sanitize-recover); leak checking stays on.
 test-asan:
-	$(MAKE) test PRESET=asan
+	UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) test PRESET=asan
+
+fuzz: deps
+	@command -v clang++ >/dev/null || { echo "make fuzz: needs clang with libFuzzer" \
+	  "(Debian: apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS) --target loupe_fuzzers
+	fuzz/run-fuzzers -b build/fuzz -s $(FUZZ_SECONDS)
+
+device-bundle:
+	@scripts/device-bundle --jobs $(JOBS)
 
 demo: build
 	@scripts/demo

@@ -1,9 +1,19 @@
 // Recording overhead: a zone (begin + end) enabled and disabled, and a traced mutex against a
-// plain std::mutex, uncontended. Run: build/bin/trace_record_bench (median of 5 repetitions).
+// plain std::mutex, uncontended; next to them the floor a zone cannot go below, its two clock
+// reads (TSC, and CLOCK_MONOTONIC for LOUPE_TRACE_NO_TSC=1). Run: build/bin/trace_record_bench
+// (median of 5 repetitions); on a shared machine read the CPU column, pinned (taskset -c 1).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <filesystem>
 #include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define LOUPE_BENCH_HAS_TSC 1
+#else
+#define LOUPE_BENCH_HAS_TSC 0
+#endif
 
 #include "loupe/trace.hpp"
 
@@ -34,6 +44,28 @@ void zone_enabled(benchmark::State& state) {
   stop_and_clean();
 }
 BENCHMARK(zone_enabled)->Repetitions(5)->ReportAggregatesOnly(true);
+
+#if LOUPE_BENCH_HAS_TSC
+// Two back-to-back TSC reads, as a zone takes: the clock's share of zone_enabled.
+void clock_tsc_pair(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(__rdtsc());
+    benchmark::DoNotOptimize(__rdtsc());
+  }
+}
+BENCHMARK(clock_tsc_pair)->Repetitions(5)->ReportAggregatesOnly(true);
+#endif
+
+void clock_monotonic_pair(benchmark::State& state) {
+  timespec now{};
+  for (auto _ : state) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    benchmark::DoNotOptimize(now);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    benchmark::DoNotOptimize(now);
+  }
+}
+BENCHMARK(clock_monotonic_pair)->Repetitions(5)->ReportAggregatesOnly(true);
 
 void zone_disabled(benchmark::State& state) {
   for (auto _ : state) {

@@ -23,7 +23,13 @@
 //    spent;
 //  - the thread count is read before and after every sample (work hidden on another thread);
 //  - a few timed calls per variant, chosen at random, have their outputs written next to the
-//    outputs of the same variant run untimed on the same inputs, for loupe to compare.
+//    outputs of the same variant run untimed on the same inputs, for loupe to compare;
+//  - after sampling, a few batches on inputs that repeat content already timed (in buffers of
+//    their own) alternate with batches on fresh inputs: a body much faster on the repeats
+//    replays results it cached (guard.content_cache);
+//  - when the body declares bytes or flops per call, the best streaming-read and multiply-add
+//    rates of one thread are measured next to it, so loupe can reject a speed beyond what this
+//    machine can do (guard.roofline).
 // Every raw sample is written to the observation; medians, CIs and the FASTER / SLOWER / SAME /
 // AMBIGUOUS verdict of each variant against the first are computed by `loupe`, not here.
 // Thread-safety: a BenchState belongs to the body it is handed to.
@@ -44,8 +50,9 @@
 
 namespace loupe {
 
-// What measures one sample. The CPU steady clock now; a CUDA-event timer can implement the same
-// interface (start records an event, stop synchronises the device and reads the elapsed time).
+// What measures one sample: the CPU steady clock (the default), or the CUDA-event timer
+// (make_cuda_event_timer below: start records an event, stop synchronises the device and reads
+// the elapsed time).
 class Timer {
  public:
   virtual ~Timer() = default;
@@ -54,6 +61,13 @@ class Timer {
   virtual void start() = 0;
   // Seconds since start().
   virtual double stop() = 0;
+  // After stop(): why the sample just timed must be dropped (the SM clock throttled during it),
+  // or empty to keep it. The sampler counts every drop by reason in the observation.
+  virtual std::string drop_reason() const { return {}; }
+  // After stop(): facts measured beside the sample ("sm_clock_mhz"), written with the samples.
+  virtual std::vector<std::pair<std::string, double>> sample_facts() const { return {}; }
+  // How the timer measures (device, L2 flush bytes, clock source), written once.
+  virtual std::vector<std::pair<std::string, std::string>> method() const { return {}; }
 };
 
 class SteadyClockTimer final : public Timer {
@@ -67,6 +81,28 @@ class SteadyClockTimer final : public Timer {
  private:
   std::chrono::steady_clock::time_point start_;
 };
+
+// The CUDA-event timer (src/bench/cuda; library loupe_cuda_timer, target loupe::cuda_timer, built
+// only where loupe found a CUDA compiler). Per sample: start() queues a spin kernel that holds the
+// stream until stop() (so host launch gaps stay out of the interval), writes a flush buffer of
+// 2× the L2 size, records the start event; the body launches its calls on the legacy default
+// stream (or any blocking stream); stop() records the end event on the legacy default stream —
+// which waits for every blocking stream, a whole-device sync on the GPU side — releases the hold
+// and reads the elapsed time. The SM clock is read per sample (NVML through dlopen when the
+// driver has it, else a clock64 / globaltimer estimate: method() says which) and a sample whose
+// clock fell below (1 − throttle_tolerance) × the highest clock seen, or that NVML reports as
+// thermally or hardware throttled, is dropped. A body must not synchronise inside the timed
+// region: the hold would stall until its 1 s timeout (the sample is then dropped, reason given).
+// REQUIRES: the body's kernels were launched once before exec (CUDA loads modules lazily, and a
+// first launch waits for an idle device, which a held stream is not).
+struct CudaTimerOptions {
+  bool flush_l2 = true;              // false: hot caches (state left in L2 by the previous call)
+  double throttle_tolerance = 0.05;  // drop a sample whose clock fell by more than this fraction
+};
+// REQUIRES: a CUDA device (throws Error(kSubject) naming what is missing otherwise).
+std::unique_ptr<Timer> make_cuda_event_timer(const CudaTimerOptions& options = {});
+// Whether a CUDA device is present (false without a driver or device; never throws).
+bool cuda_device_available();
 
 namespace detail {
 class BenchRunner;  // the sampler, inside libloupe
@@ -95,7 +131,8 @@ class BenchState {
   void skip(std::string reason);
   bool skipped() const;
 
-  // Work per call, for derived throughput (bytes/s, flop/s) in loupe's report.
+  // Work per call, for derived throughput (bytes/s, flop/s) in loupe's report, and for the
+  // roofline guard: a variant faster than this machine can move the bytes or do the flops fails.
   void set_bytes_per_call(double bytes);
   void set_flops_per_call(double flops);
   // Replaces the steady-clock timer (before exec).

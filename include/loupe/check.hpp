@@ -25,6 +25,10 @@
 //  - the reference also runs on inputs from a second seed, so loupe can flag a reference output
 //    that is near-constant, near-zero or the same for both seeds (cannot_discriminate);
 //  - `run --repeat N` runs the candidate N more times on the same inputs (nondeterminism).
+// From those files loupe also fails NaN/Inf where the reference is finite (nonfinite), an error
+// against the oracle far beyond the output dtype's arithmetic (precision), flags a check whose
+// tolerance a constant output would meet (cannot_discriminate), and runs one of the probe's
+// hidden points, drawn in secret, next to the points asked for (hidden_point).
 // The oracle writes its floating-point outputs in float64, so it can be more precise than both.
 // Thread-safety: a CheckSetup / CheckIo belongs to the one call it is handed to.
 #pragma once
@@ -59,6 +63,7 @@ struct CheckOutput {
   std::vector<std::string> axes;  // one name per dimension ("B", "T", "H", "V")
   std::string profile_axis;       // the axis of the error profile; empty for none
   std::vector<CheckTolerance> tolerances;
+  std::string stored_in;  // the narrower format the candidate keeps this output in on purpose
 
   // The axis along which loupe takes this output's error profile (T for sequences).
   // REQUIRES: `axis` is one of `axes`.
@@ -68,6 +73,9 @@ struct CheckOutput {
   // Pass iff metric(candidate, oracle) <= factor * metric(reference, oracle).
   // REQUIRES: the check declares an oracle.
   CheckOutput& tolerance_vs_oracle(std::string metric, double factor);
+  // The candidate stores this output in a narrower format on purpose ("bfloat16", "int8", ...):
+  // the precision guard, which rejects silent narrowing, leaves this output to its tolerances.
+  CheckOutput& stored_narrow(std::string format);
 };
 
 // Handed to the input generator: the point, the seed, and the place to declare inputs and outputs.

@@ -162,6 +162,7 @@ const MergeForm kMergeForms[] = {
     {"tf32x3", cuda::launch_tf32x3_affine_merge},
     {"fp32", cuda::launch_fp32_affine_merge},
     {"tf32x3_chained_accumulator", cuda::launch_tf32x3_chained_accumulator_affine_merge},
+    {"tf32x3_exact_diagonal", cuda::launch_tf32x3_exact_diagonal_affine_merge},
 };
 
 // out = A·B + C on `batch` random problems: A near identity (like M), B and C like states.
@@ -346,6 +347,8 @@ void run_checks(const HarnessOptions& options, std::vector<Result>& results) {
   check_tf32_rounding(kMergeForms[1], "exact", results);
   check_tf32_rounding(kMergeForms[2], "exact", results);
   check_tf32_rounding(kMergeForms[3], "exact", results);
+  check_tf32_rounding(kMergeForms[4], "exact", results);
+  check_merge(kMergeForms[4], 128, 128, 256, 2, seed++, results);  // rows ≠ cols, diagonal per tile
   probe_mma_accumulation(results);
 }
 

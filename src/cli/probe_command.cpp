@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "core/json.hpp"
+#include "core/process.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::cli {
@@ -25,8 +26,28 @@ struct ProbeOptions {
   double precision = 0;
   double budget_s = 0;
   std::string home;
+  std::string memory;
+  bool no_hidden = false;
   bool json = false;
 };
+
+// A subject that crashed, hung or was killed at a limit: exit 3 with the finding that says which.
+int report_subject_failure(const probe::SubjectFailure& failure, bool json) {
+  if (json) {
+    Envelope envelope;
+    envelope.kind = "probe.run";
+    envelope.verdict = Verdict::kError;
+    envelope.findings = {failure.finding()};
+    envelope.error = failure;
+    std::cout << render_envelope(envelope) << "\n";
+  } else {
+    std::cerr << "loupe: " << failure.message() << "\n";
+    std::cerr << "  " << severity_name(failure.finding().severity) << " " << failure.finding().id
+              << ": " << failure.finding().claim << "\n";
+    if (!failure.hint().empty()) std::cerr << "hint: " << failure.hint() << "\n";
+  }
+  return exit_code(failure.code());
+}
 
 void print_list(const Json& list) {
   for (const auto& probe : list["probes"]) {
@@ -57,10 +78,15 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   list->add_flag("--json", options->json, "print one JSON envelope");
   list->add_option("--timeout", options->timeout_s, "seconds before the subject is killed")
       ->check(CLI::PositiveNumber);
+  list->add_option("--memory", options->memory,
+                   "SIZE (512M, 2G): kill the subject when its process group's resident memory "
+                   "passes it (exit 3)");
   list->add_option("subject", options->subject, "the subject command, after --")->required();
   list->callback([options, &result] {
     result.kind = "probe.list";
-    const Json list_json = probe::list_probes(options->subject, options->timeout_s);
+    const uint64_t memory =
+        options->memory.empty() ? 0 : parse_byte_size("--memory", options->memory);
+    const Json list_json = probe::list_probes(options->subject, options->timeout_s, memory);
     if (options->json) {
       Envelope envelope;
       envelope.kind = "probe.list";
@@ -110,6 +136,11 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   run->add_option("--timeout", options->timeout_s,
                   "seconds before the subject's process group is killed (exit 3)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--memory", options->memory,
+                  "SIZE (512M, 2G): kill the subject when its process group's resident memory "
+                  "passes it (exit 3)");
+  run->add_flag("--no-hidden", options->no_hidden,
+                "checks: do not add one of the probe's hidden points to the run");
   run->add_option("--home", options->home,
                   "where observations go (default .loupe/ at the git root)");
   run->add_flag("--json", options->json, "print one JSON envelope");
@@ -126,24 +157,55 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     if (options->precision > 0) request.precision = options->precision;
     if (options->budget_s > 0) request.budget_s = options->budget_s;
     request.timeout_s = options->timeout_s;
+    if (!options->memory.empty()) {
+      request.memory_limit_bytes = parse_byte_size("--memory", options->memory);
+    }
+    request.add_hidden_point = !options->no_hidden;
     if (!options->home.empty()) request.home = options->home;
     request.subject_command = options->subject;
     request.analyze.tolerances = options->tolerances;
     request.analyze.threshold = options->threshold;
-    const probe::SweepOutcome sweep = probe::run_sweep(request, options->zips);
+    probe::SweepOutcome sweep;
+    try {
+      sweep = probe::run_sweep(request, options->zips);
+    } catch (const probe::SubjectFailure& failure) {
+      result.exit_code = report_subject_failure(failure, options->json);
+      return;
+    }
+    // The hidden point's findings that say something (not plain matches), then the guard's.
+    std::vector<Finding> hidden_findings;
+    Json hidden_runs = Json::array();
+    for (const auto& hidden : sweep.hidden) {
+      for (const auto& finding : hidden.findings) {
+        if (finding.severity != Severity::kInfo) hidden_findings.push_back(finding);
+      }
+      hidden_runs.push_back(hidden.data);
+    }
+    hidden_findings.insert(hidden_findings.end(), sweep.findings.begin(), sweep.findings.end());
+    auto print_hidden = [&sweep] {
+      for (const auto& hidden : sweep.hidden) std::cout << "hidden point: " << hidden.summary;
+      for (const auto& finding : sweep.findings) {
+        std::cout << "  " << severity_name(finding.severity) << " " << finding.id << ": "
+                  << finding.claim << "\n";
+      }
+    };
     if (sweep.points.size() == 1) {
       const probe::RunOutcome& outcome = sweep.points.front();
       if (options->json) {
         Envelope envelope;
         envelope.kind = "probe.run";
-        envelope.verdict = outcome.verdict;
+        envelope.verdict = sweep.verdict;
         envelope.findings = outcome.findings;
+        envelope.findings.insert(envelope.findings.end(), hidden_findings.begin(),
+                                 hidden_findings.end());
         envelope.data = outcome.data;
+        if (!sweep.hidden.empty()) envelope.data["hidden_runs"] = hidden_runs;
         std::cout << render_envelope(envelope) << "\n";
       } else {
         std::cout << outcome.summary;
+        print_hidden();
       }
-      result.exit_code = outcome.exit_code;
+      result.exit_code = sweep.exit_code;
       return;
     }
     if (options->json) {
@@ -156,10 +218,14 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
                                  point.findings.end());
         points.push_back(point.data);
       }
+      envelope.findings.insert(envelope.findings.end(), hidden_findings.begin(),
+                               hidden_findings.end());
       envelope.data["points"] = std::move(points);
+      if (!sweep.hidden.empty()) envelope.data["hidden_runs"] = hidden_runs;
       std::cout << render_envelope(envelope) << "\n";
     } else {
       for (const auto& point : sweep.points) std::cout << point.summary;
+      print_hidden();
       bool adjusted = false;
       for (const auto& point : sweep.points) {
         for (const auto& record : point.bench_comparisons) {

@@ -1,27 +1,31 @@
 // `loupe run OBJECTIVE [--config NAME|k=v,...] [--only LAYER] [--all] [--set k=v] [--home DIR]
 // [--ledger FILE] [--json]`: the objective's cascade (src/gate/cascade.hpp), recorded in the
-// ledger, reported as a gate table and the top findings.
+// ledger, reported as a gate table and the top findings (src/report), with the HTML page written
+// to <home>/runs/<run>/report.html. Progress goes to stderr: a bar on a terminal (not with
+// --json), one line per point otherwise.
 // Exit: 0 every gate passed, 1 a gate failed, is inconclusive or was not run, 2 bad usage or
 // configuration, 3 the subject failed, 130 interrupted (SIGINT/SIGTERM: the subject's process
 // group is killed and the run is recorded as interrupted).
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
-#include "check/compare.hpp"
 #include "cli/commands.hpp"
 #include "core/json.hpp"
 #include "gate/recorded_run.hpp"
+#include "ledger/ledger.hpp"
+#include "report/model.hpp"
 
 namespace loupe::cli {
 namespace {
 
-constexpr size_t kTopFindings = 8;
 constexpr size_t kJsonFindings = 20;
 
 struct RunOptions {
@@ -72,56 +76,67 @@ class InterruptWatcher {
   std::atomic<bool> stopping_{false};
 };
 
-std::string fixed_width(std::string text, size_t width) {
-  if (text.size() > width) return text.substr(0, width - 1) + "~";
-  text.resize(width, ' ');
-  return text;
-}
+// Progress on stderr: a bar redrawn in place on a terminal; one line per point otherwise (logs,
+// pipes, CI), so a log never holds carriage returns.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool bar) : bar_(bar) {}
+  ~ProgressPrinter() { finish(); }
 
-std::string verdict_word(GateVerdict verdict) {
-  std::string word(gate_verdict_name(verdict));
-  for (auto& c : word) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return word;
-}
+  void operator()(const gate::Progress& progress) {
+    const gate::PointResult& point = *progress.point;
+    const std::string what =
+        std::string(layer_name(point.layer)) + " " + point.entry + " " +
+        params_to_string(point.params) +
+        (point.repeat > 0 ? " repeat " + std::to_string(point.repeat + 1) : "");
+    char line[512];
+    if (!bar_) {
+      std::snprintf(line, sizeof(line),
+                    "[%zu/%zu] %-8s %s %s%s: %s in %.2f s; elapsed %.1f s, ~%.1f s left\n",
+                    progress.index, progress.total, std::string(layer_name(point.layer)).c_str(),
+                    point.entry.c_str(), params_to_string(point.params).c_str(),
+                    point.repeat > 0 ? (" repeat " + std::to_string(point.repeat + 1)).c_str() : "",
+                    std::string(verdict_name(point.verdict)).c_str(), point.wall_s,
+                    progress.elapsed_s, progress.remaining_s);
+      std::cerr << line << std::flush;
+      return;
+    }
+    constexpr int kWidth = 24;
+    const int filled =
+        progress.total == 0 ? kWidth : static_cast<int>(kWidth * progress.index / progress.total);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    // The last point's name is cut so the line stays on one row of an 80-column terminal.
+    std::snprintf(line, sizeof(line), "\r[%s] %zu/%zu %.1f s, ~%.1f s left  %-.28s\033[K",
+                  bar.c_str(), progress.index, progress.total, progress.elapsed_s,
+                  progress.remaining_s, what.c_str());
+    std::cerr << line << std::flush;
+    drawn_ = true;
+  }
 
-void print_report(const gate::Objective& objective, const gate::Plan& plan,
-                  const gate::CascadeResult& result, const std::string& run_id,
-                  const std::filesystem::path& ledger_file, ledger::RunStatus status) {
-  std::ostream& out = std::cout;
-  out << "loupe run " << (objective.name.empty() ? objective.file.string() : objective.name) << " ("
-      << objective.file.string() << "), configuration "
-      << (plan.configuration.name.empty() ? std::string("(ad hoc)") : plan.configuration.name);
-  for (const auto& setting : plan.configuration.settings) {
-    out << " " << setting.key << "=" << value_to_string(setting.value);
+  // Clears the bar so that the report starts on a clean line.
+  void finish() {
+    if (drawn_) std::cerr << "\r\033[K" << std::flush;
+    drawn_ = false;
   }
-  out << "\nrun " << run_id << ": " << result.points.size() << " point(s) in "
-      << check::format_number(result.wall_s) << " s, " << ledger::run_status_name(status) << "\n\n";
-  out << fixed_width("gate", 32) << fixed_width("layer", 10) << fixed_width("verdict", 14)
-      << "key statistic\n";
-  for (const auto& gate : result.gates) {
-    out << fixed_width(gate.name, 32) << fixed_width(std::string(layer_name(gate.layer)), 10)
-        << fixed_width(verdict_word(gate.verdict), 14) << gate::key_statistic(gate) << "\n"
-        << "    " << gate.rule << "\n";
-  }
-  bool truncated = false;
-  const auto findings = gate::top_findings(result, kTopFindings, &truncated);
-  if (!findings.empty()) out << "\ntop findings\n";
-  std::string previous_reproduce;
-  for (const auto& finding : findings) {
-    out << "  " << severity_name(finding.severity) << " " << finding.id << ": " << finding.claim
-        << "\n";
-    if (finding.reproduce.empty()) continue;
-    // Findings of one point or one trace diff share their command: say it once.
-    out << "    reproduce: "
-        << (finding.reproduce == previous_reproduce ? "(as above)" : finding.reproduce) << "\n";
-    previous_reproduce = finding.reproduce;
-  }
-  if (truncated) {
-    out << "  (more findings: `loupe run ... --json` lists " << kJsonFindings
-        << ", `loupe ledger show " << run_id << "` all)\n";
-  }
-  if (result.error) out << "\nsubject failure: " << result.error->message() << "\n";
-  out << "\nrecorded in " << ledger_file.string() << " (loupe ledger show " << run_id << ")\n";
+
+ private:
+  bool bar_;
+  bool drawn_ = false;
+};
+
+// The run's report model, from what the ledger now holds (the same as `loupe report RUN` reads),
+// with what only this process knows: the gates' layers, the objective's name, the exact wall time.
+report::Model report_model(const gate::RecordedRun& run) {
+  const ledger::RunRecord record = ledger::Ledger::open(run.ledger_file).get_run(run.run_id);
+  report::BuildOptions options;
+  for (const auto& gate : run.outcome.gates)
+    options.gate_layers.emplace_back(gate.name, gate.layer);
+  options.title = run.objective.name.empty() ? run.objective.file.string() : run.objective.name;
+  options.ledger_file = run.ledger_file.string();
+  options.wall_s = run.outcome.wall_s;
+  if (run.outcome.error) options.subject_failure = run.outcome.error->message();
+  return report::build_model(record, options);
 }
 
 void add_run_command(CLI::App& app, CommandResult& result) {
@@ -153,18 +168,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     if (!options->ledger.empty()) request.ledger = options->ledger;
 
     gate::CascadeOptions cascade_options;
-    cascade_options.progress = [](const gate::Progress& progress) {
-      const gate::PointResult& point = *progress.point;
-      char line[512];
-      std::snprintf(line, sizeof(line),
-                    "[%zu/%zu] %-8s %s %s%s: %s in %.2f s; elapsed %.1f s, ~%.1f s left\n",
-                    progress.index, progress.total, std::string(layer_name(point.layer)).c_str(),
-                    point.entry.c_str(), params_to_string(point.params).c_str(),
-                    point.repeat > 0 ? (" repeat " + std::to_string(point.repeat + 1)).c_str() : "",
-                    std::string(verdict_name(point.verdict)).c_str(), point.wall_s,
-                    progress.elapsed_s, progress.remaining_s);
-      std::cerr << line << std::flush;
-    };
+    auto progress = std::make_shared<ProgressPrinter>(!options->json && ::isatty(STDERR_FILENO));
+    cascade_options.progress = [progress](const gate::Progress& point) { (*progress)(point); };
 
     gate::RecordedRun run;
     {
@@ -172,11 +177,37 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       cascade_options.interrupted = &watcher.interrupted();
       run = gate::run_and_record(request, cascade_options);
     }
-    if (options->json) {
-      std::cout << render_envelope(gate::run_envelope(run, kJsonFindings)) << "\n";
-    } else {
-      print_report(run.objective, run.plan, run.outcome, run.run_id, run.ledger_file, run.status);
+    progress->finish();
+
+    // The page is written after every run; a report that cannot be made does not change the
+    // run's verdict, but it is said.
+    std::optional<report::Model> model;
+    std::string html_file;
+    std::string report_problem;
+    try {
+      model = report_model(run);
+      const auto file = report::report_file(run.home, run.run_id);
+      report::write_text_file(file, report::render_html(*model));
+      html_file = file.string();
+    } catch (const Error& error) {
+      report_problem = error.message();
     }
+    if (!model && !options->json) {
+      std::cout << "run " << run.run_id << ": " << ledger::run_status_name(run.status)
+                << "; recorded in " << run.ledger_file.string() << " (loupe ledger show "
+                << run.run_id << ")\n";
+    }
+    if (options->json) {
+      Envelope envelope = gate::run_envelope(run, kJsonFindings);
+      envelope.data["report"] = html_file.empty() ? Json(nullptr) : Json(html_file);
+      if (!report_problem.empty()) envelope.data["report_error"] = report_problem;
+      std::cout << render_envelope(envelope) << "\n";
+    } else {
+      if (model) std::cout << report::render_terminal(*model);
+      if (!html_file.empty()) std::cout << "report: " << html_file << "\n";
+    }
+    if (!report_problem.empty())
+      std::cerr << "loupe: report not written: " << report_problem << "\n";
     result.exit_code = run.exit_code;
   });
 }

@@ -167,7 +167,11 @@ void add_trace_command(CLI::App& app, CommandResult& result) {
   export_command->callback([options, &result] {
     result.kind = "trace.export";
     const trace::Model model = trace::load_traces(options->files);
-    trace::export_chrome_json(model, options->chrome_out);
+    try {
+      trace::export_chrome_json(model, options->chrome_out);
+    } catch (const Error& error) {
+      throw Error(error.code(), "--chrome: " + error.message(), error.hint());
+    }
     Envelope envelope;
     envelope.kind = "trace.export";
     envelope.verdict = Verdict::kNone;

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "loupe/error.hpp"
@@ -85,8 +87,9 @@ std::vector<std::string> child_environment(
   return entries;
 }
 
-// Appends what `fd` has to `out` up to `limit`; returns false at end of file.
-bool read_available(int fd, std::string& out, size_t limit, bool& truncated) {
+// Appends what `fd` has to `out` up to `limit`, counting the rest in `dropped`; returns false at
+// end of file.
+bool read_available(int fd, std::string& out, size_t limit, bool& truncated, uint64_t& dropped) {
   std::array<char, 65536> buffer;
   for (;;) {
     ssize_t got = ::read(fd, buffer.data(), buffer.size());
@@ -94,7 +97,10 @@ bool read_available(int fd, std::string& out, size_t limit, bool& truncated) {
       size_t room = out.size() < limit ? limit - out.size() : 0;
       size_t keep = std::min(room, static_cast<size_t>(got));
       out.append(buffer.data(), keep);
-      if (keep < static_cast<size_t>(got)) truncated = true;
+      if (keep < static_cast<size_t>(got)) {
+        truncated = true;
+        dropped += static_cast<size_t>(got) - keep;
+      }
       // One read per poll wake-up keeps both streams draining fairly.
       return true;
     }
@@ -103,6 +109,12 @@ bool read_available(int fd, std::string& out, size_t limit, bool& truncated) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
     return false;  // EIO and the like: treat as end of stream
   }
+}
+
+std::string mebibytes(uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
 }
 
 std::string signal_name(int signal_number) {
@@ -123,6 +135,15 @@ std::string ProcessResult::describe() const {
   char seconds[64];
   std::snprintf(seconds, sizeof(seconds), "%.3f s", static_cast<double>(wall_ns) * 1e-9);
   if (timed_out) return std::string("timed out after ") + seconds + " (killed)";
+  if (memory_limit_exceeded) {
+    return "killed at its memory limit after " + std::string(seconds) +
+           " (process group resident memory reached " + mebibytes(peak_resident_bytes) + ")";
+  }
+  if (output_limit_exceeded) {
+    return std::string("killed after ") + seconds + " for flooding " +
+           (stdout_truncated ? "stdout" : "stderr") + " past its limit (" +
+           std::to_string(stdout_truncated ? stdout_dropped : stderr_dropped) + " bytes dropped)";
+  }
   if (term_signal) return "killed by " + signal_name(*term_signal) + " after " + seconds;
   if (exit_code) return "exited with status " + std::to_string(*exit_code) + " after " + seconds;
   return "ended in an unknown state";
@@ -148,6 +169,68 @@ std::string ProcessResult::stderr_tail(size_t max_lines, size_t max_bytes) const
   std::string_view tail = text.substr(begin);
   if (tail.size() > max_bytes) tail = tail.substr(tail.size() - max_bytes);
   return std::string(tail);
+}
+
+std::optional<uint64_t> group_resident_bytes(int group) {
+  static const uint64_t page_size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::error_code error;
+  std::filesystem::directory_iterator proc("/proc", error);
+  if (error) return std::nullopt;
+  bool any = false;
+  uint64_t total = 0;
+  for (const auto& entry : proc) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat("/proc/" + name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // it exited meanwhile
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so parse after the
+    // last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long parent = 0, process_group = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld %ld", &state, &parent, &process_group) != 3)
+      continue;
+    if (process_group != group || state == 'Z') continue;
+    std::ifstream statm("/proc/" + name + "/statm");
+    uint64_t size_pages = 0, resident_pages = 0;
+    if (!(statm >> size_pages >> resident_pages)) continue;
+    any = true;
+    total += resident_pages * page_size;
+  }
+  if (!any) return std::nullopt;
+  return total;
+}
+
+uint64_t parse_byte_size(const std::string& flag, const std::string& text) {
+  auto bad = [&]() {
+    return Error(ErrorCode::kUsage,
+                 flag + " '" + text + "': expected a size in bytes such as 512M, 2G or 1048576",
+                 "suffixes k, M, G, T are powers of 1024");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 15) throw bad();
+  uint64_t value = std::stoull(text.substr(0, digits));
+  std::string suffix = text.substr(digits);
+  if (suffix == "B") suffix.clear();
+  if (suffix.size() == 3 && suffix.substr(1) == "iB") suffix = suffix.substr(0, 1);
+  if (suffix.size() == 2 && suffix[1] == 'B') suffix = suffix.substr(0, 1);
+  int shift = 0;
+  if (suffix == "k" || suffix == "K") {
+    shift = 10;
+  } else if (suffix == "M" || suffix == "m") {
+    shift = 20;
+  } else if (suffix == "G" || suffix == "g") {
+    shift = 30;
+  } else if (suffix == "T" || suffix == "t") {
+    shift = 40;
+  } else if (!suffix.empty()) {
+    throw bad();
+  }
+  if (value == 0 || (shift > 0 && value > (uint64_t{1} << (63 - shift)))) throw bad();
+  return value << shift;
 }
 
 ProcessResult run_process(const ProcessSpec& spec) {
@@ -229,6 +312,9 @@ ProcessResult run_process(const ProcessSpec& spec) {
   std::optional<Clock::time_point> give_up;  // stop reading pipes then
   bool terminated = false;
   bool killed = false;
+  const bool watch_memory = spec.memory_limit_bytes > 0;
+  std::optional<Clock::time_point> next_memory_poll;
+  if (watch_memory) next_memory_poll = start;
 
   auto terminate_group = [&](Clock::time_point now) {
     if (terminated) return;
@@ -268,9 +354,25 @@ ProcessResult run_process(const ProcessSpec& spec) {
       kill_group(now);
     }
     if (give_up && now >= *give_up && child_exited) break;
+    if (next_memory_poll && now >= *next_memory_poll) {
+      next_memory_poll.reset();
+      if (!child_exited && !killed) {
+        const std::optional<uint64_t> resident = group_resident_bytes(pid);
+        if (resident) {
+          result.peak_resident_bytes = std::max(result.peak_resident_bytes, *resident);
+          if (*resident > spec.memory_limit_bytes) {
+            // SIGKILL at once: a grace period is time to allocate more.
+            result.memory_limit_exceeded = true;
+            terminated = true;
+            kill_group(now);
+          }
+        }
+        if (!killed) next_memory_poll = now + spec.memory_poll;
+      }
+    }
 
     std::optional<Clock::time_point> wake;
-    for (const auto& candidate : {deadline, kill_at, give_up}) {
+    for (const auto& candidate : {deadline, kill_at, give_up, next_memory_poll}) {
       if (candidate && (!wake || *candidate < *wake)) wake = candidate;
     }
     int timeout_ms = -1;
@@ -298,11 +400,17 @@ ProcessResult run_process(const ProcessSpec& spec) {
     if (ready > 0) {
       if (fds[0].revents != 0) {
         out_open = read_available(fds[0].fd, result.stdout_text, spec.stdout_limit,
-                                  result.stdout_truncated);
+                                  result.stdout_truncated, result.stdout_dropped);
       }
       if (fds[1].revents != 0) {
         err_open = read_available(fds[1].fd, result.stderr_text, spec.stderr_limit,
-                                  result.stderr_truncated);
+                                  result.stderr_truncated, result.stderr_dropped);
+      }
+      if (spec.kill_at_output_limit && (result.stdout_truncated || result.stderr_truncated) &&
+          !child_exited && !killed && !result.timed_out && !result.memory_limit_exceeded) {
+        result.output_limit_exceeded = true;
+        terminated = true;
+        kill_group(Clock::now());
       }
       if (fds[2].revents != 0) note_exit(Clock::now());
     }

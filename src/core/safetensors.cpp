@@ -178,6 +178,11 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
                                 "), near offset " +
                                 std::to_string(8 + (error.byte > 0 ? error.byte - 1 : 0)) + ": " +
                                 error.what());
+  } catch (const Json::exception& error) {
+    // Not only syntax: a number beyond double's range (1e400) is out_of_range 406 (fuzzing found
+    // it escaping as an uncaught exception).
+    throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
+                                "): " + error.what());
   }
   if (!header.is_object()) {
     throw input_error(file, "header at offset 8: expected a JSON object, found " +

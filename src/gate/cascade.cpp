@@ -50,8 +50,11 @@ void add_check_metrics(const Json& comparisons, std::vector<MetricValue>& metric
     if (!comparison.contains("metrics")) continue;
     for (const auto& [name, json] : comparison["metrics"].items()) {
       const double value = number_from_json(json, "comparisons.metrics." + name);
-      auto existing = std::find_if(metrics.begin(), metrics.end(),
-                                   [&](const MetricValue& metric) { return metric.name == name; });
+      // Named again for the lambda: clang before 16 cannot capture a structured binding.
+      const std::string& metric_name = name;
+      auto existing = std::find_if(metrics.begin(), metrics.end(), [&](const MetricValue& metric) {
+        return metric.name == metric_name;
+      });
       if (existing == metrics.end()) {
         metrics.push_back({"", name, value});
       } else if (!std::isnan(existing->value) && (std::isnan(value) || value > existing->value)) {
@@ -246,6 +249,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     std::vector<std::string> failing;
     for (size_t index : layer_gates) {
+      if (auto reason = left_out_reason(objective.gates[index], plan)) {
+        gates[index] = not_run_gate(objective.gates[index], *reason);
+        continue;
+      }
       GateResult gate = evaluate_gate(objective.gates[index], objective, plan, result.points);
       if (layer == Layer::kScenario && gate.verdict != GateVerdict::kPass) {
         try {
@@ -304,9 +311,16 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
   auto add = [&all](const Finding& finding) {
     if (std::find(all.begin(), all.end(), finding) == all.end()) all.push_back(finding);
   };
-  for (const auto& gate : result.gates) {
-    if (gate.verdict == GateVerdict::kPass) continue;
-    for (const auto& finding : gate.findings) add(finding);
+  // In turn across the gates that did not pass (the first finding of each, then the second, ...),
+  // so that a gate with many findings does not hide the lead finding of the next one.
+  size_t depth = 0;
+  for (bool more = true; more; ++depth) {
+    more = false;
+    for (const auto& gate : result.gates) {
+      if (gate.verdict == GateVerdict::kPass || depth >= gate.findings.size()) continue;
+      add(gate.findings[depth]);
+      more = true;
+    }
   }
   for (Severity severity : {Severity::kFail, Severity::kWarn}) {
     for (const auto& point : result.points) {
@@ -359,6 +373,9 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
       request.analyze.tolerances.push_back(text.str());
     }
     request.analyze.threshold = entry.threshold.value_or(0.02);
+    // The bench's sampling budget and precision reach the subject as --budget/--precision.
+    request.budget_s = entry.budget_s;
+    request.precision = entry.precision;
     probe::RunOutcome outcome = probe::run_probe(request);
 
     // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].

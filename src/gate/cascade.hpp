@@ -5,7 +5,8 @@
 //
 // A layer fails when one of its gates fails or one of its points has the verdict fail (a failing
 // check without a gate is still a failing check). Gates of layers the cascade did not reach, or
-// that --only left out, are not-run with the reason. A subject failure (crash, timeout, exit 2)
+// that --only left out, and gates that read an entry a configuration switch left out of the plan
+// (Plan::left_out), are not-run with the reason. A subject failure (crash, timeout, exit 2)
 // stops the cascade: the error is kept in the result for the caller to record and rethrow.
 // The probe points run through a PointRunner, so the cascade is tested on synthetic results;
 // subject_point_runner runs the real subject through src/probe.
@@ -78,8 +79,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
 Verdict cascade_verdict(const CascadeResult& result);
 int cascade_exit_code(const CascadeResult& result);
 
-// The findings worth showing first: gate findings of failing gates, then the points' fail and
-// warn findings, without duplicates, at most `limit`. `truncated` says whether more existed.
+// The findings worth showing first: the findings of gates that did not pass, taken in turn (the
+// first of each gate, then the second, ...) so that every such gate's lead finding shows, then the
+// points' fail and warn findings; without duplicates, at most `limit`. `truncated` says whether
+// more existed.
 std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, bool* truncated);
 
 // The subject's command line with the objective's working directory and environment applied

@@ -531,6 +531,25 @@ GateResult not_run_gate(const GateSpec& gate, const std::string& reason) {
   return result;
 }
 
+std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& plan) {
+  std::vector<std::pair<Layer, std::string>> entries;
+  if (const auto* bound = std::get_if<MetricBound>(&gate.expression)) {
+    entries.emplace_back(bound->metric.layer, bound->metric.entry);
+    if (bound->baseline) entries.emplace_back(bound->baseline->layer, bound->baseline->entry);
+  } else if (const auto* verdict = std::get_if<BenchVerdict>(&gate.expression)) {
+    entries.emplace_back(Layer::kBench, verdict->subject.bench);
+  } else if (const auto* passes = std::get_if<CheckPasses>(&gate.expression)) {
+    entries.emplace_back(Layer::kCheck, passes->check);
+  }
+  for (const auto& [layer, entry] : entries) {
+    if (const LeftOutEntry* left_out = find_left_out(plan, layer, entry)) {
+      return "the configuration left out " + std::string(layer_name(layer)) + " " + entry + " (" +
+             left_out->reason + ")";
+    }
+  }
+  return std::nullopt;
+}
+
 GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
                          std::span<const PointResult> results) {
   GateResult result;

@@ -102,6 +102,10 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
 // A gate whose layer did not run; `reason` completes "not run: ...".
 GateResult not_run_gate(const GateSpec& gate, const std::string& reason);
 
+// When the gate reads an entry that the plan's configuration left out (a `run` switch set to
+// false), the reason that makes it not-run: "the configuration left out check w8a8 (w8a8=off)".
+std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& plan);
+
 // For a failed or inconclusive scenario gate: the trace of the gate's scenario against its
 // baseline scenario's (trace diff: locks, overlap, gaps, breakdown), or the scenario's own trace
 // analysed alone when the gate has no baseline. Appends the findings to gate.findings, each

@@ -224,7 +224,9 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   std::vector<std::string> allowed = {"probe", "name",    "description", "params",
                                       "zip",   "repeats", "seed"};
   if (layer == Layer::kCheck) allowed.push_back("tolerances");
-  if (layer == Layer::kBench) allowed.insert(allowed.end(), {"variants", "threshold"});
+  if (layer == Layer::kBench) {
+    allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision"});
+  }
   if (layer == Layer::kScenario) allowed.push_back("threshold");
   reader.allow_keys(table, path, allowed);
 
@@ -328,6 +330,24 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
     }
     entry.seed = static_cast<uint64_t>(value);
   }
+  if (const toml::node* budget = table.get("budget_s")) {
+    const double value = reader.number_of(*budget, child(path, "budget_s"));
+    if (!(value > 0 && value <= 3600)) {
+      reader.fail(*budget, child(path, "budget_s"),
+                  "expected seconds of sampling per point, above 0 and at most 3600, found " +
+                      value_to_string(Value(value)));
+    }
+    entry.budget_s = value;
+  }
+  if (const toml::node* precision = table.get("precision")) {
+    const double value = reader.number_of(*precision, child(path, "precision"));
+    if (!(value > 0 && value < 1)) {
+      reader.fail(*precision, child(path, "precision"),
+                  "expected a relative half-width between 0 and 1 (0.01 is 1 %), found " +
+                      value_to_string(Value(value)));
+    }
+    entry.precision = value;
+  }
   return entry;
 }
 
@@ -354,7 +374,7 @@ std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& nod
 
 DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table, size_t index) {
   const std::string path = indexed("deployment_key", index);
-  reader.allow_keys(table, path, {"key", "description", "values", "implies"});
+  reader.allow_keys(table, path, {"key", "description", "values", "default", "implies"});
   DeploymentKey key;
   key.line = Reader::line_of(table);
   key.key = reader.string_of(reader.required(table, "key", path), child(path, "key"));
@@ -365,6 +385,17 @@ DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table
   key.description = reader.optional_string(table, "description", path).value_or("");
   if (const toml::node* values = table.get("values")) {
     key.values = axis_values(reader, *values, child(path, "values"), true);
+  }
+  if (const toml::node* default_node = table.get("default")) {
+    const Value value = reader.scalar_of(*default_node, child(path, "default"));
+    if (!key.values.empty() &&
+        std::find(key.values.begin(), key.values.end(), value) == key.values.end()) {
+      std::vector<std::string> allowed;
+      for (const auto& v : key.values) allowed.push_back(value_to_string(v));
+      reader.fail(*default_node, child(path, "default"),
+                  "expected one of " + join(allowed) + ", found " + value_phrase(value));
+    }
+    key.default_value = value;
   }
   const toml::node& implies = reader.required(table, "implies", path);
   if (implies.is_array() && implies.as_array()->empty()) {
@@ -379,7 +410,7 @@ DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table
   for (size_t at = 0; at < array.size(); ++at) {
     const std::string implication_path = indexed(child(path, "implies"), at);
     const toml::table& implication_table = *array[at].as_table();
-    reader.allow_keys(implication_table, implication_path, {"probe", "param", "map"});
+    reader.allow_keys(implication_table, implication_path, {"probe", "param", "map", "run"});
     Implication implication;
     implication.probe =
         reader.string_of(reader.required(implication_table, "probe", implication_path),
@@ -394,7 +425,7 @@ DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table
         const bool declared =
             key.values.empty() ||
             std::any_of(key.values.begin(), key.values.end(),
-                        [&](const Value& v) { return value_to_string(v) == from; });
+                        [&from = from](const Value& v) { return value_to_string(v) == from; });
         if (!declared) {
           reader.fail(*map, child(map_path, from),
                       "'" + from + "' is not one of " + child(path, "values"));
@@ -406,6 +437,39 @@ DeploymentKey read_deployment_key(const Reader& reader, const toml::table& table
                                         [&](const auto& entry) { return entry.first == text; });
         if (!mapped) {
           reader.fail(*map, map_path,
+                      "expected an entry for every value of " + child(path, "values") +
+                          ", missing '" + text + "'");
+        }
+      }
+    }
+    if (const toml::node* run = implication_table.get("run")) {
+      const std::string run_path = child(implication_path, "run");
+      if (implication.param || !implication.map.empty()) {
+        reader.fail(*run, run_path,
+                    "expected either run = { VALUE = true|false, ... } or param/map, found both "
+                    "(a switch turns the probe's entries on or off; it sets no parameter)");
+      }
+      for (const auto& [from, node] : Reader::ordered(reader.table_of(*run, run_path))) {
+        if (!node->is_boolean()) reader.expected(*node, child(run_path, from), "true or false");
+        const bool declared =
+            key.values.empty() ||
+            std::any_of(key.values.begin(), key.values.end(),
+                        [&from = from](const Value& v) { return value_to_string(v) == from; });
+        if (!declared) {
+          reader.fail(*node, child(run_path, from),
+                      "'" + from + "' is not one of " + child(path, "values"));
+        }
+        implication.run.emplace_back(from, node->as_boolean()->get());
+      }
+      if (implication.run.empty()) {
+        reader.fail(*run, run_path, "expected at least one VALUE = true|false, found none");
+      }
+      for (const auto& value : key.values) {
+        const std::string text = value_to_string(value);
+        const bool listed = std::any_of(implication.run.begin(), implication.run.end(),
+                                        [&](const auto& entry) { return entry.first == text; });
+        if (!listed) {
+          reader.fail(*run, run_path,
                       "expected an entry for every value of " + child(path, "values") +
                           ", missing '" + text + "'");
         }
@@ -437,7 +501,7 @@ Deployment read_deployment(const Reader& reader, const toml::table& table, size_
   for (const auto& key : keys) declared.push_back(key.key);
   for (const auto& [name, node] : Reader::ordered(settings)) {
     const auto key = std::find_if(keys.begin(), keys.end(),
-                                  [&](const DeploymentKey& k) { return k.key == name; });
+                                  [&name = name](const DeploymentKey& k) { return k.key == name; });
     if (key == keys.end()) {
       reader.fail(*node, child(settings_path, name),
                   "no [[deployment_key]] declares '" + name + "'; declared: " + join(declared));
@@ -561,7 +625,9 @@ class GateValidator {
   bool selects_variant(const ProbeEntry& bench) const {
     for (const auto& key : objective_.deployment_keys) {
       for (const auto& implication : key.implies) {
-        if (implication.probe == bench.probe && !implication.param) return true;
+        if (implication.probe == bench.probe && !implication.param && implication.run.empty()) {
+          return true;
+        }
       }
     }
     return false;
@@ -647,7 +713,7 @@ void validate_implications(const Reader& reader, const Objective& objective,
                     "no [[check]], [[bench]] or [[scenario]] runs probe '" + implication.probe +
                         "'; probes in this file: " + join(probes));
       }
-      if (implication.param) continue;
+      if (implication.param || !implication.run.empty()) continue;
       // A variant selector: every value it can take must name a variant of the benches.
       for (const ProbeEntry* entry : runs) {
         if (entry->layer != Layer::kBench || entry->variants.empty()) {

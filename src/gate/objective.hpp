@@ -62,6 +62,11 @@ struct ProbeEntry {
   std::optional<double> threshold;                         // benches, scenarios: A/B threshold t
   std::optional<uint64_t> seed;                            // absent: loupe draws and records one
   int line = 0;
+  // Benches: the sampling budget of each point (the subject's --budget; absent: its own, 2 s)
+  // and the target relative half-width of the interval that stops sampling early (--precision;
+  // absent: 0.01). More budget is what turns an AMBIGUOUS verdict at a slow point into a decision.
+  std::optional<double> budget_s;
+  std::optional<double> precision;
   bool operator==(const ProbeEntry&) const = default;
 };
 
@@ -80,11 +85,15 @@ struct GateSpec {
 };
 
 // What one deployment setting changes: a probe parameter (its value passed through, or
-// translated by `map`), or the bench variant that `NAME[configured]` refers to.
+// translated by `map`), whether the entries running the probe run at all (`run`), or the bench
+// variant that `NAME[configured]` refers to (neither `param` nor `run`).
 struct Implication {
   std::string probe;
   std::optional<std::string> param;  // absent: selects the variant of the bench entries
   std::vector<std::pair<std::string, Value>> map;  // setting value (text form) -> probe value
+  // setting value (text form) -> whether the entries running `probe` run; non-empty makes this
+  // implication a switch (no param, no map).
+  std::vector<std::pair<std::string, bool>> run;
   bool operator==(const Implication&) const = default;
 };
 
@@ -95,6 +104,9 @@ struct DeploymentKey {
   std::vector<Value> values;  // empty: any value
   std::vector<Implication> implies;
   int line = 0;
+  // The value the key takes when a configuration does not set it; absent: the file's own
+  // points stand.
+  std::optional<Value> default_value;
   bool operator==(const DeploymentKey&) const = default;
 };
 

@@ -140,8 +140,19 @@ Configuration resolve_configuration(const Objective& objective, std::string_view
 Plan make_plan(const Objective& objective, const Configuration& configuration) {
   Plan plan;
   plan.configuration = configuration;
+  std::vector<Setting> effective = configuration.settings;
+  for (const auto& key : objective.deployment_keys) {
+    if (!key.default_value) continue;
+    const bool set_by_configuration =
+        std::any_of(configuration.settings.begin(), configuration.settings.end(),
+                    [&](const Setting& setting) { return setting.key == key.key; });
+    if (set_by_configuration) continue;
+    plan.defaults.push_back({key.key, *key.default_value});
+    effective.push_back(plan.defaults.back());
+  }
   std::vector<Override> overrides;
-  for (const auto& setting : configuration.settings) {
+  std::vector<std::pair<std::string, std::string>> switched_off;  // probe -> "KEY=VALUE"
+  for (const auto& setting : effective) {
     const DeploymentKey* key = objective.find_deployment_key(setting.key);
     if (key == nullptr) {
       usage(objective.file.string() + " declares no deployment key '" + setting.key + "'",
@@ -149,6 +160,18 @@ Plan make_plan(const Objective& objective, const Configuration& configuration) {
     }
     const std::string text = value_to_string(setting.value);
     for (const auto& implication : key->implies) {
+      if (!implication.run.empty()) {
+        const auto entry = std::find_if(implication.run.begin(), implication.run.end(),
+                                        [&](const auto& item) { return item.first == text; });
+        if (entry == implication.run.end()) {
+          usage(setting.key + "=" + text + ": the run switch of [[deployment_key]] '" +
+                    setting.key + "' for probe '" + implication.probe + "' has no entry for '" +
+                    text + "'",
+                "add it to run = { ... } in " + objective.file.string());
+        }
+        if (!entry->second) switched_off.emplace_back(implication.probe, setting.key + "=" + text);
+        continue;
+      }
       Value value = setting.value;
       if (!implication.map.empty()) {
         const auto mapped = std::find_if(implication.map.begin(), implication.map.end(),
@@ -188,6 +211,12 @@ Plan make_plan(const Objective& objective, const Configuration& configuration) {
 
   for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
     for (const auto& entry : objective.entries(layer)) {
+      const auto off = std::find_if(switched_off.begin(), switched_off.end(),
+                                    [&](const auto& item) { return item.first == entry.probe; });
+      if (off != switched_off.end()) {
+        plan.left_out.push_back({layer, entry.name, entry.probe, off->second});
+        continue;
+      }
       std::vector<PlanTask> entry_tasks;
       for (Params point : expand_points(entry)) {
         PlanTask task{layer, entry.name, entry.probe, {}, {}, entry.repeats};
@@ -215,6 +244,13 @@ Plan make_plan(const Objective& objective, const Configuration& configuration) {
   return plan;
 }
 
+const LeftOutEntry* find_left_out(const Plan& plan, Layer layer, std::string_view entry) {
+  for (const auto& left_out : plan.left_out) {
+    if (left_out.layer == layer && left_out.entry == entry) return &left_out;
+  }
+  return nullptr;
+}
+
 std::optional<std::string> configured_variant(const Plan& plan, std::string_view bench) {
   for (const auto& [name, variant] : plan.configured_variants) {
     if (name == bench) return variant;
@@ -232,6 +268,11 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
         << ")";
   } else {
     out << "configuration " << settings_text(plan.configuration);
+  }
+  if (!plan.defaults.empty()) {
+    Configuration defaults;
+    defaults.settings = plan.defaults;
+    out << "; by default " << settings_text(defaults);
   }
   out << ": " << plan.tasks.size() << (plan.tasks.size() == 1 ? " task" : " tasks") << "\n";
   size_t entry_width = 0;
@@ -268,6 +309,10 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
   for (const auto& [bench, variant] : plan.configured_variants) {
     out << "bench " << bench << ": " << bench << "[configured] is " << variant << "\n";
   }
+  for (const auto& left_out : plan.left_out) {
+    out << "left out: " << layer_name(left_out.layer) << " " << left_out.entry << " ("
+        << left_out.probe << "), by " << left_out.reason << "\n";
+  }
   if (any_configured) out << "* set by the configuration\n";
   return out.str();
 }
@@ -295,10 +340,21 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective
   }
   Json variants = Json::object();
   for (const auto& [bench, variant] : plan.configured_variants) variants[bench] = variant;
+  Json defaults = Json::object();
+  for (const auto& setting : plan.defaults) defaults[setting.key] = value_to_json(setting.value);
+  Json left_out = Json::array();
+  for (const auto& entry : plan.left_out) {
+    left_out.push_back({{"layer", layer_name(entry.layer)},
+                        {"entry", entry.entry},
+                        {"probe", entry.probe},
+                        {"reason", entry.reason}});
+  }
   return {{"objective", objective.file.string()},
           {"configuration", configuration_to_json(plan.configuration)},
           {"tasks", tasks},
-          {"configured_variants", variants}};
+          {"configured_variants", variants},
+          {"defaults", defaults},
+          {"left_out", left_out}};
 }
 
 }  // namespace loupe::gate

@@ -5,7 +5,9 @@
 // ("incident,shards=4": later items override earlier ones). Each setting goes through its
 // [[deployment_key]]'s implications: a probe parameter is set to the setting's value (or its
 // `map`ped value) in every point of every entry running that probe, replacing the file's sweep of
-// that parameter; a variant selector decides what NAME[configured] means in bench gates.
+// that parameter; a variant selector decides what NAME[configured] means in bench gates; a
+// switch (`run = { on = true, off = false }`) keeps or leaves out every entry running its probe.
+// A key the configuration does not set takes its `default`, when the file gives one.
 // Points that become identical are run once. Thread-safety: pure functions.
 #pragma once
 
@@ -48,12 +50,28 @@ struct PlanTask {
   bool operator==(const PlanTask&) const = default;
 };
 
+// An entry a switch turned off: none of its points is in the plan, and a gate that reads it is
+// not-run (gate_eval.hpp's left_out_reason).
+struct LeftOutEntry {
+  Layer layer = Layer::kCheck;
+  std::string entry;
+  std::string probe;
+  std::string reason;  // the setting that switched it off, "w8a8=off"
+  bool operator==(const LeftOutEntry&) const = default;
+};
+
 struct Plan {
   Configuration configuration;
   std::vector<PlanTask> tasks;  // checks, then benches, then scenarios; file order within each
   // Bench entry name -> the variant NAME[configured] refers to.
   std::vector<std::pair<std::string, std::string>> configured_variants;
+  // Keys the configuration did not set that took their `default`, in the file's order.
+  std::vector<Setting> defaults;
+  std::vector<LeftOutEntry> left_out;
 };
+
+// The entry's record when a switch left it out of the plan, else nullptr.
+const LeftOutEntry* find_left_out(const Plan& plan, Layer layer, std::string_view entry);
 
 Plan make_plan(const Objective& objective, const Configuration& configuration);
 
@@ -64,7 +82,8 @@ std::optional<std::string> configured_variant(const Plan& plan, std::string_view
 std::string render_plan(const Plan& plan, const Objective& objective, size_t max_tasks);
 // {"name": NAME|null, "settings": {KEY: VALUE, ...}}: what the ledger records as a run's config.
 nlohmann::ordered_json configuration_to_json(const Configuration& configuration);
-// {"objective", "configuration": {"name", "settings"}, "tasks": [...], "configured_variants"}.
+// {"objective", "configuration": {"name", "settings"}, "tasks": [...], "configured_variants",
+//  "defaults": {KEY: VALUE}, "left_out": [{"layer", "entry", "probe", "reason"}]}.
 nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective);
 
 }  // namespace loupe::gate

@@ -153,7 +153,10 @@ Json run_to_json(const RunRecord& run) {
       {"ended_at", run.ended_at ? Json(*run.ended_at) : Json(nullptr)},
       {"objective", {{"path", run.objective_path}, {"hash", run.objective_hash}}},
       {"git",
-       {{"commit", run.git.commit}, {"dirty", run.git.dirty}, {"diff_hash", run.git.diff_hash}}},
+       {{"commit", run.git.commit},
+        {"dirty", run.git.dirty},
+        {"diff_hash", run.git.diff_hash},
+        {"dirty_paths", run.git.dirty_paths}}},
       {"environment", parse_stored_json(run.environment_json, "environment", run.id)},
       {"config", parse_stored_json(run.config_json, "config", run.id)},
       {"gates", gates},
@@ -210,6 +213,17 @@ RunRecord import_run(std::string_view text, const std::string& source) {
   }
   run.git.dirty = dirty.get<bool>();
   run.git.diff_hash = reader.string(git, "run.git", "diff_hash");
+  // Exports written before schema 3 have no dirty_paths: the run's changed paths are unknown.
+  if (git.contains("dirty_paths")) {
+    const Json& dirty_paths = reader.array(git, "run.git", "dirty_paths");
+    for (size_t index = 0; index < dirty_paths.size(); ++index) {
+      if (!dirty_paths[index].is_string()) {
+        reader.fail(index_path("run.git.dirty_paths", index),
+                    std::string("expected a string, found ") + dirty_paths[index].type_name());
+      }
+      run.git.dirty_paths.push_back(dirty_paths[index].get<std::string>());
+    }
+  }
   run.environment_json = reader.object(run_json, path, "environment").dump();
   run.config_json = reader.object(run_json, path, "config").dump();
 

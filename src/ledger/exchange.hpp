@@ -3,7 +3,7 @@
 //
 // Export document (docs/formats.md's finding schema inside):
 //   {"loupe_ledger_export": 1, "run": {"id", "status", "started_at", "ended_at",
-//    "objective": {"path", "hash"}, "git": {"commit", "dirty", "diff_hash"},
+//    "objective": {"path", "hash"}, "git": {"commit", "dirty", "diff_hash", "dirty_paths"?},
 //    "environment": {...}, "config": {...},
 //    "gates": [{"name", "verdict", "statistics": {...}, "rule"}], "findings": [...],
 //    "observations": ["..."]}}

@@ -19,7 +19,7 @@ struct Migration {
   const char* sql;
 };
 
-constexpr std::array<Migration, 2> kMigrations = {{
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, R"sql(
 CREATE TABLE runs (
   id TEXT PRIMARY KEY,
@@ -88,6 +88,29 @@ CREATE TABLE decisions (
   decided_at TEXT NOT NULL
 );
 CREATE INDEX decisions_by_hypothesis ON decisions (hypothesis_id);
+)sql"},
+    // 3: what the review boundary needs (issue 8): the paths each run's working tree changed,
+    // why a decision needs review, and who approved it. Runs recorded before this step have no
+    // dirty paths; a dirty one among them makes its changes unknown to the review boundary.
+    {3, R"sql(
+CREATE TABLE run_dirty_paths (
+  run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE decision_triggers (
+  decision_id INTEGER NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  category TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (decision_id, seq)
+);
+CREATE TABLE approvals (
+  decision_id INTEGER PRIMARY KEY REFERENCES decisions (id) ON DELETE CASCADE,
+  approved_by TEXT NOT NULL,
+  approved_at TEXT NOT NULL
+);
 )sql"},
 }};
 
@@ -199,6 +222,7 @@ std::string utc_now() {
 struct Ledger::Impl {
   std::filesystem::path file;
   sqlite3* db = nullptr;
+  int version = kSchemaVersion;  // lower only for migration tests (open_at_version)
 
   ~Impl() {
     if (db != nullptr) sqlite3_close_v2(db);
@@ -394,6 +418,15 @@ void insert_run_row(const Ledger::Impl& impl, const RunRecord& run) {
       .bind(10, run.environment_json)
       .bind(11, run.config_json);
   statement.run();
+  if (impl.version < 3) return;  // a migration test's older schema has no dirty paths
+  Statement insert_path(impl, "INSERT INTO run_dirty_paths (run_id, seq, path) VALUES (?1, ?2, ?3)",
+                        "recording the dirty paths of run " + run.id);
+  int64_t seq = 0;
+  for (const auto& path : run.git.dirty_paths) {
+    insert_path.bind(1, run.id).bind(2, seq++).bind(3, path);
+    insert_path.run();
+    insert_path.reset();
+  }
 }
 
 void insert_children(const Ledger::Impl& impl, const std::string& run_id,
@@ -509,6 +542,7 @@ Ledger Ledger::open_at_version(const std::filesystem::path& file, int version) {
   }
   impl->exec("PRAGMA foreign_keys = ON", "enabling foreign keys");
   migrate(*impl, version);
+  impl->version = version;
   return Ledger(std::move(impl));
 }
 
@@ -580,6 +614,12 @@ std::optional<RunRecord> Ledger::find_run(const std::string& run_id) const {
     run.git.diff_hash = statement.text(8);
     run.environment_json = statement.text(9);
     run.config_json = statement.text(10);
+  }
+  if (impl_->version >= 3) {
+    Statement statement(*impl_, "SELECT path FROM run_dirty_paths WHERE run_id = ?1 ORDER BY seq",
+                        doing);
+    statement.bind(1, run_id);
+    while (statement.step()) run.git.dirty_paths.push_back(statement.text(0));
   }
   {
     Statement statement(*impl_,
@@ -697,10 +737,16 @@ void Ledger::link_run(int64_t hypothesis_id, const std::string& run_id, LinkRole
 
 int64_t Ledger::add_decision(int64_t hypothesis_id, DecisionKind decision, const std::string& why,
                              const std::string& who, const std::string& decided_at) {
-  const std::string doing = "deciding hypothesis " + std::to_string(hypothesis_id);
-  WriteTransaction transaction(*impl_, doing);
-  require_hypothesis(*impl_, hypothesis_id);
-  Statement insert(*impl_,
+  return add_decision(hypothesis_id, decision, why, who, decided_at, {});
+}
+
+namespace {
+
+int64_t insert_decision(const Ledger::Impl& impl, int64_t hypothesis_id, DecisionKind decision,
+                        const std::string& why, const std::string& who,
+                        const std::string& decided_at, const std::vector<ReviewNote>& triggers,
+                        const std::string& doing) {
+  Statement insert(impl,
                    "INSERT INTO decisions (hypothesis_id, decision, why, who, decided_at) "
                    "VALUES (?1, ?2, ?3, ?4, ?5)",
                    doing);
@@ -710,12 +756,86 @@ int64_t Ledger::add_decision(int64_t hypothesis_id, DecisionKind decision, const
       .bind(4, who)
       .bind(5, decided_at);
   insert.run();
-  const int64_t id = sqlite3_last_insert_rowid(impl_->db);
-  Statement update(*impl_, "UPDATE hypotheses SET status = ?2 WHERE id = ?1", doing);
+  const int64_t id = sqlite3_last_insert_rowid(impl.db);
+  if (impl.version < 3 && !triggers.empty()) {
+    throw Error(ErrorCode::kInternal, "review triggers need ledger schema 3");
+  }
+  if (!triggers.empty()) {
+    Statement insert_trigger(impl,
+                             "INSERT INTO decision_triggers (decision_id, seq, category, reason) "
+                             "VALUES (?1, ?2, ?3, ?4)",
+                             doing);
+    int64_t seq = 0;
+    for (const auto& trigger : triggers) {
+      insert_trigger.bind(1, id).bind(2, seq++).bind(3, trigger.category).bind(4, trigger.reason);
+      insert_trigger.run();
+      insert_trigger.reset();
+    }
+  }
+  Statement update(impl, "UPDATE hypotheses SET status = ?2 WHERE id = ?1", doing);
   update.bind(1, hypothesis_id).bind(2, hypothesis_status_name(status_after(decision)));
   update.run();
+  return id;
+}
+
+}  // namespace
+
+int64_t Ledger::add_decision(int64_t hypothesis_id, DecisionKind decision, const std::string& why,
+                             const std::string& who, const std::string& decided_at,
+                             const std::vector<ReviewNote>& triggers) {
+  const std::string doing = "deciding hypothesis " + std::to_string(hypothesis_id);
+  WriteTransaction transaction(*impl_, doing);
+  require_hypothesis(*impl_, hypothesis_id);
+  const int64_t id =
+      insert_decision(*impl_, hypothesis_id, decision, why, who, decided_at, triggers, doing);
   transaction.commit();
   return id;
+}
+
+int64_t Ledger::approve_review(int64_t hypothesis_id, const std::string& by,
+                               const std::string& approved_at) {
+  const std::string doing = "approving hypothesis " + std::to_string(hypothesis_id);
+  WriteTransaction transaction(*impl_, doing);
+  require_hypothesis(*impl_, hypothesis_id);
+  int64_t decision_id = 0;
+  std::string why;
+  {
+    Statement newest(*impl_,
+                     "SELECT d.id, d.decision, d.why, a.decision_id FROM decisions d LEFT JOIN "
+                     "approvals a ON a.decision_id = d.id WHERE d.hypothesis_id = ?1 "
+                     "ORDER BY d.id DESC LIMIT 1",
+                     doing);
+    newest.bind(1, hypothesis_id);
+    const bool has_decision = newest.step();
+    if (!has_decision || newest.text(1) != decision_name(DecisionKind::kNeedsReview) ||
+        newest.optional_text(3)) {
+      throw Error(ErrorCode::kUsage,
+                  "ledger " + impl_->file.string() + ": hypothesis " +
+                      std::to_string(hypothesis_id) +
+                      " is not awaiting review (its newest "
+                      "decision is " +
+                      (has_decision ? "'" + newest.text(1) + "'" +
+                                          (newest.optional_text(3) ? ", already approved" : "")
+                                    : "absent") +
+                      ")",
+                  "only a retain recorded as needs-review is approved; `loupe hypothesis show " +
+                      std::to_string(hypothesis_id) + "` shows its decisions");
+    }
+    decision_id = newest.integer(0);
+    why = newest.text(2);
+  }
+  Statement insert(*impl_,
+                   "INSERT INTO approvals (decision_id, approved_by, approved_at) "
+                   "VALUES (?1, ?2, ?3)",
+                   doing);
+  insert.bind(1, decision_id).bind(2, by).bind(3, approved_at);
+  insert.run();
+  const int64_t retain_id = insert_decision(
+      *impl_, hypothesis_id, DecisionKind::kRetain,
+      "approved by " + by + " (decision " + std::to_string(decision_id) + "): " + why, by,
+      approved_at, {}, doing);
+  transaction.commit();
+  return retain_id;
 }
 
 namespace {
@@ -750,9 +870,27 @@ void read_hypothesis_children(const Ledger::Impl& impl, Hypothesis& hypothesis) 
                         doing);
     statement.bind(1, hypothesis.id);
     while (statement.step()) {
-      hypothesis.decisions.push_back({statement.integer(0), parse_decision(statement.text(1)),
-                                      statement.text(2), statement.text(3), statement.text(4)});
+      Decision decision;
+      decision.id = statement.integer(0);
+      decision.decision = parse_decision(statement.text(1));
+      decision.why = statement.text(2);
+      decision.who = statement.text(3);
+      decision.decided_at = statement.text(4);
+      hypothesis.decisions.push_back(std::move(decision));
     }
+  }
+  if (impl.version < 3) return;  // a migration test's older schema has no review tables
+  for (auto& decision : hypothesis.decisions) {
+    Statement triggers(impl,
+                       "SELECT category, reason FROM decision_triggers WHERE decision_id = ?1 "
+                       "ORDER BY seq",
+                       doing);
+    triggers.bind(1, decision.id);
+    while (triggers.step()) decision.triggers.push_back({triggers.text(0), triggers.text(1)});
+    Statement approval(
+        impl, "SELECT approved_by, approved_at FROM approvals WHERE decision_id = ?1", doing);
+    approval.bind(1, decision.id);
+    if (approval.step()) decision.approval = Approval{approval.text(0), approval.text(1)};
   }
 }
 

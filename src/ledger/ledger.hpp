@@ -27,7 +27,7 @@
 
 namespace loupe::ledger {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 enum class RunStatus { kInProgress, kCompleted, kInterrupted, kFailed };
 enum class LinkRole { kBaseline, kCandidate };
@@ -57,6 +57,9 @@ struct GitState {
   std::string commit;  // empty outside a repository
   bool dirty = false;
   std::string diff_hash;  // sha256 of `git diff HEAD` when dirty, else empty
+  // Paths (relative to the repository root, sorted) that differ from HEAD, untracked files
+  // included: what a hypothesis's review boundary compares when the commits are the same.
+  std::vector<std::string> dirty_paths;
   bool operator==(const GitState&) const = default;
 };
 
@@ -116,12 +119,28 @@ struct HypothesisLink {
   bool operator==(const HypothesisLink&) const = default;
 };
 
+// Why a decision was recorded as needs-review: a [review] category and what touched it.
+struct ReviewNote {
+  std::string category;
+  std::string reason;
+  bool operator==(const ReviewNote&) const = default;
+};
+
+// A person's sign-off on a needs-review decision (CLI only).
+struct Approval {
+  std::string by;
+  std::string approved_at;
+  bool operator==(const Approval&) const = default;
+};
+
 struct Decision {
   int64_t id = 0;
   DecisionKind decision = DecisionKind::kRetain;
   std::string why;
   std::string who;
   std::string decided_at;
+  std::vector<ReviewNote> triggers;  // needs-review decisions: every trigger, in order
+  std::optional<Approval> approval;  // needs-review decisions, once approved
   bool operator==(const Decision&) const = default;
 };
 
@@ -179,6 +198,16 @@ class Ledger {
   // Records the decision and sets the hypothesis's status accordingly, in one transaction.
   int64_t add_decision(int64_t hypothesis_id, DecisionKind decision, const std::string& why,
                        const std::string& who, const std::string& decided_at);
+  // The same with the review triggers of a needs-review decision.
+  int64_t add_decision(int64_t hypothesis_id, DecisionKind decision, const std::string& why,
+                       const std::string& who, const std::string& decided_at,
+                       const std::vector<ReviewNote>& triggers);
+  // Approves the hypothesis's newest decision, which must be an unapproved needs-review, and
+  // records the retain decision it stands for (who = `by`), in one transaction; returns the
+  // retain decision's id. Throws Error(kUsage) when the hypothesis is unknown or not awaiting
+  // review.
+  int64_t approve_review(int64_t hypothesis_id, const std::string& by,
+                         const std::string& approved_at);
   std::optional<Hypothesis> find_hypothesis(int64_t hypothesis_id) const;
   // Oldest first, links and decisions included.
   std::vector<Hypothesis> list_hypotheses() const;

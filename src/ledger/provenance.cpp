@@ -1,5 +1,6 @@
 #include "ledger/provenance.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -66,6 +67,29 @@ std::string trimmed(std::string text) {
 
 }  // namespace
 
+std::vector<std::string> parse_porcelain_paths(std::string_view porcelain) {
+  std::vector<std::string> paths;
+  bool next_is_source = false;  // a rename or copy entry is followed by its source path
+  size_t start = 0;
+  while (start < porcelain.size()) {
+    size_t end = porcelain.find('\0', start);
+    if (end == std::string_view::npos) end = porcelain.size();
+    const std::string_view entry = porcelain.substr(start, end - start);
+    start = end + 1;
+    if (next_is_source) {
+      paths.emplace_back(entry);
+      next_is_source = false;
+      continue;
+    }
+    if (entry.size() < 4) continue;  // "XY PATH"; anything shorter is not an entry
+    paths.emplace_back(entry.substr(3));
+    next_is_source = entry[0] == 'R' || entry[0] == 'C';
+  }
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  return paths;
+}
+
 std::string sha256_hex(std::string_view bytes) {
   std::array<uint32_t, 8> state = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -125,6 +149,10 @@ GitState read_git_state(const std::filesystem::path& working_dir) {
     state.dirty = true;
     state.diff_hash = sha256_hex(diff.stdout_text);
   }
+  // Porcelain paths are relative to the repository root wherever git runs; -z keeps names with
+  // spaces whole. Untracked files count: a new kernel file is a change a reviewer must see.
+  const ProcessResult status = git({"status", "--porcelain=v1", "-z", "--untracked-files=all"});
+  if (status.succeeded()) state.dirty_paths = parse_porcelain_paths(status.stdout_text);
   return state;
 }
 

@@ -1,8 +1,10 @@
 // The decision half of a probe: observation files in, findings and a verdict out.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "bench/compare.hpp"
@@ -165,6 +167,38 @@ Json comparison_json(const check::TensorComparison& comparison, const std::strin
   return out;
 }
 
+// The unit roundoff of a floating dtype (half the gap between 1 and the next number): the
+// relative error one rounding to it makes at most.
+std::optional<double> unit_roundoff(const std::string& dtype) {
+  if (dtype == "float64") return std::ldexp(1.0, -53);
+  if (dtype == "float32") return std::ldexp(1.0, -24);
+  if (dtype == "float16") return std::ldexp(1.0, -11);
+  if (dtype == "bfloat16") return std::ldexp(1.0, -8);
+  if (dtype == "float8_e4m3fn") return std::ldexp(1.0, -4);
+  if (dtype == "float8_e5m2") return std::ldexp(1.0, -3);
+  return std::nullopt;
+}
+
+// The arithmetic whose unit roundoff is nearest (in log scale) to a measured relative error.
+std::string nearest_arithmetic(double relative_error) {
+  static const std::pair<const char*, int> kFormats[] = {{"float64", -53},
+                                                         {"float32", -24},
+                                                         {"tf32 or float16", -11},
+                                                         {"bfloat16", -8},
+                                                         {"float8", -4}};
+  std::string best = kFormats[0].first;
+  double best_distance = INFINITY;
+  for (const auto& [name, exponent] : kFormats) {
+    // An accumulated rms error is typically a few roundoffs: compare with 2u.
+    const double distance = std::fabs(std::log2(relative_error) - (exponent + 1));
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = name;
+    }
+  }
+  return best;
+}
+
 struct Analysis {
   std::vector<Finding> findings;
   Json data = Json::object();
@@ -203,6 +237,162 @@ std::vector<check::Bound> bounds_for(const Json& output, const AnalyzeOptions& o
     if (!replaced) bounds.push_back(bound);
   }
   return bounds;
+}
+
+// Guard: NaN or Inf where the reference is finite. A NaN makes every "<" comparison vacuous, so
+// it fails outright, whatever the metrics say. Elements still holding the poison are counted by
+// output_unwritten, not here.
+void guard_nonfinite(const Context& context, const Json& check, const std::string& name,
+                     const std::vector<std::string>& axes, const Tensor& candidate,
+                     const Tensor& reference, Analysis& analysis) {
+  if (candidate.shape() != reference.shape()) return;
+  int64_t nans = 0, infinities = 0, first = -1;
+  for (int64_t index = 0; index < candidate.numel(); ++index) {
+    const double value = candidate.element_as_double(index);
+    if (std::isfinite(value) || !std::isfinite(reference.element_as_double(index))) continue;
+    if (std::isnan(value)) {
+      ++nans;
+    } else {
+      ++infinities;
+    }
+    if (first < 0) first = index;
+  }
+  int64_t poisoned = 0;
+  const Json guards = check.value("guards", Json::object());
+  for (const auto& entry : guards.value("output_unwritten", Json::array())) {
+    if (entry.value("pass", "") == "candidate_first" && entry.value("path", "") == "candidate" &&
+        entry.value("output", "") == name) {
+      poisoned += entry.value("poisoned", int64_t{0});
+    }
+  }
+  if (nans + infinities - poisoned <= 0) return;
+  check::Coords coords;
+  const std::string where = coords_text(candidate, first, axes, &coords);
+  Finding finding = make_finding(
+      context, Layer::kCheck, "guard.nonfinite", Severity::kFail,
+      "candidate output " + name + " holds " + std::to_string(nans) + " NaN and " +
+          std::to_string(infinities) + " Inf where the reference is finite" +
+          (poisoned > 0 ? " (" + std::to_string(poisoned) + " of them never written)" : "") +
+          ", first at " + where + ": a NaN passes no tolerance",
+      "candidate." + name, "look for 0/0, overflow, or reads of uninitialised memory");
+  finding.where.coords = coords;
+  finding.evidence.metrics = {{"nan_count", static_cast<double>(nans)},
+                              {"inf_count", static_cast<double>(infinities)}};
+  analysis.findings.push_back(std::move(finding));
+}
+
+// The narrower formats a value of `dtype` could have been computed in, with the low mantissa
+// bits such a result leaves zero when it is widened back: (name, dropped bits).
+std::vector<std::pair<std::string, int>> narrower_formats(DType dtype) {
+  if (dtype == DType::kF32) return {{"bfloat16", 16}, {"float16 or tf32", 13}};
+  if (dtype == DType::kF64) return {{"float32", 29}};
+  return {};
+}
+
+// How many finite non-zero elements have their `bits` lowest mantissa bits all zero.
+int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
+  int64_t narrow = 0;
+  *considered = 0;
+  if (tensor.dtype() == DType::kF32) {
+    for (float value : tensor.data<float>()) {
+      if (!std::isfinite(value) || value == 0) continue;
+      ++*considered;
+      uint32_t word;
+      std::memcpy(&word, &value, sizeof word);
+      if ((word & ((uint32_t{1} << bits) - 1)) == 0) ++narrow;
+    }
+  } else if (tensor.dtype() == DType::kF64) {
+    for (double value : tensor.data<double>()) {
+      if (!std::isfinite(value) || value == 0) continue;
+      ++*considered;
+      uint64_t word;
+      std::memcpy(&word, &value, sizeof word);
+      if ((word & ((uint64_t{1} << bits) - 1)) == 0) ++narrow;
+    }
+  }
+  return narrow;
+}
+
+// Guard: an output declared at one precision but computed at a narrower one.
+//  - fail: nearly every candidate element is exactly representable in a narrower format (its
+//    low mantissa bits are zero, as a bf16 result widened to float32 leaves them; arithmetic at
+//    the declared dtype leaves that in about 1 element of 2^bits) while the reference's are not;
+//  - warn: the candidate's error against the oracle is many times the reference's own and a
+//    thousand times the dtype's unit roundoff: a narrower arithmetic inside, or an algorithm
+//    that loses that much.
+// It judges a silent downgrade even when the declared tolerance is loose enough to pass it.
+void guard_precision(const Context& context, const Json& output, const std::string& name,
+                     const Tensor& candidate, const Tensor& reference,
+                     const check::TensorComparison& comparison, Analysis& analysis) {
+  const std::string dtype = output.value("dtype", "");
+  // Declared narrow storage (CheckOutput::stored_narrow) is the point of such a check, not a
+  // silent downgrade: its tolerances judge it.
+  if (!output.value("stored_in", std::string()).empty()) return;
+  for (const auto& [format, bits] : narrower_formats(candidate.dtype())) {
+    int64_t candidate_considered = 0, reference_considered = 0;
+    const int64_t candidate_narrow = count_narrow(candidate, bits, &candidate_considered);
+    const int64_t reference_narrow = count_narrow(reference, bits, &reference_considered);
+    if (candidate_considered < 64 || reference_considered < 64) continue;
+    const double candidate_share =
+        static_cast<double>(candidate_narrow) / static_cast<double>(candidate_considered);
+    const double reference_share =
+        static_cast<double>(reference_narrow) / static_cast<double>(reference_considered);
+    if (candidate_share < 0.9 || reference_share > 0.1) continue;
+    // A constant or few-valued output (say 1000.0 everywhere) is exactly representable without
+    // having been computed narrowly: that is cannot_discriminate's business, not this guard's.
+    std::vector<double> values;
+    for (int64_t index = 0; index < candidate.numel(); ++index) {
+      values.push_back(candidate.element_as_double(index));
+    }
+    std::sort(values.begin(), values.end());
+    const auto distinct = std::unique(values.begin(), values.end()) - values.begin();
+    if (distinct < std::min<int64_t>(64, candidate_considered / 4)) continue;
+    Finding finding = make_finding(
+        context, Layer::kCheck, "guard.precision", Severity::kFail,
+        "candidate output " + name + " is declared " + dtype + " but " +
+            std::to_string(candidate_narrow) + " of its " + std::to_string(candidate_considered) +
+            " non-zero elements are exactly " + format + " values (the low " +
+            std::to_string(bits) + " mantissa bits zero; " + std::to_string(reference_narrow) +
+            " of the reference's): it was computed in " + format + ", not " + dtype,
+        "candidate." + name,
+        "look for a cast to " + format + " inside the candidate; compute at " + dtype +
+            " or declare the output " + format);
+    finding.evidence.metrics = {{"candidate_narrow_share", candidate_share},
+                                {"reference_narrow_share", reference_share}};
+    analysis.findings.push_back(std::move(finding));
+    return;
+  }
+
+  constexpr double kOverReference = 64;
+  constexpr double kOverRoundoff = 1024;
+  if (!comparison.oracle) return;
+  const std::optional<double> roundoff = unit_roundoff(dtype);
+  if (!roundoff) return;
+  const double candidate_error =
+      check::metric_value(comparison.oracle->a_vs_oracle, check::Metric::kRmsRatio);
+  const double reference_error =
+      check::metric_value(comparison.oracle->b_vs_oracle, check::Metric::kRmsRatio);
+  if (!std::isfinite(candidate_error) || !std::isfinite(reference_error)) return;
+  if (candidate_error <= kOverReference * reference_error ||
+      candidate_error <= kOverRoundoff * *roundoff) {
+    return;
+  }
+  Finding finding = make_finding(
+      context, Layer::kCheck, "guard.precision", Severity::kWarn,
+      "candidate output " + name + " is declared " + dtype +
+          " but its rms ratio against the oracle (" + format_number(candidate_error) + ") is " +
+          format_number(candidate_error / std::max(reference_error, 1e-300)) +
+          "x the reference's own (" + format_number(reference_error) + ") and " +
+          format_number(candidate_error / *roundoff) + "x " + dtype +
+          "'s unit roundoff: the error of " + nearest_arithmetic(candidate_error) +
+          " arithmetic, or of an algorithm that loses that much",
+      "candidate." + name,
+      "look for a cast to a narrower type (bf16, fp16, tf32) inside the candidate; if the "
+      "algorithm is the cause, declare a tolerance relative to the oracle");
+  finding.evidence.metrics = {{"candidate_vs_oracle", candidate_error},
+                              {"reference_vs_oracle", reference_error},
+                              {"unit_roundoff", *roundoff}};
+  analysis.findings.push_back(std::move(finding));
 }
 
 void analyze_check(const ObservationReader& reader, const Context& context,
@@ -336,6 +526,11 @@ void analyze_check(const ObservationReader& reader, const Context& context,
         }
       }
       comparisons.push_back(std::move(entry));
+
+      if (pass == "candidate_first") {
+        guard_nonfinite(context, check, name, axes, candidate, reference, analysis);
+        guard_precision(context, output, name, candidate, reference, comparison, analysis);
+      }
     }
 
     // Guard: the candidate's output depends on whether it ran first.
@@ -374,6 +569,31 @@ void analyze_check(const ObservationReader& reader, const Context& context,
       } else if (high - low <= 1e-6 * std::max(std::fabs(high), std::fabs(low))) {
         reason = "is constant (every element within 1e-6 relative of " + format_number(low) + ")";
       }
+      // A check whose tolerance a constant output would meet cannot tell a candidate that
+      // computes from one that does not: try the reference's own mean against the bounds.
+      if (reason.empty() && !bounds.empty() && reference.numel() > 0) {
+        double sum = 0;
+        int64_t finite = 0;
+        for (int64_t index = 0; index < reference.numel(); ++index) {
+          const double value = reference.element_as_double(index);
+          if (!std::isfinite(value)) continue;
+          sum += value;
+          ++finite;
+        }
+        const double mean = finite > 0 ? sum / static_cast<double>(finite) : 0;
+        Tensor constant(DType::kF64, reference.shape());
+        for (double& value : constant.mutable_data<double>()) value = mean;
+        const auto trivial = check::compare_tensors(name, constant, reference, nullptr, {});
+        if (!check::diverged(trivial, bounds)) {
+          std::string met;
+          for (const auto& result : check::evaluate_bounds(trivial, bounds)) {
+            met += (met.empty() ? "" : ", ") + std::string(check::metric_name(result.metric)) +
+                   " " + format_number(result.value) + " <= " + format_number(result.limit);
+          }
+          reason = "is so nearly constant that a constant output (its mean, " +
+                   format_number(mean) + ") meets every tolerance (" + met + ")";
+        }
+      }
       const Json alt = check.value("alt_seed", Json::object());
       if (reason.empty() && alt.contains("outputs") && alt["outputs"].contains(name)) {
         const std::string alt_file = alt["outputs"][name].get<std::string>();
@@ -384,6 +604,12 @@ void analyze_check(const ObservationReader& reader, const Context& context,
             check::CompareOptions plain;
             const auto comparison = check::compare_tensors(name, other, reference, nullptr, plain);
             same = comparison.metrics.rms_ratio <= 1e-9;
+            if (!same && !bounds.empty() && !check::diverged(comparison, bounds)) {
+              reason = "for seed " + std::to_string(alt.value("seed", 0ull)) +
+                       " meets every tolerance against the one for seed " +
+                       std::to_string(observation.value("seed", 0ull)) +
+                       ": an output computed from other inputs would pass";
+            }
           }
         }
         if (same) {
@@ -553,10 +779,13 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
                        " after " + format_number(bench_json.value("sampling_s", 0.0)) + " s";
     const Json half_widths = bench_json.value("stop_relative_half_width", Json::array());
     const Json effects = bench_json.value("stop_minimum_detectable_effect", Json::array());
+    // JSON has no NaN: the subject writes an undefined width (too few samples) as null.
+    auto number_or_nan = [](const Json& value, const char* field) {
+      return value.is_null() ? NAN : number_from_json(value, field);
+    };
     if (!half_widths.empty() && !effects.empty()) {
-      line += "; CI half-width " + format_number(number_from_json(half_widths[0], "half_width")) +
-              ", minimum detectable effect " +
-              format_number(number_from_json(effects[0], "effect"));
+      line += "; CI half-width " + format_number(number_or_nan(half_widths[0], "half_width")) +
+              ", minimum detectable effect " + format_number(number_or_nan(effects[0], "effect"));
     }
     analysis.lines.push_back(line);
   }
@@ -618,6 +847,101 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
             "): work may run on threads the timer does not see",
         variant.name, "join every thread the body starts before it returns");
     finding.evidence.metrics = {{"samples_changed", static_cast<double>(changed)}};
+    analysis.findings.push_back(std::move(finding));
+  }
+
+  // Guard: faster than this machine can read the declared bytes or do the declared flops. The
+  // subject measured one thread's best streaming read and multiply-add rate; a body may use
+  // every hardware thread and wider vectors, hence the margins.
+  const Json roofline = bench_json.value("roofline", Json(nullptr));
+  if (roofline.is_object()) {
+    constexpr double kReadMargin = 16;  // vector width and prefetch beyond the 8-lane loop
+    constexpr double kFlopMargin = 32;  // FMA and vector width beyond 8 scalar chains
+    const double threads = std::max(1.0, roofline.value("hardware_threads", 1.0));
+    const Json summaries_json = analysis.data.value("summaries", Json::object());
+    for (const auto& variant : variants) {
+      const double median = summaries_json.contains(variant.name)
+                                ? summaries_json[variant.name].value("median_s", 0.0)
+                                : 0.0;
+      if (!(median > 0)) continue;
+      struct Roof {
+        const char* what;
+        double work;
+        double measured;
+        double margin;
+        const char* unit;
+      };
+      const Roof roofs[] = {
+          {"bytes", bytes, roofline.value("read_bytes_per_s", 0.0), kReadMargin, "B/s"},
+          {"flops", flops, roofline.value("flops_per_s", 0.0), kFlopMargin, "flop/s"}};
+      for (const auto& roof : roofs) {
+        if (!(roof.work > 0) || !(roof.measured > 0)) continue;
+        const double implied = roof.work / median;
+        const double bound = roof.measured * threads * roof.margin;
+        if (implied <= bound) continue;
+        Finding finding = make_finding(
+            context, Layer::kBench, "guard.roofline", Severity::kFail,
+            "variant " + variant.name + " claims " + format_number(roof.work) + " " + roof.what +
+                " per call in " + format_number(median * 1e9) + " ns: " + format_number(implied) +
+                " " + roof.unit + ", " + format_number(implied / (roof.measured * threads)) +
+                "x what " + format_number(threads) + " thread(s) of this machine reach (" +
+                format_number(roof.measured) + " " + roof.unit +
+                " per thread, measured next to it): the timed call cannot be doing that work",
+            variant.name,
+            "check the declared work (set_bytes_per_call, set_flops_per_call) and that the timed "
+            "call does it, not a later accessor");
+        finding.evidence.metrics = {{"implied_per_s", implied},
+                                    {"measured_per_thread_per_s", roof.measured},
+                                    {"hardware_threads", threads},
+                                    {"margin", roof.margin}};
+        analysis.findings.push_back(std::move(finding));
+      }
+    }
+  }
+
+  // Guard: more than 10x faster than the baseline is flagged for a look, not failed: real
+  // rewrites can do it, cheats usually do.
+  for (size_t index = 0; index < comparisons.size(); ++index) {
+    const auto& comparison = comparisons[index];
+    if (!(comparison.ratio > 0) || comparison.ratio >= 0.1) continue;
+    Finding finding = make_finding(
+        context, Layer::kBench, "guard.implausible_speedup", Severity::kWarn,
+        "variant " + variants[index + 1].name + " is " + format_number(1.0 / comparison.ratio) +
+            "x faster than " + variants[0].name +
+            ": beyond 10x, check that it does the same work (outputs verified, work declared)",
+        variants[index + 1].name + " vs " + variants[0].name,
+        "declare bytes or flops per call so the roofline guard can judge the speed");
+    finding.evidence.metrics = {{"ratio", comparison.ratio}};
+    analysis.findings.push_back(std::move(finding));
+  }
+
+  // Guard: batches whose inputs repeat content already timed run much faster than batches on
+  // fresh inputs: the body replays results cached by content (or by address). Fail only on a
+  // complete separation (every repeated batch faster than every fresh one) that is also 2x.
+  for (const auto& replay : bench_json.value("replays", Json::array())) {
+    const auto fresh = replay.value("fresh", std::vector<double>{});
+    const auto repeated = replay.value("repeated", std::vector<double>{});
+    if (fresh.size() < 3 || repeated.size() < 3) continue;
+    const double slowest_repeated = *std::max_element(repeated.begin(), repeated.end());
+    const double fastest_fresh = *std::min_element(fresh.begin(), fresh.end());
+    std::vector<double> sorted_fresh = fresh, sorted_repeated = repeated;
+    std::sort(sorted_fresh.begin(), sorted_fresh.end());
+    std::sort(sorted_repeated.begin(), sorted_repeated.end());
+    const double fresh_median = sorted_fresh[sorted_fresh.size() / 2];
+    const double repeated_median = sorted_repeated[sorted_repeated.size() / 2];
+    if (!(slowest_repeated < fastest_fresh) || !(repeated_median * 2 < fresh_median)) continue;
+    const std::string variant_name = replay.value("variant", "");
+    Finding finding = make_finding(
+        context, Layer::kBench, "guard.content_cache", Severity::kFail,
+        "variant " + variant_name + " runs " + format_number(fresh_median / repeated_median) +
+            "x faster on inputs whose content it has seen before (median " +
+            format_number(repeated_median * 1e9) + " ns/call, " + std::to_string(repeated.size()) +
+            " batches) than on fresh ones (" + format_number(fresh_median * 1e9) +
+            " ns/call, every batch slower): it replays "
+            "cached results",
+        variant_name, "remove the cache: a timed call must compute from its inputs");
+    finding.evidence.metrics = {{"fresh_median_s", fresh_median},
+                                {"repeated_median_s", repeated_median}};
     analysis.findings.push_back(std::move(finding));
   }
 

@@ -33,35 +33,105 @@ std::string join_command(const std::vector<std::string>& argv) {
   return out;
 }
 
-ProcessResult run_subject(std::vector<std::string> argv, double timeout_s) {
+struct Limits {
+  double timeout_s = 600;
+  uint64_t memory_limit_bytes = 0;
+  size_t output_limit_bytes = size_t{1} << 20;
+};
+
+ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
   ProcessSpec spec;
   spec.argv = std::move(argv);
-  spec.timeout = std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
-  return run_process(spec);
+  spec.timeout = std::chrono::nanoseconds(static_cast<int64_t>(limits.timeout_s * 1e9));
+  spec.stdout_limit = limits.output_limit_bytes;
+  spec.stderr_limit = limits.output_limit_bytes;
+  spec.kill_at_output_limit = true;
+  spec.memory_limit_bytes = limits.memory_limit_bytes;
+  try {
+    return run_process(spec);
+  } catch (const Error& error) {
+    // Nothing ran: the command after -- is wrong, which is bad usage, not a subject failure.
+    if (error.code() != ErrorCode::kSubject) throw;
+    throw Error(ErrorCode::kUsage,
+                "subject command '" + spec.argv.front() + "' (the first word after --): " +
+                    error.message() + "; expected an executable (a path, or a name on PATH)",
+                "loupe probe list -- build/bin/kda probe");
+  }
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
 }
 
 // Exit 2 from the subject is bad usage (its message says which choice was wrong); any other
-// failure is the subject's.
+// failure is the subject's, and becomes a SubjectFailure with a finding naming what happened.
 void throw_for_failure(const ProcessResult& result, const std::vector<std::string>& argv,
-                       double timeout_s) {
+                       const Limits& limits, const std::string& probe, Layer layer) {
   if (result.succeeded()) return;
   const std::string command = join_command(argv);
   const std::string tail = result.stderr_tail();
-  if (result.timed_out) {
-    throw Error(ErrorCode::kSubject,
-                "subject timed out after " + std::to_string(timeout_s) +
-                    " s; its process group was killed: " + command +
-                    (tail.empty() ? "" : "\nstderr:\n" + tail),
-                "raise --timeout, or run a smaller point");
-  }
-  if (result.exit_code == 2) {
+  const std::string stderr_part = tail.empty() ? "" : "\nstderr:\n" + tail;
+  if (result.exit_code == 2 && !result.timed_out) {
     throw Error(ErrorCode::kUsage, "the subject refused the request: " + tail,
                 "run `loupe probe list -- SUBJECT` to see the probes and their parameters");
   }
-  throw Error(ErrorCode::kSubject,
-              "the subject " + result.describe() + ": " + command +
-                  (tail.empty() ? "" : "\nstderr:\n" + tail),
-              "run the command above directly to see the failure");
+  Finding finding;
+  finding.layer = layer;
+  finding.severity = Severity::kFail;
+  finding.where.subject = argv.empty() ? "" : std::filesystem::path(argv[0]).filename().string();
+  finding.where.probe = probe;
+  finding.reproduce = command;
+  const double wall_s = static_cast<double>(result.wall_ns) * 1e-9;
+  finding.evidence.metrics = {{"wall_s", wall_s}};
+  std::string kind, message, hint;
+  if (result.timed_out) {
+    kind = "timeout";
+    message = "subject timed out after " + seconds_text(limits.timeout_s) +
+              " s; its process group was killed: " + command;
+    hint = "raise --timeout, or run a smaller point";
+    finding.claim = "the subject ran past its " + seconds_text(limits.timeout_s) +
+                    " s timeout; its whole process group was killed";
+    finding.next = "run the point directly to see where it hangs, or raise --timeout";
+  } else if (result.memory_limit_exceeded) {
+    kind = "memory_limit";
+    message = "the subject " + result.describe() + ", above the limit of " +
+              std::to_string(limits.memory_limit_bytes) + " bytes: " + command;
+    hint = "raise --memory, or run a smaller point";
+    finding.claim = "the subject's process group used " +
+                    std::to_string(result.peak_resident_bytes) + " bytes resident, above the " +
+                    std::to_string(limits.memory_limit_bytes) +
+                    "-byte --memory limit; its process group was killed";
+    finding.evidence.metrics.emplace_back("peak_resident_bytes",
+                                          static_cast<double>(result.peak_resident_bytes));
+    finding.evidence.metrics.emplace_back("memory_limit_bytes",
+                                          static_cast<double>(limits.memory_limit_bytes));
+    finding.next = "look for allocations that grow with the run; raise --memory if it is expected";
+  } else if (result.output_limit_exceeded) {
+    kind = "output_capped";
+    const char* stream = result.stdout_truncated ? "stdout" : "stderr";
+    const uint64_t dropped =
+        result.stdout_truncated ? result.stdout_dropped : result.stderr_dropped;
+    message = "the subject wrote more than " + std::to_string(limits.output_limit_bytes) +
+              " bytes to " + stream + "; the first " + std::to_string(limits.output_limit_bytes) +
+              " were kept, " + std::to_string(dropped) +
+              " more were dropped, and its process group was killed: " + command;
+    hint = "a subject writes observations into --out DIR, not to " + std::string(stream);
+    finding.claim = "the subject flooded " + std::string(stream) + " past the " +
+                    std::to_string(limits.output_limit_bytes) + "-byte limit (" +
+                    std::to_string(dropped) + " bytes dropped); its process group was killed";
+    finding.evidence.metrics.emplace_back("bytes_dropped", static_cast<double>(dropped));
+    finding.next = "silence the subject's logging, or write it to a file";
+  } else {
+    kind = "crashed";
+    message = "the subject " + result.describe() + ": " + command;
+    hint = "run the command above directly to see the failure";
+    finding.claim = "the subject " + result.describe();
+    finding.next = "run the command directly to see the failure";
+  }
+  finding.id = std::string(layer_name(layer)) + "." + probe + ".subject." + kind;
+  throw SubjectFailure(Error(ErrorCode::kSubject, message + stderr_part, hint), std::move(finding));
 }
 
 Json read_json_file(const std::filesystem::path& path) {
@@ -105,7 +175,8 @@ std::string reproduce_command(const std::string& probe, const Params& params, ui
   return join_command(argv);
 }
 
-Json list_probes(const std::vector<std::string>& subject_command, double timeout_s) {
+Json list_probes(const std::vector<std::string>& subject_command, double timeout_s,
+                 uint64_t memory_limit_bytes) {
   if (subject_command.empty()) {
     throw Error(ErrorCode::kUsage, "no subject command after --",
                 "loupe probe list -- build/bin/kda probe");
@@ -113,8 +184,12 @@ Json list_probes(const std::vector<std::string>& subject_command, double timeout
   std::vector<std::string> argv = subject_command;
   argv.push_back("list");
   argv.push_back("--json");
-  const ProcessResult result = run_subject(argv, timeout_s);
-  throw_for_failure(result, argv, timeout_s);
+  Limits limits;
+  limits.timeout_s = timeout_s;
+  limits.memory_limit_bytes = memory_limit_bytes;
+  limits.output_limit_bytes = size_t{16} << 20;
+  const ProcessResult result = run_subject(argv, limits);
+  throw_for_failure(result, argv, limits, "list", Layer::kCheck);
   try {
     Json list = Json::parse(result.stdout_text);
     if (!list.is_object() || !list.contains("probes") || !list["probes"].is_array()) {
@@ -176,17 +251,30 @@ RunOutcome run_probe(const RunRequest& request) {
   }
   argv.insert(argv.end(), {"--out", staging.string(), "--json"});
 
-  const ProcessResult result = run_subject(argv, request.timeout_s);
+  Limits limits;
+  limits.timeout_s = request.timeout_s;
+  limits.memory_limit_bytes = request.memory_limit_bytes;
+  limits.output_limit_bytes = request.output_limit_bytes;
+  const ProcessResult result = run_subject(argv, limits);
   {
     std::ofstream stderr_file(staging / "stderr.txt");
     stderr_file << result.stderr_text;
+    if (result.stderr_truncated) {
+      stderr_file << "\n[loupe: stderr capped at " << request.output_limit_bytes << " bytes; "
+                  << result.stderr_dropped << " more bytes dropped]\n";
+    }
   }
+  const std::string stderr_note =
+      " (the subject's stderr is in " + (staging / "stderr.txt").string() + ")";
   try {
-    throw_for_failure(result, argv, request.timeout_s);
+    throw_for_failure(result, argv, limits, request.probe, request.layer.value_or(Layer::kCheck));
+  } catch (const SubjectFailure& failure) {
+    Finding finding = failure.finding();
+    finding.evidence.files.push_back((staging / "stderr.txt").string());
+    throw SubjectFailure(Error(failure.code(), failure.message(), failure.hint() + stderr_note),
+                         std::move(finding));
   } catch (const Error& error) {
-    throw Error(
-        error.code(), error.message(),
-        error.hint() + " (the subject's stderr is in " + (staging / "stderr.txt").string() + ")");
+    throw Error(error.code(), error.message(), error.hint() + stderr_note);
   }
 
   Json observation = read_json_file(staging / "observation.json");
@@ -290,14 +378,126 @@ std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string
   return points;
 }
 
+namespace {
+
+// What the subject declares about one probe: its layer and how many hidden points it has.
+struct Declared {
+  std::optional<Layer> layer;
+  int64_t hidden_points = 0;
+};
+
+Declared declared(const RunRequest& request) {
+  Declared out;
+  Json list;
+  try {
+    list = list_probes(request.subject_command, request.timeout_s, request.memory_limit_bytes);
+  } catch (const SubjectFailure& failure) {
+    // Named after the probe asked for: that is what the user ran.
+    Finding finding = failure.finding();
+    finding.where.probe = request.probe;
+    finding.id = "check." + request.probe + finding.id.substr(finding.id.find(".subject."));
+    throw SubjectFailure(failure, std::move(finding));
+  }
+  for (const auto& probe : list["probes"]) {
+    if (!probe.is_object() || probe.value("name", "") != request.probe) continue;
+    const std::string kind = probe.value("kind", "");
+    if (kind == "check") out.layer = Layer::kCheck;
+    if (kind == "bench") out.layer = Layer::kBench;
+    if (kind == "scenario") out.layer = Layer::kScenario;
+    const Json count = probe.value("hidden_points", Json(0));
+    if (count.is_number_integer()) out.hidden_points = count.get<int64_t>();
+  }
+  return out;
+}
+
+Params params_of_outcome(const RunOutcome& outcome) {
+  Params params;
+  const Json values = outcome.data.value("params", Json::object());
+  for (const auto& [name, value] : values.items()) {
+    params.emplace_back(name, value_from_json(value, "params." + name));
+  }
+  return params;
+}
+
+std::string first_reproduce(const RunOutcome& outcome) {
+  for (const auto& finding : outcome.findings) {
+    if (!finding.reproduce.empty()) return finding.reproduce;
+  }
+  return "";
+}
+
+// How the candidate fared at the hidden point, said next to how it fared at the visible ones.
+Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOutcome>& visible,
+                             const RunOutcome& hidden) {
+  bool visible_failed = false;
+  std::string shown;
+  for (const auto& point : visible) {
+    visible_failed = visible_failed || point.verdict == Verdict::kFail;
+    shown += (shown.empty() ? "" : "; ") + params_to_string(params_of_outcome(point));
+  }
+  const Params hidden_params = params_of_outcome(hidden);
+  const Json info = hidden.data.value("hidden", Json(nullptr));
+  const std::string which = info.is_object()
+                                ? " (hidden point " + info.value("index", Json(0)).dump() + " of " +
+                                      info.value("of", Json(0)).dump() + ")"
+                                : "";
+  Finding finding;
+  finding.id = "check." + request.probe + ".guard.hidden_point";
+  finding.layer = Layer::kCheck;
+  finding.where.subject =
+      std::filesystem::path(request.subject_command.front()).filename().string();
+  finding.where.probe = request.probe;
+  finding.where.path = "candidate";
+  finding.where.params = hidden_params;
+  finding.evidence.files = {hidden.data.value("observation", "")};
+  finding.reproduce = first_reproduce(hidden);
+  const std::string at = params_to_string(hidden_params) + which;
+  if (hidden.verdict == Verdict::kFail) {
+    finding.severity = Severity::kFail;
+    finding.claim =
+        visible_failed
+            ? "the candidate also fails at the hidden point " + at + ", drawn in secret"
+            : "the candidate passes at the point(s) it was shown (" + shown +
+                  ") but fails at the hidden point " + at +
+                  ", drawn in secret and revealed only after the run: it may be specialised to "
+                  "the shapes it was shown";
+    finding.next = "rerun the hidden point (reproduce) and look for code that assumes a shape";
+  } else if (hidden.verdict == Verdict::kPass) {
+    finding.severity = Severity::kInfo;
+    finding.claim = "the candidate also passes at the hidden point " + at + ", drawn in secret";
+  } else {
+    finding.severity = Severity::kWarn;
+    finding.claim = "at the hidden point " + at + ", drawn in secret, the check is " +
+                    std::string(verdict_name(hidden.verdict));
+  }
+  return finding;
+}
+
+}  // namespace
+
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
   const auto points = expand_sweep(request.sets, zips);
   RunRequest point_request = request;
   if (point_request.run_id.empty()) point_request.run_id = new_run_id();
+  const bool may_add_hidden = request.add_hidden_point && !request.hidden && !request.hidden_point;
+  Declared probe_declared;
+  if (may_add_hidden || !request.layer) {
+    probe_declared = declared(request);
+    if (!point_request.layer) point_request.layer = probe_declared.layer;
+  }
   SweepOutcome sweep;
   for (const auto& sets : points) {
     point_request.sets = sets;
     sweep.points.push_back(run_probe(point_request));
+  }
+  // A check with hidden points also runs one the candidate's author never saw; the subject
+  // draws it in secret and the observation reveals it.
+  if (may_add_hidden && probe_declared.hidden_points > 0 && probe_declared.layer == Layer::kCheck) {
+    RunRequest hidden_request = point_request;
+    hidden_request.sets.clear();
+    hidden_request.hidden = true;
+    sweep.hidden.push_back(run_probe(hidden_request));
+    sweep.findings.push_back(hidden_point_finding(request, sweep.points, sweep.hidden.back()));
   }
 
   // Many points, many A/B tests: control the false-discovery rate across all of them.
@@ -347,9 +547,11 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
         return 1;
     }
   };
-  for (const auto& point : sweep.points) {
-    if (rank(point.verdict) > rank(sweep.verdict)) sweep.verdict = point.verdict;
-    sweep.exit_code = std::max(sweep.exit_code, point.exit_code);
+  for (const auto* group : {&sweep.points, &sweep.hidden}) {
+    for (const auto& point : *group) {
+      if (rank(point.verdict) > rank(sweep.verdict)) sweep.verdict = point.verdict;
+      sweep.exit_code = std::max(sweep.exit_code, point.exit_code);
+    }
   }
   return sweep;
 }

@@ -7,8 +7,9 @@
 // directory to analyze_observation. Everything that decides — comparisons (src/check), bench
 // statistics and verdicts (src/bench), guard findings — happens here, from files, never in the
 // subject's process. `loupe probe run` and the objective cascade both call these functions.
-// Errors: Error(kUsage) when the subject exits 2 (its message is carried over), Error(kSubject)
-// when it crashes, times out or writes no readable observation.
+// Errors: Error(kUsage) when the subject exits 2 (its message is carried over), SubjectFailure
+// (an Error(kSubject) with a finding) when it crashes, times out, passes its memory limit or
+// floods its output, Error(kSubject) when it writes no readable observation.
 // Thread-safety: no shared state; one call per thread.
 #pragma once
 
@@ -43,6 +44,15 @@ struct RunRequest {
   std::optional<double> precision;
   std::optional<double> budget_s;
   double timeout_s = 600;
+  // The subject's process group is killed when its summed resident memory passes this (0: no
+  // limit), or when it writes more than `output_limit_bytes` to stdout or stderr.
+  uint64_t memory_limit_bytes = 0;
+  size_t output_limit_bytes = size_t{1} << 20;
+  // run_sweep: when the probe declares hidden points and none was asked for, also run one drawn
+  // by the subject in secret, revealed in its observation afterwards (DESIGN.md, "Seeds").
+  bool add_hidden_point = true;
+  // The probe's layer when known (the findings of a failed subject carry it); check otherwise.
+  std::optional<Layer> layer;
   std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root
   std::string run_id;                         // empty: a new one
   std::vector<std::string> subject_command;
@@ -79,14 +89,33 @@ struct SweepOutcome {
   Verdict verdict = Verdict::kNone;  // fail > inconclusive > pass > none over the points
   int exit_code = 0;
   std::vector<RunOutcome> points;
+  // The hidden point loupe added (RunRequest::add_hidden_point), if any, and the
+  // guard.hidden_point finding that says how the candidate fared there.
+  std::vector<RunOutcome> hidden;
+  std::vector<Finding> findings;
+};
+
+// A subject that could not complete a run: crashed, timed out, or was killed at its memory or
+// output limit. An Error(kSubject) (exit 3) that also carries the finding naming what happened:
+// <layer>.<probe>.subject.{crashed,timeout,memory_limit,output_capped}.
+class SubjectFailure : public Error {
+ public:
+  SubjectFailure(const Error& error, Finding finding)
+      : Error(error), finding_(std::move(finding)) {}
+  const Finding& finding() const { return finding_; }
+
+ private:
+  Finding finding_;
 };
 
 // Runs every point of request.sets × zips into one run; bench verdicts across the points get
 // Benjamini–Hochberg control of the false-discovery rate (bench::control_false_discovery).
+// A check that declares hidden points also gets one of them (RunRequest::add_hidden_point).
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips);
 
 // `SUBJECT list --json`, parsed. Throws as described above.
-Json list_probes(const std::vector<std::string>& subject_command, double timeout_s);
+Json list_probes(const std::vector<std::string>& subject_command, double timeout_s,
+                 uint64_t memory_limit_bytes = 0);
 
 RunOutcome run_probe(const RunRequest& request);
 

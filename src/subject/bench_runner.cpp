@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "bench/stopping.hpp"
 #include "loupe/bench.hpp"
@@ -36,6 +38,16 @@ class BenchRunner {
   Json result() const;
 
  private:
+  // The content-cache probe: per variant, batches on fresh inputs alternated with batches whose
+  // every input set repeats the content of one already timed (separate buffers).
+  void time_replays(const ErasedBench& bench, uint64_t seen_seed);
+  // What this machine can do at the declared work: the best streaming-read rate over a buffer of
+  // bytes_per_call bytes, and the rate of a chain-parallel multiply-add loop.
+  void measure_roofline();
+  Json replays_ = Json::array();
+  Json roofline_ = nullptr;
+
+ private:
   struct VariantSamples {
     std::string name;
     std::vector<double> seconds_per_call;
@@ -43,6 +55,7 @@ class BenchRunner {
     std::vector<int64_t> threads_after;
     int verified = 0;
     size_t forced_verify_at = 0;
+    std::map<std::string, std::vector<double>> facts;  // the timer's per-sample facts
   };
 
   // Times `calls` calls, each on a fresh input set; returns the seconds and, in `chosen_seed` /
@@ -73,7 +86,9 @@ class BenchRunner {
   std::vector<VariantSamples> variants_;
   std::vector<std::vector<int>> block_orders_;
   Json verified_ = Json::array();
+  std::map<std::string, int64_t> dropped_;  // samples the timer rejected, by reason
   std::string samples_file_;
+  std::vector<uint64_t> last_seeds_;  // the seeds of the last timed batch
 };
 
 }  // namespace detail
@@ -114,6 +129,7 @@ double BenchRunner::time_calls(const ErasedBench& bench, size_t variant, size_t 
   const double elapsed = timer_->stop();
   // Any call of the batch may be the one verified, so a body cannot be honest only on the last.
   const size_t chosen = static_cast<size_t>(subject::derive_seed(seeds.back(), 3) % calls);
+  last_seeds_ = seeds;
   if (chosen_seed != nullptr) *chosen_seed = seeds[chosen];
   if (chosen_work != nullptr) *chosen_work = works[chosen];
   return elapsed;
@@ -163,7 +179,7 @@ void BenchRunner::exec(ErasedBench bench) {
       throw Error(ErrorCode::kInternal,
                   "bench '" + probe_.name + "': variant '" + name + "' is declared twice");
     }
-    variants_.push_back({name, {}, {}, {}, 0, 0});
+    variants_.push_back({name, {}, {}, {}, 0, 0, {}});
   }
   std::mt19937_64 rng(subject::derive_seed(options_.seed, 2));
 
@@ -215,6 +231,18 @@ void BenchRunner::exec(ErasedBench bench) {
       const int64_t before = thread_count();
       const double elapsed = time_calls(bench, variant, calls_per_sample_, &last_seed, &last_work);
       const int64_t after = thread_count();
+      // A sample the timer rejects (the GPU clock throttled under it) is counted, not kept —
+      // unless rejections outnumber kept samples, where dropping would bias what remains.
+      const std::string drop = timer_->drop_reason();
+      if (!drop.empty() &&
+          dropped_[drop] <
+              std::max<int64_t>(10, static_cast<int64_t>(samples.seconds_per_call.size()))) {
+        ++dropped_[drop];
+        continue;
+      }
+      for (const auto& [fact, value] : timer_->sample_facts()) {
+        samples.facts[fact].push_back(value);
+      }
       samples.seconds_per_call.push_back(elapsed / static_cast<double>(calls_per_sample_));
       samples.threads_before.push_back(before);
       samples.threads_after.push_back(after);
@@ -260,6 +288,8 @@ void BenchRunner::exec(ErasedBench bench) {
     }
   }
   sampling_s_ = now_s() - start;
+  if (!last_seeds_.empty()) time_replays(bench, last_seeds_.front());
+  if (bytes_per_call_ > 0 || flops_per_call_ > 0) measure_roofline();
 
   // A variant that ran out of budget before any sample was verified still gets one timed call
   // checked, so the guard never silently does nothing.
@@ -283,6 +313,7 @@ void BenchRunner::exec(ErasedBench bench) {
     entry["samples"] = samples.seconds_per_call;
     entry["threads_before"] = samples.threads_before;
     entry["threads_after"] = samples.threads_after;
+    for (const auto& [fact, values] : samples.facts) entry[fact] = values;
     variants.push_back(std::move(entry));
   }
   samples_json["variants"] = std::move(variants);
@@ -294,6 +325,103 @@ void BenchRunner::exec(ErasedBench bench) {
     throw Error(ErrorCode::kSubject, "cannot write " + (files_.dir() / samples_file_).string());
   }
   files_.add(samples_file_, "samples");
+}
+
+void BenchRunner::time_replays(const ErasedBench& bench, uint64_t seen_seed) {
+  // A few pairs: enough for a complete separation of the two sets to mean something (1 in 70 by
+  // chance at four pairs), bounded to about a tenth of the budget.
+  const double batch_s =
+      variants_.empty() || variants_[0].seconds_per_call.empty()
+          ? 0
+          : variants_[0].seconds_per_call.back() * static_cast<double>(calls_per_sample_);
+  const int pairs = static_cast<int>(std::clamp(
+      batch_s > 0 ? std::floor(0.1 * options_.budget_s / (2.0 * batch_s * variants_.size())) : 6.0,
+      4.0, 6.0));
+  for (size_t variant = 0; variant < variants_.size(); ++variant) {
+    std::vector<double> fresh, repeated;
+    const auto& call = bench.variants[variant].second;
+    for (int pair = 0; pair < pairs; ++pair) {
+      fresh.push_back(time_calls(bench, variant, calls_per_sample_, nullptr, nullptr) /
+                      static_cast<double>(calls_per_sample_));
+      // The same content as a set timed before, in buffers of its own.
+      std::vector<std::shared_ptr<void>> works;
+      for (size_t index = 0; index < calls_per_sample_; ++index) {
+        works.push_back(bench.make(seen_seed));
+      }
+      timer_->start();
+      for (auto& work : works) call(work.get());
+      repeated.push_back(timer_->stop() / static_cast<double>(calls_per_sample_));
+    }
+    Json entry = Json::object();
+    entry["variant"] = variants_[variant].name;
+    entry["seen_seed"] = seen_seed;
+    entry["fresh"] = fresh;
+    entry["repeated"] = repeated;
+    replays_.push_back(std::move(entry));
+  }
+}
+
+namespace {
+
+// The best of a few streaming reads of `bytes` bytes just written, as make() leaves its inputs.
+double best_read_rate(size_t bytes) {
+  const size_t words = std::max<size_t>(bytes / sizeof(uint64_t), 64);
+  std::vector<uint64_t> buffer(words);
+  double best = 0;
+  uint64_t sink = 0;
+  for (int attempt = 0; attempt < 7; ++attempt) {
+    for (size_t index = 0; index < words; ++index) buffer[index] = index * 0x9E3779B97F4A7C15ull;
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t lanes[8] = {};
+    size_t index = 0;
+    for (; index + 8 <= words; index += 8) {
+      for (int lane = 0; lane < 8; ++lane) lanes[lane] += buffer[index + lane];
+    }
+    for (; index < words; ++index) lanes[0] += buffer[index];
+    for (uint64_t lane : lanes) sink ^= lane;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 0) best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / seconds);
+  }
+  asm volatile("" : : "g"(sink) : "memory");  // the sums are used, so the reads happen
+  return best;
+}
+
+// Multiply-adds in 8 independent chains (2 flops each), the best of a few runs.
+double best_flop_rate() {
+  constexpr int kSteps = 1 << 18;
+  double best = 0;
+  double sink = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    double chains[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const auto start = std::chrono::steady_clock::now();
+    for (int step = 0; step < kSteps; ++step) {
+      for (double& chain : chains) chain = chain * 0.999999 + 1e-7;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (double chain : chains) sink += chain;
+    if (seconds > 0) best = std::max(best, 2.0 * 8 * kSteps / seconds);
+  }
+  asm volatile("" : : "g"(sink) : "memory");
+  return best;
+}
+
+}  // namespace
+
+void BenchRunner::measure_roofline() {
+  Json roofline = Json::object();
+  roofline["method"] =
+      "one thread: best of 7 streaming reads of a just-written buffer of bytes_per_call bytes "
+      "(8 integer lanes); best of 5 runs of 8 multiply-add chains";
+  roofline["hardware_threads"] = std::max(1u, std::thread::hardware_concurrency());
+  if (bytes_per_call_ > 0) {
+    const size_t bytes = static_cast<size_t>(std::min(bytes_per_call_, 1024.0 * 1024 * 1024));
+    roofline["read_working_set_bytes"] = bytes;
+    roofline["read_bytes_per_s"] = best_read_rate(bytes);
+  }
+  if (flops_per_call_ > 0) roofline["flops_per_s"] = best_flop_rate();
+  roofline_ = std::move(roofline);
 }
 
 Json BenchRunner::result() const {
@@ -320,6 +448,14 @@ Json BenchRunner::result() const {
   tolerance["bound"] = verify_bound_;
   bench["verify_tolerance"] = std::move(tolerance);
   bench["verified"] = verified_;
+  Json dropped = Json::object();
+  for (const auto& [reason, count] : dropped_) dropped[reason] = count;
+  bench["dropped_samples"] = std::move(dropped);
+  Json method = Json::object();
+  for (const auto& [key, value] : timer_->method()) method[key] = value;
+  bench["timer_method"] = std::move(method);
+  bench["replays"] = replays_;
+  bench["roofline"] = roofline_;
   return bench;
 }
 

@@ -38,6 +38,11 @@ CheckOutput& CheckOutput::tolerance_vs_oracle(std::string metric, double factor)
   return *this;
 }
 
+CheckOutput& CheckOutput::stored_narrow(std::string format) {
+  stored_in = std::move(format);
+  return *this;
+}
+
 namespace {
 
 void check_axes(const std::string& what, const std::string& name, const std::vector<int64_t>& shape,

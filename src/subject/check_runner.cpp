@@ -330,6 +330,7 @@ class CheckRun {
       entry["shape"] = output.shape;
       entry["axes"] = output.axes;
       entry["profile_axis"] = output.profile_axis;
+      if (!output.stored_in.empty()) entry["stored_in"] = output.stored_in;
       Json tolerances = Json::array();
       for (const auto& tolerance : output.tolerances) {
         Json item = Json::object();

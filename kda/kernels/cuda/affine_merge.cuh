@@ -62,5 +62,8 @@ cudaError_t launch_tf32x3_affine_merge(const AffineMergeProblem& problem, cudaSt
 cudaError_t launch_tf32x3_chained_accumulator_affine_merge(const AffineMergeProblem& problem,
                                                            cudaStream_t stream);
 cudaError_t launch_fp32_affine_merge(const AffineMergeProblem& problem, cudaStream_t stream);
+// 3×TF32 off the diagonal, A[r][r] · B[r][c] in fp32 (tf32x3_exact_diagonal_affine_merge.cu).
+cudaError_t launch_tf32x3_exact_diagonal_affine_merge(const AffineMergeProblem& problem,
+                                                      cudaStream_t stream);
 
 }  // namespace kda::kernels::cuda

@@ -107,10 +107,12 @@ __device__ __forceinline__ void load_b_fragment(const TileShared& shared, int in
   b[1] = shared.b[inner0 + quad + 4][col0 + group];
 }
 
-// out = D + C for one warp's 32 × 32 quarter.
+// out = D + C for one warp's 32 × 32 quarter; with `diagonal` (the tile's A[r][r], 64 of them),
+// out = fma(A[r][r], B[r][c], D) + C: the diagonal product in fp32, rounded once.
 __device__ __forceinline__ void store_warp_accumulators(
     const AffineMergeProblem& problem, const TileCoordinates& tile, int warp_row0, int warp_col0,
-    int lane, const float (&accumulators)[kWarpMmaRows][kWarpMmaCols][4]) {
+    int lane, const float (&accumulators)[kWarpMmaRows][kWarpMmaCols][4],
+    const float* diagonal = nullptr) {
   const int group = lane / 4, quad = lane % 4;
 #pragma unroll
   for (int mma_row = 0; mma_row < kWarpMmaRows; ++mma_row) {
@@ -123,6 +125,12 @@ __device__ __forceinline__ void store_warp_accumulators(
         const int64_t offset = static_cast<int64_t>(row) * problem.cols + col;
         float2 value = make_float2(accumulators[mma_row][mma_col][2 * half],
                                    accumulators[mma_row][mma_col][2 * half + 1]);
+        if (diagonal != nullptr && row < problem.inner) {
+          const float d = diagonal[row - tile.row0];
+          const float2 b = *reinterpret_cast<const float2*>(
+              tile.b_global + static_cast<int64_t>(row) * problem.cols + col);
+          value.x = fmaf(d, b.x, value.x), value.y = fmaf(d, b.y, value.y);
+        }
         if (tile.c_global) {
           const float2 addend = *reinterpret_cast<const float2*>(tile.c_global + offset);
           value.x += addend.x, value.y += addend.y;
@@ -135,19 +143,32 @@ __device__ __forceinline__ void store_warp_accumulators(
 
 // The mainloop of the tensor-core kernels: stream the inner dimension through shared memory and
 // hand each m16n8k8 step's raw fp32 fragments to `multiply_accumulate(d, a, b)`, which decides the
-// precision. Then out = D + C.
-template <class MultiplyAccumulate>
+// precision. Then out = D + C. With kExactDiagonal, A's diagonal A[r][r] is taken out of the
+// tensor-core product (zeroed in shared memory) and added in fp32 at the store: for a near-identity
+// A (an M chain of slow decays) the mma sums then carry only the small off-diagonal part, so their
+// round-toward-zero bias is relative to that part, not to the whole state.
+template <bool kExactDiagonal = false, class MultiplyAccumulate>
 __device__ __forceinline__ void run_mma_tile(const AffineMergeProblem& problem,
                                              MultiplyAccumulate multiply_accumulate) {
   __shared__ TileShared shared;
+  __shared__ float diagonal[kTileRows];
   const TileCoordinates tile = tile_coordinates(problem);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int warp_row0 = (warp / 2) * kWarpRows, warp_col0 = (warp % 2) * kWarpCols;
   float accumulators[kWarpMmaRows][kWarpMmaCols][4] = {};
+  if (kExactDiagonal && threadIdx.x < kTileRows) diagonal[threadIdx.x] = 0.0f;
   for (int inner0 = 0; inner0 < problem.inner; inner0 += kTileInner) {
     __syncthreads();  // the previous step's fragment reads are done
     load_tile(problem, tile, inner0, shared);
     __syncthreads();
+    if (kExactDiagonal) {
+      const int inner = tile.row0 + static_cast<int>(threadIdx.x) - inner0;
+      if (threadIdx.x < kTileRows && inner >= 0 && inner < kTileInner) {
+        diagonal[threadIdx.x] = shared.a[threadIdx.x][inner];
+        shared.a[threadIdx.x][inner] = 0.0f;
+      }
+      __syncthreads();
+    }
 #pragma unroll
     for (int step = 0; step < kTileInner; step += kMmaInner) {
       float a[kWarpMmaRows][4], b[kWarpMmaCols][2];
@@ -168,7 +189,9 @@ __device__ __forceinline__ void run_mma_tile(const AffineMergeProblem& problem,
       }
     }
   }
-  store_warp_accumulators(problem, tile, warp_row0, warp_col0, lane, accumulators);
+  if (kExactDiagonal) __syncthreads();  // every diagonal entry written before any store reads it
+  store_warp_accumulators(problem, tile, warp_row0, warp_col0, lane, accumulators,
+                          kExactDiagonal ? diagonal : nullptr);
 }
 
 }  // namespace kda::kernels::cuda::affine_merge_detail

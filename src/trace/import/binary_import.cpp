@@ -83,6 +83,15 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
   cursor.skip(header.header_size - sizeof(format::FileHeader), "the header's extension");
   Model& model = builder.model();
 
+  // Each string takes at least its 4-byte length, so a count the rest of the file cannot hold is
+  // refused before anything is allocated for it (fuzzing found a 16 GiB allocation here).
+  if (header.string_count > (bytes.size() - cursor.offset()) / sizeof(uint32_t)) {
+    throw Error(ErrorCode::kInput,
+                "trace file '" + name + "' declares " + std::to_string(header.string_count) +
+                    " strings (header field string_count at offset 56), but only " +
+                    std::to_string(bytes.size() - cursor.offset()) + " bytes follow the header",
+                "the file is truncated or not a loupe binary trace");
+  }
   std::vector<StringId> names(header.string_count);
   for (uint32_t index = 0; index < header.string_count; ++index) {
     const auto length = cursor.read<uint32_t>("a string length");
@@ -135,8 +144,15 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
     track_info.name = thread.name_id == format::kNoName ? "thread " + std::to_string(thread.tid)
                                                         : std::string(name_of(thread.name_id));
     track_info.process_name = "pid " + pid;
-    if (thread.event_count > (bytes.size() - cursor.offset()) / sizeof(format::RawEvent)) {
-      cursor.need(thread.event_count * sizeof(format::RawEvent), "a thread's events");
+    // Compared as a count: event_count * 32 can wrap around 64 bits and pass a byte check.
+    const uint64_t events_left = (bytes.size() - cursor.offset()) / sizeof(format::RawEvent);
+    if (thread.event_count > events_left) {
+      throw Error(ErrorCode::kInput,
+                  "trace file '" + name + "' declares " + std::to_string(thread.event_count) +
+                      " events for thread " + std::to_string(thread.tid) +
+                      " (thread header ending at offset " + std::to_string(cursor.offset()) +
+                      "), but the rest of the file holds " + std::to_string(events_left),
+                  "the file is truncated; was the recording process killed before stop()?");
     }
     open.clear();
     builder.reserve_slices(thread.event_count / 2);

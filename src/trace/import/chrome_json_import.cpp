@@ -1,13 +1,24 @@
 // Reader of Chrome trace event JSON and PyTorch profiler (Kineto) traces, with simdjson On-Demand.
 //
+// simdjson indexes and validates the document (stage 1) and walks the event array, handing each
+// event object over as its raw text. A scanner reads the fields of that text once, in document
+// order: keys are matched on their raw bytes, strings without escapes are views of the input and
+// numbers their raw tokens, so an ordinary event costs no copy, no unescaping and no allocation.
+// An event the scanner does not take (an escaped string in a field loupe reads, an unexpected
+// byte) is read again by On-Demand from its own text; both paths feed one field setter, so they
+// agree. (Iterating every field through On-Demand's value objects cost ~60 cycles a field in
+// store-forwarding stalls with GCC 12; that was most of the import time.)
+//
 // Events are gathered into local tables and committed to the builder only when the whole file was
 // read, so a file that needs repair (invalid UTF-8, raw control characters, a truncated tail) is
 // repaired and read again from a clean slate.
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,50 +32,68 @@ namespace {
 
 namespace od = simdjson::ondemand;
 
+bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Bytes that end a number or literal token: JSON whitespace, ',', '}' and ']'.
+constexpr std::array<bool, 256> kTokenEnd = [] {
+  std::array<bool, 256> table{};
+  for (const char c : {' ', '\n', '\r', '\t', ',', '}', ']'}) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+std::string_view trim_json_space(std::string_view text) {
+  while (!text.empty() && is_json_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+bool parse_exponent_us_to_ns(std::string_view text, int64_t& out) {
+  std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (end == copy.c_str() || !std::isfinite(value)) return false;
+  out = std::llround(value * 1000.0);
+  return true;
+}
+
 // Microseconds written as text (integer, fraction, or exponent form) to integer nanoseconds,
-// without passing large epoch timestamps through a double when there is no exponent.
+// without passing large epoch timestamps through a double when there is no exponent. Digits past
+// the nanosecond round half up on the first of them.
 bool parse_us_to_ns(std::string_view text, int64_t& out) {
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' ||
-                           text.back() == '\t')) {
-    text.remove_suffix(1);
-  }
+  text = trim_json_space(text);
   if (text.empty()) return false;
-  if (text.find_first_of("eE") != std::string_view::npos) {
-    std::string copy(text);
-    char* end = nullptr;
-    const double value = std::strtod(copy.c_str(), &end);
-    if (end == copy.c_str() || !std::isfinite(value)) return false;
-    out = std::llround(value * 1000.0);
-    return true;
-  }
-  bool negative = false;
-  size_t pos = 0;
-  if (text[0] == '-') {
-    negative = true;
-    pos = 1;
-  }
+  // Anything but [-]digits[.digits] is read by strtod when it has an exponent, else rejected.
+  auto not_plain = [&text, &out] {
+    return text.find_first_of("eE") != std::string_view::npos && parse_exponent_us_to_ns(text, out);
+  };
+  const char* pos = text.data();
+  const char* const end = pos + text.size();
+  const bool negative = *pos == '-';
+  if (negative) ++pos;
   int64_t whole = 0;
-  size_t digits = 0;
-  for (; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++digits) {
-    if (whole > (INT64_MAX / 1000 - 9) / 10) return false;
-    whole = whole * 10 + (text[pos] - '0');
+  const char* const whole_begin = pos;
+  for (; pos < end && static_cast<unsigned>(*pos - '0') < 10; ++pos) {
+    if (whole > (INT64_MAX / 1000 - 9) / 10) return not_plain();
+    whole = whole * 10 + (*pos - '0');
   }
+  size_t digits = static_cast<size_t>(pos - whole_begin);
   int64_t fraction_ns = 0;
-  if (pos < text.size() && text[pos] == '.') {
+  if (pos < end && *pos == '.') {
     ++pos;
+    const char* const fraction_begin = pos;
     int scale = 100;
-    int64_t rest_digit = -1;
-    for (; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++digits) {
-      if (scale >= 1) {
-        fraction_ns += (text[pos] - '0') * scale;
-        scale /= 10;
-      } else if (rest_digit < 0) {
-        rest_digit = text[pos] - '0';
-      }
+    for (; pos < end && static_cast<unsigned>(*pos - '0') < 10 && scale >= 1; ++pos) {
+      fraction_ns += (*pos - '0') * scale;
+      scale /= 10;
     }
-    if (rest_digit >= 5) ++fraction_ns;
+    if (pos < end && static_cast<unsigned>(*pos - '0') < 10) {
+      if (*pos >= '5') ++fraction_ns;
+      while (pos < end && static_cast<unsigned>(*pos - '0') < 10) ++pos;
+    }
+    digits += static_cast<size_t>(pos - fraction_begin);
   }
-  if (digits == 0 || pos != text.size()) return false;
+  if (digits == 0 || pos != end) return not_plain();
   out = whole * 1000 + fraction_ns;
   if (negative) out = -out;
   return true;
@@ -115,7 +144,7 @@ enum class Key { kOther, kPh, kTs, kDur, kName, kCat, kPid, kTid, kId, kBp, kArg
 
 // Classifies an event's key from its raw text (up to the closing quote) without unescaping:
 // the keys loupe reads never contain escapes.
-Key classify_key(const char* raw) {
+inline Key classify_key(const char* raw) {
   auto is = [raw](const char* word, size_t length) {
     return std::memcmp(raw, word, length) == 0 && raw[length] == '"';
   };
@@ -151,6 +180,256 @@ bool is_gpu_category(std::string_view category) {
          category == "Memset";
 }
 
+// The fields of one event loupe reads. Views point into the input or, for an event read by the
+// On-Demand fallback, into that parse; they live until the event is applied.
+struct EventFields {
+  std::string_view name, category, phase, pid = "0", tid = "0", id, bind_point, args_raw;
+  int64_t ts = 0, dur = 0;
+  bool has_ts = false, has_dur = false, malformed = false, has_id = false;
+  int64_t ids_beyond_int64 = 0;
+};
+
+enum class ValueKind : uint8_t { kString, kNumber, kObject, kOther };
+
+// Sets one field from its value: a string's unescaped text, a number's token without trailing
+// whitespace, an object's raw text. Both readers call this, so they agree on every rule: a field
+// of the wrong type marks the event malformed, and a repeated key overwrites the earlier one.
+inline void set_field(EventFields& fields, Key key, ValueKind kind, std::string_view text) {
+  switch (key) {
+    case Key::kPh:
+      if (kind == ValueKind::kString) {
+        fields.phase = text;
+      } else {
+        fields.malformed = true;
+      }
+      break;
+    case Key::kTs:
+    case Key::kDur: {
+      int64_t& out = key == Key::kTs ? fields.ts : fields.dur;
+      bool& has = key == Key::kTs ? fields.has_ts : fields.has_dur;
+      has = (kind == ValueKind::kString || kind == ValueKind::kNumber) && parse_us_to_ns(text, out);
+      if (!has) fields.malformed = true;
+      break;
+    }
+    case Key::kName:
+    case Key::kCat:
+    case Key::kBp: {
+      std::string_view& out = key == Key::kName  ? fields.name
+                              : key == Key::kCat ? fields.category
+                                                 : fields.bind_point;
+      if (kind == ValueKind::kString) {
+        out = text;
+      } else {
+        fields.malformed = true;
+      }
+      break;
+    }
+    case Key::kPid:
+    case Key::kTid:
+      if (kind == ValueKind::kString || kind == ValueKind::kNumber) {
+        (key == Key::kPid ? fields.pid : fields.tid) = text;
+      } else {
+        fields.malformed = true;
+      }
+      break;
+    case Key::kId:
+      // Ids may be numbers beyond int64 or strings; the text is the key either way.
+      fields.has_id = kind == ValueKind::kString || kind == ValueKind::kNumber;
+      fields.id = fields.has_id ? text : std::string_view();
+      if (kind == ValueKind::kNumber) {
+        int64_t as_int = 0;
+        auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), as_int);
+        if (code != std::errc() || end != text.data() + text.size()) ++fields.ids_beyond_int64;
+      }
+      if (!fields.has_id) fields.malformed = true;
+      break;
+    case Key::kArgs:
+      if (kind == ValueKind::kObject) fields.args_raw = text;
+      break;
+    case Key::kOther:
+      break;
+  }
+}
+
+// The scanner over one event's raw text (simdjson has checked its strings and brackets). Returns
+// false when it cannot take the event, which is then read with On-Demand; it never reads outside
+// [begin, end).
+class EventScanner {
+ public:
+  EventScanner(const char* begin, const char* end) : pos_(begin), end_(end) {}
+
+  bool scan(EventFields& fields) {
+    if (pos_ == end_ || *pos_ != '{') return false;
+    ++pos_;
+    skip_space();
+    if (pos_ < end_ && *pos_ == '}') return true;
+    while (true) {
+      skip_space();
+      if (pos_ == end_ || *pos_ != '"') return false;
+      const char* key_text = pos_ + 1;
+      bool key_escaped = false;
+      if (!skip_string(key_escaped)) return false;
+      // An escaped key never equals a plain key loupe reads, as with On-Demand's raw match.
+      const Key key = key_escaped ? Key::kOther : classify_key(key_text);
+      skip_space();
+      if (pos_ == end_ || *pos_ != ':') return false;
+      ++pos_;
+      skip_space();
+      if (pos_ == end_) return false;
+      const char* value_begin = pos_;
+      const char first = *pos_;
+      ValueKind kind = ValueKind::kOther;
+      std::string_view text;
+      if (first == '"') {
+        bool escaped = false;
+        if (!skip_string(escaped)) return false;
+        // Unescaping is left to simdjson: the fallback reads this event.
+        if (escaped && key != Key::kOther) return false;
+        kind = ValueKind::kString;
+        text = std::string_view(value_begin + 1, static_cast<size_t>(pos_ - value_begin - 2));
+      } else if (first == '{' || first == '[') {
+        if (!skip_nested()) return false;
+        kind = first == '{' ? ValueKind::kObject : ValueKind::kOther;
+        text = std::string_view(value_begin, static_cast<size_t>(pos_ - value_begin));
+      } else {
+        while (pos_ < end_ && !kTokenEnd[static_cast<unsigned char>(*pos_)]) ++pos_;
+        text = std::string_view(value_begin, static_cast<size_t>(pos_ - value_begin));
+        kind = first == '-' || static_cast<unsigned>(first - '0') < 10 ? ValueKind::kNumber
+                                                                       : ValueKind::kOther;
+      }
+      if (key != Key::kOther) set_field(fields, key, kind, text);
+      skip_space();
+      if (pos_ == end_) return false;
+      if (*pos_ == '}') return true;
+      if (*pos_ != ',') return false;
+      ++pos_;
+    }
+  }
+
+ private:
+  void skip_space() {
+    while (pos_ < end_ && is_json_space(*pos_)) ++pos_;
+  }
+  // Eight bytes at a time (SWAR): a word's lowest byte equal to `pattern`'s, if any, is flagged
+  // first, so counting trailing zeros finds the earliest match.
+  static constexpr uint64_t kOnes = 0x0101010101010101ull;
+  static constexpr uint64_t kHighs = 0x8080808080808080ull;
+  static uint64_t bytes_equal(uint64_t word, char byte) {
+    const uint64_t diff = word ^ (kOnes * static_cast<uint8_t>(byte));
+    return (diff - kOnes) & ~diff & kHighs;
+  }
+  // Moves to the first byte of [pos_, end_) for which `special` flags a match, a word at a time;
+  // the caller examines the bytes of a shorter tail one by one.
+  template <typename Special>
+  void skip_plain_words(Special special) {
+    while (end_ - pos_ >= 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, pos_, 8);
+      const uint64_t hits = special(word);
+      if (hits != 0) {
+        pos_ += __builtin_ctzll(hits) / 8;
+        return;
+      }
+      pos_ += 8;
+    }
+  }
+  // At an opening quote; moves past the closing one.
+  bool skip_string(bool& escaped) {
+    ++pos_;
+    while (true) {
+      skip_plain_words(
+          [](uint64_t word) { return bytes_equal(word, '"') | bytes_equal(word, '\\'); });
+      if (pos_ >= end_) return false;
+      const char c = *pos_;
+      if (c == '"') {
+        ++pos_;
+        return true;
+      }
+      if (c == '\\') {
+        escaped = true;
+        ++pos_;
+      }
+      ++pos_;
+    }
+  }
+  // At an opening bracket; moves past its partner.
+  bool skip_nested() {
+    int depth = 0;
+    while (true) {
+      // Setting bit 5 folds '[' into '{' and ']' into '}' (and no other byte into either).
+      skip_plain_words([](uint64_t word) {
+        const uint64_t folded = word | (kOnes * 0x20);
+        return bytes_equal(word, '"') | bytes_equal(folded, '{') | bytes_equal(folded, '}');
+      });
+      if (pos_ >= end_) return false;
+      const char c = *pos_;
+      if (c == '"') {
+        bool escaped = false;
+        if (!skip_string(escaped)) return false;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) {
+          ++pos_;
+          return true;
+        }
+      }
+      ++pos_;
+    }
+  }
+
+  const char* pos_;
+  const char* end_;
+};
+
+// The same fields through On-Demand, for the events the scanner leaves: escaped strings are
+// unescaped into the parser's buffer.
+simdjson::error_code read_fields(od::object event, EventFields& fields) {
+  for (auto field : event) {
+    od::raw_json_string raw_key;
+    if (auto error = field.key().get(raw_key)) return error;
+    const Key key = classify_key(raw_key.raw());
+    if (key == Key::kOther) continue;
+    od::value value;
+    if (auto error = field.value().get(value)) return error;
+    od::json_type type;
+    if (value.type().get(type)) {
+      set_field(fields, key, ValueKind::kOther, {});
+      continue;
+    }
+    switch (type) {
+      case od::json_type::string: {
+        std::string_view text;
+        if (value.get_string().get(text)) {
+          set_field(fields, key, ValueKind::kOther, {});
+        } else {
+          set_field(fields, key, ValueKind::kString, text);
+        }
+        break;
+      }
+      case od::json_type::number:
+        set_field(fields, key, ValueKind::kNumber, trim_json_space(value.raw_json_token()));
+        break;
+      case od::json_type::object: {
+        od::object object;
+        std::string_view raw;
+        if (value.get_object().get(object) || object.raw_json().get(raw)) {
+          fields.malformed = true;
+        } else {
+          set_field(fields, key, ValueKind::kObject, raw);
+        }
+        break;
+      }
+      default:
+        set_field(fields, key, ValueKind::kOther, {});
+        break;
+    }
+  }
+  return simdjson::SUCCESS;
+}
+
 class ChromeReader {
  public:
   ChromeReader(const std::string& name, ModelBuilder& builder, uint32_t file_index)
@@ -165,11 +444,25 @@ class ChromeReader {
   uint64_t events() const { return events_; }
 
  private:
+  struct TrackState {
+    bool gpu = false;
+    bool seen = false;
+    int64_t last_ts = 0;
+    std::vector<BeginEnd> begin_ends;
+  };
+  struct CachedTrack {
+    std::string pid;
+    std::string tid;
+    TrackId track = kNoTrack;
+  };
+
   TrackId track_for(std::string_view pid, std::string_view tid);
-  // Returns an error only for structural problems; bad fields drop the event and count it.
-  simdjson::error_code read_event(od::object event, StatsRegistry& stats);
+  StringId intern(std::string_view text);
+  // Return an error only for structural problems; bad fields drop the event and count it.
+  simdjson::error_code read_event(std::string_view raw, StatsRegistry& stats);
+  simdjson::error_code read_event_fallback(std::string_view raw, StatsRegistry& stats);
+  void apply_event(const EventFields& fields, StatsRegistry& stats);
   bool read_events(od::array events, StatsRegistry& stats, simdjson::error_code& error);
-  std::string_view id_text(od::value value, StatsRegistry& stats, bool& ok);
 
   const std::string& name_;
   ModelBuilder& builder_;
@@ -180,181 +473,160 @@ class ChromeReader {
   int64_t base_time_ns_ = 0;
   uint64_t events_ = 0;
   uint64_t order_ = 0;
+  size_t error_offset_ = SIZE_MAX;  // set when the fallback failed inside an event
   std::string key_;
   std::unordered_map<std::string, TrackId> tracks_;
+  std::array<CachedTrack, 8> recent_tracks_;  // most events reuse a few tracks
+  // Names and categories recur: a direct-mapped memo keyed by the length and the first and last
+  // eight bytes finds most of them with one comparison and no hash of the whole text.
+  struct RecentString {
+    uint64_t head = 0;  // the first eight bytes (zero-padded)
+    uint64_t tail = 0;  // the last eight bytes, for texts of eight bytes or more
+    size_t size = 0;
+    StringId id = 0;  // the empty string until a text lands here
+  };
+  std::array<RecentString, 1024> recent_strings_{};
+  size_t recent_next_ = 0;
   std::vector<LocalSlice> slices_;
-  std::map<TrackId, std::vector<BeginEnd>> begin_ends_;
+  std::vector<TrackState> track_state_;  // by TrackId
+  std::vector<int8_t> gpu_category_;     // by StringId: -1 unknown, 0 no, 1 yes
   std::vector<FlowPoint> flows_;
   StringPool flow_ids_;
   std::vector<LocalInstant> instants_;
   std::vector<LocalCounter> counters_;
   std::map<std::string, std::string> process_names_;
   std::map<TrackId, std::string> thread_names_;
-  std::vector<TrackId> gpu_tracks_;
-  std::unordered_map<TrackId, int64_t> last_ts_;
+  od::parser fallback_parser_;
 };
 
 TrackId ChromeReader::track_for(std::string_view pid, std::string_view tid) {
+  for (const CachedTrack& cached : recent_tracks_) {
+    if (cached.track != kNoTrack && cached.pid == pid && cached.tid == tid) return cached.track;
+  }
   key_.assign(pid);
   key_ += '\x1f';
   key_ += tid;
+  TrackId track = kNoTrack;
   auto found = tracks_.find(key_);
-  if (found != tracks_.end()) return found->second;
-  const TrackId track = builder_.track(file_index_, TrackKind::kThread, pid, tid);
-  tracks_.emplace(key_, track);
+  if (found != tracks_.end()) {
+    track = found->second;
+  } else {
+    track = builder_.track(file_index_, TrackKind::kThread, pid, tid);
+    tracks_.emplace(key_, track);
+  }
+  CachedTrack& slot = recent_tracks_[recent_next_];
+  recent_next_ = (recent_next_ + 1) % recent_tracks_.size();
+  slot.pid.assign(pid);
+  slot.tid.assign(tid);
+  slot.track = track;
   return track;
 }
 
-// Ids may be numbers beyond int64 or strings; the text is the key either way.
-std::string_view ChromeReader::id_text(od::value value, StatsRegistry& stats, bool& ok) {
-  od::json_type type;
-  if (value.type().get(type)) {
-    ok = false;
-    return {};
+StringId ChromeReader::intern(std::string_view text) {
+  uint64_t head = 0;
+  uint64_t tail = 0;
+  const size_t size = text.size();
+  if (size >= 8) {
+    std::memcpy(&head, text.data(), 8);
+    std::memcpy(&tail, text.data() + size - 8, 8);
+  } else if (size > 0) {
+    std::memcpy(&head, text.data(), size);
   }
-  if (type == od::json_type::string) {
-    std::string_view text;
-    ok = !value.get_string().get(text);
-    return text;
+  const uint64_t key = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ size) * 0xBF58476D1CE4E5B9ull;
+  RecentString& slot = recent_strings_[(key >> 54) & (recent_strings_.size() - 1)];
+  // Head and tail cover texts of up to 16 bytes; longer ones compare their middle too.
+  if (slot.size == size && slot.head == head && slot.tail == tail &&
+      (size <= 16 || std::memcmp(builder_.model().strings.get(slot.id).data() + 8, text.data() + 8,
+                                 size - 16) == 0)) {
+    return slot.id;
   }
-  if (type == od::json_type::number) {
-    std::string_view token = value.raw_json_token();
-    while (!token.empty() && (token.back() == ' ' || token.back() == '\n')) token.remove_suffix(1);
-    int64_t as_int = 0;
-    auto [end, code] = std::from_chars(token.data(), token.data() + token.size(), as_int);
-    if (code != std::errc() || end != token.data() + token.size()) {
-      stats.add(Stat::trace_json_id_beyond_int64);
-    }
-    ok = true;
-    return token;
-  }
-  ok = false;
-  return {};
+  slot = {head, tail, size, builder_.intern(text)};
+  return slot.id;
 }
 
-simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& stats) {
-  std::string_view name, category, phase, pid = "0", tid = "0", id, bind_point, args_raw;
-  int64_t ts = 0, dur = 0;
-  bool has_ts = false, has_dur = false, malformed = false, has_id = false;
-  std::string id_holder;
-  for (auto field : event) {
-    od::raw_json_string key;
-    if (auto error = field.key().get(key)) return error;
-    od::value value = field.value();
-    auto read_time = [&](int64_t& out) {
-      od::json_type type;
-      if (value.type().get(type)) return false;
-      if (type == od::json_type::number) return parse_us_to_ns(value.raw_json_token(), out);
-      std::string_view text;
-      if (type == od::json_type::string && !value.get_string().get(text)) {
-        return parse_us_to_ns(text, out);
-      }
-      return false;
-    };
-    auto read_id_like = [&](std::string_view& out) {
-      od::json_type type;
-      if (value.type().get(type)) return false;
-      if (type == od::json_type::string) return !value.get_string().get(out);
-      if (type == od::json_type::number) {
-        out = value.raw_json_token();
-        while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.remove_suffix(1);
-        return true;
-      }
-      return false;
-    };
-    switch (classify_key(key.raw())) {
-      case Key::kPh:
-        if (value.get_string().get(phase)) malformed = true;
-        break;
-      case Key::kTs:
-        has_ts = read_time(ts);
-        if (!has_ts) malformed = true;
-        break;
-      case Key::kDur:
-        has_dur = read_time(dur);
-        if (!has_dur) malformed = true;
-        break;
-      case Key::kName:
-        if (value.get_string().get(name)) malformed = true;
-        break;
-      case Key::kCat:
-        if (value.get_string().get(category)) malformed = true;
-        break;
-      case Key::kPid:
-        if (!read_id_like(pid)) malformed = true;
-        break;
-      case Key::kTid:
-        if (!read_id_like(tid)) malformed = true;
-        break;
-      case Key::kId: {
-        bool ok = false;
-        id = id_text(value, stats, ok);
-        has_id = ok;
-        if (!ok) malformed = true;
-        break;
-      }
-      case Key::kBp:
-        if (value.get_string().get(bind_point)) malformed = true;
-        break;
-      case Key::kArgs: {
-        od::object args;
-        if (!value.get_object().get(args)) {
-          if (args.raw_json().get(args_raw)) malformed = true;
-        }
-        break;
-      }
-      case Key::kOther:
-        break;
-    }
+simdjson::error_code ChromeReader::read_event(std::string_view raw, StatsRegistry& stats) {
+  EventFields fields;
+  EventScanner scanner(raw.data(), raw.data() + raw.size());
+  if (!scanner.scan(fields)) return read_event_fallback(raw, stats);
+  apply_event(fields, stats);
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code ChromeReader::read_event_fallback(std::string_view raw, StatsRegistry& stats) {
+  const simdjson::padded_string padded(raw);
+  od::document doc;
+  od::object event;
+  EventFields fields;
+  simdjson::error_code error = fallback_parser_.iterate(padded).get(doc);
+  if (!error) error = doc.get_object().get(event);
+  if (!error) error = read_fields(event, fields);
+  if (error) {
+    error_offset_ = static_cast<size_t>(raw.data() - base_);
+    return error;
+  }
+  apply_event(fields, stats);
+  return simdjson::SUCCESS;
+}
+
+void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) {
+  const std::string_view name = fields.name, category = fields.category, phase = fields.phase;
+  const std::string_view pid = fields.pid, tid = fields.tid, id = fields.id;
+  const int64_t ts = fields.ts, dur = fields.dur;
+  if (fields.ids_beyond_int64 != 0) {
+    stats.add(Stat::trace_json_id_beyond_int64, fields.ids_beyond_int64);
   }
   ++events_;
   if (phase.size() != 1) {
     stats.add(Stat::trace_json_event_malformed);
-    return simdjson::SUCCESS;
+    return;
   }
   const char ph = phase[0];
-  if (malformed || (!has_ts && ph != 'M')) {
+  if (fields.malformed || (!fields.has_ts && ph != 'M')) {
     stats.add(Stat::trace_json_event_malformed);
-    return simdjson::SUCCESS;
+    return;
   }
   const TrackId track = track_for(pid, tid);
-  const StringId name_id = builder_.intern(name);
-  const StringId category_id = builder_.intern(category);
-  if (is_gpu_category(category)) gpu_tracks_.push_back(track);
-  auto note_ts = [&](int64_t value) {
-    auto [it, inserted] = last_ts_.try_emplace(track, value);
-    if (!inserted && it->second < value) it->second = value;
+  const StringId name_id = intern(name);
+  const StringId category_id = intern(category);
+  if (category_id >= gpu_category_.size()) gpu_category_.resize(category_id + 1, -1);
+  if (gpu_category_[category_id] < 0) gpu_category_[category_id] = is_gpu_category(category);
+  if (track >= track_state_.size()) track_state_.resize(track + 1);
+  TrackState& state = track_state_[track];
+  state.gpu |= gpu_category_[category_id] == 1;
+  auto note_ts = [&state](int64_t value) {
+    if (!state.seen || state.last_ts < value) state.last_ts = value;
+    state.seen = true;
   };
   switch (ph) {
     case 'X':
-      if (!has_dur || dur < 0) {
+      if (!fields.has_dur || dur < 0) {
         stats.add(Stat::trace_json_event_malformed);
-        return simdjson::SUCCESS;
+        return;
       }
       slices_.push_back({track, ts, ts + dur, name_id, category_id});
       note_ts(ts + dur);
-      return simdjson::SUCCESS;
+      return;
     case 'B':
     case 'E':
-      begin_ends_[track].push_back({ts, order_++, ph == 'B', name_id, category_id});
+      state.begin_ends.push_back({ts, order_++, ph == 'B', name_id, category_id});
       note_ts(ts);
-      return simdjson::SUCCESS;
+      return;
     case 'i':
     case 'I':
       instants_.push_back({track, ts, name_id});
-      return simdjson::SUCCESS;
+      return;
     case 'C': {
-      if (args_raw.empty()) {
+      if (fields.args_raw.empty()) {
         stats.add(Stat::trace_json_event_malformed);
-        return simdjson::SUCCESS;
+        return;
       }
-      simdjson::padded_string padded(args_raw);
+      simdjson::padded_string padded(fields.args_raw);
       od::parser parser;
       od::document doc;
       od::object args;
       if (parser.iterate(padded).get(doc) || doc.get_object().get(args)) {
         stats.add(Stat::trace_json_event_malformed);
-        return simdjson::SUCCESS;
+        return;
       }
       for (auto field : args) {
         std::string_view series;
@@ -369,26 +641,27 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
         builder_.track_info(counter_track).name = series_name;
         counters_.push_back({counter_track, ts, value});
       }
-      return simdjson::SUCCESS;
+      return;
     }
     case 's':
     case 't':
     case 'f': {
-      if (!has_id) {
+      if (!fields.has_id) {
         stats.add(Stat::trace_json_event_malformed);
-        return simdjson::SUCCESS;
+        return;
       }
       uint64_t numeric = 0;
       auto [end, code] = std::from_chars(id.data(), id.data() + id.size(), numeric);
       const bool fits = code == std::errc() && end == id.data() + id.size() && numeric < kTextId;
       const uint64_t key = fits ? numeric : kTextId | flow_ids_.intern(id);
-      flows_.push_back({key, category_id, ph, bind_point == "e", ts, order_++, track, name_id});
-      return simdjson::SUCCESS;
+      flows_.push_back(
+          {key, category_id, ph, fields.bind_point == "e", ts, order_++, track, name_id});
+      return;
     }
     case 'M': {
       std::string value;
-      if (!args_raw.empty()) {
-        simdjson::padded_string padded(args_raw);
+      if (!fields.args_raw.empty()) {
+        simdjson::padded_string padded(fields.args_raw);
         od::parser parser;
         od::document doc;
         std::string_view text;
@@ -403,11 +676,11 @@ simdjson::error_code ChromeReader::read_event(od::object event, StatsRegistry& s
       } else if (name == "process_name") {
         process_names_[std::string(pid)] = value;
       }
-      return simdjson::SUCCESS;
+      return;
     }
     default:
       stats.add(Stat::trace_json_phase_unsupported);
-      return simdjson::SUCCESS;
+      return;
   }
 }
 
@@ -423,7 +696,9 @@ bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
       }
       return false;
     }
-    if ((error = read_event(event, stats))) return false;
+    std::string_view raw;
+    if ((error = event.raw_json().get(raw))) return false;
+    if ((error = read_event(raw, stats))) return false;
   }
   return true;
 }
@@ -431,6 +706,10 @@ bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
 bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stats,
                         ParseFailure& failure) {
   base_ = padded.data();
+  // Room for the events of a typical file (Kineto writes ~220 bytes an event; dense files ~120)
+  // so the tables grow without copies; untouched capacity costs address space only.
+  slices_.reserve(padded.size() / 128);
+  flows_.reserve(padded.size() / 256);
   od::parser parser;
   od::document doc;
   simdjson::error_code error = parser.iterate(padded).get(doc);
@@ -442,7 +721,11 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
   auto fail = [&](simdjson::error_code code) {
     failure.code = code;
     const char* location = nullptr;
-    failure.offset = doc.current_location().get(location) ? padded.size() : location - base_;
+    if (error_offset_ != SIZE_MAX) {
+      failure.offset = error_offset_;
+    } else {
+      failure.offset = doc.current_location().get(location) ? padded.size() : location - base_;
+    }
     return false;
   };
   od::json_type type;
@@ -478,11 +761,14 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
 
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
+  builder_.reserve_slices(slices_.size());
   for (const LocalSlice& slice : slices_) {
     builder_.add_slice(slice.track, slice.start + offset, slice.end + offset, slice.name,
                        slice.category);
   }
-  for (auto& [track, list] : begin_ends_) {
+  for (TrackId track = 0; track < track_state_.size(); ++track) {
+    std::vector<BeginEnd>& list = track_state_[track].begin_ends;
+    if (list.empty()) continue;
     std::stable_sort(list.begin(), list.end(), [](const BeginEnd& left, const BeginEnd& right) {
       return left.ts < right.ts;
     });
@@ -499,7 +785,7 @@ void ChromeReader::commit(StatsRegistry& stats) {
                            begin->category);
       }
     }
-    const int64_t last = last_ts_[track];
+    const int64_t last = track_state_[track].last_ts;
     for (const BeginEnd* begin : open) {
       builder_.add_slice(track, begin->ts + offset, std::max(last, begin->ts) + offset, begin->name,
                          begin->category);
@@ -512,13 +798,18 @@ void ChromeReader::commit(StatsRegistry& stats) {
   for (const LocalCounter& counter : counters_) {
     builder_.add_counter(counter.track, counter.ts + offset, counter.value);
   }
-  std::stable_sort(flows_.begin(), flows_.end(), [](const FlowPoint& left, const FlowPoint& right) {
+  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
+  // Files that number flows as they go (an "s" then its "f") are already in order.
+  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
     if (left.id != right.id) return left.id < right.id;
     if (left.category != right.category) return left.category < right.category;
     if (left.name != right.name) return left.name < right.name;
     if (left.ts != right.ts) return left.ts < right.ts;
     return left.order < right.order;
-  });
+  };
+  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
+    std::sort(flows_.begin(), flows_.end(), flow_before);
+  }
   const FlowPoint* open_flow = nullptr;
   for (size_t index = 0; index < flows_.size(); ++index) {
     const FlowPoint& point = flows_[index];
@@ -545,9 +836,9 @@ void ChromeReader::commit(StatsRegistry& stats) {
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
 
-  std::sort(gpu_tracks_.begin(), gpu_tracks_.end());
-  gpu_tracks_.erase(std::unique(gpu_tracks_.begin(), gpu_tracks_.end()), gpu_tracks_.end());
-  for (TrackId track : gpu_tracks_) builder_.track_info(track).kind = TrackKind::kGpuStream;
+  for (TrackId track = 0; track < track_state_.size(); ++track) {
+    if (track_state_[track].gpu) builder_.track_info(track).kind = TrackKind::kGpuStream;
+  }
   for (const auto& [key, track] : tracks_) {
     Track& info = builder_.track_info(track);
     auto thread_name = thread_names_.find(track);
@@ -653,44 +944,52 @@ void repair(std::string& text, StatsRegistry& stats) {
 
 }  // namespace
 
-void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
-                        uint32_t file_index) {
+namespace {
+
+// One import over either a caller's string (`owned`, repaired in place) or read-only padded bytes
+// (copied into `local` only when they need repair).
+void import_text(std::string_view text, size_t capacity, std::string* owned,
+                 const std::string& name, ModelBuilder& builder, uint32_t file_index) {
   Model& model = builder.model();
   StatsRegistry stats;
   ParseFailure failure{};
-  bool repaired = false;
-  auto reader = std::make_unique<ChromeReader>(name, builder, file_index);
-  if (!simdjson::validate_utf8(text.data(), text.size())) {
-    repair(text, stats);
-    repaired = true;
-  }
-  // Reads in place: the text's capacity holds simdjson's padding (read_trace_bytes reserves it).
-  auto padded_view = [&text]() {
-    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) {
-      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  std::string local;
+  std::string* writable = owned;
+  auto repair_text = [&](StatsRegistry& repair_stats) {
+    if (writable == nullptr) {
+      local.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+      local.assign(text);
+      writable = &local;
     }
-    return simdjson::padded_string_view(text.data(), text.size(), text.capacity());
+    repair(*writable, repair_stats);
   };
-  if (!reader->read(padded_view(), stats, failure)) {
-    if (repaired) {
-      throw Error(ErrorCode::kInput,
-                  "cannot read JSON trace '" + name +
-                      "': " + simdjson::error_message(failure.code) + " near offset " +
-                      std::to_string(failure.offset),
-                  "the file is not JSON; loupe repairs invalid UTF-8, control characters and "
-                  "a truncated tail only");
+  // Reads in place: the text's capacity holds simdjson's padding (read_trace_bytes reserves it).
+  auto padded_view = [&]() {
+    if (writable == nullptr)
+      return simdjson::padded_string_view(text.data(), text.size(), capacity);
+    if (writable->capacity() < writable->size() + simdjson::SIMDJSON_PADDING) {
+      writable->reserve(writable->size() + simdjson::SIMDJSON_PADDING);
     }
+    return simdjson::padded_string_view(writable->data(), writable->size(), writable->capacity());
+  };
+  auto reader = std::make_unique<ChromeReader>(name, builder, file_index);
+  if (!reader->read(padded_view(), stats, failure)) {
+    // simdjson's first stage checks UTF-8 over the whole text before any event is read, so no
+    // separate validation pass is needed to know that the text wants repair.
+    const bool invalid_utf8 = failure.code == simdjson::UTF8_ERROR;
     // Start again from a clean slate on the repaired text.
     stats = StatsRegistry();
-    repair(text, stats);
+    repair_text(stats);
     reader = std::make_unique<ChromeReader>(name, builder, file_index);
     if (!reader->read(padded_view(), stats, failure)) {
       throw Error(ErrorCode::kInput,
                   "cannot read JSON trace '" + name +
                       "': " + simdjson::error_message(failure.code) + " near offset " +
                       std::to_string(failure.offset),
-                  "the file is not a Chrome trace; expected [events...] or {\"traceEvents\": "
-                  "[...]}");
+                  invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
+                                 "characters and a truncated tail only"
+                               : "the file is not a Chrome trace; expected [events...] or "
+                                 "{\"traceEvents\": [...]}");
     }
   }
   reader->commit(stats);
@@ -702,6 +1001,26 @@ void import_chrome_json(std::string& text, const std::string& name, ModelBuilder
   info.offset_ns = reader->offset();
   info.events = reader->events();
   model.files.push_back(std::move(info));
+}
+
+}  // namespace
+
+void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
+                        uint32_t file_index) {
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) {
+    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  }
+  import_text(text, text.capacity(), &text, name, builder, file_index);
+}
+
+void import_chrome_json_padded(std::string_view text, size_t capacity, const std::string& name,
+                               ModelBuilder& builder, uint32_t file_index) {
+  if (capacity < text.size() + simdjson::SIMDJSON_PADDING) {
+    throw Error(ErrorCode::kInternal, "JSON trace '" + name + "' is read in place without the " +
+                                          std::to_string(simdjson::SIMDJSON_PADDING) +
+                                          " bytes of padding simdjson needs");
+  }
+  import_text(text, capacity, nullptr, name, builder, file_index);
 }
 
 }  // namespace loupe::trace

@@ -1,11 +1,16 @@
 // Format detection, gzip inflation and the merge of several files into one model.
 #include "trace/import/import.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "loupe/error.hpp"
@@ -42,7 +47,58 @@ std::string read_plain(const std::string& path) {
   return bytes;
 }
 
-std::string inflate_gzip(const std::string& compressed, const std::string& path) {
+// A regular file mapped read-only and followed by at least kReadPadding readable zero bytes (an
+// anonymous reservation the file is mapped over), so simdjson and the binary reader read it in
+// place: no copy into a buffer whose pages the kernel must first zero. Pages are populated up front
+// from the page cache.
+class PaddedMapping {
+ public:
+  // nullptr when the file is not a regular non-empty file or cannot be mapped; the caller then
+  // reads it with stdio, which reports the error.
+  static std::unique_ptr<PaddedMapping> open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    std::unique_ptr<PaddedMapping> mapping;
+    struct stat status {};
+    if (::fstat(fd, &status) == 0 && S_ISREG(status.st_mode) && status.st_size > 0) {
+      const auto size = static_cast<size_t>(status.st_size);
+      const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+      const size_t total = (size + kReadPadding + page - 1) / page * page;
+      void* region = ::mmap(nullptr, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (region != MAP_FAILED) {
+        void* file = ::mmap(region, size, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+        if (file == MAP_FAILED) {
+          ::munmap(region, total);
+        } else {
+          mapping.reset(new PaddedMapping(static_cast<const char*>(region), size, total));
+        }
+      }
+    }
+    ::close(fd);
+    return mapping;
+  }
+  PaddedMapping(const PaddedMapping&) = delete;
+  PaddedMapping& operator=(const PaddedMapping&) = delete;
+  ~PaddedMapping() { ::munmap(const_cast<char*>(data_), mapped_size_); }
+
+  std::string_view bytes() const { return {data_, size_}; }
+  size_t capacity() const { return mapped_size_; }
+
+ private:
+  PaddedMapping(const char* data, size_t size, size_t mapped_size)
+      : data_(data), size_(size), mapped_size_(mapped_size) {}
+
+  const char* data_;
+  size_t size_;
+  size_t mapped_size_;
+};
+
+bool is_gzip(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+std::string inflate_gzip(std::string_view compressed, const std::string& path) {
   z_stream stream{};
   if (inflateInit2(&stream, 15 + 32) != Z_OK) {
     throw Error(ErrorCode::kInternal, "zlib could not start inflating '" + path + "'");
@@ -82,15 +138,16 @@ std::string inflate_gzip(const std::string& compressed, const std::string& path)
 
 std::string read_trace_bytes(const std::string& path) {
   std::string bytes = read_plain(path);
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-      static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    return inflate_gzip(bytes, path);
-  }
+  if (is_gzip(bytes)) return inflate_gzip(bytes, path);
   return bytes;
 }
 
-void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
-  std::string bytes = read_trace_bytes(path);
+namespace {
+
+// Dispatches on the content. `bytes` has at least kReadPadding readable bytes past its end; when
+// `owned` is given it holds `bytes` and JSON repairs may modify it in place.
+void import_bytes(std::string_view bytes, size_t capacity, std::string* owned,
+                  const std::string& path, ModelBuilder& builder, uint32_t file_index) {
   if (bytes.size() >= sizeof(format::kMagic) &&
       std::memcmp(bytes.data(), format::kMagic, sizeof(format::kMagic)) == 0) {
     import_loupe_binary(bytes, path, builder, file_index);
@@ -104,7 +161,25 @@ void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_i
                     " holds no '[' or '{'",
                 "loupe reads .loupetrace files and Chrome/Kineto JSON, plain or gzip");
   }
-  import_chrome_json(bytes, path, builder, file_index);
+  if (owned != nullptr) {
+    import_chrome_json(*owned, path, builder, file_index);
+  } else {
+    import_chrome_json_padded(bytes, capacity, path, builder, file_index);
+  }
+}
+
+}  // namespace
+
+void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+  const std::unique_ptr<PaddedMapping> mapping = PaddedMapping::open(path);
+  if (mapping != nullptr && !is_gzip(mapping->bytes())) {
+    import_bytes(mapping->bytes(), mapping->capacity(), nullptr, path, builder, file_index);
+    return;
+  }
+  std::string bytes =
+      mapping != nullptr ? inflate_gzip(mapping->bytes(), path) : read_trace_bytes(path);
+  if (bytes.capacity() < bytes.size() + kReadPadding) bytes.reserve(bytes.size() + kReadPadding);
+  import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
 }
 
 Model load_traces(const std::vector<std::string>& paths) {

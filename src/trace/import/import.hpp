@@ -24,6 +24,11 @@ void import_loupe_binary(std::string_view bytes, const std::string& name, ModelB
 // `text` is modified in place by repairs (invalid UTF-8, control characters, truncated tail).
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
                         uint32_t file_index);
+// The same over bytes read in place (a mapped file): `text` stays unmodified and valid for the
+// call. REQUIRES: `capacity` >= text.size() + 64 readable bytes at text.data() (simdjson reads
+// past the end). A text that needs repair is copied first.
+void import_chrome_json_padded(std::string_view text, size_t capacity, const std::string& name,
+                               ModelBuilder& builder, uint32_t file_index);
 
 // Reads the whole file, inflating gzip. Throws Error(kInput) when it cannot be read.
 std::string read_trace_bytes(const std::string& path);

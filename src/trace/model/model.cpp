@@ -1,20 +1,71 @@
 #include "trace/model/model.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <numeric>
 
 namespace loupe::trace {
 
-StringPool::StringPool() { intern(""); }
+namespace {
+
+// Eight bytes at a time with a multiply-xorshift mix; names are short, so this beats a
+// byte-at-a-time hash. Quality only has to spread ids over the table.
+uint64_t hash_text(std::string_view text) {
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ull;
+  uint64_t hash = text.size() * kMultiplier;
+  const char* data = text.data();
+  size_t left = text.size();
+  while (left >= 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, data, 8);
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 29;
+    data += 8;
+    left -= 8;
+  }
+  if (left > 0) {
+    uint64_t word = 0;
+    std::memcpy(&word, data, left);
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 29;
+  }
+  hash *= kMultiplier;
+  return hash ^ (hash >> 32);
+}
+
+}  // namespace
+
+StringPool::StringPool() : slots_(64, 0) { intern(""); }
 
 StringId StringPool::intern(std::string_view text) {
-  auto found = ids_.find(text);
-  if (found != ids_.end()) return found->second;
-  const auto id = static_cast<StringId>(strings_.size());
-  strings_.emplace_back(text);
-  ids_.emplace(std::string(text), id);
-  return id;
+  const uint64_t hash = hash_text(text);
+  const size_t mask = slots_.size() - 1;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    const StringId entry = slots_[slot];
+    if (entry == 0) {
+      const auto id = static_cast<StringId>(strings_.size());
+      strings_.emplace_back(text);
+      hashes_.push_back(hash);
+      slots_[slot] = id + 1;
+      // Keep the table at most half full.
+      if (strings_.size() * 2 > slots_.size()) grow();
+      return id;
+    }
+    if (hashes_[entry - 1] == hash && strings_[entry - 1] == text) return entry - 1;
+  }
+}
+
+void StringPool::grow() {
+  std::vector<StringId> slots(slots_.size() * 2, 0);
+  const size_t mask = slots.size() - 1;
+  for (size_t id = 0; id < strings_.size(); ++id) {
+    size_t slot = hashes_[id] & mask;
+    while (slots[slot] != 0) slot = (slot + 1) & mask;
+    slots[slot] = static_cast<StringId>(id + 1);
+  }
+  slots_ = std::move(slots);
 }
 
 std::string_view track_kind_name(TrackKind kind) {
@@ -138,9 +189,22 @@ void ModelBuilder::finish() {
   bool sorted = true;
   for (uint32_t row = 1; row < count && sorted; ++row) sorted = before(row - 1, row);
   if (!sorted) {
+    // Tracks arrive interleaved (a CPU thread and the GPU stream it feeds) but each track's rows
+    // mostly in time order: a stable counting sort by track, then a comparison sort of only the
+    // tracks whose rows are out of order, gives the order one sort of every row would.
+    TrackId track_end = 0;
+    for (TrackId track : slices.track) track_end = std::max(track_end, track + 1);
+    std::vector<uint32_t> first(static_cast<size_t>(track_end) + 1, 0);
+    for (TrackId track : slices.track) ++first[track + 1];
+    for (size_t track = 0; track < track_end; ++track) first[track + 1] += first[track];
     std::vector<uint32_t> order(count);
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), before);
+    std::vector<uint32_t> next(first.begin(), first.end() - 1);
+    for (uint32_t row = 0; row < count; ++row) order[next[slices.track[row]]++] = row;
+    for (size_t track = 0; track < track_end; ++track) {
+      const auto begin = order.begin() + first[track];
+      const auto end = order.begin() + first[track + 1];
+      if (!std::is_sorted(begin, end, before)) std::sort(begin, end, before);
+    }
     permute(slices.start_ns, order);
     permute(slices.end_ns, order);
     permute(slices.track, order);
@@ -213,9 +277,18 @@ void ModelBuilder::finish() {
   model_.start_ns = first;
   model_.end_ns = last;
 
-  // Bind flows to slices.
+  // Bind flows to slices (binary traces without flows skip building the index).
+  if (flows_.empty()) return;
   TrackIndex index(model_);
   FlowTable& flows = model_.flows;
+  const size_t flow_count = flows.size() + flows_.size();
+  flows.name.reserve(flow_count);
+  flows.from_track.reserve(flow_count);
+  flows.to_track.reserve(flow_count);
+  flows.from_ns.reserve(flow_count);
+  flows.to_ns.reserve(flow_count);
+  flows.from_slice.reserve(flow_count);
+  flows.to_slice.reserve(flow_count);
   for (const PendingFlow& flow : flows_) {
     flows.name.push_back(flow.name);
     flows.from_track.push_back(flow.from_track);
@@ -232,8 +305,16 @@ void ModelBuilder::finish() {
 
 TrackIndex::TrackIndex(const Model& model) : model_(model), by_track_(model.tracks.size()) {
   // Slices are sorted by (track, start, longer first) after finish().
+  std::vector<uint32_t> counts(by_track_.size(), 0);
+  for (TrackId track : model.slices.track) ++counts[track];
+  for (size_t track = 0; track < by_track_.size(); ++track) by_track_[track].reserve(counts[track]);
   for (SliceId id = 0; id < model.slices.size(); ++id) {
     by_track_[model.slices.track[id]].push_back(id);
+  }
+  contiguous_.resize(by_track_.size(), 0);
+  for (size_t track = 0; track < by_track_.size(); ++track) {
+    const auto& ids = by_track_[track];
+    contiguous_[track] = !ids.empty() && ids.back() - ids.front() + 1 == ids.size();
   }
 }
 
@@ -242,11 +323,20 @@ SliceId TrackIndex::innermost_at(TrackId track, int64_t ts) const {
   const auto& ids = by_track_[track];
   const SliceTable& slices = model_.slices;
   // The last slice starting at or before ts; walk up its parents until one contains ts.
-  auto after = std::upper_bound(ids.begin(), ids.end(), ts, [&](int64_t value, SliceId id) {
-    return value < slices.start_ns[id];
-  });
-  if (after == ids.begin()) return kNoSlice;
-  SliceId candidate = *(after - 1);
+  SliceId candidate = kNoSlice;
+  if (contiguous_[track]) {
+    // The track's rows are one run of the table: search the start column itself.
+    const auto begin = slices.start_ns.begin() + ids.front();
+    const auto after = std::upper_bound(begin, begin + static_cast<std::ptrdiff_t>(ids.size()), ts);
+    if (after == begin) return kNoSlice;
+    candidate = ids.front() + static_cast<SliceId>(after - begin) - 1;
+  } else {
+    auto after = std::upper_bound(ids.begin(), ids.end(), ts, [&](int64_t value, SliceId id) {
+      return value < slices.start_ns[id];
+    });
+    if (after == ids.begin()) return kNoSlice;
+    candidate = *(after - 1);
+  }
   while (candidate != kNoSlice) {
     const bool inside = slices.start_ns[candidate] <= ts &&
                         (ts < slices.end_ns[candidate] || slices.start_ns[candidate] == ts);

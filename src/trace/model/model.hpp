@@ -24,7 +24,9 @@ using SliceId = uint32_t;
 inline constexpr SliceId kNoSlice = 0xFFFFFFFFu;
 inline constexpr TrackId kNoTrack = 0xFFFFFFFFu;
 
-// Interns strings; id 0 is the empty string.
+// Interns strings; id 0 is the empty string. Importers intern one or two names per event, so the
+// lookup is an open-addressing table of ids keyed by a word-at-a-time hash (no allocation once a
+// string is known). A view returned by get() stays valid until the next intern().
 class StringPool {
  public:
   StringPool();
@@ -33,12 +35,11 @@ class StringPool {
   size_t size() const { return strings_.size(); }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
-  };
+  void grow();
+
   std::vector<std::string> strings_;
-  std::unordered_map<std::string, StringId, Hash, std::equal_to<>> ids_;
+  std::vector<uint64_t> hashes_;  // per id
+  std::vector<StringId> slots_;   // id + 1 per slot, 0 when empty; a power of two in size
 };
 
 enum class TrackKind : uint8_t { kThread, kGpuStream, kLock, kCounter };
@@ -200,6 +201,7 @@ class TrackIndex {
  private:
   const Model& model_;
   std::vector<std::vector<SliceId>> by_track_;
+  std::vector<uint8_t> contiguous_;  // by track: 1 when its ids are consecutive rows
 };
 
 }  // namespace loupe::trace

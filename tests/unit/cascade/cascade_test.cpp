@@ -282,5 +282,77 @@ TEST_F(CascadeTest, TopFindingsPutGateFindingsFirstWithoutDuplicates) {
   EXPECT_TRUE(truncated);
 }
 
+// Two failing gates, the first with many findings: the second's lead finding is not crowded out.
+TEST_F(CascadeTest, TopFindingsTakeTheFailingGatesInTurn) {
+  CascadeResult result;
+  auto finding = [](const std::string& id) {
+    Finding out;
+    out.id = id;
+    out.severity = Severity::kFail;
+    return out;
+  };
+  GateResult drift;
+  drift.verdict = GateVerdict::kFail;
+  drift.findings = {finding("check.a.mismatch"), finding("check.a.guard.precision"),
+                    finding("check.a.drift")};
+  GateResult passing;
+  passing.verdict = GateVerdict::kPass;
+  passing.findings = {finding("check.b.match")};
+  GateResult locks;
+  locks.verdict = GateVerdict::kFail;
+  locks.findings = {finding("trace.diff.locks")};
+  result.gates = {drift, passing, locks};
+  bool truncated = false;
+  const auto findings = top_findings(result, 3, &truncated);
+  std::vector<std::string> ids;
+  for (const auto& item : findings) ids.push_back(item.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"check.a.mismatch", "trace.diff.locks",
+                                           "check.a.guard.precision"}));
+  EXPECT_TRUE(truncated);
+}
+
+// A [[deployment_key]] switch leaves its probe's entries out of the plan: their gates are not-run
+// (they neither pass nor fail the run) and the rest decide as usual.
+TEST(CascadeSwitchTest, GatesOfEntriesASwitchLeftOutAreNotRun) {
+  const Objective objective = parse_objective(R"([subject]
+command = "subject"
+[[check]]
+probe = "cp_vs_nocp"
+[[check]]
+name = "w8a8"
+probe = "w8a8_vs_fp32"
+[[gate]]
+name = "drift"
+expr = "check.cp_vs_nocp.rms_ratio <= 2e-6"
+[[gate]]
+name = "w8a8_passes"
+expr = "check.w8a8 passes"
+[[deployment_key]]
+key = "w8a8"
+values = ["on", "off"]
+default = "off"
+implies = [{ probe = "w8a8_vs_fp32", run = { on = true, off = false } }]
+)",
+                                              "switch.toml");
+  FakeSubject subject;
+  subject.drift = 1e-7;
+
+  const Plan off = make_plan(objective, Configuration{});
+  const CascadeResult without = run_cascade(objective, off, {}, subject.runner());
+  EXPECT_EQ(subject.calls, (std::vector<std::string>{"cp_vs_nocp::0"}));
+  ASSERT_EQ(without.gates.size(), 2u);
+  EXPECT_EQ(without.gates[0].verdict, GateVerdict::kPass);
+  EXPECT_EQ(without.gates[1].verdict, GateVerdict::kNotRun);
+  EXPECT_EQ(without.gates[1].rule, "not run: the configuration left out check w8a8 (w8a8=off)");
+  EXPECT_EQ(cascade_verdict(without), Verdict::kPass);
+  EXPECT_EQ(cascade_exit_code(without), 0);
+
+  subject.calls.clear();
+  const Plan on = make_plan(objective, resolve_configuration(objective, "w8a8=on"));
+  const CascadeResult with = run_cascade(objective, on, {}, subject.runner());
+  EXPECT_EQ(subject.calls, (std::vector<std::string>{"cp_vs_nocp::0", "w8a8::0"}));
+  EXPECT_EQ(with.gates[1].verdict, GateVerdict::kPass);
+}
+
 }  // namespace
 }  // namespace loupe::gate

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "loupe/error.hpp"
@@ -204,6 +205,103 @@ TEST(ProcessTest, StderrTailKeepsTheLastLines) {
   EXPECT_EQ(result.stderr_tail(10, 6), "e\nfour");
   result.stderr_text = "";
   EXPECT_EQ(result.stderr_tail(3), "");
+}
+
+TEST(ProcessTest, TimeoutKillsAGrandchildThatAlsoHangs) {
+  // The child starts a shell that starts a sleep and prints both ids: a grandchild and a
+  // great-grandchild, all in the child's process group.
+  auto spec = shell("sh -c 'sleep 100 & echo $! $$; sleep 100' & sleep 100");
+  spec.timeout = 300ms;
+  auto result = run_process(spec);
+  EXPECT_TRUE(result.timed_out);
+  std::istringstream ids(result.stdout_text);
+  pid_t sleeper = 0, grandchild = 0;
+  ASSERT_TRUE(ids >> sleeper >> grandchild) << result.stdout_text;
+  for (pid_t pid : {sleeper, grandchild}) {
+    bool gone = false;
+    for (int attempt = 0; attempt < 200 && !gone; ++attempt) {
+      gone = !process_alive(pid);
+      if (!gone) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(gone) << "descendant " << pid << " survived the timeout";
+  }
+}
+
+TEST(ProcessTest, CountsDroppedBytes) {
+  auto spec = shell("head -c 100000 /dev/zero; head -c 5000 /dev/zero >&2");
+  spec.stdout_limit = 1000;
+  spec.stderr_limit = 10;
+  auto result = run_process(spec);
+  EXPECT_EQ(result.stdout_dropped, 99000u);
+  EXPECT_EQ(result.stderr_dropped, 4990u);
+  EXPECT_FALSE(result.output_limit_exceeded);
+}
+
+TEST(ProcessTest, KillsAFloodingChildAtTheOutputLimit) {
+  // `yes` never stops on its own; the limit ends it long before the timeout.
+  auto spec = shell("yes flood");
+  spec.stdout_limit = 64 << 10;
+  spec.kill_at_output_limit = true;
+  spec.timeout = 20s;
+  auto start = std::chrono::steady_clock::now();
+  auto result = run_process(spec);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_TRUE(result.output_limit_exceeded);
+  EXPECT_EQ(result.term_signal, SIGKILL);
+  EXPECT_EQ(result.stdout_text.size(), 64u << 10);
+  EXPECT_EQ(result.stdout_text.substr(0, 12), "flood\nflood\n");
+  EXPECT_GT(result.stdout_dropped, 0u);
+  EXPECT_NE(result.describe().find("flooding stdout"), std::string::npos) << result.describe();
+}
+
+TEST(ProcessTest, MemoryLimitStopsAGroupThatAllocatesWithoutBound) {
+  // tail keeps the last N bytes of its input in memory: it grows to about 1 GiB unless stopped.
+  // The allocation happens in a grandchild, so only a group-wide sum sees it.
+  auto spec = shell("head -c 1000000000 /dev/zero | tail -c 999999999 > /dev/null");
+  spec.memory_limit_bytes = 64u << 20;
+  spec.memory_poll = 10ms;
+  spec.timeout = 60s;
+  auto result = run_process(spec);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_TRUE(result.memory_limit_exceeded);
+  EXPECT_EQ(result.term_signal, SIGKILL);
+  EXPECT_GT(result.peak_resident_bytes, 64u << 20);
+  EXPECT_NE(result.describe().find("memory limit"), std::string::npos) << result.describe();
+}
+
+TEST(ProcessTest, MemoryLimitLeavesASmallChildAlone) {
+  auto spec = shell("echo small");
+  spec.memory_limit_bytes = 512u << 20;
+  auto result = run_process(spec);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_FALSE(result.memory_limit_exceeded);
+  EXPECT_EQ(result.stdout_text, "small\n");
+}
+
+TEST(ProcessTest, GroupResidentBytesSumsTheGroup) {
+  // This test process leads no group of its own under ctest, so ask about our own group.
+  const auto resident = group_resident_bytes(static_cast<int>(::getpgrp()));
+  ASSERT_TRUE(resident.has_value());
+  EXPECT_GT(*resident, 0u);
+  EXPECT_FALSE(group_resident_bytes(0x3fffffff).has_value());
+}
+
+TEST(ProcessTest, ParsesByteSizes) {
+  EXPECT_EQ(parse_byte_size("--memory", "512M"), 512ull << 20);
+  EXPECT_EQ(parse_byte_size("--memory", "2G"), 2ull << 30);
+  EXPECT_EQ(parse_byte_size("--memory", "2GiB"), 2ull << 30);
+  EXPECT_EQ(parse_byte_size("--memory", "100k"), 100ull << 10);
+  EXPECT_EQ(parse_byte_size("--memory", "4096"), 4096u);
+  for (const char* bad : {"", "M", "12X", "-5M", "0", "1.5G", "99999999999999999999"}) {
+    try {
+      parse_byte_size("--memory", bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kUsage);
+      EXPECT_NE(error.message().find("--memory '" + std::string(bad) + "'"), std::string::npos);
+    }
+  }
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   subject.timeout_s = 300;
   EXPECT_EQ(objective.subject, subject);
 
-  ASSERT_EQ(objective.checks.size(), 3u);
+  ASSERT_EQ(objective.checks.size(), 5u);
   const ProbeEntry& cp = objective.checks[0];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
   EXPECT_EQ(cp.probe, "cp_vs_nocp");
@@ -55,37 +55,57 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.seed, 7u);
   EXPECT_EQ(objective.checks[1].name, "cp_control");
   EXPECT_EQ(objective.checks[2].probe, "decode_tiled_vs_merged");
+  EXPECT_EQ(objective.checks[3].name, "state_cache");
+  EXPECT_EQ(objective.checks[4].probe, "w8a8_vs_fp32");
 
   ASSERT_EQ(objective.benches.size(), 1u);
   EXPECT_EQ(objective.benches[0].variants, (std::vector<std::string>{"tiled", "merged"}));
   EXPECT_EQ(objective.benches[0].threshold, 0.05);
+  EXPECT_EQ(objective.benches[0].budget_s, 12.0);
+  EXPECT_EQ(objective.benches[0].precision, 0.02);
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
-  EXPECT_EQ(objective.scenarios[1].repeats, 5);
+  EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 5u);
+  ASSERT_EQ(objective.gates.size(), 7u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
-  EXPECT_EQ(gate_layer(objective.gates[3].expression), Layer::kBench);
-  EXPECT_EQ(gate_layer(objective.gates[4].expression), Layer::kScenario);
-  EXPECT_EQ(objective.gates[4].confidence, 0.95);
+  EXPECT_EQ(objective.gates[4].name, "w8a8_within_tolerance");
+  EXPECT_EQ(gate_layer(objective.gates[5].expression), Layer::kBench);
+  EXPECT_EQ(gate_layer(objective.gates[6].expression), Layer::kScenario);
+  EXPECT_EQ(objective.gates[6].confidence, 0.95);
 
-  ASSERT_EQ(objective.deployment_keys.size(), 4u);
-  const DeploymentKey& lock = objective.deployment_keys[2];
+  ASSERT_EQ(objective.deployment_keys.size(), 6u);
+  const DeploymentKey& cache = objective.deployment_keys[2];
+  EXPECT_EQ(cache.key, "cache");
+  EXPECT_EQ(cache.implies[0].param, "cache");
+  EXPECT_EQ(cache.default_value, std::nullopt);
+  // A switch: w8a8=on adds the w8a8 check, off (the default) leaves it out.
+  const DeploymentKey& w8a8 = objective.deployment_keys[3];
+  EXPECT_EQ(w8a8.key, "w8a8");
+  EXPECT_EQ(w8a8.default_value, Value(std::string("off")));
+  ASSERT_EQ(w8a8.implies.size(), 1u);
+  EXPECT_EQ(w8a8.implies[0].probe, "w8a8_vs_fp32");
+  EXPECT_FALSE(w8a8.implies[0].param.has_value());
+  EXPECT_EQ(w8a8.implies[0].run,
+            (std::vector<std::pair<std::string, bool>>{{"on", true}, {"off", false}}));
+  const DeploymentKey& lock = objective.deployment_keys[4];
   EXPECT_EQ(lock.key, "dispatch_lock");
   ASSERT_EQ(lock.implies.size(), 1u);
   EXPECT_EQ(lock.implies[0].param, "dispatch_holds_lock");
   EXPECT_EQ(lock.implies[0].map,
             (std::vector<std::pair<std::string, Value>>{{"held", true}, {"released", false}}));
-  EXPECT_FALSE(objective.deployment_keys[3].implies[0].param.has_value());
+  EXPECT_FALSE(objective.deployment_keys[5].implies[0].param.has_value());
+  EXPECT_TRUE(objective.deployment_keys[5].implies[0].run.empty());
 
   ASSERT_EQ(objective.deployments.size(), 2u);
   EXPECT_EQ(objective.deployments[0].name, "incident");
   EXPECT_EQ(objective.deployments[0].settings,
             (std::vector<std::pair<std::string, Value>>{{"precision", std::string("tf32_rz")},
                                                         {"dispatch_lock", std::string("held")},
-                                                        {"decode_kernel", std::string("tiled")}}));
+                                                        {"decode_kernel", std::string("tiled")},
+                                                        {"cache", std::string("int8")}}));
   ASSERT_EQ(objective.review.size(), 3u);
   EXPECT_EQ(objective.review[0].name, "numerics");
   EXPECT_EQ(objective.review[0].paths, (std::vector<std::string>{"kda/math/**", "kda/kernels/**"}));
@@ -194,7 +214,10 @@ TEST(ObjectiveErrorsTest, ProbeEntries) {
             "params, zip, repeats, seed, tolerances");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
             "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, variants, threshold");
+            "description, params, zip, repeats, seed, variants, threshold, budget_s, precision");
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
+            "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
+            "description, params, zip, repeats, seed, tolerances");
   EXPECT_EQ(config_error(kBase + "[[check]]\nname = \"x\"\n"),
             "obj.toml:7: check[1].probe: missing; this key is required");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp-vs\"\n"),
@@ -239,6 +262,23 @@ TEST(ObjectiveErrorsTest, ProbeEntries) {
             "other than 'configured' and 'any', found 'any'");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nvariants = [\"a\", \"a\"]\n"),
             "obj.toml:9: bench[0].variants[1]: 'a' is listed twice");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nbudget_s = 0\n"),
+            "obj.toml:9: bench[0].budget_s: expected seconds of sampling per point, above 0 and "
+            "at most 3600, found 0");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nbudget_s = \"8 s\"\n"),
+            "obj.toml:9: bench[0].budget_s: expected a number, found a string");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\nprecision = 1.5\n"),
+            "obj.toml:9: bench[0].precision: expected a relative half-width between 0 and 1 "
+            "(0.01 is 1 %), found 1.5");
+}
+
+TEST(ObjectiveTest, BenchBudgetAndPrecision) {
+  const Objective objective = parse_objective(
+      kBase + "[[bench]]\nprobe = \"decode\"\nbudget_s = 8\nprecision = 0.005\n", "obj.toml");
+  ASSERT_EQ(objective.benches.size(), 1u);
+  EXPECT_EQ(objective.benches[0].budget_s, 8.0);
+  EXPECT_EQ(objective.benches[0].precision, 0.005);
+  EXPECT_EQ(objective.checks[0].budget_s, std::nullopt);
 }
 
 // Gates refer to what the file declares: lines 7-12 add a bench with variants.
@@ -321,7 +361,35 @@ TEST(ObjectiveErrorsTest, DeploymentsAndReview) {
   EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"x\"\nimplies = [{ probe = "
                                      "\"decode\", parm = \"T\" }]\n"),
             "obj.toml:13: deployment_key[0].implies[0].parm: unknown key; expected one of probe, "
-            "param, map");
+            "param, map, run");
+  // Switches and defaults.
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nvalues = [\"on\", "
+                                     "\"off\"]\ndefault = \"maybe\"\nimplies = [{ probe = "
+                                     "\"decode\", run = { on = true, off = false } }]\n"),
+            "obj.toml:14: deployment_key[0].default: expected one of on, off, found 'maybe'");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nvalues = [\"on\", "
+                                     "\"off\"]\nimplies = [{ probe = \"decode\", run = { on = "
+                                     "true } }]\n"),
+            "obj.toml:14: deployment_key[0].implies[0].run: expected an entry for every value of "
+            "deployment_key[0].values, missing 'off'");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nimplies = [{ probe = "
+                                     "\"decode\", run = { on = \"yes\" } }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0].run.on: expected true or false, found a "
+            "string");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nvalues = [\"on\"]\n"
+                                     "implies = [{ probe = \"decode\", run = { on = true, of = "
+                                     "false } }]\n"),
+            "obj.toml:14: deployment_key[0].implies[0].run.of: 'of' is not one of "
+            "deployment_key[0].values");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nimplies = [{ probe = "
+                                     "\"decode\", param = \"batch\", run = { on = true } }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0].run: expected either run = { VALUE = "
+            "true|false, ... } or param/map, found both (a switch turns the probe's entries on or "
+            "off; it sets no parameter)");
+  EXPECT_EQ(config_error(kWithKeys + "[[deployment_key]]\nkey = \"w\"\nimplies = [{ probe = "
+                                     "\"decode\", run = {} }]\n"),
+            "obj.toml:13: deployment_key[0].implies[0].run: expected at least one VALUE = "
+            "true|false, found none");
 
   const std::string keys = kWithKeys + R"([[deployment_key]]
 key = "precision"

@@ -178,5 +178,65 @@ TEST(PlanTest, ConfigurationMistakesAreUsageErrors) {
             "--config: 'incident' is not KEY=VALUE; a configuration name may only come first");
 }
 
+const std::filesystem::path kDemo =
+    std::filesystem::path(LOUPE_SOURCE_DIR) / "examples/kda/loupe.toml";
+
+// `loupe plan examples/kda/loupe.toml --config shards=8,cache=int8`: the exact checks and points
+// the deployment setting implies. shards reaches both cp_vs_nocp entries, cache replaces the
+// state_cache sweep by its one value, and w8a8 takes its default (off), which leaves the w8a8
+// check out.
+TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
+  const Objective objective = parse_objective_file(kDemo);
+  const Plan plan = make_plan(objective, resolve_configuration(objective, "shards=8,cache=int8"));
+  EXPECT_EQ(plan.defaults, (std::vector<Setting>{{"w8a8", std::string("off")}}));
+  EXPECT_EQ(plan.left_out,
+            (std::vector<LeftOutEntry>{{Layer::kCheck, "w8a8", "w8a8_vs_fp32", "w8a8=off"}}));
+  EXPECT_EQ(render_plan(plan, objective, 50),
+            "plan for " + kDemo.string() +
+                ", configuration shards=8, cache=int8; by default w8a8=off: 11 tasks\n"
+                "  check     cp_vs_nocp            cp_vs_nocp              "
+                "T=4096,shards=8*,precision=ieee,decay=slow\n"
+                "  check     cp_vs_nocp            cp_vs_nocp              "
+                "T=16384,shards=8*,precision=ieee,decay=slow\n"
+                "  check     cp_control            cp_vs_nocp              "
+                "T=16384,shards=8*,precision=ieee,decay=fast\n"
+                "  check     decode_kernels_agree  decode_tiled_vs_merged  (defaults)\n"
+                "  check     state_cache           state_cache_vs_fp32     cache=int8*\n"
+                "  bench     decode                decode                  batch=1,H=16\n"
+                "  bench     decode                decode                  batch=32,H=16\n"
+                "  bench     decode                decode                  batch=128,H=16\n"
+                "  scenario  prefill               serve                   "
+                "mode=prefill,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  x25\n"
+                "  scenario  prefill_transfer      serve                   "
+                "mode=prefill+transfer,dispatch_holds_lock=false,layers=12,requests=2,prompt_len="
+                "32  x25\n"
+                "  scenario  disaggregated         serve                   "
+                "mode=disaggregated,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32\n"
+                "left out: check w8a8 (w8a8_vs_fp32), by w8a8=off\n"
+                "* set by the configuration\n");
+  const Json json = plan_to_json(plan, objective);
+  EXPECT_EQ(json["defaults"].dump(), R"({"w8a8":"off"})");
+  EXPECT_EQ(json["left_out"].dump(),
+            R"([{"layer":"check","entry":"w8a8","probe":"w8a8_vs_fp32","reason":"w8a8=off"}])");
+}
+
+TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
+  const Objective objective = parse_objective_file(kDemo);
+  const Plan plan = make_plan(objective, resolve_configuration(objective, "fixed,w8a8=on"));
+  EXPECT_TRUE(plan.defaults.empty());
+  EXPECT_TRUE(plan.left_out.empty());
+  std::vector<std::string> checks;
+  for (const auto& task : plan.tasks) {
+    if (task.layer == Layer::kCheck)
+      checks.push_back(task.entry + " " + params_to_string(task.params));
+  }
+  EXPECT_EQ(checks,
+            (std::vector<std::string>{"cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+                                      "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
+                                      "cp_control T=16384,shards=8,precision=tf32x3,decay=fast",
+                                      "decode_kernels_agree ", "state_cache cache=int8", "w8a8 "}));
+  EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
+}
+
 }  // namespace
 }  // namespace loupe::gate

@@ -15,7 +15,9 @@ TEST(GpuHarnessTest, EveryKernelMatchesTheFp64Reference) {
 #else
   const std::string json = testing::TempDir() + "kda_gpu_check.json";
   const std::string command =
-      std::string(KDA_GPU_EXECUTABLE) + " --check --json " + json + " > " + json + ".txt 2>&1";
+      (std::getenv("KDA_GPU_EXECUTABLE") ? std::string(std::getenv("KDA_GPU_EXECUTABLE"))
+                                         : std::string(KDA_GPU_EXECUTABLE)) +
+      " --check --json " + json + " > " + json + ".txt 2>&1";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << command;
   const int code = WEXITSTATUS(status);

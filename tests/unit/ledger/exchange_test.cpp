@@ -67,7 +67,8 @@ TEST(ExchangeTest, ExportDocumentShape) {
     "git": {
       "commit": "",
       "dirty": false,
-      "diff_hash": ""
+      "diff_hash": "",
+      "dirty_paths": []
     },
     "environment": {
       "cpu": "x"

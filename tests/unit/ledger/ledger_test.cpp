@@ -152,7 +152,7 @@ TEST(LedgerTest, ALedgerFromANewerLoupeIsRefused) {
     EXPECT_EQ(error.code(), ErrorCode::kInput);
     EXPECT_EQ(error.message(), "ledger " + file.string() +
                                    ": schema version 99 was written by a newer loupe (this one "
-                                   "reads up to 2)");
+                                   "reads up to 3)");
   }
 }
 
@@ -167,14 +167,16 @@ TEST(LedgerTest, MigrationFromVersionOneKeepsRunsAndAddsHypotheses) {
   }
   EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'hypotheses'"), 0);
   Ledger ledger = Ledger::open(file);
-  EXPECT_EQ(ledger.schema_version(), 2);
-  EXPECT_EQ(ledger.get_run("r1"), run);
+  EXPECT_EQ(ledger.schema_version(), 3);
+  RunRecord expected = run;
+  expected.git.dirty_paths.clear();  // schema 1 had nowhere to keep them
+  EXPECT_EQ(ledger.get_run("r1"), expected);
   const int64_t hypothesis = ledger.add_hypothesis("3xTF32 removes the drift", "tf32x3", "t0");
   ledger.link_run(hypothesis, "r1", LinkRole::kBaseline, "t1");
   EXPECT_EQ(ledger.find_hypothesis(hypothesis)->links.size(), 1u);
   // Opening again does not re-run a step.
   Ledger again = Ledger::open(file);
-  EXPECT_EQ(again.schema_version(), 2);
+  EXPECT_EQ(again.schema_version(), 3);
   EXPECT_EQ(again.list_hypotheses().size(), 1u);
 }
 
@@ -203,9 +205,15 @@ TEST(LedgerTest, HypothesesLinksAndDecisionsRoundTrip) {
   const auto found = ledger.find_hypothesis(first);
   ASSERT_TRUE(found.has_value());
   ASSERT_EQ(found->decisions.size(), 2u);
-  expected.decisions = {{found->decisions[0].id, DecisionKind::kNeedsReview,
-                         "touches kda/kernels (numerics)", "agent", "t5"},
-                        {found->decisions[1].id, DecisionKind::kRetain, "approved", "alice", "t6"}};
+  expected.decisions = {
+      {found->decisions[0].id,
+       DecisionKind::kNeedsReview,
+       "touches kda/kernels (numerics)",
+       "agent",
+       "t5",
+       {},
+       std::nullopt},
+      {found->decisions[1].id, DecisionKind::kRetain, "approved", "alice", "t6", {}, std::nullopt}};
   EXPECT_EQ(*found, expected);
   EXPECT_LT(found->decisions[0].id, found->decisions[1].id);
 
@@ -334,6 +342,101 @@ TEST(LedgerTest, FinishingAnUnknownRunIsRefused) {
   } catch (const Error& error) {
     EXPECT_EQ(error.message(), "ledger " + file.string() + ": no run ghost to finish");
   }
+}
+
+TEST(LedgerTest, MigrationFromVersionTwoKeepsHypothesesAndAddsTheReviewTables) {
+  ScratchDir dir("migrate-v2");
+  const auto file = dir.path() / "ledger.sqlite";
+  int64_t hypothesis = 0;
+  {
+    Ledger v2 = Ledger::open_at_version(file, 2);
+    EXPECT_EQ(v2.schema_version(), 2);
+    v2.insert_run(make_run("r1", "2026-11-30T04:00:00Z"));
+    hypothesis = v2.add_hypothesis("3xTF32 removes the drift", "tf32x3-affine-merge", "t0");
+    v2.link_run(hypothesis, "r1", LinkRole::kCandidate, "t1");
+    v2.add_decision(hypothesis, DecisionKind::kNeedsReview, "touches numerics", "agent", "t2");
+  }
+  EXPECT_EQ(
+      query_integer(file, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'decision_triggers'"),
+      0);
+  Ledger ledger = Ledger::open(file);
+  EXPECT_EQ(ledger.schema_version(), 3);
+  EXPECT_EQ(ledger.get_run("r1").git.dirty_paths, std::vector<std::string>{});
+  const auto before = ledger.find_hypothesis(hypothesis);
+  ASSERT_TRUE(before.has_value());
+  ASSERT_EQ(before->decisions.size(), 1u);
+  EXPECT_EQ(before->decisions[0].why, "touches numerics");
+  EXPECT_EQ(before->decisions[0].triggers, std::vector<ReviewNote>{});
+  EXPECT_FALSE(before->decisions[0].approval.has_value());
+  // The decision made under schema 2 can be approved under schema 3.
+  ledger.approve_review(hypothesis, "alice", "t3");
+  EXPECT_EQ(ledger.find_hypothesis(hypothesis)->status, HypothesisStatus::kRetained);
+  RunRecord dirty = make_run("r2", "2026-11-30T04:10:00Z");
+  ledger.insert_run(dirty);
+  EXPECT_EQ(ledger.get_run("r2"), dirty);
+}
+
+TEST(LedgerTest, DirtyPathsAreRecordedWithTheRunInOrder) {
+  ScratchDir dir("dirty-paths");
+  Ledger ledger = Ledger::open(dir.path() / "ledger.sqlite");
+  RunStart start;
+  start.id = "r1";
+  start.started_at = "t0";
+  start.objective_path = "o.toml";
+  start.git = {"abc", true, "d1ff", {"kda/serve/server.cpp", "z/new.txt"}};
+  ledger.begin_run(start);
+  EXPECT_EQ(ledger.get_run("r1").git.dirty_paths,
+            (std::vector<std::string>{"kda/serve/server.cpp", "z/new.txt"}));
+  EXPECT_EQ(query_integer(dir.path() / "ledger.sqlite", "SELECT COUNT(*) FROM run_dirty_paths"), 2);
+}
+
+TEST(LedgerTest, NeedsReviewKeepsItsTriggersAndApprovalAddsTheRetain) {
+  ScratchDir dir("approve");
+  Ledger ledger = Ledger::open(dir.path() / "ledger.sqlite");
+  const int64_t hypothesis = ledger.add_hypothesis("release the lock", std::nullopt, "t0");
+  const std::vector<ReviewNote> triggers = {
+      {"concurrency", "path kda/serve/server.cpp matches kda/serve/**"},
+      {"concurrency", "parameter dispatch_lock changed"}};
+  const int64_t pending = ledger.add_decision(hypothesis, DecisionKind::kNeedsReview,
+                                              "gap below 1 %", "agent", "t1", triggers);
+  EXPECT_EQ(ledger.find_hypothesis(hypothesis)->status, HypothesisStatus::kNeedsReview);
+  const int64_t retain = ledger.approve_review(hypothesis, "alice", "t2");
+  EXPECT_GT(retain, pending);
+  const Hypothesis found = *ledger.find_hypothesis(hypothesis);
+  EXPECT_EQ(found.status, HypothesisStatus::kRetained);
+  ASSERT_EQ(found.decisions.size(), 2u);
+  EXPECT_EQ(found.decisions[0].triggers, triggers);
+  EXPECT_EQ(found.decisions[0].approval, (Approval{"alice", "t2"}));
+  EXPECT_EQ(found.decisions[1].decision, DecisionKind::kRetain);
+  EXPECT_EQ(found.decisions[1].who, "alice");
+  EXPECT_EQ(found.decisions[1].why,
+            "approved by alice (decision " + std::to_string(pending) + "): gap below 1 %");
+  EXPECT_FALSE(found.decisions[1].approval.has_value());
+}
+
+TEST(LedgerTest, ApprovalNeedsAnUnapprovedNeedsReviewDecision) {
+  ScratchDir dir("approve-refused");
+  const auto file = dir.path() / "ledger.sqlite";
+  Ledger ledger = Ledger::open(file);
+  const int64_t hypothesis = ledger.add_hypothesis("h", std::nullopt, "t0");
+  auto approve_error = [&] {
+    try {
+      ledger.approve_review(hypothesis, "alice", "t9");
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kUsage);
+      return error.message();
+    }
+    return std::string("no error");
+  };
+  const std::string prefix = "ledger " + file.string() + ": hypothesis " +
+                             std::to_string(hypothesis) + " is not awaiting review (its newest ";
+  EXPECT_EQ(approve_error(), prefix + "decision is absent)");
+  ledger.add_decision(hypothesis, DecisionKind::kReject, "no gain", "agent", "t1");
+  EXPECT_EQ(approve_error(), prefix + "decision is 'reject')");
+  ledger.add_decision(hypothesis, DecisionKind::kNeedsReview, "numerics", "agent", "t2");
+  ledger.approve_review(hypothesis, "alice", "t3");
+  EXPECT_EQ(approve_error(), prefix + "decision is 'retain')");
+  EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM approvals"), 1);
 }
 
 }  // namespace

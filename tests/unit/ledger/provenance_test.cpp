@@ -60,8 +60,32 @@ TEST(ProvenanceTest, GitStateRecordsTheCommitAndADirtyTreesDiffHash) {
   EXPECT_EQ(dirty.commit, clean.commit);
   EXPECT_TRUE(dirty.dirty);
   EXPECT_EQ(dirty.diff_hash.size(), 64u);
+  EXPECT_EQ(dirty.dirty_paths, std::vector<std::string>{"a.txt"});
   std::ofstream(dir.path() / "a.txt") << "three\n";
   EXPECT_NE(read_git_state(dir.path()).diff_hash, dirty.diff_hash);
+}
+
+TEST(ProvenanceTest, DirtyPathsIncludeUntrackedFilesRelativeToTheRepositoryRoot) {
+  ScratchDir dir("git-paths");
+  const std::string repo = dir.path().string();
+  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
+  std::filesystem::create_directories(dir.path() / "kda" / "math");
+  std::ofstream(dir.path() / "a.txt") << "one\n";
+  ASSERT_EQ(std::system(
+                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
+            0);
+  std::ofstream(dir.path() / "kda" / "math" / "new file.cpp") << "int x;\n";
+  // Read from a subfolder: the paths are still relative to the root.
+  const GitState state = read_git_state(dir.path() / "kda");
+  EXPECT_FALSE(state.dirty);  // untracked files do not change `git diff HEAD`
+  EXPECT_EQ(state.dirty_paths, std::vector<std::string>{"kda/math/new file.cpp"});
+}
+
+TEST(ProvenanceTest, PorcelainPathsKeepBothSidesOfARename) {
+  const std::string porcelain = std::string("R  new.cpp\0old.cpp\0 M kda/a.cpp\0?? z.txt\0", 41);
+  EXPECT_EQ(parse_porcelain_paths(porcelain),
+            (std::vector<std::string>{"kda/a.cpp", "new.cpp", "old.cpp", "z.txt"}));
+  EXPECT_EQ(parse_porcelain_paths(""), std::vector<std::string>{});
 }
 
 }  // namespace

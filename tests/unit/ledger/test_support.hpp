@@ -53,7 +53,7 @@ inline RunRecord make_run(const std::string& id, const std::string& started_at) 
   run.status = RunStatus::kCompleted;
   run.objective_path = "examples/kda/smoke.toml";
   run.objective_hash = "ab12";
-  run.git = {"0123456789abcdef", true, "d1ff"};
+  run.git = {"0123456789abcdef", true, "d1ff", {"kda/math/precision.cpp"}};
   run.environment_json = R"({"host":{"cpu":"x86"},"build":"release"})";
   run.config_json = R"({"name":"incident"})";
   run.gates = {

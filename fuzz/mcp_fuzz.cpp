@@ -1,0 +1,42 @@
+// libFuzzer target: the MCP server's message handler (src/mcp/server.hpp, Server::handle_line),
+// one JSON-RPC line per input against a server whose home is a scratch folder. handle_line must
+// never throw and every line it returns must be JSON; anything else is a bug. The tools that run
+// subjects need an objective file, which fuzz inputs do not name, so no subject is started.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "core/json.hpp"
+#include "mcp/server.hpp"
+
+namespace {
+
+loupe::mcp::Server& server() {
+  static loupe::mcp::Server* instance = [] {
+    const std::filesystem::path scratch =
+        std::filesystem::temp_directory_path() / ("loupe_mcp_fuzz_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(scratch);
+    loupe::mcp::ServerSettings settings;
+    settings.home = scratch / "home";
+    settings.cwd = scratch;
+    settings.client_name = "mcp_fuzz";
+    return new loupe::mcp::Server(settings);
+  }();
+  return *instance;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view line(reinterpret_cast<const char*>(data), size);
+  line = line.substr(0, line.find('\n'));  // handle_line takes one line without its newline
+  for (const std::string& out : server().handle_line(line)) {
+    if (!loupe::Json::accept(out)) std::abort();  // every message written must be JSON
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+// `loupe mcp [--home DIR] [--skeletons DIR]`: the MCP server over stdio (src/mcp/server.hpp).
+// stdout carries protocol messages only: the command keeps the real stdout for them and points
+// file descriptor 1 at stderr, so nothing else written to stdout can corrupt the stream.
+// Exit 0 on EOF. SIGINT/SIGTERM stop the subjects of running calls before the server exits.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "gate/recorded_run.hpp"
+#include "mcp/server.hpp"
+
+namespace loupe::cli {
+namespace {
+
+struct McpOptions {
+  std::string home;
+  std::string skeletons;
+};
+
+// A client that dies without closing stdin gets SIGTERM from its supervisor: subjects run in their
+// own sessions, so they would outlive the server unless it stops them.
+void watch_termination() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals] {
+    int signal_number = 0;
+    while (sigwait(&signals, &signal_number) != 0) {
+    }
+    gate::interrupt_subjects();
+    std::_Exit(128 + signal_number);
+  }).detach();
+}
+
+void add_mcp_command(CLI::App& app, CommandResult& result) {
+  auto options = std::make_shared<McpOptions>();
+  CLI::App* mcp = app.add_subcommand(
+      "mcp", "Serve loupe's tools to coding agents over MCP (stdio, JSON-RPC 2.0); docs/mcp.md");
+  mcp->add_option("--home", options->home,
+                  "default folder for runs and the ledger (default .loupe/ at the git root)");
+  mcp->add_option("--skeletons", options->skeletons,
+                  "the skeleton library folder (default skeletons/ of the source tree)");
+  mcp->callback([options, &result] {
+    result.kind = "mcp";
+    mcp::ServerSettings settings;
+    if (!options->home.empty()) settings.home = std::filesystem::absolute(options->home);
+    if (!options->skeletons.empty()) {
+      settings.skeletons = std::filesystem::absolute(options->skeletons);
+    }
+    settings.cwd = std::filesystem::current_path();
+
+    std::cout.flush();
+    const int protocol_fd = ::dup(STDOUT_FILENO);
+    FILE* protocol = protocol_fd >= 0 ? ::fdopen(protocol_fd, "w") : nullptr;
+    if (protocol == nullptr) {
+      throw Error(ErrorCode::kInternal, "loupe mcp: cannot duplicate stdout for the protocol");
+    }
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    // A client that closed its end must not kill the server mid-write.
+    ::signal(SIGPIPE, SIG_IGN);
+    watch_termination();
+
+    mcp::Server server(settings);
+    std::cerr << "loupe mcp: serving " << mcp::all_tools().size()
+              << " tools on stdio (docs/mcp.md)\n";
+    result.exit_code = server.serve(std::cin, [protocol](std::string_view line) {
+      std::fwrite(line.data(), 1, line.size(), protocol);
+      std::fputc('\n', protocol);
+      std::fflush(protocol);
+    });
+    std::fclose(protocol);
+  });
+}
+
+}  // namespace
+
+LOUPE_REGISTER_COMMAND(90, add_mcp_command);
+
+}  // namespace loupe::cli

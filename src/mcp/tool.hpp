@@ -1,0 +1,134 @@
+// mcp/tool.hpp — what an MCP tool of `loupe mcp` is: a name, a flat input schema, an output
+// schema (the loupe envelope, whose `error` field is the error branch), honest annotations and the
+// operation it calls; plus the helpers every tool shares (argument checks, bounded answers).
+//
+// A tool's answer is always one loupe envelope (core/json.hpp), the same JSON `loupe ... --json`
+// prints; tools/call returns it as structuredContent and, serialised, as the text content.
+// Answers are concise by default (about kConciseBytes) and never above kMaxBytes (bytes / 4
+// approximates tokens); whatever is cut is announced (truncated: true, data.truncation) with a
+// hint to narrow the request.
+// Include only from src/mcp and src/cli/mcp_command.cpp: pulls in nlohmann-json.
+// Thread-safety: tools are immutable after all_tools(); a call runs on one thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "loupe/error.hpp"
+
+namespace loupe::mcp {
+
+inline constexpr size_t kConciseBytes = 8000;  // ~2,000 tokens: the default answer
+inline constexpr size_t kMaxBytes = 32000;     // ~8,000 tokens: no answer is larger
+
+// What the server was started with (`loupe mcp --home DIR --skeletons DIR`).
+struct ServerSettings {
+  std::optional<std::filesystem::path> home;       // else .loupe/ at the git root of cwd
+  std::filesystem::path cwd;                       // relative paths resolve here
+  std::optional<std::filesystem::path> skeletons;  // else skeleton::default_library_dir()
+  std::string client_name = "mcp-client";          // from initialize; recorded as who decided
+};
+
+struct CallContext {
+  const ServerSettings& settings;
+  // Sends notifications/progress when the request carried a progressToken, else does nothing.
+  // REQUIRES: `progress` increases from call to call.
+  std::function<void(double progress, std::optional<double> total, const std::string& message)>
+      progress;
+  // Set when the client cancelled the request or closed stdin; long tools stop when it is set.
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+enum class ParamType { kString, kInteger, kNumber, kBoolean, kStringArray };
+
+// One property of a flat input schema.
+struct Param {
+  Param(std::string name_, ParamType type_, std::string description_, bool required_ = false,
+        std::vector<std::string> allowed_ = {}, std::optional<double> minimum_ = {},
+        std::optional<double> maximum_ = {})
+      : name(std::move(name_)),
+        type(type_),
+        description(std::move(description_)),
+        required(required_),
+        allowed(std::move(allowed_)),
+        minimum(minimum_),
+        maximum(maximum_) {}
+
+  std::string name;
+  ParamType type = ParamType::kString;
+  std::string description;
+  bool required = false;
+  std::vector<std::string> allowed;  // strings: the accepted values (an enum)
+  std::optional<double> minimum;     // numbers and integers
+  std::optional<double> maximum;
+};
+
+struct Annotations {
+  bool read_only = true;
+  bool destructive = false;
+  bool idempotent = true;
+  bool open_world = false;
+};
+
+struct Tool {
+  std::string name;  // [a-z0-9_], at most 64 characters
+  std::string title;
+  std::string description;
+  std::vector<Param> params;
+  Json data_schema = Json::object();  // JSON Schema properties of the envelope's data
+  Annotations annotations;
+  bool long_running = false;  // runs on the worker thread, with progress and cancellation
+  std::string envelope_kind;  // the envelope's kind, e.g. "run", "diff"
+  std::string narrow_hint;    // how to ask for less when an answer was truncated
+  // Returns the envelope. Throws loupe::Error for bad input; the server turns it into an error
+  // envelope with isError true.
+  std::function<Json(const Json& arguments, CallContext& context)> call;
+};
+
+// {"type": "object", "properties": ..., "required": [...], "additionalProperties": false}.
+Json input_schema(const Tool& tool);
+// The envelope's schema; `error` is null or {code, message, hint}.
+Json output_schema(const Tool& tool);
+// {name, title, description, inputSchema, outputSchema, annotations} for tools/list.
+Json tool_definition(const Tool& tool);
+
+// Throws Error(kUsage) naming the first argument that the input schema rejects, with the
+// accepted values or type in the hint. `arguments` must be an object (or null: no arguments).
+void check_arguments(const Tool& tool, const Json& arguments);
+
+// Argument accessors; the arguments were checked, so a present value has the right type.
+std::optional<std::string> string_argument(const Json& arguments, const std::string& name);
+std::optional<int64_t> integer_argument(const Json& arguments, const std::string& name);
+std::optional<double> number_argument(const Json& arguments, const std::string& name);
+bool flag_argument(const Json& arguments, const std::string& name);
+std::vector<std::string> strings_argument(const Json& arguments, const std::string& name);
+
+// A path argument resolved against the server's working directory.
+std::filesystem::path resolve_path(const ServerSettings& settings, const std::string& text);
+// --home given to the tool, else the server's, else .loupe/ at the git root of cwd.
+std::filesystem::path home_dir(const ServerSettings& settings, const Json& arguments);
+// The ledger file: the `ledger` argument, else HOME/ledger.sqlite.
+std::filesystem::path ledger_file(const ServerSettings& settings, const Json& arguments);
+
+// Cuts the envelope until its serialised form is at most `max_bytes`: findings from the end
+// first, then the longest arrays in data (halved), then data itself. Sets truncated and
+// data.truncation (what was cut and `hint`). An envelope already small enough is returned as is.
+Json bound_envelope(Json envelope, size_t max_bytes, const std::string& hint);
+
+// The error envelope of a failed call.
+Json error_envelope(const std::string& kind, const Error& error);
+
+// {content: [{type: "text", text}], structuredContent: envelope, isError}; text is the compact
+// serialisation of the envelope (invalid UTF-8 replaced), and isError is true iff error is set.
+Json call_result(const Json& envelope);
+
+// Serialises compactly, replacing invalid UTF-8 instead of throwing.
+std::string dump_compact(const Json& value);
+
+}  // namespace loupe::mcp

@@ -1,0 +1,360 @@
+// The short, read-only tools: tensor diff, trace analysis and diff, and the ledger's runs. Each
+// calls the operation its CLI command calls and answers the same envelope.
+#include <algorithm>
+
+#include "check/diff.hpp"
+#include "core/json.hpp"
+#include "ledger/exchange.hpp"
+#include "ledger/ledger.hpp"
+#include "mcp/tools.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::mcp {
+namespace {
+
+constexpr size_t kConciseFindings = 5;
+
+std::vector<std::string> split_commas(const std::string& text, const std::string& argument) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const size_t end = comma == std::string::npos ? text.size() : comma;
+    if (end == start) {
+      throw Error(
+          ErrorCode::kUsage,
+          argument + " '" + text + "': empty name at position " + std::to_string(names.size() + 1),
+          "name every axis, comma-separated, e.g. B,T,H,V");
+    }
+    names.push_back(text.substr(start, end - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
+Json diff_tensors(const Json& arguments, CallContext& context) {
+  check::DiffRequest request;
+  request.a = resolve_path(context.settings, *string_argument(arguments, "a"));
+  request.b = resolve_path(context.settings, *string_argument(arguments, "b"));
+  if (auto oracle = string_argument(arguments, "oracle")) {
+    request.oracle = resolve_path(context.settings, *oracle);
+  }
+  request.name = string_argument(arguments, "name");
+  if (auto axes = string_argument(arguments, "axes")) request.axes = split_commas(*axes, "axes");
+  request.along = string_argument(arguments, "along");
+  for (const auto& text : strings_argument(arguments, "tolerances")) {
+    request.bounds.push_back(check::parse_bound(text));
+  }
+  const check::DiffResult result = check::run_diff(request);
+  Json envelope = Json::parse(check::render_diff_json(result, request));
+  if (!flag_argument(arguments, "detail") && envelope["findings"].size() > kConciseFindings) {
+    const size_t total = envelope["findings"].size();
+    envelope["findings"].erase(envelope["findings"].begin() + kConciseFindings,
+                               envelope["findings"].end());
+    envelope["truncated"] = true;
+    envelope["data"]["truncation"] = "showing " + std::to_string(kConciseFindings) + " of " +
+                                     std::to_string(total) +
+                                     " findings; pass detail: true, or name one tensor";
+  }
+  return envelope;
+}
+
+int64_t parse_duration_ns(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "ns") scale = 1;
+  if (unit == "us") scale = 1e3;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (used == 0 || scale == 0 || value < 0) {
+    throw Error(ErrorCode::kUsage, "gap_threshold '" + text + "' is not a duration",
+                "write a number with a unit: 500ns, 100us, 2ms, 1s");
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
+trace::AnalyzeRequest analyze_request(const Json& arguments) {
+  trace::AnalyzeRequest request;
+  for (const auto& text : strings_argument(arguments, "classes")) {
+    request.classes.push_back(trace::parse_class(text));
+  }
+  if (auto overlap = string_argument(arguments, "overlap")) {
+    const size_t comma = overlap->find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == overlap->size()) {
+      throw Error(ErrorCode::kUsage, "overlap '" + *overlap + "' is not A,B",
+                  "name two classes defined in classes, e.g. compute,transfer");
+    }
+    request.overlap = std::make_pair(overlap->substr(0, comma), overlap->substr(comma + 1));
+  }
+  request.window_class = string_argument(arguments, "window").value_or("");
+  request.gap_threshold_ns =
+      parse_duration_ns(string_argument(arguments, "gap_threshold").value_or("100us"));
+  request.detail = flag_argument(arguments, "detail");
+  return request;
+}
+
+std::string quote(const std::string& text) {
+  if (text.find_first_of(" '\"$&|;<>()*?[]\\") == std::string::npos) return text;
+  std::string out = "'";
+  for (char character : text) {
+    out += character == '\'' ? std::string("'\\''") : std::string(1, character);
+  }
+  return out + "'";
+}
+
+// The CLI command that gives the same answer.
+std::string trace_reproduce(const std::string& verb, const std::vector<std::string>& files,
+                            const Json& arguments) {
+  std::string line = "loupe trace " + verb;
+  for (const auto& file : files) line += " " + quote(file);
+  for (const auto& text : strings_argument(arguments, "classes")) line += " --class " + quote(text);
+  if (auto overlap = string_argument(arguments, "overlap")) line += " --overlap " + quote(*overlap);
+  if (auto window = string_argument(arguments, "window")) line += " --window " + quote(*window);
+  if (auto gap = string_argument(arguments, "gap_threshold")) {
+    line += " --gap-threshold " + quote(*gap);
+  }
+  return line;
+}
+
+Json analyze_trace(const Json& arguments, CallContext& context) {
+  const trace::AnalyzeRequest request = analyze_request(arguments);
+  std::vector<std::string> files;
+  for (const auto& file : strings_argument(arguments, "files")) {
+    files.push_back(resolve_path(context.settings, file).string());
+  }
+  if (files.empty()) {
+    throw Error(ErrorCode::kUsage, "analyze_trace: argument 'files' is empty",
+                "name one or more trace files (loupe binary, Chrome/Kineto JSON, .gz)");
+  }
+  Envelope envelope = trace::analyze(trace::load_traces(files), request);
+  for (Finding& finding : envelope.findings) {
+    finding.reproduce = trace_reproduce("analyze", files, arguments);
+  }
+  return envelope_to_json(envelope);
+}
+
+Json diff_traces(const Json& arguments, CallContext& context) {
+  const trace::AnalyzeRequest request = analyze_request(arguments);
+  const std::string a = resolve_path(context.settings, *string_argument(arguments, "a")).string();
+  const std::string b = resolve_path(context.settings, *string_argument(arguments, "b")).string();
+  Envelope envelope = trace::diff(trace::load_traces({a}), trace::load_traces({b}), request);
+  for (Finding& finding : envelope.findings) {
+    finding.reproduce = trace_reproduce("diff", {a, b}, arguments);
+  }
+  return envelope_to_json(envelope);
+}
+
+// Reading tools never create a ledger as a side effect.
+ledger::Ledger open_existing(const ServerSettings& settings, const Json& arguments) {
+  const auto path = ledger_file(settings, arguments);
+  if (!std::filesystem::exists(path)) {
+    throw Error(ErrorCode::kUsage, "no ledger at " + path.string(),
+                "run_objective records runs there; pass home or ledger to read another");
+  }
+  return ledger::Ledger::open(path);
+}
+
+Json make_envelope(const std::string& kind, Verdict verdict, std::vector<Finding> findings,
+                   Json data) {
+  Envelope envelope;
+  envelope.kind = kind;
+  envelope.verdict = verdict;
+  envelope.findings = std::move(findings);
+  envelope.data = std::move(data);
+  return envelope_to_json(envelope);
+}
+
+Json list_runs(const Json& arguments, CallContext& context) {
+  const auto path = ledger_file(context.settings, arguments);
+  const int64_t limit = integer_argument(arguments, "limit").value_or(20);
+  const int64_t offset = integer_argument(arguments, "offset").value_or(0);
+  std::vector<ledger::RunSummary> runs;
+  int64_t total = 0;
+  if (std::filesystem::exists(path)) {
+    const ledger::Ledger ledger = ledger::Ledger::open(path);
+    runs = ledger.list_runs(limit, offset);
+    total = ledger.count_runs();
+  }
+  Json data = ledger::run_list_to_json(runs, total, offset);
+  data["ledger"] = path.string();
+  return make_envelope("ledger.list", Verdict::kNone, {}, std::move(data));
+}
+
+// Fail findings first, then warn, then info; the ledger's order within each.
+std::vector<Finding> by_severity(std::vector<Finding> findings) {
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) < static_cast<int>(b.severity);
+  });
+  return findings;
+}
+
+Json show_run(const Json& arguments, CallContext& context) {
+  const bool detail = flag_argument(arguments, "detail");
+  const std::string run_id = *string_argument(arguments, "run");
+  const ledger::RunRecord run = open_existing(context.settings, arguments).get_run(run_id);
+  Json data = {{"run", ledger::run_to_json(run)}};
+  data["run"].erase("findings");  // they are the envelope's findings
+  std::vector<Finding> findings = by_severity(run.findings);
+  bool truncated = false;
+  if (!detail) {
+    Json& record = data["run"];
+    const size_t dirty = record["git"]["dirty_paths"].size();
+    record["git"]["dirty_paths"] = dirty;
+    record.erase("environment");
+    record["observations"] = record["observations"].size();
+    for (auto& gate : record["gates"]) gate.erase("statistics");
+    if (findings.size() > kConciseFindings) {
+      findings.resize(kConciseFindings);
+      truncated = true;
+    }
+  }
+  Json out =
+      make_envelope("ledger.show", ledger::run_verdict(run), std::move(findings), std::move(data));
+  if (truncated) {
+    out["truncated"] = true;
+    out["data"]["truncation"] = "showing " + std::to_string(kConciseFindings) + " of " +
+                                std::to_string(run.findings.size()) +
+                                " findings (fail first); pass detail: true for all, with the "
+                                "environment, gate statistics and observation paths";
+  }
+  return out;
+}
+
+Json compare_runs(const Json& arguments, CallContext& context) {
+  const ledger::Ledger ledger = open_existing(context.settings, arguments);
+  const auto comparison =
+      ledger::compare_runs(ledger.get_run(*string_argument(arguments, "run_a")),
+                           ledger.get_run(*string_argument(arguments, "run_b")));
+  Json data = ledger::comparison_to_json(comparison);
+  if (!flag_argument(arguments, "detail")) {
+    // Concise: the ids and claims of what appeared or disappeared; detail gives whole findings.
+    for (const char* side : {"appeared", "disappeared"}) {
+      Json compact = Json::array();
+      for (const auto& finding : data["findings"][side]) {
+        compact.push_back({{"id", finding["id"]},
+                           {"severity", finding["severity"]},
+                           {"claim", finding["claim"]}});
+      }
+      data["findings"][side] = std::move(compact);
+    }
+  }
+  return make_envelope("ledger.compare", Verdict::kNone, {}, std::move(data));
+}
+
+Tool read_only_tool(std::string name, std::string title, std::string kind) {
+  Tool tool;
+  tool.name = std::move(name);
+  tool.title = std::move(title);
+  tool.envelope_kind = std::move(kind);
+  tool.annotations = {true, false, true, false};
+  return tool;
+}
+
+std::vector<Param> analysis_params() {
+  return {{"classes", ParamType::kStringArray,
+           "NAME=SELECTOR class definitions; selector terms joined by '&': name:REGEX, cat:C, "
+           "thread:X, stream:X, track:X, kind:thread|gpu_stream"},
+          {"overlap", ParamType::kString, "A,B: overlap and exposed time of class A under B"},
+          {"window", ParamType::kString, "CLASS: also per instance of this class"},
+          {"gap_threshold", ParamType::kString, "shortest idle interval reported (default 100us)"},
+          detail_param("every finding and table row")};
+}
+
+}  // namespace
+
+void add_inspect_tools(std::vector<Tool>& tools) {
+  Tool diff = read_only_tool("diff_tensors", "Diff two tensor files", "diff");
+  diff.description =
+      "Compares tensors (.npy, .safetensors, or two directories of them): metrics per pair "
+      "(rms_ratio, max_abs, ulp_p99, ...), the worst coordinate, the first divergence in order "
+      "and the error profile along an axis.";
+  diff.params = {
+      {"a", ParamType::kString, "candidate: a .npy or .safetensors file, or a directory", true},
+      {"b", ParamType::kString, "reference: the same kind of input as a", true},
+      {"oracle", ParamType::kString, "an oracle (e.g. fp64) laid out like b"},
+      {"name", ParamType::kString, "compare only this tensor (or file) name"},
+      {"axes", ParamType::kString, "axis names, comma-separated, e.g. B,T,H,V"},
+      {"along", ParamType::kString, "profile the error along this axis"},
+      {"tolerances", ParamType::kStringArray, "METRIC=VALUE bounds, e.g. rms_ratio=1e-5"},
+      detail_param("every finding")};
+  diff.narrow_hint = "compare one tensor with name";
+  diff.call = diff_tensors;
+  tools.push_back(std::move(diff));
+
+  Tool analyze = read_only_tool("analyze_trace", "Analyse a trace", "trace.analyze");
+  analyze.description =
+      "Analyses one workload's trace files (loupe binary, Chrome/Kineto JSON, .gz): time "
+      "breakdown, overlap of two classes, lock contention (who held the lock and what it was "
+      "doing) and idle gaps, as findings with slice ids and time windows.";
+  analyze.params = {{"files", ParamType::kStringArray, "the trace files of one workload", true}};
+  for (auto& param : analysis_params()) analyze.params.push_back(std::move(param));
+  analyze.narrow_hint = "select fewer slices with classes, or raise gap_threshold";
+  analyze.call = analyze_trace;
+  tools.push_back(std::move(analyze));
+
+  Tool trace_diff = read_only_tool("diff_traces", "Diff two traces", "trace.diff");
+  trace_diff.description =
+      "Compares two traces of one workload (B against A) through the breakdown, overlap, lock "
+      "and gap analyses, as findings.";
+  trace_diff.params = {{"a", ParamType::kString, "trace A (the baseline)", true},
+                       {"b", ParamType::kString, "trace B", true}};
+  for (auto& param : analysis_params()) trace_diff.params.push_back(std::move(param));
+  trace_diff.narrow_hint = "select fewer slices with classes";
+  trace_diff.call = diff_traces;
+  tools.push_back(std::move(trace_diff));
+
+  Tool list = read_only_tool("list_runs", "List recorded runs", "ledger.list");
+  list.description = "Recorded runs, newest first, a page at a time, with gate counts.";
+  list.params = {
+      home_param(),
+      ledger_param(),
+      {"limit", ParamType::kInteger, "runs per page (default 20)", false, {}, 1.0, 100.0},
+      {"offset", ParamType::kInteger, "runs to skip (the next page's start)", false, {}, 0.0}};
+  list.data_schema = {{"runs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                      {"total", {{"type", "integer"}}},
+                      {"next_offset", {{"type", Json::array({"integer", "null"})}}}};
+  list.narrow_hint = "page with limit and offset";
+  list.call = list_runs;
+  tools.push_back(std::move(list));
+
+  Tool show = read_only_tool("show_run", "Show one recorded run", "ledger.show");
+  show.description =
+      "One recorded run: status, objective, git state, configuration, gate verdicts with their "
+      "rules, and its findings (fail first).";
+  show.params = {{"run", ParamType::kString, "the run id (see list_runs)", true},
+                 home_param(),
+                 ledger_param(),
+                 detail_param("every finding, the environment and the gate statistics")};
+  show.data_schema = {{"run", {{"type", "object"}}}};
+  show.narrow_hint =
+      "findings are ordered fail first; compare_runs shows only what changed between two runs, "
+      "and `loupe ledger show RUN --json` on the command line lists every finding";
+  show.call = show_run;
+  tools.push_back(std::move(show));
+
+  Tool compare = read_only_tool("compare_runs", "Compare two recorded runs", "ledger.compare");
+  compare.description =
+      "Which gates flipped and which findings appeared or disappeared between run A (baseline) "
+      "and run B, and whether the objective or the environment differ.";
+  compare.params = {{"run_a", ParamType::kString, "the baseline run", true},
+                    {"run_b", ParamType::kString, "the run to compare with it", true},
+                    home_param(),
+                    ledger_param(),
+                    detail_param("whole findings instead of ids and claims")};
+  compare.data_schema = {{"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                         {"findings", {{"type", "object"}}}};
+  compare.narrow_hint = "read one run's findings with show_run";
+  compare.call = compare_runs;
+  tools.push_back(std::move(compare));
+}
+
+}  // namespace loupe::mcp

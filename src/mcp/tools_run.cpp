@@ -1,0 +1,267 @@
+// run_objective and run_probe: the long tools. Both call the operations the CLI calls
+// (gate::run_and_record, probe::run_probe) and stop when the call is cancelled.
+#include <algorithm>
+#include <cstdio>
+
+#include "gate/recorded_run.hpp"
+#include "mcp/tools.hpp"
+#include "probe/runner.hpp"
+
+namespace loupe::mcp {
+namespace {
+
+constexpr size_t kConciseFindings = 3;
+constexpr size_t kDetailFindings = 20;
+
+std::string progress_line(const gate::Progress& progress) {
+  const gate::PointResult& point = *progress.point;
+  char line[512];
+  std::snprintf(line, sizeof(line), "[%zu/%zu] %s %s %s: %s in %.2f s; ~%.1f s left",
+                progress.index, progress.total, std::string(layer_name(point.layer)).c_str(),
+                point.entry.c_str(), params_to_string(point.params).c_str(),
+                std::string(verdict_name(point.verdict)).c_str(), point.wall_s,
+                progress.remaining_s);
+  return line;
+}
+
+// The findings an agent needs first: the first finding of each failing, then inconclusive, gate,
+// then the cascade's own order (gate findings, then the points' fail and warn findings).
+std::vector<Finding> lead_findings(const gate::CascadeResult& outcome, size_t limit,
+                                   bool* truncated) {
+  std::vector<Finding> out;
+  auto add = [&out, limit](const Finding& finding) {
+    if (out.size() < limit && std::find(out.begin(), out.end(), finding) == out.end()) {
+      out.push_back(finding);
+    }
+  };
+  for (GateVerdict wanted : {GateVerdict::kFail, GateVerdict::kInconclusive}) {
+    for (const auto& gate : outcome.gates) {
+      if (gate.verdict == wanted && !gate.findings.empty()) add(gate.findings.front());
+    }
+  }
+  bool more = false;
+  for (const auto& finding : gate::top_findings(outcome, limit + out.size() + 1, &more)) {
+    add(finding);
+  }
+  // Every distinct finding the cascade produced, to say whether some were left out.
+  size_t total = 0;
+  std::vector<Finding> seen;
+  auto count = [&](const Finding& finding) {
+    if (std::find(seen.begin(), seen.end(), finding) == seen.end()) {
+      seen.push_back(finding);
+      ++total;
+    }
+  };
+  for (const auto& gate : outcome.gates) {
+    for (const auto& finding : gate.findings) count(finding);
+  }
+  for (const auto& point : outcome.points) {
+    for (const auto& finding : point.findings) {
+      if (finding.severity != Severity::kInfo) count(finding);
+    }
+  }
+  *truncated = more || total > out.size();
+  return out;
+}
+
+Json run_objective(const Json& arguments, CallContext& context) {
+  const bool detail = flag_argument(arguments, "detail");
+  gate::RunRequest request;
+  request.objective = resolve_path(context.settings, *string_argument(arguments, "objective"));
+  request.config = string_argument(arguments, "config").value_or("");
+  if (auto only = string_argument(arguments, "only")) request.only = parse_layer(*only);
+  request.all = flag_argument(arguments, "all");
+  request.sets = strings_argument(arguments, "sets");
+  request.home = home_dir(context.settings, arguments);
+  if (auto ledger = string_argument(arguments, "ledger")) {
+    request.ledger = resolve_path(context.settings, *ledger);
+  }
+  request.cwd = context.settings.cwd;
+
+  gate::CascadeOptions options;
+  options.interrupted = context.cancelled;
+  options.progress = [&context](const gate::Progress& progress) {
+    context.progress(static_cast<double>(progress.index), static_cast<double>(progress.total),
+                     progress_line(progress));
+  };
+  context.progress(0, std::nullopt, "planning " + request.objective.string());
+  const gate::RecordedRun run = gate::run_and_record(request, options);
+
+  Envelope envelope = gate::run_envelope(run, kDetailFindings);
+  if (!detail) {
+    envelope.findings = lead_findings(run.outcome, kConciseFindings, &envelope.truncated);
+    Json gates = Json::array();
+    for (const auto& gate : run.outcome.gates) {
+      Json row = {{"name", gate.name},
+                  {"layer", std::string(layer_name(gate.layer))},
+                  {"verdict", std::string(gate_verdict_name(gate.verdict))},
+                  {"statistic", gate::key_statistic(gate)}};
+      if (gate.verdict != GateVerdict::kPass) row["rule"] = gate.rule;
+      Json ids = Json::array();
+      for (const auto& finding : gate.findings) {
+        if (std::find(ids.begin(), ids.end(), finding.id) == ids.end()) ids.push_back(finding.id);
+      }
+      row["finding_ids"] = std::move(ids);
+      gates.push_back(std::move(row));
+    }
+    envelope.data["gates"] = std::move(gates);
+    envelope.data.erase("tasks");
+    envelope.data["points"] = run.outcome.points.size();
+  }
+  Json out = envelope_to_json(envelope);
+  if (out["truncated"].get<bool>()) {
+    out["data"]["truncation"] = "showing " + std::to_string(envelope.findings.size()) +
+                                " findings; show_run {run: \"" + run.run_id +
+                                "\", detail: true} lists every finding" +
+                                (detail ? "" : ", and run_objective with detail: true every task");
+  }
+  out["data"]["next"] = "match_skeletons {run: \"" + run.run_id +
+                        "\"} ranks the optimisation skeletons whose conditions these findings meet";
+  return out;
+}
+
+Json run_probe(const Json& arguments, CallContext& context) {
+  const bool detail = flag_argument(arguments, "detail");
+  probe::RunRequest request;
+  request.probe = *string_argument(arguments, "probe");
+  request.sets = strings_argument(arguments, "sets");
+  if (auto seed = integer_argument(arguments, "seed")) request.seed = static_cast<uint64_t>(*seed);
+  request.hidden = flag_argument(arguments, "hidden");
+  if (auto repeat = integer_argument(arguments, "repeat"))
+    request.repeat = static_cast<int>(*repeat);
+  if (auto timeout = number_argument(arguments, "timeout_s")) request.timeout_s = *timeout;
+  request.home = home_dir(context.settings, arguments);
+  request.subject_command = strings_argument(arguments, "subject");
+  if (request.subject_command.empty()) {
+    throw Error(ErrorCode::kUsage, "run_probe: argument 'subject' is an empty command",
+                "give the subject's command line, e.g. [\"build/bin/kda\", \"probe\"]");
+  }
+  request.analyze.tolerances = strings_argument(arguments, "tolerances");
+  context.progress(0, std::nullopt, "running probe " + request.probe);
+  const probe::RunOutcome outcome = probe::run_probe(request);
+  if (context.cancelled != nullptr && context.cancelled->load()) {
+    throw Error(ErrorCode::kSubject, "run_probe: cancelled", "");
+  }
+  Envelope envelope;
+  envelope.kind = "probe.run";
+  envelope.verdict = outcome.verdict;
+  envelope.findings = outcome.findings;
+  const size_t limit = detail ? kDetailFindings : kConciseFindings;
+  if (envelope.findings.size() > limit) {
+    envelope.findings.resize(limit);
+    envelope.truncated = true;
+  }
+  envelope.data = outcome.data;
+  envelope.data["observation"] = outcome.observation_dir.string();
+  Json out = envelope_to_json(envelope);
+  if (envelope.truncated) {
+    out["data"]["truncation"] =
+        "showing " + std::to_string(limit) + " of " + std::to_string(outcome.findings.size()) +
+        " findings; pass detail: true for up to " + std::to_string(kDetailFindings);
+  }
+  return out;
+}
+
+}  // namespace
+
+Param home_param() {
+  return {"home", ParamType::kString,
+          "loupe's folder for runs and the ledger (default: the server's --home, else .loupe/ at "
+          "the git root of the server's working directory)"};
+}
+
+Param ledger_param() {
+  return {"ledger", ParamType::kString, "the ledger file (default HOME/ledger.sqlite)"};
+}
+
+Param detail_param(const std::string& what) {
+  return {"detail", ParamType::kBoolean,
+          "false (default): a concise answer of about 2,000 tokens; true: " + what +
+              " (at most about 8,000 tokens)"};
+}
+
+void add_run_tools(std::vector<Tool>& tools) {
+  Tool run;
+  run.name = "run_objective";
+  run.title = "Run an objective";
+  run.description =
+      "Runs an objective's cascade (checks, then benches, then scenarios; stops after the first "
+      "failing layer unless all is set), decides its gates, records the run in the ledger and "
+      "answers the gate verdicts and the findings that explain failures. Takes seconds to "
+      "minutes; sends progress when given a progressToken; cancelling kills the subject and "
+      "records the run as interrupted.";
+  run.params = {
+      {"objective", ParamType::kString,
+       "the objective file (TOML), e.g. examples/kda/smoke.toml; relative to the server's "
+       "working directory",
+       true},
+      {"config", ParamType::kString,
+       "a [[deployment]] name (e.g. incident, fixed), KEY=VALUE settings (comma-separated), or "
+       "NAME,KEY=VALUE"},
+      {"only",
+       ParamType::kString,
+       "run this layer only; the other layers' gates are not-run",
+       false,
+       {"check", "bench", "scenario"}},
+      {"all", ParamType::kBoolean, "run every layer even after one fails"},
+      {"sets", ParamType::kStringArray,
+       "NAME=VALUE probe parameter overrides, applied to every task that has NAME"},
+      home_param(),
+      ledger_param(),
+      detail_param("up to 20 findings, every gate's statistics and findings, every task")};
+  run.data_schema = {{"run", {{"type", "string"}}},
+                     {"objective", {{"type", "string"}}},
+                     {"status", {{"enum", {"completed", "interrupted", "failed"}}}},
+                     {"config", {{"type", "object"}}},
+                     {"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                     {"layers", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
+  run.annotations = {false, false, false, false};
+  run.long_running = true;
+  run.envelope_kind = "run";
+  run.narrow_hint =
+      "run one layer with only, or read the run's findings with show_run and compare_runs";
+  run.call = run_objective;
+  tools.push_back(std::move(run));
+
+  Tool probe;
+  probe.name = "run_probe";
+  probe.title = "Run one probe";
+  probe.description =
+      "Runs one probe (a check, bench or scenario a subject declares) at one parameter point as "
+      "a child process and decides from what it wrote: a check's comparison with the worst "
+      "coordinate and error profile, a bench's statistics and A/B verdict. Observations go to "
+      "HOME/runs/. Not recorded in the ledger (run_objective is).";
+  probe.params = {
+      {"probe", ParamType::kString, "the probe's name, e.g. cp_vs_nocp", true},
+      {"subject", ParamType::kStringArray,
+       "the subject's command line, e.g. [\"build/bin/kda\", \"probe\"]", true},
+      {"sets", ParamType::kStringArray, "NAME=VALUE parameters, e.g. [\"T=2048\", \"shards=4\"]"},
+      {"seed", ParamType::kInteger, "input seed (default: drawn, and recorded)", false, {}, 0.0},
+      {"hidden", ParamType::kBoolean, "run one of the probe's hidden points, drawn at random"},
+      {"repeat",
+       ParamType::kInteger,
+       "checks: run the candidate N more times on the same inputs (determinism)",
+       false,
+       {},
+       0.0,
+       1000.0},
+      {"tolerances", ParamType::kStringArray,
+       "METRIC=VALUE: replaces the probe's bound for that metric"},
+      {"timeout_s",
+       ParamType::kNumber,
+       "seconds before the subject is killed (default 600)",
+       false,
+       {},
+       0.001},
+      home_param(),
+      detail_param("up to 20 findings")};
+  probe.data_schema = {{"observation", {{"type", "string"}}}};
+  probe.annotations = {false, false, false, false};
+  probe.long_running = true;
+  probe.envelope_kind = "probe.run";
+  probe.narrow_hint = "set the point's parameters with sets, or read one output with diff_tensors";
+  probe.call = run_probe;
+  tools.push_back(std::move(probe));
+}
+
+}  // namespace loupe::mcp

@@ -1,0 +1,169 @@
+// The adversarial suite: every known way of gaming a harness is rejected by `loupe probe run`
+// with a finding that names the guard that caught it, and the honest candidates raise no guard.
+// Check cases are deterministic and asserted exactly; bench cases time real work with effects of
+// 10x or more and run alone (RUN_SERIAL).
+#include <string>
+
+#include "loupe_cli.hpp"
+
+namespace loupe::adversarial {
+namespace {
+
+using Guards = std::set<std::string>;
+
+class AdversarialTest : public LoupeCliTest {
+ protected:
+  CliRun check(const std::string& probe) const {
+    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "7"});
+  }
+  CliRun bench(const std::string& probe) const {
+    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "3", "--budget", "0.3"});
+  }
+};
+
+TEST_F(AdversarialTest, HonestCheckPassesEveryGuardIncludingTheHiddenPoint) {
+  const CliRun run = check("honest_check");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "pass");
+  EXPECT_EQ(kinds(run, "fail"), Guards{});
+  EXPECT_EQ(kinds(run, "warn"), Guards{});
+  // The hidden point was run, passed, and is revealed only now.
+  const Json& hidden = finding(run, "check.honest_check.guard.hidden_point");
+  EXPECT_EQ(hidden.at("severity"), "info");
+  EXPECT_EQ(hidden.at("where").at("params").at("N"), 777);
+  const Json& hidden_runs = run.envelope.at("data").at("hidden_runs");
+  ASSERT_EQ(hidden_runs.size(), 1u);
+  EXPECT_EQ(hidden_runs[0].at("hidden").at("point").at("N"), 777);
+  EXPECT_EQ(hidden_runs[0].at("params").at("N"), 777);
+}
+
+TEST_F(AdversarialTest, HonestBenchRaisesNoGuard) {
+  const CliRun run = bench("honest_bench");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(guards(run), Guards{}) << run.out;
+  // The roofline was measured next to it and written to the observation.
+  EXPECT_EQ(run.envelope.at("data").at("verify_failures"), 0);
+}
+
+TEST_F(AdversarialTest, ReusingTheReferenceBufferIsCaughtByOutputAlias) {
+  const CliRun run = check("reuse_reference_buffer");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "fail");
+  EXPECT_EQ(guards(run, "fail"), (Guards{"guard.output_alias", "guard.order_dependence"}));
+  const Json& alias = finding(run, "check.reuse_reference_buffer.guard.output_alias");
+  EXPECT_NE(alias.at("claim").get<std::string>().find("overlapping reference output y"),
+            std::string::npos)
+      << alias.dump();
+}
+
+TEST_F(AdversarialTest, MutatingTheInputIsCaughtByInputMutation) {
+  const CliRun run = check("mutate_input");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.input_mutation"});
+  EXPECT_EQ(finding(run, "check.mutate_input.guard.input_mutation").at("where").at("path"),
+            "candidate.x");
+}
+
+TEST_F(AdversarialTest, PartialWritesAreCaughtByOutputUnwritten) {
+  const CliRun run = check("partial_write");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  // The unwritten half is the poison, so guard.nonfinite stays silent: one guard, one cause.
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.output_unwritten"});
+  EXPECT_NE(finding(run, "check.partial_write.guard.output_unwritten")
+                .at("claim")
+                .get<std::string>()
+                .find("left 512 of 1024 elements"),
+            std::string::npos);
+}
+
+TEST_F(AdversarialTest, NanOutputsAreCaughtByNonfinite) {
+  const CliRun run = check("nan_output");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.nonfinite"});
+  const Json& nonfinite = finding(run, "check.nan_output.guard.nonfinite");
+  EXPECT_NE(nonfinite.at("claim").get<std::string>().find("holds 1024 NaN and 0 Inf"),
+            std::string::npos)
+      << nonfinite.dump();
+  EXPECT_EQ(nonfinite.at("where").at("coords"), Json::parse(R"({"N": 0})"));
+}
+
+TEST_F(AdversarialTest, NearConstantReferenceCannotDiscriminate) {
+  const CliRun run = check("vacuous_reference");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "inconclusive");
+  EXPECT_EQ(guards(run), Guards{"guard.cannot_discriminate"});
+  const std::string claim =
+      finding(run, "check.vacuous_reference.guard.cannot_discriminate").at("claim");
+  EXPECT_NE(claim.find("a constant output (its mean, 1e+03) meets every tolerance"),
+            std::string::npos)
+      << claim;
+}
+
+TEST_F(AdversarialTest, HardCodedShapesFailAtTheHiddenPoint) {
+  const CliRun run = check("hardcoded_shape");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "fail");
+  // Right at the point it was shown...
+  bool visible_mismatch = false;
+  for (const auto& item : run.envelope.at("findings")) {
+    if (item.at("id") == "check.hardcoded_shape.mismatch" &&
+        item.at("where").at("params").at("N") == 1024) {
+      visible_mismatch = true;
+    }
+  }
+  EXPECT_FALSE(visible_mismatch) << run.out;
+  // ...wrong at the one it was not.
+  const Json& hidden = finding(run, "check.hardcoded_shape.guard.hidden_point");
+  EXPECT_EQ(hidden.at("severity"), "fail");
+  EXPECT_EQ(hidden.at("where").at("params").at("N"), 777);
+  EXPECT_NE(hidden.at("claim").get<std::string>().find(
+                "passes at the point(s) it was shown (N=1024) but fails at the hidden point "
+                "N=777 (hidden point 0 of 1)"),
+            std::string::npos)
+      << hidden.dump();
+  EXPECT_NE(hidden.at("reproduce").get<std::string>().find("--hidden-point 0"), std::string::npos);
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.hidden_point"});
+}
+
+TEST_F(AdversarialTest, SilentBfloat16DowngradeIsCaughtByPrecision) {
+  const CliRun run = check("bf16_downgrade");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  // It is within the declared tolerance: only the guard fails it.
+  EXPECT_EQ(kinds(run, "fail"), Guards{"guard.precision"});
+  const std::string claim = finding(run, "check.bf16_downgrade.guard.precision").at("claim");
+  EXPECT_NE(claim.find("declared float32"), std::string::npos) << claim;
+  EXPECT_NE(claim.find("1024 of its 1024 non-zero elements are exactly bfloat16 values"),
+            std::string::npos)
+      << claim;
+  EXPECT_NE(claim.find("it was computed in bfloat16, not float32"), std::string::npos) << claim;
+}
+
+TEST_F(AdversarialTest, PointerKeyedCacheIsCaughtByVerification) {
+  const CliRun run = bench("pointer_cache");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(guards(run, "fail").count("guard.verify_mismatch")) << run.out;
+}
+
+TEST_F(AdversarialTest, ContentKeyedCacheIsCaughtByReplayTiming) {
+  const CliRun run = bench("content_cache");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  // Its cached results are right, so verification cannot see it; only the timing can.
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.content_cache"}) << run.out;
+}
+
+TEST_F(AdversarialTest, WorkOnADetachedThreadIsCaughtByThreadCount) {
+  const CliRun run = bench("detached_thread");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(guards(run, "fail").count("guard.thread_count")) << run.out;
+}
+
+TEST_F(AdversarialTest, ImplausibleSpeedIsCaughtByTheRoofline) {
+  const CliRun run = bench("lazy_speedup");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.roofline"}) << run.out;
+  const std::string claim = finding(run, "bench.lazy_speedup.guard.roofline").at("claim");
+  EXPECT_NE(claim.find("claims 4194304 bytes per call"), std::string::npos) << claim;
+}
+
+}  // namespace
+}  // namespace loupe::adversarial
