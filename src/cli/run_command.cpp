@@ -1,7 +1,8 @@
 // `loupe run OBJECTIVE [--config NAME|k=v,...] [--only LAYER] [--all] [--set k=v] [--home DIR]
-// [--ledger FILE] [--json]`: the objective's cascade (src/gate/cascade.hpp), recorded in the
-// ledger, reported as a gate table and the top findings (src/report), with the HTML page written
-// to <home>/runs/<run>/report.html. Progress goes to stderr: a bar on a terminal (not with
+// [--ledger FILE] [--memory SIZE] [--json]`: the objective's cascade (src/gate/cascade.hpp),
+// recorded in the ledger, reported as a gate table and the top findings (src/report), with the HTML
+// page written to <home>/runs/<run>/report.html. Progress goes to stderr: a bar on a terminal (not
+// with
 // --json), one line per point otherwise.
 // Exit: 0 every gate passed, 1 a gate failed, is inconclusive or was not run, 2 bad usage or
 // configuration, 3 the subject failed, 130 interrupted (SIGINT/SIGTERM: the subject's process
@@ -19,6 +20,7 @@
 
 #include "cli/commands.hpp"
 #include "core/json.hpp"
+#include "core/process.hpp"
 #include "gate/recorded_run.hpp"
 #include "ledger/ledger.hpp"
 #include "report/model.hpp"
@@ -36,6 +38,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   std::string home;
   std::string ledger;
+  std::string memory;
   bool json = false;
 };
 
@@ -155,6 +158,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                   "NAME=VALUE: override a probe parameter in every task that has it (repeatable)");
   run->add_option("--home", options->home, "where runs and the ledger live (default .loupe/)");
   run->add_option("--ledger", options->ledger, "the ledger file (default HOME/ledger.sqlite)");
+  run->add_option("--memory", options->memory,
+                  "SIZE (e.g. 512M, 4G): stop a subject whose resident memory passes it (exit 3)");
   run->add_flag("--json", options->json, "print one JSON envelope");
   run->callback([options, &result] {
     result.kind = "run";
@@ -166,6 +171,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     request.sets = options->sets;
     if (!options->home.empty()) request.home = options->home;
     if (!options->ledger.empty()) request.ledger = options->ledger;
+    if (!options->memory.empty()) {
+      request.memory_limit_bytes = parse_byte_size("--memory", options->memory);
+    }
 
     gate::CascadeOptions cascade_options;
     auto progress = std::make_shared<ProgressPrinter>(!options->json && ::isatty(STDERR_FILENO));

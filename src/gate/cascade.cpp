@@ -347,12 +347,12 @@ std::vector<std::string> subject_command(const SubjectSpec& subject) {
 }
 
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
-                                 const std::string& run_id) {
+                                 const std::string& run_id, uint64_t memory_limit_bytes) {
   const std::vector<std::string> subject = subject_command(objective.subject);
   const double timeout_s = objective.subject.timeout_s;
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
-  return [subject, timeout_s, absolute_home, run_id](const PlanTask& task, const ProbeEntry& entry,
-                                                     int64_t repeat) {
+  return [subject, timeout_s, absolute_home, run_id, memory_limit_bytes](
+             const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
     probe::RunRequest request;
     request.probe = task.probe;
@@ -361,6 +361,7 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     }
     request.seed = entry.seed;
     request.timeout_s = timeout_s;
+    request.memory_limit_bytes = memory_limit_bytes;
     request.home = absolute_home;
     // Each point lands in a staging run first: the subject decides the point's full name
     // (defaults included), and repeats of one point must not overwrite each other.

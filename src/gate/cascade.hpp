@@ -92,8 +92,10 @@ std::vector<std::string> subject_command(const SubjectSpec& subject);
 // Runs points with probe::run_probe into <home>/runs/<run_id>/<probe>/<point>/; a point that
 // would reuse a directory of this run (a repeat, or a second entry with the same point) gets
 // the suffix ",repeat=N" or ",entry=NAME". `--set` overrides are already in the task's params.
+// `memory_limit_bytes` (0: none) stops a subject whose process group's resident memory passes it
+// (core/process.hpp), which ends the cascade with a subject failure.
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
-                                 const std::string& run_id);
+                                 const std::string& run_id, uint64_t memory_limit_bytes = 0);
 
 // {"layer", "entry", "probe", "params", "repeat", "seed", "verdict", "wall_s", "observation",
 //  "reproduce"}

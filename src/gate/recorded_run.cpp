@@ -88,8 +88,9 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   options.all = options.all || request.all;
   options.only = request.only;
   try {
-    run.outcome = run_cascade(run.objective, run.plan, options,
-                              subject_point_runner(run.objective, run.home, run.run_id));
+    run.outcome = run_cascade(
+        run.objective, run.plan, options,
+        subject_point_runner(run.objective, run.home, run.run_id, request.memory_limit_bytes));
   } catch (const Error&) {
     ledger.finish_run(run.run_id, ledger::RunStatus::kFailed, ledger::utc_now(), {}, {}, {});
     throw;

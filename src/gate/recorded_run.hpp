@@ -32,6 +32,7 @@ struct RunRequest {
   std::optional<std::filesystem::path> home;    // default: core/home.hpp resolve_home
   std::optional<std::filesystem::path> ledger;  // default: HOME/ledger.sqlite
   std::filesystem::path cwd;  // where .loupe/ and the git state are found; empty = current path
+  uint64_t memory_limit_bytes = 0;  // per subject process group; 0 = no limit
 };
 
 struct RecordedRun {

@@ -96,10 +96,10 @@ bool worth_showing(const Finding& finding) {
 
 // Every key of `subset` is in `params` with the same value.
 bool params_include(const Params& params, const Params& subset) {
-  for (const auto& [name, value] : subset) {
+  for (const auto& wanted : subset) {
     auto it = std::find_if(params.begin(), params.end(),
-                           [&](const auto& entry) { return entry.first == name; });
-    if (it == params.end() || !(it->second == value)) return false;
+                           [&](const auto& entry) { return entry.first == wanted.first; });
+    if (it == params.end() || !(it->second == wanted.second)) return false;
   }
   return true;
 }

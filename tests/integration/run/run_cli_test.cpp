@@ -158,6 +158,29 @@ TEST_F(RunCliTest, OnlyChecksLeavesTheOtherGatesNotRun) {
                                                 {"transfer_overhead_within_30pct", "not-run"}}));
 }
 
+TEST_F(RunCliTest, MemoryLimitStopsTheSubjectAndRecordsTheRunAsFailed) {
+  // Any kda probe process holds more than 1 MiB resident: the first point is stopped.
+  const CliRun run =
+      run_loupe({"run", objective_.string(), "--config", "incident", "--only", "check", "--memory",
+                 "1M", "--home", (dir_ / "home").string(), "--json"});
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "error");
+  EXPECT_EQ(run.envelope.at("error").at("code"), "subject");
+  EXPECT_NE(run.envelope.at("error").at("message").get<std::string>().find("memory limit"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.envelope.at("data").at("status"), "failed");
+}
+
+TEST_F(RunCliTest, MemoryLimitThatIsNotASizeIsAUsageError) {
+  const CliRun run = run_loupe({"run", objective_.string(), "--config", "incident", "--memory",
+                                "lots", "--home", (dir_ / "home").string(), "--json"});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.envelope.at("error").at("message").get<std::string>().find("--memory"),
+            std::string::npos)
+      << run.out;
+}
+
 TEST_F(RunCliTest, UnknownConfigurationIsAUsageError) {
   const CliRun run = run_loupe(run_args("nonesuch"));
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
