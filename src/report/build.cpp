@@ -87,11 +87,14 @@ std::optional<double> metric(const Finding& finding, std::string_view name) {
   return std::nullopt;
 }
 
-// What the top findings are: fail and warn findings, and the trace analyses that explain a gate
+// What the top findings are: fail and warn findings, decided bench comparisons (FASTER or SLOWER
+// is info, but it is what a bench gate turns on), and the trace analyses that explain a gate
 // (which may be info: "B's lock wait grew from 0 to 83 %"), in the order the ledger holds them —
 // gate explanations first, then the points' findings.
 bool worth_showing(const Finding& finding) {
-  return finding.severity != Severity::kInfo || finding.layer == Layer::kTrace;
+  if (finding.severity != Severity::kInfo || finding.layer == Layer::kTrace) return true;
+  const std::string_view id = finding.id;
+  return finding.layer == Layer::kBench && (id.ends_with(".faster") || id.ends_with(".slower"));
 }
 
 // Every key of `subset` is in `params` with the same value.
