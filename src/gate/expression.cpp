@@ -70,6 +70,9 @@ std::vector<Token> tokenize(std::string_view text) {
       errno = 0;
       const double value = std::strtod(rest.c_str(), &end);
       const size_t length = static_cast<size_t>(end - rest.c_str());
+      // "+." or "-." followed by no digit reads nothing: without this check the tokenizer would
+      // never move past it (found by fuzz/objective_fuzz).
+      if (length == 0) fail_at(token.column, "a number", "'" + rest.substr(0, 2) + "'");
       token.kind = TokenKind::kNumber;
       token.text = rest.substr(0, length);
       if (errno == ERANGE || !std::isfinite(value)) {

@@ -167,7 +167,9 @@ struct Server::Impl {
     Json message;
     try {
       message = Json::parse(line);
-    } catch (const Json::parse_error& error) {
+    } catch (const Json::exception& error) {
+      // parse_error, and out_of_range for a number beyond double ("1e400"; found by
+      // fuzz/mcp_fuzz): either way the line is not a message loupe can read.
       emit(error_response(nullptr, kParseError, std::string("Parse error: ") + error.what()));
       return;
     }

@@ -110,6 +110,10 @@ TEST(GateExpressionTest, ErrorsNameTheColumnAndWhatWasExpected) {
             "...) or check.NAME passes, found the end");
   EXPECT_EQ(parse_error("check.cp.rms_ratio <= "),
             "at column 23: expected a number, found the end");
+  // A sign and a point followed by no digit read nothing: once an endless loop (objective_fuzz).
+  EXPECT_EQ(parse_error("chec+.re <= 1"), "at column 5: expected a number, found '+.'");
+  EXPECT_EQ(parse_error("check.cp.rms_ratio <= -.e"),
+            "at column 23: expected a number, found '-.'");
   EXPECT_EQ(parse_error("check.cp.rms_ratio 2e-6"),
             "at column 20: expected a comparison (<=, <, >=, >, ==, !=), found '2e-6'");
   EXPECT_EQ(parse_error("check.cp <= 1"),

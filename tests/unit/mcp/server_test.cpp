@@ -79,6 +79,13 @@ TEST_F(ServerTest, ParseErrorHasANullId) {
   EXPECT_EQ(response["error"]["code"], -32700);
 }
 
+TEST_F(ServerTest, ANumberBeyondDoubleIsAParseErrorNotACrash) {
+  // Once an uncaught nlohmann out_of_range (fuzz/mcp_fuzz).
+  const Json response = one(R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":1e400}})");
+  EXPECT_EQ(response["id"], nullptr);
+  EXPECT_EQ(response["error"]["code"], -32700);
+}
+
 TEST_F(ServerTest, InvalidRequests) {
   EXPECT_EQ(one("[1, 2]")["error"]["code"], -32600);                                // a batch
   EXPECT_EQ(one("42")["error"]["code"], -32600);                                    // not an object
