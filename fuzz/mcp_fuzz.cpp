@@ -1,7 +1,8 @@
 // libFuzzer target: the MCP server's message handler (src/mcp/server.hpp, Server::handle_line),
 // one JSON-RPC line per input against a server whose home is a scratch folder. handle_line must
-// never throw and every line it returns must be JSON; anything else is a bug. The tools that run
-// subjects need an objective file, which fuzz inputs do not name, so no subject is started.
+// never throw and every line it returns must be JSON; anything else is a bug. Lines that name the
+// two tools that start processes (run_probe takes any command line) are skipped: a fuzzer must not
+// execute what it happens to spell.
 #include <unistd.h>
 
 #include <cstddef>
@@ -35,6 +36,15 @@ loupe::mcp::Server& server() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view line(reinterpret_cast<const char*>(data), size);
   line = line.substr(0, line.find('\n'));  // handle_line takes one line without its newline
+  try {
+    const loupe::Json message = loupe::Json::parse(line, nullptr, false);
+    if (message.is_object() && message.contains("params") && message["params"].is_object()) {
+      const loupe::Json& name = message["params"].value("name", loupe::Json());
+      if (name == "run_probe" || name == "run_objective") return 0;
+    }
+  } catch (const loupe::Json::exception&) {
+    // Not readable as JSON: handle_line answers a parse error, which is what is fuzzed.
+  }
   for (const std::string& out : server().handle_line(line)) {
     if (!loupe::Json::accept(out)) std::abort();  // every message written must be JSON
   }
