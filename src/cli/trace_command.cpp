@@ -22,28 +22,6 @@ struct TraceOptions {
   std::string chrome_out;
 };
 
-// "100us", "2ms", "1.5s", "500ns"; a bare number is nanoseconds.
-int64_t parse_duration_ns(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "ns") scale = 1;
-  if (unit == "us") scale = 1e3;
-  if (unit == "ms") scale = 1e6;
-  if (unit == "s") scale = 1e9;
-  if (used == 0 || scale == 0 || value < 0) {
-    throw Error(ErrorCode::kUsage, "--gap-threshold '" + text + "' is not a duration",
-                "write a number with a unit: 500ns, 100us, 2ms, 1s");
-  }
-  return static_cast<int64_t>(value * scale);
-}
-
 trace::AnalyzeRequest make_request(const TraceOptions& options) {
   trace::AnalyzeRequest request;
   for (const std::string& text : options.classes)
@@ -58,7 +36,7 @@ trace::AnalyzeRequest make_request(const TraceOptions& options) {
         std::make_pair(options.overlap.substr(0, comma), options.overlap.substr(comma + 1));
   }
   request.window_class = options.window;
-  request.gap_threshold_ns = parse_duration_ns(options.gap_threshold);
+  request.gap_threshold_ns = trace::parse_duration_ns("--gap-threshold", options.gap_threshold);
   request.detail = options.detail;
   return request;
 }

@@ -61,27 +61,6 @@ Json diff_tensors(const Json& arguments, CallContext& context) {
   return envelope;
 }
 
-int64_t parse_duration_ns(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "ns") scale = 1;
-  if (unit == "us") scale = 1e3;
-  if (unit == "ms") scale = 1e6;
-  if (unit == "s") scale = 1e9;
-  if (used == 0 || scale == 0 || value < 0) {
-    throw Error(ErrorCode::kUsage, "gap_threshold '" + text + "' is not a duration",
-                "write a number with a unit: 500ns, 100us, 2ms, 1s");
-  }
-  return static_cast<int64_t>(value * scale);
-}
-
 trace::AnalyzeRequest analyze_request(const Json& arguments) {
   trace::AnalyzeRequest request;
   for (const auto& text : strings_argument(arguments, "classes")) {
@@ -96,8 +75,8 @@ trace::AnalyzeRequest analyze_request(const Json& arguments) {
     request.overlap = std::make_pair(overlap->substr(0, comma), overlap->substr(comma + 1));
   }
   request.window_class = string_argument(arguments, "window").value_or("");
-  request.gap_threshold_ns =
-      parse_duration_ns(string_argument(arguments, "gap_threshold").value_or("100us"));
+  request.gap_threshold_ns = trace::parse_duration_ns(
+      "gap_threshold", string_argument(arguments, "gap_threshold").value_or("100us"));
   request.detail = flag_argument(arguments, "detail");
   return request;
 }

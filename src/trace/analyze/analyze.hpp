@@ -18,6 +18,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct ClassDef {
 };
 // Parses "NAME=SELECTOR"; throws Error(kUsage).
 ClassDef parse_class(const std::string& text);
+// Parses "100us", "2ms", "1.5s", "500ns" (a bare number is nanoseconds); throws Error(kUsage)
+// naming `input` (the option or argument it came from) and the text.
+int64_t parse_duration_ns(std::string_view input, const std::string& text);
 
 struct AnalyzeRequest {
   std::vector<ClassDef> classes;

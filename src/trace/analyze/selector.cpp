@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "loupe/error.hpp"
 #include "trace/analyze/analyze.hpp"
@@ -127,6 +129,27 @@ std::vector<uint8_t> Selector::select(const Model& model) const {
     selected[id] = track_ok == 1 && names_ok(slices.name[id]) && categories_ok(slices.category[id]);
   }
   return selected;
+}
+
+int64_t parse_duration_ns(std::string_view input, const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "ns") scale = 1;
+  if (unit == "us") scale = 1e3;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (used == 0 || scale == 0 || value < 0) {
+    throw Error(ErrorCode::kUsage, std::string(input) + " '" + text + "' is not a duration",
+                "write a number with a unit: 500ns, 100us, 2ms, 1s");
+  }
+  return static_cast<int64_t>(value * scale);
 }
 
 ClassDef parse_class(const std::string& text) {
