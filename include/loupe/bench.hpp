@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -49,6 +50,16 @@
 #include "loupe/tensor.hpp"
 
 namespace loupe {
+
+// What the device a timer times can do, measured next to the samples for the roofline guard: its
+// best streaming rate over a working set of the call's declared bytes. `margin` is how far above
+// that rate a timed call may still claim to go (caches smaller than the working set).
+struct DeviceCeiling {
+  std::string device;      // "NVIDIA H200"
+  std::string method;      // how bytes_per_s was measured
+  double bytes_per_s = 0;  // read + write, as bytes_per_call counts them
+  double margin = 4;
+};
 
 // What measures one sample: the CPU steady clock (the default), or the CUDA-event timer
 // (make_cuda_event_timer below: start records an event, stop synchronises the device and reads
@@ -68,6 +79,9 @@ class Timer {
   virtual std::vector<std::pair<std::string, double>> sample_facts() const { return {}; }
   // How the timer measures (device, L2 flush bytes, clock source), written once.
   virtual std::vector<std::pair<std::string, std::string>> method() const { return {}; }
+  // For a timer of another device (a GPU): that device's ceiling at `bytes_per_call`, measured
+  // now. nullopt (the default) means the body runs on this CPU, whose rates the sampler measures.
+  virtual std::optional<DeviceCeiling> ceiling(double /*bytes_per_call*/) { return std::nullopt; }
 };
 
 class SteadyClockTimer final : public Timer {

@@ -325,9 +325,12 @@ LOUPE_CHECK(cp_merge_gpu)
       }
       // The stream's generator key: the chunk maps are a function of it alone (reference.hpp).
       setup.input<uint64_t>("chunk_key", {1})[0] = setup.seed() * 0x9E3779B97F4A7C15ull + 101;
+      // The GPU merges in fp32 (or TF32) against the fp64 chain: that narrowing is what this
+      // check measures, so the precision guard leaves S to its tolerance.
       setup.output<double>("S", {shards - 1, kDim, kDim}, {"P", "K", "V"})
           .along("P")
-          .tolerance("rms_ratio", 2e-6);
+          .tolerance("rms_ratio", 2e-6)
+          .stored_narrow("float32");
     })
     .reference([](loupe::CheckIo& io) {
       const CpPoint point = read_cp_point(io);

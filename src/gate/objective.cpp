@@ -1,5 +1,7 @@
 #include "gate/objective.hpp"
 
+#include "config/toml_reader.hpp"
+
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
@@ -13,25 +15,6 @@ namespace {
 
 constexpr std::string_view kHint = "docs/objective.md documents every key";
 
-std::string type_phrase(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::table:
-      return "a table";
-    default:
-      return "a date or time";
-  }
-}
-
 bool is_word(std::string_view text, bool allow_dash = false) {
   if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) {
     return false;
@@ -41,129 +24,16 @@ bool is_word(std::string_view text, bool allow_dash = false) {
   });
 }
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& word : words) {
-    if (!out.empty()) out += ", ";
-    out += word;
-  }
-  return out.empty() ? "(none)" : out;
-}
-
-std::string indexed(const std::string& path, size_t index) {
-  return path + "[" + std::to_string(index) + "]";
-}
-
-std::string child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
 std::string value_phrase(const Value& value) {
   if (std::holds_alternative<std::string>(value)) return "'" + value_to_string(value) + "'";
   return value_to_string(value);
 }
 
+using config::child;
+using config::indexed;
+using config::join;
 // Reads one file's TOML tree into the typed objective, failing with file, line and key.
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(int line, const std::string& key, const std::string& message) const {
-    throw Error(ErrorCode::kConfig,
-                file_ + ":" + std::to_string(line) + ": " + key + ": " + message,
-                std::string(kHint));
-  }
-  [[noreturn]] void fail(const toml::node& node, const std::string& key,
-                         const std::string& message) const {
-    fail(line_of(node), key, message);
-  }
-  [[noreturn]] void expected(const toml::node& node, const std::string& key,
-                             const std::string& what) const {
-    fail(node, key, "expected " + what + ", found " + type_phrase(node));
-  }
-  static int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
-
-  // The table's keys in the order they were written (toml++ keeps them sorted).
-  static std::vector<std::pair<std::string, const toml::node*>> ordered(const toml::table& table) {
-    std::vector<std::tuple<uint32_t, uint32_t, std::string, const toml::node*>> entries;
-    for (const auto& [key, node] : table) {
-      entries.emplace_back(key.source().begin.line, key.source().begin.column,
-                           std::string(key.str()), &node);
-    }
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
-    });
-    std::vector<std::pair<std::string, const toml::node*>> out;
-    for (auto& entry : entries) out.emplace_back(std::move(std::get<2>(entry)), std::get<3>(entry));
-    return out;
-  }
-
-  void allow_keys(const toml::table& table, const std::string& path,
-                  const std::vector<std::string>& allowed) const {
-    for (const auto& [key, node] : table) {
-      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
-        fail(static_cast<int>(key.source().begin.line), child(path, key.str()),
-             "unknown key; expected one of " + join(allowed));
-      }
-    }
-  }
-
-  const toml::table& table_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_table()) expected(node, key, "a table");
-    return *node.as_table();
-  }
-
-  const toml::node& required(const toml::table& table, std::string_view key,
-                             const std::string& path) const {
-    const toml::node* node = table.get(key);
-    if (node == nullptr) fail(table, child(path, key), "missing; this key is required");
-    return *node;
-  }
-
-  std::string string_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_string()) expected(node, key, "a string");
-    return node.as_string()->get();
-  }
-  std::optional<std::string> optional_string(const toml::table& table, std::string_view key,
-                                             const std::string& path) const {
-    const toml::node* node = table.get(key);
-    if (node == nullptr) return std::nullopt;
-    return string_of(*node, child(path, key));
-  }
-  double number_of(const toml::node& node, const std::string& key) const {
-    if (node.is_integer()) return static_cast<double>(node.as_integer()->get());
-    if (node.is_floating_point()) return node.as_floating_point()->get();
-    expected(node, key, "a number");
-  }
-  int64_t integer_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_integer()) expected(node, key, "an integer");
-    return node.as_integer()->get();
-  }
-  Value scalar_of(const toml::node& node, const std::string& key) const {
-    if (node.is_integer()) return node.as_integer()->get();
-    if (node.is_floating_point()) return node.as_floating_point()->get();
-    if (node.is_string()) return node.as_string()->get();
-    if (node.is_boolean()) return node.as_boolean()->get();
-    expected(node, key, "an integer, a float, a string or a boolean");
-  }
-  const toml::array& array_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_array()) expected(node, key, "an array");
-    return *node.as_array();
-  }
-  std::vector<std::string> strings_of(const toml::node& node, const std::string& key) const {
-    std::vector<std::string> out;
-    const toml::array& array = array_of(node, key);
-    for (size_t index = 0; index < array.size(); ++index) {
-      out.push_back(string_of(array[index], indexed(key, index)));
-    }
-    return out;
-  }
-
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
-};
+using Reader = config::TomlReader;
 
 SubjectSpec read_subject(const Reader& reader, const toml::table& table,
                          const std::filesystem::path& base) {
@@ -843,7 +713,7 @@ Objective parse_objective_file(const std::filesystem::path& file) {
 }
 
 Objective parse_objective(std::string_view text, const std::filesystem::path& file) {
-  const Reader reader(file.string());
+  const Reader reader(file.string(), std::string(kHint));
   toml::table root;
   try {
     root = toml::parse(text, file.string());

@@ -858,6 +858,9 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     constexpr double kReadMargin = 16;  // vector width and prefetch beyond the 8-lane loop
     constexpr double kFlopMargin = 32;  // FMA and vector width beyond 8 scalar chains
     const double threads = std::max(1.0, roofline.value("hardware_threads", 1.0));
+    // A timer of another device (a GPU) measured that device's rate and chose its own margin.
+    const std::string device = roofline.value("device", std::string());
+    const double read_margin = roofline.value("read_margin", kReadMargin);
     const Json summaries_json = analysis.data.value("summaries", Json::object());
     for (const auto& variant : variants) {
       const double median = summaries_json.contains(variant.name)
@@ -872,7 +875,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
         const char* unit;
       };
       const Roof roofs[] = {
-          {"bytes", bytes, roofline.value("read_bytes_per_s", 0.0), kReadMargin, "B/s"},
+          {"bytes", bytes, roofline.value("read_bytes_per_s", 0.0), read_margin, "B/s"},
           {"flops", flops, roofline.value("flops_per_s", 0.0), kFlopMargin, "flop/s"}};
       for (const auto& roof : roofs) {
         if (!(roof.work > 0) || !(roof.measured > 0)) continue;
@@ -884,9 +887,13 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
             "variant " + variant.name + " claims " + format_number(roof.work) + " " + roof.what +
                 " per call in " + format_number(median * 1e9) + " ns: " + format_number(implied) +
                 " " + roof.unit + ", " + format_number(implied / (roof.measured * threads)) +
-                "x what " + format_number(threads) + " thread(s) of this machine reach (" +
-                format_number(roof.measured) + " " + roof.unit +
-                " per thread, measured next to it): the timed call cannot be doing that work",
+                "x what " +
+                (device.empty() ? format_number(threads) + " thread(s) of this machine reach (" +
+                                      format_number(roof.measured) + " " + roof.unit +
+                                      " per thread"
+                                : "the device (" + device + ") reaches (" +
+                                      format_number(roof.measured) + " " + roof.unit) +
+                ", measured next to it): the timed call cannot be doing that work",
             variant.name,
             "check the declared work (set_bytes_per_call, set_flops_per_call) and that the timed "
             "call does it, not a later accessor");

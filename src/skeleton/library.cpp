@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "config/toml_reader.hpp"
 #include "core/json.hpp"
 #include "loupe/error.hpp"
 
@@ -30,125 +31,11 @@ constexpr std::array<std::pair<EvidenceStrength, std::string_view>, 4> kStrength
     {EvidenceStrength::kReasoned, "reasoned"},
 }};
 
-std::string type_phrase(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::table:
-      return "a table";
-    default:
-      return "a date or time";
-  }
-}
-
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& word : words) {
-    if (!out.empty()) out += ", ";
-    out += word;
-  }
-  return out;
-}
-
-std::string child(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string indexed(const std::string& path, size_t index) {
-  return path + "[" + std::to_string(index) + "]";
-}
-
+using config::child;
+using config::indexed;
+using config::join;
 // Reads one skeleton file's TOML tree, failing with file, line and key.
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(int line, const std::string& key, const std::string& message) const {
-    throw Error(ErrorCode::kConfig,
-                file_ + ":" + std::to_string(line) + ": " + key + ": " + message,
-                std::string(kHint));
-  }
-  [[noreturn]] void fail(const toml::node& node, const std::string& key,
-                         const std::string& message) const {
-    fail(line_of(node), key, message);
-  }
-  [[noreturn]] void expected(const toml::node& node, const std::string& key,
-                             const std::string& what) const {
-    fail(node, key, "expected " + what + ", found " + type_phrase(node));
-  }
-  static int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
-
-  void allow_keys(const toml::table& table, const std::string& path,
-                  const std::vector<std::string>& allowed) const {
-    // Report the first unknown key in file order, so the message is stable.
-    std::vector<std::tuple<uint32_t, uint32_t, std::string>> unknown;
-    for (const auto& [key, node] : table) {
-      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
-        unknown.emplace_back(key.source().begin.line, key.source().begin.column,
-                             std::string(key.str()));
-      }
-    }
-    if (unknown.empty()) return;
-    std::sort(unknown.begin(), unknown.end());
-    fail(static_cast<int>(std::get<0>(unknown.front())), child(path, std::get<2>(unknown.front())),
-         "unknown key; expected one of " + join(allowed));
-  }
-  const toml::table& table_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_table()) expected(node, key, "a table");
-    return *node.as_table();
-  }
-  const toml::node& required(const toml::table& table, std::string_view key,
-                             const std::string& path) const {
-    const toml::node* node = table.get(key);
-    if (node == nullptr) fail(table, child(path, key), "missing; this key is required");
-    return *node;
-  }
-  std::string string_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_string()) expected(node, key, "a string");
-    return node.as_string()->get();
-  }
-  std::string required_text(const toml::table& table, std::string_view key,
-                            const std::string& path) const {
-    const toml::node& node = required(table, key, path);
-    std::string text = string_of(node, child(path, key));
-    if (std::all_of(text.begin(), text.end(),
-                    [](char c) { return std::isspace(static_cast<unsigned char>(c)); })) {
-      fail(node, child(path, key), "expected a non-empty string");
-    }
-    return text;
-  }
-  std::string optional_text(const toml::table& table, std::string_view key,
-                            const std::string& path) const {
-    const toml::node* node = table.get(key);
-    return node == nullptr ? std::string() : string_of(*node, child(path, key));
-  }
-  const toml::array& array_of(const toml::node& node, const std::string& key) const {
-    if (!node.is_array()) expected(node, key, "an array");
-    return *node.as_array();
-  }
-  std::vector<std::string> strings_of(const toml::table& table, std::string_view key,
-                                      const std::string& path) const {
-    std::vector<std::string> out;
-    const toml::node* node = table.get(key);
-    if (node == nullptr) return out;
-    const toml::array& array = array_of(*node, child(path, key));
-    for (size_t index = 0; index < array.size(); ++index) {
-      out.push_back(string_of(array[index], indexed(child(path, key), index)));
-    }
-    return out;
-  }
-
- private:
-  std::string file_;
-};
+using Reader = config::TomlReader;
 
 bool is_skeleton_id(std::string_view id) {
   return !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
@@ -204,7 +91,7 @@ double evidence_weight(EvidenceStrength strength) {
 }
 
 Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file) {
-  const Reader reader(file.string());
+  const Reader reader(file.string(), std::string(kHint));
   toml::table root;
   try {
     root = toml::parse(text, file.string());
@@ -232,7 +119,7 @@ Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file
         "expected '" + file.stem().string() + "' (the file's name), found '" + skeleton.id + "'");
   }
   skeleton.title = reader.required_text(root, "title", "");
-  skeleton.tags = reader.strings_of(root, "tags", "");
+  skeleton.tags = reader.optional_strings(root, "tags", "");
 
   const toml::node& applies_when = reader.required(root, "applies_when", "");
   skeleton.applies_when = reader.string_of(applies_when, "applies_when");
@@ -254,7 +141,7 @@ Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file
       const toml::table& pointer = reader.table_of(pointers[index], path);
       reader.allow_keys(pointer, path, {"path", "symbol"});
       skeleton.code.push_back({reader.required_text(pointer, "path", path),
-                               reader.optional_text(pointer, "symbol", path)});
+                               reader.optional_string(pointer, "symbol", path).value_or("")});
     }
   }
 
@@ -272,8 +159,8 @@ Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file
   const toml::table& validation =
       reader.table_of(reader.required(root, "validation", ""), "validation");
   reader.allow_keys(validation, "validation", {"probes", "gates", "how"});
-  skeleton.validation.probes = reader.strings_of(validation, "probes", "validation");
-  skeleton.validation.gates = reader.strings_of(validation, "gates", "validation");
+  skeleton.validation.probes = reader.optional_strings(validation, "probes", "validation");
+  skeleton.validation.gates = reader.optional_strings(validation, "gates", "validation");
   skeleton.validation.how = reader.required_text(validation, "how", "validation");
   if (skeleton.validation.probes.empty() && skeleton.validation.gates.empty()) {
     reader.fail(validation, "validation", "expected at least one of probes and gates");

@@ -155,6 +155,43 @@ LOUPE_BENCH(honest_bench)
           result_tensor);
     });
 
+namespace {
+
+// A timer for work on "another device": timed by the steady clock, with a device ceiling the
+// bench chooses. The roofline guard must judge the claim against that ceiling, not this CPU's.
+class AcceleratorTimer final : public loupe::Timer {
+ public:
+  explicit AcceleratorTimer(double bytes_per_s) : bytes_per_s_(bytes_per_s) {}
+  std::string_view name() const override { return "test_accelerator_clock"; }
+  void start() override { clock_.start(); }
+  double stop() override { return clock_.stop(); }
+  std::optional<loupe::DeviceCeiling> ceiling(double /*bytes_per_call*/) override {
+    return loupe::DeviceCeiling{"test accelerator", "declared by the test subject", bytes_per_s_,
+                                4};
+  }
+
+ private:
+  loupe::SteadyClockTimer clock_;
+  double bytes_per_s_;
+};
+
+}  // namespace
+
+LOUPE_BENCH(offloaded_bench)
+    .description(
+        "claims 1 GB moved per call on an accelerator whose ceiling the timer reports: judged "
+        "against that device (generous: passes; slow: guard.roofline naming the device)")
+    .param("ceiling", "generous", {"generous", "slow"})
+    .body([](loupe::BenchState& state) {
+      const bool generous = state.get_string("ceiling") == "generous";
+      state.set_timer(std::make_unique<AcceleratorTimer>(generous ? 1e15 : 1e9));
+      state.set_bytes_per_call(1e9);
+      state.exec(
+          [](uint64_t seed) { return make_vector(kBenchSize, seed); },
+          {{"heavy", [](Vector& work) { work.result = sum_of_squares(work.x, kHeavyPasses); }}},
+          result_tensor);
+    });
+
 // --- adversarial checks ------------------------------------------------------------------------
 
 LOUPE_CHECK(reuse_reference_buffer)

@@ -165,5 +165,23 @@ TEST_F(AdversarialTest, ImplausibleSpeedIsCaughtByTheRoofline) {
   EXPECT_NE(claim.find("claims 4194304 bytes per call"), std::string::npos) << claim;
 }
 
+TEST_F(AdversarialTest, WorkOnAnotherDeviceIsJudgedAgainstThatDevice) {
+  // 1 GB per call in tens of microseconds: far beyond this CPU, within a 1e15 B/s device.
+  const CliRun generous =
+      probe_run(ADVERSARIAL_SUBJECT, {"offloaded_bench", "--seed", "3", "--budget", "0.3"});
+  ASSERT_EQ(generous.exit_code, 0) << generous.out << generous.err;
+  EXPECT_EQ(guards(generous), Guards{}) << generous.out;
+
+  const CliRun slow = probe_run(ADVERSARIAL_SUBJECT, {"offloaded_bench", "--set", "ceiling=slow",
+                                                      "--seed", "3", "--budget", "0.3"});
+  EXPECT_EQ(slow.exit_code, 1) << slow.out << slow.err;
+  EXPECT_EQ(guards(slow, "fail"), Guards{"guard.roofline"}) << slow.out;
+  const std::string claim = finding(slow, "bench.offloaded_bench.guard.roofline").at("claim");
+  EXPECT_NE(claim.find("what the device (test accelerator) reaches (1.00e+09 B/s, measured next "
+                       "to it)"),
+            std::string::npos)
+      << claim;
+}
+
 }  // namespace
 }  // namespace loupe::adversarial

@@ -5,8 +5,9 @@
 // registers, one load instruction of the warp reads 8 rows × 64 contiguous bytes, and every
 // reduction over K (v̂ = Sᵀk, Sᵀq) is 16 in-lane adds plus three shuffles across row lanes: no
 // shared memory. The per-token values (normalised q and k, q·k, α = exp(g), β) come from shared
-// memory, written by compute_token_values; the kernels differ in how many slices share one
-// computation of them.
+// memory, written by compute_token_values. The tiled kernel is built from the slice pieces below;
+// the merged kernel shares the token values and bf16 loads but lays its warps along whole rows
+// (merged_v_decode.cu), reducing in the same order, so the two stay bit-identical.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -231,6 +232,51 @@ class CudaEventTimer final : public Timer {
             {"sm_clock_source",
              nvml_->usable() ? "nvml (min of start and end)" : "clock64 over globaltimer, 20 us"},
             {"throttle_tolerance", std::to_string(options_.throttle_tolerance)}};
+  }
+
+  // The GPU's streaming rate at the call's working set: device-to-device copies of half the
+  // declared bytes (a copy reads and writes each byte once), 1 MiB to 512 MiB, repeated back to
+  // back until 64 MiB are copied (so a small copy's launch latency is amortised, as a sample's
+  // back-to-back calls are), best of 5 timed by events. Margin 4: a hot working set smaller than
+  // the copy can stream from L2.
+  std::optional<DeviceCeiling> ceiling(double bytes_per_call) override {
+    constexpr size_t kMin = size_t{1} << 20, kMax = size_t{512} << 20;
+    const size_t half = std::clamp(static_cast<size_t>(bytes_per_call / 2) / 256 * 256, kMin, kMax);
+    DeviceCeiling ceiling;
+    ceiling.device = device_name_;
+    ceiling.margin = 4;
+    void* source = nullptr;
+    void* target = nullptr;
+    if (cudaMalloc(&source, half) != cudaSuccess || cudaMalloc(&target, half) != cudaSuccess) {
+      cudaGetLastError();  // clear the failed allocation's error
+      cudaFree(source);
+      ceiling.method = "not measured: cudaMalloc of 2 x " + std::to_string(half) +
+                       " bytes failed (the guard then does not judge the speed)";
+      return ceiling;
+    }
+    const size_t copies = std::max<size_t>(1, (size_t{64} << 20) / half);
+    double best_s = 0;
+    LOUPE_CUDA_TIMER_CHECK(cudaMemsetAsync(source, 1, half, cudaStreamLegacy));
+    for (int round = 0; round < 6; ++round) {  // the first is a warm-up
+      LOUPE_CUDA_TIMER_CHECK(cudaEventRecord(start_, cudaStreamLegacy));
+      for (size_t copy = 0; copy < copies; ++copy) {
+        LOUPE_CUDA_TIMER_CHECK(
+            cudaMemcpyAsync(target, source, half, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+      }
+      LOUPE_CUDA_TIMER_CHECK(cudaEventRecord(end_, cudaStreamLegacy));
+      LOUPE_CUDA_TIMER_CHECK(cudaEventSynchronize(end_));
+      float milliseconds = 0;
+      LOUPE_CUDA_TIMER_CHECK(cudaEventElapsedTime(&milliseconds, start_, end_));
+      const double seconds = 1e-3 * milliseconds / static_cast<double>(copies);
+      if (round > 0 && seconds > 0 && (best_s == 0 || seconds < best_s)) best_s = seconds;
+    }
+    cudaFree(source);
+    cudaFree(target);
+    ceiling.bytes_per_s = best_s > 0 ? 2.0 * static_cast<double>(half) / best_s : 0.0;
+    ceiling.method = "best of 5 runs of " + std::to_string(copies) +
+                     " back-to-back device-to-device copies of " + std::to_string(half) +
+                     " bytes (read + write), CUDA events";
+    return ceiling;
   }
 
  private:

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "loupe/error.hpp"
@@ -33,6 +34,19 @@ namespace {
 namespace od = simdjson::ondemand;
 
 bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Documents up to this size are parsed by the thread's retained parser.
+constexpr size_t kRetainedParserBytes = size_t{256} << 20;
+
+// One document parser per thread, kept between imports, as simdjson advises: its structural
+// index (4 bytes of address space per input byte, touched in proportion to the structure) stays
+// mapped, so the next file — the second of `trace diff`, another rank, the MCP server's next
+// request — skips the page faults of a fresh index, which on a VM cost about as much as the
+// parse. Larger documents get a parser of their own, freed when their import ends.
+od::parser& retained_parser() {
+  thread_local od::parser parser;
+  return parser;
+}
 
 // Bytes that end a number or literal token: JSON whitespace, ',', '}' and ']'.
 constexpr std::array<bool, 256> kTokenEnd = [] {
@@ -497,6 +511,9 @@ class ChromeReader {
   std::map<std::string, std::string> process_names_;
   std::map<TrackId, std::string> thread_names_;
   od::parser fallback_parser_;
+  // For the args of counter and metadata events: their event's fields may still point into
+  // fallback_parser_'s string buffer.
+  od::parser args_parser_;
 };
 
 TrackId ChromeReader::track_for(std::string_view pid, std::string_view tid) {
@@ -621,10 +638,9 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
         return;
       }
       simdjson::padded_string padded(fields.args_raw);
-      od::parser parser;
       od::document doc;
       od::object args;
-      if (parser.iterate(padded).get(doc) || doc.get_object().get(args)) {
+      if (args_parser_.iterate(padded).get(doc) || doc.get_object().get(args)) {
         stats.add(Stat::trace_json_event_malformed);
         return;
       }
@@ -662,10 +678,9 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
       std::string value;
       if (!fields.args_raw.empty()) {
         simdjson::padded_string padded(fields.args_raw);
-        od::parser parser;
         od::document doc;
         std::string_view text;
-        if (!parser.iterate(padded).get(doc) && !doc["name"].get_string().get(text)) {
+        if (!args_parser_.iterate(padded).get(doc) && !doc["name"].get_string().get(text)) {
           value = std::string(text);
         }
       }
@@ -710,9 +725,11 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
   // so the tables grow without copies; untouched capacity costs address space only.
   slices_.reserve(padded.size() / 128);
   flows_.reserve(padded.size() / 256);
-  od::parser parser;
+  std::optional<od::parser> own_parser;
+  od::parser* parser = &retained_parser();
+  if (padded.size() > kRetainedParserBytes) parser = &own_parser.emplace();
   od::document doc;
-  simdjson::error_code error = parser.iterate(padded).get(doc);
+  simdjson::error_code error = parser->iterate(padded).get(doc);
   if (error) {
     // The document never started: no location to report beyond the start.
     failure = {error, 0};
@@ -1004,6 +1021,8 @@ void import_text(std::string_view text, size_t capacity, std::string* owned,
 }
 
 }  // namespace
+
+void release_import_buffers() { retained_parser() = od::parser(); }
 
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
                         uint32_t file_index) {

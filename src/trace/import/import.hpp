@@ -30,6 +30,12 @@ void import_chrome_json(std::string& text, const std::string& name, ModelBuilder
 void import_chrome_json_padded(std::string_view text, size_t capacity, const std::string& name,
                                ModelBuilder& builder, uint32_t file_index);
 
+// The JSON importer keeps one parser per thread between imports (documents up to 256 MiB): its
+// structural index stays mapped, so a later import skips the page faults of a fresh one. This
+// frees the calling thread's; the next import allocates it again. A long-lived process calls it
+// after a large import it does not expect to repeat.
+void release_import_buffers();
+
 // Reads the whole file, inflating gzip. Throws Error(kInput) when it cannot be read.
 std::string read_trace_bytes(const std::string& path);
 

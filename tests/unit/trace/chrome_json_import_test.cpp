@@ -39,6 +39,25 @@ TEST(ChromeJsonImport, ArrayFormWithFractionalMicroseconds) {
   EXPECT_EQ(model.files[0].format, "chrome-json");
 }
 
+TEST(ChromeJsonImport, TheRetainedParserServesImportAfterImportAndAfterAFailure) {
+  // A large document grows the thread's parser; a smaller one reuses it; a failed one leaves
+  // it usable; releasing it costs only the next allocation.
+  std::string large = "[";
+  for (int index = 0; index < 2000; ++index) {
+    large += std::string(index ? "," : "") + R"({"ph":"X","name":"n)" + std::to_string(index) +
+             R"(","pid":1,"tid":1,"ts":)" + std::to_string(index * 10) + R"(,"dur":5})";
+  }
+  large += "]";
+  EXPECT_EQ(load_text(large).slices.size(), 2000u);
+  const std::string small = R"([{"ph":"X","name":"only","pid":1,"tid":1,"ts":1,"dur":1}])";
+  EXPECT_EQ(names(load_text(small)), std::vector<std::string>{"only"});
+  EXPECT_THROW(load_text(R"({"traceEvents": 7})"), Error);
+  EXPECT_EQ(names(load_text(small)), std::vector<std::string>{"only"});
+  release_import_buffers();
+  EXPECT_EQ(load_text(large).slices.size(), 2000u);
+  EXPECT_EQ(names(load_text(small)), std::vector<std::string>{"only"});
+}
+
 TEST(ChromeJsonImport, ObjectFormBeginEndNestingUnsortedAndMetadata) {
   const Model model = load_text(R"({"displayTimeUnit":"ns","traceEvents":[
       {"ph":"E","pid":"p","tid":"worker","ts":30},
