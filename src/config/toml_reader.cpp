@@ -44,6 +44,18 @@ std::string indexed(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
+toml::table TomlReader::parse(std::string_view text) const {
+  try {
+    return toml::parse(text, file_);
+  } catch (const toml::parse_error& error) {
+    throw Error(ErrorCode::kConfig,
+                file_ + ":" + std::to_string(error.source().begin.line) + ":" +
+                    std::to_string(error.source().begin.column) +
+                    ": TOML syntax: " + std::string(error.description()),
+                hint_);
+  }
+}
+
 void TomlReader::fail(int line, const std::string& key, const std::string& message) const {
   throw Error(ErrorCode::kConfig, file_ + ":" + std::to_string(line) + ": " + key + ": " + message,
               hint_);
@@ -67,8 +79,8 @@ std::vector<std::pair<std::string, const toml::node*>> TomlReader::ordered(
     const toml::table& table) {
   std::vector<std::tuple<uint32_t, uint32_t, std::string, const toml::node*>> entries;
   for (const auto& [key, node] : table) {
-    entries.emplace_back(key.source().begin.line, key.source().begin.column,
-                         std::string(key.str()), &node);
+    entries.emplace_back(key.source().begin.line, key.source().begin.column, std::string(key.str()),
+                         &node);
   }
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));

@@ -30,6 +30,9 @@ class TomlReader {
  public:
   TomlReader(std::string file, std::string hint) : file_(std::move(file)), hint_(std::move(hint)) {}
 
+  // The file's text as a TOML tree; a syntax error is "FILE:LINE:COLUMN: TOML syntax: ...".
+  toml::table parse(std::string_view text) const;
+
   [[noreturn]] void fail(int line, const std::string& key, const std::string& message) const;
   [[noreturn]] void fail(const toml::node& node, const std::string& key,
                          const std::string& message) const;

@@ -714,16 +714,7 @@ Objective parse_objective_file(const std::filesystem::path& file) {
 
 Objective parse_objective(std::string_view text, const std::filesystem::path& file) {
   const Reader reader(file.string(), std::string(kHint));
-  toml::table root;
-  try {
-    root = toml::parse(text, file.string());
-  } catch (const toml::parse_error& error) {
-    throw Error(ErrorCode::kConfig,
-                file.string() + ":" + std::to_string(error.source().begin.line) + ":" +
-                    std::to_string(error.source().begin.column) +
-                    ": TOML syntax: " + std::string(error.description()),
-                std::string(kHint));
-  }
+  const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"name", "description", "cascade", "subject", "check", "bench", "scenario",
                      "gate", "deployment_key", "deployment", "review"});

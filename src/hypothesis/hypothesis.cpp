@@ -21,22 +21,9 @@ std::string short_commit(const std::string& commit) {
 // key so that values of any type compare exactly.
 std::vector<std::pair<std::string, std::string>> settings_of(const ledger::RunRecord& run) {
   std::vector<std::pair<std::string, std::string>> settings;
-  Json config;
-  try {
-    config = Json::parse(run.config_json);
-  } catch (const Json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                "run " + run.id + ": its recorded config is not JSON: " + error.what(),
-                "the ledger holds what `loupe run` recorded; re-run the objective");
+  for (const auto& [key, value] : ledger::recorded_settings(run)) {
+    settings.emplace_back(key, value.dump());
   }
-  if (!config.is_object() || !config.contains("settings")) return settings;
-  const Json& values = config["settings"];
-  if (!values.is_object()) {
-    throw Error(ErrorCode::kInput, "run " + run.id +
-                                       ": config.settings: expected an object, found " +
-                                       std::string(values.type_name()));
-  }
-  for (const auto& [key, value] : values.items()) settings.emplace_back(key, value.dump());
   return settings;
 }
 

@@ -921,4 +921,25 @@ std::vector<Hypothesis> Ledger::list_hypotheses() const {
   return hypotheses;
 }
 
+std::vector<std::pair<std::string, Json>> recorded_settings(const RunRecord& run) {
+  Json config;
+  try {
+    config = Json::parse(run.config_json);
+  } catch (const Json::exception& error) {
+    throw Error(ErrorCode::kInput,
+                "run " + run.id + ": its recorded config is not JSON: " + error.what(),
+                "the ledger holds what `loupe run` recorded; re-run the objective");
+  }
+  std::vector<std::pair<std::string, Json>> settings;
+  if (!config.is_object() || !config.contains("settings")) return settings;
+  const Json& values = config["settings"];
+  if (!values.is_object()) {
+    throw Error(ErrorCode::kInput, "run " + run.id +
+                                       ": config.settings: expected an object, found " +
+                                       std::string(values.type_name()));
+  }
+  for (const auto& [key, value] : values.items()) settings.emplace_back(key, value);
+  return settings;
+}
+
 }  // namespace loupe::ledger

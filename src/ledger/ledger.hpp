@@ -20,9 +20,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/finding.hpp"
+#include "core/json.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::ledger {
@@ -97,6 +99,11 @@ struct RunRecord {
   std::vector<std::string> observations;  // observation directories or files
   bool operator==(const RunRecord&) const = default;
 };
+
+// The deployment settings `loupe run` recorded in run.config_json ({"settings": {...}}), in the
+// recorded order; empty when there are none. Throws Error(kInput) naming the run when the config
+// is not JSON or its settings are not an object.
+std::vector<std::pair<std::string, Json>> recorded_settings(const RunRecord& run);
 
 // One line of `loupe ledger list`.
 struct RunSummary {

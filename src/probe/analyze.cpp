@@ -889,8 +889,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
                 " " + roof.unit + ", " + format_number(implied / (roof.measured * threads)) +
                 "x what " +
                 (device.empty() ? format_number(threads) + " thread(s) of this machine reach (" +
-                                      format_number(roof.measured) + " " + roof.unit +
-                                      " per thread"
+                                      format_number(roof.measured) + " " + roof.unit + " per thread"
                                 : "the device (" + device + ") reaches (" +
                                       format_number(roof.measured) + " " + roof.unit) +
                 ", measured next to it): the timed call cannot be doing that work",

@@ -46,22 +46,7 @@ bool is_skeleton_id(std::string_view id) {
 
 Params run_settings(const ledger::RunRecord& run) {
   Params settings;
-  Json config;
-  try {
-    config = Json::parse(run.config_json);
-  } catch (const Json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                "run " + run.id + ": its recorded config is not JSON: " + error.what(),
-                "the ledger holds what `loupe run` recorded; re-run the objective");
-  }
-  if (!config.is_object() || !config.contains("settings")) return settings;
-  const Json& values = config["settings"];
-  if (!values.is_object()) {
-    throw Error(ErrorCode::kInput, "run " + run.id +
-                                       ": config.settings: expected an object, found " +
-                                       std::string(values.type_name()));
-  }
-  for (const auto& [key, value] : values.items()) {
+  for (const auto& [key, value] : ledger::recorded_settings(run)) {
     settings.emplace_back(key, value_from_json(value, "config.settings." + key));
   }
   return settings;
@@ -92,16 +77,7 @@ double evidence_weight(EvidenceStrength strength) {
 
 Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file) {
   const Reader reader(file.string(), std::string(kHint));
-  toml::table root;
-  try {
-    root = toml::parse(text, file.string());
-  } catch (const toml::parse_error& error) {
-    throw Error(ErrorCode::kConfig,
-                file.string() + ":" + std::to_string(error.source().begin.line) + ":" +
-                    std::to_string(error.source().begin.column) +
-                    ": TOML syntax: " + std::string(error.description()),
-                std::string(kHint));
-  }
+  const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"id", "title", "tags", "applies_when", "transformation", "constraints",
                      "validation", "evidence"});

@@ -13,15 +13,11 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 namespace loupe::adversarial {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json envelope;  // parsed stdout when it is one JSON object
-};
+using test_support::CliRun;
 
 class LoupeCliTest : public ::testing::Test {
  protected:
@@ -40,13 +36,7 @@ class LoupeCliTest : public ::testing::Test {
     spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
     spec.argv.insert(spec.argv.end(), {"--json", "--home", home_.string(), "--", subject});
     spec.timeout = std::chrono::seconds(100);
-    const ProcessResult result = run_process(spec);
-    CliRun run;
-    run.exit_code = result.exit_code.value_or(-1);
-    run.out = result.stdout_text;
-    run.err = result.stderr_text;
-    if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
-    return run;
+    return test_support::run_cli(spec);
   }
 
   // The kinds after "<layer>.<probe>." of every finding of one severity (all when empty).

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "support/cli_run.hpp"
 
 extern char** environ;
 
@@ -265,17 +266,8 @@ class GoldenTranscript : public ::testing::TestWithParam<std::string> {
     fs::create_directories(tmp_);
     // The smoke objective with the kda of this build (examples/kda/smoke.toml names the default
     // preset's) and no working directory (the path is absolute).
-    std::ifstream in(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml");
-    std::ostringstream text;
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("command = ", 0) == 0) {
-        text << "command = [\"" << KDA_EXECUTABLE << "\", \"probe\"]\n";
-      } else if (line.rfind("working_dir = ", 0) != 0) {
-        text << line << "\n";
-      }
-    }
-    std::ofstream(tmp_ / "smoke.toml") << text.str();
+    ASSERT_TRUE(test_support::copy_objective(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml",
+                                             tmp_ / "smoke.toml", KDA_EXECUTABLE));
   }
   void TearDown() override { fs::remove_all(tmp_); }
 

@@ -35,10 +35,9 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
 // butterfly in sum_over_row_lanes (fp32 addition is commutative, so each pair is exact).
 __device__ __forceinline__ float4 tree_sum(const float4 (&partial)[kMergedWarps][kWarpSize],
                                            int lane) {
-  return add4(add4(add4(partial[0][lane], partial[1][lane]),
-                   add4(partial[2][lane], partial[3][lane])),
-              add4(add4(partial[4][lane], partial[5][lane]),
-                   add4(partial[6][lane], partial[7][lane])));
+  return add4(
+      add4(add4(partial[0][lane], partial[1][lane]), add4(partial[2][lane], partial[3][lane])),
+      add4(add4(partial[4][lane], partial[5][lane]), add4(partial[6][lane], partial[7][lane])));
 }
 
 __global__ void __launch_bounds__(kMergedThreads)

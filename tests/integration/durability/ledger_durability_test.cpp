@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/json.hpp"
+#include "support/cli_run.hpp"
 
 extern char** environ;
 
@@ -150,21 +151,10 @@ class LedgerDurabilityTest : public ::testing::Test {
     home_ = dir_ / "home";
     // examples/kda/smoke.toml with the subject of this build (its path in the file is that of the
     // default preset) and no working directory (the path is absolute).
-    std::ifstream in(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml");
-    std::ostringstream text;
-    std::string line;
-    bool replaced = false;
-    while (std::getline(in, line)) {
-      if (line.rfind("command = ", 0) == 0) {
-        text << "command = [\"" << KDA_EXECUTABLE << "\", \"probe\"]\n";
-        replaced = true;
-      } else if (line.rfind("working_dir = ", 0) != 0) {
-        text << line << "\n";
-      }
-    }
-    ASSERT_TRUE(replaced) << "examples/kda/smoke.toml has no [subject] command line";
     objective_ = dir_ / "smoke.toml";
-    std::ofstream(objective_) << text.str();
+    ASSERT_TRUE(test_support::copy_objective(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml",
+                                             objective_, KDA_EXECUTABLE))
+        << "examples/kda/smoke.toml has no [subject] command line";
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);

@@ -13,18 +13,14 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 namespace loupe {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json envelope;
-};
+using test_support::CliRun;
 
 class HypothesisCliTest : public ::testing::Test {
  protected:
@@ -34,17 +30,8 @@ class HypothesisCliTest : public ::testing::Test {
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
     // smoke.toml with the subject of this build and no working directory (the path is absolute).
-    std::ifstream in(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml");
-    std::ostringstream text;
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("command = ", 0) == 0) {
-        text << "command = [\"" << KDA_EXECUTABLE << "\", \"probe\"]\n";
-      } else if (line.rfind("working_dir = ", 0) != 0) {
-        text << line << "\n";
-      }
-    }
-    std::ofstream(*dir_ / "smoke.toml") << text.str();
+    ASSERT_TRUE(test_support::copy_objective(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml",
+                                             *dir_ / "smoke.toml", KDA_EXECUTABLE));
   }
   static void TearDownTestSuite() {
     std::error_code ignored;
@@ -71,13 +58,7 @@ class HypothesisCliTest : public ::testing::Test {
     spec.extra_env = {{"LOUPE_SKELETONS", std::string(LOUPE_SOURCE_DIR) + "/skeletons"},
                       {"USER", "tester"}};
     spec.timeout = std::chrono::seconds(120);
-    const ProcessResult result = run_process(spec);
-    CliRun run;
-    run.exit_code = result.exit_code.value_or(-1);
-    run.out = result.stdout_text;
-    run.err = result.stderr_text;
-    if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
-    return run;
+    return test_support::run_cli(spec);
   }
   static std::string home() { return (*dir_ / "home").string(); }
 

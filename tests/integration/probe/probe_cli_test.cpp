@@ -12,18 +12,14 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 namespace loupe {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json envelope;  // parsed stdout when it is one JSON line
-};
+using test_support::CliRun;
 
 class ProbeCliTest : public ::testing::Test {
  protected:
@@ -47,13 +43,7 @@ class ProbeCliTest : public ::testing::Test {
     spec.argv.push_back("--");
     spec.argv.push_back(subject);
     spec.timeout = std::chrono::seconds(120);
-    const ProcessResult result = run_process(spec);
-    CliRun run;
-    run.exit_code = result.exit_code.value_or(-1);
-    run.out = result.stdout_text;
-    run.err = result.stderr_text;
-    if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
-    return run;
+    return test_support::run_cli(spec);
   }
 
   CliRun run_check(const std::string& probe, std::vector<std::string> extra = {}) const {

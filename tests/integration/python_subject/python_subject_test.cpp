@@ -15,6 +15,7 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 namespace loupe {
 namespace {
@@ -23,26 +24,8 @@ namespace fs = std::filesystem;
 
 const fs::path kObjective = fs::path(LOUPE_SOURCE_DIR) / "examples/python-subject/loupe.toml";
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json envelope;
-};
-
-CliRun run_loupe(const std::vector<std::string>& arguments) {
-  ProcessSpec spec;
-  spec.argv = {LOUPE_EXECUTABLE};
-  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
-  spec.timeout = std::chrono::seconds(120);
-  const ProcessResult result = run_process(spec);
-  CliRun run;
-  run.exit_code = result.exit_code.value_or(-1);
-  run.out = result.stdout_text;
-  run.err = result.stderr_text;
-  if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
-  return run;
-}
+using test_support::CliRun;
+using test_support::run_loupe;
 
 // Why the test cannot run here, or empty: the objective's interpreter must import numpy.
 std::string python_missing() {

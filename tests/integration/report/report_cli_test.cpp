@@ -15,25 +15,17 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 namespace loupe {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using test_support::CliRun;
 
 CliRun run_loupe(const std::vector<std::string>& arguments) {
-  ProcessSpec spec;
-  spec.argv = {LOUPE_EXECUTABLE};
-  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
-  spec.timeout = std::chrono::seconds(150);
-  const ProcessResult result = run_process(spec);
-  return {result.exit_code.value_or(-1), result.stdout_text, result.stderr_text};
+  return test_support::run_loupe(arguments, std::chrono::seconds(150));
 }
 
 std::string read_file(const fs::path& file) {
@@ -125,20 +117,10 @@ class ReportCli : public ::testing::Test {
 
   // examples/kda/smoke.toml with this build's subject (no working directory: the path is absolute).
   fs::path write_objective() {
-    std::ifstream in(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml");
-    std::ostringstream text;
-    bool replaced = false;
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("command = ", 0) == 0) {
-        text << "command = [\"" << KDA_EXECUTABLE << "\", \"probe\"]\n";
-        replaced = true;
-      } else if (line.rfind("working_dir = ", 0) != 0) {
-        text << line << "\n";
-      }
-    }
-    EXPECT_TRUE(replaced) << "examples/kda/smoke.toml has no [subject] command line";
     const fs::path objective = dir_ / "smoke.toml";
-    std::ofstream(objective) << text.str();
+    EXPECT_TRUE(test_support::copy_objective(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml",
+                                             objective, KDA_EXECUTABLE))
+        << "examples/kda/smoke.toml has no [subject] command line";
     return objective;
   }
 

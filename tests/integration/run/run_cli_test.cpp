@@ -19,6 +19,7 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "support/cli_run.hpp"
 
 extern char** environ;
 
@@ -27,26 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  Json envelope;
-};
-
-CliRun run_loupe(const std::vector<std::string>& arguments) {
-  ProcessSpec spec;
-  spec.argv = {LOUPE_EXECUTABLE};
-  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
-  spec.timeout = std::chrono::seconds(120);
-  const ProcessResult result = run_process(spec);
-  CliRun run;
-  run.exit_code = result.exit_code.value_or(-1);
-  run.out = result.stdout_text;
-  run.err = result.stderr_text;
-  if (!run.out.empty() && run.out.front() == '{') run.envelope = Json::parse(run.out);
-  return run;
-}
+using test_support::CliRun;
+using test_support::run_loupe;
 
 std::map<std::string, std::string> gate_verdicts(const Json& gates) {
   std::map<std::string, std::string> out;
@@ -64,21 +47,10 @@ class RunCliTest : public ::testing::Test {
     fs::create_directories(dir_);
     // tiny.toml (smoke.toml with 15 scenario repeats), with the subject of this build (its path in
     // the file is that of the default preset) and no working directory (the path is absolute).
-    std::ifstream in(fs::path(LOUPE_SOURCE_DIR) / "tests/integration/run/tiny.toml");
-    std::ostringstream text;
-    std::string line;
-    bool replaced = false;
-    while (std::getline(in, line)) {
-      if (line.rfind("command = ", 0) == 0) {
-        text << "command = [\"" << KDA_EXECUTABLE << "\", \"probe\"]\n";
-        replaced = true;
-      } else if (line.rfind("working_dir = ", 0) != 0) {
-        text << line << "\n";
-      }
-    }
-    ASSERT_TRUE(replaced) << "examples/kda/smoke.toml has no [subject] command line";
     objective_ = dir_ / "smoke.toml";
-    std::ofstream(objective_) << text.str();
+    ASSERT_TRUE(test_support::copy_objective(
+        fs::path(LOUPE_SOURCE_DIR) / "tests/integration/run/tiny.toml", objective_, KDA_EXECUTABLE))
+        << "tests/integration/run/tiny.toml has no [subject] command line";
   }
   void TearDown() override { fs::remove_all(dir_); }
 

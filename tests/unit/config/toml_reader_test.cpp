@@ -25,9 +25,8 @@ std::pair<std::string, std::string> failure_of(Body body) {
 TEST(TomlReader, TypeMismatchNamesFileLineKeyAndBothTypes) {
   const toml::table root = parse("a = 1\n[t]\nx = \"s\"\n");
   const TomlReader reader("in.toml", "see docs/x.md");
-  const auto [message, hint] = failure_of([&] {
-    reader.integer_of(*root["t"].as_table()->get("x"), "t.x");
-  });
+  const auto [message, hint] =
+      failure_of([&] { reader.integer_of(*root["t"].as_table()->get("x"), "t.x"); });
   EXPECT_EQ(message, "in.toml:3: t.x: expected an integer, found a string");
   EXPECT_EQ(hint, "see docs/x.md");
 }
@@ -48,6 +47,14 @@ TEST(TomlReader, UnknownKeyIsTheFirstInFileOrder) {
   EXPECT_EQ(message, "in.toml:1: zz: unknown key; expected one of ok");
 }
 
+TEST(TomlReader, SyntaxErrorsNameFileLineAndColumn) {
+  const TomlReader reader("in.toml", "h");
+  EXPECT_EQ(reader.parse("a = 1\n").size(), 1u);
+  const auto [message, hint] = failure_of([&] { reader.parse("a = 1\nb = = 2\n"); });
+  EXPECT_EQ(message.rfind("in.toml:2:5: TOML syntax: ", 0), 0u) << message;
+  EXPECT_EQ(hint, "h");
+}
+
 TEST(TomlReader, OrderedKeepsWrittenOrder) {
   const toml::table root = parse("c = 1\na = 2\nb = { z = 1, y = 2 }\n");
   std::vector<std::string> keys;
@@ -56,8 +63,8 @@ TEST(TomlReader, OrderedKeepsWrittenOrder) {
 }
 
 TEST(TomlReader, ScalarsNumbersAndStrings) {
-  const toml::table root =
-      parse("i = 3\nf = 2.5\ns = \"x\"\nb = true\nl = [\"p\", \"q\"]\nbad = [\"p\", 1]\nw = \"  \"\n");
+  const toml::table root = parse(
+      "i = 3\nf = 2.5\ns = \"x\"\nb = true\nl = [\"p\", \"q\"]\nbad = [\"p\", 1]\nw = \"  \"\n");
   const TomlReader reader("in.toml", "h");
   EXPECT_EQ(reader.number_of(*root.get("i"), "i"), 3.0);
   EXPECT_EQ(reader.number_of(*root.get("f"), "f"), 2.5);

@@ -32,6 +32,29 @@ int64_t query_integer(const std::filesystem::path& file, const char* sql) {
   return value;
 }
 
+TEST(RecordedSettings, InRecordedOrderEmptyWithoutAndNamedWhenMalformed) {
+  RunRecord run;
+  run.id = "r1";
+  run.config_json = R"({"name":"fixed","settings":{"tf32":"3x","cache":"bf16","lock":false}})";
+  const auto settings = recorded_settings(run);
+  ASSERT_EQ(settings.size(), 3u);
+  EXPECT_EQ(settings[0].first, "tf32");
+  EXPECT_EQ(settings[1].first, "cache");
+  EXPECT_EQ(settings[2].second, Json(false));
+  run.config_json = R"({"name":null})";
+  EXPECT_TRUE(recorded_settings(run).empty());
+  run.config_json = R"({"settings":[1]})";
+  try {
+    recorded_settings(run);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "run r1: config.settings: expected an object, found array");
+  }
+  run.config_json = "{";
+  EXPECT_THROW(recorded_settings(run), Error);
+}
+
 TEST(LedgerTest, OpenCreatesTheFileItsFolderAndTheLatestSchemaInWalMode) {
   ScratchDir dir("open");
   const auto file = dir.path() / "nested" / "ledger.sqlite";
