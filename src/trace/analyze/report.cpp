@@ -211,9 +211,36 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
         finding.claim += "; the lock was free for " + percent(free_fraction) +
                          " of the wait (the waiter's wake-up)";
       }
-      const int64_t probe = contention.longest.first;
-      for (SliceId id = index.innermost_at(holder.thread, probe); id != kNoSlice;
-           id = model.slices.parent[id]) {
+      // Evidence: the holder's slice of the zone the claim names (its top zone), where it
+      // overlaps the longest wait most, then the zones around it; without one, whatever the
+      // holder had open when that wait began.
+      const auto [wait_start, wait_end] = contention.longest;
+      SliceId evidence = index.innermost_at(holder.thread, wait_start);
+      if (!holder.zones.empty()) {
+        const std::string& top = holder.zones.front().first;
+        int64_t best_overlap = 0;
+        auto consider = [&](SliceId id) {
+          if (model.slice_name(id) != top) return;
+          const int64_t overlap = std::min(model.slices.end_ns[id], wait_end) -
+                                  std::max(model.slices.start_ns[id], wait_start);
+          if (overlap > best_overlap) best_overlap = overlap, evidence = id;
+        };
+        for (SliceId id = index.innermost_at(holder.thread, wait_start); id != kNoSlice;
+             id = model.slices.parent[id]) {
+          consider(id);
+        }
+        constexpr int kMaxScanned = 4096;  // a wait with more slices inside names its first ones
+        const std::vector<SliceId>& ids = index.slices(holder.thread);  // by start
+        auto it = std::lower_bound(
+            ids.begin(), ids.end(), wait_start,
+            [&](SliceId id, int64_t value) { return model.slices.start_ns[id] < value; });
+        for (int scanned = 0;
+             it != ids.end() && scanned < kMaxScanned && model.slices.start_ns[*it] < wait_end;
+             ++it, ++scanned) {
+          consider(*it);
+        }
+      }
+      for (SliceId id = evidence; id != kNoSlice; id = model.slices.parent[id]) {
         finding.evidence.events.push_back(slice_ref(model, id));
         if (finding.evidence.events.size() >= 3) break;
       }
