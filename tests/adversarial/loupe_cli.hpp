@@ -30,8 +30,10 @@ class LoupeCliTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(home_); }
 
-  CliRun probe_run(const std::string& subject, std::vector<std::string> arguments) const {
+  CliRun probe_run(const std::string& subject, std::vector<std::string> arguments,
+                   std::vector<std::pair<std::string, std::string>> extra_env = {}) const {
     ProcessSpec spec;
+    spec.extra_env = std::move(extra_env);
     spec.argv = {LOUPE_EXECUTABLE, "probe", "run"};
     spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
     spec.argv.insert(spec.argv.end(), {"--json", "--home", home_.string(), "--", subject});

@@ -23,6 +23,13 @@ struct CliRun {
   Json envelope;  // parsed stdout when it is one JSON object
 };
 
+// For a subject whose cheat relies on the allocator handing freed buffers back at the same
+// addresses (a cache keyed on input pointers): AddressSanitizer's quarantine never does, so under
+// the asan preset the cheat would never fire and its guard would have nothing to catch. Passed to
+// loupe, which hands its environment to the subject; other builds ignore it.
+inline const std::pair<std::string, std::string> kAllowAddressReuse{"ASAN_OPTIONS",
+                                                                    "quarantine_size_mb=0"};
+
 inline CliRun run_cli(const ProcessSpec& spec) {
   const ProcessResult result = run_process(spec);
   CliRun run;

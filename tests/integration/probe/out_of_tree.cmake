@@ -1,6 +1,8 @@
 # ctest probe_out_of_tree_subject: install libloupe's "subject" component to a temporary prefix,
 # build examples/subject against it with find_package(loupe), and run its check through loupe.
-# Variables: LOUPE_BUILD_DIR, EXAMPLE_SOURCE_DIR, WORK_DIR, LOUPE_EXECUTABLE, GENERATOR.
+# Variables: LOUPE_BUILD_DIR, EXAMPLE_SOURCE_DIR, WORK_DIR, LOUPE_EXECUTABLE, GENERATOR, and
+# CONSUMER_CXX_FLAGS / CONSUMER_LINKER_FLAGS: the flags libloupe was built with, which the consumer
+# needs too when they name a runtime (the asan preset's library calls the sanitizer runtime).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -17,7 +19,8 @@ if(NOT EXISTS ${prefix}/include/loupe/probe.hpp)
   message(FATAL_ERROR "install did not put include/loupe/probe.hpp under ${prefix}")
 endif()
 run_step(configure ${CMAKE_COMMAND} -S ${EXAMPLE_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-         -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
+         -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+         "-DCMAKE_CXX_FLAGS=${CONSUMER_CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_LINKER_FLAGS}")
 run_step(build ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 set(subject ${WORK_DIR}/build/example_subject)
 

@@ -32,8 +32,10 @@ class ProbeCliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(home_); }
 
-  CliRun loupe(std::vector<std::string> arguments, const std::string& subject) const {
+  CliRun loupe(std::vector<std::string> arguments, const std::string& subject,
+               std::vector<std::pair<std::string, std::string>> extra_env = {}) const {
     ProcessSpec spec;
+    spec.extra_env = std::move(extra_env);
     spec.argv = {LOUPE_EXECUTABLE};
     for (auto& argument : arguments) spec.argv.push_back(std::move(argument));
     if (arguments.empty() || spec.argv[1] != "probe" || spec.argv.size() < 3 ||
@@ -257,7 +259,8 @@ TEST_F(ProbeCliTest, BenchThreadLeftRunningIsCaught) {
 }
 
 TEST_F(ProbeCliTest, BenchReplayingCachedResultsIsCaughtByVerification) {
-  const CliRun run = run_bench("stale", "0.3");
+  const CliRun run = loupe({"probe", "run", "stale", "--seed", "3", "--budget", "0.3", "--json"},
+                           BENCH_SUBJECT, {test_support::kAllowAddressReuse});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(finding_ids(run).count("bench.stale.guard.verify_mismatch")) << run.out;
 }
