@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <span>
 #include <thread>
@@ -297,21 +299,74 @@ LOUPE_CHECK(bf16_downgrade)
 
 // --- adversarial benches -------------------------------------------------------------------------
 
+namespace {
+
+// Hands freed blocks back first (last freed, first reused), as glibc's malloc does for blocks of
+// one size: the reuse a pointer-keyed cache feeds on, made independent of the build's allocator
+// (AddressSanitizer's quarantine would otherwise keep every address fresh and the cheat idle).
+template <typename T>
+struct RecyclingAllocator {
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <typename U>
+  RecyclingAllocator(const RecyclingAllocator<U>&) {}
+  static std::map<size_t, std::vector<T*>>& free_blocks() {
+    static std::map<size_t, std::vector<T*>> blocks;
+    return blocks;
+  }
+  static std::mutex& mutex() {
+    static std::mutex instance;
+    return instance;
+  }
+  T* allocate(size_t count) {
+    std::lock_guard lock(mutex());
+    auto& blocks = free_blocks()[count];
+    if (blocks.empty()) return std::allocator<T>().allocate(count);
+    T* block = blocks.back();
+    blocks.pop_back();
+    return block;
+  }
+  void deallocate(T* block, size_t count) {
+    std::lock_guard lock(mutex());
+    free_blocks()[count].push_back(block);
+  }
+  bool operator==(const RecyclingAllocator&) const { return true; }
+};
+
+struct RecycledVector {
+  std::vector<float, RecyclingAllocator<float>> x;
+  float result = 0;
+};
+
+RecycledVector make_recycled_vector(int64_t size, uint64_t seed) {
+  const Vector fresh = make_vector(size, seed);
+  RecycledVector work;
+  work.x.assign(fresh.x.begin(), fresh.x.end());
+  return work;
+}
+
+}  // namespace
+
 LOUPE_BENCH(pointer_cache)
     .description("replays results cached by input address: guard.verify_mismatch")
     .body([](loupe::BenchState& state) {
-      state.exec([](uint64_t seed) { return make_vector(kBenchSize, seed); },
-                 [](Vector& work) {
+      state.exec([](uint64_t seed) { return make_recycled_vector(kBenchSize, seed); },
+                 [](RecycledVector& work) {
                    // Freed input sets come back at the same addresses with other content.
                    static std::map<const float*, float> cache;
                    if (auto hit = cache.find(work.x.data()); hit != cache.end()) {
                      work.result = hit->second;
                      return;
                    }
-                   work.result = sum_of_squares(work.x, kHeavyPasses);
+                   const std::vector<float> values(work.x.begin(), work.x.end());
+                   work.result = sum_of_squares(values, kHeavyPasses);
                    cache[work.x.data()] = work.result;
                  },
-                 result_tensor);
+                 [](const RecycledVector& work) {
+                   loupe::Tensor tensor(loupe::DType::kF32, {1});
+                   tensor.mutable_data<float>()[0] = work.result;
+                   return std::vector<loupe::NamedTensor>{{"result", tensor}};
+                 });
     });
 
 LOUPE_BENCH(content_cache)

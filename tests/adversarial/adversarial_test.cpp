@@ -139,9 +139,7 @@ TEST_F(AdversarialTest, SilentBfloat16DowngradeIsCaughtByPrecision) {
 }
 
 TEST_F(AdversarialTest, PointerKeyedCacheIsCaughtByVerification) {
-  const CliRun run =
-      probe_run(ADVERSARIAL_SUBJECT, {"pointer_cache", "--seed", "3", "--budget", "0.3"},
-                {test_support::kAllowAddressReuse});
+  const CliRun run = bench("pointer_cache");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.verify_mismatch")) << run.out;
 }
