@@ -310,13 +310,14 @@ struct RecyclingAllocator {
   RecyclingAllocator() = default;
   template <typename U>
   RecyclingAllocator(const RecyclingAllocator<U>&) {}
+  // Never destroyed: the blocks stay reachable for the leak checker after static destructors.
   static std::map<size_t, std::vector<T*>>& free_blocks() {
-    static std::map<size_t, std::vector<T*>> blocks;
-    return blocks;
+    static auto* blocks = new std::map<size_t, std::vector<T*>>();
+    return *blocks;
   }
   static std::mutex& mutex() {
-    static std::mutex instance;
-    return instance;
+    static auto* instance = new std::mutex();
+    return *instance;
   }
   T* allocate(size_t count) {
     std::lock_guard lock(mutex());
