@@ -87,6 +87,36 @@ __device__ __forceinline__ uint32_t to_tf32(float value) {
   return bits;
 }
 
+// hi = tf32(x) (round to nearest), lo = tf32(x − hi): x ≈ hi + lo to about 2^-22 relative, the
+// operand split of every 3×TF32 form.
+template <int N>
+__device__ __forceinline__ void split_tf32(const float (&x)[N], uint32_t (&hi)[N],
+                                           uint32_t (&lo)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    hi[i] = to_tf32(x[i]);
+    lo[i] = to_tf32(x[i] - __uint_as_float(hi[i]));
+  }
+}
+
+// One m16n8k8 step in 3×TF32: lo·hi + hi·lo into one fresh accumulator, hi·hi into another, both
+// folded into the running sum `d` by fp32 adds (round to nearest); lo·lo is dropped. Shared by
+// tf32x3_affine_merge.cu and tf32x3_exact_diagonal_affine_merge.cu.
+struct SplitTf32x3 {
+  __device__ __forceinline__ void operator()(float (&d)[4], const float (&a)[4],
+                                             const float (&b)[2]) const {
+    uint32_t a_hi[4], a_lo[4], b_hi[2], b_lo[2];
+    split_tf32(a, a_hi, a_lo);
+    split_tf32(b, b_hi, b_lo);
+    float small[4] = {}, large[4] = {};
+    mma_tf32(small, a_lo, b_hi);
+    mma_tf32(small, a_hi, b_lo);
+    mma_tf32(large, a_hi, b_hi);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) d[i] += large[i] + small[i];
+  }
+};
+
 // The fragments of one m16n8k8 step (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32):
 // group = lane / 4, quad = lane % 4; A holds (group, quad), (group + 8, quad), (group, quad + 4),
 // (group + 8, quad + 4); B holds (quad, group), (quad + 4, group); D holds (group, 2 quad + {0,1})

@@ -13,29 +13,6 @@ namespace {
 
 using namespace affine_merge_detail;
 
-struct SplitTf32x3 {
-  __device__ __forceinline__ void operator()(float (&d)[4], const float (&a)[4],
-                                             const float (&b)[2]) const {
-    uint32_t a_hi[4], a_lo[4], b_hi[2], b_lo[2];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      a_hi[i] = to_tf32(a[i]);
-      a_lo[i] = to_tf32(a[i] - __uint_as_float(a_hi[i]));
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      b_hi[i] = to_tf32(b[i]);
-      b_lo[i] = to_tf32(b[i] - __uint_as_float(b_hi[i]));
-    }
-    float small[4] = {}, large[4] = {};
-    mma_tf32(small, a_lo, b_hi);
-    mma_tf32(small, a_hi, b_lo);
-    mma_tf32(large, a_hi, b_hi);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) d[i] += large[i] + small[i];
-  }
-};
-
 __global__ void __launch_bounds__(kThreads)
     tf32x3_exact_diagonal_affine_merge_kernel(const AffineMergeProblem problem) {
   run_mma_tile<true>(problem, SplitTf32x3{});
