@@ -1,32 +1,19 @@
 // Shared helpers of the ledger tests: a scratch folder and small records.
 #pragma once
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "ledger/ledger.hpp"
+#include "support/scratch_dir.hpp"
 
 namespace loupe::ledger::testing {
 
-// A fresh folder under the system temp dir, removed when the test ends.
-class ScratchDir {
+// A fresh folder under the system temp dir ("ledger-" names), removed when the test ends.
+class ScratchDir : public test_support::ScratchDir {
  public:
-  explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("loupe-ledger-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
+  explicit ScratchDir(const std::string& name) : test_support::ScratchDir("ledger-" + name) {}
 };
 
 inline Finding make_finding(std::string id, Severity severity, std::string claim, Params params) {

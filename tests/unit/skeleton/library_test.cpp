@@ -9,28 +9,16 @@
 
 #include "core/json.hpp"
 #include "loupe/error.hpp"
+#include "support/scratch_dir.hpp"
 
 namespace loupe::skeleton {
 namespace {
 
 const std::filesystem::path kSourceDir = LOUPE_SOURCE_DIR;
 
-class ScratchDir {
+class ScratchDir : public test_support::ScratchDir {
  public:
-  explicit ScratchDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() /
-              ("loupe-skeleton-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
+  explicit ScratchDir(const std::string& name) : test_support::ScratchDir("skeleton-" + name) {}
 };
 
 const char* const kValid = R"(id = "demo"
