@@ -1,7 +1,6 @@
 // Shared helpers of the ledger tests: a scratch folder and small records.
 #pragma once
 
-
 #include <filesystem>
 #include <string>
 
