@@ -215,7 +215,8 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
       // overlaps the longest wait most, then the zones around it; without one, whatever the
       // holder had open when that wait began.
       const auto [wait_start, wait_end] = contention.longest;
-      SliceId evidence = index.innermost_at(holder.thread, wait_start);
+      const SliceId open_at_start = index.innermost_at(holder.thread, wait_start);
+      SliceId evidence = open_at_start;
       if (!holder.zones.empty()) {
         const std::string& top = holder.zones.front().first;
         int64_t best_overlap = 0;
@@ -225,8 +226,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                                   std::max(model.slices.start_ns[id], wait_start);
           if (overlap > best_overlap) best_overlap = overlap, evidence = id;
         };
-        for (SliceId id = index.innermost_at(holder.thread, wait_start); id != kNoSlice;
-             id = model.slices.parent[id]) {
+        for (SliceId id = open_at_start; id != kNoSlice; id = model.slices.parent[id]) {
           consider(id);
         }
         constexpr int kMaxScanned = 4096;  // a wait with more slices inside names its first ones
