@@ -20,6 +20,7 @@ struct GenerateArgs {
   std::string decay = "fast";
   uint64_t seed = 0;
   bool raw_qk = false;
+  bool raw_decode = false;
   double h0_scale = 0.0;
   std::string out_dir;
 };
@@ -41,13 +42,32 @@ void run_generate(const GenerateArgs& args) {
   }
   const Shape shape{args.shape[0], args.shape[1], args.shape[2],
                     args.shape[3], args.shape[4], args.shape[5]};
+  const fs::path out(args.out_dir);
+  if (args.raw_decode) {
+    // The decode probes' raw inputs: un-normalised q/k, the raw softplus gate and raw beta, with
+    // the per-head A_log and dt_bias they need (`kda kernel decode --gate softplus --beta
+    // sigmoid --l2norm`).
+    const math::RawDecodeInputs raw = math::generate_raw_decode_inputs(shape, args.seed);
+    fs::create_directories(out);
+    write_floats(out / "q.npy", raw.q, {shape.batch, shape.tokens, shape.heads, shape.key_dim});
+    write_floats(out / "k.npy", raw.k, {shape.batch, shape.tokens, shape.heads, shape.key_dim});
+    write_floats(out / "v.npy", raw.v,
+                 {shape.batch, shape.tokens, shape.value_heads, shape.value_dim});
+    write_floats(out / "g.npy", raw.g_raw,
+                 {shape.batch, shape.tokens, shape.value_heads, shape.key_dim});
+    write_floats(out / "beta.npy", raw.b_raw, {shape.batch, shape.tokens, shape.value_heads});
+    write_floats(out / "a_log.npy", raw.a_log, {shape.value_heads});
+    write_floats(out / "dt_bias.npy", raw.dt_bias, {shape.value_heads, shape.key_dim});
+    std::printf("kda generate: %s raw decode inputs seed=%llu -> %s\n", shape.to_string().c_str(),
+                static_cast<unsigned long long>(args.seed), args.out_dir.c_str());
+    return;
+  }
   math::GeneratorOptions options;
   options.decay = math::parse_decay(args.decay);
   options.seed = args.seed;
   options.normalize_qk = !args.raw_qk;
   Inputs<float> inputs = math::generate_inputs(shape, options);
   validate_inputs(inputs);
-  const fs::path out(args.out_dir);
   fs::create_directories(out);
   write_floats(out / "q.npy", inputs.q, {shape.batch, shape.tokens, shape.heads, shape.key_dim});
   write_floats(out / "k.npy", inputs.k, {shape.batch, shape.tokens, shape.heads, shape.key_dim});
@@ -82,6 +102,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   command->add_option("--seed", args->seed, "generator seed")->capture_default_str();
   command->add_flag("--raw-qk", args->raw_qk, "leave q and k un-normalised (for --l2norm)");
+  command->add_flag("--raw-decode", args->raw_decode,
+                    "the decode probes' raw inputs: raw q/k, softplus gate g, raw beta, plus "
+                    "a_log.npy (HV) and dt_bias.npy (HV,K)");
   command
       ->add_option("--h0-scale", args->h0_scale,
                    "write h0.npy with N(0, scale^2) entries; 0 writes none")

@@ -33,6 +33,8 @@ struct KernelArgs {
   std::string variant = "merged";
   int64_t window = 4;
   bool l2norm = false;
+  std::string gate = "log-decay";  // decode: the form g.npy takes
+  std::string beta = "given";      // decode: the form beta.npy takes
   double scale = 0.0;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
@@ -181,8 +183,24 @@ int run_kernel(const KernelArgs& args) {
         kernels::cpu::cp(inputs, options, {args.shards, math::parse_precision(args.precision)});
     boundary_count = args.shards;
   } else if (args.kernel == "decode") {
+    // The raw-input path the model and the decode probes run: g.npy the raw gate, beta.npy the
+    // raw beta, with A_log and dt_bias read from --in when the gate form needs them.
+    kernels::cpu::DecodeParams<Real> params;
+    params.l2norm = args.l2norm;
+    params.gate_form = args.gate == "softplus"          ? math::GateForm::kSoftplus
+                       : args.gate == "bounded-sigmoid" ? math::GateForm::kBoundedSigmoid
+                                                        : math::GateForm::kLogDecay;
+    params.beta_form = args.beta == "sigmoid"    ? math::BetaForm::kSigmoid
+                       : args.beta == "sigmoid2" ? math::BetaForm::kSigmoidTimesTwo
+                                                 : math::BetaForm::kGiven;
+    if (params.gate_form != math::GateForm::kLogDecay) {
+      std::vector<int64_t> a_log_shape = {shape.value_heads};
+      std::vector<int64_t> dt_bias_shape = {shape.value_heads, shape.key_dim};
+      params.a_log = values_of<Real>(read_input(args.in_dir, "a_log", a_log_shape, "(HV)"));
+      params.dt_bias = values_of<Real>(read_input(args.in_dir, "dt_bias", dt_bias_shape, "(HV,K)"));
+    }
     outputs = kernels::cpu::decode(kernels::cpu::parse_decode_variant(args.variant), inputs,
-                                   options, args.l2norm);
+                                   options, params);
   } else {
     outputs = kernels::cpu::replay(inputs, options, args.l2norm, args.window);
   }
@@ -242,12 +260,30 @@ void add_kernel_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_flag("--l2norm", args->l2norm, "q and k are raw: L2-normalise them (eps 1e-6)");
+  command
+      ->add_option("--gate", args->gate,
+                   "decode: g.npy is the log decay (log-decay), or the raw gate of the softplus "
+                   "or bounded-sigmoid form (then --in also holds a_log.npy (HV) and "
+                   "dt_bias.npy (HV,K))")
+      ->check(CLI::IsMember({"log-decay", "softplus", "bounded-sigmoid"}))
+      ->capture_default_str();
+  command
+      ->add_option("--beta", args->beta,
+                   "decode: beta.npy is beta (given), or raw: sigmoid(b), 2 sigmoid(b) (sigmoid2)")
+      ->check(CLI::IsMember({"given", "sigmoid", "sigmoid2"}))
+      ->capture_default_str();
   command->add_option("--scale", args->scale, "query scale; 0 means K^-0.5")->capture_default_str();
   command->add_option("--threads", args->threads, "worker threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->callback([args, command, &exit_code] {
     args->shards_given = command->count("--shards") > 0;
+    if (args->kernel != "decode" && (args->gate != "log-decay" || args->beta != "given")) {
+      throw loupe::Error(loupe::ErrorCode::kUsage,
+                         "kda kernel " + args->kernel +
+                             ": --gate and --beta apply to decode only (the raw-input decode path)",
+                         "run `kda kernel decode --gate softplus --beta sigmoid --l2norm ...`");
+    }
     exit_code = args->dtype == "f64" ? run_kernel<double>(*args) : run_kernel<float>(*args);
   });
 }

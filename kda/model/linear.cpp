@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "kda/math/blas.hpp"
 #include "loupe/error.hpp"
 
@@ -52,6 +53,10 @@ void Linear::forward(const float* x, int64_t rows, float* y) const {
   std::vector<int8_t> x_int8(in_);
   for (int64_t row = 0; row < rows; ++row) {
     const float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    // Planted fault w8a8_clip: activations clipped at 7/8 of their int8 range.
+    if (fault("w8a8_clip")) {
+      for (int8_t& value : x_int8) value = static_cast<int8_t>(std::clamp<int>(value, -111, 111));
+    }
     for (int64_t out_idx = 0; out_idx < out_; ++out_idx) {
       const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
       int32_t accumulator = 0;

@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "kda/model/linear.hpp"
 #include "loupe/error.hpp"
 
@@ -83,6 +84,10 @@ void StateCache::store(int64_t request, int64_t layer, const LayerState& state) 
         slot.scales[row] = quantize_row_int8(
             std::span<const float>(values).subspan(row * row_length_, row_length_),
             std::span<int8_t>(slot.int8).subspan(row * row_length_, row_length_));
+      }
+      // Planted fault state_cache_drop_bit: the lowest bit of every int8 is lost (7 bits).
+      if (fault("state_cache_drop_bit")) {
+        for (int8_t& value : slot.int8) value = static_cast<int8_t>(value & ~1);
       }
       break;
     }

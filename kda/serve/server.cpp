@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kda/faults.hpp"
 #include "kda/serve/interpreter_lock.hpp"
 #include "kda/serve/transfer.hpp"
 #include "loupe/error.hpp"
@@ -297,7 +298,8 @@ ServeResult run_server(const ServeOptions& options) {
           // bookkeeping in the Python original) is modelled as a timed hold of the lock: what
           // matters to the incident is how long the lock is held, and a hold that burns no core
           // keeps the measurement about the lock on a shared 2-core machine.
-          poll_until(start + options.bookkeeping_us * 1000);
+          // Planted fault transfer_long_hold: the bookkeeping holds the lock twice as long.
+          poll_until(start + options.bookkeeping_us * 1000 * (fault("transfer_long_hold") ? 2 : 1));
           bookkeeping_ns += now_ns() - start;
           interpreter_lock.release();
           packets[request].state = work->states[request];  // the copy, outside the lock

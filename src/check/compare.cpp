@@ -57,7 +57,8 @@ TensorComparison compare_tensors(std::string name, const Tensor& a, const Tensor
   comparison.axes = resolve_axis_names(
       a.rank(), static_cast<int64_t>(options.axes.size()) == a.rank() ? options.axes : a.axes);
   comparison.metrics = compute_metrics(a, b, options.tolerance);
-  comparison.localisation = localise(a, b, comparison.metrics, comparison.axes, options.along);
+  comparison.localisation =
+      localise(a, b, comparison.metrics, comparison.axes, options.along, options.profile_threshold);
   if (oracle != nullptr) {
     OracleComparison against;
     against.a_vs_oracle = compute_metrics(a, *oracle, options.tolerance);

@@ -23,6 +23,9 @@ struct CompareOptions {
   std::optional<std::string> along;
   // Elementwise tolerance for mismatch_count; default_tolerance(A, B) when unset.
   std::optional<Tolerance> tolerance;
+  // The rms_ratio bound: the profile then names the first position along `along` whose own error
+  // passes it (Localisation::first_exceeding).
+  std::optional<double> profile_threshold;
 };
 
 struct OracleComparison {

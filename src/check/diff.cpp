@@ -242,9 +242,22 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
       slices.push_back({{"axis", slice.axis},
                         {"index", slice.index},
                         {"extent", slice.extent},
-                        {"share", number_to_json(slice.share)}});
+                        {"share", number_to_json(slice.share)},
+                        {"sharing", slice.sharing},
+                        {"sharing_share", number_to_json(slice.sharing_share)}});
     }
     out["top_slices"] = std::move(slices);
+    const Localisation& localisation = comparison.localisation;
+    out["first_exceeding"] =
+        localisation.first_exceeding ? Json(*localisation.first_exceeding) : Json(nullptr);
+    if (localisation.periodicity) {
+      out["periodicity"] = {{"period", localisation.periodicity->period},
+                            {"residue", localisation.periodicity->residue},
+                            {"share", number_to_json(localisation.periodicity->share)},
+                            {"occurrences", localisation.periodicity->occurrences}};
+    } else {
+      out["periodicity"] = nullptr;
+    }
   }
   return out;
 }
@@ -409,6 +422,9 @@ DiffResult run_diff(const DiffRequest& request) {
     }
     CompareOptions options;
     options.axes = request.axes;
+    for (const Bound& bound : request.bounds) {
+      if (bound.metric == Metric::kRmsRatio) options.profile_threshold = bound.limit;
+    }
     const auto axes = resolve_axis_names(
         tensor_a.rank(), static_cast<int64_t>(request.axes.size()) == tensor_a.rank()
                              ? request.axes

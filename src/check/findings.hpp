@@ -3,6 +3,7 @@
 // Thread-safety: pure functions of their arguments.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,15 +19,18 @@ struct FindingContext {
   std::vector<std::string> files;        // evidence files (the compared inputs)
   std::string reproduce;                 // the command that reproduces the comparison
   std::string next;                      // overrides the suggested next experiment when set
+  // The factor A's error against the oracle may be of B's own (a relative_to_oracle tolerance);
+  // within it the oracle finding is info, beyond it warn. Undeclared: 2, the same order of error.
+  std::optional<double> oracle_factor;
 };
 
 // Kinds, each at most once:
 //   mismatch      fail  past tolerance (bounds, else assert_close's rule); coords = worst element
-//   nonfinite     fail  NaN/Inf positions disagree
+//   nonfinite     fail  positions hold NaN/Inf (either side; alike on both sides too)
 //   drift         warn  the error profile is growing (only when diverged)
 //   concentrated  warn  the error sits in one region along the profiled axis (only when diverged)
 //   spiky         warn  a few isolated buckets carry the error (only when diverged)
-//   oracle        warn when A's error against the oracle exceeds B's own, else info
+//   oracle        warn when A's error against the oracle exceeds oracle_factor x B's own, else info
 //   match         info  within tolerance
 // where.path is the comparison's name unless the context sets one; evidence.metrics holds every
 // metric (oracle_ratio with an oracle).
@@ -40,6 +44,11 @@ std::string comparison_headline(const TensorComparison& comparison);
 // "growing: x7.1 from the first to the last quarter of T, slope 2.3e-3 per 1000 T" etc.
 std::string profile_sentence(const ErrorProfile& profile);
 // "H=1 holds 93% of squared error (fair share 25%)"; empty when no slice holds most (> 50%).
+// When no slice holds most, the slices that share it alike: "H=0,2 share 97% of squared error
+// alike (2 of 4)", or "spread evenly over all 4 H".
 std::string slice_sentence(const Localisation& localisation);
+// "first wrong step: T=32; periodic along T: 98% of squared error at T = 31 (mod 32)"; empty
+// when the profile found neither.
+std::string structure_sentence(const Localisation& localisation);
 
 }  // namespace loupe::check

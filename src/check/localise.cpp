@@ -165,9 +165,53 @@ ProfileClassification classify_profile(std::span<const ProfileBucket> buckets) {
   return result;
 }
 
+std::optional<int64_t> first_exceeding(std::span<const double> position_error, double threshold) {
+  for (size_t position = 0; position < position_error.size(); ++position) {
+    if (position_error[position] > threshold) return static_cast<int64_t>(position);
+  }
+  return std::nullopt;
+}
+
+std::optional<Periodicity> find_periodicity(std::span<const double> position_error) {
+  const int64_t length = static_cast<int64_t>(position_error.size());
+  double total = 0, largest = 0;
+  for (double value : position_error) {
+    total += value * value;
+    largest = std::max(largest, value);
+  }
+  if (length < 6 || !(total > 0)) return std::nullopt;
+  // A position "carries error" above a tenth of the worst one: rounding noise sits orders of
+  // magnitude below a planted or structural error, and must not count as a hit.
+  const double hot = 0.1 * largest;
+  const int64_t max_period = std::min<int64_t>(length / 3, 4096);
+  std::vector<double> class_error;
+  std::vector<int64_t> class_hot, class_size;
+  for (int64_t period = 2; period <= max_period; ++period) {
+    class_error.assign(static_cast<size_t>(period), 0.0);
+    class_hot.assign(static_cast<size_t>(period), 0);
+    class_size.assign(static_cast<size_t>(period), 0);
+    for (int64_t position = 0; position < length; ++position) {
+      const double value = position_error[static_cast<size_t>(position)];
+      const size_t residue = static_cast<size_t>(position % period);
+      class_error[residue] += value * value;
+      class_size[residue] += 1;
+      if (value > hot) class_hot[residue] += 1;
+    }
+    const size_t best = static_cast<size_t>(
+        std::max_element(class_error.begin(), class_error.end()) - class_error.begin());
+    const double share = class_error[best] / total;
+    if (share < 0.8 || class_hot[best] < 3) continue;
+    if (static_cast<double>(class_hot[best]) < 0.8 * static_cast<double>(class_size[best])) {
+      continue;
+    }
+    return Periodicity{period, static_cast<int64_t>(best), share, class_hot[best]};
+  }
+  return std::nullopt;
+}
+
 Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
-                      const std::vector<std::string>& axes,
-                      const std::optional<std::string>& along) {
+                      const std::vector<std::string>& axes, const std::optional<std::string>& along,
+                      std::optional<double> threshold) {
   Localisation result;
   const std::vector<int64_t>& shape = a.shape();
   if (metrics.worst_index >= 0) result.worst_coords = coords_of(metrics.worst_index, shape, axes);
@@ -231,14 +275,32 @@ Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
   profile.classification = classify_profile(profile.buckets);
   result.profile = std::move(profile);
 
+  std::vector<double> position_error(static_cast<size_t>(length), 0.0);
+  for (int64_t position = 0; position < length; ++position) {
+    const int64_t finite = finite_per_position[position];
+    position_error[static_cast<size_t>(position)] =
+        finite > 0 ? std::sqrt(per_axis[along_axis][position] / static_cast<double>(finite)) /
+                         (metrics.rms_b + 1e-8)
+                   : 0.0;
+  }
+  if (threshold) result.first_exceeding = first_exceeding(position_error, *threshold);
+  result.periodicity = find_periodicity(position_error);
+
   double total = 0;
   for (double squared : per_axis[along_axis]) total += squared;
   for (size_t axis = 0; axis < shape.size(); ++axis) {
     if (axis == along_axis || shape[axis] <= 1 || !(total > 0)) continue;
     const auto& sums = per_axis[axis];
     const auto top = std::max_element(sums.begin(), sums.end());
-    result.top_slices.push_back(
-        {axes[axis], static_cast<int64_t>(top - sums.begin()), shape[axis], *top / total});
+    SliceShare slice{
+        axes[axis], static_cast<int64_t>(top - sums.begin()), shape[axis], *top / total, {}, 0.0};
+    for (size_t index = 0; index < sums.size(); ++index) {
+      if (sums[index] >= 0.5 * *top) {
+        slice.sharing.push_back(static_cast<int64_t>(index));
+        slice.sharing_share += sums[index] / total;
+      }
+    }
+    result.top_slices.push_back(std::move(slice));
   }
   std::stable_sort(result.top_slices.begin(), result.top_slices.end(),
                    [](const SliceShare& left, const SliceShare& right) {

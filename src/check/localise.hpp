@@ -66,28 +66,55 @@ struct ErrorProfile {
 };
 inline constexpr int64_t kMaxProfileBuckets = 64;
 
-// The slice of one axis holding the largest share of squared error.
+// The slice of one axis holding the largest share of squared error, and the slices that share
+// the error with it: when the error is spread over several slices alike, naming the largest one
+// alone blames a different slice on every seed.
 struct SliceShare {
   std::string axis;
   int64_t index = 0;
   int64_t extent = 0;
   double share = 0;  // of the tensor's squared error, in [0, 1]
+  // Every slice holding at least half the top slice's share, ascending; `index` is among them.
+  std::vector<int64_t> sharing;
+  double sharing_share = 0;  // what they hold together
 };
+
+// Error concentrated at positions == residue (mod period) along the profiled axis.
+struct Periodicity {
+  int64_t period = 0;
+  int64_t residue = 0;
+  double share = 0;         // of the axis's squared error those positions hold
+  int64_t occurrences = 0;  // positions of the class with error (>= 3)
+};
+
+// Per-position error along the profiled axis: rms(A - B) over the position's slice / (rms(B) over
+// the tensor + 1e-8), the unit of the profile buckets and of rms_ratio.
+//   first_exceeding  the first position whose error exceeds `threshold` (the step that first went
+//                    wrong), when a threshold is given and some position exceeds it
+//   periodicity      the smallest period p (2 <= p <= length/3, p <= 4096) and residue r such that
+//                    the positions == r (mod p) hold >= 80 % of the squared error and >= 80 % of
+//                    those positions carry error (above a tenth of the largest position's), at
+//                    least 3 of them. A multiple of the true period fails the first test (the
+//                    error splits over several residues); a divisor fails the second.
+std::optional<int64_t> first_exceeding(std::span<const double> position_error, double threshold);
+std::optional<Periodicity> find_periodicity(std::span<const double> position_error);
 
 struct Localisation {
   Coords worst_coords;  // empty when every position agrees
   std::optional<ErrorProfile> profile;
+  std::optional<int64_t> first_exceeding;  // see above; needs CompareOptions::profile_threshold
+  std::optional<Periodicity> periodicity;
   // For every axis except the profiled one with extent > 1: its top slice, ordered by
   // share * extent (how many times its fair share it holds), largest first.
   std::vector<SliceShare> top_slices;
 };
 
-// Worst coordinates always; the profile and slices only when `along` is set.
-// Throws Error(kUsage) when `along` names no axis of `axes`.
-// Positions where a NaN/Inf disagrees are left out of the profile and slices (they are counted by
+// Worst coordinates always; the profile, the first exceeding position, the periodicity and the
+// slices only when `along` is set. Throws Error(kUsage) when `along` names no axis of `axes`.
+// Positions holding NaN/Inf are left out of the profile and slices (they are counted by
 // nonfinite_mismatch and located by worst_coords).
 Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
-                      const std::vector<std::string>& axes,
-                      const std::optional<std::string>& along);
+                      const std::vector<std::string>& axes, const std::optional<std::string>& along,
+                      std::optional<double> threshold = std::nullopt);
 
 }  // namespace loupe::check

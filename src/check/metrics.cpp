@@ -24,7 +24,7 @@ constexpr std::array<Metric, 10> kAllMetrics = {
     Metric::kOracleRatio};
 
 // ULP distances go to a histogram: exact counts below 256, then 32 sub-buckets per binade
-// [2^k, 2^(k+1)) for k = 8..63, then one bucket for disagreeing NaN/Inf positions (infinite
+// [2^k, 2^(k+1)) for k = 8..63, then one bucket for NaN/Inf positions (infinite
 // distance). The 99th percentile is exact when it lands below 256; above, it is the upper edge of
 // its sub-bucket: never below the exact value, and above it by less than 1/32 of the binade's
 // start (3.2 %). One pass over the data, no second pass to refine (bench/diff).
@@ -137,14 +137,10 @@ inline void accumulate_finite(Running& run, int64_t* histogram, double a, double
   ++run.finite;
 }
 
-// A position where A or B is NaN or Inf: agreeing (NaN/NaN, the same Inf) counts as 0 ULPs;
-// disagreeing is a mismatch at an infinite distance.
+// A position where A or B is NaN or Inf is a mismatch at an infinite distance whatever the other
+// side holds: a NaN on both sides is two broken computations, not an agreement (a candidate
+// compared with itself, or with a reference that broke the same way, must not pass).
 void accumulate_nonfinite(Accumulator& acc, double a, double b, int64_t index) {
-  const bool agree = (std::isnan(a) && std::isnan(b)) || a == b;
-  if (agree) {
-    ++acc.ulp_histograms[0];
-    return;
-  }
   ++acc.nonfinite;  // also a mismatch; finish() adds it to mismatch_count
   ++acc.ulp_histograms[kInfiniteUlpBucket];
   if (acc.first_nonfinite < 0) {

@@ -5,9 +5,9 @@
 // One pass over the data computes every metric; float32 against float32 (and float64 against
 // float64) has its own loop over the raw bits, every other dtype pair is decoded in blocks to
 // double; both feed one accumulation routine, so they agree exactly. Accumulators are double. NaN
-// never makes a bound pass vacuously: a NaN/Inf position that disagrees makes max_abs, max_rel,
-// rms_ratio, cos_dist and ulp_max +Inf, and bounds are checked as `value <= limit`, which NaN
-// fails. Thread-safety: pure functions of their arguments.
+// never makes a bound pass vacuously: a position holding NaN/Inf (on either side) makes max_abs,
+// max_rel, rms_ratio, cos_dist and ulp_max +Inf, and bounds are checked as `value <= limit`, which
+// NaN fails. Thread-safety: pure functions of their arguments.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +72,7 @@ struct Metrics {
   double ulp_p99 = 0;              // exact nearest-rank 99th percentile over all positions
   int64_t mismatch_count = 0;      // outside atol + rtol*|b|, plus disagreeing NaN/Inf positions
   double mismatch_frac = 0;        // mismatch_count / numel
-  int64_t nonfinite_mismatch = 0;  // NaN vs not NaN, Inf vs anything but the same Inf
+  int64_t nonfinite_mismatch = 0;  // positions where A or B is NaN or Inf (both alike included)
   // The worst position (flat C-order index): the first disagreeing NaN/Inf position if any, else
   // the largest |a - b|; -1 for empty tensors or when every position agrees exactly.
   int64_t worst_index = -1;

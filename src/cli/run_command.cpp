@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -39,6 +41,9 @@ struct RunOptions {
   std::string home;
   std::string ledger;
   std::string memory;
+  std::string baseline;
+  std::string baseline_subject;
+  bool fail_fast = false;
   bool json = false;
 };
 
@@ -160,6 +165,14 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   run->add_option("--ledger", options->ledger, "the ledger file (default HOME/ledger.sqlite)");
   run->add_option("--memory", options->memory,
                   "SIZE (e.g. 512M, 4G): stop a subject whose resident memory passes it (exit 3)");
+  run->add_option("--baseline", options->baseline,
+                  "compare with an earlier build: its folder or program (run on the same tasks, "
+                  "benches interleaved), a run id, 'latest', or a git revision of a recorded run");
+  run->add_option("--baseline-subject", options->baseline_subject,
+                  "CMD: the earlier build's subject command line (instead of --baseline PATH)");
+  run->add_flag("--fail-fast", options->fail_fast,
+                "stop after the first layer with a failing gate, even where the file says "
+                "cascade = \"all\"");
   run->add_flag("--json", options->json, "print one JSON envelope");
   run->callback([options, &result] {
     result.kind = "run";
@@ -169,6 +182,13 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     if (!options->only.empty()) request.only = parse_layer(options->only);
     request.all = options->all;
     request.sets = options->sets;
+    request.baseline = options->baseline;
+    request.baseline_subject = options->baseline_subject;
+    request.fail_fast = options->fail_fast;
+    if (options->all && options->fail_fast) {
+      throw Error(ErrorCode::kUsage, "--all and --fail-fast contradict each other",
+                  "give one of them");
+    }
     if (!options->home.empty()) request.home = options->home;
     if (!options->ledger.empty()) request.ledger = options->ledger;
     if (!options->memory.empty()) {
@@ -178,6 +198,24 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     gate::CascadeOptions cascade_options;
     auto progress = std::make_shared<ProgressPrinter>(!options->json && ::isatty(STDERR_FILENO));
     cascade_options.progress = [progress](const gate::Progress& point) { (*progress)(point); };
+    // Every gate's verdict on stderr the moment it is decided, with the time since the start:
+    // a failing gate shows while the rest of the cascade still runs.
+    if (!options->json) {
+      const auto started = std::chrono::steady_clock::now();
+      cascade_options.gate_decided = [progress, started](const gate::GateResult& gate) {
+        if (gate.verdict == GateVerdict::kNotRun) return;
+        progress->finish();
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        std::string verdict(gate_verdict_name(gate.verdict));
+        for (char& c : verdict) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        std::string rule = gate.rule;
+        if (rule.size() > 220) rule = rule.substr(0, 217) + "...";
+        char prefix[96];
+        std::snprintf(prefix, sizeof prefix, "[%6.1f s] gate ", elapsed);
+        std::cerr << prefix << gate.name << ": " << verdict << " — " << rule << "\n" << std::flush;
+      };
+    }
 
     gate::RecordedRun run;
     {
@@ -212,6 +250,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       std::cout << render_envelope(envelope) << "\n";
     } else {
       if (model) std::cout << report::render_terminal(*model);
+      if (!run.coverage.empty()) std::cout << gate::render_coverage(run.coverage);
+      if (!run.coverage_problem.empty()) {
+        std::cout << "coverage: not checked (" << run.coverage_problem << ")\n";
+      }
       if (!html_file.empty()) std::cout << "report: " << html_file << "\n";
     }
     if (!report_problem.empty())

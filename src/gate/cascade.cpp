@@ -1,12 +1,17 @@
 // The cascade runner (see cascade.hpp).
 #include "gate/cascade.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iomanip>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -93,6 +98,18 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
           if (value.is_number()) point.metrics.push_back({variant, name, value.get<double>()});
         }
       }
+      // The raw samples, for comparisons with a baseline build's.
+      std::ifstream samples_in(outcome.observation_dir / "samples.json");
+      if (samples_in) {
+        const Json samples = Json::parse(samples_in, nullptr, false);
+        if (!samples.is_discarded() && samples.contains("variants")) {
+          for (const auto& variant : samples["variants"]) {
+            if (!variant.contains("name") || !variant.contains("samples")) continue;
+            point.samples.emplace_back(variant["name"].get<std::string>(),
+                                       variant["samples"].get<std::vector<double>>());
+          }
+        }
+      }
       const Json comparisons = data.value("comparisons", Json::array());
       for (const auto& record : outcome.bench_comparisons) {
         if (record.data_index >= comparisons.size()) continue;
@@ -147,6 +164,8 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   const auto start = std::chrono::steady_clock::now();
   CascadeResult result;
   const bool run_all = options.all || objective.cascade == CascadeMode::kAll;
+  const BaselineSource* baseline = options.baseline ? &*options.baseline : nullptr;
+  if (baseline != nullptr) result.baseline_label = baseline->label;
 
   size_t total = 0;
   for (const auto& task : plan.tasks) {
@@ -154,6 +173,9 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   }
 
   std::vector<std::optional<GateResult>> gates(objective.gates.size());
+  auto announce = [&](size_t index) {
+    if (options.gate_decided && gates[index]) options.gate_decided(*gates[index]);
+  };
   std::string stop_reason;  // set once the cascade stops
   size_t done = 0;
   for (Layer layer : kLayers) {
@@ -163,7 +185,11 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       if (gate_layer(objective.gates[index].expression) == layer) layer_gates.push_back(index);
     }
     auto mark_not_run = [&](const std::string& reason) {
-      for (size_t index : layer_gates) gates[index] = not_run_gate(objective.gates[index], reason);
+      for (size_t index : layer_gates) {
+        if (gates[index]) continue;
+        gates[index] = not_run_gate(objective.gates[index], reason);
+        announce(index);
+      }
     };
     if (options.only && layer != *options.only) {
       outcome.status = LayerStatus::kSkipped;
@@ -184,11 +210,124 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     // machine over the layer's run falls on every entry alike instead of biasing their ratio.
     std::vector<const PlanTask*> layer_tasks;
     int64_t max_repeats = 0;
+    // entry -> runs still to come in this layer, on the candidate's side and the baseline's.
+    std::map<std::string, int64_t> remaining, baseline_remaining;
     for (const auto& task : plan.tasks) {
       if (task.layer != layer) continue;
       layer_tasks.push_back(&task);
       max_repeats = std::max(max_repeats, task.repeats);
+      remaining[task.entry] += task.repeats;
+      if (baseline != nullptr) baseline_remaining[task.entry] += task.repeats;
     }
+    std::set<std::string> controlled;  // bench entries whose false-discovery control is done
+    std::vector<std::string> failing;
+    // Decides the gate now when every entry it reads has run all its points.
+    auto decide = [&](size_t index, bool layer_done) {
+      if (gates[index]) return;
+      const GateSpec& spec = objective.gates[index];
+      if (auto reason = left_out_reason(spec, plan)) {
+        gates[index] = not_run_gate(spec, *reason);
+        announce(index);
+        return;
+      }
+      const auto entries = gate_entries(spec.expression);
+      if (!layer_done) {
+        // A gate within the build waits only for the candidate's points; one against the
+        // baseline also for the baseline's.
+        const bool needs_baseline = baseline != nullptr && is_baseline_gate(spec.expression);
+        for (const auto& [entry_layer, entry] : entries) {
+          auto found = remaining.find(entry);
+          if (entry_layer != layer || found == remaining.end() || found->second > 0) return;
+          if (needs_baseline && baseline_remaining[entry] > 0) return;
+        }
+      }
+      if (layer == Layer::kBench) {
+        for (const auto& [entry_layer, entry] : entries) {
+          if (!controlled.insert(entry).second) continue;
+          std::vector<size_t> places;
+          std::vector<PointResult> entry_points;
+          for (size_t at = first_point; at < result.points.size(); ++at) {
+            if (result.points[at].entry != entry) continue;
+            places.push_back(at);
+            entry_points.push_back(result.points[at]);
+          }
+          control_bench_false_discovery(entry_points);
+          for (size_t at = 0; at < places.size(); ++at) {
+            result.points[places[at]] = std::move(entry_points[at]);
+          }
+        }
+      }
+      const std::vector<PointResult>* baseline_points =
+          baseline != nullptr ? &result.baseline_points : nullptr;
+      GateResult gate = evaluate_gate(spec, objective, plan, result.points, baseline_points);
+      if (layer == Layer::kScenario && gate.verdict != GateVerdict::kPass &&
+          gate.verdict != GateVerdict::kNotRun) {
+        try {
+          explain_scenario_gate(gate, spec, result.points, 6, baseline_points);
+        } catch (const Error& error) {
+          gate.rule += " (the traces could not be analysed: " + error.message() + ")";
+        }
+      }
+      if (gate.verdict == GateVerdict::kFail) failing.push_back(gate.name);
+      gates[index] = std::move(gate);
+      announce(index);
+    };
+    // After each candidate point: progress, then every gate that point completes.
+    auto after_point = [&](const PointResult* point) {
+      ++done;
+      ++outcome.points;
+      if (options.progress) {
+        Progress progress;
+        progress.index = done;
+        progress.total = total;
+        progress.point = point;
+        progress.elapsed_s = seconds_since(start);
+        progress.remaining_s =
+            progress.elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
+        options.progress(progress);
+      }
+      for (size_t index : layer_gates) decide(index, false);
+    };
+    // Gates whose entries have no point in this plan at all are decided at the layer's end.
+    auto run_one = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                       bool baseline_first) {
+      const bool with_baseline = baseline != nullptr && baseline->run;
+      std::optional<uint64_t> seed;
+      if (with_baseline && baseline->seed_of) seed = baseline->seed_of(task, repeat);
+      std::optional<PointResult> base;
+      if (with_baseline && baseline_first) {
+        base = baseline->run(task, entry, repeat, seed);
+        if (base && !seed && !entry.seed) seed = base->seed;
+      }
+      ProbeEntry seeded = entry;
+      if (seed) {
+        // The exact seed of the other side: no offset for `seeds` on top of it.
+        seeded.seed = *seed;
+        seeded.seeds = 1;
+      }
+      PointResult point = runner(task, seeded, repeat);
+      const uint64_t candidate_seed = point.seed;
+      result.points.push_back(std::move(point));
+      const PointResult& done_point = result.points.back();
+      --remaining[task.entry];
+      // Gates within the build that this point completes are decided before the baseline's
+      // side runs: a failing check shows as soon as the candidate has run it.
+      after_point(&done_point);
+      if (with_baseline && !baseline_first) {
+        base = baseline->run(task, entry, repeat, candidate_seed);
+      }
+      if (with_baseline) {
+        if (base) {
+          base->layer = task.layer;
+          base->entry = task.entry;
+          base->repeat = repeat;
+          result.baseline_points.push_back(std::move(*base));
+        }
+        --baseline_remaining[task.entry];
+        for (size_t index : layer_gates) decide(index, false);
+      }
+    };
+    size_t ordinal = 0;
     for (int64_t repeat = 0; repeat < max_repeats && stop_reason.empty(); ++repeat) {
       for (const PlanTask* task : layer_tasks) {
         if (repeat >= task->repeats || !stop_reason.empty()) continue;
@@ -202,8 +341,12 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           stop_reason = "the run was interrupted";
           break;
         }
+        // Timing sides alternate which runs first; checks need no such care.
+        const bool baseline_first = baseline != nullptr && baseline->interleave &&
+                                    layer != Layer::kCheck && ordinal % 2 == 1;
+        ++ordinal;
         try {
-          result.points.push_back(runner(*task, *entry, repeat));
+          run_one(*task, *entry, repeat, baseline_first);
         } catch (const Error& error) {
           if (options.interrupted != nullptr && options.interrupted->load()) {
             result.interrupted = true;
@@ -215,22 +358,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           }
           break;
         }
-        ++done;
-        ++outcome.points;
-        if (options.progress) {
-          Progress progress;
-          progress.index = done;
-          progress.total = total;
-          progress.point = &result.points.back();
-          progress.elapsed_s = seconds_since(start);
-          progress.remaining_s =
-              progress.elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
-          options.progress(progress);
-        }
       }
     }
     if (!stop_reason.empty()) {
-      // A layer cut short decides nothing: its gates are not-run too.
+      // A layer cut short decides nothing more: its undecided gates are not-run too.
       outcome.status = LayerStatus::kNotReached;
       mark_not_run(stop_reason);
       result.layers.push_back(outcome);
@@ -242,28 +373,18 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
 
     if (layer == Layer::kBench) {
-      std::vector<PointResult> bench_points(result.points.begin() + first_point,
-                                            result.points.end());
-      control_bench_false_discovery(bench_points);
-      std::copy(bench_points.begin(), bench_points.end(), result.points.begin() + first_point);
-    }
-    std::vector<std::string> failing;
-    for (size_t index : layer_gates) {
-      if (auto reason = left_out_reason(objective.gates[index], plan)) {
-        gates[index] = not_run_gate(objective.gates[index], *reason);
-        continue;
+      // Entries no gate reads still get their false-discovery control.
+      std::vector<PointResult> rest;
+      std::vector<size_t> places;
+      for (size_t at = first_point; at < result.points.size(); ++at) {
+        if (controlled.count(result.points[at].entry)) continue;
+        places.push_back(at);
+        rest.push_back(result.points[at]);
       }
-      GateResult gate = evaluate_gate(objective.gates[index], objective, plan, result.points);
-      if (layer == Layer::kScenario && gate.verdict != GateVerdict::kPass) {
-        try {
-          explain_scenario_gate(gate, objective.gates[index], result.points);
-        } catch (const Error& error) {
-          gate.rule += " (the traces could not be analysed: " + error.message() + ")";
-        }
-      }
-      if (gate.verdict == GateVerdict::kFail) failing.push_back(gate.name);
-      gates[index] = std::move(gate);
+      control_bench_false_discovery(rest);
+      for (size_t at = 0; at < places.size(); ++at) result.points[places[at]] = std::move(rest[at]);
     }
+    for (size_t index : layer_gates) decide(index, true);
     std::vector<std::string> failed_points;
     for (size_t index = first_point; index < result.points.size(); ++index) {
       if (result.points[index].verdict == Verdict::kFail) {
@@ -360,6 +481,11 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
       request.sets.push_back(name + "=" + value_to_string(value));
     }
     request.seed = entry.seed;
+    // `seeds` per point: repeat r runs seed + r / repeats, so every seed gets its repeats.
+    if (entry.seed && entry.seeds > 1) {
+      request.seed =
+          *entry.seed + static_cast<uint64_t>(repeat / std::max<int64_t>(1, entry.repeats));
+    }
     request.timeout_s = timeout_s;
     request.memory_limit_bytes = memory_limit_bytes;
     request.home = absolute_home;
@@ -404,6 +530,159 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     point.wall_s = seconds_since(start);
     return point;
   };
+}
+
+BaselineSource build_baseline(const Objective& objective, const std::filesystem::path& home,
+                              const std::string& run_id, const std::vector<std::string>& command,
+                              const std::string& label, uint64_t memory_limit_bytes) {
+  Objective other = objective;
+  other.subject.command = command;
+  PointRunner runner = subject_point_runner(other, home, run_id + "/baseline", memory_limit_bytes);
+  BaselineSource source;
+  source.label = label;
+  source.interleave = true;
+  source.run = [runner](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                        std::optional<uint64_t> seed) -> std::optional<PointResult> {
+    ProbeEntry seeded = entry;
+    if (seed) {
+      seeded.seed = *seed;
+      seeded.seeds = 1;
+    }
+    return runner(task, seeded, repeat);
+  };
+  return source;
+}
+
+namespace {
+
+// One observation of a recorded run: where it lies and what it ran.
+struct RecordedObservation {
+  std::filesystem::path dir;
+  std::string probe;
+  std::string entry_suffix;  // NAME of ",entry=NAME", if any
+  int64_t repeat = 0;
+  Json params;
+  std::optional<uint64_t> seed;
+};
+
+std::vector<RecordedObservation> index_recorded_run(const std::filesystem::path& run_dir) {
+  std::vector<RecordedObservation> out;
+  std::error_code error;
+  for (const auto& probe_dir : std::filesystem::directory_iterator(run_dir, error)) {
+    if (!probe_dir.is_directory() || probe_dir.path().filename().string().front() == '.') continue;
+    if (probe_dir.path().filename() == "baseline") continue;
+    for (const auto& point_dir : std::filesystem::directory_iterator(probe_dir.path(), error)) {
+      std::ifstream in(point_dir.path() / "observation.json");
+      if (!in) continue;
+      const Json observation = Json::parse(in, nullptr, false);
+      if (observation.is_discarded()) continue;
+      RecordedObservation item;
+      item.dir = point_dir.path();
+      item.probe = probe_dir.path().filename().string();
+      item.params = observation.value("params", Json::object());
+      if (observation.contains("seed") && observation["seed"].is_number_unsigned()) {
+        item.seed = observation["seed"].get<uint64_t>();
+      }
+      const std::string name = point_dir.path().filename().string();
+      const size_t repeat_at = name.find(",repeat=");
+      if (repeat_at != std::string::npos) {
+        item.repeat = std::strtoll(name.c_str() + repeat_at + 8, nullptr, 10) - 1;
+      }
+      const size_t entry_at = name.find(",entry=");
+      if (entry_at != std::string::npos) {
+        item.entry_suffix = name.substr(entry_at + 7);
+        const size_t dot = item.entry_suffix.find('.');
+        if (dot != std::string::npos) item.entry_suffix.resize(dot);
+      }
+      out.push_back(std::move(item));
+    }
+  }
+  return out;
+}
+
+const RecordedObservation* match_recorded(const std::vector<RecordedObservation>& index,
+                                          const PlanTask& task, int64_t repeat) {
+  const RecordedObservation* best = nullptr;
+  for (const auto& item : index) {
+    if (item.probe != task.probe || item.repeat != repeat) continue;
+    bool matches = true;
+    for (const auto& [name, value] : task.params) {
+      if (!item.params.contains(name) ||
+          value_to_string(value_from_json(item.params[name], name)) != value_to_string(value)) {
+        matches = false;
+        break;
+      }
+    }
+    if (!matches) continue;
+    if (item.entry_suffix == task.entry) return &item;
+    if (best == nullptr || (item.entry_suffix.empty() && !best->entry_suffix.empty())) best = &item;
+  }
+  return best;
+}
+
+}  // namespace
+
+BaselineSource recorded_baseline(const std::filesystem::path& home,
+                                 const std::string& baseline_run) {
+  const std::filesystem::path dir = run_dir(std::filesystem::absolute(home), baseline_run);
+  if (!std::filesystem::is_directory(dir)) {
+    throw Error(ErrorCode::kUsage,
+                "--baseline " + baseline_run + ": its observations are not at " + dir.string(),
+                "a recorded run can be a baseline only where its observations were kept "
+                "(the same --home)");
+  }
+  auto index = std::make_shared<std::vector<RecordedObservation>>(index_recorded_run(dir));
+  BaselineSource source;
+  source.label = "run " + baseline_run;
+  source.seed_of = [index](const PlanTask& task, int64_t repeat) -> std::optional<uint64_t> {
+    const RecordedObservation* found = match_recorded(*index, task, repeat);
+    return found ? found->seed : std::nullopt;
+  };
+  source.run = [index](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                       std::optional<uint64_t>) -> std::optional<PointResult> {
+    const RecordedObservation* found = match_recorded(*index, task, repeat);
+    if (found == nullptr) return std::nullopt;
+    probe::AnalyzeOptions analyze;
+    for (const auto& [metric, limit] : entry.tolerances) {
+      std::ostringstream text;
+      text << metric << "=" << std::setprecision(17) << limit;
+      analyze.tolerances.push_back(text.str());
+    }
+    analyze.threshold = entry.threshold.value_or(0.02);
+    if (found->seed) analyze.bootstrap_seed = *found->seed;
+    const probe::RunOutcome outcome = probe::analyze_observation(found->dir, analyze);
+    return to_point_result(task, repeat, outcome, {});
+  };
+  return source;
+}
+
+std::filesystem::path baseline_program(const Objective& objective,
+                                       const std::filesystem::path& given) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(given)) return fs::absolute(given);
+  // The subject's own program, as the objective names it.
+  const fs::path program =
+      objective.subject.command.empty() ? fs::path() : fs::path(objective.subject.command[0]);
+  std::vector<fs::path> tried;
+  if (fs::is_directory(given) && !program.empty()) {
+    for (const fs::path& candidate :
+         {given / program, given / "bin" / program.filename(), given / program.filename(),
+          given / "build" / "bin" / program.filename()}) {
+      tried.push_back(candidate);
+      if (fs::is_regular_file(candidate) && ::access(candidate.c_str(), X_OK) == 0) {
+        return fs::absolute(candidate).lexically_normal();
+      }
+    }
+  }
+  std::string paths;
+  for (const auto& path : tried) paths += (paths.empty() ? "" : ", ") + path.string();
+  throw Error(ErrorCode::kUsage,
+              "--baseline " + given.string() + ": " +
+                  (tried.empty() ? std::string("not an executable, a folder, a run id, 'latest' "
+                                               "or a recorded commit")
+                                 : "no executable " + program.filename().string() + " at " + paths),
+              "give the earlier build's folder (holding bin/" + program.filename().string() +
+                  "), the program itself, a run id, 'latest' or a git revision of a recorded run");
 }
 
 Json point_result_to_json(const PointResult& point) {

@@ -41,11 +41,31 @@ struct Progress {
   double remaining_s = 0;  // estimated from the mean time of the points run so far
 };
 
+// The baseline side of a run: an earlier build run on the same tasks, or a recorded run read back.
+struct BaselineSource {
+  std::string label;  // "build /path/to/kda", "run r2026..."
+  // Before the candidate runs a task's repeat: the seed the baseline used for it, when already
+  // known (a recorded run), so that both sides see the same inputs. May be empty.
+  std::function<std::optional<uint64_t>(const PlanTask& task, int64_t repeat)> seed_of;
+  // The baseline's result of the task's repeat, `seed` being the candidate's (nullopt when the
+  // baseline runs first); nullopt when the baseline has none. Throws Error when its subject fails.
+  std::function<std::optional<PointResult>(const PlanTask& task, const ProbeEntry& entry,
+                                           int64_t repeat, std::optional<uint64_t> seed)>
+      run;
+  // A build: benches and scenarios alternate which side runs first (A B, B A, ...), so that
+  // drift of the machine falls on both alike.
+  bool interleave = false;
+};
+
 struct CascadeOptions {
   bool all = false;                                // run every layer whatever fails
   std::optional<Layer> only;                       // run this layer alone
   const std::atomic<bool>* interrupted = nullptr;  // set (e.g. by SIGINT) to stop after the point
   std::function<void(const Progress&)> progress;   // after every point
+  // Each gate the moment it is decided: as soon as every point of the entries it reads has run
+  // (not at the end of its layer), so a failing gate shows while the rest still runs.
+  std::function<void(const GateResult&)> gate_decided;
+  std::optional<BaselineSource> baseline;  // gates against the baseline are not-run without one
 };
 
 enum class LayerStatus { kPassed, kFailed, kSkipped, kNotReached, kEmpty };
@@ -59,17 +79,20 @@ struct LayerOutcome {
 };
 
 struct CascadeResult {
-  std::vector<PointResult> points;   // in the order they ran
-  std::vector<GateResult> gates;     // in the objective's order
-  std::vector<LayerOutcome> layers;  // check, bench, scenario
+  std::vector<PointResult> points;           // in the order they ran
+  std::vector<PointResult> baseline_points;  // the baseline's results of the same tasks
+  std::string baseline_label;                // empty without a baseline
+  std::vector<GateResult> gates;             // in the objective's order
+  std::vector<LayerOutcome> layers;          // check, bench, scenario
   bool interrupted = false;
   std::optional<Error> error;  // the subject failure that stopped the cascade
   double wall_s = 0;
 };
 
 // Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across
-// the layer's tasks (A B A B ...: machine drift falls on all alike). REQUIRES: `plan` was made from
-// `objective`.
+// the layer's tasks (A B A B ...: machine drift falls on all alike). With a baseline, each task's
+// repeat also runs on the baseline side (same seed). A gate is decided as soon as the last point
+// of the entries it reads has run. REQUIRES: `plan` was made from `objective`.
 CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                           const CascadeOptions& options, const PointRunner& runner);
 
@@ -96,6 +119,24 @@ std::vector<std::string> subject_command(const SubjectSpec& subject);
 // (core/process.hpp), which ends the cascade with a subject failure.
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes = 0);
+
+// A baseline build: the objective's subject with its program replaced by `program` (an
+// executable, or the command line of --baseline-subject when `command` is set), its points
+// written under <home>/runs/<run_id>/baseline/.
+BaselineSource build_baseline(const Objective& objective, const std::filesystem::path& home,
+                              const std::string& run_id, const std::vector<std::string>& command,
+                              const std::string& label, uint64_t memory_limit_bytes = 0);
+
+// A recorded run: its observations under <home>/runs/<baseline_run>/ matched to the tasks by
+// probe, parameters and repeat, and analysed again.
+BaselineSource recorded_baseline(const std::filesystem::path& home,
+                                 const std::string& baseline_run);
+
+// The program a --baseline that names a path stands for: an executable file, or a folder holding
+// the subject's program at its own relative path (a worktree), under bin/ or at its top (a build
+// folder). Throws Error(kUsage) naming the paths tried.
+std::filesystem::path baseline_program(const Objective& objective,
+                                       const std::filesystem::path& given);
 
 // {"layer", "entry", "probe", "params", "repeat", "seed", "verdict", "wall_s", "observation",
 //  "reproduce"}

@@ -213,6 +213,19 @@ class Parser {
     bound.metric = metric_rest(layer, entry);
     if (at_symbol("/")) {
       take();
+      if (at_word("baseline") && !(peek(1).kind == TokenKind::kSymbol && peek(1).text == ".")) {
+        take();
+        bound.versus_baseline = true;
+        bound.comparison = comparison();
+        const Token& limit = peek();
+        if (limit.kind != TokenKind::kNumber) fail_at(limit.column, "a number", describe(limit));
+        bound.limit = std::holds_alternative<int64_t>(limit.number)
+                          ? static_cast<double>(std::get<int64_t>(limit.number))
+                          : std::get<double>(limit.number);
+        take();
+        bound.where = where_clause();
+        return bound;
+      }
       const Token& start = peek();
       const auto other_layer =
           start.kind == TokenKind::kWord ? layer_word(start.text) : std::nullopt;
@@ -259,9 +272,15 @@ class Parser {
     return ref;
   }
 
-  VariantRef variant_ref() {
+  // `bare_ok`: a bench name alone (no selector) means every variant, as `[any]` does; only
+  // before "than baseline", where no other variant is named.
+  VariantRef variant_ref(bool bare_ok = false) {
     VariantRef ref;
     ref.bench = name("a bench name");
+    if (bare_ok && !at_symbol("[")) {
+      ref.selector = VariantSelector::kAny;
+      return ref;
+    }
     expect_symbol("[");
     ref.variant = name("a variant name, 'configured' or 'any'");
     const std::string lower = lowercase(ref.variant);
@@ -279,8 +298,15 @@ class Parser {
   GateExpression parse_bench_verdict() {
     BenchVerdict verdict;
     const Token subject_variant = peek(2);  // NAME "[" VARIANT
-    verdict.subject = variant_ref();
-    if (verdict.subject.selector == VariantSelector::kAny) {
+    // Against the baseline build every variant may be gated: `decode[any]` or `decode`.
+    bool baseline_ahead = false;
+    for (size_t ahead = 0; peek(ahead).kind != TokenKind::kEnd; ++ahead) {
+      if (peek(ahead).kind == TokenKind::kWord && lowercase(peek(ahead).text) == "baseline") {
+        baseline_ahead = true;
+      }
+    }
+    verdict.subject = variant_ref(baseline_ahead);
+    if (verdict.subject.selector == VariantSelector::kAny && !baseline_ahead) {
       fail_at(subject_variant.column,
               "a variant name or 'configured' on the left ('any' belongs on the right)",
               describe(subject_variant));
@@ -308,6 +334,13 @@ class Parser {
               describe(relation));
     }
     const Token& other_start = peek();
+    if (at_word("baseline") && !(peek(1).kind == TokenKind::kSymbol && peek(1).text == "[")) {
+      take();
+      verdict.versus_baseline = true;
+      verdict.other = verdict.subject;
+      verdict.where = where_clause();
+      return verdict;
+    }
     verdict.other = variant_ref();
     if (verdict.other.bench != verdict.subject.bench) {
       fail_at(other_start.column,
@@ -490,15 +523,17 @@ std::string gate_expression_to_string(const GateExpression& expression) {
     std::string operator()(const MetricBound& bound) const {
       std::string out = metric_to_string(bound.metric);
       if (bound.baseline) out += " / " + metric_to_string(*bound.baseline);
+      if (bound.versus_baseline) out += " / baseline";
       out += " " + std::string(comparison_symbol(bound.comparison)) + " " +
              literal_to_string(Value(bound.limit));
       return out + where_to_string(bound.where);
     }
     std::string operator()(const BenchVerdict& verdict) const {
       static constexpr std::string_view kRelation[] = {"SLOWER than", "FASTER than", "SAME as"};
-      std::string out = variant_to_string(verdict.subject) + (verdict.negated ? " not " : " ") +
-                        std::string(kRelation[static_cast<int>(verdict.relation)]) + " " +
-                        variant_to_string(verdict.other);
+      std::string out =
+          variant_to_string(verdict.subject) + (verdict.negated ? " not " : " ") +
+          std::string(kRelation[static_cast<int>(verdict.relation)]) + " " +
+          (verdict.versus_baseline ? std::string("baseline") : variant_to_string(verdict.other));
       return out + where_to_string(verdict.where);
     }
     std::string operator()(const CheckPasses& passes) const {

@@ -2,11 +2,11 @@
 //
 // Grammar (docs/objective.md, "Gate expressions"; keywords are case-insensitive):
 //   gate       := bound | verdict | passes
-//   bound      := metric_ref [ "/" metric_ref ] comparison NUMBER [ where ]
+//   bound      := metric_ref [ "/" ( metric_ref | "baseline" ) ] comparison NUMBER [ where ]
 //   metric_ref := LAYER "." ENTRY [ "[" VARIANT "]" ] "." METRIC      LAYER := check|bench|scenario
-//   verdict    := ENTRY "[" selector "]" [ "not" ] ( "SLOWER" "than" | "FASTER" "than" | "SAME"
-//   "as" )
-//                 ENTRY "[" selector "]" [ where ]
+//   verdict    := ENTRY [ "[" selector "]" ] [ "not" ] ( "SLOWER" "than" | "FASTER" "than" |
+//                 "SAME" "as" ) ( ENTRY "[" selector "]" | "baseline" ) [ where ]
+//                 (the selector may be left out, meaning every variant, only before "baseline")
 //   selector   := VARIANT | "configured" | "any"
 //   passes     := "check" "." ENTRY "passes" [ where ]
 //   where      := "where" condition { "and" condition }
@@ -58,10 +58,13 @@ struct Condition {
 bool condition_holds(const Condition& condition, const Params& point);
 bool conditions_hold(const std::vector<Condition>& conditions, const Params& point);
 
-// metric <= limit (absolute), or metric / baseline <= limit (relative, non-inferiority).
+// metric <= limit (absolute), metric / other <= limit (relative, non-inferiority), or
+// metric / baseline <= limit (against the same metric of the baseline build or run, on the same
+// points and seeds; `versus_baseline`).
 struct MetricBound {
   MetricRef metric;
-  std::optional<MetricRef> baseline;
+  std::optional<MetricRef> baseline;  // the other entry of a relative bound
+  bool versus_baseline = false;
   Comparison comparison = Comparison::kLessEqual;
   double limit = 0;
   std::vector<Condition> where;
@@ -80,12 +83,15 @@ struct VariantRef {
 
 enum class AbRelation { kSlower, kFaster, kSame };
 
-// decode[merged] not SLOWER than decode[tiled] where batch >= 32
+// decode[merged] not SLOWER than decode[tiled] where batch >= 32; with `versus_baseline`,
+// decode[merged] not SLOWER than baseline: the same variant of the baseline build, timed
+// interleaved with it (`other` then repeats `subject`).
 struct BenchVerdict {
   VariantRef subject;
   bool negated = false;
   AbRelation relation = AbRelation::kSlower;
   VariantRef other;
+  bool versus_baseline = false;
   std::vector<Condition> where;
   bool operator==(const BenchVerdict&) const = default;
 };

@@ -158,9 +158,23 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   gate.statistics.estimate = worst;
   gate.statistics.point = worst_point->params;
   const std::string which = larger_is_worse ? "the largest" : "the smallest";
-  const std::string value_text = ref_text(bound.metric) + " over " + std::to_string(n) +
-                                 " value(s)" + scope + " is " + format_number(worst) + " at " +
-                                 point_text(worst_point->params);
+  std::string value_text = ref_text(bound.metric) + " over " + std::to_string(n) + " value(s)" +
+                           scope + " is " + format_number(worst) + " at " +
+                           point_text(worst_point->params);
+  // Several seeds (or repeats) of one point: their spread, so one lucky seed is visible.
+  std::vector<double> at_worst;
+  for (const auto* point : points) {
+    if (point->params != worst_point->params) continue;
+    if (const auto value = metric_of(*point, bound.metric); value && !std::isnan(*value)) {
+      at_worst.push_back(*value);
+    }
+  }
+  if (at_worst.size() > 1) {
+    std::sort(at_worst.begin(), at_worst.end());
+    value_text += " (its " + std::to_string(at_worst.size()) + " seeds: median " +
+                  format_number(at_worst[at_worst.size() / 2]) + ", spread [" +
+                  format_number(at_worst.front()) + ", " + format_number(at_worst.back()) + "])";
+  }
   if (first_failure == nullptr) {
     gate.verdict = GateVerdict::kPass;
     gate.rule = "pass: every value satisfies " + symbol + " " + format_number(bound.limit) + "; " +
@@ -515,6 +529,335 @@ void evaluate_check_passes(const CheckPasses& passes, std::span<const PointResul
   }
 }
 
+// --- against a baseline build or run ---------------------------------------------------------
+
+const PointResult* baseline_of(const PointResult& point, const std::vector<PointResult>& baseline) {
+  for (const auto& other : baseline) {
+    if (other.layer == point.layer && other.entry == point.entry && other.repeat == point.repeat &&
+        other.params == point.params) {
+      return &other;
+    }
+  }
+  return nullptr;
+}
+
+const std::vector<double>* samples_of(const PointResult& point, const std::string& variant) {
+  for (const auto& [name, samples] : point.samples) {
+    if (name == variant) return &samples;
+  }
+  return nullptr;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+// candidate / baseline, with 0/0 = 1 (both exact) and x/0 = +Inf; NaN stays NaN.
+double baseline_ratio(double candidate, double baseline) {
+  if (std::isnan(candidate) || std::isnan(baseline)) return NAN;
+  if (candidate == 0 && baseline == 0) return 1.0;
+  if (baseline == 0) return INFINITY;
+  return candidate / baseline;
+}
+
+std::string no_baseline_text(const PointResult& point) {
+  return "the baseline has no observation of " + std::string(layer_name(point.layer)) + " " +
+         point.entry + " at " + point_text(point.params) + " (repeat " +
+         std::to_string(point.repeat + 1) + ")";
+}
+
+void evaluate_bound_versus_baseline(const MetricBound& bound, const GateSpec& spec,
+                                    std::span<const PointResult> results,
+                                    const std::vector<PointResult>& baseline, GateResult& gate) {
+  const std::string symbol(comparison_symbol(bound.comparison));
+  gate.statistics.comparison = symbol;
+  gate.statistics.bound = bound.limit;
+  const std::string scope = where_text(bound.where);
+  const std::string ratio_text = ref_text(bound.metric) + " / baseline";
+  const auto points = selected_points(results, bound.metric.layer, bound.metric.entry, bound.where);
+  std::string missing;
+
+  if (bound.metric.layer == Layer::kCheck) {
+    // Per point, over its seeds (repeats): worst over worst and median over median.
+    std::vector<std::pair<Params, std::pair<std::vector<double>, std::vector<double>>>> groups;
+    std::vector<std::vector<const PointResult*>> group_points;
+    for (const auto* point : points) {
+      const auto value = metric_of(*point, bound.metric);
+      if (!value) continue;
+      const PointResult* base = baseline_of(*point, baseline);
+      const std::optional<double> base_value = base ? metric_of(*base, bound.metric) : std::nullopt;
+      if (!base_value) {
+        if (missing.empty()) missing = no_baseline_text(*point);
+        continue;
+      }
+      auto found = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& group) { return group.first == point->params; });
+      if (found == groups.end()) {
+        groups.push_back({point->params, {}});
+        group_points.emplace_back();
+        found = groups.end() - 1;
+      }
+      found->second.first.push_back(*value);
+      found->second.second.push_back(*base_value);
+      group_points[static_cast<size_t>(found - groups.begin())].push_back(point);
+    }
+    int64_t n = 0;
+    bool failed = false, have_worst = false;
+    double worst_ratio = 0;
+    std::string worst_text;
+    for (size_t index = 0; index < groups.size(); ++index) {
+      const auto& [params, values] = groups[index];
+      const auto& [candidate, base] = values;
+      n += static_cast<int64_t>(candidate.size());
+      auto nan_max = [](const std::vector<double>& list) {
+        double out = -INFINITY;
+        for (double value : list)
+          out = std::isnan(value) || std::isnan(out) ? NAN : std::max(out, value);
+        return out;
+      };
+      const double worst_candidate = nan_max(candidate), worst_base = nan_max(base);
+      const double by_worst = baseline_ratio(worst_candidate, worst_base);
+      const double by_median = baseline_ratio(median(candidate), median(base));
+      for (const auto& [ratio, how] :
+           {std::pair{by_worst, "worst over worst"}, std::pair{by_median, "median over median"}}) {
+        const bool satisfied = number_satisfies(ratio, bound.comparison, bound.limit);
+        const bool worse =
+            !have_worst || std::isnan(ratio) || (!std::isnan(worst_ratio) && ratio > worst_ratio);
+        if (!satisfied && !failed) {
+          failed = true;
+          for (const auto* point : group_points[index]) attach_fail_findings(gate, *point);
+        }
+        if (worse) {
+          have_worst = true;
+          worst_ratio = ratio;
+          gate.statistics.point = params;
+          gate.statistics.estimate = ratio;
+          worst_text =
+              std::string(how) + " at " + point_text(params) + " over " +
+              std::to_string(candidate.size()) +
+              " seed(s): " + format_number(how[0] == 'w' ? worst_candidate : median(candidate)) +
+              " vs the baseline's " + format_number(how[0] == 'w' ? worst_base : median(base)) +
+              " (x" + format_number(ratio) + ")";
+        }
+      }
+    }
+    gate.statistics.n = n;
+    if (failed) {
+      gate.verdict = GateVerdict::kFail;
+      gate.rule = "fail: " + ratio_text + scope + " is not " + symbol + " " +
+                  format_number(bound.limit) + ": the largest ratio is " + worst_text;
+    } else if (!missing.empty() || !have_worst) {
+      gate.verdict = GateVerdict::kInconclusive;
+      gate.rule =
+          "inconclusive: " +
+          (missing.empty() ? "no observation of " + ref_text(bound.metric) + scope : missing);
+    } else {
+      gate.verdict = GateVerdict::kPass;
+      gate.rule = "pass: " + ratio_text + scope + " is " + symbol + " " +
+                  format_number(bound.limit) + " at every point; the largest ratio is " +
+                  worst_text;
+    }
+    return;
+  }
+
+  // Benches and scenarios: samples of both builds, non-inferiority on the ratio of medians.
+  gate.statistics.confidence = spec.confidence;
+  bench::CompareOptions options;
+  options.confidence = spec.confidence;
+  options.seed = gate_seed(spec.name);
+  options.threshold = std::max(1e-9, std::fabs(bound.limit - 1.0));
+  std::vector<std::pair<Params, std::pair<std::vector<double>, std::vector<double>>>> groups;
+  for (const auto* point : points) {
+    const PointResult* base = baseline_of(*point, baseline);
+    if (base == nullptr) {
+      if (missing.empty()) missing = no_baseline_text(*point);
+      continue;
+    }
+    std::vector<double> candidate, reference;
+    if (bound.metric.layer == Layer::kBench) {
+      // The variant's timing samples: a bench metric is a statistic of them.
+      const std::string variant = bound.metric.variant.value_or(
+          point->samples.empty() ? std::string() : point->samples.front().first);
+      const auto* mine = samples_of(*point, variant);
+      const auto* theirs = samples_of(*base, variant);
+      if (mine == nullptr || theirs == nullptr) {
+        if (missing.empty()) missing = "no timing samples of variant '" + variant + "'";
+        continue;
+      }
+      candidate = *mine;
+      reference = *theirs;
+    } else {
+      const auto value = metric_of(*point, bound.metric);
+      const auto base_value = metric_of(*base, bound.metric);
+      if (!value || !base_value) continue;
+      candidate = {*value};
+      reference = {*base_value};
+    }
+    // Scenario repeats are separate points: pool them per parameter point.
+    Params key = point->params;
+    auto found = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& group) { return group.first == key; });
+    if (found == groups.end()) {
+      groups.push_back({key, {}});
+      found = groups.end() - 1;
+    }
+    found->second.first.insert(found->second.first.end(), candidate.begin(), candidate.end());
+    found->second.second.insert(found->second.second.end(), reference.begin(), reference.end());
+  }
+  GateVerdict verdict = GateVerdict::kPass;
+  bool decided = false;
+  for (const auto& [params, values] : groups) {
+    const bench::NonInferiority test =
+        bench::non_inferiority(values.second, values.first, bound.limit, options);
+    const GateVerdict point_verdict = interval_verdict(test.ci, bound.comparison, bound.limit);
+    const bool worse =
+        !decided || (point_verdict == GateVerdict::kFail && verdict != GateVerdict::kFail) ||
+        (point_verdict == GateVerdict::kInconclusive && verdict == GateVerdict::kPass);
+    if (worse) {
+      decided = true;
+      verdict = point_verdict;
+      gate.statistics.estimate = test.ratio;
+      gate.statistics.interval = test.ci;
+      gate.statistics.point = params;
+      gate.statistics.n = test.n_b;
+      gate.statistics.n_baseline = test.n_a;
+      gate.statistics.seed = options.seed;
+    }
+  }
+  if (!decided) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule = "inconclusive: " + (missing.empty() ? "no samples of " + ref_text(bound.metric) +
+                                                          scope + " against the baseline"
+                                                    : missing);
+    return;
+  }
+  if (verdict == GateVerdict::kPass && !missing.empty()) verdict = GateVerdict::kInconclusive;
+  gate.verdict = verdict;
+  gate.rule = std::string(gate_verdict_name(verdict)) + ": at " +
+              point_text(gate.statistics.point) + " the " + format_number(100 * spec.confidence) +
+              "% bootstrap CI of the ratio of medians " + ratio_text + " over " +
+              std::to_string(*gate.statistics.n_baseline) + " baseline / " +
+              std::to_string(gate.statistics.n) + " candidate samples is " +
+              interval_text(*gate.statistics.interval) + " (estimate " +
+              format_number(*gate.statistics.estimate) + "); pass iff it lies wholly " + symbol +
+              " " + format_number(bound.limit) + ", fail iff no part does" +
+              (missing.empty() ? "" : "; " + missing);
+}
+
+void evaluate_bench_versus_baseline(const BenchVerdict& verdict, const GateSpec& spec,
+                                    const Objective& objective, const Plan& plan,
+                                    std::span<const PointResult> results,
+                                    const std::vector<PointResult>& baseline, GateResult& gate) {
+  gate.statistics.comparison = relation_text(verdict) + " baseline";
+  const ProbeEntry* entry = objective.find_entry(Layer::kBench, verdict.subject.bench);
+  const auto points = selected_points(results, Layer::kBench, verdict.subject.bench, verdict.where);
+  const bench::AbVerdict wanted =
+      verdict.relation == AbRelation::kSlower   ? bench::AbVerdict::kSlower
+      : verdict.relation == AbRelation::kFaster ? bench::AbVerdict::kFaster
+                                                : bench::AbVerdict::kSame;
+  struct Item {
+    const PointResult* point;
+    std::string variant;
+    bench::Comparison comparison;
+  };
+  std::vector<Item> items;
+  std::string missing;
+  for (const auto* point : points) {
+    std::vector<std::string> variants;
+    if (verdict.subject.selector == VariantSelector::kAny || entry == nullptr ||
+        entry->variants.empty()) {
+      for (const auto& [name, samples] : point->samples) variants.push_back(name);
+    } else {
+      const auto resolved = resolve_variants(verdict.subject, objective, plan, "");
+      if (resolved) variants = *resolved;
+    }
+    const PointResult* base = baseline_of(*point, baseline);
+    for (const auto& variant : variants) {
+      const auto* mine = samples_of(*point, variant);
+      const auto* theirs = base ? samples_of(*base, variant) : nullptr;
+      if (mine == nullptr || theirs == nullptr || mine->empty() || theirs->empty()) {
+        if (missing.empty()) {
+          missing = base ? "no timing samples of " + variant + " at " + point_text(point->params)
+                         : no_baseline_text(*point);
+        }
+        continue;
+      }
+      bench::CompareOptions options;
+      options.threshold = entry && entry->threshold ? *entry->threshold : 0.02;
+      options.confidence = spec.confidence;
+      options.seed = gate_seed(spec.name + variant);
+      items.push_back({point, variant, bench::compare(*theirs, *mine, options)});
+    }
+  }
+  std::vector<bench::Comparison> comparisons;
+  for (const auto& item : items) comparisons.push_back(item.comparison);
+  if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
+  GateVerdict outcome = GateVerdict::kPass;
+  bool have = false;
+  std::string decisive;
+  for (size_t index = 0; index < items.size(); ++index) {
+    const bench::Comparison& comparison = comparisons[index];
+    GateVerdict point_verdict = GateVerdict::kInconclusive;
+    if (verdict.negated && verdict.relation == AbRelation::kSlower) {
+      // "not SLOWER than baseline" is a non-inferiority question: it fails on SLOWER and passes
+      // once the interval's upper end is within the threshold, so that an AMBIGUOUS verdict
+      // between SAME and FASTER (a change that helps a little) does not leave it undecided.
+      if (comparison.verdict == bench::AbVerdict::kSlower) {
+        point_verdict = GateVerdict::kFail;
+      } else if (std::isfinite(comparison.ci.high) &&
+                 comparison.ci.high <= 1.0 + comparison.threshold) {
+        point_verdict = GateVerdict::kPass;
+      }
+    } else if (comparison.verdict != bench::AbVerdict::kAmbiguous) {
+      point_verdict = (comparison.verdict == wanted) != verdict.negated ? GateVerdict::kPass
+                                                                        : GateVerdict::kFail;
+    }
+    const bool worse =
+        !have || (point_verdict == GateVerdict::kFail && outcome != GateVerdict::kFail) ||
+        (point_verdict == GateVerdict::kInconclusive && outcome == GateVerdict::kPass);
+    if (worse) {
+      have = true;
+      outcome = point_verdict;
+      const Item& item = items[index];
+      decisive = "at " + point_text(item.point->params) + " " + item.variant +
+                 " against the baseline's = " + format_number(comparison.ratio) + " " +
+                 interval_text(comparison.ci) + " is " +
+                 std::string(bench::ab_verdict_name(comparison.verdict)) + " (t " +
+                 format_number(comparison.threshold) + ", " + std::to_string(comparison.a.n) +
+                 " baseline / " + std::to_string(comparison.b.n) + " candidate samples)";
+      gate.statistics.point = item.point->params;
+      gate.statistics.estimate = comparison.ratio;
+      gate.statistics.interval = comparison.ci;
+      gate.statistics.bound = comparison.threshold;
+      gate.statistics.confidence = comparison.confidence;
+      gate.statistics.seed = comparison.seed;
+      gate.statistics.n = comparison.b.n;
+      gate.statistics.n_baseline = comparison.a.n;
+    }
+  }
+  const std::string asked = verdict.subject.bench + "[" + selector_text(verdict.subject) + "] " +
+                            relation_text(verdict) + " baseline" + where_text(verdict.where);
+  if (!have) {
+    gate.verdict = GateVerdict::kInconclusive;
+    gate.rule =
+        "inconclusive: " + (missing.empty() ? "no point of bench " + verdict.subject.bench +
+                                                  " was selected" + where_text(verdict.where)
+                                            : missing);
+    return;
+  }
+  if (outcome == GateVerdict::kPass && !missing.empty()) {
+    outcome = GateVerdict::kInconclusive;
+    decisive = missing;
+  }
+  gate.verdict = outcome;
+  gate.rule =
+      std::string(gate_verdict_name(outcome)) + ": " + asked + ": " + decisive +
+      (outcome == GateVerdict::kPass ? " (" + std::to_string(items.size()) + " comparison(s) hold)"
+                                     : "");
+}
+
 Json optional_number(const std::optional<double>& value) {
   return value ? number_to_json(*value) : Json(nullptr);
 }
@@ -531,17 +874,24 @@ GateResult not_run_gate(const GateSpec& gate, const std::string& reason) {
   return result;
 }
 
-std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& plan) {
+std::vector<std::pair<Layer, std::string>> gate_entries(const GateExpression& expression) {
   std::vector<std::pair<Layer, std::string>> entries;
-  if (const auto* bound = std::get_if<MetricBound>(&gate.expression)) {
+  if (const auto* bound = std::get_if<MetricBound>(&expression)) {
     entries.emplace_back(bound->metric.layer, bound->metric.entry);
     if (bound->baseline) entries.emplace_back(bound->baseline->layer, bound->baseline->entry);
-  } else if (const auto* verdict = std::get_if<BenchVerdict>(&gate.expression)) {
+  } else if (const auto* verdict = std::get_if<BenchVerdict>(&expression)) {
     entries.emplace_back(Layer::kBench, verdict->subject.bench);
-  } else if (const auto* passes = std::get_if<CheckPasses>(&gate.expression)) {
+    if (verdict->other.bench != verdict->subject.bench) {
+      entries.emplace_back(Layer::kBench, verdict->other.bench);
+    }
+  } else if (const auto* passes = std::get_if<CheckPasses>(&expression)) {
     entries.emplace_back(Layer::kCheck, passes->check);
   }
-  for (const auto& [layer, entry] : entries) {
+  return entries;
+}
+
+std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& plan) {
+  for (const auto& [layer, entry] : gate_entries(gate.expression)) {
     if (const LeftOutEntry* left_out = find_left_out(plan, layer, entry)) {
       return "the configuration left out " + std::string(layer_name(layer)) + " " + entry + " (" +
              left_out->reason + ")";
@@ -550,20 +900,38 @@ std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& pla
   return std::nullopt;
 }
 
+bool is_baseline_gate(const GateExpression& expression) {
+  if (const auto* bound = std::get_if<MetricBound>(&expression)) return bound->versus_baseline;
+  if (const auto* verdict = std::get_if<BenchVerdict>(&expression)) return verdict->versus_baseline;
+  return false;
+}
+
 GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
-                         std::span<const PointResult> results) {
+                         std::span<const PointResult> results,
+                         const std::vector<PointResult>* baseline) {
   GateResult result;
   result.name = gate.name;
   result.expression = gate_expression_to_string(gate.expression);
   result.layer = gate_layer(gate.expression);
+  if (is_baseline_gate(gate.expression) && baseline == nullptr) {
+    return not_run_gate(gate,
+                        "no baseline: run with --baseline RUN|latest|REV|BUILD_DIR (or "
+                        "--baseline-subject CMD) to compare with an earlier build");
+  }
   if (const auto* bound = std::get_if<MetricBound>(&gate.expression)) {
-    if (bound->baseline) {
+    if (bound->versus_baseline) {
+      evaluate_bound_versus_baseline(*bound, gate, results, *baseline, result);
+    } else if (bound->baseline) {
       evaluate_relative(*bound, gate, results, result);
     } else {
       evaluate_absolute(*bound, results, result);
     }
   } else if (const auto* verdict = std::get_if<BenchVerdict>(&gate.expression)) {
-    evaluate_bench_verdict(*verdict, objective, plan, results, result);
+    if (verdict->versus_baseline) {
+      evaluate_bench_versus_baseline(*verdict, gate, objective, plan, results, *baseline, result);
+    } else {
+      evaluate_bench_verdict(*verdict, objective, plan, results, result);
+    }
   } else if (const auto* passes = std::get_if<CheckPasses>(&gate.expression)) {
     evaluate_check_passes(*passes, results, result);
   }
@@ -571,7 +939,8 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
 }
 
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
-                           std::span<const PointResult> results, size_t max_findings) {
+                           std::span<const PointResult> results, size_t max_findings,
+                           const std::vector<PointResult>* baseline_points) {
   const auto* bound = std::get_if<MetricBound>(&spec.expression);
   if (bound == nullptr || bound->metric.layer != Layer::kScenario) return;
   auto first_with_trace = [&](const MetricRef& ref) -> const PointResult* {
@@ -583,6 +952,16 @@ void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
   const PointResult* candidate = first_with_trace(bound->metric);
   if (candidate == nullptr) return;
   const PointResult* baseline = bound->baseline ? first_with_trace(*bound->baseline) : nullptr;
+  if (bound->versus_baseline && baseline_points != nullptr) {
+    // The same scenario of the baseline build: who blocks whom now that did not before.
+    for (const auto* point : selected_points(*baseline_points, bound->metric.layer,
+                                             bound->metric.entry, bound->where)) {
+      if (!point->traces.empty()) {
+        baseline = point;
+        break;
+      }
+    }
+  }
 
   trace::AnalyzeRequest request;
   request.top = max_findings;

@@ -68,8 +68,10 @@ struct PointResult {
   std::vector<Finding> findings;
   std::string observation_dir;
   std::vector<std::string> traces;  // absolute paths of the traces a scenario wrote
-  std::string reproduce;            // the exact command, seed included
-  double wall_s = 0.0;              // how long the point took, subject start to verdict
+  // Benches: every variant's raw timing samples (seconds), for comparisons across builds.
+  std::vector<std::pair<std::string, std::vector<double>>> samples;
+  std::string reproduce;  // the exact command, seed included
+  double wall_s = 0.0;    // how long the point took, subject start to verdict
 };
 
 struct GateStatistics {
@@ -95,9 +97,30 @@ struct GateResult {
 };
 
 // The gate's verdict from the results of its layer. REQUIRES: the gate's layer ran (else use
-// not_run_gate). `plan` says what NAME[configured] means.
+// not_run_gate). `plan` says what NAME[configured] means. `baseline` holds the baseline build's
+// (or recorded run's) points of the same tasks, matched by layer, entry, params and repeat;
+// nullptr when the run has no baseline, which makes a gate against the baseline not-run.
+// Rules of the gates against the baseline (docs/objective.md, "Against a baseline"):
+//   check metric / baseline   per point, over its seeds: the candidate's worst value over the
+//                             baseline's worst, and median over median (0/0 is 1); the largest
+//                             of those ratios must satisfy the comparison. NaN fails.
+//   bench/scenario metric / baseline   non-inferiority on the bootstrap CI of the ratio of
+//                             medians, candidate samples over baseline samples (bench: the
+//                             variant's timing samples; scenario: the repeats' metric values).
+//   NAME[v] not SLOWER than baseline   the A/B verdict of the variant's samples, baseline as A,
+//                             candidate as B, with the bench's threshold and Benjamini–Hochberg
+//                             across the gate's comparisons; AMBIGUOUS is inconclusive.
+// A selected point without its baseline counterpart makes the gate inconclusive unless another
+// fails it.
 GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
-                         std::span<const PointResult> results);
+                         std::span<const PointResult> results,
+                         const std::vector<PointResult>* baseline = nullptr);
+
+// Whether the gate compares against a baseline (`/ baseline`, `than baseline`).
+bool is_baseline_gate(const GateExpression& expression);
+
+// The (layer, entry) pairs a gate reads.
+std::vector<std::pair<Layer, std::string>> gate_entries(const GateExpression& expression);
 
 // A gate whose layer did not run; `reason` completes "not run: ...".
 GateResult not_run_gate(const GateSpec& gate, const std::string& reason);
@@ -110,8 +133,10 @@ std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& pla
 // baseline scenario's (trace diff: locks, overlap, gaps, breakdown), or the scenario's own trace
 // analysed alone when the gate has no baseline. Appends the findings to gate.findings, each
 // carrying the commands that reproduce it. Throws Error(kInput) when a trace cannot be read.
+// A gate against the baseline diffs against the baseline build's trace of the same scenario.
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
-                           std::span<const PointResult> results, size_t max_findings = 6);
+                           std::span<const PointResult> results, size_t max_findings = 6,
+                           const std::vector<PointResult>* baseline_points = nullptr);
 
 // Across the points of each bench entry: Benjamini–Hochberg over every A/B comparison
 // (bench::control_false_discovery), as `loupe probe run` does for a sweep.

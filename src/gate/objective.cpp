@@ -93,7 +93,7 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   const std::string path = indexed(layer_word, index);
   std::vector<std::string> allowed = {"probe", "name",    "description", "params",
                                       "zip",   "repeats", "seed"};
-  if (layer == Layer::kCheck) allowed.push_back("tolerances");
+  if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds"});
   if (layer == Layer::kBench) {
     allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision"});
   }
@@ -182,6 +182,13 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
     if (entry.repeats < 1) {
       reader.fail(*repeats, child(path, "repeats"),
                   "expected 1 or more, found " + std::to_string(entry.repeats));
+    }
+  }
+  if (const toml::node* seeds = table.get("seeds")) {
+    entry.seeds = reader.integer_of(*seeds, child(path, "seeds"));
+    if (entry.seeds < 1 || entry.seeds > 100) {
+      reader.fail(*seeds, child(path, "seeds"),
+                  "expected 1 to 100 seeds per point, found " + std::to_string(entry.seeds));
     }
   }
   if (const toml::node* threshold = table.get("threshold")) {
@@ -472,6 +479,19 @@ class GateValidator {
 
   void check(const BenchVerdict& verdict) const {
     const ProbeEntry& bench = entry(Layer::kBench, verdict.subject.bench);
+    if (verdict.versus_baseline) {
+      // Against the baseline build a bench of one body (no variants) is gated as a whole.
+      if (verdict.subject.selector == VariantSelector::kNamed && !bench.variants.empty()) {
+        variant(bench, verdict.subject.variant);
+      }
+      if (verdict.subject.selector == VariantSelector::kConfigured && !selects_variant(bench)) {
+        fail("'" + bench.name +
+             "[configured]': no [[deployment_key]] implies the variant of probe '" + bench.probe +
+             "' (an implies entry without param)");
+      }
+      where(bench, verdict.where);
+      return;
+    }
     if (bench.variants.empty()) {
       fail("bench '" + bench.name + "' declares no variants; add variants = [\"a\", \"b\"]");
     }
@@ -717,7 +737,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"name", "description", "cascade", "subject", "check", "bench", "scenario",
-                     "gate", "deployment_key", "deployment", "review"});
+                     "gate", "deployment_key", "deployment", "review", "coverage"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -726,9 +746,25 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
     const std::string mode = reader.string_of(*cascade, "cascade");
     if (mode == "all") {
       objective.cascade = CascadeMode::kAll;
-    } else if (mode != "stop-at-first-failure") {
-      reader.fail(*cascade, "cascade",
-                  "expected \"stop-at-first-failure\" or \"all\", found \"" + mode + "\"");
+    } else if (mode != "stop-at-first-failure" && mode != "stop") {
+      reader.fail(
+          *cascade, "cascade",
+          "expected \"stop\" (or \"stop-at-first-failure\") or \"all\", found \"" + mode + "\"");
+    }
+  }
+  if (const toml::node* coverage = root.get("coverage")) {
+    const toml::table& table = reader.table_of(*coverage, "coverage");
+    reader.allow_keys(table, "coverage", {"ungated"});
+    if (const toml::node* ungated = table.get("ungated")) {
+      const std::string key = "coverage.ungated";
+      for (const auto& [probe, node] : Reader::ordered(reader.table_of(*ungated, key))) {
+        const std::string reason = reader.string_of(*node, child(key, probe));
+        if (reason.empty()) {
+          reader.fail(*node, child(key, probe),
+                      "expected the reason no gate covers probe '" + probe + "', found ''");
+        }
+        objective.coverage_ungated.emplace_back(probe, reason);
+      }
     }
   }
   const std::filesystem::path base = file.parent_path();

@@ -67,6 +67,9 @@ struct ProbeEntry {
   // absent: 0.01). More budget is what turns an AMBIGUOUS verdict at a slow point into a decision.
   std::optional<double> budget_s;
   std::optional<double> precision;
+  // Checks: seeds per point (seed, seed+1, ... when `seed` is set; drawn otherwise). The gates
+  // see every seed's values, so a fault that shows on one seed in ten is not left to luck.
+  int64_t seeds = 1;
   bool operator==(const ProbeEntry&) const = default;
 };
 
@@ -140,6 +143,9 @@ struct Objective {
   std::vector<DeploymentKey> deployment_keys;
   std::vector<Deployment> deployments;
   std::vector<ReviewCategory> review;
+  // [coverage] ungated: probes of the subject no gate is meant to cover, each with the reason
+  // (a GPU probe on a machine without one); every other ungated probe is a coverage finding.
+  std::vector<std::pair<std::string, std::string>> coverage_ungated;
 
   // The entries of one layer (kTrace has none).
   const std::vector<ProbeEntry>& entries(Layer layer) const;

@@ -219,7 +219,7 @@ Plan make_plan(const Objective& objective, const Configuration& configuration) {
       }
       std::vector<PlanTask> entry_tasks;
       for (Params point : expand_points(entry)) {
-        PlanTask task{layer, entry.name, entry.probe, {}, {}, entry.repeats};
+        PlanTask task{layer, entry.name, entry.probe, {}, {}, entry.repeats * entry.seeds};
         for (const auto& override_value : overrides) {
           if (override_value.probe != entry.probe) continue;
           auto existing = std::find_if(point.begin(), point.end(), [&](const auto& param) {

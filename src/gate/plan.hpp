@@ -46,7 +46,7 @@ struct PlanTask {
   std::string probe;
   Params params;
   std::vector<std::string> configured;  // the parameters the configuration set
-  int64_t repeats = 1;
+  int64_t repeats = 1;                  // runs of the point: the entry's repeats x its seeds
   bool operator==(const PlanTask&) const = default;
 };
 

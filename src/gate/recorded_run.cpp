@@ -10,6 +10,7 @@
 
 #include "core/home.hpp"
 #include "ledger/provenance.hpp"
+#include "probe/runner.hpp"
 
 namespace loupe::gate {
 namespace {
@@ -28,6 +29,37 @@ Json environment_fingerprint(const Objective& objective) {
   for (const auto& arg : subject_command(objective.subject)) command.push_back(arg);
   out["subject_command"] = std::move(command);
   out["loupe"] = "0.1.0";
+  return out;
+}
+
+// The recorded run a --baseline that is not a path names.
+std::string resolve_baseline_run(const ledger::Ledger& ledger, const std::string& spec,
+                                 const std::string& objective_path) {
+  if (spec != "latest") {
+    if (ledger.find_run(spec)) return spec;
+  }
+  const auto runs = ledger.list_runs(500);
+  for (const auto& summary : runs) {
+    if (summary.status != ledger::RunStatus::kCompleted) continue;
+    if (summary.objective_path != objective_path) continue;
+    if (spec == "latest") return summary.id;
+    if (spec.size() < 4) continue;
+    const ledger::RunRecord record = ledger.get_run(summary.id);
+    if (record.git.commit.rfind(spec, 0) == 0) return summary.id;
+  }
+  throw Error(ErrorCode::kUsage,
+              "--baseline " + spec + ": no such path, run id" +
+                  (spec == "latest" ? std::string() : ", or completed run at that commit") +
+                  (spec == "latest" ? ": no completed run of " + objective_path + " is recorded"
+                                    : " of " + objective_path),
+              "give an earlier build's folder or program, a run id (loupe ledger list), "
+              "'latest', or a git revision a recorded run was made at");
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream stream(text);
+  for (std::string word; stream >> word;) out.push_back(word);
   return out;
 }
 
@@ -71,13 +103,35 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   Json config_record = run.config;
   if (!request.sets.empty()) config_record["sets"] = request.sets;
   if (request.only) config_record["only"] = std::string(layer_name(*request.only));
-  config_record["all"] = request.all || run.objective.cascade == CascadeMode::kAll;
+  config_record["all"] =
+      (request.all || run.objective.cascade == CascadeMode::kAll) && !request.fail_fast;
 
   ledger::Ledger ledger = ledger::Ledger::open(run.ledger_file);
+  const std::string objective_path =
+      std::filesystem::absolute(run.objective.file).lexically_normal().string();
+  if (!request.baseline_subject.empty()) {
+    const auto command = split_words(request.baseline_subject);
+    options.baseline =
+        build_baseline(run.objective, run.home, run.run_id, command,
+                       "subject " + request.baseline_subject, request.memory_limit_bytes);
+  } else if (!request.baseline.empty()) {
+    const std::filesystem::path path(request.baseline);
+    if (std::filesystem::exists(path)) {
+      std::vector<std::string> command = run.objective.subject.command;
+      command.at(0) = baseline_program(run.objective, path).string();
+      options.baseline = build_baseline(run.objective, run.home, run.run_id, command,
+                                        "build " + command[0], request.memory_limit_bytes);
+    } else {
+      const std::string baseline_run =
+          resolve_baseline_run(ledger, request.baseline, objective_path);
+      options.baseline = recorded_baseline(run.home, baseline_run);
+    }
+  }
+  if (options.baseline) config_record["baseline"] = options.baseline->label;
   ledger::RunStart start;
   start.id = run.run_id;
   start.started_at = ledger::utc_now();
-  start.objective_path = std::filesystem::absolute(run.objective.file).lexically_normal().string();
+  start.objective_path = objective_path;
   start.objective_hash = ledger::file_sha256(run.objective.file);
   start.git = ledger::read_git_state(cwd);
   start.environment_json = environment_fingerprint(run.objective).dump();
@@ -85,8 +139,21 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   ledger.begin_run(start);
   run.objective_path = start.objective_path;
 
-  options.all = options.all || request.all;
+  options.all = (options.all || request.all) && !request.fail_fast;
   options.only = request.only;
+  if (request.fail_fast) run.objective.cascade = CascadeMode::kStopAtFirstFailure;
+
+  // Coverage: which probes of the subject no gate covers (one `list --json` of the subject).
+  try {
+    const Json list =
+        probe::list_probes(subject_command(run.objective.subject), run.objective.subject.timeout_s,
+                           request.memory_limit_bytes);
+    run.coverage = probe_coverage(run.objective, list);
+    run.coverage_findings = coverage_findings(run.objective, run.coverage);
+  } catch (const Error& error) {
+    run.coverage_problem = error.message();
+  }
+
   try {
     run.outcome = run_cascade(
         run.objective, run.plan, options,
@@ -122,6 +189,10 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
     for (const auto& finding : point.findings) add_finding(finding);
     observations.push_back(point.observation_dir);
   }
+  for (const auto& point : run.outcome.baseline_points) {
+    if (!point.observation_dir.empty()) observations.push_back(point.observation_dir);
+  }
+  for (const auto& finding : run.coverage_findings) add_finding(finding);
   ledger.finish_run(run.run_id, run.status, ledger::utc_now(), records, findings, observations);
 
   run.exit_code = cascade_exit_code(run.outcome);
@@ -152,6 +223,24 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   data["home"] = run.home.string();
   data["ledger"] = run.ledger_file.string();
   data["wall_s"] = number_to_json(run.outcome.wall_s);
+  data["baseline"] =
+      run.outcome.baseline_label.empty() ? Json(nullptr) : Json(run.outcome.baseline_label);
+  Json coverage = Json::array();
+  for (const auto& row : run.coverage) {
+    coverage.push_back({{"probe", row.probe},
+                        {"kind", row.kind},
+                        {"gates", row.gates},
+                        {"ungated_reason", row.ungated_reason}});
+  }
+  data["coverage"] = std::move(coverage);
+  for (const auto& finding : run.coverage_findings) {
+    if (finding.severity == Severity::kInfo) continue;
+    if (envelope.findings.size() >= findings_limit) {
+      envelope.truncated = true;
+      break;
+    }
+    envelope.findings.push_back(finding);
+  }
   Json layers = Json::array();
   for (const auto& layer : run.outcome.layers) {
     layers.push_back({{"layer", std::string(layer_name(layer.layer))},

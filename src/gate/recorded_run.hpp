@@ -17,6 +17,7 @@
 
 #include "core/json.hpp"
 #include "gate/cascade.hpp"
+#include "gate/coverage.hpp"
 #include "gate/objective.hpp"
 #include "gate/plan.hpp"
 #include "ledger/ledger.hpp"
@@ -33,6 +34,13 @@ struct RunRequest {
   std::optional<std::filesystem::path> ledger;  // default: HOME/ledger.sqlite
   std::filesystem::path cwd;  // where .loupe/ and the git state are found; empty = current path
   uint64_t memory_limit_bytes = 0;  // per subject process group; 0 = no limit
+  // The baseline: a run id, "latest" (the newest completed run of the same objective), a git
+  // revision (the newest completed run of the objective at that commit), or a path to an earlier
+  // build (its folder or its program), whose subject then runs the same tasks interleaved.
+  std::string baseline;
+  // The baseline build's subject command line (split at whitespace), instead of a path.
+  std::string baseline_subject;
+  bool fail_fast = false;  // stop after the first failing layer even when the file says "all"
 };
 
 struct RecordedRun {
@@ -47,6 +55,9 @@ struct RecordedRun {
   Json config = Json::object();  // the configuration used (gate::configuration_to_json)
   int exit_code = 0;             // DESIGN.md's exit codes; 130 when interrupted
   Verdict verdict = Verdict::kNone;
+  std::vector<ProbeCoverage> coverage;  // empty when the subject could not be listed
+  std::vector<Finding> coverage_findings;
+  std::string coverage_problem;  // why coverage was not checked, if it was not
 };
 
 inline constexpr int kInterruptedExitCode = 130;

@@ -1,6 +1,8 @@
 #include "ledger/exchange.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -305,6 +307,56 @@ RunComparison compare_runs(const RunRecord& a, const RunRecord& b) {
                       parse_stored_json(b.environment_json, "environment", b.id), "",
                       comparison.environment_differences);
   comparison.objective_differs = a.objective_hash != b.objective_hash;
+
+  // Metric moves: "0 changed" said nothing about an error that tripled inside its bound.
+  auto add_move = [&comparison](const std::string& where, const std::string& metric, double before,
+                                double after) {
+    if (!std::isfinite(before) || !std::isfinite(after) || before == after) return;
+    MetricMove move{where, metric, before, after, 1.0};
+    if (before == 0) {
+      move.factor = INFINITY;
+    } else {
+      move.factor = after / before;
+    }
+    comparison.moves.push_back(move);
+  };
+  std::map<std::string, const Finding*> first_a;
+  for (const auto& finding : a.findings) first_a.emplace(finding_key(finding), &finding);
+  std::set<std::string> compared;
+  for (const auto& finding : b.findings) {
+    const std::string key = finding_key(finding);
+    auto found = first_a.find(key);
+    if (found == first_a.end() || !compared.insert(key).second) continue;
+    for (const auto& [name, after] : finding.evidence.metrics) {
+      for (const auto& [other_name, before] : found->second->evidence.metrics) {
+        if (other_name == name) {
+          add_move(key, name, before, after);
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& gate : a.gates) {
+    for (const auto& other : b.gates) {
+      if (other.name != gate.name) continue;
+      const Json before = Json::parse(gate.statistics_json, nullptr, false);
+      const Json after = Json::parse(other.statistics_json, nullptr, false);
+      if (before.is_object() && after.is_object() && before.contains("estimate") &&
+          after.contains("estimate") && before["estimate"].is_number() &&
+          after["estimate"].is_number()) {
+        add_move("gate " + gate.name, "estimate", before["estimate"].get<double>(),
+                 after["estimate"].get<double>());
+      }
+    }
+  }
+  auto size_of = [](const MetricMove& move) -> double {
+    if (move.factor == 0 || !std::isfinite(move.factor)) return INFINITY;
+    return std::fabs(std::log(std::fabs(move.factor)));
+  };
+  std::stable_sort(comparison.moves.begin(), comparison.moves.end(),
+                   [&](const MetricMove& left, const MetricMove& right) {
+                     return size_of(left) > size_of(right);
+                   });
   return comparison;
 }
 
@@ -403,6 +455,26 @@ std::string render_comparison(const RunComparison& comparison, size_t max_findin
       << comparison.disappeared.size() << " disappeared\n";
   render_findings(out, comparison.appeared, '+', max_findings);
   render_findings(out, comparison.disappeared, '-', max_findings);
+  out << "metric moves: " << comparison.moves.size()
+      << (comparison.moves.empty() ? "\n" : ", largest first\n");
+  const size_t shown = std::min(comparison.moves.size(), max_findings);
+  for (size_t index = 0; index < shown; ++index) {
+    const MetricMove& move = comparison.moves[index];
+    char factor[32];
+    if (std::isfinite(move.factor)) {
+      std::snprintf(factor, sizeof factor, "x%.3g", move.factor);
+    } else {
+      std::snprintf(factor, sizeof factor, "from 0");
+    }
+    char numbers[96];
+    std::snprintf(numbers, sizeof numbers, "%.3g -> %.3g", move.before, move.after);
+    out << "  " << (move.after > move.before ? "up   " : "down ") << move.where << " "
+        << move.metric << " " << numbers << " (" << factor << ")\n";
+  }
+  if (shown < comparison.moves.size()) {
+    out << "  ... " << comparison.moves.size() - shown
+        << " more (loupe ledger compare A B --json lists every one)\n";
+  }
   if (comparison.objective_differs) {
     out << "note: the two runs used different objective files (content hashes differ)\n";
   }
@@ -435,9 +507,19 @@ Json comparison_to_json(const RunComparison& comparison) {
   for (const auto& finding : comparison.disappeared) {
     disappeared.push_back(finding_to_json(finding));
   }
+  Json moves = Json::array();
+  for (const auto& move : comparison.moves) {
+    moves.push_back({{"where", move.where},
+                     {"metric", move.metric},
+                     {"before", number_to_json(move.before)},
+                     {"after", number_to_json(move.after)},
+                     {"factor", number_to_json(move.factor)},
+                     {"direction", move.after > move.before ? "up" : "down"}});
+  }
   return {{"a", comparison.run_a},
           {"b", comparison.run_b},
           {"gates", gates},
+          {"moves", moves},
           {"findings", {{"appeared", appeared}, {"disappeared", disappeared}}},
           {"objective_differs", comparison.objective_differs},
           {"environment",

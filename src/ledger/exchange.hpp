@@ -42,9 +42,22 @@ struct GateChange {
   bool changed() const { return before != after; }
 };
 
+// How far one number moved between two runs: a metric of a finding both runs hold (same id and
+// point), or a gate's key statistic (its estimate).
+struct MetricMove {
+  std::string where;   // the finding key, or "gate NAME"
+  std::string metric;  // the metric's name, or "estimate"
+  double before = 0;
+  double after = 0;
+  // after / before (+Inf from 0, 0 to 0); the ranking uses |log(factor)|.
+  double factor = 1;
+};
+
 struct RunComparison {
   std::string run_a;
   std::string run_b;
+  // Every number that moved, largest move first (by |log(after / before)|; from or to 0 first).
+  std::vector<MetricMove> moves;
   std::vector<GateChange> gates;                     // A's gates in order, then those only in B
   std::vector<Finding> appeared;                     // in B, not in A (keyed by finding_key)
   std::vector<Finding> disappeared;                  // in A, not in B

@@ -161,6 +161,15 @@ Json comparison_json(const check::TensorComparison& comparison, const std::strin
     Json buckets = Json::array();
     for (const auto& bucket : profile.buckets) buckets.push_back(number_to_json(bucket.value));
     profile_json["buckets"] = std::move(buckets);
+    const check::Localisation& localisation = comparison.localisation;
+    profile_json["first_exceeding"] =
+        localisation.first_exceeding ? Json(*localisation.first_exceeding) : Json(nullptr);
+    if (localisation.periodicity) {
+      profile_json["period"] = localisation.periodicity->period;
+      profile_json["period_residue"] = localisation.periodicity->residue;
+    }
+    const std::string structure = check::structure_sentence(localisation);
+    if (!structure.empty()) profile_json["structure"] = structure;
     out["profile"] = std::move(profile_json);
   }
   out["headline"] = check::comparison_headline(comparison);
@@ -321,8 +330,41 @@ int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
 //    thousand times the dtype's unit roundoff: a narrower arithmetic inside, or an algorithm
 //    that loses that much.
 // It judges a silent downgrade even when the declared tolerance is loose enough to pass it.
+// Whether an error against the oracle has the pattern a narrower arithmetic leaves: rounding
+// touches nearly every element by a similar amount, so at least half of the elements carry more
+// than a tenth of the rms error, and no region or single slice holds most of it. A masking or
+// indexing fault leaves a few elements (a region, a slice, a period) far off instead.
+bool error_fits_narrowing(const Tensor& candidate, const Tensor& oracle,
+                          const check::TensorComparison& comparison) {
+  if (candidate.shape() != oracle.shape() || candidate.numel() == 0) return false;
+  const check::Localisation& localisation = comparison.localisation;
+  if (localisation.periodicity) return false;
+  if (localisation.profile) {
+    const check::ProfileShape shape = localisation.profile->classification.shape;
+    if (shape == check::ProfileShape::kConcentrated || shape == check::ProfileShape::kSpiky) {
+      return false;
+    }
+  }
+  if (!localisation.top_slices.empty() && localisation.top_slices.front().share > 0.5) {
+    return false;
+  }
+  double sum_squares = 0;
+  std::vector<double> errors(static_cast<size_t>(candidate.numel()));
+  for (int64_t index = 0; index < candidate.numel(); ++index) {
+    const double error =
+        std::fabs(candidate.element_as_double(index) - oracle.element_as_double(index));
+    errors[static_cast<size_t>(index)] = std::isfinite(error) ? error : 0.0;
+    sum_squares += errors[static_cast<size_t>(index)] * errors[static_cast<size_t>(index)];
+  }
+  const double rms = std::sqrt(sum_squares / static_cast<double>(candidate.numel()));
+  if (!(rms > 0)) return false;
+  int64_t carrying = 0;
+  for (double error : errors) carrying += error > 0.1 * rms ? 1 : 0;
+  return 2 * carrying >= candidate.numel();
+}
+
 void guard_precision(const Context& context, const Json& output, const std::string& name,
-                     const Tensor& candidate, const Tensor& reference,
+                     const Tensor& candidate, const Tensor& reference, const Tensor* oracle,
                      const check::TensorComparison& comparison, Analysis& analysis) {
   const std::string dtype = output.value("dtype", "");
   // Declared narrow storage (CheckOutput::stored_narrow) is the point of such a check, not a
@@ -377,18 +419,32 @@ void guard_precision(const Context& context, const Json& output, const std::stri
       candidate_error <= kOverRoundoff * *roundoff) {
     return;
   }
-  Finding finding = make_finding(
-      context, Layer::kCheck, "guard.precision", Severity::kWarn,
+  const std::string measured =
       "candidate output " + name + " is declared " + dtype +
-          " but its rms ratio against the oracle (" + format_number(candidate_error) + ") is " +
-          format_number(candidate_error / std::max(reference_error, 1e-300)) +
-          "x the reference's own (" + format_number(reference_error) + ") and " +
-          format_number(candidate_error / *roundoff) + "x " + dtype +
-          "'s unit roundoff: the error of " + nearest_arithmetic(candidate_error) +
-          " arithmetic, or of an algorithm that loses that much",
-      "candidate." + name,
-      "look for a cast to a narrower type (bf16, fp16, tf32) inside the candidate; if the "
-      "algorithm is the cause, declare a tolerance relative to the oracle");
+      " but its rms ratio against the oracle (" + format_number(candidate_error) + ") is " +
+      format_number(candidate_error / std::max(reference_error, 1e-300)) +
+      "x the reference's own (" + format_number(reference_error) + ") and " +
+      format_number(candidate_error / *roundoff) + "x " + dtype + "'s unit roundoff";
+  // Narrowing is named only when the error looks like rounding; a masking bug that happens to
+  // be as large as float8's roundoff is not float8 arithmetic.
+  const bool narrowing = oracle != nullptr && error_fits_narrowing(candidate, *oracle, comparison);
+  Finding finding =
+      narrowing
+          ? make_finding(context, Layer::kCheck, "guard.precision", Severity::kWarn,
+                         measured + ": the error of " + nearest_arithmetic(candidate_error) +
+                             " arithmetic, or of an algorithm that loses that much",
+                         "candidate." + name,
+                         "look for a cast to a narrower type (bf16, fp16, tf32) inside the "
+                         "candidate; if the algorithm is the cause, declare a tolerance relative "
+                         "to the oracle")
+          : make_finding(context, Layer::kCheck, "guard.precision", Severity::kWarn,
+                         measured +
+                             "; the error is not spread like rounding (it sits in few elements, "
+                             "a region, a slice or a period): a logic fault such as a mask or an "
+                             "index, not a narrower arithmetic",
+                         "candidate." + name,
+                         "look where the error sits (the mismatch finding's profile and slices) "
+                         "for a wrong mask, bound or index");
   finding.evidence.metrics = {{"candidate_vs_oracle", candidate_error},
                               {"reference_vs_oracle", reference_error},
                               {"unit_roundoff", *roundoff}};
@@ -434,6 +490,15 @@ void analyze_check(const ObservationReader& reader, const Context& context,
     check::CompareOptions compare_options;
     compare_options.axes = axes;
     if (!along.empty()) compare_options.along = along;
+    for (const check::Bound& bound : bounds) {
+      if (bound.metric == check::Metric::kRmsRatio) compare_options.profile_threshold = bound.limit;
+    }
+    std::optional<double> oracle_factor;
+    for (const auto& tolerance : output.value("tolerances", Json::array())) {
+      if (tolerance.value("relative_to_oracle", false) && tolerance.contains("bound")) {
+        oracle_factor = number_from_json(tolerance.at("bound"), "bound");
+      }
+    }
 
     // Both orders; identical candidate files are compared once.
     std::vector<std::pair<std::string, std::string>> passes = {
@@ -459,6 +524,7 @@ void analyze_check(const ObservationReader& reader, const Context& context,
           passes.size() > 1 ? "candidate." + name + " (" + pass + ")" : "candidate." + name;
       finding_context.files = {context.observation_file};
       finding_context.reproduce = context.reproduce;
+      finding_context.oracle_factor = oracle_factor;
       for (auto& finding : check::comparison_findings(comparison, bounds, finding_context)) {
         analysis.findings.push_back(std::move(finding));
       }
@@ -478,6 +544,8 @@ void analyze_check(const ObservationReader& reader, const Context& context,
       if (comparison.localisation.profile) {
         analysis.lines.push_back("    profile along " + along + ": " +
                                  check::profile_sentence(*comparison.localisation.profile));
+        const std::string structure = check::structure_sentence(comparison.localisation);
+        if (!structure.empty()) analysis.lines.push_back("    " + structure);
       }
 
       // Relative to the oracle: the candidate's error may be at most `factor` times the
@@ -529,7 +597,8 @@ void analyze_check(const ObservationReader& reader, const Context& context,
 
       if (pass == "candidate_first") {
         guard_nonfinite(context, check, name, axes, candidate, reference, analysis);
-        guard_precision(context, output, name, candidate, reference, comparison, analysis);
+        guard_precision(context, output, name, candidate, reference, oracle ? &*oracle : nullptr,
+                        comparison, analysis);
       }
     }
 
@@ -550,8 +619,35 @@ void analyze_check(const ObservationReader& reader, const Context& context,
       analysis.findings.push_back(std::move(finding));
     }
 
+    // Guard: a reference holding NaN/Inf judges nothing at those positions (every "<" is
+    // vacuous there), and a mostly non-finite one is not "zero": it is its own finding.
+    int64_t reference_nonfinite = 0, first_nonfinite = -1;
+    for (int64_t index = 0; index < reference.numel(); ++index) {
+      if (std::isfinite(reference.element_as_double(index))) continue;
+      ++reference_nonfinite;
+      if (first_nonfinite < 0) first_nonfinite = index;
+    }
+    if (reference_nonfinite > 0) {
+      check::Coords coords;
+      const std::string where = coords_text(reference, first_nonfinite, axes, &coords);
+      const double share =
+          static_cast<double>(reference_nonfinite) / static_cast<double>(reference.numel());
+      Finding finding = make_finding(
+          context, Layer::kCheck, "guard.nonfinite_reference", Severity::kFail,
+          "the reference output " + name + " holds " + std::to_string(reference_nonfinite) +
+              " NaN/Inf of " + std::to_string(reference.numel()) + " elements (" +
+              format_number(100 * share) + " %), first at " + where +
+              ": no comparison against it can pass or fail honestly",
+          "reference." + name,
+          "find the first op of the reference path producing a non-finite value");
+      finding.where.coords = coords;
+      finding.evidence.metrics = {{"nonfinite_count", static_cast<double>(reference_nonfinite)},
+                                  {"nonfinite_share", share}};
+      analysis.findings.push_back(std::move(finding));
+    }
+
     // Guard: a reference that cannot discriminate (near-zero, near-constant, seed-insensitive).
-    {
+    if (reference_nonfinite == 0) {
       double low = INFINITY, high = -INFINITY, sum_squares = 0;
       for (int64_t index = 0; index < reference.numel(); ++index) {
         const double value = reference.element_as_double(index);

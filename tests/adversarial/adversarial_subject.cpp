@@ -297,6 +297,38 @@ LOUPE_CHECK(bf16_downgrade)
     })
     .oracle(oracle);
 
+// Regression (guard_precision_blamed_float8_for_a_masking_bug): a candidate that zeroes every 64th
+// row (a wrong mask) has an error against the oracle near float8's roundoff; the precision guard
+// must not call it float8 arithmetic.
+LOUPE_CHECK(masking_bug)
+    .description("zeroes rows == 63 (mod 64), a mask off by a row: an error that is not rounding")
+    .param("N", 1024, {1024})
+    .inputs(rows_loose_with_oracle)
+    .reference(reference)
+    .candidate([](loupe::CheckIo& io) {
+      std::span<float> y = io.output<float>("y");
+      sum_sequential(io.input<float>("x"), y);
+      for (size_t row = 63; row < y.size(); row += 64) y[row] = 0.0f;
+    })
+    .oracle(oracle);
+
+// Regression (nonfinite_reference_called_zero): a reference that is mostly Inf/NaN was reported
+// as "zero (rms 0)"; it is its own finding.
+LOUPE_CHECK(nonfinite_reference)
+    .description("a reference that overflows in 7 rows of 8: guard.nonfinite_reference")
+    .param("N", 1024, {1024})
+    .inputs(rows_tight)
+    .reference([](loupe::CheckIo& io) {
+      std::span<float> y = io.output<float>("y");
+      sum_sequential(io.input<float>("x"), y);
+      for (size_t row = 0; row < y.size(); ++row) {
+        if (row % 8 != 0)
+          y[row] = row % 2 == 0 ? std::numeric_limits<float>::infinity()
+                                : std::numeric_limits<float>::quiet_NaN();
+      }
+    })
+    .candidate(reference);
+
 // --- adversarial benches -------------------------------------------------------------------------
 
 namespace {

@@ -125,6 +125,28 @@ TEST_F(AdversarialTest, HardCodedShapesFailAtTheHiddenPoint) {
   EXPECT_EQ(guards(run, "fail"), Guards{"guard.hidden_point"});
 }
 
+TEST_F(AdversarialTest, GuardPrecisionBlamedFloat8ForAMaskingBugRegression) {
+  const CliRun run = check("masking_bug");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const std::string claim = finding(run, "check.masking_bug.guard.precision").at("claim");
+  EXPECT_EQ(claim.find("float8"), std::string::npos) << claim;
+  EXPECT_EQ(claim.find("arithmetic, or of an algorithm"), std::string::npos) << claim;
+  EXPECT_NE(claim.find("not spread like rounding"), std::string::npos) << claim;
+  // The mismatch says where: every 64th row.
+  const std::string mismatch = finding(run, "check.masking_bug.mismatch").at("claim");
+  EXPECT_NE(mismatch.find("N = 63 (mod 64)"), std::string::npos) << mismatch;
+}
+
+TEST_F(AdversarialTest, NonfiniteReferenceCalledZeroRegression) {
+  const CliRun run = check("nonfinite_reference");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope.at("verdict"), "fail");
+  const std::string claim =
+      finding(run, "check.nonfinite_reference.guard.nonfinite_reference").at("claim");
+  EXPECT_NE(claim.find("holds 896 NaN/Inf of 1024 elements (87.5 %)"), std::string::npos) << claim;
+  EXPECT_EQ(run.out.find("zero (rms"), std::string::npos) << run.out;
+}
+
 TEST_F(AdversarialTest, SilentBfloat16DowngradeIsCaughtByPrecision) {
   const CliRun run = check("bf16_downgrade");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;

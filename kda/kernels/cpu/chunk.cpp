@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kda/faults.hpp"
 #include "kda/kernels/cpu/thread_pool.hpp"
 #include "kda/math/blas.hpp"
 #include "kda/math/poly_exp.hpp"
@@ -44,7 +45,9 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
                               int64_t rows) {
   const int64_t key_dim = shape_.key_dim, value_dim = shape_.value_dim;
   const int64_t heads = shape_.heads, value_heads = shape_.value_heads;
-  const int64_t head = value_head / shape_.group_size();
+  // Planted fault chunk_head_map: value heads mapped round-robin instead of in groups.
+  const int64_t head =
+      fault("chunk_head_map") ? value_head % heads : value_head / shape_.group_size();
   const int64_t wide = key_dim + value_dim;
   rows_ = rows;
   value_head_ = value_head;
@@ -56,6 +59,8 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
     return inputs_.k.data() + ((first_row_ + row) * heads + head) * key_dim;
   };
   auto beta_at = [&](int64_t row) {
+    // Planted fault chunk_last_beta: the last token of a chunk takes its predecessor's beta.
+    if (fault("chunk_last_beta") && row == rows - 1 && row > 0) --row;
     return inputs_.beta[(first_row_ + row) * value_heads + value_head];
   };
 
@@ -272,6 +277,10 @@ Outputs<Real> chunk(const Inputs<Real>& inputs, const KernelOptions& options) {
         record(next_boundary++);
       }
       pass.prepare(span, value_head, offset, std::min(kChunkSize, span.length() - offset));
+      // Planted fault chunk_prefill_slow: every chunk prepared twice (same result, slower).
+      if (fault("chunk_prefill_slow")) {
+        pass.prepare(span, value_head, offset, std::min(kChunkSize, span.length() - offset));
+      }
       pass.apply(state, outputs.o.data());
     }
     while (next_boundary < boundary_count) record(next_boundary++);

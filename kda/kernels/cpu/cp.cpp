@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/kernels/cpu/thread_pool.hpp"
 #include "loupe/error.hpp"
@@ -89,6 +90,8 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
                            chain.data() + item * transition_size, key_dim, previous, value_dim,
                            Real(0), next, value_dim);
       const Real* h_state = offsets.data() + item * state_size;
+      // Planted fault cp_merge_offset: the second shard's offset H is dropped from the scan.
+      if (fault("cp_merge_offset") && shard == 1) continue;
       for (int64_t idx = 0; idx < state_size; ++idx) next[idx] += h_state[idx];
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "kda/kernels/cpu/thread_pool.hpp"
 #include "kda/kernels/cpu/token_step.hpp"
 #include "loupe/error.hpp"
@@ -87,12 +88,24 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
     thread_local TokenValues<Real> values;
     thread_local std::vector<Real> delta;
     values.compute(params, shape, step, seq_idx, value_head, scale);
+    // Planted fault decode_merged_beta: the merged kernel's beta 2 % off.
+    if (fault("decode_merged_beta") && variant == DecodeVariant::kMerged) values.beta *= Real(0.98);
     const int64_t col0 = variant == DecodeVariant::kTiled ? tile * kDecodeTile : 0;
     const int64_t columns =
         variant == DecodeVariant::kTiled ? std::min(kDecodeTile, value_dim - col0) : value_dim;
     delta.resize(static_cast<size_t>(columns));
     const int64_t row = seq_idx * step.sequence_stride;
     const int64_t value_offset = (row * value_heads + value_head) * value_dim + col0;
+    // Planted fault decode_merged_slow: the merged kernel redoes half of its columns on a copy
+    // of the state (the same result, about 1.5x the state traffic).
+    if (fault("decode_merged_slow") && variant == DecodeVariant::kMerged) {
+      thread_local std::vector<Real> scratch, scratch_o;
+      scratch.assign(state + pair * state_size, state + (pair + 1) * state_size);
+      scratch_o.resize(static_cast<size_t>(columns));
+      token_step(scratch.data(), key_dim, columns / 2, value_dim, values.alpha.data(),
+                 values.k.data(), values.q.data(), step.v + value_offset, values.beta, delta.data(),
+                 scratch_o.data());
+    }
     token_step(state + pair * state_size + col0, key_dim, columns, value_dim, values.alpha.data(),
                values.k.data(), values.q.data(), step.v + value_offset, values.beta, delta.data(),
                o + value_offset);
@@ -102,14 +115,20 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
 template <class Real>
 Outputs<Real> decode(DecodeVariant variant, const Inputs<Real>& inputs,
                      const KernelOptions& options, bool l2norm) {
+  DecodeParams<Real> params;
+  params.l2norm = l2norm;
+  return decode(variant, inputs, options, params);
+}
+
+template <class Real>
+Outputs<Real> decode(DecodeVariant variant, const Inputs<Real>& inputs,
+                     const KernelOptions& options, DecodeParams<Real> params) {
   validate_inputs(inputs);
   if (!inputs.cu_seqlens.empty() || !options.boundary_tokens.empty()) {
     throw loupe::Error(loupe::ErrorCode::kUsage,
                        "kda decode: variable-length batches and boundary_tokens are not supported");
   }
   const Shape& shape = inputs.shape;
-  DecodeParams<Real> params;
-  params.l2norm = l2norm;
   params.scale = effective_scale(options, shape.key_dim);
   Outputs<Real> outputs;
   outputs.o.assign(
@@ -137,5 +156,9 @@ template void decode_step(DecodeVariant, const DecodeParams<double>&, const Shap
                           const DecodeStep<double>&, double*, double*, int);
 template Outputs<float> decode(DecodeVariant, const Inputs<float>&, const KernelOptions&, bool);
 template Outputs<double> decode(DecodeVariant, const Inputs<double>&, const KernelOptions&, bool);
+template Outputs<float> decode(DecodeVariant, const Inputs<float>&, const KernelOptions&,
+                               DecodeParams<float>);
+template Outputs<double> decode(DecodeVariant, const Inputs<double>&, const KernelOptions&,
+                                DecodeParams<double>);
 
 }  // namespace kda::kernels::cpu

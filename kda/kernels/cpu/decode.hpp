@@ -65,5 +65,11 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
 template <class Real>
 Outputs<Real> decode(DecodeVariant variant, const Inputs<Real>& inputs,
                      const KernelOptions& options, bool l2norm);
+// The same over raw inputs in the forms `params` names (Inputs::g then holds the raw gate and
+// beta the raw beta, as the model and the decode probes pass them); params.scale is replaced by
+// the options' scale.
+template <class Real>
+Outputs<Real> decode(DecodeVariant variant, const Inputs<Real>& inputs,
+                     const KernelOptions& options, DecodeParams<Real> params);
 
 }  // namespace kda::kernels::cpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "kda/kernels/cpu/thread_pool.hpp"
 #include "kda/kernels/cpu/token_step.hpp"
 #include "loupe/error.hpp"
@@ -83,7 +84,10 @@ void ReplayDecoder<Real>::step(const DecodeStep<Real>& step, Real* o, int thread
                 ring_v_.data() + slot_pair * value_dim);
   }
   fill_ = slot + 1;
-  const bool write_back = fill_ == window_;
+  // Planted fault replay_early_write_back: the checkpoint is written one step before the ring
+  // is full, so the next replay starts from a state that already holds a token it replays.
+  const bool write_back =
+      fill_ == (fault("replay_early_write_back") && window_ > 1 ? window_ - 1 : window_);
   parallel_for(pairs, threads, [&](int64_t pair) {
     thread_local std::vector<Real> scratch;
     scratch.resize(static_cast<size_t>(state_size));

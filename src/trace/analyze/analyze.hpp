@@ -133,10 +133,23 @@ struct LockSummary {
   int64_t wait_ns = 0;
   int64_t hold_ns = 0;
 };
+// A hold of a shared lock (one that some thread waited on, or that two or more threads take)
+// lasting at least twice the lock's median hold and 50 µs: latent contention, visible before a
+// waiter happens to arrive during it.
+struct LongHold {
+  TrackId lock;
+  TrackId thread;
+  Interval interval{0, 0};
+  int64_t median_hold_ns = 0;                          // of the lock, for scale
+  uint64_t waiters = 0;                                // waits that overlapped it
+  std::vector<std::pair<std::string, int64_t>> zones;  // the holder's innermost zones, descending
+};
 struct Locks {
   std::vector<LockSummary> locks;
   std::vector<LockContention> contentions;  // descending by wait_ns
+  std::vector<LongHold> long_holds;         // descending by duration, at most kMaxLongHolds
 };
+inline constexpr size_t kMaxLongHolds = 5;
 Locks compute_locks(const Model& model, StatsRegistry& stats);
 
 struct Gap {

@@ -138,6 +138,46 @@ Locks compute_locks(const Model& model, StatsRegistry& stats) {
                      return left.wait_ns > right.wait_ns;
                    });
   for (const auto& [lock, summary] : summaries) result.locks.push_back(summary);
+
+  // Long holds of shared locks, with or without a waiter at the time.
+  for (const auto& [lock, list] : holds) {
+    std::vector<int64_t> durations;
+    std::vector<TrackId> threads;
+    for (const LockSpan* hold : list) {
+      durations.push_back(hold->end_ns - hold->start_ns);
+      if (std::find(threads.begin(), threads.end(), hold->thread) == threads.end()) {
+        threads.push_back(hold->thread);
+      }
+    }
+    if (summaries[lock].contended == 0 && threads.size() < 2) continue;
+    std::vector<int64_t> sorted = durations;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const int64_t median = sorted[sorted.size() / 2];
+    constexpr int64_t kMinimumLongHoldNs = 50'000;
+    for (size_t at = 0; at < list.size(); ++at) {
+      const LockSpan& hold = *list[at];
+      if (durations[at] < std::max(2 * median, kMinimumLongHoldNs)) continue;
+      LongHold item;
+      item.lock = lock;
+      item.thread = hold.thread;
+      item.interval = {hold.start_ns, hold.end_ns};
+      item.median_hold_ns = median;
+      for (const LockSpan& wait : spans) {
+        if (!wait.hold && wait.lock == lock && wait.thread != hold.thread &&
+            wait.start_ns < hold.end_ns && wait.end_ns > hold.start_ns) {
+          ++item.waiters;
+        }
+      }
+      item.zones = innermost_zones(model, index, hold.thread, hold.start_ns, hold.end_ns);
+      result.long_holds.push_back(std::move(item));
+    }
+  }
+  std::stable_sort(result.long_holds.begin(), result.long_holds.end(),
+                   [](const LongHold& left, const LongHold& right) {
+                     return left.interval.second - left.interval.first >
+                            right.interval.second - right.interval.first;
+                   });
+  if (result.long_holds.size() > kMaxLongHolds) result.long_holds.resize(kMaxLongHolds);
   return result;
 }
 

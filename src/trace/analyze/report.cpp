@@ -175,6 +175,32 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
       findings.push_back(std::move(per_window));
     }
   }
+  // Long holds of shared locks: latent contention, reported whether or not a waiter came.
+  for (const LongHold& hold : analysis.locks.long_holds) {
+    const std::string lock = model.tracks[hold.lock].name;
+    const std::string holder = model.track_label(hold.thread);
+    const int64_t held = hold.interval.second - hold.interval.first;
+    Finding finding = trace_finding("trace.locks.long_hold", Severity::kInfo);
+    char times[32];
+    std::snprintf(times, sizeof times, "%.1fx",
+                  ratio(held, std::max<int64_t>(hold.median_hold_ns, 1)));
+    finding.claim = holder + " held lock " + lock + " for " + format_duration(held) + " (" + times +
+                    " its median hold of " + format_duration(hold.median_hold_ns) + ") inside " +
+                    zones_phrase(hold.zones, held) + "; " +
+                    (hold.waiters == 0 ? std::string("no thread waited meanwhile, but any that "
+                                                     "needs the lock then will")
+                                       : count_of(hold.waiters, "wait") + " overlapped it");
+    finding.where.path = "lock " + lock;
+    finding.where.thread = holder;
+    finding.where.interval_ns = hold.interval;
+    finding.evidence.metrics = {{"hold_ns", static_cast<double>(held)},
+                                {"median_hold_ns", static_cast<double>(hold.median_hold_ns)},
+                                {"waiters", static_cast<double>(hold.waiters)}};
+    finding.next = "release the lock around the long part of " +
+                   (hold.zones.empty() ? std::string("the hold") : hold.zones.front().first) +
+                   " if it does not need it";
+    findings.push_back(std::move(finding));
+  }
   for (const LockContention& contention : analysis.locks.contentions) {
     const std::string lock = model.tracks[contention.lock].name;
     const std::string waiter = model.track_label(contention.waiter);

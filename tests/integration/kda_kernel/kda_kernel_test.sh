@@ -36,4 +36,28 @@ set -e
 [[ $message == *beta.npy* ]] || fail "the message should name beta.npy: $message"
 [[ $message == *"expected (B,T,HV) = [1,256,1]"* ]] ||
   fail "the message should give the expected shape: $message"
-echo "kda kernel end to end: 3 kernels, 2 diffs, 1 bad input: ok"
+# Regression (kda_kernel_decode_raw_inputs): `kda kernel decode` reaches the raw-input decode
+# path the model and the probes run (sigmoid beta, softplus gate, L2-normalised q/k). The two
+# variants agree on it, and reading the same files as log decay and beta gives other outputs.
+"$bin/kda" generate --shape 2,6,2,2,32,32 --raw-decode --seed 5 --out "$work/raw" >/dev/null
+[[ -f "$work/raw/a_log.npy" && -f "$work/raw/dt_bias.npy" ]] || fail "--raw-decode wrote no a_log/dt_bias"
+for variant in tiled merged; do
+  "$bin/kda" kernel decode --in "$work/raw" --out "$work/raw_$variant" --variant $variant \
+    --gate softplus --beta sigmoid --l2norm >/dev/null
+done
+"$bin/loupe" diff "$work/raw_tiled/o.npy" "$work/raw_merged/o.npy" --tol rms_ratio=1e-6 >/dev/null ||
+  fail "raw-input decode: tiled and merged disagree"
+"$bin/kda" kernel decode --in "$work/raw" --out "$work/raw_as_given" --l2norm >/dev/null 2>&1 || true
+if [[ -f "$work/raw_as_given/o.npy" ]]; then
+  set +e
+  "$bin/loupe" diff "$work/raw_merged/o.npy" "$work/raw_as_given/o.npy" --tol rms_ratio=1e-3 >/dev/null
+  status=$?
+  set -e
+  [[ $status == 1 ]] || fail "--gate softplus --beta sigmoid should change decode's outputs"
+fi
+set +e
+message=$("$bin/kda" kernel chunk --in "$work/raw" --out "$work/bad2" --gate softplus 2>&1)
+status=$?
+set -e
+[[ $status == 2 && $message == *"decode only"* ]] || fail "--gate on chunk should exit 2: $message"
+echo "kda kernel end to end: 3 kernels, raw decode, 3 diffs, 2 bad inputs: ok"

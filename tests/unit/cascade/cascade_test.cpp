@@ -120,6 +120,120 @@ TEST_F(CascadeTest, EveryLayerRunsWhenEveryGatePasses) {
   for (const auto& layer : result.layers) EXPECT_EQ(layer.status, LayerStatus::kPassed);
 }
 
+TEST_F(CascadeTest, EachGateIsAnnouncedTheMomentItsEntriesHaveRun) {
+  // The check gate is announced after the last check point and before any bench point runs.
+  std::vector<std::string> log;
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)) +
+                  " after " + std::to_string(subject_.calls.size()) + " points");
+  };
+  run("stop", 1e-2, options);
+  EXPECT_EQ(log, (std::vector<std::string>{"gate drift fail after 2 points",
+                                           "gate merged_not_slower not-run after 2 points",
+                                           "gate prefill_wall not-run after 2 points"}));
+}
+
+TEST_F(CascadeTest, GatesAgainstTheBaselineAreNotRunWithoutOne) {
+  objective_ = parse_objective(objective_text("all") + R"(
+[[gate]]
+name = "drift_vs_baseline"
+expr = "check.cp_vs_nocp.rms_ratio / baseline <= 1.2"
+)",
+                               "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  subject_.drift = 1e-7;
+  const auto result = run_cascade(objective_, plan_, {}, subject_.runner());
+  EXPECT_EQ(verdicts(result).at("drift_vs_baseline"), GateVerdict::kNotRun);
+  EXPECT_EQ(result.gates[3].rule.substr(0, 21), "not run: no baseline:");
+  EXPECT_EQ(cascade_exit_code(result), 0);
+}
+
+TEST_F(CascadeTest, CheckMetricAgainstTheBaselineBuildOnTheSameSeeds) {
+  objective_ = parse_objective(objective_text("all") + R"(
+[[gate]]
+name = "drift_vs_baseline"
+expr = "check.cp_vs_nocp.rms_ratio / baseline <= 1.2"
+)",
+                               "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  subject_.drift = 3e-7;  // within the absolute bound, 3x the baseline's
+  std::vector<std::optional<uint64_t>> baseline_seeds;
+  CascadeOptions options;
+  BaselineSource baseline;
+  baseline.label = "build old";
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t> seed) -> std::optional<PointResult> {
+    baseline_seeds.push_back(seed);
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.params = task.params;
+    point.repeat = repeat;
+    point.metrics = {{"", "rms_ratio", 1e-7}, {"", "wall_s", 0.1}};
+    return point;
+  };
+  options.baseline = baseline;
+  const auto result = run_cascade(objective_, plan_, options, subject_.runner());
+  EXPECT_EQ(verdicts(result).at("drift"), GateVerdict::kPass);
+  EXPECT_EQ(verdicts(result).at("drift_vs_baseline"), GateVerdict::kFail);
+  EXPECT_EQ(result.gates[3].rule,
+            "fail: check.cp_vs_nocp.rms_ratio / baseline is not <= 1.2: the largest ratio is "
+            "worst over worst at T=1024 over 1 seed(s): 3.00e-07 vs the baseline's 1.00e-07 (x3)");
+  EXPECT_EQ(result.baseline_points.size(), 8u);  // every task's repeat, on the baseline side
+  EXPECT_EQ(result.baseline_label, "build old");
+  // The candidate's recorded seed (0 in the fake) is passed to the baseline.
+  ASSERT_FALSE(baseline_seeds.empty());
+  EXPECT_EQ(baseline_seeds[0], std::optional<uint64_t>(0));
+}
+
+TEST_F(CascadeTest, BenchNotSlowerThanTheBaselineComparesTheSamples) {
+  objective_ = parse_objective(objective_text("all") + R"(
+[[gate]]
+name = "decode_vs_baseline"
+expr = "decode not SLOWER than baseline"
+)",
+                               "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  auto samples = [](double centre) {
+    std::vector<double> out;
+    for (int index = 0; index < 30; ++index) out.push_back(centre * (1 + 0.001 * (index % 7)));
+    return out;
+  };
+  PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.params = task.params;
+    point.repeat = repeat;
+    point.verdict = Verdict::kPass;
+    if (task.layer == Layer::kBench) {
+      point.samples = {{"tiled", samples(2.0)}, {"merged", samples(1.5)}};  // merged 1.5x slower
+    }
+    return point;
+  };
+  CascadeOptions options;
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.params = task.params;
+    point.repeat = repeat;
+    if (task.layer == Layer::kBench) {
+      point.samples = {{"tiled", samples(2.0)}, {"merged", samples(1.0)}};
+    }
+    return point;
+  };
+  options.baseline = baseline;
+  const auto result = run_cascade(objective_, plan_, options, candidate);
+  EXPECT_EQ(verdicts(result).at("decode_vs_baseline"), GateVerdict::kFail);
+  EXPECT_NE(result.gates[3].rule.find("merged against the baseline's = 1.5"), std::string::npos)
+      << result.gates[3].rule;
+}
+
 TEST_F(CascadeTest, RepeatsAreInterleavedAcrossTheLayersTasks) {
   CascadeOptions options;
   options.only = Layer::kScenario;

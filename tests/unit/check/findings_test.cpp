@@ -74,7 +74,9 @@ TEST(FindingsTest, NonfiniteDisagreementIsItsOwnFinding) {
   const auto findings = comparison_findings(comparison, {}, {});
   EXPECT_EQ(ids(findings),
             (std::vector<std::string>{"check.diff.mismatch", "check.diff.nonfinite"}));
-  EXPECT_EQ(findings[1].claim, "x: 1 positions where NaN/Inf disagree; first at d0=1 (A nan, B 2)");
+  EXPECT_EQ(
+      findings[1].claim,
+      "x: 1 positions hold NaN/Inf (on either side, alike or not); first at d0=1 (A nan, B 2)");
 }
 
 TEST(FindingsTest, GrowingProfileIsADriftAndTheOracleIsCompared) {
@@ -97,6 +99,69 @@ TEST(FindingsTest, GrowingProfileIsADriftAndTheOracleIsCompared) {
   EXPECT_EQ(findings[1].claim.substr(0, 31), "scan: error growing along T: ×");
   EXPECT_EQ(findings[2].severity, Severity::kWarn);
   EXPECT_GT(metric_of(findings[2], "oracle_ratio"), 100);
+}
+
+// Regression (cp_oracle_warn_within_factor): a healthy CP run opened its findings with "A's
+// error is 1.2x B's own" as a warning; within the declared factor (or 2 when none is declared)
+// it is information.
+TEST(FindingsTest, CpOracleWarnWithinFactorRegression) {
+  std::vector<float> a(64), b(64), oracle(64);
+  for (size_t t = 0; t < 64; ++t) {
+    oracle[t] = 1.0f + 0.01f * static_cast<float>(t);
+    b[t] = oracle[t] + (t % 2 == 0 ? 1e-5f : -1e-5f);
+    a[t] = oracle[t] + (t % 2 == 0 ? 1.2e-5f : -1.2e-5f);
+  }
+  const Tensor tensor_oracle = make(oracle);
+  const TensorComparison comparison = compare_tensors("S", make(a), make(b), &tensor_oracle, {});
+  auto oracle_finding = [](const std::vector<Finding>& findings) {
+    for (const auto& finding : findings) {
+      if (finding.id == "check.diff.oracle") return finding;
+    }
+    return Finding{};
+  };
+  const Finding undeclared = oracle_finding(comparison_findings(comparison, {}, {}));
+  EXPECT_EQ(undeclared.severity, Severity::kInfo);
+  FindingContext strict;
+  strict.oracle_factor = 1.1;
+  EXPECT_EQ(oracle_finding(comparison_findings(comparison, {}, strict)).severity, Severity::kWarn);
+}
+
+TEST(FindingsTest, MismatchNamesTheFirstWrongStepAndThePeriod) {
+  // Error at every 32nd position from T=31 on: "first wrong step: T=31", period 32.
+  std::vector<float> a(256, 1.0f), b(256, 1.0f);
+  for (size_t t = 31; t < 256; t += 32) a[t] = 1.5f;
+  CompareOptions options;
+  options.axes = {"T"};
+  options.along = "T";
+  options.profile_threshold = 1e-3;
+  const TensorComparison comparison = compare_tensors("o", make(a), make(b), nullptr, options);
+  const std::vector<Bound> bounds = {{Metric::kRmsRatio, 1e-3}};
+  const auto findings = comparison_findings(comparison, bounds, {});
+  ASSERT_FALSE(findings.empty());
+  EXPECT_NE(findings[0].claim.find("first wrong step: T=31"), std::string::npos)
+      << findings[0].claim;
+  EXPECT_NE(findings[0].claim.find("periodic along T: 100% of squared error at T = 31 (mod 32)"),
+            std::string::npos)
+      << findings[0].claim;
+  EXPECT_EQ(metric_of(findings[0], "first_exceeding"), 31);
+  EXPECT_EQ(metric_of(findings[0], "period"), 32);
+}
+
+TEST(FindingsTest, ErrorSharedByEveryHeadBlamesNoSingleOne) {
+  // (T, H) with the same error in all four heads: no "H=k holds".
+  std::vector<float> a(64 * 4, 1.0f), b(64 * 4, 1.0f);
+  for (size_t t = 0; t < 64; ++t) {
+    for (size_t h = 0; h < 4; ++h)
+      a[t * 4 + h] = 1.0f + 0.01f * static_cast<float>(1 + (t + h) % 3);
+  }
+  Tensor tensor_a(DType::kF32, {64, 4}), tensor_b(DType::kF32, {64, 4});
+  std::copy(a.begin(), a.end(), tensor_a.mutable_data<float>().begin());
+  std::copy(b.begin(), b.end(), tensor_b.mutable_data<float>().begin());
+  CompareOptions options;
+  options.axes = {"T", "H"};
+  options.along = "T";
+  const TensorComparison comparison = compare_tensors("o", tensor_a, tensor_b, nullptr, options);
+  EXPECT_EQ(slice_sentence(comparison.localisation), "spread evenly over all 4 H");
 }
 
 }  // namespace

@@ -142,5 +142,70 @@ TEST(LocaliseTest, UnknownAxisIsAUsageError) {
   }
 }
 
+TEST(PeriodicityTest, ErrorEveryChunkEndFindsThePeriodNotItsDivisorsOrMultiples) {
+  // Positions == 63 (mod 64) carry the error over rounding noise; 2, 4, ... 32 also hold all of
+  // it in one residue, but only a fraction of those positions carry error; 128 splits it.
+  std::vector<double> error(1024);
+  for (size_t t = 0; t < error.size(); ++t) error[t] = 1e-7 * (1 + 0.5 * wiggle(t));
+  for (size_t t = 63; t < error.size(); t += 64) error[t] = 1e-2;
+  const auto found = find_periodicity(error);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, 64);
+  EXPECT_EQ(found->residue, 63);
+  EXPECT_EQ(found->occurrences, 16);
+  EXPECT_GT(found->share, 0.999);
+}
+
+TEST(PeriodicityTest, OffByOneRingWrapIsPeriodic) {
+  // A ring of 4 that rereads a stale slot at every wrap: error at t == 0 (mod 4) from t = 4.
+  std::vector<double> error(37, 0.0);
+  for (size_t t = 4; t < error.size(); t += 4) error[t] = 1e-3 * (1 + 0.1 * wiggle(t));
+  const auto found = find_periodicity(error);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, 4);
+  EXPECT_EQ(found->residue, 0);
+}
+
+TEST(PeriodicityTest, FlatGrowingOrSingleErrorsAreNotPeriodic) {
+  std::vector<double> flat(512), growing(512), single(512, 0.0);
+  for (size_t t = 0; t < 512; ++t) {
+    flat[t] = 1e-3 * (1 + 0.2 * wiggle(t));
+    growing[t] = 1e-6 * static_cast<double>(t + 1);
+  }
+  single[100] = 1.0;
+  EXPECT_FALSE(find_periodicity(flat).has_value());
+  EXPECT_FALSE(find_periodicity(growing).has_value());
+  EXPECT_FALSE(find_periodicity(single).has_value());
+  EXPECT_FALSE(find_periodicity(std::vector<double>(512, 0.0)).has_value());
+}
+
+TEST(FirstExceedingTest, NamesTheFirstPositionAboveTheTolerance) {
+  std::vector<double> error(100, 1e-7);
+  error[32] = 2e-3;
+  error[70] = 5e-2;
+  EXPECT_EQ(first_exceeding(error, 1e-3), 32);
+  EXPECT_EQ(first_exceeding(error, 1e-2), 70);
+  EXPECT_FALSE(first_exceeding(error, 1.0).has_value());
+}
+
+TEST(LocaliseTest, SlicesSharingTheErrorAreAllListed) {
+  // (T=8, H=4): heads 1 and 3 carry equal error, 0 and 2 none.
+  Tensor a(DType::kF64, {8, 4}), b(DType::kF64, {8, 4});
+  auto values_a = a.mutable_data<double>();
+  auto values_b = b.mutable_data<double>();
+  for (int64_t t = 0; t < 8; ++t) {
+    for (int64_t h = 0; h < 4; ++h) {
+      values_b[t * 4 + h] = 1.0;
+      values_a[t * 4 + h] = h % 2 == 1 ? 1.1 : 1.0;
+    }
+  }
+  const Metrics metrics = compute_metrics(a, b);
+  const Localisation found = localise(a, b, metrics, {"T", "H"}, std::string("T"), 1e-3);
+  ASSERT_EQ(found.top_slices.size(), 1u);
+  EXPECT_EQ(found.top_slices[0].sharing, (std::vector<int64_t>{1, 3}));
+  EXPECT_NEAR(found.top_slices[0].sharing_share, 1.0, 1e-12);
+  EXPECT_EQ(found.first_exceeding, 0);
+}
+
 }  // namespace
 }  // namespace loupe::check

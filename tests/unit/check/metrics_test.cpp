@@ -75,28 +75,34 @@ TEST(MetricsTest, RelativeErrorAgainstZeroIsInfinite) {
   EXPECT_EQ(compute_metrics(make<float>({0, 3}), make<float>({0, 2})).max_rel, 0.5);
 }
 
-TEST(MetricsTest, NanAndInfPositionsMustAgree) {
-  // 0: NaN/NaN agree; 1: 1 vs NaN; 2: +Inf/+Inf agree; 3: -Inf vs +Inf; 4: equal.
+TEST(MetricsTest, EveryNanAndInfPositionIsAMismatch) {
+  // 0: NaN/NaN; 1: 1 vs NaN; 2: +Inf/+Inf; 3: -Inf vs +Inf; 4: equal. A non-finite value is a
+  // broken result whatever the other side holds.
   const float inf = std::numeric_limits<float>::infinity();
   const Metrics m =
       compute_metrics(make<float>({kNaN, 1, inf, -inf, 2}), make<float>({kNaN, kNaN, inf, inf, 2}));
-  EXPECT_EQ(m.nonfinite_mismatch, 2);
-  EXPECT_EQ(m.mismatch_count, 2);
+  EXPECT_EQ(m.nonfinite_mismatch, 4);
+  EXPECT_EQ(m.mismatch_count, 4);
   EXPECT_EQ(m.finite_count, 1);
-  EXPECT_EQ(m.worst_index, 1);
+  EXPECT_EQ(m.worst_index, 0);
   EXPECT_EQ(m.max_abs, kInf);
   EXPECT_EQ(m.max_rel, kInf);
   EXPECT_EQ(m.rms_ratio, kInf);
   EXPECT_EQ(m.cos_dist, kInf);
   EXPECT_EQ(m.ulp_max, kInf);
-  EXPECT_EQ(m.ulp_p99, kInf);  // rank 5 of {0, 0, 0, inf, inf}
+  EXPECT_EQ(m.ulp_p99, kInf);
 }
 
-TEST(MetricsTest, AgreeingNanOnlyIsNotAMismatch) {
-  const Metrics m = compute_metrics(make<float>({kNaN, 1}), make<float>({kNaN, 1}));
-  EXPECT_EQ(m.nonfinite_mismatch, 0);
-  EXPECT_EQ(m.mismatch_count, 0);
-  EXPECT_EQ(m.max_abs, 0);
+// Regression (diff_identical_nonfinite_passed): `loupe diff` of [nan, inf, nan, 1] against
+// itself reported rms_ratio 0 and passed.
+TEST(MetricsTest, DiffIdenticalNonfinitePassedRegression) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Metrics m =
+      compute_metrics(make<float>({kNaN, inf, kNaN, 1}), make<float>({kNaN, inf, kNaN, 1}));
+  EXPECT_EQ(m.nonfinite_mismatch, 3);
+  EXPECT_EQ(m.mismatch_count, 3);
+  EXPECT_EQ(m.rms_ratio, kInf);
+  EXPECT_EQ(m.worst_index, 0);
 }
 
 TEST(MetricsTest, UlpDistanceCrossesZeroAndIgnoresTheSignOfZero) {

@@ -94,11 +94,36 @@ TEST(GateExpressionTest, CheckPasses) {
   EXPECT_EQ(gate_expression_to_string(expression), "check.cp_control passes where T > 1024.5");
 }
 
+TEST(GateExpressionTest, AgainstTheBaseline) {
+  const auto bound = parse_gate_expression("check.state_cache.rms_ratio / baseline <= 1.2");
+  MetricBound expected;
+  expected.metric = {Layer::kCheck, "state_cache", std::nullopt, "rms_ratio"};
+  expected.versus_baseline = true;
+  expected.comparison = Comparison::kLessEqual;
+  expected.limit = 1.2;
+  EXPECT_EQ(bound, GateExpression(expected));
+  EXPECT_EQ(gate_expression_to_string(bound), "check.state_cache.rms_ratio / baseline <= 1.2");
+
+  const auto verdict = parse_gate_expression("decode not SLOWER than baseline where batch >= 32");
+  const auto& parsed = std::get<BenchVerdict>(verdict);
+  EXPECT_TRUE(parsed.versus_baseline);
+  EXPECT_TRUE(parsed.negated);
+  EXPECT_EQ(parsed.subject.selector, VariantSelector::kAny);
+  EXPECT_EQ(gate_expression_to_string(verdict),
+            "decode[any] not SLOWER than baseline where batch >= 32");
+  // A bench named "baseline" is still a bench.
+  EXPECT_FALSE(std::get<BenchVerdict>(parse_gate_expression("baseline[x] SAME as baseline[y]"))
+                   .versus_baseline);
+  // "any" on the left is for the baseline only.
+  EXPECT_NE(parse_error("b[any] SAME as b[x]"), "no error");
+}
+
 TEST(GateExpressionTest, CanonicalTextParsesBackToTheSameTree) {
   for (const char* text :
        {"check.a.max_abs >= -3", "scenario.a.tokens_per_s / scenario.b.tokens_per_s >= 0.95",
         "b[x] not FASTER than b[configured] where precision != tf32_rz",
-        "check.a passes where decay == slow and T <= 4096", "check.a.ulp_p99 == 0"}) {
+        "check.a passes where decay == slow and T <= 4096", "check.a.ulp_p99 == 0",
+        "check.a.rms_ratio / baseline <= 1.5", "b[configured] not SLOWER than baseline"}) {
     const auto expression = parse_gate_expression(text);
     EXPECT_EQ(parse_gate_expression(gate_expression_to_string(expression)), expression) << text;
   }

@@ -1,5 +1,7 @@
 #include "gate/objective.hpp"
 
+#include "gate/gate_eval.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,7 +34,8 @@ std::string config_error(const std::string& text) {
 TEST(ObjectiveTest, TheDemoObjectiveParses) {
   const Objective objective = parse_objective_file(kSourceDir / "examples/kda/loupe.toml");
   EXPECT_EQ(objective.name, "kda");
-  EXPECT_EQ(objective.cascade, CascadeMode::kAll);
+  // Stop at the first failing layer; `make demo` passes --all to show every one.
+  EXPECT_EQ(objective.cascade, CascadeMode::kStopAtFirstFailure);
   SubjectSpec subject;
   subject.command = {"build/bin/kda", "probe"};
   subject.working_dir = (kSourceDir / "examples/kda/../..").lexically_normal();
@@ -40,8 +43,15 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   subject.timeout_s = 300;
   EXPECT_EQ(objective.subject, subject);
 
-  ASSERT_EQ(objective.checks.size(), 5u);
-  const ProbeEntry& cp = objective.checks[0];
+  // Cheapest first.
+  ASSERT_EQ(objective.checks.size(), 8u);
+  EXPECT_EQ(objective.checks[0].name, "replay");
+  EXPECT_EQ(objective.checks[1].probe, "w8a8_vs_fp32");
+  EXPECT_EQ(objective.checks[2].name, "state_cache");
+  EXPECT_EQ(objective.checks[3].probe, "disaggregated_vs_colocated");
+  EXPECT_EQ(objective.checks[4].probe, "decode_tiled_vs_merged");
+  EXPECT_EQ(objective.checks[5].probe, "chunk_vs_recurrent");
+  const ProbeEntry& cp = objective.checks[6];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
   EXPECT_EQ(cp.probe, "cp_vs_nocp");
   EXPECT_EQ(cp.layer, Layer::kCheck);
@@ -53,28 +63,33 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.params, params);
   EXPECT_EQ(cp.tolerances, (std::vector<std::pair<std::string, double>>{{"rms_ratio", 2e-6}}));
   EXPECT_EQ(cp.seed, 7u);
-  EXPECT_EQ(objective.checks[1].name, "cp_control");
-  EXPECT_EQ(objective.checks[2].probe, "decode_tiled_vs_merged");
-  EXPECT_EQ(objective.checks[3].name, "state_cache");
-  EXPECT_EQ(objective.checks[4].probe, "w8a8_vs_fp32");
+  EXPECT_EQ(objective.checks[7].name, "cp_control");
 
-  ASSERT_EQ(objective.benches.size(), 1u);
+  ASSERT_EQ(objective.benches.size(), 3u);
   EXPECT_EQ(objective.benches[0].variants, (std::vector<std::string>{"tiled", "merged"}));
   EXPECT_EQ(objective.benches[0].threshold, 0.05);
   EXPECT_EQ(objective.benches[0].budget_s, 12.0);
   EXPECT_EQ(objective.benches[0].precision, 0.02);
+  EXPECT_EQ(objective.benches[1].probe, "chunk_prefill");
+  EXPECT_EQ(objective.benches[2].probe, "cp_prefill");
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 7u);
+  ASSERT_EQ(objective.gates.size(), 25u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
-  EXPECT_EQ(objective.gates[4].name, "w8a8_within_tolerance");
-  EXPECT_EQ(gate_layer(objective.gates[5].expression), Layer::kBench);
-  EXPECT_EQ(gate_layer(objective.gates[6].expression), Layer::kScenario);
-  EXPECT_EQ(objective.gates[6].confidence, 0.95);
+  EXPECT_EQ(objective.gates[7].name, "w8a8_within_tolerance");
+  EXPECT_EQ(gate_layer(objective.gates[8].expression), Layer::kBench);
+  EXPECT_EQ(gate_layer(objective.gates[9].expression), Layer::kScenario);
+  EXPECT_EQ(objective.gates[9].confidence, 0.95);
+  // Every gate after the within-build ones compares with the baseline.
+  for (size_t index = 11; index < objective.gates.size(); ++index) {
+    EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
+  }
+  // Every kda probe but the GPU ones is gated.
+  EXPECT_EQ(objective.coverage_ungated.size(), 3u);
 
   ASSERT_EQ(objective.deployment_keys.size(), 6u);
   const DeploymentKey& cache = objective.deployment_keys[2];
@@ -105,7 +120,8 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
             (std::vector<std::pair<std::string, Value>>{{"precision", std::string("tf32_rz")},
                                                         {"dispatch_lock", std::string("held")},
                                                         {"decode_kernel", std::string("tiled")},
-                                                        {"cache", std::string("int8")}}));
+                                                        {"cache", std::string("int8")},
+                                                        {"w8a8", std::string("on")}}));
   ASSERT_EQ(objective.review.size(), 3u);
   EXPECT_EQ(objective.review[0].name, "numerics");
   EXPECT_EQ(objective.review[0].paths, (std::vector<std::string>{"kda/math/**", "kda/kernels/**"}));
@@ -171,12 +187,13 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
   // Top-level keys come before the first table; after it they belong to that table.
   EXPECT_EQ(config_error("bogus = 1\n" + kBase),
             "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
-            "check, bench, scenario, gate, deployment_key, deployment, review");
+            "check, bench, scenario, gate, deployment_key, deployment, review, coverage");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances");
+            "params, zip, repeats, seed, tolerances, seeds");
   EXPECT_EQ(config_error("cascade = \"some\"\n" + kBase),
-            "obj.toml:1: cascade: expected \"stop-at-first-failure\" or \"all\", found \"some\"");
+            "obj.toml:1: cascade: expected \"stop\" (or \"stop-at-first-failure\") or \"all\", "
+            "found \"some\"");
   EXPECT_EQ(config_error("name = 3\n" + kBase),
             "obj.toml:1: name: expected a string, found an integer");
   EXPECT_EQ(config_error("name = \"x\"\n[[check]]\nprobe = \"p\"\n"),
@@ -211,13 +228,13 @@ TEST(ObjectiveErrorsTest, Subject) {
 TEST(ObjectiveErrorsTest, ProbeEntries) {
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nprams = {}\n"),
             "obj.toml:9: check[1].prams: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances");
+            "params, zip, repeats, seed, tolerances, seeds");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
             "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
             "description, params, zip, repeats, seed, variants, threshold, budget_s, precision");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
             "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, tolerances");
+            "description, params, zip, repeats, seed, tolerances, seeds");
   EXPECT_EQ(config_error(kBase + "[[check]]\nname = \"x\"\n"),
             "obj.toml:7: check[1].probe: missing; this key is required");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp-vs\"\n"),

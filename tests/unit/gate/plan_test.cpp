@@ -193,25 +193,33 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
             (std::vector<LeftOutEntry>{{Layer::kCheck, "w8a8", "w8a8_vs_fp32", "w8a8=off"}}));
   EXPECT_EQ(render_plan(plan, objective, 50),
             "plan for " + kDemo.string() +
-                ", configuration shards=8, cache=int8; by default w8a8=off: 11 tasks\n"
-                "  check     cp_vs_nocp            cp_vs_nocp              "
+                ", configuration shards=8, cache=int8; by default w8a8=off: 17 tasks\n"
+                "  check     replay                   replay_vs_decode            L=4,steps=37\n"
+                "  check     replay                   replay_vs_decode            L=8,steps=37\n"
+                "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
+                "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
+                "  check     decode_kernels_agree     decode_tiled_vs_merged      (defaults)\n"
+                "  check     chunk                    chunk_vs_recurrent          (defaults)\n"
+                "  check     cp_vs_nocp               cp_vs_nocp                  "
                 "T=4096,shards=8*,precision=ieee,decay=slow\n"
-                "  check     cp_vs_nocp            cp_vs_nocp              "
+                "  check     cp_vs_nocp               cp_vs_nocp                  "
                 "T=16384,shards=8*,precision=ieee,decay=slow\n"
-                "  check     cp_control            cp_vs_nocp              "
-                "T=16384,shards=8*,precision=ieee,decay=fast\n"
-                "  check     decode_kernels_agree  decode_tiled_vs_merged  (defaults)\n"
-                "  check     state_cache           state_cache_vs_fp32     cache=int8*\n"
-                "  bench     decode                decode                  batch=1,H=16\n"
-                "  bench     decode                decode                  batch=32,H=16\n"
-                "  bench     decode                decode                  batch=128,H=16\n"
-                "  scenario  prefill               serve                   "
+                "  check     cp_control               cp_vs_nocp                  "
+                "T=4096,shards=8*,precision=ieee,decay=fast\n"
+                "  bench     decode                   decode                      batch=1,H=16\n"
+                "  bench     decode                   decode                      batch=32,H=16\n"
+                "  bench     decode                   decode                      batch=128,H=16\n"
+                "  bench     chunk_prefill            chunk_prefill               T=4096,H=2\n"
+                "  bench     cp_prefill               cp_prefill                  "
+                "T=8192,shards=8,threads=2\n"
+                "  scenario  prefill                  serve                       "
                 "mode=prefill,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  x25\n"
-                "  scenario  prefill_transfer      serve                   "
+                "  scenario  prefill_transfer         serve                       "
                 "mode=prefill+transfer,dispatch_holds_lock=false,layers=12,requests=2,prompt_len="
                 "32  x25\n"
-                "  scenario  disaggregated         serve                   "
-                "mode=disaggregated,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32\n"
+                "  scenario  disaggregated            serve                       "
+                "mode=disaggregated,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  "
+                "x7\n"
                 "left out: check w8a8 (w8a8_vs_fp32), by w8a8=off\n"
                 "* set by the configuration\n");
   const Json json = plan_to_json(plan, objective);
@@ -231,10 +239,12 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
       checks.push_back(task.entry + " " + params_to_string(task.params));
   }
   EXPECT_EQ(checks,
-            (std::vector<std::string>{"cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+            (std::vector<std::string>{"replay L=4,steps=37", "replay L=8,steps=37", "w8a8 ",
+                                      "state_cache cache=int8", "disaggregated_integrity ",
+                                      "decode_kernels_agree ", "chunk ",
+                                      "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
                                       "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
-                                      "cp_control T=16384,shards=8,precision=tf32x3,decay=fast",
-                                      "decode_kernels_agree ", "state_cache cache=int8", "w8a8 "}));
+                                      "cp_control T=4096,shards=8,precision=tf32x3,decay=fast"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
 }
 

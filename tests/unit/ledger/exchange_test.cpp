@@ -173,6 +173,7 @@ TEST(ExchangeTest, CompareSaysWhichGatesFlippedAndWhichFindingsChanged) {
             "findings: 1 appeared, 1 disappeared\n"
             "  + bench.decode.verdict (info): merged FASTER\n"
             "  - scenario.serve.lock_wait (fail): dispatch holds the lock\n"
+            "metric moves: 0\n"
             "note: the two runs used different objective files (content hashes differ)\n"
             "warning: the environment fingerprints differ (host.cpu, gpu): differences may come "
             "from the machine, not the change\n");
@@ -202,7 +203,33 @@ TEST(ExchangeTest, CompareOfIdenticalEnvironmentsHasNoWarningAndBoundsFindings) 
             "  + check.cp_vs_nocp.drift@T=4096,shards=8 (fail): CP state differs from non-CP by "
             "rms ratio 4.0e-3\n"
             "  + check.x.y@T=0 (warn): claim\n"
-            "  ... 2 more (--json lists them all)\n");
+            "  ... 2 more (--json lists them all)\n"
+            "metric moves: 0\n");
+}
+
+// "0 changed" used to hide an error that tripled inside its bound: moves are ranked by size.
+TEST(ExchangeTest, CompareRanksMetricMovesBySizeWithTheirDirection) {
+  RunRecord a = make_run("a", "t0");
+  RunRecord b = make_run("b", "t1");
+  b.findings[0].evidence.metrics = {{"rms_ratio", 0.27}};  // a holds 0.09: x3 up
+  a.gates[0].statistics_json = R"({"estimate": 2.0})";
+  b.gates[0].statistics_json = R"({"estimate": 1.8})";  // x0.9 down
+  a.gates[1].statistics_json = R"({"estimate": 0.0})";
+  b.gates[1].statistics_json = R"({"estimate": 0.5})";  // from 0: ranked first
+  const RunComparison comparison = compare_runs(a, b);
+  ASSERT_EQ(comparison.moves.size(), 3u);
+  EXPECT_EQ(comparison.moves[0].where, "gate decode_speed");
+  EXPECT_EQ(comparison.moves[1].metric, "rms_ratio");
+  EXPECT_DOUBLE_EQ(comparison.moves[1].factor, 3.0);
+  EXPECT_EQ(comparison.moves[2].where, "gate cp_drift");
+  const std::string text = render_comparison(comparison, 20);
+  EXPECT_NE(text.find("metric moves: 3, largest first\n"
+                      "  up   gate decode_speed estimate 0 -> 0.5 (from 0)\n"
+                      "  up   check.cp_vs_nocp.drift@T=4096,shards=8 rms_ratio 0.09 -> 0.27 (x3)\n"
+                      "  down gate cp_drift estimate 2 -> 1.8 (x0.9)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(comparison_to_json(comparison)["moves"][1]["direction"], "up");
 }
 
 TEST(ExchangeTest, ListAndShowRenderings) {

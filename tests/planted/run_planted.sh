@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Planted faults against the kda objective: what an agent or CI runs after a change,
+#   loupe run examples/kda/loupe.toml --config fixed --baseline <the unpatched build>
+# with one fault of kda/faults.hpp turned on in the candidate (kda_faulty, KDA_FAULT=NAME) and
+# the unpatched kda as the baseline. For each fault: detected (the run failed a gate), localised
+# (the FIRST failing gate printed is one of the gates that name the faulty path), and the time
+# at which that first failing gate was printed. Exits 1 when fewer than MIN_DETECTED faults are
+# detected or MIN_LOCALISED localised (defaults: all of those asked for), 2 on bad usage.
+#   usage: run_planted.sh BIN_DIR WORK_DIR [FAULT ...]        (no FAULT: every fault below)
+set -euo pipefail
+if [[ $# -lt 2 ]]; then
+  echo "usage: run_planted.sh BIN_DIR WORK_DIR [FAULT ...]" >&2
+  exit 2
+fi
+bin=$(cd "$1" && pwd)
+work=$2
+shift 2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+# fault -> the gates that name its path (the first failing gate must be one of them).
+declare -A expect=(
+  [chunk_head_map]="chunk_matches_recurrence chunk_error_not_above_baseline"
+  [chunk_last_beta]="chunk_matches_recurrence chunk_error_not_above_baseline"
+  [cp_merge_offset]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
+  [decode_merged_beta]="decode_kernels_agree decode_error_not_above_baseline"
+  [replay_early_write_back]="replay_matches_decode replay_error_not_above_baseline"
+  [state_cache_drop_bit]="state_cache_within_tolerance state_cache_error_not_above_baseline"
+  [w8a8_clip]="w8a8_within_tolerance w8a8_error_not_above_baseline"
+  [decode_merged_slow]="decode_not_slower_than_baseline"
+  [chunk_prefill_slow]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
+  [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+)
+faults=("$@")
+if [[ ${#faults[@]} -eq 0 ]]; then
+  faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_early_write_back
+          state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold)
+fi
+for fault in "${faults[@]}"; do
+  [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }
+done
+min_detected=${MIN_DETECTED:-${#faults[@]}}
+min_localised=${MIN_LOCALISED:-${#faults[@]}}
+
+rm -rf "$work" && mkdir -p "$work"
+# The objective at the depth of examples/kda/ so that working_dir still names the repository.
+objective_dir="$repo/build/planted-objective"
+mkdir -p "$objective_dir"
+detected=0 localised=0
+times=()
+printf '%-26s %-9s %-9s %-8s %s\n' fault detected localised first_s first_failing_gate
+for fault in "${faults[@]}"; do
+  objective="$objective_dir/$fault.toml"
+  sed -e "s|\"build/bin/kda\"|\"$bin/kda_faulty\"|" \
+      -e "s|^environment = { OMP_NUM_THREADS = \"1\" }|environment = { OMP_NUM_THREADS = \"1\", KDA_FAULT = \"$fault\" }|" \
+      "$repo/examples/kda/loupe.toml" >"$objective"
+  grep -q "KDA_FAULT = \"$fault\"" "$objective" || { echo "could not plant $fault" >&2; exit 2; }
+  set +e
+  (cd "$repo" && "$bin/loupe" run "$objective" --config fixed --baseline "$bin/kda" \
+     --home "$work/home") >"$work/$fault.out" 2>"$work/$fault.err"
+  status=$?
+  set -e
+  first=$(grep -m1 -E '^\[ *[0-9.]+ s\] gate [A-Za-z0-9_-]+: FAIL' "$work/$fault.err" || true)
+  gate=$(sed -E 's/^\[ *[0-9.]+ s\] gate ([A-Za-z0-9_-]+): FAIL.*/\1/' <<<"$first")
+  seconds=$(sed -E 's/^\[ *([0-9.]+) s\].*/\1/' <<<"$first")
+  is_detected=no is_localised=no
+  if [[ $status == 1 && -n $first ]]; then
+    is_detected=yes
+    detected=$((detected + 1))
+    times+=("$seconds")
+    for name in ${expect[$fault]}; do
+      if [[ $name == "$gate" ]]; then is_localised=yes; fi
+    done
+    [[ $is_localised == yes ]] && localised=$((localised + 1))
+  fi
+  printf '%-26s %-9s %-9s %-8s %s\n' "$fault" "$is_detected" "$is_localised" "${seconds:--}" \
+    "${gate:-(none; exit $status)}"
+done
+median=-
+if [[ ${#times[@]} -gt 0 ]]; then
+  median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}')
+fi
+echo "detected $detected of ${#faults[@]}, localised $localised (top-1), median time to the first failing gate ${median} s"
+if (( detected < min_detected || localised < min_localised )); then
+  echo "planted faults: below the bar (detected >= $min_detected, localised >= $min_localised)" >&2
+  exit 1
+fi
