@@ -7,13 +7,16 @@ float64 accumulation. loupe.diff computes that and every other metric (max_rel, 
 max and p99, mismatch count against assert_close's tolerance, NaN/Inf disagreement) and the
 worst coordinate, in one pass on one core. Each side runs --repeats times, interleaved (loupe,
 numpy, loupe, numpy, ...); the best and the median are printed. Throughput counts the bytes of
-both arrays once (what must be read at least).
+both arrays once (what must be read at least). Both sides are single-threaded, so the process's
+CPU time is the time on one core; it is the figure that holds on a shared machine (wall time is
+printed beside it with the load average, and equals it on an idle core).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=build/release/python \\
         taskset -c 1 /usr/bin/python3 python/bench/diff_vs_numpy.py
 """
 
 import argparse
+import os
 import statistics
 import time
 
@@ -44,13 +47,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mib", type=int, default=256, help="size of each array in MiB")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--candidate", choices=["ulps", "bf16"], default="ulps",
+                        help="a within a few ULPs of b (a float32 kernel against its reference), "
+                             "or b rounded to bfloat16 (ULP distances in the thousands: loupe's "
+                             "exact p99 then needs its slower path, as diff_bench's Float32Pair)")
     args = parser.parse_args()
     count = args.mib * (1 << 20) // 4
     rng = np.random.default_rng(7)
     b = rng.standard_normal(count, dtype=np.float32)
-    # A candidate within a few ULPs, as a float32 kernel against its reference, and one outlier.
-    a = b * np.float32(1 + 2e-7)
-    a[count // 3] += 1e-2
+    if args.candidate == "ulps":
+        a = b * np.float32(1 + 2e-7)
+    else:  # round to nearest even at bfloat16's 8 significant bits
+        bits = b.view(np.uint32)
+        a = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) & np.uint32(0xFFFF0000)
+             ).view(np.float32)
+    a[count // 3] += 1e-2  # one outlier: the answer's index
     total_bytes = a.nbytes + b.nbytes
 
     answers = {"loupe": loupe_answer(a, b), "numpy": numpy_answer(a, b)}
@@ -58,22 +69,28 @@ def main():
     assert abs(answers["loupe"][0] - answers["numpy"][0]) <= 1e-9, answers
     assert abs(answers["loupe"][2] / answers["numpy"][2] - 1) < 1e-6, answers
 
-    times = {"loupe": [], "numpy": []}
+    cpu = {"loupe": [], "numpy": []}
+    wall = {"loupe": [], "numpy": []}
     for _ in range(args.repeats):
         for name, function in (("loupe", loupe_answer), ("numpy", numpy_answer)):
-            start = time.perf_counter()
+            cpu_start, wall_start = time.process_time(), time.perf_counter()
             function(a, b)
-            times[name].append(time.perf_counter() - start)
-    print("two fp32 arrays of %d MiB each (%d elements); %d interleaved repeats" % (
-        args.mib, count, args.repeats))
+            cpu[name].append(time.process_time() - cpu_start)
+            wall[name].append(time.perf_counter() - wall_start)
+    print("two fp32 arrays of %d MiB each (%d elements), candidate %s; %d interleaved repeats; "
+          "load average %.1f" % (args.mib, count, args.candidate, args.repeats,
+                                 os.getloadavg()[0]))
     print("answer: max_abs %.6g at %s, rms_ratio %.6g (both agree)" % answers["loupe"])
     for name in ("loupe", "numpy"):
-        best, median = min(times[name]), statistics.median(times[name])
-        print("%-6s best %.3f s (%.2f GB/s)  median %.3f s (%.2f GB/s)" % (
-            name, best, total_bytes / best / 1e9, median, total_bytes / median / 1e9))
-    print("numpy / loupe: best %.2fx, median %.2fx" % (
-        min(times["numpy"]) / min(times["loupe"]),
-        statistics.median(times["numpy"]) / statistics.median(times["loupe"])))
+        best, median = min(cpu[name]), statistics.median(cpu[name])
+        print("%-6s CPU best %.3f s (%.2f GB/s)  median %.3f s (%.2f GB/s);  wall best %.3f s "
+              "(%.2f GB/s)" % (name, best, total_bytes / best / 1e9, median,
+                               total_bytes / median / 1e9, min(wall[name]),
+                               total_bytes / min(wall[name]) / 1e9))
+    print("numpy / loupe, CPU time: best %.2fx, median %.2fx;  wall: best %.2fx" % (
+        min(cpu["numpy"]) / min(cpu["loupe"]),
+        statistics.median(cpu["numpy"]) / statistics.median(cpu["loupe"]),
+        min(wall["numpy"]) / min(wall["loupe"])))
 
 
 if __name__ == "__main__":

@@ -96,10 +96,15 @@ def _from_torch(torch: Any, tensor: Any, side: str) -> Operand:
     label = str(tensor.dtype)
     device = str(tensor.device)
     tensor = tensor.detach()
-    if tensor.device.type != "cpu":
-        tensor = tensor.cpu()  # loupe compares on the host: one copy
-    if tensor.is_sparse:
-        tensor = tensor.to_dense()
+    try:
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()  # loupe compares on the host: one copy
+        if tensor.is_sparse:
+            tensor = tensor.to_dense()
+    except (RuntimeError, NotImplementedError) as error:
+        raise InputError("%s: a %s tensor on %s cannot be read on the host: %s" % (
+            side, label, device, str(error).splitlines()[0]),
+            "pass a tensor that holds data (not on the meta device)") from None
     if getattr(tensor, "is_conj", lambda: False)():
         tensor = tensor.resolve_conj()
     if getattr(tensor, "is_neg", lambda: False)():

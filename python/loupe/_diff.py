@@ -220,7 +220,10 @@ def _bounds(tol: Tol) -> List[str]:
         return [tol]
     if isinstance(tol, Mapping):
         return ["%s=%r" % (metric, float(limit)) for metric, limit in tol.items()]
-    return [str(text) for text in tol]
+    if isinstance(tol, (list, tuple)):
+        return [str(text) for text in tol]
+    raise UsageError("tol=%r: expected bounds such as {\"rms_ratio\": 1e-3} or \"max_abs=1e-2\""
+                     % (tol,), "for elementwise rtol/atol use loupe.assert_close")
 
 
 def _is_path(value: Any) -> bool:
@@ -424,6 +427,10 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     if (rtol is None) != (atol is None):
         raise UsageError("Both 'rtol' and 'atol' must be either specified or omitted, but got no "
                          "%s." % ("rtol" if rtol is None else "atol"))
+    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)) and not (
+            isinstance(actual, bool) or isinstance(expected, bool)):
+        _assert_scalars_close(actual, expected, rtol, atol, equal_nan, msg)
+        return
     container = _is_container(actual) or _is_container(expected)
     named_a = _flatten(actual) if container else {"tensor": actual}
     named_b = _flatten(expected) if container else {"tensor": expected}
@@ -524,6 +531,25 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     lines.extend(_localisation_lines(result, tensor, [f[1].name for f in failures], len(pairs)))
     _fail("\n".join(lines), msg, {"envelope": result.envelope, "summary": result.summary,
                                   "message": "\n".join(lines)})
+
+
+def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],
+                          atol: Optional[float], equal_nan: bool, msg: Optional[str]) -> None:
+    """Python numbers, as torch compares them (float64 tolerances for floats, exact for ints)."""
+    if rtol is None:
+        floating = isinstance(actual, float) or isinstance(expected, float)
+        rtol, atol = DEFAULT_TOLERANCES["float64"] if floating else (0.0, 0.0)
+    if math.isnan(actual) and math.isnan(expected) and equal_nan:
+        return
+    difference = abs(actual - expected)
+    if actual == expected or difference <= atol + rtol * abs(expected):
+        return
+    relative = difference / abs(expected) if expected != 0 else math.inf
+    if rtol == 0 and atol == 0:  # torch's wording for an exact comparison
+        _fail("Scalars are not equal!\n\nAbsolute difference: %r\nRelative difference: %r" % (
+            difference, relative), msg, None)
+    _fail("Scalars are not close!\n\nAbsolute difference: %r (up to %r allowed)\nRelative "
+          "difference: %r (up to %r allowed)" % (difference, atol, relative, rtol), msg, None)
 
 
 def _torch_number(value: float) -> str:

@@ -143,3 +143,23 @@ def test_dicts_name_the_first_divergent_entry():
 
 def test_numpy_and_torch_mix():
     loupe.assert_close(torch.ones(3, dtype=torch.float64), np.ones(3))
+
+
+@pytest.mark.parametrize("actual,expected", [(1.0, 1.1), (1, 2), (0.0, 1e-9)])
+def test_python_scalars_as_torch_says_them(actual, expected):
+    outcomes = []
+    for function in (loupe.assert_close, torch.testing.assert_close):
+        try:
+            function(actual, expected)
+            outcomes.append(None)
+        except AssertionError as error:
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_meta_tensors_and_bare_number_tol_are_loupe_errors():
+    meta = torch.ones(3, device="meta")
+    with pytest.raises(loupe.InputError):
+        loupe.diff(meta, meta)
+    with pytest.raises(loupe.UsageError):
+        loupe.diff(torch.ones(3), torch.ones(3), tol=1e-3)
