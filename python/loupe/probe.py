@@ -27,6 +27,7 @@ import random
 import socket
 import sys
 import time
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -74,7 +75,13 @@ def checksum(array):
 
 
 class Param:
-    """One named parameter: its default fixes the type (bool, int, float, string)."""
+    """One named parameter: its default fixes the type (bool, int, float, string); ``allowed``
+    limits the values ``--set`` accepts.
+
+    Example::
+
+        loupe.Param("accumulate", "fp32", ["fp32", "fp16"], "precision of the sum of squares")
+    """
 
     def __init__(self, name, default, allowed=(), description=""):
         self.name = name
@@ -161,7 +168,13 @@ def resolve_point(probe, sets):
 
 class Output:
     """A check output: dtype, shape, axis names, the axis its error profile follows, tolerances
-    (metric, bound) on metric(candidate, reference)."""
+    (metric, bound) on metric(candidate, reference).
+
+    Example::
+
+        loupe.Output("y", np.float32, (T, D), ["T", "D"], along="T",
+                     tolerances=[("rms_ratio", 1e-5)])
+    """
 
     def __init__(self, name, dtype, shape, axes, along="", tolerances=()):
         self.name = name
@@ -834,7 +847,11 @@ def _register(probe):
     return probe
 
 
-def check(name=None, *, description="", params=(), inputs, outputs, reference, oracle=None):
+def check(name: Optional[str] = None, *, description: str = "", params: Any = (),
+          inputs: Callable[..., Dict[str, Any]], outputs: Callable[..., List["Output"]],
+          reference: Callable[..., None],
+          oracle: Optional[Callable[..., Dict[str, Any]]] = None) -> Callable[[Callable[..., None]],
+                                                                              "Check"]:
     """Declare a check (decorates the candidate): the candidate and the reference run on the same
     inputs, in both orders, into NaN-poisoned outputs, with input checksums and a second seed for
     the reference; ``loupe probe run`` compares and decides.
@@ -858,8 +875,10 @@ def check(name=None, *, description="", params=(), inputs, outputs, reference, o
     return register
 
 
-def bench(name=None, *, description="", params=(), variants, outputs=None, bytes_per_call=None,
-          timer="cpu"):
+def bench(name: Optional[str] = None, *, description: str = "", params: Any = (),
+          variants: Any, outputs: Optional[Callable[[Any], Dict[str, Any]]] = None,
+          bytes_per_call: Optional[Callable[[Dict[str, Any]], float]] = None,
+          timer: str = "cpu") -> Callable[[Callable[..., Any]], "Bench"]:
     """Declare a bench (decorates ``make(point, seed) -> work``, a fresh input set per timed
     call): each variant ``call(work)`` is timed in shuffled interleaved blocks with fresh inputs
     per call and verified against an untimed rerun; ``loupe probe run`` computes the statistics
@@ -888,7 +907,8 @@ def bench(name=None, *, description="", params=(), variants, outputs=None, bytes
     return register
 
 
-def scenario(name=None, *, description="", params=()):
+def scenario(name: Optional[str] = None, *, description: str = "",
+             params: Any = ()) -> Callable[[Callable[..., Any]], "Scenario"]:
     """Declare a scenario (decorates ``body(point, seed, out_dir) -> (metrics, files)``, files
     being ``[(relative path, kind)]`` with kind "trace" for a Chrome JSON trace); ``wall_s`` is
     recorded around the body unless it reports its own.
@@ -905,7 +925,7 @@ def scenario(name=None, *, description="", params=()):
     return register
 
 
-def subject_main(argv=None, probes=None):
+def subject_main(argv: Optional[List[str]] = None, probes: Optional[List[Any]] = None) -> int:
     """The subject's command line (``list``, ``run PROBE ...``) over the declared probes; returns
     the exit code: ``sys.exit(loupe.subject_main())`` at the end of the subject's module.
 
