@@ -1,5 +1,6 @@
 #include "check/findings.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace loupe::check {
@@ -97,12 +98,17 @@ std::string profile_sentence(const ErrorProfile& profile) {
 
 std::string slice_sentence(const Localisation& localisation) {
   if (localisation.top_slices.empty()) return {};
-  const SliceShare& top = localisation.top_slices.front();
-  if (top.share > 0.5) {
+  // The first slice, in order of times its fair share, that holds most of the error: a wide axis
+  // (D = 32) can rank above a head holding all of it while its own top index holds under half.
+  const auto holding = std::find_if(localisation.top_slices.begin(), localisation.top_slices.end(),
+                                    [](const SliceShare& slice) { return slice.share > 0.5; });
+  if (holding != localisation.top_slices.end()) {
+    const SliceShare& top = *holding;
     return top.axis + "=" + std::to_string(top.index) + " holds " + percent(top.share) +
            " of squared error (fair share " + percent(1.0 / static_cast<double>(top.extent)) + ")";
   }
   // Spread over several slices alike: name them all, so that no single one takes the blame.
+  const SliceShare& top = localisation.top_slices.front();
   if (top.sharing.size() < 2 || !(top.sharing_share >= 0.8)) return {};
   if (static_cast<int64_t>(top.sharing.size()) == top.extent) {
     return "spread evenly over all " + std::to_string(top.extent) + " " + top.axis;

@@ -43,9 +43,9 @@ std::vector<Finding> comparison_findings(const TensorComparison& comparison,
 std::string comparison_headline(const TensorComparison& comparison);
 // "growing: x7.1 from the first to the last quarter of T, slope 2.3e-3 per 1000 T" etc.
 std::string profile_sentence(const ErrorProfile& profile);
-// "H=1 holds 93% of squared error (fair share 25%)"; empty when no slice holds most (> 50%).
-// When no slice holds most, the slices that share it alike: "H=0,2 share 97% of squared error
-// alike (2 of 4)", or "spread evenly over all 4 H".
+// "H=1 holds 93% of squared error (fair share 25%)": the first of top_slices holding most of the
+// squared error (> 50%). When none does, the slices that share it alike: "H=0,2 share 97% of
+// squared error alike (2 of 4)", or "spread evenly over all 4 H"; empty otherwise.
 std::string slice_sentence(const Localisation& localisation);
 // "first wrong step: T=32; periodic along T: 98% of squared error at T = 31 (mod 32)"; empty
 // when the profile found neither.
