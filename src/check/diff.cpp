@@ -287,6 +287,9 @@ void compare_pair(const std::string& name, const Tensor& a, const Tensor& b, con
   CompareOptions options;
   options.axes = request.axes;
   options.tolerance = request.tolerance;
+  for (const Bound& bound : request.bounds) {
+    if (bound.metric == Metric::kRmsRatio) options.profile_threshold = bound.limit;
+  }
   const auto axes = resolve_axis_names(
       a.rank(), static_cast<int64_t>(request.axes.size()) == a.rank() ? request.axes : a.axes);
   if (request.along && std::find(axes.begin(), axes.end(), *request.along) != axes.end()) {
@@ -470,22 +473,6 @@ DiffResult run_diff(const DiffRequest& request) {
                       request.a.string() + ") has shape " + shape_to_string(tensor_a.shape()),
                   "name one axis per dimension, e.g. --axes T,H,V for a 3-d tensor");
     }
-<<<<<<< HEAD
-    CompareOptions options;
-    options.axes = request.axes;
-    for (const Bound& bound : request.bounds) {
-      if (bound.metric == Metric::kRmsRatio) options.profile_threshold = bound.limit;
-    }
-    const auto axes = resolve_axis_names(
-        tensor_a.rank(), static_cast<int64_t>(request.axes.size()) == tensor_a.rank()
-                             ? request.axes
-                             : tensor_a.axes);
-    if (request.along && std::find(axes.begin(), axes.end(), *request.along) != axes.end()) {
-      options.along = request.along;
-      along_found = true;
-    }
-=======
->>>>>>> main
     const std::string shown_name = single_pair ? request.a.filename().string() : name;
     compare_pair(shown_name, tensor_a, tensor_b, tensor_oracle ? &*tensor_oracle : nullptr, request,
                  "A: " + file_of(a, name) + ", B: " + file_of(b, name), result, along_found);
