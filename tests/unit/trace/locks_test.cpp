@@ -111,5 +111,59 @@ TEST(Locks, SyntheticScheduleNamesHolderWaiterAndZone) {
   std::filesystem::remove(path);
 }
 
+// A latent hold: one thread holds a lock two threads share for a whole copy while nobody waits.
+// The contention analysis has nothing to say; the long-hold analysis names it (info).
+TEST(Locks, LongHoldOfASharedLockIsReportedWithoutAWaiter) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("loupe_long_hold_test_" + std::to_string(::getpid()) + ".loupetrace"))
+                               .string();
+  TracedMutex interpreter("interpreter");
+  ASSERT_TRUE(start(path));
+  std::thread bookkeeper([&] {
+    LOUPE_THREAD_NAME("bookkeeper");
+    for (int round = 0; round < 5; ++round) {
+      LOUPE_ZONE("bookkeeping");
+      std::lock_guard lock(interpreter);
+      busy_for(std::chrono::milliseconds(1));
+    }
+  });
+  bookkeeper.join();
+  std::thread copier([&] {
+    LOUPE_THREAD_NAME("copier");
+    LOUPE_ZONE("copy_state");
+    std::lock_guard lock(interpreter);
+    busy_for(std::chrono::milliseconds(40));
+  });
+  copier.join();
+  stop();
+
+  const Model model = load_traces({path});
+  StatsRegistry stats;
+  const Locks locks = compute_locks(model, stats);
+  EXPECT_TRUE(locks.contentions.empty());
+  // Ranked longest first (a loaded machine may stretch a 1 ms hold past twice the median too).
+  ASSERT_GE(locks.long_holds.size(), 1u);
+  const LongHold& hold = locks.long_holds[0];
+  EXPECT_EQ(model.tracks[hold.thread].name, "copier");
+  EXPECT_EQ(hold.waiters, 0u);
+  EXPECT_GE(hold.interval.second - hold.interval.first, 40'000'000);
+  ASSERT_FALSE(hold.zones.empty());
+  EXPECT_EQ(hold.zones[0].first, "copy_state");
+
+  const Envelope envelope = analyze(model, AnalyzeRequest{});
+  const Finding* finding = nullptr;
+  for (const Finding& candidate : envelope.findings) {
+    if (candidate.id == "trace.locks.long_hold" && finding == nullptr) finding = &candidate;
+  }
+  ASSERT_NE(finding, nullptr);
+  EXPECT_EQ(finding->severity, Severity::kInfo);
+  EXPECT_EQ(finding->claim.rfind("copier", 0), 0u) << finding->claim;
+  EXPECT_NE(finding->claim.find(" held lock interpreter for "), std::string::npos)
+      << finding->claim;
+  EXPECT_NE(finding->claim.find("inside copy_state"), std::string::npos) << finding->claim;
+  EXPECT_NE(finding->claim.find("no thread waited meanwhile"), std::string::npos) << finding->claim;
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace loupe::trace
