@@ -250,9 +250,11 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       std::cout << render_envelope(envelope) << "\n";
     } else {
       if (model) std::cout << report::render_terminal(*model);
-      if (!run.coverage.empty()) std::cout << gate::render_coverage(run.coverage);
+      // Coverage on stderr, with the progress: stdout stays the run's report, the text `loupe
+      // report RUN` renders again (the coverage findings are in the ledger).
+      if (!run.coverage.empty()) std::cerr << gate::render_coverage(run.coverage);
       if (!run.coverage_problem.empty()) {
-        std::cout << "coverage: not checked (" << run.coverage_problem << ")\n";
+        std::cerr << "coverage: not checked (" << run.coverage_problem << ")\n";
       }
       if (!html_file.empty()) std::cout << "report: " << html_file << "\n";
     }

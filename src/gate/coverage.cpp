@@ -67,6 +67,7 @@ std::vector<Finding> coverage_findings(const Objective& objective,
                     : row.kind == "scenario" ? Layer::kScenario
                                              : Layer::kCheck;
     finding.where.probe = row.probe;
+    finding.reproduce = "loupe plan " + objective.file.string();
     if (!row.ungated_reason.empty()) {
       finding.id = "coverage.declared_ungated";
       finding.severity = Severity::kInfo;
@@ -96,6 +97,7 @@ std::vector<Finding> coverage_findings(const Objective& objective,
     finding.layer = Layer::kCheck;
     finding.severity = Severity::kWarn;
     finding.where.probe = name;
+    finding.reproduce = "loupe plan " + objective.file.string();
     finding.claim = "[coverage] ungated names probe " + name +
                     ", which the subject does not declare (" + reason + ")";
     finding.next = "remove it from [coverage] ungated, or check the subject's probe list";
