@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _arrays
-from ._errors import InputError, UsageError
+from ._errors import InputError, UsageError, native
 
 Tol = Union[None, str, Mapping[str, float], Sequence[str]]
 Axes = Union[None, str, Sequence[str]]
@@ -232,7 +232,7 @@ def _is_path(value: Any) -> bool:
 
 def _options(axes: Axes, along: Optional[str], tol: Tol, rtol: Optional[float],
              atol: Optional[float], reproduce: str) -> Any:
-    from . import _loupe
+    _loupe = native()
 
     options = _loupe.DiffOptions()
     options.axes = _axes_list(axes)
@@ -269,7 +269,7 @@ def _is_container(value: Any) -> bool:
 
 
 def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
-    from . import _loupe
+    _loupe = native()
 
     if _is_path(actual) or _is_path(expected):
         if not (_is_path(actual) and _is_path(expected)):
@@ -458,7 +458,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
                 where, a.device, b.device), msg, None)
         operands[name] = (a, b)
 
-    from . import _loupe
+    _loupe = native()
 
     pairs = []
     tolerances = {}
