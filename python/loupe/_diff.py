@@ -72,7 +72,13 @@ class Profile:
 @dataclass
 class TensorDiff:
     """One compared pair: its name, shape, dtypes, whether it is past tolerance, its metrics
-    (docs/formats.md names them) and the lines loupe prints for it."""
+    (docs/formats.md names them) and the lines loupe prints for it.
+
+    Example::
+
+        for t in loupe.diff(dump_a, dump_b).tensors:
+            print(t.name, t.metrics["rms_ratio"], t.headline)
+    """
 
     name: str
     shape: Tuple[int, ...]
