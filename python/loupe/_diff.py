@@ -430,6 +430,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
         >>> loupe.assert_close(torch.ones(4), torch.ones(4))          # passes
         >>> loupe.assert_close(out, ref, axes="T,H,D", along="T")     # AssertionError, localised
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not loupe's internals
     if (rtol is None) != (atol is None):
         raise UsageError("Both 'rtol' and 'atol' must be either specified or omitted, but got no "
                          "%s." % ("rtol" if rtol is None else "atol"))
@@ -542,6 +543,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
 def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],
                           atol: Optional[float], equal_nan: bool, msg: Optional[str]) -> None:
     """Python numbers, as torch compares them (float64 tolerances for floats, exact for ints)."""
+    __tracebackhide__ = True
     if rtol is None:
         floating = isinstance(actual, float) or isinstance(expected, float)
         rtol, atol = DEFAULT_TOLERANCES["float64"] if floating else (0.0, 0.0)
@@ -593,6 +595,7 @@ def _localisation_lines(result: DiffResult, tensor: TensorDiff, failing: List[st
 
 
 def _fail(message: str, msg: Optional[str], report: Optional[Dict[str, Any]]) -> None:
+    __tracebackhide__ = True
     report = dict(report or {"envelope": None, "summary": "", "message": message})
     for listener in list(_failure_listeners):
         listener(report)
