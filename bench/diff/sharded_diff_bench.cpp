@@ -70,8 +70,7 @@ Setup make_setup(int64_t count) {
 }
 
 void count_bytes(benchmark::State& state, const Setup& setup) {
-  state.SetBytesProcessed(state.iterations() * 2 *
-                          static_cast<int64_t>(setup.logical_b.nbytes()));
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(setup.logical_b.nbytes()));
 }
 
 // What `loupe diff` adds and does on a sharded side: unshard, every metric, rank attribution.

@@ -103,8 +103,9 @@ CpShardPlan plan_cp_shards(int64_t tokens, int ranks, const std::string& order, 
   if (fault_rank >= ranks || fault_chunk < 0 || fault_chunk > (zigzag ? 1 : 0)) {
     throw loupe::Error(loupe::ErrorCode::kUsage,
                        "kda kernel cp: --fault-rank " + std::to_string(fault_rank) +
-                           " --fault-chunk " + std::to_string(fault_chunk) + ": expected a rank below " +
-                           std::to_string(ranks) + " and chunk " + (zigzag ? "0 or 1" : "0"),
+                           " --fault-chunk " + std::to_string(fault_chunk) +
+                           ": expected a rank below " + std::to_string(ranks) + " and chunk " +
+                           (zigzag ? "0 or 1" : "0"),
                        "natural order gives each rank one chunk, zigzag two");
   }
   plan.lost_piece = fault_chunk == 0 ? fault_rank : 2 * ranks - 1 - fault_rank;
@@ -152,11 +153,11 @@ Outputs<Real> run_and_dump_tp(const fs::path& dir, const Inputs<Real>& inputs,
                               const KernelOptions& options, int ranks, int fault_rank) {
   const Shape& shape = inputs.shape;
   if (shape.heads % ranks != 0 || shape.value_heads % ranks != 0) {
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "kda kernel chunk --tp " + std::to_string(ranks) + ": H = " +
-                           std::to_string(shape.heads) + " and HV = " +
-                           std::to_string(shape.value_heads) + " must both split evenly",
-                       "pick --tp dividing H (each rank keeps whole groups of value heads)");
+    throw loupe::Error(
+        loupe::ErrorCode::kUsage,
+        "kda kernel chunk --tp " + std::to_string(ranks) + ": H = " + std::to_string(shape.heads) +
+            " and HV = " + std::to_string(shape.value_heads) + " must both split evenly",
+        "pick --tp dividing H (each rank keeps whole groups of value heads)");
   }
   if (fault_rank >= ranks) {
     throw loupe::Error(loupe::ErrorCode::kUsage,
@@ -177,8 +178,8 @@ Outputs<Real> run_and_dump_tp(const fs::path& dir, const Inputs<Real>& inputs,
     local.shape.heads = heads_local;
     local.shape.value_heads = value_heads_local;
     local.cu_seqlens = inputs.cu_seqlens;
-    auto slice = [&](const std::vector<Real>& all, int64_t all_heads, int64_t first,
-                     int64_t count, int64_t width) {
+    auto slice = [&](const std::vector<Real>& all, int64_t all_heads, int64_t first, int64_t count,
+                     int64_t width) {
       std::vector<Real> out;
       out.reserve(static_cast<size_t>(tokens * count * width));
       for (int64_t token = 0; token < tokens; ++token) {
@@ -209,18 +210,19 @@ Outputs<Real> run_and_dump_tp(const fs::path& dir, const Inputs<Real>& inputs,
       const int64_t sequences =
           static_cast<int64_t>(inputs.h0.size()) / (shape.value_heads * state_size);
       for (int64_t sequence = 0; sequence < sequences; ++sequence) {
-        const Real* first = inputs.h0.data() + (sequence * shape.value_heads + value_head0) * state_size;
+        const Real* first =
+            inputs.h0.data() + (sequence * shape.value_heads + value_head0) * state_size;
         local.h0.insert(local.h0.end(), first, first + value_heads_local * state_size);
       }
     }
     KernelOptions local_options = options;
     local_options.boundary_tokens.clear();
     const Outputs<Real> outputs = kernels::cpu::chunk(local, local_options);
-    const int64_t sequences = static_cast<int64_t>(outputs.state.size()) /
-                              (value_heads_local * key_dim * value_dim);
+    const int64_t sequences =
+        static_cast<int64_t>(outputs.state.size()) / (value_heads_local * key_dim * value_dim);
     if (assembled.state.empty()) {
-      assembled.state.assign(static_cast<size_t>(sequences * shape.value_heads * key_dim * value_dim),
-                             0);
+      assembled.state.assign(
+          static_cast<size_t>(sequences * shape.value_heads * key_dim * value_dim), 0);
     }
     for (int64_t token = 0; token < tokens; ++token) {
       std::copy_n(outputs.o.data() + token * value_heads_local * value_dim,
@@ -229,15 +231,15 @@ Outputs<Real> run_and_dump_tp(const fs::path& dir, const Inputs<Real>& inputs,
     }
     const int64_t state_size = key_dim * value_dim;
     for (int64_t sequence = 0; sequence < sequences; ++sequence) {
-      std::copy_n(outputs.state.data() + sequence * value_heads_local * state_size,
-                  value_heads_local * state_size,
-                  assembled.state.data() +
-                      (sequence * shape.value_heads + value_head0) * state_size);
+      std::copy_n(
+          outputs.state.data() + sequence * value_heads_local * state_size,
+          value_heads_local * state_size,
+          assembled.state.data() + (sequence * shape.value_heads + value_head0) * state_size);
     }
-    const std::vector<Real> projected =
-        output_projection(outputs.o, local.shape, value_head0, value_heads_local,
-                          shape.value_heads);
-    for (size_t index = 0; index < projected.size(); ++index) projected_sum[index] += projected[index];
+    const std::vector<Real> projected = output_projection(outputs.o, local.shape, value_head0,
+                                                          value_heads_local, shape.value_heads);
+    for (size_t index = 0; index < projected.size(); ++index)
+      projected_sum[index] += projected[index];
 
     const fs::path out = rank_dir(dir, rank);
     write_tensor(out / "o.safetensors", "o", outputs.o.data(),
@@ -263,8 +265,8 @@ template void dump_cp_shards(const fs::path&, const Shape&, const Outputs<float>
                              const std::string&);
 template void dump_cp_shards(const fs::path&, const Shape&, const Outputs<double>&, int,
                              const std::string&);
-template Outputs<float> run_and_dump_tp(const fs::path&, const Inputs<float>&,
-                                        const KernelOptions&, int, int);
+template Outputs<float> run_and_dump_tp(const fs::path&, const Inputs<float>&, const KernelOptions&,
+                                        int, int);
 template Outputs<double> run_and_dump_tp(const fs::path&, const Inputs<double>&,
                                          const KernelOptions&, int, int);
 

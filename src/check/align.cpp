@@ -48,7 +48,8 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
     std::string names;
     for (const auto& axis : axes) names += (names.empty() ? "" : " ") + axis;
     throw Error(ErrorCode::kUsage,
-                "'" + name + "': aligning tokens needs an axis named t (or T, s, S); the axes are '" +
+                "'" + name +
+                    "': aligning tokens needs an axis named t (or T, s, S); the axes are '" +
                     names + "'",
                 "name the axes with --dims (e.g. --dims 'b t h d') or loupe.dims");
   }
@@ -56,7 +57,8 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
   if (!padded && *token != 0) {
     throw Error(ErrorCode::kUsage,
                 "'" + name + "': the token axis '" + axes[*token] + "' is axis " +
-                    std::to_string(*token) + "; expected it first (packed t ...) or second after "
+                    std::to_string(*token) +
+                    "; expected it first (packed t ...) or second after "
                     "a batch axis b (padded b t ...)",
                 kHint);
   }
@@ -76,8 +78,9 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
     }
   }
   if (with_step == steps.size()) {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t left, size_t right) { return *steps[left].step < *steps[right].step; });
+    std::stable_sort(order.begin(), order.end(), [&](size_t left, size_t right) {
+      return *steps[left].step < *steps[right].step;
+    });
     for (size_t index = 1; index < order.size(); ++index) {
       if (*steps[order[index]].step == *steps[order[index - 1]].step) {
         throw Error(ErrorCode::kInput,
@@ -277,9 +280,9 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
       if (totals[item] != totals[0]) {
         throw Error(ErrorCode::kInput,
                     "'" + name + "': request " + std::to_string(result.request_ids[item]) +
-                        " has " + std::to_string(totals[item]) + " tokens over the steps, request " +
-                        std::to_string(result.request_ids[0]) + " has " +
-                        std::to_string(totals[0]) +
+                        " has " + std::to_string(totals[item]) +
+                        " tokens over the steps, request " + std::to_string(result.request_ids[0]) +
+                        " has " + std::to_string(totals[0]) +
                         "; give loupe.seq_lens to compare requests of different lengths",
                     kHint);
       }

@@ -35,11 +35,11 @@ struct StepTensor {
 };
 
 struct AlignedTokens {
-  Tensor tensor;                        // axes: `axes` (without the batch axis when packed)
-  std::string layout;                   // "concatenated", "padded" or "packed"
-  std::vector<int64_t> request_ids;     // in output order (empty when concatenated)
-  std::vector<int64_t> request_begin;   // packed: where each request starts along t, + the end
-  std::vector<int64_t> steps;           // step numbers in the order used
+  Tensor tensor;                       // axes: `axes` (without the batch axis when packed)
+  std::string layout;                  // "concatenated", "padded" or "packed"
+  std::vector<int64_t> request_ids;    // in output order (empty when concatenated)
+  std::vector<int64_t> request_begin;  // packed: where each request starts along t, + the end
+  std::vector<int64_t> steps;          // step numbers in the order used
 };
 
 // The axis named t/T/s/S, or nullopt.

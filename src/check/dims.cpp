@@ -112,9 +112,8 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
       int modifier_index = 0;
       while (true) {
         const size_t comma = inner.find(',', start);
-        const std::string_view modifier =
-            inner.substr(start, comma == std::string_view::npos ? inner.size() - start
-                                                                : comma - start);
+        const std::string_view modifier = inner.substr(
+            start, comma == std::string_view::npos ? inner.size() - start : comma - start);
         ++modifier_index;
         const std::string where = "modifier " + std::to_string(modifier_index);
         if (modifier.empty()) {
@@ -169,7 +168,8 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
     spec.axes.push_back(std::move(axis));
   }
   if (spec.axes.empty()) {
-    throw Error(code, std::string(origin) + " " + quoted(text) + ": no axis; expected one token per axis",
+    throw Error(code,
+                std::string(origin) + " " + quoted(text) + ": no axis; expected one token per axis",
                 hint);
   }
   return spec;

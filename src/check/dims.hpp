@@ -26,9 +26,8 @@
 namespace loupe::check {
 
 enum class ParallelAxis { kTp, kCp, kEp, kSp, kDp };
-inline constexpr ParallelAxis kAllParallelAxes[] = {ParallelAxis::kTp, ParallelAxis::kCp,
-                                                    ParallelAxis::kEp, ParallelAxis::kSp,
-                                                    ParallelAxis::kDp};
+inline constexpr ParallelAxis kAllParallelAxes[] = {
+    ParallelAxis::kTp, ParallelAxis::kCp, ParallelAxis::kEp, ParallelAxis::kSp, ParallelAxis::kDp};
 // "tp", "cp", ...
 std::string_view parallel_axis_name(ParallelAxis axis);
 // "TP", "CP", ... for sentences.

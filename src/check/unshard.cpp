@@ -230,8 +230,8 @@ Unsharded unshard(std::span<const Shard> shards, const DimsSpec& dims,
                     "'" + name + "': " + rank_label(*shard) + ": axis '" + axis.name +
                         "' has extent " + std::to_string(extent) + ", but rank " +
                         std::to_string(holder[group_rank]->rank) + ", with the same " +
-                        parallel_axis_label(sharded.group) + " rank " +
-                        std::to_string(group_rank) + ", has " + std::to_string(local[group_rank]),
+                        parallel_axis_label(sharded.group) + " rank " + std::to_string(group_rank) +
+                        ", has " + std::to_string(local[group_rank]),
                     hint);
       }
     }
@@ -243,15 +243,15 @@ Unsharded unshard(std::span<const Shard> shards, const DimsSpec& dims,
     } else {
       for (int64_t group_rank = 0; group_rank < width; ++group_rank) {
         if (local[group_rank] % 2 != 0 || local[group_rank] != local[0]) {
-          throw Error(ErrorCode::kInput,
-                      "'" + name + "': " + rank_label(*holder[group_rank]) + ": zigzag axis '" +
-                          axis.name + "' has extent " + std::to_string(local[group_rank]) +
-                          (local[group_rank] % 2 != 0
-                               ? "; expected an even extent (two equal chunks)"
-                               : ", but " + parallel_axis_label(sharded.group) + " rank 0 has " +
-                                     std::to_string(local[0]) +
-                                     "; expected equal extents on every rank"),
-                      hint);
+          throw Error(
+              ErrorCode::kInput,
+              "'" + name + "': " + rank_label(*holder[group_rank]) + ": zigzag axis '" + axis.name +
+                  "' has extent " + std::to_string(local[group_rank]) +
+                  (local[group_rank] % 2 != 0
+                       ? "; expected an even extent (two equal chunks)"
+                       : ", but " + parallel_axis_label(sharded.group) + " rank 0 has " +
+                             std::to_string(local[0]) + "; expected equal extents on every rank"),
+              hint);
         }
       }
       const int64_t chunk = local[0] / 2;
@@ -464,8 +464,7 @@ ShardAttribution attribute_error(const Tensor& a, const Tensor& b, const ShardLa
     int64_t base = 0, outer_bin = 0;
     for (size_t axis = 0; axis < last; ++axis) base += coords[axis] * strides[axis];
     for (size_t index = 0; index + 1 < cut_count; ++index) {
-      outer_bin = outer_bin * radix[index] +
-                  piece_of[index][coords[layout.sharded[index].axis]];
+      outer_bin = outer_bin * radix[index] + piece_of[index][coords[layout.sharded[index].axis]];
     }
     for (int64_t piece = 0; piece < last_axis.pieces(); ++piece) {
       const int64_t begin = last_axis.piece_begin[piece];
@@ -530,10 +529,10 @@ ShardAttribution attribute_error(const Tensor& a, const Tensor& b, const ShardLa
 
   // Concentrated: one rank of every cut axis holds the error; the share held jointly.
   if (total > 0) {
-    result.concentrated = std::all_of(result.axes.begin(), result.axes.end(),
-                                      [](const AxisAttribution& attribution) {
-                                        return attribution.top_share >= kRankHoldsShare;
-                                      });
+    result.concentrated =
+        std::all_of(result.axes.begin(), result.axes.end(), [](const AxisAttribution& attribution) {
+          return attribution.top_share >= kRankHoldsShare;
+        });
     double joint = 0;
     for (int64_t bin = 0; bin < bin_count; ++bin) {
       int64_t rest = bin;
@@ -594,8 +593,8 @@ std::string attribution_sentence(const ShardAttribution& attribution) {
              std::to_string(sharded.piece_begin[pieces[1] + 1]) + ")";
       continue;
     }
-    out += ": " + axis.axis_name + " in [" + std::to_string(sharded.piece_begin[pieces[0]]) +
-           ", " + std::to_string(sharded.piece_begin[pieces[0] + 1]) + ")";
+    out += ": " + axis.axis_name + " in [" + std::to_string(sharded.piece_begin[pieces[0]]) + ", " +
+           std::to_string(sharded.piece_begin[pieces[0] + 1]) + ")";
   }
   if (attribution.concentrated && !attribution.global_ranks.empty()) {
     out += attribution.global_ranks.size() == 1 ? "; global rank " : "; global ranks ";
@@ -620,8 +619,7 @@ DumpMetadata parse_dump_metadata(const std::map<std::string, std::string>& metad
     }
     if (!ok || used != text.size() || value < 0) {
       throw Error(ErrorCode::kInput,
-                  origin + ": metadata " + key + " '" + text +
-                      "': expected a whole number >= 0",
+                  origin + ": metadata " + key + " '" + text + "': expected a whole number >= 0",
                   "docs/formats.md lists loupe's metadata keys");
     }
     return static_cast<int64_t>(value);

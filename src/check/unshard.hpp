@@ -121,11 +121,11 @@ std::string attribution_sentence(const ShardAttribution& attribution);
 
 // ---- dump metadata (safetensors __metadata__ keys; docs/formats.md, "Dump metadata") ----
 struct DumpMetadata {
-  std::optional<std::string> dims;      // loupe.dims.<tensor>, else loupe.dims
-  std::optional<std::string> parallel;  // loupe.parallel
-  std::optional<int64_t> rank;          // loupe.rank
-  std::map<ParallelAxis, int64_t> group_ranks;  // loupe.rank.<group>
-  std::optional<int64_t> step;                  // loupe.step
+  std::optional<std::string> dims;                  // loupe.dims.<tensor>, else loupe.dims
+  std::optional<std::string> parallel;              // loupe.parallel
+  std::optional<int64_t> rank;                      // loupe.rank
+  std::map<ParallelAxis, int64_t> group_ranks;      // loupe.rank.<group>
+  std::optional<int64_t> step;                      // loupe.step
   std::optional<std::vector<int64_t>> request_ids;  // loupe.request_ids, comma-separated
   std::optional<std::vector<int64_t>> seq_lens;     // loupe.seq_lens, comma-separated
 };

@@ -121,8 +121,8 @@ TEST_F(ShardedDiff, TpShardsWithAPartialSumPassAndAFaultyTpRankIsNamed) {
 
   kda({"kernel", "chunk", "--in", path("in"), "--out", path("tp_fault"), "--tp", "2",
        "--dump-shards", path("tp_fault_dump"), "--fault-rank", "1", "--threads", "1"});
-  const CliRun fail = diff({path("tp_fault_dump"), path("ref"), "--name", "o.safetensors:o",
-                            "--tol", "rms_ratio=1e-5"});
+  const CliRun fail = diff(
+      {path("tp_fault_dump"), path("ref"), "--name", "o.safetensors:o", "--tol", "rms_ratio=1e-5"});
   ASSERT_EQ(fail.exit_code, 1) << fail.out << fail.err;
   const Json& top = fail.envelope["findings"][0];
   EXPECT_EQ(top["id"], "check.diff.rank");
@@ -179,8 +179,8 @@ TEST_F(ShardedDiff, PrefillPlusDecodeStepsLineUpWithOneForward) {
   EXPECT_EQ(tensors[0]["shape"], Json({1, kTokens, 4, 64}));
 
   run_steps("steps_fault", 5);  // decode step 5 (token 2044) lost its state
-  const CliRun fail = diff({path("steps_fault"), path("ref"), "--name", "o.safetensors:o",
-                            "--tol", "rms_ratio=1e-5"});
+  const CliRun fail = diff(
+      {path("steps_fault"), path("ref"), "--name", "o.safetensors:o", "--tol", "rms_ratio=1e-5"});
   ASSERT_EQ(fail.exit_code, 1) << fail.out << fail.err;
   const int64_t worst_t = fail.envelope["findings"][0]["where"]["coords"]["t"].get<int64_t>();
   EXPECT_GE(worst_t, 2044);
@@ -189,8 +189,8 @@ TEST_F(ShardedDiff, PrefillPlusDecodeStepsLineUpWithOneForward) {
 TEST_F(ShardedDiff, BadShardsExitTwoNamingRankAndAxis) {
   kda({"kernel", "cp", "--in", path("in"), "--out", path("cp_bad"), "--shards", "4",
        "--shard-order", "zigzag", "--dump-shards", path("cp_bad_dump"), "--threads", "1"});
-  kda({"kernel", "chunk", "--in", path("in"), "--out", path("tp_bad"), "--tp", "2",
-       "--dump-shards", path("tp_bad_dump"), "--threads", "1"});
+  kda({"kernel", "chunk", "--in", path("in"), "--out", path("tp_bad"), "--tp", "2", "--dump-shards",
+       path("tp_bad_dump"), "--threads", "1"});
   // Rank 1 holds a TP shard: all 2048 tokens instead of its two zigzag chunks.
   fs::copy_file(path("tp_bad_dump") + "/rank-1/o.safetensors",
                 path("cp_bad_dump") + "/rank-1/o.safetensors",
@@ -205,8 +205,8 @@ TEST_F(ShardedDiff, BadShardsExitTwoNamingRankAndAxis) {
       << shape.out;
 
   // A dims spec that does not parse: the token and what was expected.
-  const CliRun spec = diff({path("tp_bad_dump"), path("ref"), "--dims", "b t h(tp,zigag) v",
-                            "--parallel", "tp=2"});
+  const CliRun spec =
+      diff({path("tp_bad_dump"), path("ref"), "--dims", "b t h(tp,zigag) v", "--parallel", "tp=2"});
   EXPECT_EQ(spec.exit_code, 2);
   EXPECT_EQ(spec.envelope["error"]["message"],
             "--dims 'b t h(tp,zigag) v': token 3 'h(tp,zigag)': modifier 2 'zigag' is unknown; "

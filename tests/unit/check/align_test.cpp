@@ -29,7 +29,8 @@ std::vector<float> values(const Tensor& tensor) {
   return {data.begin(), data.end()};
 }
 
-std::string align_error(const std::vector<StepTensor>& steps, const std::vector<std::string>& axes) {
+std::string align_error(const std::vector<StepTensor>& steps,
+                        const std::vector<std::string>& axes) {
   try {
     align_tokens(steps, axes, "o");
   } catch (const Error& error) {
@@ -111,8 +112,10 @@ TEST(AlignTokens, PackedPrefillAndDecodeStepsLineUpWithOnePackedForward) {
        std::vector<int64_t>{2, 3}, "step-0"},
       {packed({{9, {3, 1}}, {4, {2, 1}}}), 1, std::vector<int64_t>{9, 4}, {}, "step-1"},
       {packed({{4, {3, 1}}, {9, {4, 1}}}), 2, std::vector<int64_t>{4, 9}, {}, "step-2"}};
-  std::vector<StepTensor> forward = {{packed({{9, {0, 5}}, {4, {0, 4}}}), {},
-                                      std::vector<int64_t>{9, 4}, std::vector<int64_t>{5, 4},
+  std::vector<StepTensor> forward = {{packed({{9, {0, 5}}, {4, {0, 4}}}),
+                                      {},
+                                      std::vector<int64_t>{9, 4},
+                                      std::vector<int64_t>{5, 4},
                                       "forward"}};
   const AlignedTokens left = align_tokens(engine, {"t", "d"}, "o");
   const AlignedTokens right = align_tokens(forward, {"t", "d"}, "o");
@@ -158,12 +161,11 @@ TEST(AlignTokens, ErrorsNameTheStepAndWhatWasExpected) {
                         {"t", "d"}),
             "'o': a: loupe.request_ids has 2 ids, loupe.seq_lens 1 lengths; expected one id per "
             "sequence");
-  EXPECT_EQ(
-      align_error({{padded_tokens({0, 1}, 2, 1, 0), 0, std::vector<int64_t>{0, 1}, {}, "a"},
-                   {padded_tokens({0}, 1, 1, 2), 1, std::vector<int64_t>{0}, {}, "b"}},
-                  {"b", "t", "d"}),
-      "'o': request 1 has 2 tokens over the steps, request 0 has 3; give loupe.seq_lens to "
-      "compare requests of different lengths");
+  EXPECT_EQ(align_error({{padded_tokens({0, 1}, 2, 1, 0), 0, std::vector<int64_t>{0, 1}, {}, "a"},
+                         {padded_tokens({0}, 1, 1, 2), 1, std::vector<int64_t>{0}, {}, "b"}},
+                        {"b", "t", "d"}),
+            "'o': request 1 has 2 tokens over the steps, request 0 has 3; give loupe.seq_lens to "
+            "compare requests of different lengths");
 }
 
 }  // namespace

@@ -41,8 +41,7 @@ TEST(DimsSpec, PlainNamesHaveNoGroup) {
 }
 
 TEST(DimsSpec, EveryModifier) {
-  const DimsSpec spec =
-      parse_dims("b  t(cp,zigzag) h(tp) e(ep,natural) s_2(sp) r(dp)", "--dims");
+  const DimsSpec spec = parse_dims("b  t(cp,zigzag) h(tp) e(ep,natural) s_2(sp) r(dp)", "--dims");
   ASSERT_EQ(spec.axes.size(), 6u);
   EXPECT_EQ(spec.axes[1].group, ParallelAxis::kCp);
   EXPECT_EQ(spec.axes[1].order, ShardOrder::kZigzag);
@@ -73,8 +72,9 @@ TEST(DimsSpec, ErrorsNameTheTokenPositionAndWhatWasExpected) {
   EXPECT_EQ(dims_error("b t(cp d"),
             "--dims 'b t(cp d': token 2 't(cp d': expected ')' to close the modifiers at the end "
             "of the token");
-  EXPECT_EQ(dims_error("b 2t"),
-            "--dims 'b 2t': token 2 '2t': expected an axis name (a letter or '_' first), found '2'");
+  EXPECT_EQ(
+      dims_error("b 2t"),
+      "--dims 'b 2t': token 2 '2t': expected an axis name (a letter or '_' first), found '2'");
   EXPECT_EQ(dims_error("b t-x"),
             "--dims 'b t-x': token 2 't-x': expected '(' or the end of the token after the name "
             "'t', found '-'");

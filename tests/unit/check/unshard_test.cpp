@@ -13,7 +13,8 @@ namespace {
 Tensor iota(std::vector<int64_t> shape, float offset = 0) {
   Tensor tensor(DType::kF32, std::move(shape));
   auto data = tensor.mutable_data<float>();
-  for (size_t index = 0; index < data.size(); ++index) data[index] = offset + static_cast<float>(index);
+  for (size_t index = 0; index < data.size(); ++index)
+    data[index] = offset + static_cast<float>(index);
   return tensor;
 }
 
@@ -23,11 +24,13 @@ int64_t logical_coordinate(int64_t local, int64_t local_extent, int64_t group_ra
                            ShardOrder order) {
   if (order == ShardOrder::kNatural) return group_rank * local_extent + local;
   const int64_t chunk = local_extent / 2;
-  return local < chunk ? group_rank * chunk + local : (2 * width - 1 - group_rank) * chunk + local - chunk;
+  return local < chunk ? group_rank * chunk + local
+                       : (2 * width - 1 - group_rank) * chunk + local - chunk;
 }
 
 // Cuts `logical` into one shard per rank by the spec, element by element (equal pieces).
-std::vector<Shard> cut(const Tensor& logical, const DimsSpec& dims, const ParallelConfig& parallel) {
+std::vector<Shard> cut(const Tensor& logical, const DimsSpec& dims,
+                       const ParallelConfig& parallel) {
   std::vector<Shard> shards;
   const std::vector<int64_t>& shape = logical.shape();
   for (int64_t rank = 0; rank < parallel.world_size(); ++rank) {
@@ -136,7 +139,8 @@ TEST(Unshard, ZigzagPutsEachRanksChunksAtRAndTwoWMinusOneMinusR) {
 }
 
 TEST(Unshard, NaturalOrderAcceptsUnevenShards) {
-  std::vector<Shard> shards = {{0, {0}, iota({3, 2}), "rank-0"}, {1, {1}, iota({1, 2}, 6), "rank-1"}};
+  std::vector<Shard> shards = {{0, {0}, iota({3, 2}), "rank-0"},
+                               {1, {1}, iota({1, 2}, 6), "rank-1"}};
   const Unsharded result =
       unshard(shards, parse_dims("t(cp) d", "--dims"), parse_parallel("cp=2", "p"), "x");
   expect_equal(result.tensor, iota({4, 2}));
