@@ -1,10 +1,13 @@
 #include "check/align.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
 #include "check/compare.hpp"
+#include "check/metrics.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::check {
@@ -128,7 +131,13 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
   const size_t token_bytes = static_cast<size_t>(inner) * element;
 
   AlignedTokens result;
-  for (size_t index : order) result.steps.push_back(steps[index].step.value_or(-1));
+  for (size_t position = 0; position < order.size(); ++position) {
+    result.steps.push_back(steps[order[position]].step.value_or(static_cast<int64_t>(position)));
+  }
+  std::vector<int32_t> step_position(steps.size(), 0);
+  for (size_t position = 0; position < order.size(); ++position) {
+    step_position[order[position]] = static_cast<int32_t>(position);
+  }
   const bool requests = has_request_metadata(steps);
 
   if (!requests && !force_packed) {
@@ -152,6 +161,8 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
     result.tensor = Tensor(first.dtype(), shape);
     result.layout = "concatenated";
     std::byte* out = result.tensor.mutable_bytes();
+    result.rows = batch;
+    result.token_step.resize(static_cast<size_t>(batch * total));
     for (int64_t row = 0; row < batch; ++row) {
       int64_t position = 0;
       for (size_t index : order) {
@@ -160,6 +171,8 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
         std::memcpy(out + (row * total + position) * token_bytes,
                     tensor.bytes() + row * length * token_bytes,
                     static_cast<size_t>(length) * token_bytes);
+        std::fill_n(result.token_step.begin() + row * total + position, length,
+                    step_position[index]);
         position += length;
       }
     }
@@ -294,12 +307,15 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
   }
   result.tensor = Tensor(first.dtype(), shape);
   std::byte* out = result.tensor.mutable_bytes();
+  result.rows = any_lengths ? 1 : static_cast<int64_t>(totals.size());
+  result.token_step.resize(static_cast<size_t>(grand_total));
   int64_t position = 0;
   for (const auto& [id, list] : runs) {
     for (const Run& run : list) {
       std::memcpy(out + position * token_bytes,
                   steps[run.step].tensor.bytes() + run.first_token * token_bytes,
                   static_cast<size_t>(run.count) * token_bytes);
+      std::fill_n(result.token_step.begin() + position, run.count, step_position[run.step]);
       position += run.count;
     }
   }
@@ -311,6 +327,90 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
   }
   result.tensor.axes = out_axes;
   return result;
+}
+
+StepAttribution attribute_steps(const Tensor& a, const Tensor& b, const AlignedTokens& aligned,
+                                double atol, double rtol) {
+  StepAttribution result;
+  result.squared_error.assign(aligned.steps.size(), 0.0);
+  result.mismatches.assign(aligned.steps.size(), 0);
+  const int64_t positions = static_cast<int64_t>(aligned.token_step.size());
+  if (positions == 0) return result;
+  const int64_t inner = a.numel() / positions;
+  const int64_t tokens = positions / aligned.rows;
+  std::vector<double> values_a(static_cast<size_t>(inner)), values_b(values_a.size());
+  // Per step, the first position holding a mismatch: rows interleave steps differently, so
+  // the earliest step (not the earliest position) is the one to name.
+  std::vector<int64_t> first_position(aligned.steps.size(), -1);
+  for (int64_t position = 0; position < positions; ++position) {
+    detail::decode_to_double(a, position * inner, inner, values_a.data());
+    detail::decode_to_double(b, position * inner, inner, values_b.data());
+    const size_t step = static_cast<size_t>(aligned.token_step[position]);
+    double squared = 0;
+    int64_t mismatches = 0;
+    for (int64_t index = 0; index < inner; ++index) {
+      const double value_a = values_a[index], value_b = values_b[index];
+      const double diff = value_a - value_b;
+      if (std::isfinite(diff)) {
+        squared += diff * diff;
+        if (std::abs(diff) > atol + rtol * std::abs(value_b)) ++mismatches;
+      } else if (!(value_a == value_b) && !(std::isnan(value_a) && std::isnan(value_b))) {
+        ++mismatches;  // a NaN/Inf the other side does not have
+      }
+    }
+    result.squared_error[step] += squared;
+    result.mismatches[step] += mismatches;
+    if (mismatches > 0 && first_position[step] < 0) first_position[step] = position;
+  }
+  for (size_t step = 0; step < first_position.size(); ++step) {
+    if (first_position[step] < 0) continue;
+    result.first_step = step;
+    result.first_row = first_position[step] / tokens;
+    result.first_token = first_position[step] % tokens;
+    break;
+  }
+  for (double value : result.squared_error) result.total_squared_error += value;
+  if (result.first_step && result.total_squared_error > 0) {
+    double held = 0;
+    for (size_t step = *result.first_step; step < result.squared_error.size(); ++step) {
+      held += result.squared_error[step];
+    }
+    result.share_from_first = held / result.total_squared_error;
+  }
+  return result;
+}
+
+std::string step_sentence(const StepAttribution& attribution, const AlignedTokens& aligned) {
+  if (!attribution.first_step) return {};
+  const size_t step = *attribution.first_step;
+  std::string where = "t=" + std::to_string(attribution.first_token);
+  if (!aligned.request_begin.empty()) {
+    // Packed: the request and the token's index within it.
+    for (size_t request = 0; request + 1 < aligned.request_begin.size(); ++request) {
+      if (attribution.first_token < aligned.request_begin[request + 1]) {
+        where += " (request " + std::to_string(aligned.request_ids[request]) + ", its token " +
+                 std::to_string(attribution.first_token - aligned.request_begin[request]) + ")";
+        break;
+      }
+    }
+  } else if (aligned.rows > 1) {
+    where += " of row " + std::to_string(attribution.first_row);
+    if (!aligned.request_ids.empty()) {
+      where += " (request " + std::to_string(aligned.request_ids[attribution.first_row]) + ")";
+    }
+  }
+  char share[32];
+  std::snprintf(share, sizeof share, "%.3g%%", attribution.share_from_first * 100);
+  std::string out = "the first token past tolerance is " + where + ", from step " +
+                    std::to_string(aligned.steps[step]) + " (" + std::to_string(step + 1) + " of " +
+                    std::to_string(aligned.steps.size()) + " steps; " +
+                    (step == 0 ? "the prefill" : "a decode step") + ")";
+  out +=
+      step + 1 < aligned.steps.size()
+          ? "; that step and the ones after it hold " + std::string(share) + " of the squared error"
+          : "; it holds " + std::string(share) + " of the squared error";
+  if (step > 0) out += "; the steps before it are within tolerance";
+  return out;
 }
 
 }  // namespace loupe::check

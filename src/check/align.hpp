@@ -39,8 +39,32 @@ struct AlignedTokens {
   std::string layout;                  // "concatenated", "padded" or "packed"
   std::vector<int64_t> request_ids;    // in output order (empty when concatenated)
   std::vector<int64_t> request_begin;  // packed: where each request starts along t, + the end
-  std::vector<int64_t> steps;          // step numbers in the order used
+  std::vector<int64_t> steps;          // step numbers in the order used (else 0, 1, ...)
+  // For every (row, t) of the output (rows = the batch when padded or concatenated, 1 when
+  // packed): the index into `steps` of the step the token came from.
+  int64_t rows = 1;
+  std::vector<int32_t> token_step;
 };
+
+// Where along the steps the error of an aligned comparison lies.
+struct StepAttribution {
+  std::vector<double> squared_error;  // per step, in the order of AlignedTokens::steps
+  std::vector<int64_t> mismatches;    // per step: elements outside atol + rtol·|b| (or NaN/Inf)
+  double total_squared_error = 0;
+  // The first token in (row, t) order holding a mismatch: its step index, row and t.
+  std::optional<size_t> first_step;
+  int64_t first_row = 0;
+  int64_t first_token = 0;
+  double share_from_first = 0;  // of the squared error, held by first_step and later steps
+};
+
+// REQUIRES: a and b have aligned.tensor's shape. One pass over the pair.
+StepAttribution attribute_steps(const Tensor& a, const Tensor& b, const AlignedTokens& aligned,
+                                double atol, double rtol);
+
+// "the first token past tolerance is t=2044, from step 5 (6 of 9 steps; a decode step); that
+// step and the ones after it hold 100% of the squared error; ...". Empty when none is past.
+std::string step_sentence(const StepAttribution& attribution, const AlignedTokens& aligned);
 
 // The axis named t/T/s/S, or nullopt.
 std::optional<size_t> token_axis_of(const std::vector<std::string>& axes);

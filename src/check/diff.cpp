@@ -580,9 +580,13 @@ std::optional<TokenAlignmentReport> align_sides(const std::string& name, const D
                     ", B holds " + joined_numbers(aligned[1].request_ids),
                 "compare runs that served the same requests (loupe.request_ids)");
   }
+  const size_t stepped = a.steps.size() >= b.steps.size() ? 0 : 1;
+  report.stepped_side = stepped == 0 ? "A" : "B";
   for (size_t index = 0; index < sides.size(); ++index) {
     sides[index]->tensor = std::move(aligned[index].tensor);
   }
+  report.steps = std::move(aligned[stepped]);
+  report.steps.tensor = Tensor();
   return report;
 }
 
@@ -614,6 +618,8 @@ std::string shard_lines(const DiffResult& result, size_t index) {
       out += ", requests " + joined_numbers(alignment.request_ids) + " in that order";
     }
     out += "\n";
+    const std::string sentence = step_sentence(alignment.attribution, alignment.steps);
+    if (!sentence.empty() && result.diverged[index]) out += "    " + sentence + "\n";
   }
   return out;
 }
@@ -625,6 +631,39 @@ std::vector<Finding> shard_findings(const DiffResult& result, size_t index,
   std::vector<Finding> out;
   if (index >= result.shards.size()) return out;
   const TensorComparison& comparison = result.comparisons[index];
+  if (index < result.alignments.size() && result.alignments[index] && result.diverged[index]) {
+    const TokenAlignmentReport& alignment = *result.alignments[index];
+    const StepAttribution& attribution = alignment.attribution;
+    const std::string sentence = step_sentence(attribution, alignment.steps);
+    if (!sentence.empty()) {
+      Finding finding;
+      finding.id = context.id_prefix + ".step";
+      finding.layer = Layer::kCheck;
+      finding.severity = Severity::kFail;
+      finding.where = context.where;
+      finding.where.path = comparison.name;
+      finding.where.coords = comparison.localisation.worst_coords;
+      finding.where.params.emplace_back("step",
+                                        Value(alignment.steps.steps[*attribution.first_step]));
+      finding.where.params.emplace_back("t", Value(attribution.first_token));
+      finding.claim = "'" + comparison.name + "' (" + alignment.stepped_side + " aligned from " +
+                      std::to_string(alignment.steps.steps.size()) + " steps, " + alignment.layout +
+                      "): " + sentence;
+      finding.evidence.metrics.emplace_back(
+          "first_step", static_cast<double>(alignment.steps.steps[*attribution.first_step]));
+      finding.evidence.metrics.emplace_back("first_t",
+                                            static_cast<double>(attribution.first_token));
+      finding.evidence.metrics.emplace_back("share_from_first_step", attribution.share_from_first);
+      finding.evidence.metrics.emplace_back("rms_ratio", comparison.metrics.rms_ratio);
+      finding.evidence.files = context.files;
+      finding.next = attribution.first_step == 0
+                         ? "the prefill already differs: compare the prefill dumps alone"
+                         : "look at what that step received from the one before it (its state, "
+                           "its cache entry, its position)";
+      finding.reproduce = context.reproduce;
+      out.push_back(std::move(finding));
+    }
+  }
   for (const ShardReport& report : result.shards[index]) {
     const ShardAttribution& attribution = report.attribution;
     if (result.diverged[index] && attribution.total_squared_error > 0) {
@@ -911,6 +950,11 @@ DiffResult run_diff(const DiffRequest& request) {
       reports.push_back(std::move(report));
     }
     result.shards.push_back(std::move(reports));
+    if (alignment) {
+      const Tolerance& tolerance = result.comparisons.back().metrics.tolerance;
+      alignment->attribution =
+          attribute_steps(tensor_a, tensor_b, alignment->steps, tolerance.atol, tolerance.rtol);
+    }
     result.alignments.push_back(std::move(alignment));
   }
   if (request.along && !along_found && !result.comparisons.empty()) {
@@ -1140,11 +1184,28 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
     }
     if (index < result.alignments.size() && result.alignments[index]) {
       const TokenAlignmentReport& alignment = *result.alignments[index];
-      tensor["token_alignment"] = {{"layout", alignment.layout},
-                                   {"request_ids", alignment.request_ids},
-                                   {"request_begin", alignment.request_begin},
-                                   {"steps_a", alignment.steps_a},
-                                   {"steps_b", alignment.steps_b}};
+      Json per_step = Json::array();
+      const StepAttribution& attribution = alignment.attribution;
+      for (size_t step = 0; step < attribution.squared_error.size(); ++step) {
+        per_step.push_back({{"step", alignment.steps.steps[step]},
+                            {"share", number_to_json(attribution.total_squared_error > 0
+                                                         ? attribution.squared_error[step] /
+                                                               attribution.total_squared_error
+                                                         : 0.0)},
+                            {"mismatches", attribution.mismatches[step]}});
+      }
+      tensor["token_alignment"] = {
+          {"layout", alignment.layout},
+          {"request_ids", alignment.request_ids},
+          {"request_begin", alignment.request_begin},
+          {"steps_a", alignment.steps_a},
+          {"steps_b", alignment.steps_b},
+          {"stepped_side", alignment.stepped_side},
+          {"first_step", attribution.first_step
+                             ? Json(alignment.steps.steps[*attribution.first_step])
+                             : Json(nullptr)},
+          {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
+          {"steps", std::move(per_step)}};
     }
     tensors.push_back(std::move(tensor));
   }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "check/align.hpp"
 #include "check/compare.hpp"
 #include "check/unshard.hpp"
 #include "core/stats_registry.hpp"
@@ -58,6 +59,11 @@ struct TokenAlignmentReport {
   std::vector<int64_t> request_begin;
   size_t steps_a = 0;
   size_t steps_b = 0;
+  // The stepped side's alignment (A's, else B's; its tensor left empty) and where along its
+  // steps the error lies.
+  std::string stepped_side;
+  AlignedTokens steps;
+  StepAttribution attribution;
 };
 
 struct DiffResult {

@@ -182,8 +182,16 @@ TEST_F(ShardedDiff, PrefillPlusDecodeStepsLineUpWithOneForward) {
   const CliRun fail = diff(
       {path("steps_fault"), path("ref"), "--name", "o.safetensors:o", "--tol", "rms_ratio=1e-5"});
   ASSERT_EQ(fail.exit_code, 1) << fail.out << fail.err;
-  const int64_t worst_t = fail.envelope["findings"][0]["where"]["coords"]["t"].get<int64_t>();
-  EXPECT_GE(worst_t, 2044);
+  const Json& top = fail.envelope["findings"][0];
+  EXPECT_EQ(top["id"], "check.diff.step");
+  EXPECT_NE(top["claim"].get<std::string>().find(
+                "the first token past tolerance is t=2044, from step 5 (6 of 9 steps; a decode "
+                "step); that step and the ones after it hold 100% of the squared error; the "
+                "steps before it are within tolerance"),
+            std::string::npos)
+      << top["claim"];
+  EXPECT_EQ(top["where"]["params"]["step"], 5);
+  EXPECT_GE(top["where"]["coords"]["t"].get<int64_t>(), 2044);
 }
 
 TEST_F(ShardedDiff, BadShardsExitTwoNamingRankAndAxis) {

@@ -126,6 +126,54 @@ TEST(AlignTokens, PackedPrefillAndDecodeStepsLineUpWithOnePackedForward) {
   EXPECT_EQ(values(left.tensor), values(packed({{4, {0, 4}}, {9, {0, 5}}})));
 }
 
+TEST(AttributeSteps, NamesTheEarliestStepPastToleranceAndItsToken) {
+  // Two requests padded (b t d); request 1 goes wrong from step 2, request 0 only at step 3.
+  std::vector<StepTensor> steps = {{padded_tokens({0, 1}, 4, 2, 0), 0, {}, {}, "step-0"},
+                                   {padded_tokens({0, 1}, 1, 2, 4), 1, {}, {}, "step-1"},
+                                   {padded_tokens({0, 1}, 1, 2, 5), 2, {}, {}, "step-2"},
+                                   {padded_tokens({0, 1}, 1, 2, 6), 3, {}, {}, "step-3"}};
+  const AlignedTokens aligned = align_tokens(steps, {"b", "t", "d"}, "o");
+  EXPECT_EQ(aligned.rows, 2);
+  EXPECT_EQ(aligned.token_step, (std::vector<int32_t>{0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 1, 2, 3}));
+  Tensor candidate = aligned.tensor.converted(DType::kF32);
+  auto data = candidate.mutable_data<float>();
+  data[(0 * 7 + 6) * 2 + 0] += 3;  // row 0, t=6 (step 3)
+  data[(1 * 7 + 5) * 2 + 1] += 4;  // row 1, t=5 (step 2)
+  const StepAttribution attribution = attribute_steps(candidate, aligned.tensor, aligned, 1e-5, 0);
+  ASSERT_TRUE(attribution.first_step.has_value());
+  EXPECT_EQ(*attribution.first_step, 2u);
+  EXPECT_EQ(attribution.first_row, 1);
+  EXPECT_EQ(attribution.first_token, 5);
+  EXPECT_EQ(attribution.mismatches, (std::vector<int64_t>{0, 0, 1, 1}));
+  EXPECT_DOUBLE_EQ(attribution.total_squared_error, 25.0);
+  EXPECT_DOUBLE_EQ(attribution.share_from_first, 1.0);
+  EXPECT_EQ(step_sentence(attribution, aligned),
+            "the first token past tolerance is t=5 of row 1, from step 2 (3 of 4 steps; a "
+            "decode step); that step and the ones after it hold 100% of the squared error; the "
+            "steps before it are within tolerance");
+  // Within tolerance: nothing to say.
+  EXPECT_EQ(
+      step_sentence(attribute_steps(aligned.tensor, aligned.tensor, aligned, 1e-5, 0), aligned),
+      "");
+}
+
+TEST(AttributeSteps, PackedNamesTheRequestAndItsToken) {
+  Tensor prefill(DType::kF32, {5, 1});
+  Tensor decode(DType::kF32, {2, 1});
+  std::vector<StepTensor> steps = {
+      {prefill, 0, std::vector<int64_t>{3, 8}, std::vector<int64_t>{2, 3}, "step-0"},
+      {decode, 1, std::vector<int64_t>{8, 3}, {}, "step-1"}};
+  const AlignedTokens aligned = align_tokens(steps, {"t", "d"}, "o");
+  EXPECT_EQ(aligned.token_step, (std::vector<int32_t>{0, 0, 1, 0, 0, 0, 1}));
+  Tensor candidate = aligned.tensor.converted(DType::kF32);
+  candidate.mutable_data<float>()[6] = 1;  // request 8's decode token (its 4th token)
+  const StepAttribution attribution = attribute_steps(candidate, aligned.tensor, aligned, 1e-5, 0);
+  EXPECT_EQ(step_sentence(attribution, aligned),
+            "the first token past tolerance is t=6 (request 8, its token 3), from step 1 (2 of 2 "
+            "steps; a decode step); it holds 100% of the squared error; the steps before it are "
+            "within tolerance");
+}
+
 TEST(AlignTokens, ErrorsNameTheStepAndWhatWasExpected) {
   const Tensor two = padded_tokens({0}, 2, 1, 0);
   EXPECT_EQ(align_error({{two, {}, {}, {}, "x"}}, {"b", "h", "d"}),
