@@ -219,6 +219,12 @@ Loaded load(Source& source, const std::string& name, const ShardSettings& settin
       loaded.meta =
           parse_dump_metadata(metadata_of(source, entry.file), *entry.tensor, entry.file.string());
     }
+    // A dims spec names the axes of an unsharded tensor too (worst_coords, --along).
+    if (auto dims = dims_for(settings, name, loaded.meta, loaded.origin)) {
+      if (static_cast<int64_t>(dims->axes.size()) == loaded.tensor.rank()) {
+        loaded.tensor.axes = dims->names();
+      }
+    }
     return loaded;
   }
   std::vector<Loaded> parts;
@@ -255,6 +261,15 @@ Loaded load(Source& source, const std::string& name, const ShardSettings& settin
   }
 
   // Sharded: the dims and groups, from the command line or rank 0's metadata.
+  for (size_t index = 0; index < parts.size(); ++index) {
+    if (!parts[index].steps.empty()) {
+      throw Error(ErrorCode::kInput,
+                  source.side + " (" + source.path.string() + "): " + source.part_names[index] +
+                      "/ holds step-<s>/ directories; expected each step-<s>/ to hold its "
+                      "rank-<r>/ directories",
+                  "steps outside, ranks inside: DIR/step-<s>/rank-<r>/");
+    }
+  }
   const Loaded& first = parts.front();
   const std::optional<DimsSpec> dims = dims_for(settings, name, first.meta, first.origin);
   if (!dims) {
