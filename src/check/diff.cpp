@@ -272,6 +272,10 @@ Loaded load(Source& source, const std::string& name, const ShardSettings& settin
   }
   const Loaded& first = parts.front();
   const std::optional<DimsSpec> dims = dims_for(settings, name, first.meta, first.origin);
+  if (parts.size() == 1 && (!dims || (!settings.parallel && !first.meta.parallel))) {
+    // One rank (a world of size 1 dumps into rank-0/ too): nothing to put together.
+    return std::move(parts.front());
+  }
   if (!dims) {
     throw Error(ErrorCode::kUsage,
                 source.side + " (" + source.path.string() + "): '" + name +
