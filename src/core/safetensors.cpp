@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "core/mapped_file.hpp"
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
@@ -135,13 +137,15 @@ Entry parse_entry(const std::string& file, const std::string& name, const Json& 
   return entry;
 }
 
-}  // namespace
+// The JSON header of a mapped .safetensors file (validated as an object), and its length.
+struct Header {
+  Json json;
+  uint64_t length = 0;
+};
 
-std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
-  const std::byte* bytes = mapping->data();
-  const size_t size = mapping->size();
+Header parse_header(const std::string& file, const MappedFile& mapping) {
+  const std::byte* bytes = mapping.data();
+  const size_t size = mapping.size();
   if (size == 0) {
     throw input_error(file,
                       "empty file (expected a .safetensors file: an 8-byte header length, then "
@@ -171,23 +175,39 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
     }
     return true;
   };
+  // A header nests three levels; a deeply nested one would overflow nlohmann's recursion.
+  check_json_nesting(std::string_view(header_begin, header_length), file + ": header at offset 8",
+                     kMaxJsonDepth);
   try {
     header = Json::parse(header_begin, header_begin + header_length, refuse_duplicate_names);
   } catch (const Json::parse_error& error) {
     throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
                                 "), near offset " +
                                 std::to_string(8 + (error.byte > 0 ? error.byte - 1 : 0)) + ": " +
-                                error.what());
+                                json_error_text(error));
   } catch (const Json::exception& error) {
     // Not only syntax: a number beyond double's range (1e400) is out_of_range 406 (fuzzing found
     // it escaping as an uncaught exception).
     throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
-                                "): " + error.what());
+                                "): " + json_error_text(error));
   }
   if (!header.is_object()) {
     throw input_error(file, "header at offset 8: expected a JSON object, found " +
                                 std::string(header.type_name()));
   }
+  return {std::move(header), header_length};
+}
+
+}  // namespace
+
+std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
+  const std::byte* bytes = mapping->data();
+  const size_t size = mapping->size();
+  Header parsed = parse_header(file, *mapping);
+  const Json& header = parsed.json;
+  const uint64_t header_length = parsed.length;
 
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
@@ -261,9 +281,39 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
   return tensors;
 }
 
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
+  const Header parsed = parse_header(file, *mapping);
+  std::map<std::string, std::string> metadata;
+  const auto found = parsed.json.find("__metadata__");
+  if (found == parsed.json.end()) return metadata;
+  if (!found->is_object()) {
+    throw input_error(file, "header field '__metadata__': expected an object of strings");
+  }
+  for (const auto& [key, text] : found->items()) {
+    if (!text.is_string()) {
+      throw input_error(file, "header field '__metadata__', key '" + key +
+                                  "': expected a string, found " + text.dump());
+    }
+    metadata[key] = text.get<std::string>();
+  }
+  return metadata;
+}
+
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors) {
+  write_safetensors(path, tensors, {});
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   const std::string file = path.string();
   Json header = Json::object();
+  if (!metadata.empty()) {
+    Json object = Json::object();
+    for (const auto& [key, value] : metadata) object[key] = value;
+    header["__metadata__"] = std::move(object);
+  }
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const NamedTensor& named : tensors) {
@@ -288,7 +338,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   try {
     header_text = header.dump();
   } catch (const Json::exception& error) {
-    throw input_error(file, std::string("cannot write the header: ") + error.what(),
+    throw input_error(file, std::string("cannot write the header: ") + json_error_text(error),
                       "tensor names must be valid UTF-8");
   }
   // Padding with spaces to a multiple of 8 keeps the data buffer 8-byte aligned in the file.

@@ -11,6 +11,7 @@
 #include "bench/report.hpp"
 #include "check/compare.hpp"
 #include "check/findings.hpp"
+#include "core/limits.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::probe {
@@ -31,9 +32,10 @@ class ObservationReader {
     std::stringstream text;
     text << in.rdbuf();
     try {
+      check_json_nesting(text.str(), path.string());  // written by the subject: bounded first
       json_ = Json::parse(text.str());
     } catch (const nlohmann::json::exception& error) {
-      throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + error.what());
+      throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + json_error_text(error));
     }
     if (!json_.is_object() || json_.value("loupe_observation", 0) != 1) {
       throw Error(ErrorCode::kInput,
@@ -821,10 +823,13 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   if (!in) throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() + ": missing");
   Json samples_json;
   try {
-    samples_json = Json::parse(in);
+    std::stringstream samples_text;
+    samples_text << in.rdbuf();
+    check_json_nesting(samples_text.str(), (reader.dir() / samples_file).string());
+    samples_json = Json::parse(samples_text.str());
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                (reader.dir() / samples_file).string() + ": not valid JSON: " + error.what());
+    throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() +
+                                       ": not valid JSON: " + json_error_text(error));
   }
   struct Variant {
     std::string name;
@@ -1118,7 +1123,8 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
     context.probe = reader.at(observation, "probe", "").get<std::string>();
     context.params = params_of(observation);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput, (dir / "observation.json").string() + ": " + error.what());
+    throw Error(ErrorCode::kInput,
+                (dir / "observation.json").string() + ": " + json_error_text(error));
   }
   context.observation_file = (dir / "observation.json").string();
   context.reproduce = options.reproduce;
@@ -1144,7 +1150,7 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
                                          "'; expected check, bench or scenario");
     }
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput, context.observation_file + ": " + error.what());
+    throw Error(ErrorCode::kInput, context.observation_file + ": " + json_error_text(error));
   }
 
   RunOutcome outcome;
