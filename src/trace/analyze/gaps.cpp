@@ -19,7 +19,9 @@ std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns) {
   }
   std::vector<TrackGaps> result;
   for (TrackId track = 0; track < model.tracks.size(); ++track) {
-    if (model.tracks[track].kind != wanted) continue;
+    // Lanes are parts of a thread or stream (annotation labels, Python stacks): the main lane is
+    // the one that feeds and runs work.
+    if (model.tracks[track].kind != wanted || model.tracks[track].lane != Lane::kMain) continue;
     const auto& ids = index.slices(track);
     if (ids.empty()) continue;
     TrackGaps gaps;
