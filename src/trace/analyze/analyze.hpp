@@ -112,7 +112,8 @@ struct Warmup {
     int64_t typical_ns = 0;  // kFirstCall: the median of the later calls of the same name
     uint64_t later_calls = 0;
   };
-  std::vector<uint8_t> slice;  // per slice: 1 when warm-up (an item or inside / launched by one)
+  // Per slice: 1 when warm-up (an item, inside one or launched by one); empty when no items.
+  std::vector<uint8_t> slice;
   std::vector<Item> items;     // by duration, descending
   std::vector<SliceId> steps;  // ProfilerStep#N ranges on CPU threads, in time order
 };

@@ -83,27 +83,39 @@ std::vector<GilContention> compute_gil(const Model& model) {
   // with runtime calls only is not one: Kineto may file a thread's CUDA runtime calls under
   // another thread id than its ops.
   std::vector<uint8_t> python(model.tracks.size(), 0);
-  std::vector<uint8_t> has_child(slices.size(), 0);
   StringId cpu_op = 0;
   for (StringId id = 1; id < model.strings.size(); ++id) {
     if (model.strings.get(id) == "cpu_op") cpu_op = id;
   }
+  if (annotation == 0 && python_function == 0 && cpu_op == 0) return {};
+  std::vector<TrackId> main_of(model.tracks.size());
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    main_of[track] = model.tracks[track].main;
+  }
   for (SliceId id = 0; id < slices.size(); ++id) {
     const StringId category = slices.category[id];
-    uint8_t& mark = python[model.tracks[slices.track[id]].main];
-    if (category != 0 && (category == annotation || category == python_function)) {
+    if (category == 0) continue;
+    uint8_t& mark = python[main_of[slices.track[id]]];
+    if (category == annotation || category == python_function) {
       mark = 1;
-    } else if (category != 0 && category == cpu_op && mark == 0) {
+    } else if (category == cpu_op && mark == 0) {
       mark = 2;
     }
+  }
+  auto is_python = [&](TrackId main) {
+    return python[main] == 1 || (python[main] == 2 && contains_python(model.tracks[main].name));
+  };
+  size_t python_threads = 0;
+  for (const auto& [main, thread] : threads) python_threads += is_python(main) ? 1 : 0;
+  if (python_threads < 2) return {};
+  std::vector<uint8_t> has_child(slices.size(), 0);
+  for (SliceId id = 0; id < slices.size(); ++id) {
     if (slices.parent[id] != kNoSlice) has_child[slices.parent[id]] = 1;
   }
   const TrackIndex index(model);
   std::vector<PythonThread*> pythons;
   for (auto& [main, thread] : threads) {
-    if (python[main] == 0 || (python[main] == 2 && !contains_python(model.tracks[main].name))) {
-      continue;
-    }
+    if (!is_python(main)) continue;
     std::vector<int64_t> bounds;
     std::vector<Interval> leaves;
     for (TrackId lane : thread.lanes) {

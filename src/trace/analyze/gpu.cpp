@@ -78,6 +78,8 @@ struct Context {
   const TrackIndex& index;
   const std::vector<uint8_t>& kind;  // per slice: GpuKind or kNotGpu
   const std::vector<SliceId>& launch_of;
+  const std::vector<uint32_t>& device_of;  // by track: the device (file, pid) index
+  size_t devices;
   int64_t kernel_wait_ns;
 };
 
@@ -88,10 +90,10 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
   GpuSummary summary;
   if (ops.empty()) return summary;
   int64_t first = INT64_MAX, last = INT64_MIN;
-  // Per device (file, pid): intervals per kind.
-  using Device = std::pair<uint32_t, std::string>;
-  std::map<Device, std::array<std::vector<Interval>, static_cast<size_t>(GpuKind::kCount)>> devices;
-  std::map<TrackId, std::vector<SliceId>> streams;
+  // Per device (file, pid): intervals per kind; per stream (its main lane): the ops.
+  std::vector<std::array<std::vector<Interval>, static_cast<size_t>(GpuKind::kCount)>> devices(
+      context.devices);
+  std::vector<std::vector<SliceId>> by_stream(model.tracks.size());
   for (SliceId id : ops) {
     const auto kind = static_cast<GpuKind>(context.kind[id]);
     const int64_t start = slices.start_ns[id], end = slices.end_ns[id];
@@ -100,13 +102,14 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     time.sum_ns += end - start;
     first = std::min(first, start);
     last = std::max(last, end);
-    const Track& track = model.tracks[slices.track[id]];
-    devices[{track.file_index, track.pid}][static_cast<size_t>(kind)].emplace_back(start, end);
-    streams[track.main].push_back(id);
+    const TrackId track = slices.track[id];
+    devices[context.device_of[track]][static_cast<size_t>(kind)].emplace_back(start, end);
+    by_stream[model.tracks[track].main].push_back(id);
   }
   summary.span_ns = last - first;
   int64_t worst_comm = 0, worst_copy = 0;
-  for (auto& [device, per_kind] : devices) {
+  for (size_t device = 0; device < devices.size(); ++device) {
+    auto& per_kind = devices[device];
     std::vector<Interval> all, copy;
     for (size_t kind = 0; kind < per_kind.size(); ++kind) {
       const std::vector<Interval>& raw = per_kind[kind];
@@ -127,8 +130,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     for (SliceId id : ops) {
       const auto kind = static_cast<GpuKind>(context.kind[id]);
       if (kind != GpuKind::kComm && !is_copy(kind)) continue;
-      const Track& track = model.tracks[slices.track[id]];
-      if (track.file_index != device.first || track.pid != device.second) continue;
+      if (context.device_of[slices.track[id]] != device) continue;
       const int64_t exposed = slices.end_ns[id] - slices.start_ns[id] -
                               covered(compute, slices.start_ns[id], slices.end_ns[id]);
       int64_t& worst = kind == GpuKind::kComm ? worst_comm : worst_copy;
@@ -144,10 +146,16 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     size_t stream;
   };
   std::vector<HostGap> host_gaps;
-  for (auto& [stream, ids] : streams) {
-    std::stable_sort(ids.begin(), ids.end(), [&](SliceId left, SliceId right) {
+  for (TrackId stream = 0; stream < by_stream.size(); ++stream) {
+    std::vector<SliceId>& ids = by_stream[stream];
+    if (ids.empty()) continue;
+    // One lane's ids are in start order already; overlap lanes interleave.
+    auto by_start = [&](SliceId left, SliceId right) {
       return slices.start_ns[left] < slices.start_ns[right];
-    });
+    };
+    if (!std::is_sorted(ids.begin(), ids.end(), by_start)) {
+      std::stable_sort(ids.begin(), ids.end(), by_start);
+    }
     StreamIdle idle;
     idle.stream = stream;
     idle.ops = ids.size();
@@ -195,20 +203,30 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     }
     summary.streams.push_back(std::move(idle));
   }
-  // What the launching thread did during the longest host-wait gaps of each stream.
-  std::stable_sort(host_gaps.begin(), host_gaps.end(),
-                   [](const HostGap& left, const HostGap& right) {
-                     return left.gap.second - left.gap.first > right.gap.second - right.gap.first;
-                   });
+  // What the launching thread did during the longest host-wait gaps of each stream. Gaps were
+  // gathered stream by stream: order each stream's run only as far as its first kZoneGaps.
+  auto longer = [](const HostGap& left, const HostGap& right) {
+    const int64_t left_ns = left.gap.second - left.gap.first;
+    const int64_t right_ns = right.gap.second - right.gap.first;
+    if (left_ns != right_ns) return left_ns > right_ns;
+    return left.gap.first < right.gap.first;
+  };
   std::vector<std::map<std::string, int64_t>> zones(summary.streams.size());
-  std::vector<size_t> looked_up(summary.streams.size(), 0);
-  for (const HostGap& gap : host_gaps) {
-    if (looked_up[gap.stream]++ >= kZoneGaps) continue;
-    for (const auto& [name, ns] :
-         innermost_zones(model, context.index, gap.thread, gap.gap.first, gap.gap.second)) {
-      zones[gap.stream][name] += ns;
+  for (size_t begin = 0; begin < host_gaps.size();) {
+    size_t end = begin;
+    while (end < host_gaps.size() && host_gaps[end].stream == host_gaps[begin].stream) ++end;
+    const auto first = host_gaps.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto stop = first + static_cast<std::ptrdiff_t>(std::min(end - begin, kZoneGaps));
+    std::partial_sort(first, stop, host_gaps.begin() + static_cast<std::ptrdiff_t>(end), longer);
+    for (auto it = first; it != stop; ++it) {
+      const HostGap& gap = *it;
+      for (const auto& [name, ns] :
+           innermost_zones(model, context.index, gap.thread, gap.gap.first, gap.gap.second)) {
+        zones[gap.stream][name] += ns;
+      }
+      summary.streams[gap.stream].host_zones_ns += gap.gap.second - gap.gap.first;
     }
-    summary.streams[gap.stream].host_zones_ns += gap.gap.second - gap.gap.first;
+    begin = end;
   }
   for (size_t stream = 0; stream < summary.streams.size(); ++stream) {
     auto& out = summary.streams[stream].host_zones;
@@ -289,11 +307,19 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
   GpuAnalysis result;
   const SliceTable& slices = model.slices;
   const std::vector<uint8_t> roles = category_roles(model);
+  // Per track: a stream's lane where work runs (not its annotation labels).
+  std::vector<uint8_t> work_track(model.tracks.size(), 0);
+  bool any = false;
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    const Track& info = model.tracks[track];
+    work_track[track] = info.kind == TrackKind::kGpuStream && info.lane != Lane::kAnnotation;
+    any |= work_track[track] != 0;
+  }
+  if (!any) return result;
   std::vector<uint8_t> kind(slices.size(), kNotGpu);
   std::vector<SliceId> ops;
   for (SliceId id = 0; id < slices.size(); ++id) {
-    const Track& track = model.tracks[slices.track[id]];
-    if (track.kind != TrackKind::kGpuStream || track.lane == Lane::kAnnotation) continue;
+    if (work_track[slices.track[id]] == 0) continue;
     const uint8_t role = roles[slices.category[id]];
     if (role == kNotGpu) continue;
     kind[id] = static_cast<uint8_t>(kind_from(role, model.slice_name(id)));
@@ -309,8 +335,17 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
     if (model.tracks[slices.track[from]].kind != TrackKind::kThread) continue;
     launch_of[to] = from;
   }
+  // Devices: (file, pid) of the GPU tracks, numbered once.
+  std::vector<uint32_t> device_of(model.tracks.size(), 0);
+  std::map<std::pair<uint32_t, std::string>, uint32_t> devices;
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    const Track& info = model.tracks[track];
+    device_of[track] =
+        devices.try_emplace({info.file_index, info.pid}, static_cast<uint32_t>(devices.size()))
+            .first->second;
+  }
   const TrackIndex index(model);
-  const Context context{model, index, kind, launch_of, kernel_wait_ns};
+  const Context context{model, index, kind, launch_of, device_of, devices.size(), kernel_wait_ns};
   result.all = summarize(context, ops);
   // Per ProfilerStep: an op belongs to the step in which its launch call (else the op) began.
   std::vector<uint8_t> in_warmup_step(slices.size(), 0);

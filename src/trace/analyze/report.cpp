@@ -105,8 +105,17 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
   analysis.warmup = classify_warmup(model);
   // The workload's breakdown leaves out warm-up and the labels projected onto streams.
   std::vector<uint8_t> exclude = analysis.warmup.slice;
-  for (SliceId id = 0; id < model.slices.size(); ++id) {
-    if (model.tracks[model.slices.track[id]].lane == Lane::kAnnotation) exclude[id] = 1;
+  std::vector<uint8_t> annotation_lane(model.tracks.size(), 0);
+  bool any_annotation_lane = false;
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    annotation_lane[track] = model.tracks[track].lane == Lane::kAnnotation;
+    any_annotation_lane |= annotation_lane[track] != 0;
+  }
+  if (any_annotation_lane) {
+    exclude.resize(model.slices.size(), 0);
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      if (annotation_lane[model.slices.track[id]] != 0) exclude[id] = 1;
+    }
   }
   analysis.breakdown = compute_breakdown(model, exclude);
   analysis.gpu = compute_gpu(model, analysis.warmup, request.kernel_wait_ns);

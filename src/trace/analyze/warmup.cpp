@@ -35,7 +35,6 @@ std::string_view warmup_reason_name(Warmup::Reason reason) {
 Warmup classify_warmup(const Model& model) {
   const SliceTable& slices = model.slices;
   Warmup result;
-  result.slice.assign(slices.size(), 0);
   // Per name: the earliest slice on a CPU thread and how many there are. Names are few, so
   // columns indexed by string id keep this one pass over the slices without hashing.
   const size_t names = model.strings.size();
@@ -47,8 +46,12 @@ Warmup classify_warmup(const Model& model) {
     }
     return StringId{0};
   }();
+  std::vector<uint8_t> thread(model.tracks.size(), 0);  // per track: a CPU thread's lane
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    thread[track] = model.tracks[track].kind == TrackKind::kThread;
+  }
   for (SliceId id = 0; id < slices.size(); ++id) {
-    if (model.tracks[slices.track[id]].kind != TrackKind::kThread) continue;
+    if (thread[slices.track[id]] == 0) continue;
     const StringId name = slices.name[id];
     ++count[name];
     if (first[name] == kNoSlice || slices.start_ns[id] < slices.start_ns[first[name]]) {
@@ -80,7 +83,7 @@ Warmup classify_warmup(const Model& model) {
     }
   }
   for (SliceId id = 0; id < slices.size(); ++id) {
-    if (model.tracks[slices.track[id]].kind != TrackKind::kThread) continue;
+    if (thread[slices.track[id]] == 0) continue;
     const StringId name = slices.name[id];
     switch (role[name]) {
       case 1:
@@ -124,6 +127,8 @@ Warmup classify_warmup(const Model& model) {
   }
   // Mark each item and everything inside it on its thread (every lane), then the GPU work the
   // marked slices launched.
+  if (result.items.empty()) return result;
+  result.slice.assign(slices.size(), 0);
   const TrackIndex index(model);
   for (const Warmup::Item& item : result.items) {
     const TrackId main = model.tracks[slices.track[item.slice]].main;

@@ -157,8 +157,6 @@ void ModelBuilder::reserve_slices(size_t count) {
   slices.track.reserve(total);
   slices.name.reserve(total);
   slices.category.reserve(total);
-  slices.args_offset.reserve(total);
-  slices.args_size.reserve(total);
 }
 
 SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
@@ -170,8 +168,13 @@ SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns,
   slices.track.push_back(track);
   slices.name.push_back(name);
   slices.category.push_back(category);
-  slices.args_offset.push_back(args_offset);
-  slices.args_size.push_back(args_size);
+  if (args_size > 0 && args_size < (1u << 24)) {
+    // The first slice with args creates the column; earlier rows have none.
+    if (slices.args.size() < row) slices.args.resize(row, 0);
+    slices.args.push_back(args_offset << 24 | args_size);
+  } else if (!slices.args.empty()) {
+    slices.args.push_back(0);
+  }
   return row;
 }
 
@@ -252,8 +255,7 @@ void ModelBuilder::sort_slices() {
   permute(slices.track, order);
   permute(slices.name, order);
   permute(slices.category, order);
-  permute(slices.args_offset, order);
-  permute(slices.args_size, order);
+  if (!slices.args.empty()) permute(slices.args, order);
 }
 
 size_t ModelBuilder::nest_slices() {
@@ -295,8 +297,7 @@ size_t ModelBuilder::nest_slices() {
 void ModelBuilder::finish() {
   SliceTable& slices = model_.slices;
   const size_t count = slices.size();
-  slices.args_offset.resize(count, 0);
-  slices.args_size.resize(count, 0);
+  if (!slices.args.empty()) slices.args.resize(count, 0);
   sort_slices();
   // Moved slices land on new tracks: sort and nest again until every lane nests (one round on
   // ordinary traces, two or three where several ranges overlap one another).

@@ -75,9 +75,10 @@ struct SliceTable {
   std::vector<StringId> category;
   std::vector<uint32_t> depth;
   std::vector<SliceId> parent;
-  // The event's `args` object as written (JSON text in Model::args_text); size 0 when none.
-  std::vector<uint64_t> args_offset;
-  std::vector<uint32_t> args_size;
+  // The event's `args` object as written: offset into Model::args_text << 24 | size (objects of
+  // 16 MiB and more are not kept). Empty when no slice has args (loupe binary traces), so those
+  // pay nothing for it.
+  std::vector<uint64_t> args;
   size_t size() const { return start_ns.size(); }
 };
 
@@ -146,7 +147,8 @@ struct Model {
   std::string_view slice_name(SliceId id) const { return strings.get(slices.name[id]); }
   std::string_view slice_category(SliceId id) const { return strings.get(slices.category[id]); }
   std::string_view slice_args(SliceId id) const {
-    return std::string_view(args_text).substr(slices.args_offset[id], slices.args_size[id]);
+    if (slices.args.empty()) return {};
+    return std::string_view(args_text).substr(slices.args[id] >> 24, slices.args[id] & 0xFFFFFF);
   }
   // "name (pid/tid)", "name [python] (pid/tid)" for a lane; unique within the model.
   std::string track_label(TrackId id) const;
