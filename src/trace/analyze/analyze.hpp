@@ -118,7 +118,8 @@ struct Warmup {
   std::vector<SliceId> steps;  // ProfilerStep#N ranges on CPU threads, in time order
 };
 std::string_view warmup_reason_name(Warmup::Reason reason);
-Warmup classify_warmup(const Model& model);
+// `index` (optional): a TrackIndex of the model to reuse; built when absent (likewise below).
+Warmup classify_warmup(const Model& model, const TrackIndex* index = nullptr);
 
 // GPU work (Kineto's kernel / gpu_memcpy / gpu_memset categories, loupe's CUPTI export) by kind.
 enum class GpuKind : uint8_t {
@@ -189,16 +190,17 @@ struct GpuAnalysis {
   GpuSummary all;     // every op
   std::vector<GpuStep> steps;
 };
-GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns);
+GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
+                        const TrackIndex* index = nullptr);
 
 // The interpreter lock of a Python program, inferred from the timeline (no lock events exist).
 // A holder thread's uninterrupted call — a stretch of at least 200 us in which no slice of the
 // holder begins or ends — excludes a waiter thread when the waiter's own work (its innermost
 // slices) runs between those calls (after at least half of them) but not during them although,
 // spread evenly, a good part of it would have (observed ≤ 10 % of expected, at least 200 us
-// expected): a lock the calls hold explains that. The time
-// the waiter lost is its stalls under those calls that end within 1 ms after one returns.
-// Reported in the shape of a lock contention, marked as an inference.
+// expected): a lock the calls hold explains that. The time the waiter lost is its stalls under
+// those calls that end within 1 ms after one returns. Reported in the shape of a lock
+// contention, marked as an inference.
 struct GilContention {
   TrackId waiter;
   uint64_t waits = 0;
@@ -219,7 +221,7 @@ struct GilContention {
   };
   std::vector<Holder> holders;  // descending by held_ns
 };
-std::vector<GilContention> compute_gil(const Model& model);
+std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* index = nullptr);
 
 struct OverlapWindow {
   SliceId window;
@@ -265,7 +267,7 @@ struct Locks {
   std::vector<LockSummary> locks;
   std::vector<LockContention> contentions;  // descending by wait_ns
 };
-Locks compute_locks(const Model& model, StatsRegistry& stats);
+Locks compute_locks(const Model& model, StatsRegistry& stats, const TrackIndex* index = nullptr);
 
 struct Gap {
   TrackId track;
@@ -280,7 +282,8 @@ struct TrackGaps {
   std::vector<Gap> gaps;                                      // descending by length
   std::vector<std::pair<std::string, int64_t>> feeder_zones;  // over all gaps, descending
 };
-std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns);
+std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
+                                    const TrackIndex* index = nullptr);
 
 // The whole `loupe trace analyze` answer: findings and data, bounded unless request.detail.
 Envelope analyze(const Model& model, const AnalyzeRequest& request);

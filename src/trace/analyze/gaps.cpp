@@ -1,15 +1,18 @@
 #include <algorithm>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
 namespace loupe::trace {
 
-std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns) {
+std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
+                                    const TrackIndex* shared_index) {
   // GPU streams when the trace has any, else every CPU thread.
   bool has_gpu = false;
   for (const Track& track : model.tracks) has_gpu |= track.kind == TrackKind::kGpuStream;
   const TrackKind wanted = has_gpu ? TrackKind::kGpuStream : TrackKind::kThread;
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   // Feeder: the other track with most flows into the track.
   std::map<TrackId, std::map<TrackId, uint64_t>> flows_into;
   for (size_t row = 0; row < model.flows.size(); ++row) {

@@ -8,6 +8,7 @@
 // (ctypes.CDLL, most of torch) lets the other thread work meanwhile, and the statistic sees it.
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -63,7 +64,7 @@ bool works_within(const std::vector<Interval>& work, int64_t start, int64_t end)
 
 }  // namespace
 
-std::vector<GilContention> compute_gil(const Model& model) {
+std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* shared_index) {
   const SliceTable& slices = model.slices;
   StringId annotation = 0, python_function = 0;
   for (StringId id = 1; id < model.strings.size(); ++id) {
@@ -112,7 +113,8 @@ std::vector<GilContention> compute_gil(const Model& model) {
   for (SliceId id = 0; id < slices.size(); ++id) {
     if (slices.parent[id] != kNoSlice) has_child[slices.parent[id]] = 1;
   }
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   std::vector<PythonThread*> pythons;
   for (auto& [main, thread] : threads) {
     if (!is_python(main)) continue;

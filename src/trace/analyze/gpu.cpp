@@ -1,6 +1,7 @@
 // GPU analyses of Kineto-shaped traces (analyze.hpp, GpuAnalysis; docs/pytorch-traces.md).
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -110,15 +111,19 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
   int64_t worst_comm = 0, worst_copy = 0;
   for (size_t device = 0; device < devices.size(); ++device) {
     auto& per_kind = devices[device];
+    // Merge each kind once; the unions of kinds build the rest (merged lists are short).
+    std::array<std::vector<Interval>, static_cast<size_t>(GpuKind::kCount)> merged;
     std::vector<Interval> all, copy;
     for (size_t kind = 0; kind < per_kind.size(); ++kind) {
-      const std::vector<Interval>& raw = per_kind[kind];
-      all.insert(all.end(), raw.begin(), raw.end());
-      if (is_copy(static_cast<GpuKind>(kind))) copy.insert(copy.end(), raw.begin(), raw.end());
-      summary.kinds[kind].union_ns += total_length(union_of(raw));
+      merged[kind] = union_of(std::move(per_kind[kind]));
+      summary.kinds[kind].union_ns += total_length(merged[kind]);
+      all.insert(all.end(), merged[kind].begin(), merged[kind].end());
+      if (is_copy(static_cast<GpuKind>(kind))) {
+        copy.insert(copy.end(), merged[kind].begin(), merged[kind].end());
+      }
     }
-    const std::vector<Interval> compute = union_of(per_kind[static_cast<size_t>(GpuKind::kKernel)]);
-    const std::vector<Interval> comm = union_of(per_kind[static_cast<size_t>(GpuKind::kComm)]);
+    const std::vector<Interval>& compute = merged[static_cast<size_t>(GpuKind::kKernel)];
+    const std::vector<Interval>& comm = merged[static_cast<size_t>(GpuKind::kComm)];
     copy = union_of(std::move(copy));
     summary.busy_ns += total_length(union_of(std::move(all)));
     summary.compute_ns += total_length(compute);
@@ -303,7 +308,8 @@ std::string_view gpu_kind_name(GpuKind kind) {
   return "other";
 }
 
-GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns) {
+GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
+                        const TrackIndex* shared_index) {
   GpuAnalysis result;
   const SliceTable& slices = model.slices;
   const std::vector<uint8_t> roles = category_roles(model);
@@ -344,7 +350,8 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
         devices.try_emplace({info.file_index, info.pid}, static_cast<uint32_t>(devices.size()))
             .first->second;
   }
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   const Context context{model, index, kind, launch_of, device_of, devices.size(), kernel_wait_ns};
   result.all = summarize(context, ops);
   // Per ProfilerStep: an op belongs to the step in which its launch call (else the op) began.

@@ -99,10 +99,10 @@ const ClassDef& find_class(const AnalyzeRequest& request, const std::string& nam
               "define it with --class " + name + "=SELECTOR");
 }
 
-Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
+Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const TrackIndex& index) {
   Analysis analysis;
   analysis.stats = model.stats;
-  analysis.warmup = classify_warmup(model);
+  analysis.warmup = classify_warmup(model, &index);
   // The workload's breakdown leaves out warm-up and the labels projected onto streams.
   std::vector<uint8_t> exclude = analysis.warmup.slice;
   std::vector<uint8_t> annotation_lane(model.tracks.size(), 0);
@@ -118,8 +118,8 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
     }
   }
   analysis.breakdown = compute_breakdown(model, exclude);
-  analysis.gpu = compute_gpu(model, analysis.warmup, request.kernel_wait_ns);
-  analysis.gil = compute_gil(model);
+  analysis.gpu = compute_gpu(model, analysis.warmup, request.kernel_wait_ns, &index);
+  analysis.gil = compute_gil(model, &index);
   if (request.overlap) {
     const ClassDef& a = find_class(request, request.overlap->first);
     const ClassDef& b = find_class(request, request.overlap->second);
@@ -133,8 +133,8 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
     throw Error(ErrorCode::kUsage, "--window needs --overlap A,B",
                 "e.g. --overlap compute,transfer --window layer");
   }
-  analysis.locks = compute_locks(model, analysis.stats);
-  analysis.gaps = compute_gaps(model, request.gap_threshold_ns);
+  analysis.locks = compute_locks(model, analysis.stats, &index);
+  analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index);
   return analysis;
 }
 
@@ -153,17 +153,24 @@ std::string zones_phrase(const std::vector<std::pair<std::string, int64_t>>& zon
 int rank_of(const Finding& finding) {
   const std::string& id = finding.id;
   if (id.rfind("trace.overlap.", 0) == 0) return 0;
-  if (id.rfind("trace.locks.", 0) == 0) return 1;
-  if (id == "trace.gpu.comm_exposed" || id == "trace.gpu.copy_overlap") return 2;
-  if (id == "trace.gpu.idle") return 3;
-  if (id == "trace.gaps.idle") return 4;
-  if (id == "trace.gpu.launch" || id == "trace.gpu.steps") return 5;
-  if (id == "trace.warmup") return 7;
-  return 6;
+  if (id == "trace.locks.contention") return 1;
+  if (id == "trace.locks.gil_inferred") return 2;
+  if (id == "trace.gpu.comm_exposed" || id == "trace.gpu.copy_overlap") return 3;
+  if (id == "trace.gpu.idle") return 4;
+  if (id == "trace.gaps.idle") return 5;
+  if (id == "trace.gpu.launch" || id == "trace.gpu.steps") return 6;
+  if (id == "trace.warmup") return 8;
+  return 7;
 }
 
-// Within one rank: time lost, in ns.
+// Within one rank: time lost, in ns; for the inferred GIL, the share of the waiter's time (the
+// thread losing most of its time leads).
 int64_t impact_of(const Finding& finding) {
+  if (finding.id == "trace.locks.gil_inferred") {
+    for (const auto& [name, value] : finding.evidence.metrics) {
+      if (name == "wait_fraction_of_waiter") return static_cast<int64_t>(value * 1e9);
+    }
+  }
   for (const auto& [name, value] : finding.evidence.metrics) {
     if (name == "wait_ns" || name == "exposed_ns" || name == "host_wait_ns" || name == "idle_ns" ||
         name == "exposed_a_ns") {
@@ -204,7 +211,7 @@ void add_gil_findings(const Model& model, const Analysis& analysis,
         " of that wait, inside " + call;
     if (range != call) finding.claim += " within " + range;
     finding.claim += " (" + std::to_string(holder.calls) +
-                     " uninterrupted calls) — an inference: " + "the waiter's own work ran " +
+                     " uninterrupted calls) — an inference: the waiter's own work ran " +
                      format_duration(holder.work_inside_ns) + " during those calls where " +
                      format_duration(holder.work_expected_ns) +
                      " was expected, and it resumed as they returned";
@@ -476,10 +483,9 @@ void add_warmup_finding(const Model& model, const Analysis& analysis,
   findings.push_back(std::move(finding));
 }
 
-void add_findings(const Model& model, const Analysis& analysis, const AnalyzeRequest& request,
-                  std::vector<Finding>& findings) {
+void add_findings(const Model& model, const TrackIndex& index, const Analysis& analysis,
+                  const AnalyzeRequest& request, std::vector<Finding>& findings) {
   const int64_t span = model.end_ns - model.start_ns;
-  const TrackIndex index(model);
   if (analysis.overlap) {
     const Overlap& overlap = *analysis.overlap;
     Finding finding = trace_finding("trace.overlap.classes", Severity::kInfo);
@@ -901,11 +907,13 @@ void bound(Envelope& envelope, const AnalyzeRequest& request) {
 
 Envelope analyze(const Model& model, const AnalyzeRequest& request) {
   t_full_names = request.detail;
-  const Analysis analysis = run_analyses(model, request);
+  // One index of the model's tracks for every analysis (building it is a pass over the slices).
+  const TrackIndex index(model);
+  const Analysis analysis = run_analyses(model, request, index);
   Envelope envelope;
   envelope.kind = "trace.analyze";
   envelope.verdict = Verdict::kNone;
-  add_findings(model, analysis, request, envelope.findings);
+  add_findings(model, index, analysis, request, envelope.findings);
   envelope.data = analysis_data(model, analysis, request, envelope.truncated);
   envelope.stats = analysis.stats;
   bound(envelope, request);
@@ -943,8 +951,8 @@ void compare(const std::map<Key, int64_t>& a, const std::map<Key, int64_t>& b, i
 
 Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   t_full_names = request.detail;
-  const Analysis analysis_a = run_analyses(a, request);
-  const Analysis analysis_b = run_analyses(b, request);
+  const Analysis analysis_a = run_analyses(a, request, TrackIndex(a));
+  const Analysis analysis_b = run_analyses(b, request, TrackIndex(b));
   const int64_t span_a = a.end_ns - a.start_ns, span_b = b.end_ns - b.start_ns;
   // Changes smaller than 0.5 % of the longer trace are noise for this purpose.
   const int64_t min_delta = std::max<int64_t>(1, std::max(span_a, span_b) / 200);

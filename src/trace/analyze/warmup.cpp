@@ -1,5 +1,6 @@
 // Warm-up: one-off work that is not the workload (analyze.hpp, Warmup).
 #include <algorithm>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -32,7 +33,7 @@ std::string_view warmup_reason_name(Warmup::Reason reason) {
   return "warm-up";
 }
 
-Warmup classify_warmup(const Model& model) {
+Warmup classify_warmup(const Model& model, const TrackIndex* shared_index) {
   const SliceTable& slices = model.slices;
   Warmup result;
   // Per name: the earliest slice on a CPU thread and how many there are. Names are few, so
@@ -129,7 +130,8 @@ Warmup classify_warmup(const Model& model) {
   // marked slices launched.
   if (result.items.empty()) return result;
   result.slice.assign(slices.size(), 0);
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   for (const Warmup::Item& item : result.items) {
     const TrackId main = model.tracks[slices.track[item.slice]].main;
     const int64_t start = slices.start_ns[item.slice], end = slices.end_ns[item.slice];

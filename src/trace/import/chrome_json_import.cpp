@@ -119,8 +119,7 @@ struct LocalSlice {
   int64_t end;
   StringId name;
   StringId category;
-  uint64_t args_offset;
-  uint32_t args_size;
+  uint64_t args;  // offset into the reader's args text << 24 | size; 0 for none
 };
 struct BeginEnd {
   int64_t ts;
@@ -659,10 +658,13 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
       }
       {
         // Kept for export (Perfetto shows them); an empty object is not worth a row.
-        const std::string_view args = fields.args_raw.size() > 2 ? fields.args_raw : "";
-        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, args_.size(),
-                           static_cast<uint32_t>(args.size())});
-        args_.append(args);
+        const std::string_view args = fields.args_raw;
+        uint64_t packed = 0;
+        if (args.size() > 2 && args.size() < (size_t{1} << 24)) {
+          packed = static_cast<uint64_t>(args_.size()) << 24 | args.size();
+          args_.append(args);
+        }
+        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
       }
       note_ts(ts + dur);
       return;
@@ -835,7 +837,7 @@ void ChromeReader::commit(StatsRegistry& stats) {
   }
   for (const LocalSlice& slice : slices_) {
     builder_.add_slice(slice.track, slice.start + offset, slice.end + offset, slice.name,
-                       slice.category, args_base + slice.args_offset, slice.args_size);
+                       slice.category, args_base + (slice.args >> 24), slice.args & 0xFFFFFF);
   }
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     std::vector<BeginEnd>& list = track_state_[track].begin_ends;

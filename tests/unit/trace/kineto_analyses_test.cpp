@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/json.hpp"
@@ -319,10 +320,124 @@ TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
   EXPECT_EQ(top.evidence.events.front().name, "moe_dispatch");
 }
 
+Envelope analyze_fixture(const std::string& name) {
+  return analyze(load_traces({(kFixtures / name).string()}), AnalyzeRequest{});
+}
+
 TEST(KinetoGil, ReleasedTraceHasNoInferredLock) {
+  EXPECT_EQ(first_with_id(analyze_fixture("gil_released.json.gz"), "trace.locks.gil_inferred"),
+            nullptr);
+}
+
+TEST(KinetoGil, HeldTraceWithStacksLeadsWithTheDispatch) {
+  const Envelope envelope = analyze_fixture("gil_held_stack.json.gz");
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.locks.gil_inferred");
+  EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
+  EXPECT_NE(top.claim.find("an inference"), std::string::npos) << top.claim;
+}
+
+// No finding may name moe_dispatch as the holder where the dispatch releases the lock: through
+// ctypes.CDLL, or a long ATen call (torch releases the GIL). What pure-Python bookkeeping holds
+// may be reported: it does hold the lock (tests/fixtures/kineto/README.md).
+TEST(KinetoGil, ReleasingAndGilFreeVariantsDoNotBlameTheDispatch) {
+  for (const char* name :
+       {"gil_released.json.gz", "gil_released_stack.json.gz", "gil_free_call.json.gz"}) {
+    const Envelope envelope = analyze_fixture(name);
+    for (const Finding& finding : envelope.findings) {
+      if (finding.id != "trace.locks.gil_inferred") continue;
+      EXPECT_EQ(finding.claim.find("inside moe_dispatch"), std::string::npos)
+          << name << ": " << finding.claim;
+    }
+  }
+}
+
+// Two transfer threads wait for the dispatch. The first is reported against it; the second's
+// bookkeeping range, pre-empted and stretched across one dispatch, overlaps it for 1.8 ms (22 % of
+// what independence predicts), so it is reported waiting on the other transfer's bookkeeping
+// instead — a known limit of the work-overlap statistic (docs/pytorch-traces.md).
+TEST(KinetoGil, TwoWaitersLeadWithATransferWaitingForTheDispatch) {
+  const Envelope envelope = analyze_fixture("gil_two_waiters.json.gz");
+  std::set<std::string> waiters;
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == "trace.locks.gil_inferred") waiters.insert(*finding.where.thread);
+  }
+  EXPECT_EQ(waiters.size(), 2u);
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.locks.gil_inferred");
+  EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
+}
+
+double metric(const Finding& finding, const std::string& name) {
+  for (const auto& [key, value] : finding.evidence.metrics) {
+    if (key == name) return value;
+  }
+  return -1;
+}
+
+TEST(KinetoGpu, RealCopyPairIsOverlappedVersusSerialisedWithoutOptions) {
+  const Envelope overlapped_envelope = analyze_fixture("copy_overlap.json.gz");
+  const Envelope serial_envelope = analyze_fixture("copy_serial.json.gz");
+  const Finding* overlapped = first_with_id(overlapped_envelope, "trace.gpu.copy_overlap");
+  const Finding* serial = first_with_id(serial_envelope, "trace.gpu.copy_overlap");
+  ASSERT_NE(overlapped, nullptr);
+  ASSERT_NE(serial, nullptr);
+  EXPECT_GT(metric(*overlapped, "overlap_fraction_of_copy"), 0.9);
+  EXPECT_EQ(metric(*serial, "overlap_fraction_of_copy"), 0.0);
+  EXPECT_EQ(serial->severity, Severity::kWarn);
+}
+
+TEST(KinetoWarmup, GenerateWithoutStepsKeepsTheFirstMatmulOutOfTheLead) {
+  const Envelope envelope = analyze_fixture("generate_nosteps.json.gz");
+  // cuBLAS initialises inside the first layer: its first linear / addmm take ~173 ms, the later
+  // ones a median of tens of microseconds.
+  bool slow_first_call = false;
+  for (const Json& row : envelope.data["warmup"]) {
+    slow_first_call |= row["reason"] == "first call" && row["dur_ns"].get<int64_t>() > 100'000'000;
+  }
+  EXPECT_TRUE(slow_first_call) << envelope.data["warmup"].dump();
+  for (size_t index = 0; index < 3 && index < envelope.findings.size(); ++index) {
+    const Finding& finding = envelope.findings[index];
+    EXPECT_EQ(finding.claim.find("PyTorch Profiler"), std::string::npos) << finding.claim;
+    EXPECT_EQ(finding.claim.find("Runtime Triggered Module Loading"), std::string::npos)
+        << finding.claim;
+  }
+}
+
+TEST(KinetoWarmup, DiffDoesNotLeadWithWarmup) {
   const Envelope envelope =
-      analyze(load_traces({(kFixtures / "gil_released.json.gz").string()}), AnalyzeRequest{});
-  EXPECT_EQ(first_with_id(envelope, "trace.locks.gil_inferred"), nullptr);
+      diff(load_traces({(kFixtures / "generate_nosteps.json.gz").string()}),
+           load_traces({(kFixtures / "generate_steps.json.gz").string()}), AnalyzeRequest{});
+  ASSERT_GE(envelope.findings.size(), 2u);
+  EXPECT_NE(envelope.findings[1].id, "trace.diff.warmup");
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == "trace.diff.breakdown") {
+      EXPECT_EQ(finding.claim.find("aten::mm on threads went from 1"), std::string::npos)
+          << finding.claim;
+    }
+  }
+}
+
+TEST(KinetoWarmup, StepsAreRecognisedAndTheFirstReportedApart) {
+  const Envelope envelope = analyze_fixture("generate_steps.json.gz");
+  ASSERT_TRUE(envelope.data.contains("gpu"));
+  const Json& steps = envelope.data["gpu"]["steps"];
+  ASSERT_GE(steps.size(), 5u);
+  EXPECT_EQ(steps[0]["step"], "ProfilerStep#0");
+  EXPECT_TRUE(steps[0]["warmup"].get<bool>());
+  EXPECT_FALSE(steps[1]["warmup"].get<bool>());
+}
+
+TEST(KinetoGpu, DdpTraceDoesNotLeadWithTheProfilerOrAnUnattributedIdleStream) {
+  const Envelope envelope = analyze_fixture("ddp_nccl.json.gz");
+  ASSERT_FALSE(envelope.findings.empty());
+  for (size_t index = 0; index < 2 && index < envelope.findings.size(); ++index) {
+    const Finding& finding = envelope.findings[index];
+    EXPECT_EQ(finding.claim.find("PyTorch Profiler"), std::string::npos) << finding.claim;
+    EXPECT_EQ(finding.claim.find("(no zone)"), std::string::npos) << finding.claim;
+  }
 }
 
 TEST(KinetoExport, KeepsArgsPidsTidsAndTheFilesTimeBase) {
