@@ -45,7 +45,9 @@ struct CallContext {
   const std::atomic<bool>* cancelled = nullptr;
 };
 
-enum class ParamType { kString, kInteger, kNumber, kBoolean, kStringArray };
+// kNameList: an array of names, or one comma-separated string ("B,T,H,V").
+// kNameValues: an object {NAME: value}, or an array of "NAME=VALUE" strings; read as the latter.
+enum class ParamType { kString, kInteger, kNumber, kBoolean, kStringArray, kNameList, kNameValues };
 
 // One property of a flat input schema.
 struct Param {
@@ -107,7 +109,10 @@ std::optional<std::string> string_argument(const Json& arguments, const std::str
 std::optional<int64_t> integer_argument(const Json& arguments, const std::string& name);
 std::optional<double> number_argument(const Json& arguments, const std::string& name);
 bool flag_argument(const Json& arguments, const std::string& name);
+// kStringArray and kNameValues ({"T": 2048} reads as "T=2048"; a string value is taken as is).
 std::vector<std::string> strings_argument(const Json& arguments, const std::string& name);
+// kNameList: the array, or the string split at commas; an empty name throws Error(kUsage).
+std::vector<std::string> names_argument(const Json& arguments, const std::string& name);
 
 // A path argument resolved against the server's working directory.
 std::filesystem::path resolve_path(const ServerSettings& settings, const std::string& text);
@@ -116,9 +121,12 @@ std::filesystem::path home_dir(const ServerSettings& settings, const Json& argum
 // The ledger file: the `ledger` argument, else HOME/ledger.sqlite.
 std::filesystem::path ledger_file(const ServerSettings& settings, const Json& arguments);
 
-// Cuts the envelope until its serialised form is at most `max_bytes`: findings from the end
-// first, then the longest arrays in data (halved), then data itself. Sets truncated and
-// data.truncation (what was cut and `hint`). An envelope already small enough is returned as is.
+// Cuts the envelope until its serialised form is at most `max_bytes`: the longest arrays in data
+// first (halved), then data itself, and only then findings from the end, never the first
+// kKeptFindings (findings are ordered most important first: they are the answer, data the
+// tables behind it). Sets truncated and data.truncation (what was cut and `hint`). An envelope
+// already small enough is returned as is.
+inline constexpr size_t kKeptFindings = 3;
 Json bound_envelope(Json envelope, size_t max_bytes, const std::string& hint);
 
 // The error envelope of a failed call.

@@ -203,9 +203,7 @@ Tool make_tool(std::string name, std::string title, std::string kind, Annotation
 }
 
 Param library_param() {
-  return {"library", ParamType::kString,
-          "the skeleton library folder (default: the server's --skeletons, else skeletons/ of "
-          "the source tree)"};
+  return {"library", ParamType::kString, "skeleton folder (default: the server's)"};
 }
 
 constexpr Annotations kReadOnly{true, false, true, false};
@@ -216,10 +214,9 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool add = make_tool("add_hypothesis", "Add a hypothesis", "hypothesis.add",
                        {false, false, false, false});
   add.description =
-      "Records a claim to test in the ledger (status open), optionally citing the skeleton it "
-      "applies. Link runs to it with link_run, then decide it with decide_hypothesis.";
-  add.params = {{"text", ParamType::kString, "the claim, in one or two sentences", true},
-                {"skeleton", ParamType::kString, "the id of the skeleton it applies (optional)"},
+      "Records a claim to test (status open); then link_run and decide_hypothesis.";
+  add.params = {{"text", ParamType::kString, "the claim", true},
+                {"skeleton", ParamType::kString, "skeleton id it applies"},
                 library_param(),
                 home_param(),
                 ledger_param()};
@@ -231,13 +228,12 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool link = make_tool("link_run", "Link a run to a hypothesis", "hypothesis.link",
                         {false, false, true, false});
   link.description =
-      "Links a recorded run to a hypothesis as its baseline (before the change) or candidate "
-      "(after it). Linking the same run twice changes nothing.";
-  link.params = {{"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
-                 {"run", ParamType::kString, "the run id (see list_runs)", true},
+      "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
+  link.params = {{"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
+                 {"run", ParamType::kString, "run id", true},
                  {"role",
                   ParamType::kString,
-                  "what the run is to the hypothesis",
+                  "the run's role",
                   true,
                   {"baseline", "candidate"}},
                  home_param(),
@@ -250,15 +246,13 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool decide = make_tool("decide_hypothesis", "Decide a hypothesis", "hypothesis.decide",
                           {false, false, false, false});
   decide.description =
-      "Records a decision on a hypothesis: retain, revise or reject. Retain is refused unless a "
-      "linked candidate run passed every gate and a baseline is linked; when what changed "
-      "between them (files, deployment settings) touches the objective's [review] categories, "
-      "the decision is recorded as needs-review, naming each trigger, until a person approves "
-      "it with the CLI. This tool cannot approve.";
+      "Records retain, revise or reject. Retain needs a linked baseline and a candidate that "
+      "passed every gate; a change touching the objective's [review] categories is recorded "
+      "needs-review until a person approves it (not this tool).";
   decide.params = {
-      {"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
-      {"decision", ParamType::kString, "the decision wanted", true, {"retain", "revise", "reject"}},
-      {"why", ParamType::kString, "the evidence for the decision, in a sentence", true},
+      {"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
+      {"decision", ParamType::kString, "the decision", true, {"retain", "revise", "reject"}},
+      {"why", ParamType::kString, "the evidence, in a sentence", true},
       home_param(),
       ledger_param()};
   decide.data_schema = {{"recorded", {{"enum", {"retain", "revise", "reject", "needs-review"}}}},
@@ -269,23 +263,23 @@ void add_research_tools(std::vector<Tool>& tools) {
   tools.push_back(std::move(decide));
 
   Tool list = make_tool("list_hypotheses", "List hypotheses", "hypothesis.list", kReadOnly);
-  list.description = "The hypotheses in the ledger, oldest first, with their status.";
+  list.description = "Hypotheses, oldest first, with status.";
   list.params = {{"status",
                   ParamType::kString,
-                  "only hypotheses with this status",
+                  "only this status",
                   false,
                   {"open", "retained", "revised", "rejected", "needs-review"}},
                  home_param(),
                  ledger_param(),
-                 detail_param("every hypothesis with its links and decisions")};
+                 detail_param("links and decisions")};
   list.data_schema = {{"hypotheses", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
   list.narrow_hint = "filter with status, or read one with show_hypothesis";
   list.call = list_hypotheses;
   tools.push_back(std::move(list));
 
   Tool show = make_tool("show_hypothesis", "Show a hypothesis", "hypothesis.show", kReadOnly);
-  show.description = "One hypothesis: its text, skeleton, status, linked runs and decisions.";
-  show.params = {{"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
+  show.description = "One hypothesis: text, skeleton, status, linked runs, decisions.";
+  show.params = {{"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
                  home_param(),
                  ledger_param()};
   show.data_schema = {{"hypothesis", {{"type", "object"}}}};
@@ -296,10 +290,8 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool skeletons =
       make_tool("list_skeletons", "List optimisation skeletons", "skeleton.list", kReadOnly);
   skeletons.description =
-      "The skeleton library: validated optimisation moves, each with when it applies.";
-  skeletons.params = {library_param(),
-                      detail_param("each skeleton's transformation, costs, validation and "
-                                   "evidence")};
+      "Validated optimisation moves, each with when it applies.";
+  skeletons.params = {library_param(), detail_param("transformation, costs, evidence")};
   skeletons.data_schema = {{"skeletons", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
   skeletons.narrow_hint = "read one with show_skeleton";
   skeletons.call = list_skeletons;
@@ -307,10 +299,8 @@ void add_research_tools(std::vector<Tool>& tools) {
 
   Tool skeleton = make_tool("show_skeleton", "Show one skeleton", "skeleton.show", kReadOnly);
   skeleton.description =
-      "One skeleton: when it applies, the transformation with code pointers, what it costs "
-      "(registers, shared memory, parallelism, precision), how to validate it, and the "
-      "evidence.";
-  skeleton.params = {{"id", ParamType::kString, "the skeleton id (see list_skeletons)", true},
+      "One skeleton: when it applies, the transformation, its costs, validation, evidence.";
+  skeleton.params = {{"id", ParamType::kString, "skeleton id", true},
                      library_param()};
   skeleton.data_schema = {{"skeleton", {{"type", "object"}}}};
   skeleton.narrow_hint = "list_skeletons gives the short form";
@@ -320,15 +310,14 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool match =
       make_tool("match_skeletons", "Match skeletons to a run", "skeleton.match", kReadOnly);
   match.description =
-      "Ranks the skeletons whose applies_when conditions hold for a recorded run's findings and "
-      "parameters, best first, each with the reasons (finding ids and values) that made it hold.";
+      "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
   match.params = {
-      {"run", ParamType::kString, "the run id (see list_runs)", true},
-      {"limit", ParamType::kInteger, "matches to show (default 5)", false, {}, 1.0, 100.0},
+      {"run", ParamType::kString, "run id", true},
+      {"limit", ParamType::kInteger, "matches (default 5)", false, {}, 1.0, 100.0},
       library_param(),
       home_param(),
       ledger_param(),
-      detail_param("each matched skeleton in full")};
+      detail_param("matches in full")};
   match.data_schema = {{"run", {{"type", "string"}}},
                        {"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                        {"total", {{"type", "integer"}}}};
