@@ -90,18 +90,16 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
       "%";
   switch (comparison.verdict) {
     case AbVerdict::kSlower:
-      finding.claim =
-          b + " is " + percent_change(comparison.ratio) + " slower than " + a + " (" +
-          evidence_text + ")";
+      finding.claim = b + " is " + percent_change(comparison.ratio) + " slower than " + a + " (" +
+                      evidence_text + ")";
       finding.next = "profile " + b + " against " + a +
                      " to find where the extra time goes; rerun with another seed to confirm";
       break;
     case AbVerdict::kFaster:
-      finding.claim =
-          b + " is " + percent_change(comparison.ratio) + " faster than " + a + " (" +
-          evidence_text + ")";
-      finding.next = "check that " + b + " computes the same outputs as " + a +
-                     " before keeping the speed-up";
+      finding.claim = b + " is " + percent_change(comparison.ratio) + " faster than " + a + " (" +
+                      evidence_text + ")";
+      finding.next =
+          "check that " + b + " computes the same outputs as " + a + " before keeping the speed-up";
       break;
     case AbVerdict::kSame:
       finding.claim = b + " and " + a + " take the same time within ±" +
@@ -110,7 +108,8 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
           "to resolve smaller effects, lower --threshold and raise --budget (or --precision)";
       break;
     case AbVerdict::kAmbiguous:
-      finding.claim = "not enough evidence to tell " + b + " from " + a + " (" + evidence_text + ")";
+      finding.claim =
+          "not enough evidence to tell " + b + " from " + a + " (" + evidence_text + ")";
       finding.next = comparison.more_samples_per_arm
                          ? "rerun with a budget for about " +
                                std::to_string(*comparison.more_samples_per_arm) +

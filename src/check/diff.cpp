@@ -467,8 +467,8 @@ std::vector<std::string> diff_failures(const DiffResult& result, const DiffReque
   if (result.comparisons.empty()) failures.push_back("nothing compared");
   const size_t unmatched = result.only_in_a.size() + result.only_in_b.size();
   if (unmatched > 0) {
-    failures.push_back(std::to_string(unmatched) + " unmatched (only in A: " +
-                       std::to_string(result.only_in_a.size()) +
+    failures.push_back(std::to_string(unmatched) +
+                       " unmatched (only in A: " + std::to_string(result.only_in_a.size()) +
                        ", only in B: " + std::to_string(result.only_in_b.size()) + ")");
   }
   return failures;
@@ -594,7 +594,7 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
 std::string render_diff_json(const DiffResult& result, const DiffRequest& request) {
   Envelope envelope;
   envelope.kind = "diff";
-  envelope.verdict = request.report_only                       ? Verdict::kNone
+  envelope.verdict = request.report_only                      ? Verdict::kNone
                      : diff_failures(result, request).empty() ? Verdict::kPass
                                                               : Verdict::kFail;
   envelope.stats = result.stats;

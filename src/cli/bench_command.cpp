@@ -268,9 +268,10 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
   bench->add_option("--resamples", options->resamples, "bootstrap resamples (default 2000)");
   bench->add_option("--seed", options->seed,
                     "seed of the block order and the bootstrap (default: random, printed)");
-  bench->add_option("--fail-on", options->fail_on,
-                    "exit 1 when B is SLOWER (slower), also AMBIGUOUS (ambiguous), or anything "
-                    "but FASTER (not-faster); needs --vs")
+  bench
+      ->add_option("--fail-on", options->fail_on,
+                   "exit 1 when B is SLOWER (slower), also AMBIGUOUS (ambiguous), or anything "
+                   "but FASTER (not-faster); needs --vs")
       ->check(CLI::IsMember({"slower", "ambiguous", "not-faster"}));
   bench->add_flag("--json", options->json, "print one JSON envelope with every raw sample");
   bench->callback([options, &result] {

@@ -64,30 +64,6 @@ void add_check_metrics(const Json& comparisons, std::vector<MetricValue>& metric
   }
 }
 
-// The subject's command line as a reproduce line shows it: read and pasted at the project root
-// (the git root of the working directory, where .loupe/ lives), so a working directory under it is
-// written relative to it, and `env -C <root>` is left out. Issue 19: absolute paths made these
-// lines hundreds of characters long.
-std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv) {
-  if (argv.size() < 3 || argv[0] != "env" || argv[1] != "-C") return argv;
-  std::error_code error;
-  const std::filesystem::path cwd = std::filesystem::current_path(error);
-  if (error) return argv;
-  const std::filesystem::path root = resolve_home(std::nullopt, cwd).parent_path();
-  const std::filesystem::path relative = std::filesystem::path(argv[2]).lexically_relative(root);
-  if (relative.empty() || *relative.begin() == "..") return argv;
-  if (relative == ".") {
-    argv.erase(argv.begin() + 1, argv.begin() + 3);
-  } else {
-    argv[2] = relative.string();
-  }
-  // `env` with neither a folder nor a variable left is the bare command.
-  if (argv.size() > 1 && argv[1].find('=') == std::string::npos && argv[1] != "-C") {
-    argv.erase(argv.begin());
-  }
-  return argv;
-}
-
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject) {
   PointResult point;
@@ -140,7 +116,11 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
                     "/observation.json: unexpected analysis data: " + error.what());
   }
   if (point.params.empty()) point.params = task.params;
-  const std::vector<std::string> shown_subject = subject_for_reproduce(subject);
+  std::error_code error;
+  const std::filesystem::path cwd = std::filesystem::current_path(error);
+  const std::vector<std::string> shown_subject =
+      error ? subject
+            : subject_for_reproduce(subject, resolve_home(std::nullopt, cwd).parent_path());
   point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt, 0,
                                              shown_subject);
   // The probe's own findings name the subject as it was run; show it as the point does.
@@ -382,6 +362,23 @@ std::vector<std::string> subject_command(const SubjectSpec& subject) {
   }
   for (const auto& [name, value] : subject.environment) argv.push_back(name + "=" + value);
   argv.insert(argv.end(), subject.command.begin(), subject.command.end());
+  return argv;
+}
+
+std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
+                                               const std::filesystem::path& project_root) {
+  if (argv.size() < 3 || argv[0] != "env" || argv[1] != "-C") return argv;
+  const std::filesystem::path relative =
+      std::filesystem::path(argv[2]).lexically_relative(project_root);
+  if (relative.empty() || *relative.begin() == "..") return argv;
+  if (relative == ".") {
+    argv.erase(argv.begin() + 1, argv.begin() + 3);
+  } else {
+    argv[2] = relative.string();
+  }
+  if (argv.size() > 1 && argv[1] != "-C" && argv[1].find('=') == std::string::npos) {
+    argv.erase(argv.begin());  // `env` with neither a folder nor a variable: the bare command
+  }
   return argv;
 }
 

@@ -75,7 +75,7 @@ Json param_schema(const Param& param) {
   }
   if (param.minimum) schema["minimum"] = bound_json(*param.minimum);
   if (param.maximum) schema["maximum"] = bound_json(*param.maximum);
-  schema["description"] = param.description;
+  if (!param.description.empty()) schema["description"] = param.description;
   return schema;
 }
 
@@ -161,32 +161,11 @@ Json input_schema(const Tool& tool) {
   return schema;
 }
 
-// Every agent session pays for tools/list in tokens (issue 19: 31 k characters), so the envelope's
-// schema states what a client branches on — the verdict's values, the error branch, the required
-// keys, the tool's data keys — and docs/formats.md the rest.
-Json output_schema(const Tool& tool) {
-  const Json error_branch = {
-      {"type", "object"},
-      {"properties", {{"code", {{"enum", {"usage", "config", "input", "subject", "internal"}}}}}},
-      {"required", {"code", "message", "hint"}}};
-  Json data = {{"type", "object"}};
-  if (!tool.data_schema.empty()) data["properties"] = tool.data_schema;
-  return {{"type", "object"},
-          {"properties",
-           {{"verdict", {{"enum", {"pass", "fail", "inconclusive", "error", "none"}}}},
-            {"findings", {{"type", "array"}}},
-            {"data", std::move(data)},
-            {"error", {{"anyOf", Json::array({Json{{"type", "null"}}, error_branch})}}}}},
-          {"required",
-           {"loupe", "kind", "verdict", "findings", "data", "error", "truncated", "stats"}}};
-}
-
 Json tool_definition(const Tool& tool) {
   return {{"name", tool.name},
           {"title", tool.title},
           {"description", tool.description},
           {"inputSchema", input_schema(tool)},
-          {"outputSchema", output_schema(tool)},
           {"annotations",
            {{"readOnlyHint", tool.annotations.read_only},
             {"destructiveHint", tool.annotations.destructive},
@@ -299,7 +278,8 @@ std::vector<std::string> names_argument(const Json& arguments, const std::string
     size_t start = 0;
     while (true) {
       const size_t comma = text.find(',', start);
-      names.push_back(text.substr(start, (comma == std::string::npos ? text.size() : comma) - start));
+      names.push_back(
+          text.substr(start, (comma == std::string::npos ? text.size() : comma) - start));
       if (comma == std::string::npos) break;
       start = comma + 1;
     }

@@ -1,6 +1,8 @@
-// mcp/tool.hpp — what an MCP tool of `loupe mcp` is: a name, a flat input schema, an output
-// schema (the loupe envelope, whose `error` field is the error branch), honest annotations and the
-// operation it calls; plus the helpers every tool shares (argument checks, bounded answers).
+// mcp/tool.hpp — what an MCP tool of `loupe mcp` is: a name, a flat input schema, honest
+// annotations and the operation it calls; plus the helpers every tool shares (argument checks,
+// bounded answers). Tools declare no outputSchema: every answer is the one loupe envelope of
+// docs/formats.md, and tools/list, which every agent session pays for in tokens, stays under
+// 12,000 characters (issue 19: it was 31,000, half of it the envelope's schema repeated 16 times).
 //
 // A tool's answer is always one loupe envelope (core/json.hpp), the same JSON `loupe ... --json`
 // prints; tools/call returns it as structuredContent and, serialised, as the text content.
@@ -64,7 +66,7 @@ struct Param {
 
   std::string name;
   ParamType type = ParamType::kString;
-  std::string description;
+  std::string description;  // empty: the name says it all (run, hypothesis, home, ledger)
   bool required = false;
   std::vector<std::string> allowed;  // strings: the accepted values (an enum)
   std::optional<double> minimum;     // numbers and integers
@@ -83,7 +85,6 @@ struct Tool {
   std::string title;
   std::string description;
   std::vector<Param> params;
-  Json data_schema = Json::object();  // JSON Schema properties of the envelope's data
   Annotations annotations;
   bool long_running = false;  // runs on the worker thread, with progress and cancellation
   std::string envelope_kind;  // the envelope's kind, e.g. "run", "diff"
@@ -95,9 +96,7 @@ struct Tool {
 
 // {"type": "object", "properties": ..., "required": [...], "additionalProperties": false}.
 Json input_schema(const Tool& tool);
-// The envelope's schema; `error` is null or {code, message, hint}.
-Json output_schema(const Tool& tool);
-// {name, title, description, inputSchema, outputSchema, annotations} for tools/list.
+// {name, title, description, inputSchema, annotations} for tools/list.
 Json tool_definition(const Tool& tool);
 
 // Throws Error(kUsage) naming the first argument that the input schema rejects, with the

@@ -235,9 +235,8 @@ std::vector<Param> analysis_params() {
 void add_inspect_tools(std::vector<Tool>& tools) {
   Tool diff = read_only_tool("diff_tensors", "Diff two tensor files", "diff");
   diff.description =
-      "Compares tensors (.npy, .safetensors or directories): metrics per pair, worst "
-      "coordinate, first divergence, error profile along an axis. Fails past the per-dtype "
-      "default tolerances (or tolerances), on nothing compared and on unmatched names.";
+      "Compares tensors (.npy, .safetensors, directories): first divergence, worst coordinate, "
+      "error profile. Fails past per-dtype tolerances, on nothing compared or unmatched names.";
   diff.params = {
       {"a", ParamType::kString, "candidate file or directory", true},
       {"b", ParamType::kString, "reference, like a", true},
@@ -254,8 +253,8 @@ void add_inspect_tools(std::vector<Tool>& tools) {
 
   Tool analyze = read_only_tool("analyze_trace", "Analyse a trace", "trace.analyze");
   analyze.description =
-      "Analyses one workload's traces (loupe binary, Chrome/Kineto JSON, .gz): breakdown, "
-      "overlap, lock holders and waiters, idle gaps.";
+      "Breakdown, overlap, lock holders and waiters, gaps of one workload's traces (loupe, "
+      "Chrome/Kineto JSON, .gz).";
   analyze.params = {{"files", ParamType::kStringArray, "trace files of one workload", true}};
   for (auto& param : analysis_params()) analyze.params.push_back(std::move(param));
   analyze.narrow_hint = "select fewer slices with classes, or raise gap_threshold";
@@ -263,8 +262,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   tools.push_back(std::move(analyze));
 
   Tool trace_diff = read_only_tool("diff_traces", "Diff two traces", "trace.diff");
-  trace_diff.description =
-      "Compares trace B with baseline A: breakdown, overlap, locks, gaps.";
+  trace_diff.description = "Compares trace B with baseline A: breakdown, overlap, locks, gaps.";
   trace_diff.params = {{"a", ParamType::kString, "baseline trace", true},
                        {"b", ParamType::kString, "trace B", true}};
   for (auto& param : analysis_params()) trace_diff.params.push_back(std::move(param));
@@ -279,9 +277,6 @@ void add_inspect_tools(std::vector<Tool>& tools) {
       ledger_param(),
       {"limit", ParamType::kInteger, "runs per page (default 20)", false, {}, 1.0, 100.0},
       {"offset", ParamType::kInteger, "runs to skip", false, {}, 0.0}};
-  list.data_schema = {{"runs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                      {"total", {{"type", "integer"}}},
-                      {"next_offset", {{"type", Json::array({"integer", "null"})}}}};
   list.narrow_hint = "page with limit and offset";
   list.call = list_runs;
   tools.push_back(std::move(list));
@@ -289,11 +284,10 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   Tool show = read_only_tool("show_run", "Show one recorded run", "ledger.show");
   show.description =
       "One recorded run: status, configuration, gate verdicts and rules, findings (fail first).";
-  show.params = {{"run", ParamType::kString, "run id", true},
+  show.params = {{"run", ParamType::kString, "", true},
                  home_param(),
                  ledger_param(),
                  detail_param("every finding, environment, gate statistics")};
-  show.data_schema = {{"run", {{"type", "object"}}}};
   show.narrow_hint =
       "findings are ordered fail first; compare_runs shows only what changed between two runs, "
       "and `loupe ledger show RUN --json` on the command line lists every finding";
@@ -308,8 +302,6 @@ void add_inspect_tools(std::vector<Tool>& tools) {
                     home_param(),
                     ledger_param(),
                     detail_param("whole findings")};
-  compare.data_schema = {{"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                         {"findings", {{"type", "object"}}}};
   compare.narrow_hint = "read one run's findings with show_run";
   compare.call = compare_runs;
   tools.push_back(std::move(compare));

@@ -202,9 +202,7 @@ Tool make_tool(std::string name, std::string title, std::string kind, Annotation
   return tool;
 }
 
-Param library_param() {
-  return {"library", ParamType::kString, "skeleton folder (default: the server's)"};
-}
+Param library_param() { return {"library", ParamType::kString, ""}; }
 
 constexpr Annotations kReadOnly{true, false, true, false};
 
@@ -213,14 +211,12 @@ constexpr Annotations kReadOnly{true, false, true, false};
 void add_research_tools(std::vector<Tool>& tools) {
   Tool add = make_tool("add_hypothesis", "Add a hypothesis", "hypothesis.add",
                        {false, false, false, false});
-  add.description =
-      "Records a claim to test (status open); then link_run and decide_hypothesis.";
+  add.description = "Records a claim to test (status open); then link_run and decide_hypothesis.";
   add.params = {{"text", ParamType::kString, "the claim", true},
                 {"skeleton", ParamType::kString, "skeleton id it applies"},
                 library_param(),
                 home_param(),
                 ledger_param()};
-  add.data_schema = {{"hypothesis", {{"type", "object"}}}};
   add.narrow_hint = "show_hypothesis answers one hypothesis";
   add.call = add_hypothesis;
   tools.push_back(std::move(add));
@@ -229,16 +225,11 @@ void add_research_tools(std::vector<Tool>& tools) {
                         {false, false, true, false});
   link.description =
       "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
-  link.params = {{"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
-                 {"run", ParamType::kString, "run id", true},
-                 {"role",
-                  ParamType::kString,
-                  "the run's role",
-                  true,
-                  {"baseline", "candidate"}},
+  link.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
+                 {"run", ParamType::kString, "", true},
+                 {"role", ParamType::kString, "the run's role", true, {"baseline", "candidate"}},
                  home_param(),
                  ledger_param()};
-  link.data_schema = {{"hypothesis", {{"type", "object"}}}};
   link.narrow_hint = "show_hypothesis answers one hypothesis";
   link.call = link_run;
   tools.push_back(std::move(link));
@@ -246,18 +237,15 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool decide = make_tool("decide_hypothesis", "Decide a hypothesis", "hypothesis.decide",
                           {false, false, false, false});
   decide.description =
-      "Records retain, revise or reject. Retain needs a linked baseline and a candidate that "
-      "passed every gate; a change touching the objective's [review] categories is recorded "
-      "needs-review until a person approves it (not this tool).";
+      "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
+      "changes in the objective's [review] categories stay needs-review until a person "
+      "approves.";
   decide.params = {
-      {"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
+      {"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
       {"decision", ParamType::kString, "the decision", true, {"retain", "revise", "reject"}},
       {"why", ParamType::kString, "the evidence, in a sentence", true},
       home_param(),
       ledger_param()};
-  decide.data_schema = {{"recorded", {{"enum", {"retain", "revise", "reject", "needs-review"}}}},
-                        {"triggers", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                        {"hypothesis", {{"type", "object"}}}};
   decide.narrow_hint = "show_hypothesis answers one hypothesis";
   decide.call = decide_hypothesis;
   tools.push_back(std::move(decide));
@@ -272,27 +260,22 @@ void add_research_tools(std::vector<Tool>& tools) {
                  home_param(),
                  ledger_param(),
                  detail_param("links and decisions")};
-  list.data_schema = {{"hypotheses", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
   list.narrow_hint = "filter with status, or read one with show_hypothesis";
   list.call = list_hypotheses;
   tools.push_back(std::move(list));
 
   Tool show = make_tool("show_hypothesis", "Show a hypothesis", "hypothesis.show", kReadOnly);
   show.description = "One hypothesis: text, skeleton, status, linked runs, decisions.";
-  show.params = {{"hypothesis", ParamType::kInteger, "hypothesis id", true, {}, 1.0},
-                 home_param(),
-                 ledger_param()};
-  show.data_schema = {{"hypothesis", {{"type", "object"}}}};
+  show.params = {
+      {"hypothesis", ParamType::kInteger, "", true, {}, 1.0}, home_param(), ledger_param()};
   show.narrow_hint = "show_run answers one linked run";
   show.call = show_hypothesis;
   tools.push_back(std::move(show));
 
   Tool skeletons =
       make_tool("list_skeletons", "List optimisation skeletons", "skeleton.list", kReadOnly);
-  skeletons.description =
-      "Validated optimisation moves, each with when it applies.";
+  skeletons.description = "Validated optimisation moves, each with when it applies.";
   skeletons.params = {library_param(), detail_param("transformation, costs, evidence")};
-  skeletons.data_schema = {{"skeletons", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
   skeletons.narrow_hint = "read one with show_skeleton";
   skeletons.call = list_skeletons;
   tools.push_back(std::move(skeletons));
@@ -300,9 +283,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool skeleton = make_tool("show_skeleton", "Show one skeleton", "skeleton.show", kReadOnly);
   skeleton.description =
       "One skeleton: when it applies, the transformation, its costs, validation, evidence.";
-  skeleton.params = {{"id", ParamType::kString, "skeleton id", true},
-                     library_param()};
-  skeleton.data_schema = {{"skeleton", {{"type", "object"}}}};
+  skeleton.params = {{"id", ParamType::kString, "skeleton id", true}, library_param()};
   skeleton.narrow_hint = "list_skeletons gives the short form";
   skeleton.call = show_skeleton;
   tools.push_back(std::move(skeleton));
@@ -311,16 +292,12 @@ void add_research_tools(std::vector<Tool>& tools) {
       make_tool("match_skeletons", "Match skeletons to a run", "skeleton.match", kReadOnly);
   match.description =
       "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
-  match.params = {
-      {"run", ParamType::kString, "run id", true},
-      {"limit", ParamType::kInteger, "matches (default 5)", false, {}, 1.0, 100.0},
-      library_param(),
-      home_param(),
-      ledger_param(),
-      detail_param("matches in full")};
-  match.data_schema = {{"run", {{"type", "string"}}},
-                       {"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                       {"total", {{"type", "integer"}}}};
+  match.params = {{"run", ParamType::kString, "", true},
+                  {"limit", ParamType::kInteger, "matches (default 5)", false, {}, 1.0, 100.0},
+                  library_param(),
+                  home_param(),
+                  ledger_param(),
+                  detail_param("matches in full")};
   match.narrow_hint = "lower limit, or read one skeleton with show_skeleton";
   match.call = match_skeletons;
   tools.push_back(std::move(match));

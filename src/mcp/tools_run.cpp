@@ -164,16 +164,12 @@ Json run_probe(const Json& arguments, CallContext& context) {
 
 }  // namespace
 
-Param home_param() {
-  return {"home", ParamType::kString, "folder of runs and ledger (default: the server's)"};
-}
+Param home_param() { return {"home", ParamType::kString, ""}; }
 
-Param ledger_param() {
-  return {"ledger", ParamType::kString, "ledger file (default HOME/ledger.sqlite)"};
-}
+Param ledger_param() { return {"ledger", ParamType::kString, ""}; }
 
 Param detail_param(const std::string& what) {
-  return {"detail", ParamType::kBoolean, "true: " + what + " (~8k tokens; default ~2k)"};
+  return {"detail", ParamType::kBoolean, "true: " + what};
 }
 
 void add_run_tools(std::vector<Tool>& tools) {
@@ -181,28 +177,17 @@ void add_run_tools(std::vector<Tool>& tools) {
   run.name = "run_objective";
   run.title = "Run an objective";
   run.description =
-      "Runs an objective's cascade (checks, benches, scenarios; stops at the first failing layer "
-      "unless all), records the run, answers gate verdicts and the findings behind failures. "
-      "Seconds to minutes; progress with a progressToken; cancel kills the subject.";
+      "Runs an objective's cascade (checks, benches, scenarios), records the run, answers the "
+      "gate verdicts and the findings behind failures. Long: progress, cancellable.";
   run.params = {
       {"objective", ParamType::kString, "objective TOML, e.g. examples/kda/smoke.toml", true},
       {"config", ParamType::kString, "[[deployment]] name, K=V,... or NAME,K=V"},
-      {"only",
-       ParamType::kString,
-       "run this layer only",
-       false,
-       {"check", "bench", "scenario"}},
+      {"only", ParamType::kString, "run this layer only", false, {"check", "bench", "scenario"}},
       {"all", ParamType::kBoolean, "run every layer even after one fails"},
       {"sets", ParamType::kNameValues, "probe parameter overrides, e.g. {\"T\": 2048}"},
       home_param(),
       ledger_param(),
       detail_param("20 findings, every gate's statistics, every task")};
-  run.data_schema = {{"run", {{"type", "string"}}},
-                     {"objective", {{"type", "string"}}},
-                     {"status", {{"enum", {"completed", "interrupted", "failed"}}}},
-                     {"config", {{"type", "object"}}},
-                     {"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                     {"layers", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
   run.annotations = {false, false, false, false};
   run.long_running = true;
   run.envelope_kind = "run";
@@ -215,9 +200,8 @@ void add_run_tools(std::vector<Tool>& tools) {
   probe.name = "run_probe";
   probe.title = "Run one probe";
   probe.description =
-      "Runs one probe (check, bench or scenario) of a subject at one point in a child process: "
-      "a check's comparison with worst coordinate and error profile, a bench's A/B verdict. "
-      "Not recorded in the ledger.";
+      "Runs one probe of a subject at one point in a child process: a check's comparison or a "
+      "bench's A/B verdict. Not recorded.";
   probe.params = {
       {"probe", ParamType::kString, "probe name, e.g. cp_vs_nocp", true},
       {"subject", ParamType::kStringArray, "command line, e.g. [\"build/bin/kda\", \"probe\"]",
@@ -234,15 +218,9 @@ void add_run_tools(std::vector<Tool>& tools) {
        1000.0},
       {"tolerances", ParamType::kNameValues,
        "metric bounds replacing the probe's, e.g. {\"rms_ratio\": 1e-5}"},
-      {"timeout_s",
-       ParamType::kNumber,
-       "kill the subject after (default 600)",
-       false,
-       {},
-       0.001},
+      {"timeout_s", ParamType::kNumber, "kill the subject after (default 600)", false, {}, 0.001},
       home_param(),
       detail_param("20 findings")};
-  probe.data_schema = {{"observation", {{"type", "string"}}}};
   probe.annotations = {false, false, false, false};
   probe.long_running = true;
   probe.envelope_kind = "probe.run";

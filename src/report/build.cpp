@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "bench/report.hpp"
 #include "check/compare.hpp"
 #include "check/diff.hpp"
 #include "check/findings.hpp"
@@ -285,6 +286,38 @@ void add_sweeps(const std::vector<Finding>& findings, Model& model, const Limits
 // [1.97, 2.03] is SLOWER", gate_eval.cpp); a sweep of the same two variants is drawn that way
 // round too, and the points showing the verdict the gate fails on are marked, so the plot says
 // what the gate says (issue 19: the plot showed merged/tiled = 0.45 beside tiled/merged = 2.22).
+// The bench finding of the same comparison the other way round (A/B instead of B/A), so that the
+// finding the report shows states what the gate and the plot state.
+Finding reversed_bench_finding(const Finding& finding) {
+  const size_t vs = finding.where.path.find(" vs ");
+  bench::Comparison comparison;
+  comparison.ratio = 1 / metric(finding, "ratio").value_or(1);
+  comparison.ci = {1 / metric(finding, "ci_high").value_or(1),
+                   1 / metric(finding, "ci_low").value_or(1)};
+  comparison.threshold = metric(finding, "threshold").value_or(0);
+  comparison.a.n = static_cast<int64_t>(metric(finding, "n_b").value_or(0));
+  comparison.b.n = static_cast<int64_t>(metric(finding, "n_a").value_or(0));
+  comparison.a.median = metric(finding, "median_b_s").value_or(0);
+  comparison.b.median = metric(finding, "median_a_s").value_or(0);
+  comparison.p_value = metric(finding, "p_value").value_or(1);
+  comparison.adjusted_p_value = metric(finding, "adjusted_p_value");
+  const std::string kind = finding.id.substr(finding.id.rfind('.') + 1);
+  comparison.verdict = kind == "faster"   ? bench::AbVerdict::kSlower
+                       : kind == "slower" ? bench::AbVerdict::kFaster
+                       : kind == "same"   ? bench::AbVerdict::kSame
+                                          : bench::AbVerdict::kAmbiguous;
+  bench::FindingContext context;
+  context.subject = finding.where.subject;
+  context.probe = finding.where.probe;
+  context.params = finding.where.params;
+  context.name_a = finding.where.path.substr(0, vs);
+  context.name_b = finding.where.path.substr(vs + 4);
+  context.path = context.name_b + " vs " + context.name_a;
+  context.reproduce = finding.reproduce;
+  context.files = finding.evidence.files;
+  return bench::comparison_finding(comparison, context);
+}
+
 void orient_sweeps(Model& model) {
   static const std::regex stated(R"(( |^)([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+) = )");
   for (SweepPlot& plot : model.sweeps) {
@@ -306,6 +339,12 @@ void orient_sweeps(Model& model) {
       plot.gate = gate.name;
       if (subject == a) {  // drawn B/A; the gate says A/B
         plot.comparison = a + " / " + b;
+        for (Finding& finding : model.findings) {
+          if (finding.layer == Layer::kBench && finding.where.probe == plot.probe &&
+              finding.where.path == b + " vs " + a) {
+            finding = reversed_bench_finding(finding);
+          }
+        }
         for (SweepPoint& point : plot.points) {
           point.ratio = 1 / point.ratio;
           point.ci_low = 1 / std::exchange(point.ci_high, 1 / point.ci_low);

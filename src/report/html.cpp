@@ -140,15 +140,15 @@ void render_profile(std::ostringstream& out, const ProfilePlot& plot) {
   // small ones, the tolerance line among them, to the baseline (issue 19), so the axis is log.
   const bool log_scale = std::isfinite(smallest) && maximum / smallest >= 100;
   const double floor_value = log_scale ? std::pow(10, std::floor(std::log10(smallest))) : 0;
-  const double ceiling = log_scale ? std::pow(10, std::ceil(std::log10(maximum * 1.01)))
-                                   : maximum * 1.1;
+  const double ceiling =
+      log_scale ? std::pow(10, std::ceil(std::log10(maximum * 1.01))) : maximum * 1.1;
   const double length = static_cast<double>(std::max<int64_t>(1, plot.axis_length));
   auto x_of = [&](double position) { return left + plot_width * position / length; };
   auto y_of = [&](double value) {
     if (!log_scale) return top + plot_height * (1 - value / ceiling);
     const double clamped = std::max(value, floor_value);
-    return top + plot_height * (1 - std::log10(clamped / floor_value) /
-                                        std::log10(ceiling / floor_value));
+    return top + plot_height *
+                     (1 - std::log10(clamped / floor_value) / std::log10(ceiling / floor_value));
   };
 
   out << "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << coordinate(width)

@@ -75,7 +75,7 @@ struct SweepPoint {
   double ratio = 0;
   double ci_low = 0;
   double ci_high = 0;
-  std::string verdict;  // faster, slower, same, ambiguous
+  std::string verdict;   // faster, slower, same, ambiguous
   bool failing = false;  // the verdict a failing gate of this comparison fails on
 };
 

@@ -225,7 +225,7 @@ TEST_F(DiffTest, BoundsDecideTheExitCode) {
 
 // Issue 19: without --tol a diff used to exit 0 whatever it found.
 TEST_F(DiffTest, DefaultTolerancesFailWithoutTolUnlessReportOnly) {
-  write("a", "layer_0.npy", filled(1.001f));  // past float32's atol 1e-5 + rtol 1.3e-6
+  write("a", "layer_0.npy", filled(1.001f));     // past float32's atol 1e-5 + rtol 1.3e-6
   write("a", "layer_1.npy", filled(1.000001f));  // within it
   write("b", "layer_0.npy", filled(1.0f));
   write("b", "layer_1.npy", filled(1.0f));
@@ -255,8 +255,8 @@ TEST_F(DiffTest, NothingComparedFailsNamingBothSides) {
   DiffResult result = run_diff(req);  // two empty directories
   EXPECT_EQ(diff_exit_code(result, req), 1);
   EXPECT_EQ(diff_failures(result, req), (std::vector<std::string>{"nothing compared"}));
-  EXPECT_NE(render_diff_summary(result, req).find(
-                "nothing compared: A holds 0 tensors and B 0 with no name in common\n"),
+  EXPECT_NE(render_diff_summary(result, req)
+                .find("nothing compared: A holds 0 tensors and B 0 with no name in common\n"),
             std::string::npos);
   const Json envelope = Json::parse(render_diff_json(result, req));
   EXPECT_EQ(envelope["verdict"], "fail");
@@ -283,8 +283,9 @@ TEST_F(DiffTest, UnmatchedNamesFailUnlessOneIsNamed) {
   EXPECT_EQ(diff_exit_code(result, req), 0);
   req.name = "layer_1.npy";  // named, but on one side only: nothing compared
   result = run_diff(req);
-  EXPECT_EQ(diff_failures(result, req),
-            (std::vector<std::string>{"nothing compared", "1 unmatched (only in A: 1, only in B: 0)"}));
+  EXPECT_EQ(
+      diff_failures(result, req),
+      (std::vector<std::string>{"nothing compared", "1 unmatched (only in A: 1, only in B: 0)"}));
 }
 
 TEST(NaturalOrderTest, DigitRunsCompareByValue) {

@@ -331,6 +331,19 @@ TEST_F(BuildModel, SweepsFollowTheGatesDirectionInNaturalOrder) {
   std::vector<bool> failing;
   for (const auto& point : sweep.points) failing.push_back(point.failing);
   EXPECT_EQ(failing, (std::vector<bool>{false, false, true, true}));
+  // The finding shown says it the same way round.
+  const auto shown =
+      std::find_if(model.findings.begin(), model.findings.end(), [](const Finding& f) {
+        return f.layer == Layer::kBench && f.where.params == Params{{"batch", int64_t{64}}};
+      });
+  ASSERT_NE(shown, model.findings.end());
+  EXPECT_EQ(shown->id, "bench.decode.faster");
+  EXPECT_EQ(shown->where.path, "tiled vs merged");
+  EXPECT_EQ(shown->claim.rfind("tiled is 28.6% faster than merged (ratio of medians tiled/merged "
+                               "0.7143, 95% CI [0.7042, 0.7246], n = 30/30",
+                               0),
+            0u)
+      << shown->claim;
 }
 
 TEST_F(BuildModel, CapsAreCountedAndPlotsCanBeSkipped) {

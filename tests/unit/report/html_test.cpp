@@ -132,12 +132,10 @@ TEST(RenderHtml, ProfileGoesLogAndTimelineExplainsItself) {
   EXPECT_NE(html.find("y=\"16\" text-anchor=\"end\" fill=\"#1a7f37\">- - - tolerance rms_ratio "
                       "2.00e-06</text>"),
             std::string::npos);
-  const std::smatch line = [&] {
-    std::smatch match;
-    static const std::regex dashed(R"(<line x1="70" y1="([0-9.]+)" x2="740" y2="[0-9.]+" stroke="#1a7f37")");
-    EXPECT_TRUE(std::regex_search(html, match, dashed));
-    return match;
-  }();
+  static const std::regex dashed(
+      R"re(<line x1="70" y1="([0-9.]+)" x2="740" y2="[0-9.]+" stroke="#1a7f37")re");
+  std::smatch line;
+  ASSERT_TRUE(std::regex_search(html, line, dashed));
   const double tolerance_y = std::stod(line[1]);
   EXPECT_GT(tolerance_y, 24.0 + 20);        // below the top
   EXPECT_LT(tolerance_y, 24.0 + 196 - 20);  // and well above the foot (y = 220)
