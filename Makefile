@@ -26,11 +26,12 @@ deps:
 
 # The demo configures a fresh tree without the tests and benchmarks (their packages are not in
 # its subset); every other target configures with them, also over a tree the demo configured.
+# (-U: the Python package's default, on where pybind11 is found, is decided afresh.)
 FULL_CONFIG := -DLOUPE_BUILD_TESTS=ON
 ifneq ($(PRESET),asan)
-FULL_CONFIG += -DLOUPE_BUILD_BENCH=ON
+FULL_CONFIG += -DLOUPE_BUILD_BENCH=ON -ULOUPE_BUILD_PYTHON
 endif
-DEMO_CONFIG := -DLOUPE_BUILD_TESTS=OFF -DLOUPE_BUILD_BENCH=OFF
+DEMO_CONFIG := -DLOUPE_BUILD_TESTS=OFF -DLOUPE_BUILD_BENCH=OFF -DLOUPE_BUILD_PYTHON=OFF
 DEMO_TARGETS := loupe kda diff_pair_example
 
 configure: deps

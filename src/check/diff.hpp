@@ -33,6 +33,11 @@ struct DiffRequest {
   std::vector<Bound> bounds;  // --tol
   // --report-only: print the comparison, decide nothing (verdict none, exit 0).
   bool report_only = false;
+  // The elementwise rule of mismatch_count (assert_close's rtol/atol); per-dtype defaults unset.
+  std::optional<Tolerance> tolerance;
+  // Every finding's `reproduce`; unset: the `loupe diff` command line of this request. In-memory
+  // callers (the Python package) set it, since their A and B are labels, not files.
+  std::optional<std::string> reproduce;
 };
 
 struct DiffResult {
@@ -52,10 +57,21 @@ struct DiffResult {
 
 DiffResult run_diff(const DiffRequest& request);
 
+// One named pair held in memory (the Python package's arrays and dicts of tensors).
+struct TensorPair {
+  std::string name;
+  Tensor a;
+  Tensor b;
+  std::optional<Tensor> oracle;
+};
+// The same comparison over pairs in memory, in the order given (ordered when more than one);
+// request.a, request.b and request.oracle are labels for messages; request.name is unused.
+DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffRequest& request);
+
 // Why a diff fails, empty when it passes (or with report_only): a pair past tolerance (the --tol
-// bounds, else the per-dtype defaults of check/metrics.hpp `default_tolerance`), nothing
-// compared, or a tensor of one side with no partner on the other. A dump step that wrote nothing
-// or other names must not read as agreement.
+// bounds, else the elementwise tolerance: request.tolerance or the per-dtype defaults of
+// check/metrics.hpp `default_tolerance`), nothing compared, or a tensor of one side with no
+// partner on the other. A dump step that wrote nothing or other names must not read as agreement.
 std::vector<std::string> diff_failures(const DiffResult& result, const DiffRequest& request);
 
 // 0: the diff passes, or report_only; 1: diff_failures is not empty.
