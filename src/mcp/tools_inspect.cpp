@@ -265,7 +265,10 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   trace_diff.description = "Compares trace B with baseline A: breakdown, overlap, locks, gaps.";
   trace_diff.params = {{"a", ParamType::kString, "baseline trace", true},
                        {"b", ParamType::kString, "trace B", true}};
-  for (auto& param : analysis_params()) trace_diff.params.push_back(std::move(param));
+  for (auto& param : analysis_params()) {
+    if (param.name == "classes") param.description = "as in analyze_trace";
+    trace_diff.params.push_back(std::move(param));
+  }
   trace_diff.narrow_hint = "select fewer slices with classes";
   trace_diff.call = diff_traces;
   tools.push_back(std::move(trace_diff));

@@ -246,9 +246,7 @@ void render_sweep(std::ostringstream& out, const SweepPlot& plot) {
       << coordinate(height) << "\" role=\"img\" aria-label=\"bench " << html_escape(plot.probe)
       << " ratios\">\n";
   out << "<text x=\"" << coordinate(left) << "\" y=\"16\">" << html_escape(plot.probe) << ": "
-      << "ratio of medians " << html_escape(plot.comparison) << " with its CI"
-      << (plot.gate.empty() ? "" : " (the direction of gate " + html_escape(plot.gate) + ")")
-      << "</text>\n";
+      << html_escape(plot.comparison) << ", ratio of medians with its CI</text>\n";
   // The SAME band [1 - t, 1 + t] and the line at 1.
   out << "<rect x=\"" << coordinate(left) << "\" y=\"" << coordinate(y_of(1 + plot.threshold))
       << "\" width=\"" << coordinate(plot_width) << "\" height=\""
@@ -302,7 +300,12 @@ void render_sweep(std::ostringstream& out, const SweepPlot& plot) {
         << coordinate(top + plot_height + 14) << ")\">"
         << html_escape(point.point.empty() ? "default" : point.point) << "</text>\n";
   }
-  out << "</svg>\n<figcaption>Green band: the SAME band ±" << number(plot.threshold * 100)
+  out << "</svg>\n<figcaption>";
+  if (!plot.gate.empty()) {
+    out << "Drawn as gate " << html_escape(plot.gate)
+        << " states it: " << html_escape(plot.comparison) << ". ";
+  }
+  out << "Green band: the SAME band ±" << number(plot.threshold * 100)
       << "% (SLOWER needs the CI above 1 and the ratio above the band; FASTER symmetrically). "
       << "Points: red SLOWER, blue FASTER, green SAME, amber AMBIGUOUS";
   if (std::any_of(plot.points.begin(), plot.points.end(),
