@@ -137,7 +137,7 @@ TEST(RenderHtml, ProfileGoesLogAndTimelineExplainsItself) {
   std::smatch line;
   ASSERT_TRUE(std::regex_search(html, line, dashed));
   const double tolerance_y = std::stod(line[1]);
-  EXPECT_GT(tolerance_y, 24.0 + 20);        // below the top
+  EXPECT_GT(tolerance_y, 24.0 + 20);  // below the top
   // Above the foot (y = 220), where a linear axis put it (at 220 - 2e-6 / 8.8e-3 * 196 = 219.96).
   EXPECT_LT(tolerance_y, 24.0 + 196 - 10);
   // The failing point is ringed and said.
