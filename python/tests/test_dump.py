@@ -76,7 +76,7 @@ def test_loupe_diff_names_the_first_divergent_module(tmp_path, loupe_executable)
     make_dumps(tmp_path, fault_block=2)
     result = loupe.diff(tmp_path / "a", tmp_path / "b")
     assert result.first_divergence == "blocks.2.linear.call0.safetensors:output"
-    assert result.worst.coords["d2"] == 4
+    assert result.worst.coords["D"] == 4  # named by the dump's loupe.dims ("B T D")
     cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b"),
                           "--json"], capture_output=True, text=True)
     envelope = json.loads(cli.stdout)

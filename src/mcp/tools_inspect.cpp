@@ -29,6 +29,9 @@ Json diff_tensors(const Json& arguments, CallContext& context) {
     request.bounds.push_back(check::parse_bound(text));
   }
   request.report_only = flag_argument(arguments, "report_only");
+  request.dims = strings_argument(arguments, "dims");
+  request.parallel = string_argument(arguments, "parallel");
+  request.parallel_b = string_argument(arguments, "parallel_b");
   const check::DiffResult result = check::run_diff(request);
   Json envelope = Json::parse(check::render_diff_json(result, request));
   if (!flag_argument(arguments, "detail") && envelope["findings"].size() > kConciseFindings) {
@@ -235,8 +238,9 @@ std::vector<Param> analysis_params() {
 void add_inspect_tools(std::vector<Tool>& tools) {
   Tool diff = read_only_tool("diff_tensors", "Diff two tensor files", "diff");
   diff.description =
-      "Compares tensors (.npy, .safetensors, directories): first divergence, worst coordinate, "
-      "error profile. Fails past per-dtype tolerances, on nothing compared or unmatched names.";
+      "Compares tensors (.npy, .safetensors, directories; rank-<r>/ shards joined by a dims "
+      "spec, step-<s>/ steps aligned): first divergence, worst coordinate, error profile. Fails "
+      "past per-dtype tolerances, on nothing compared or unmatched names.";
   diff.params = {
       {"a", ParamType::kString, "candidate file or directory", true},
       {"b", ParamType::kString, "reference, like a", true},
@@ -246,6 +250,9 @@ void add_inspect_tools(std::vector<Tool>& tools) {
       {"along", ParamType::kString, "profile the error along this axis"},
       {"tolerances", ParamType::kNameValues, "metric bounds, e.g. {\"rms_ratio\": 1e-5}"},
       {"report_only", ParamType::kBoolean, "report, never fail (verdict none)"},
+      {"dims", ParamType::kStringArray, "dims specs, e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
+      {"parallel", ParamType::kString, "groups over rank-<r>/, first fastest, e.g. tp=2,cp=4"},
+      {"parallel_b", ParamType::kString, "b's groups if not a's"},
       detail_param("every finding")};
   diff.narrow_hint = "compare one tensor with name";
   diff.call = diff_tensors;
