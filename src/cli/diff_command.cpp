@@ -17,7 +17,11 @@ struct DiffOptions {
   std::string axes;
   std::string along;
   std::vector<std::string> tolerances;
+  bool report_only = false;
   bool json = false;
+  std::vector<std::string> dims;
+  std::string parallel;
+  std::string parallel_b;
 };
 
 std::vector<std::string> split_axes(const std::string& text) {
@@ -56,9 +60,23 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
   diff->add_option("--along", options->along,
                    "profile the error along this axis and find the slice holding most of it");
   diff->add_option("--tol", options->tolerances,
-                   "METRIC=VALUE bound (repeatable); exit 1 when one fails")
+                   "METRIC=VALUE bound (repeatable) in place of the per-dtype default "
+                   "tolerances (atol + rtol*|B|, docs/formats.md)")
       ->take_first();
+  diff->add_flag("--report-only", options->report_only,
+                 "print the comparison and exit 0 whatever it shows (no verdict)");
   diff->add_flag("--json", options->json, "print one JSON envelope");
+  // Sharded dumps (docs/sharded-diff.md): rank-<r>/ directories put back together by a dims spec.
+  diff->add_option("--dims", options->dims,
+                   "dims spec of a rank-sharded tensor, e.g. 'b t(cp,zigzag) h(tp) d'; "
+                   "NAME=SPEC for one tensor (repeatable); overrides loupe.dims metadata")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  diff->add_option("--parallel", options->parallel,
+                   "the run's groups, first varying fastest over rank-<r>/, e.g. tp=2,cp=4; "
+                   "overrides loupe.parallel");
+  diff->add_option("--parallel-b", options->parallel_b,
+                   "B's groups when they differ from A's (default: --parallel)");
   diff->callback([options, &result] {
     result.kind = "diff";
     check::DiffRequest request;
@@ -69,6 +87,10 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     if (!options->axes.empty()) request.axes = split_axes(options->axes);
     if (!options->along.empty()) request.along = options->along;
     for (const auto& text : options->tolerances) request.bounds.push_back(check::parse_bound(text));
+    request.report_only = options->report_only;
+    request.dims = options->dims;
+    if (!options->parallel.empty()) request.parallel = options->parallel;
+    if (!options->parallel_b.empty()) request.parallel_b = options->parallel_b;
     const check::DiffResult diff_result = check::run_diff(request);
     if (options->json) {
       std::cout << check::render_diff_json(diff_result, request) << "\n";
