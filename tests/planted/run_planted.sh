@@ -23,7 +23,7 @@ declare -A expect=(
   [chunk_last_beta]="chunk_matches_recurrence chunk_error_not_above_baseline"
   [cp_merge_offset]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
   [decode_merged_beta]="decode_kernels_agree decode_error_not_above_baseline"
-  [replay_early_write_back]="replay_matches_decode replay_error_not_above_baseline"
+  [replay_full_ring_skip]="replay_matches_decode replay_error_not_above_baseline"
   [state_cache_drop_bit]="state_cache_within_tolerance state_cache_error_not_above_baseline"
   [w8a8_clip]="w8a8_within_tolerance w8a8_error_not_above_baseline"
   [decode_merged_slow]="decode_not_slower_than_baseline"
@@ -32,7 +32,7 @@ declare -A expect=(
 )
 faults=("$@")
 if [[ ${#faults[@]} -eq 0 ]]; then
-  faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_early_write_back
+  faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
           state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold)
 fi
 for fault in "${faults[@]}"; do

@@ -37,7 +37,10 @@ void ReplayDecoder<Real>::replay(int64_t pair, Real* scratch, const Real* q, Rea
   thread_local std::vector<Real> delta, discarded;
   delta.resize(static_cast<size_t>(value_dim));
   discarded.resize(static_cast<size_t>(value_dim));
-  for (int64_t slot = 0; slot < fill_; ++slot) {
+  // Planted fault replay_full_ring_skip: once the ring is full, the replay skips its oldest
+  // token (an off-by-one at the wrap), so every L-th step loses a token.
+  const int64_t first_slot = fault("replay_full_ring_skip") && fill_ == window_ ? 1 : 0;
+  for (int64_t slot = first_slot; slot < fill_; ++slot) {
     const int64_t slot_pair = slot * pairs + pair;
     const bool last = slot == fill_ - 1;
     // Only the newest token's output is wanted; earlier ones were written at their own step.
@@ -84,10 +87,7 @@ void ReplayDecoder<Real>::step(const DecodeStep<Real>& step, Real* o, int thread
                 ring_v_.data() + slot_pair * value_dim);
   }
   fill_ = slot + 1;
-  // Planted fault replay_early_write_back: the checkpoint is written one step before the ring
-  // is full, so the next replay starts from a state that already holds a token it replays.
-  const bool write_back =
-      fill_ == (fault("replay_early_write_back") && window_ > 1 ? window_ - 1 : window_);
+  const bool write_back = fill_ == window_;
   parallel_for(pairs, threads, [&](int64_t pair) {
     thread_local std::vector<Real> scratch;
     scratch.resize(static_cast<size_t>(state_size));

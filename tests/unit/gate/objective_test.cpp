@@ -45,11 +45,11 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
 
   // Cheapest first.
   ASSERT_EQ(objective.checks.size(), 8u);
-  EXPECT_EQ(objective.checks[0].name, "replay");
-  EXPECT_EQ(objective.checks[1].probe, "w8a8_vs_fp32");
-  EXPECT_EQ(objective.checks[2].name, "state_cache");
-  EXPECT_EQ(objective.checks[3].probe, "disaggregated_vs_colocated");
-  EXPECT_EQ(objective.checks[4].probe, "decode_tiled_vs_merged");
+  EXPECT_EQ(objective.checks[0].probe, "decode_tiled_vs_merged");
+  EXPECT_EQ(objective.checks[1].name, "replay");
+  EXPECT_EQ(objective.checks[2].probe, "w8a8_vs_fp32");
+  EXPECT_EQ(objective.checks[3].name, "state_cache");
+  EXPECT_EQ(objective.checks[4].probe, "disaggregated_vs_colocated");
   EXPECT_EQ(objective.checks[5].probe, "chunk_vs_recurrent");
   const ProbeEntry& cp = objective.checks[6];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
