@@ -90,7 +90,8 @@ using kda::gpu::Result;
 
 void print_usage() {
   std::printf(
-      "usage: kda_gpu [--check] [--cp] [--time] [--quick] [--batch B]... [--heads H]... [--seed N]\n"
+      "usage: kda_gpu [--check] [--cp] [--time] [--quick] [--batch B]... [--heads H]... [--seed "
+      "N]\n"
       "               [--samples N] [--json FILE]\n"
       "  --check    every CUDA kernel against the fp64 CPU reference\n"
       "  --cp       incident 1: CP merge drift of TF32 / 3xTF32 / fp32 on hardware\n"
@@ -273,7 +274,8 @@ int main(int argc, char** argv) {
                      flag.c_str(), text.c_str());
         return 2;
       }
-      (flag == "--batch" ? options.batches : options.head_counts).push_back(static_cast<int>(number));
+      (flag == "--batch" ? options.batches : options.head_counts)
+          .push_back(static_cast<int>(number));
     } else if (arg == "--json") {
       json_path = value("--json");
     } else if (arg == "--help" || arg == "-h") {

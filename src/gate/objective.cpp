@@ -1,6 +1,7 @@
 #include "gate/objective.hpp"
 
 #include "config/toml_reader.hpp"
+#include "gate/executor.hpp"
 
 #include <toml++/toml.h>
 #include <algorithm>
@@ -717,7 +718,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"name", "description", "cascade", "subject", "check", "bench", "scenario",
-                     "gate", "deployment_key", "deployment", "review"});
+                     "gate", "deployment_key", "deployment", "review", "executor"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -730,6 +731,9 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
       reader.fail(*cascade, "cascade",
                   "expected \"stop-at-first-failure\" or \"all\", found \"" + mode + "\"");
     }
+  }
+  if (const toml::node* executor = root.get("executor")) {
+    objective.executor = read_executor_spec(reader, reader.table_of(*executor, "executor"));
   }
   const std::filesystem::path base = file.parent_path();
   objective.subject =

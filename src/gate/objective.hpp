@@ -41,6 +41,23 @@ struct SubjectSpec {
   bool operator==(const SubjectSpec&) const = default;
 };
 
+// What `[executor]` in the objective and `loupe run --executor ...` say; the command line wins
+// (gate/executor.hpp runs it).
+struct ExecutorSpec {
+  std::string kind = "local";  // "local" or "slurm"
+  std::string partition;       // sbatch --partition (empty: the cluster's default)
+  std::string account;         // sbatch --account
+  std::string time_limit;      // sbatch --time per task, e.g. "00:10:00"
+  std::string gres;            // sbatch --gres, e.g. "gpu:1"
+  int64_t max_parallel = 0;    // the array's %M throttle (0: no throttle)
+  int64_t retries = 2;         // resubmissions of a task lost for the node's sake
+  double poll_s = 0.5;         // how often the queue and the result files are looked at
+  // Where the tasks write their observations; it must be a filesystem every node sees. Empty:
+  // the run's own directory under the home.
+  std::filesystem::path shared_dir;
+  bool operator==(const ExecutorSpec&) const = default;
+};
+
 // One parameter and the values it takes; one value is a fixed parameter.
 struct ParamAxis {
   std::string name;
@@ -140,6 +157,7 @@ struct Objective {
   std::vector<DeploymentKey> deployment_keys;
   std::vector<Deployment> deployments;
   std::vector<ReviewCategory> review;
+  ExecutorSpec executor;  // [executor]; `loupe run --executor ...` overrides it
 
   // The entries of one layer (kTrace has none).
   const std::vector<ProbeEntry>& entries(Layer layer) const;
