@@ -56,7 +56,7 @@ ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::ta
   const std::string path = "executor";
   reader.allow_keys(table, path,
                     {"kind", "partition", "account", "time", "gres", "max_parallel", "retries",
-                     "poll_s", "shared_dir"});
+                     "poll_s", "shared_dir", "resources", "exclusive_timing"});
   ExecutorSpec spec;
   if (auto kind = reader.optional_string(table, "kind", path)) {
     if (*kind != "local" && *kind != "slurm") {
@@ -90,6 +90,34 @@ ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::ta
     }
   }
   if (auto dir = reader.optional_string(table, "shared_dir", path)) spec.shared_dir = *dir;
+  if (const toml::node* node = table.get("exclusive_timing")) {
+    const auto value = node->value<bool>();
+    if (!value) reader.expected(*node, "executor.exclusive_timing", "true or false");
+    spec.exclusive_timing = *value;
+  }
+  if (const toml::node* resources = table.get("resources")) {
+    for (const auto& [entry, node] :
+         config::TomlReader::ordered(reader.table_of(*resources, "executor.resources"))) {
+      const std::string key = "executor.resources." + entry;
+      const toml::table& rule = reader.table_of(*node, key);
+      reader.allow_keys(rule, key, {"gres", "cpus_per_task", "ntasks"});
+      PointResources wanted;
+      wanted.entry = entry;
+      wanted.line = config::TomlReader::line_of(*node);
+      wanted.gres = reader.optional_string(rule, "gres", key).value_or("");
+      for (auto [name, field] : {std::pair{"cpus_per_task", &wanted.cpus_per_task},
+                                 std::pair{"ntasks", &wanted.ntasks}}) {
+        if (const toml::node* value = rule.get(name)) {
+          *field = reader.integer_of(*value, key + "." + name);
+          if (*field < 1 || *field > 4096) {
+            reader.fail(*value, key + "." + name,
+                        "expected 1 to 4096, found " + std::to_string(*field));
+          }
+        }
+      }
+      spec.resources.push_back(std::move(wanted));
+    }
+  }
   return spec;
 }
 

@@ -807,6 +807,16 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
     }
     validate_review(reader, objective, review);
   }
+  for (const PointResources& wanted : objective.executor.resources) {
+    bool found = false;
+    for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+      found = found || objective.find_entry(layer, wanted.entry) != nullptr;
+    }
+    if (!found) {
+      reader.fail(wanted.line, "executor.resources." + wanted.entry,
+                  "names no [[check]], [[bench]] or [[scenario]] entry");
+    }
+  }
   return objective;
 }
 

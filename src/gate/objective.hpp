@@ -43,6 +43,18 @@ struct SubjectSpec {
 
 // What `[executor]` in the objective and `loupe run --executor ...` say; the command line wins
 // (gate/executor.hpp runs it).
+// What one entry's points ask of a batch executor's node ([executor.resources.ENTRY]).
+struct PointResources {
+  std::string entry;          // the [[check]]/[[bench]]/[[scenario]] entry's name
+  std::string gres;           // sbatch --gres, e.g. "gpu:1" (overrides the executor's)
+  int64_t cpus_per_task = 0;  // sbatch --cpus-per-task (0: the cluster's default)
+  // sbatch --ntasks: the allocation a multi-rank subject launches its ranks in (with srun or
+  // mpirun); the point itself is still run once.
+  int64_t ntasks = 0;
+  int line = 0;  // where the file names it, for errors found after parsing
+  bool operator==(const PointResources&) const = default;
+};
+
 struct ExecutorSpec {
   std::string kind = "local";  // "local" or "slurm"
   std::string partition;       // sbatch --partition (empty: the cluster's default)
@@ -55,6 +67,10 @@ struct ExecutorSpec {
   // Where the tasks write their observations; it must be a filesystem every node sees. Empty:
   // the run's own directory under the home.
   std::filesystem::path shared_dir;
+  std::vector<PointResources> resources;  // per entry; entries not named use the defaults above
+  // Bench and scenario tasks get a node to themselves (sbatch --exclusive), so no timed point
+  // shares its node with another task: their verdicts compare times. false lets them share.
+  bool exclusive_timing = true;
   bool operator==(const ExecutorSpec&) const = default;
 };
 

@@ -114,15 +114,30 @@ class SlurmExecutor final : public Executor {
                                            " \"$SLURM_ARRAY_TASK_ID\"\n");
     std::filesystem::permissions(layer_dir_ / "task.sh", std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::add);
-    const std::string range = "0-" + std::to_string(points.size() - 1);
-    const std::string job = submit(range, layer);
+    // One array per distinct resource request: most layers are one array.
+    std::vector<std::pair<const PointResources*, std::vector<int64_t>>> groups;
+    for (const Task& task : tasks_) {
+      const PointResources* wanted = resources_of(task.ref.task->entry);
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [wanted](const auto& g) { return g.first == wanted; });
+      if (group == groups.end()) {
+        groups.push_back({wanted, {}});
+        group = groups.end() - 1;
+      }
+      group->second.push_back(task.index);
+    }
     layer_jobs_.clear();
-    layer_jobs_.push_back(job);
-    for (auto& task : tasks_) task.job_id = job;
-    jobs_.push_back({{"layer", std::string(layer_name(layer))},
+    for (const auto& [wanted, indices] : groups) {
+      const std::string job = submit(index_list(indices), layer, wanted);
+      layer_jobs_.push_back(job);
+      for (int64_t index : indices) tasks_[static_cast<size_t>(index)].job_id = job;
+      Json record = {{"layer", std::string(layer_name(layer))},
                      {"job_id", job},
-                     {"tasks", points.size()},
-                     {"cancelled", false}});
+                     {"tasks", indices.size()},
+                     {"cancelled", false}};
+      if (wanted != nullptr) record["resources"] = wanted->entry;
+      jobs_.push_back(std::move(record));
+    }
   }
 
   PointResult run(const PointRef& point) override {
@@ -163,7 +178,8 @@ class SlurmExecutor final : public Executor {
       }
       ++task->attempts;
       const std::string previous = task->job_id;
-      task->job_id = submit(std::to_string(task->index), task->ref.task->layer);
+      task->job_id = submit(std::to_string(task->index), task->ref.task->layer,
+                            resources_of(task->ref.task->entry));
       layer_jobs_.push_back(task->job_id);
       retries_.push_back(
           {{"point", task->ref.task->entry + " " + params_to_string(task->ref.task->params)},
@@ -248,6 +264,26 @@ class SlurmExecutor final : public Executor {
     }
   }
 
+  const PointResources* resources_of(const std::string& entry) const {
+    for (const PointResources& wanted : spec_.resources) {
+      if (wanted.entry == entry) return &wanted;
+    }
+    return nullptr;
+  }
+
+  // "0-7" for a whole layer, "0,2,5" for a group of it.
+  static std::string index_list(const std::vector<int64_t>& indices) {
+    bool contiguous = true;
+    for (size_t i = 1; i < indices.size(); ++i)
+      contiguous = contiguous && indices[i] == indices[i - 1] + 1;
+    if (contiguous && indices.size() > 1) {
+      return std::to_string(indices.front()) + "-" + std::to_string(indices.back());
+    }
+    std::string out;
+    for (int64_t index : indices) out += (out.empty() ? "" : ",") + std::to_string(index);
+    return out;
+  }
+
   Task* find(const PointRef& point) {
     for (auto& task : tasks_) {
       if (task.ref.task == point.task && task.ref.repeat == point.repeat &&
@@ -259,20 +295,28 @@ class SlurmExecutor final : public Executor {
   }
 
   // sbatch --array=RANGE; returns the job id. Throws Error(kSubject) with sbatch's message.
-  std::string submit(const std::string& range, Layer layer) {
+  std::string submit(const std::string& range, Layer layer, const PointResources* wanted) {
     std::vector<std::string> argv = {"sbatch",
                                      "--parsable",
                                      "--array=" + range,
                                      "--job-name=loupe-" + std::string(layer_name(layer)),
                                      "--output=" + (layer_dir_ / "task-%a.log").string(),
                                      "--chdir=" + std::filesystem::current_path().string()};
-    if (spec_.max_parallel > 0 && range.find('-') != std::string::npos) {
+    if (spec_.max_parallel > 0 && range.find_first_of("-,") != std::string::npos) {
       argv[2] += "%" + std::to_string(spec_.max_parallel);
     }
     if (!spec_.partition.empty()) argv.push_back("--partition=" + spec_.partition);
     if (!spec_.account.empty()) argv.push_back("--account=" + spec_.account);
     if (!spec_.time_limit.empty()) argv.push_back("--time=" + spec_.time_limit);
-    if (!spec_.gres.empty()) argv.push_back("--gres=" + spec_.gres);
+    const std::string gres = wanted != nullptr && !wanted->gres.empty() ? wanted->gres : spec_.gres;
+    if (!gres.empty()) argv.push_back("--gres=" + gres);
+    if (wanted != nullptr && wanted->cpus_per_task > 0) {
+      argv.push_back("--cpus-per-task=" + std::to_string(wanted->cpus_per_task));
+    }
+    if (spec_.exclusive_timing && layer != Layer::kCheck) argv.push_back("--exclusive");
+    if (wanted != nullptr && wanted->ntasks > 0) {
+      argv.push_back("--ntasks=" + std::to_string(wanted->ntasks));
+    }
     argv.push_back((layer_dir_ / "task.sh").string());
     ProcessSpec process{argv};
     process.timeout = std::chrono::seconds(60);

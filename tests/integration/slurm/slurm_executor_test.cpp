@@ -136,15 +136,24 @@ TEST_F(SlurmExecutorTest, SameVerdictsAsLocalAndTheLedgerKeepsTheJobIds) {
       << shown.out;
 }
 
+// Also: an entry that asks for its own resources gets an array of its own.
 TEST_F(SlurmExecutorTest, AFailingLayerKeepsTheNextFromBeingSubmitted) {
+  std::ofstream(objective_, std::ios::app)
+      << "\n[executor.resources.decode_kernels_agree]\ncpus_per_task = 2\n";
   const CliRun slurm = run_loupe(run_args("incident", "slurm", true), std::chrono::seconds(200));
   ASSERT_EQ(slurm.exit_code, 1) << slurm.out << slurm.err;
   const auto verdicts = gate_verdicts(slurm.envelope.at("data").at("gates"));
   EXPECT_EQ(verdicts.at("cp_matches_single_device"), "fail");
+  EXPECT_EQ(verdicts.at("decode_kernels_agree"), "pass");
   EXPECT_EQ(verdicts.at("decode_kernel_not_slower"), "not-run");
   const Json& jobs = slurm.envelope.at("data").at("executor").at("jobs");
-  ASSERT_EQ(jobs.size(), 1u) << jobs.dump();
+  ASSERT_EQ(jobs.size(), 2u) << jobs.dump();  // the check layer's two arrays; no bench array
   EXPECT_EQ(jobs[0].at("layer"), "check");
+  EXPECT_EQ(jobs[0].at("tasks"), 2);
+  EXPECT_FALSE(jobs[0].contains("resources"));
+  EXPECT_EQ(jobs[1].at("layer"), "check");
+  EXPECT_EQ(jobs[1].at("tasks"), 1);
+  EXPECT_EQ(jobs[1].at("resources"), "decode_kernels_agree");
 }
 
 TEST_F(SlurmExecutorTest, AnUnknownExecutorIsAUsageError) {

@@ -69,6 +69,25 @@ TEST(ExecutorSpecTest, BadValuesNameTheFileLineAndKey) {
             std::string::npos);
 }
 
+TEST(ExecutorSpecTest, EntriesMayAskForTheirOwnResources) {
+  const Objective objective = parse_objective(kBase + R"([executor.resources.cp_vs_nocp]
+gres = "gpu:1"
+ntasks = 4
+)",
+                                              "obj.toml");
+  ASSERT_EQ(objective.executor.resources.size(), 1u);
+  const PointResources& wanted = objective.executor.resources[0];
+  EXPECT_EQ(wanted.entry, "cp_vs_nocp");
+  EXPECT_EQ(wanted.gres, "gpu:1");
+  EXPECT_EQ(wanted.ntasks, 4);
+  EXPECT_EQ(wanted.cpus_per_task, 0);
+  EXPECT_EQ(config_error(kBase + "[executor.resources.nowhere]\nntasks = 2\n"),
+            "obj.toml:5: executor.resources.nowhere: names no [[check]], [[bench]] or "
+            "[[scenario]] entry");
+  EXPECT_EQ(config_error(kBase + "[executor.resources.cp_vs_nocp]\nntasks = 0\n"),
+            "obj.toml:6: executor.resources.cp_vs_nocp.ntasks: expected 1 to 4096, found 0");
+}
+
 TEST(ExecutorSpecTest, CommandLineSettingsOverrideAndAreChecked) {
   ExecutorSpec spec;
   apply_executor_setting(spec, "kind", "slurm");
