@@ -13,6 +13,7 @@
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "gate/executor.hpp"
+#include "core/limits.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {
@@ -114,7 +115,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput,
                 outcome.observation_dir.string() +
-                    "/observation.json: unexpected analysis data: " + error.what());
+                    "/observation.json: unexpected analysis data: " + json_error_text(error));
   }
   if (point.params.empty()) point.params = task.params;
   point.reproduce =
@@ -373,6 +374,7 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.home = std::filesystem::absolute(home);
   request.run_id = staging_id;
   request.subject_command = subject_command(objective.subject);
+  request.pass_env = objective.subject.pass_env;
   for (const auto& [metric, limit] : entry.tolerances) {
     std::ostringstream text;
     text << metric << "=" << std::setprecision(17) << limit;
@@ -399,6 +401,7 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
            std::to_string(suffix);
   }
   const std::filesystem::path final_dir = probe_dir / name;
+  check_under_home(final_dir, home, "the point's folder");
   std::filesystem::rename(outcome.observation_dir, final_dir);
   std::error_code ignored;
   std::filesystem::remove_all(run_dir(home, request.run_id), ignored);

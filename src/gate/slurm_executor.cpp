@@ -55,6 +55,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   point["home"] = request.home.value_or(std::filesystem::path{}).string();
   point["staging_id"] = request.run_id;
   point["subject"] = request.subject_command;
+  point["pass_env"] = request.pass_env;
   point["tolerances"] = request.analyze.tolerances;
   point["threshold"] = request.analyze.threshold;
   if (request.budget_s) point["budget_s"] = *request.budget_s;
