@@ -12,8 +12,8 @@
 
 #include "core/home.hpp"
 #include "core/json.hpp"
-#include "gate/executor.hpp"
 #include "core/limits.hpp"
+#include "gate/executor.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {

@@ -2,8 +2,8 @@
 
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
-#include "gate/plan.hpp"
 #include "gate/executor.hpp"
+#include "gate/plan.hpp"
 
 #include <toml++/toml.h>
 #include <algorithm>
