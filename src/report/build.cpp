@@ -13,6 +13,7 @@
 #include "check/findings.hpp"
 #include "core/json.hpp"
 #include "ledger/exchange.hpp"
+#include "report/counters_plot.hpp"
 #include "report/model.hpp"
 #include "trace/analyze/analyze.hpp"
 #include "trace/import/import.hpp"
@@ -557,6 +558,7 @@ Model build_model(const ledger::RunRecord& run, const BuildOptions& options) {
   }
 
   add_sweeps(run.findings, model, options.limits);
+  model.speed_of_light = speed_of_light_plot(run.findings, options.limits.speed_of_light_kernels);
   if (options.plots) {
     const ObservationCache observations(run.observations, model.notes);
     std::set<std::string> seen;
