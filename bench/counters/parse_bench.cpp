@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 constexpr size_t kTargetBytes = size_t{100} << 20;
 
 std::string prefix(int id, int kernel) {
-  return "\"" + std::to_string(id) + "\",\"84211\",\"python3.11\",\"127.0.0.1\",\"void kda::cuda::" +
+  return "\"" + std::to_string(id) +
+         "\",\"84211\",\"python3.11\",\"127.0.0.1\",\"void kda::cuda::" +
          (kernel % 2 ? std::string("merged_v_decode<128, true>") : "tiled_v_decode<32, true>") +
          "(const float *, const float *, float *, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(" +
          std::to_string(64 + kernel % 4) + ", 16, 1)\",\"0\",\"9.0\",";
@@ -85,7 +86,9 @@ const fs::path& raw_file() {
       row.pop_back();
       out << row;
       for (int column = 0; column < kColumns; ++column)
-        out << (column % 3 == 0 ? ",\"3,210.51\"" : column % 3 == 1 ? ",\"93.12\"" : ",\"1,482,112\"");
+        out << (column % 3 == 0   ? ",\"3,210.51\""
+                : column % 3 == 1 ? ",\"93.12\""
+                                  : ",\"1,482,112\"");
       out << "\n";
       ++id;
     }

@@ -42,8 +42,7 @@ struct CountersOptions {
 };
 
 std::string quote(const std::string& text) {
-  if (!text.empty() && text.find_first_of(" '\"$&|;<>()*?[]\\{}") == std::string::npos)
-    return text;
+  if (!text.empty() && text.find_first_of(" '\"$&|;<>()*?[]\\{}") == std::string::npos) return text;
   std::string out = "'";
   for (char character : text)
     out += character == '\'' ? std::string("'\\''") : std::string(1, character);
@@ -107,10 +106,11 @@ void print_table(const std::vector<counters::KernelGroup>& groups) {
 // Records the findings as a new run (--record) or adds them to a recorded run (--attach RUN).
 std::string record(const CountersOptions& options, const std::vector<Finding>& findings,
                    const std::vector<std::string>& files, const std::string& run_id_hint) {
-  const fs::path home = resolve_home(
-      options.home.empty() ? std::nullopt : std::optional<fs::path>(options.home),
-      fs::current_path());
-  const fs::path ledger_file = options.ledger.empty() ? home / "ledger.sqlite" : fs::path(options.ledger);
+  const fs::path home =
+      resolve_home(options.home.empty() ? std::nullopt : std::optional<fs::path>(options.home),
+                   fs::current_path());
+  const fs::path ledger_file =
+      options.ledger.empty() ? home / "ledger.sqlite" : fs::path(options.ledger);
   ledger::Ledger ledger = ledger::Ledger::open(ledger_file);
   if (!options.attach.empty()) {
     const ledger::RunRecord run = ledger.get_run(options.attach);
@@ -130,10 +130,12 @@ std::string record(const CountersOptions& options, const std::vector<Finding>& f
   if (!files.empty() && fs::is_regular_file(files.front()))
     start.objective_hash = ledger::file_sha256(files.front());
   start.git = ledger::read_git_state(fs::current_path());
-  Json config = {{"counters", {{"files", files}, {"kernel", options.kernel}}}};
+  Json config = {{"name", "counters"},
+                 {"counters", {{"files", files}, {"kernel", options.kernel}}}};
   start.config_json = config.dump();
   ledger.begin_run(start);
-  ledger.finish_run(start.id, ledger::RunStatus::kCompleted, ledger::utc_now(), {}, findings, files);
+  ledger.finish_run(start.id, ledger::RunStatus::kCompleted, ledger::utc_now(), {}, findings,
+                    files);
   return start.id;
 }
 
@@ -141,7 +143,8 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   // CLI11 appended what follows "--" to the inputs: that is the command to profile.
   std::vector<std::string> inputs = options.inputs;
   const std::vector<std::string>& command = result.after_separator;
-  if (!command.empty() && inputs.size() >= command.size()) inputs.resize(inputs.size() - command.size());
+  if (!command.empty() && inputs.size() >= command.size())
+    inputs.resize(inputs.size() - command.size());
   if (options.record && !options.attach.empty()) {
     throw Error(ErrorCode::kUsage, "--record and --attach exclude each other",
                 "--record makes a new run; --attach RUN adds to a recorded one");
@@ -166,18 +169,16 @@ void run_counters(CountersOptions& options, CommandResult& result) {
     for (const auto& [value, name] : {std::pair{options.launch_skip, "--launch-skip"},
                                       {options.launch_count, "--launch-count"}}) {
       if (value && *value < (std::string_view(name) == "--launch-count" ? 1 : 0)) {
-        throw Error(ErrorCode::kUsage, std::string(name) + " " + std::to_string(*value) +
-                                           ": expected a " +
-                                           (std::string_view(name) == "--launch-count"
-                                                ? "positive"
-                                                : "non-negative") +
-                                           " count");
+        throw Error(ErrorCode::kUsage,
+                    std::string(name) + " " + std::to_string(*value) + ": expected a " +
+                        (std::string_view(name) == "--launch-count" ? "positive" : "non-negative") +
+                        " count");
       }
     }
     const fs::path ncu = counters::find_ncu();
-    const fs::path home = resolve_home(
-        options.home.empty() ? std::nullopt : std::optional<fs::path>(options.home),
-        fs::current_path());
+    const fs::path home =
+        resolve_home(options.home.empty() ? std::nullopt : std::optional<fs::path>(options.home),
+                     fs::current_path());
     run_id = new_run_id();
     counters::ProfileRequest request;
     request.command = command;
@@ -220,14 +221,16 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   } else {
     std::cout << "ncu: " << profile.launches.size() << " launch(es) of " << analysis.groups.size()
               << " kernel configuration(s) from " << profile.files.size() << " file(s) ("
-              << (profile.has_details ? "details" : "") << (profile.has_details && profile.has_raw ? " + " : "")
+              << (profile.has_details ? "details" : "")
+              << (profile.has_details && profile.has_raw ? " + " : "")
               << (profile.has_raw ? "raw" : "") << " page)\n";
     print_table(analysis.groups);
     print_findings(analysis.findings);
     if (analysis.findings_omitted > 0)
       std::cout << "(truncated: " << data["truncation"].get<std::string>() << ")\n";
     print_stats(stats);
-    if (!recorded.empty()) std::cout << "recorded in run " << recorded << " (loupe report " << recorded << ")\n";
+    if (!recorded.empty())
+      std::cout << "recorded in run " << recorded << " (loupe report " << recorded << ")\n";
   }
   result.exit_code = 0;
 }

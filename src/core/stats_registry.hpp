@@ -40,7 +40,8 @@ enum class StatSeverity { kInfo, kDataLoss, kError };
   X(counters_header_repeated, kInfo, "the CSV header again (concatenated exports); skipped")      \
   X(counters_row_malformed, kDataLoss,                                                            \
     "an ncu CSV row with the wrong number of fields or a bad launch ID; dropped")                 \
-  X(counters_value_missing, kInfo, "a metric value ncu printed as n/a or empty; left out")        \
+  X(counters_value_missing, kInfo,                                                                \
+    "a metric value ncu printed as n/a, no data or empty; left out")                              \
   X(counters_value_not_number, kDataLoss,                                                         \
     "a metric value with a unit that is not a number; kept as text")                              \
   X(counters_unit_unknown, kInfo, "a metric unit loupe does not know; the value kept unscaled")   \

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <tuple>
 #include <memory>
+#include <tuple>
 
 #include "core/statistics.hpp"
 #include "counters/csv.hpp"
@@ -40,7 +40,9 @@ struct QuantitySpec {
 // Where each quantity lives: the details page's (section, metric) first, then the raw page's
 // metric names. Adjust here when ncu renames a metric.
 const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
-    {Quantity::kDurationNs, "duration_ns", {{{kSol, "Duration"}, {kRaw, "gpu__time_duration.sum"}}}},
+    {Quantity::kDurationNs,
+     "duration_ns",
+     {{{kSol, "Duration"}, {kRaw, "gpu__time_duration.sum"}}}},
     {Quantity::kElapsedCycles,
      "elapsed_cycles",
      {{{kSol, "Elapsed Cycles"}, {kRaw, "gpc__cycles_elapsed.max"}}}},
@@ -59,7 +61,8 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
        {kRaw, "l1tex__throughput.avg.pct_of_peak_sustained_active"}}}},
     {Quantity::kSolL2Pct,
      "l2_pct",
-     {{{kSol, "L2 Cache Throughput"}, {kRaw, "lts__throughput.avg.pct_of_peak_sustained_elapsed"}}}},
+     {{{kSol, "L2 Cache Throughput"},
+       {kRaw, "lts__throughput.avg.pct_of_peak_sustained_elapsed"}}}},
     {Quantity::kSolSmPct,
      "sm_pct",
      {{{kSol, "Compute (SM) Throughput"},
@@ -72,7 +75,9 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
     {Quantity::kL1HitPct,
      "l1_hit_pct",
      {{{kMemory, "L1/TEX Hit Rate"}, {kRaw, "l1tex__t_sector_hit_rate.pct"}}}},
-    {Quantity::kL2HitPct, "l2_hit_pct", {{{kMemory, "L2 Hit Rate"}, {kRaw, "lts__t_sector_hit_rate.pct"}}}},
+    {Quantity::kL2HitPct,
+     "l2_hit_pct",
+     {{{kMemory, "L2 Hit Rate"}, {kRaw, "lts__t_sector_hit_rate.pct"}}}},
     {Quantity::kIpcElapsed,
      "ipc_elapsed",
      {{{kCompute, "Executed Ipc Elapsed"}, {kRaw, "sm__inst_executed.avg.per_cycle_elapsed"}}}},
@@ -87,6 +92,7 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
      "instructions",
      {{{kRaw, "smsp__inst_executed.sum"},
        {kRaw, "sm__inst_executed.sum"},
+       {kRaw, "inst_executed"},
        {kInstructionStats, "Executed Instructions"}}}},
     {Quantity::kGlobalLoadInstructions,
      "global_load_instructions",
@@ -111,7 +117,8 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
        {kRaw, "sm__maximum_warps_avg_per_active_cycle"}}}},
     {Quantity::kAchievedWarps,
      "warps_achieved",
-     {{{kOccupancy, "Achieved Active Warps Per SM"}, {kRaw, "sm__warps_active.avg.per_cycle_active"}}}},
+     {{{kOccupancy, "Achieved Active Warps Per SM"},
+       {kRaw, "sm__warps_active.avg.per_cycle_active"}}}},
     {Quantity::kBlockLimitRegisters,
      "block_limit_registers",
      {{{kOccupancy, "Block Limit Registers"}, {kRaw, "launch__occupancy_limit_registers"}}}},
@@ -132,7 +139,8 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
      {{{kLaunch, "Registers Per Thread"}, {kRaw, "launch__registers_per_thread"}}}},
     {Quantity::kStaticSharedBytes,
      "static_shared_bytes",
-     {{{kLaunch, "Static Shared Memory Per Block"}, {kRaw, "launch__shared_mem_per_block_static"}}}},
+     {{{kLaunch, "Static Shared Memory Per Block"},
+       {kRaw, "launch__shared_mem_per_block_static"}}}},
     {Quantity::kDynamicSharedBytes,
      "dynamic_shared_bytes",
      {{{kLaunch, "Dynamic Shared Memory Per Block"},
@@ -151,6 +159,10 @@ const std::array<QuantitySpec, kQuantityCount> kQuantities = {{
      "warp_cycles_per_issued",
      {{{kWarps, "Warp Cycles Per Issued Instruction"},
        {kRaw, "smsp__average_warp_latency_per_inst_issued.ratio"}}}},
+    {Quantity::kLsuPipeElapsedPct,
+     "lsu_pipe_elapsed_pct",
+     {{{kRaw, "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed"}}}},
+    {Quantity::kLsuPeakSmCycles, "lsu_peak_sm_cycles", {}},  // derived in group_launches
 }};
 
 // Raw-page metric families that hold one warp-stall reason each, in cycles per issued
@@ -230,7 +242,8 @@ std::string short_name_of(const std::string& kernel) {
   if (scope != std::string::npos) kept = kept.substr(scope + 2);
   std::string safe;
   for (char character : kept) {
-    const bool ok = (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') ||
+    const bool ok = (character >= 'a' && character <= 'z') ||
+                    (character >= 'A' && character <= 'Z') ||
                     (character >= '0' && character <= '9') || character == '_';
     safe.push_back(ok ? character : '_');
   }
@@ -291,9 +304,11 @@ void fill_advice(KernelGroup& group) {
   std::map<std::string, std::pair<RuleAdvice, std::vector<double>>> rules;
   for (const Launch* launch : group.launches) {
     for (const RuleResult& rule : launch->rules) {
-      auto [entry, inserted] = rules.try_emplace(rule.name);
+      // One rule may fire several times per launch with different types (CPIStall: WRN, OPT, INF).
+      const std::string key = rule.name + "\x1f" + rule.type;
+      auto [entry, inserted] = rules.try_emplace(key);
       if (inserted) {
-        order.push_back(rule.name);
+        order.push_back(key);
         entry->second.first = {rule.name, rule.type, rule.description, rule.speedup_type, 0, 0};
       }
       ++entry->second.first.launches;
@@ -382,6 +397,13 @@ std::vector<KernelGroup> group_launches(const Profile& profile,
         group.medians[static_cast<size_t>(Quantity::kInstructions)] = *ipc * *cycles * *sms;
         group.instructions_derived = true;
       }
+    }
+    const auto lsu_pct = group.get(Quantity::kLsuPipeElapsedPct);
+    const auto elapsed = group.get(Quantity::kElapsedCycles);
+    const auto sm_count = group.get(Quantity::kSmCount);
+    if (lsu_pct && elapsed && sm_count) {
+      group.medians[static_cast<size_t>(Quantity::kLsuPeakSmCycles)] =
+          *lsu_pct / 100 * *elapsed * *sm_count;
     }
     fill_stalls(group, stalls);
     fill_advice(group);
@@ -495,8 +517,7 @@ std::optional<Finding> bound_finding(const KernelGroup& group, const AnalyzeOpti
   return finding;
 }
 
-std::optional<Finding> occupancy_finding(const KernelGroup& group,
-                                         const AnalyzeOptions& options) {
+std::optional<Finding> occupancy_finding(const KernelGroup& group, const AnalyzeOptions& options) {
   const auto theoretical = group.get(Quantity::kTheoreticalOccupancyPct);
   const auto achieved = group.get(Quantity::kAchievedOccupancyPct);
   if (!theoretical && !achieved) return std::nullopt;
@@ -505,11 +526,12 @@ std::optional<Finding> occupancy_finding(const KernelGroup& group,
     std::string_view name;
     Quantity quantity;
   };
-  constexpr std::array<BlockLimit, 5> kBlockLimits = {{{"registers", Quantity::kBlockLimitRegisters},
-                                                       {"shared memory", Quantity::kBlockLimitSharedMem},
-                                                       {"warps (block size)", Quantity::kBlockLimitWarps},
-                                                       {"blocks per SM", Quantity::kBlockLimitSm},
-                                                       {"barriers", Quantity::kBlockLimitBarriers}}};
+  constexpr std::array<BlockLimit, 5> kBlockLimits = {
+      {{"registers", Quantity::kBlockLimitRegisters},
+       {"shared memory", Quantity::kBlockLimitSharedMem},
+       {"warps (block size)", Quantity::kBlockLimitWarps},
+       {"blocks per SM", Quantity::kBlockLimitSm},
+       {"barriers", Quantity::kBlockLimitBarriers}}};
   std::optional<double> smallest;
   std::string limiters;
   for (const BlockLimit& limit : kBlockLimits) {
@@ -526,16 +548,16 @@ std::optional<Finding> occupancy_finding(const KernelGroup& group,
   const bool latency = binding && binding->name == "latency";
   const double gap = theoretical && achieved ? *theoretical - *achieved : 0;
   const bool low = (theoretical && *theoretical < 50) || gap >= 10;
-  Finding finding = base_finding(group, "occupancy",
-                                 latency && low ? Severity::kWarn : Severity::kInfo, options);
+  Finding finding =
+      base_finding(group, "occupancy", latency && low ? Severity::kWarn : Severity::kInfo, options);
   std::string claim = group.label() + ": achieved occupancy ";
   claim += achieved ? pct(*achieved) : std::string("unknown");
   claim += " of a theoretical ";
   claim += theoretical ? pct(*theoretical) : std::string("unknown");
   if (theoretical && achieved) claim += " (gap " + format("%.1f", gap) + " points)";
   if (smallest) {
-    claim += "; the theoretical limit is " + format("%.0f", *smallest) + " block(s) per SM, set by " +
-             limiters;
+    claim += "; the theoretical limit is " + format("%.0f", *smallest) +
+             " block(s) per SM, set by " + limiters;
     if (limiters.find("registers") != std::string::npos) {
       if (auto registers = group.get(Quantity::kRegistersPerThread))
         claim += " (" + format("%.0f", *registers) + " registers per thread)";
@@ -557,17 +579,21 @@ std::optional<Finding> occupancy_finding(const KernelGroup& group,
     few_blocks = *waves < 1;
   }
   if (few_blocks && gap >= 5) {
-    next = "the grid is too small to fill the GPU: split the work into more blocks (or more "
-           "warps per block) — the gap to theoretical is empty block slots";
+    next =
+        "the grid is too small to fill the GPU: split the work into more blocks (or more "
+        "warps per block) — the gap to theoretical is empty block slots";
   } else if (gap >= 10) {
-    next = "achieved trails theoretical: blocks finish unevenly or warps idle at barriers; "
-           "check the tail (waves per SM) and the stall reasons";
+    next =
+        "achieved trails theoretical: blocks finish unevenly or warps idle at barriers; "
+        "check the tail (waves per SM) and the stall reasons";
   } else if (limiters.find("registers") != std::string::npos) {
-    next = "registers cap the theoretical occupancy: __launch_bounds__ or fewer live values "
-           "raise it (check for spills); it matters only when the kernel is latency-bound";
+    next =
+        "registers cap the theoretical occupancy: __launch_bounds__ or fewer live values "
+        "raise it (check for spills); it matters only when the kernel is latency-bound";
   } else if (limiters.find("shared") != std::string::npos) {
-    next = "shared memory caps the theoretical occupancy: smaller tiles or fewer stages raise "
-           "it; it matters only when the kernel is latency-bound";
+    next =
+        "shared memory caps the theoretical occupancy: smaller tiles or fewer stages raise "
+        "it; it matters only when the kernel is latency-bound";
   } else {
     next = "occupancy is near what the launch configuration allows";
   }
@@ -586,7 +612,8 @@ std::optional<Finding> occupancy_finding(const KernelGroup& group,
 
 std::string stall_hint(const std::string& reason) {
   static const std::map<std::string, std::string> kHints = {
-      {"long_scoreboard", "waiting for global or local memory: more loads in flight, prefetch, reuse"},
+      {"long_scoreboard",
+       "waiting for global or local memory: more loads in flight, prefetch, reuse"},
       {"short_scoreboard", "waiting for shared memory or special-function results"},
       {"barrier", "waiting at __syncthreads: uneven work between the warps of a block"},
       {"wait", "fixed-latency dependencies: more independent instructions (ILP)"},
@@ -659,7 +686,8 @@ std::optional<Finding> bytes_finding(const KernelGroup& group, const AnalyzeOpti
   const double ratio = declared && *declared > 0 ? *bytes / *declared : 0;
   const bool off = declared && (ratio > 1.25 || ratio < 0.8);
   Finding finding = base_finding(group, "bytes", off ? Severity::kWarn : Severity::kInfo, options);
-  std::string claim = group.label() + " moves " + bytes_text(*bytes) + " per launch to and from DRAM";
+  std::string claim =
+      group.label() + " moves " + bytes_text(*bytes) + " per launch to and from DRAM";
   if (measured) {
     claim += " (read " + bytes_text(group.get(Quantity::kDramBytesRead).value_or(0)) + ", write " +
              bytes_text(group.get(Quantity::kDramBytesWrite).value_or(0)) + ")";
@@ -671,7 +699,8 @@ std::optional<Finding> bytes_finding(const KernelGroup& group, const AnalyzeOpti
   if (declared) {
     claim += "; " + times(ratio) + " the " + bytes_text(*declared) + " it must move";
     if (ratio > 1.25) claim += ": it re-reads or over-fetches";
-    if (ratio < 0.8) claim += ": less than declared — the declaration is wrong or the data sat in L2";
+    if (ratio < 0.8)
+      claim += ": less than declared — the declaration is wrong or the data sat in L2";
   }
   finding.claim = claim;
   finding.evidence.metrics.emplace_back("dram_bytes", *bytes);
@@ -684,8 +713,8 @@ std::optional<Finding> bytes_finding(const KernelGroup& group, const AnalyzeOpti
   finding.next = declared ? (off ? "compare the access pattern with the declared traffic "
                                    "(MemoryWorkloadAnalysis_Tables: sectors per request)"
                                  : "the kernel moves what it must; speed comes from bandwidth")
-                          : "declare what the kernel must move (--bytes '" +
-                                group.short_name + "=BYTES') to compare";
+                          : "declare what the kernel must move (--bytes '" + group.short_name +
+                                "=BYTES') to compare";
   return finding;
 }
 
@@ -707,7 +736,8 @@ std::optional<Finding> advice_finding(const KernelGroup& group, const AnalyzeOpt
     if (!top.speedup_type.empty()) claim += " " + top.speedup_type;
   }
   claim += "): \"" + quote_advice(top.description, options.detail ? 2000 : 400) + "\"";
-  const size_t shown = std::min<size_t>(options.detail ? group.advice.size() : 4, group.advice.size());
+  const size_t shown =
+      std::min<size_t>(options.detail ? group.advice.size() : 4, group.advice.size());
   std::string others;
   for (size_t index = 1; index < shown; ++index) {
     const RuleAdvice& rule = group.advice[index];
@@ -725,8 +755,9 @@ std::optional<Finding> advice_finding(const KernelGroup& group, const AnalyzeOpt
       finding.evidence.metrics.emplace_back("rule_" + rule.name + "_speedup_pct", rule.speedup_pct);
   }
   finding.claim = claim;
-  finding.next = "ncu's estimate assumes the named issue is fixed alone; confirm with a bench "
-                 "of the changed kernel (loupe probe run ... bench)";
+  finding.next =
+      "ncu's estimate assumes the named issue is fixed alone; confirm with a bench "
+      "of the changed kernel (loupe probe run ... bench)";
   return finding;
 }
 
@@ -738,7 +769,8 @@ int severity_rank(Severity severity) {
 
 std::vector<Finding> kernel_findings(const KernelGroup& group, const AnalyzeOptions& options) {
   std::vector<Finding> findings;
-  for (auto make : {bound_finding, occupancy_finding, stalls_finding, bytes_finding, advice_finding}) {
+  for (auto make :
+       {bound_finding, occupancy_finding, stalls_finding, bytes_finding, advice_finding}) {
     if (auto finding = make(group, options)) findings.push_back(std::move(*finding));
   }
   return findings;
@@ -746,6 +778,12 @@ std::vector<Finding> kernel_findings(const KernelGroup& group, const AnalyzeOpti
 
 Analysis analyze(const Profile& profile, const AnalyzeOptions& options) {
   Analysis analysis;
+  if (profile.launches.empty()) {
+    std::string files;
+    for (const std::string& file : profile.files) files += (files.empty() ? "" : ", ") + file;
+    throw Error(ErrorCode::kInput, files + ": no usable launch: every row was dropped",
+                "the stats say why (counters_row_malformed, counters_launch_conflict)");
+  }
   analysis.groups = group_launches(profile, options.kernel_filter);
   if (analysis.groups.empty()) {
     std::string names;
@@ -779,6 +817,7 @@ namespace {
 struct Work {
   std::string key;
   std::string words;  // "the instructions"
+  std::string noun;   // "instructions", for the finding of its own
   std::optional<double> a;
   std::optional<double> b;
 };
@@ -794,8 +833,8 @@ Finding diff_finding(std::string_view kind, Severity severity, const DiffSide& a
   finding.layer = Layer::kCounters;
   finding.severity = severity;
   finding.where.subject = "ncu";
-  finding.where.path = a.group.kernel == b.group.kernel ? a.group.kernel
-                                                        : a.group.kernel + " vs " + b.group.kernel;
+  finding.where.path =
+      a.group.kernel == b.group.kernel ? a.group.kernel : a.group.kernel + " vs " + b.group.kernel;
   finding.where.params = {{"a", a.group.label()}, {"b", b.group.label()}};
   if (!a.group.launches.empty()) finding.evidence.files.push_back(a.group.launches.front()->file);
   if (!b.group.launches.empty()) finding.evidence.files.push_back(b.group.launches.front()->file);
@@ -814,7 +853,7 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
   };
   for (Quantity quantity :
        {Quantity::kDurationNs, Quantity::kInstructions, Quantity::kGlobalLoadInstructions,
-        Quantity::kGlobalLoadRequests, Quantity::kGlobalLoadSectors}) {
+        Quantity::kGlobalLoadRequests, Quantity::kGlobalLoadSectors, Quantity::kLsuPeakSmCycles}) {
     row(std::string(quantity_key(quantity)), ga.get(quantity), gb.get(quantity));
   }
   row("dram_bytes", dram_bytes(ga), dram_bytes(gb));
@@ -859,20 +898,30 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
 
   // The work each did per launch; loads counted the finest way both sides have.
   std::vector<Work> work;
-  work.push_back({"instructions", "the instructions", slow.group.get(Quantity::kInstructions),
+  work.push_back({"instructions", "the instructions", "instructions",
+                  slow.group.get(Quantity::kInstructions),
                   fast.group.get(Quantity::kInstructions)});
-  for (auto [quantity, words] :
-       {std::pair{Quantity::kGlobalLoadInstructions, "the global load instructions"},
-        {Quantity::kGlobalLoadRequests, "the global load requests"},
-        {Quantity::kGlobalLoadSectors, "the global load sectors"}}) {
-    const auto s = slow.group.get(quantity);
-    const auto f = fast.group.get(quantity);
+  struct Loads {
+    Quantity quantity;
+    const char* words;
+    const char* noun;
+  };
+  for (const Loads& loads :
+       {Loads{Quantity::kGlobalLoadInstructions, "the global load instructions",
+              "global load instructions"},
+        Loads{Quantity::kGlobalLoadRequests, "the global load requests", "global load requests"},
+        Loads{Quantity::kGlobalLoadSectors, "the global load sectors", "global load sectors"},
+        Loads{Quantity::kLsuPeakSmCycles, "the load/store (LSU pipe) work",
+              "load/store (LSU pipe) work, in SM-cycles at the pipe's peak rate,"}}) {
+    const auto s = slow.group.get(loads.quantity);
+    const auto f = fast.group.get(loads.quantity);
     if (s && f) {
-      work.push_back({std::string(quantity_key(quantity)), words, s, f});
+      work.push_back({std::string(quantity_key(loads.quantity)), loads.words, loads.noun, s, f});
       break;
     }
   }
-  work.push_back({"dram_bytes", "the DRAM bytes", dram_bytes(slow.group), dram_bytes(fast.group)});
+  work.push_back({"dram_bytes", "the DRAM bytes", "DRAM bytes", dram_bytes(slow.group),
+                  dram_bytes(fast.group)});
   std::vector<std::pair<double, const Work*>> moved;  // ratio slow/fast, beyond 5 %
   std::string unchanged;
   for (const Work& item : work) {
@@ -888,7 +937,8 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
                    [](const auto& x, const auto& y) { return x.first > y.first; });
 
   const bool same_time = time_ratio < 1.02;
-  Finding lead = diff_finding("time", same_time ? Severity::kInfo : Severity::kWarn, a, b, reproduce);
+  Finding lead =
+      diff_finding("time", same_time ? Severity::kInfo : Severity::kWarn, a, b, reproduce);
   std::string claim = side_name(slow) + " takes " + times(time_ratio) + " the time per launch of " +
                       side_name(fast) + " (" + duration_text(a_slower ? *time_a : *time_b) +
                       " vs " + duration_text(a_slower ? *time_b : *time_a) + ")";
@@ -919,8 +969,7 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
       claim += "; its warps wait longer: " + format("%.2f", *cycles_slow) + " vs " +
                format("%.2f", *cycles_fast) + " cycles per issued instruction";
     }
-    if (!slow.group.stalls.empty())
-      claim += ", top stall " + slow.group.stalls.front().first;
+    if (!slow.group.stalls.empty()) claim += ", top stall " + slow.group.stalls.front().first;
     lead.next = "compare the stall reasons and occupancy rows: the difference is latency, not work";
   }
   if (same_time) {
@@ -937,12 +986,15 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
     const double value_a = a_slower ? *item->a : *item->b;
     const double value_b = a_slower ? *item->b : *item->a;
     const bool bytes = item->key == "dram_bytes";
-    finding.claim = item->key + " per launch: A " + (bytes ? bytes_text(value_a) : count_text(value_a)) +
-                    ", B " + (bytes ? bytes_text(value_b) : count_text(value_b)) + " (" +
-                    side_name(slow) + " " + times(ratio) + ")";
+    finding.claim = item->noun + " per launch: A " +
+                    (bytes ? bytes_text(value_a) : count_text(value_a)) + ", B " +
+                    (bytes ? bytes_text(value_b) : count_text(value_b)) + " (" + side_name(slow) +
+                    " " + times(ratio) + ")";
     finding.evidence.metrics = {{item->key + "_a", value_a}, {item->key + "_b", value_b}};
-    finding.next = "SourceCounters on both kernels shows which source lines the extra " +
-                   item->key + " come from";
+    finding.next = bytes ? "MemoryWorkloadAnalysis_Tables on both kernels shows where the extra "
+                           "traffic goes (sectors per request, hit rates)"
+                         : "SourceCounters (ncu --section SourceCounters) on both kernels "
+                           "names the source lines behind the difference";
     comparison.findings.push_back(std::move(finding));
   }
   const auto binding_a = binding_of(ga);
@@ -997,8 +1049,14 @@ DeclaredBytes parse_declared_bytes(const std::string& text) {
   std::string number = text.substr(equals + 1);
   if (!number.empty() && (number.back() == 'B' || number.back() == 'b')) number.pop_back();
   double factor = 1;
-  for (auto [suffix, scale] : {std::pair{"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0},
-                              {"K", 1e3}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}) {
+  for (auto [suffix, scale] : {std::pair{"Ki", 1024.0},
+                               {"Mi", 1048576.0},
+                               {"Gi", 1073741824.0},
+                               {"K", 1e3},
+                               {"k", 1e3},
+                               {"M", 1e6},
+                               {"G", 1e9},
+                               {"T", 1e12}}) {
     const std::string_view s(suffix);
     if (number.size() > s.size() && number.compare(number.size() - s.size(), s.size(), s) == 0) {
       number.resize(number.size() - s.size());

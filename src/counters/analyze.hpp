@@ -51,10 +51,10 @@ enum class Quantity {
   kIpcElapsed,  // per SM
   kIpcActive,
   kIssueSlotsBusyPct,
-  kInstructions,             // warp-level instructions executed
-  kGlobalLoadInstructions,   // warp-level global load instructions
-  kGlobalLoadRequests,       // L1/TEX requests of global loads
-  kGlobalLoadSectors,        // 32-byte sectors of global loads
+  kInstructions,            // warp-level instructions executed
+  kGlobalLoadInstructions,  // warp-level global load instructions
+  kGlobalLoadRequests,      // L1/TEX requests of global loads
+  kGlobalLoadSectors,       // 32-byte sectors of global loads
   kTheoreticalOccupancyPct,
   kAchievedOccupancyPct,
   kTheoreticalWarps,
@@ -72,6 +72,11 @@ enum class Quantity {
   kSmCount,
   kWavesPerSm,
   kWarpCyclesPerIssued,
+  kLsuPipeElapsedPct,  // the LSU (load/store) pipe's share of its peak over the elapsed cycles
+  // Derived, proportional to the load/store instructions: the SM-cycles the LSU work would take
+  // at the pipe's peak rate (lsu_pipe_elapsed_pct / 100 × elapsed cycles × SMs). Used when no
+  // load counter was collected; comparable between kernels of one device, not an absolute count.
+  kLsuPeakSmCycles,
   kCount
 };
 inline constexpr size_t kQuantityCount = static_cast<size_t>(Quantity::kCount);
@@ -97,7 +102,7 @@ struct KernelGroup {
   std::string grid;
   std::vector<const Launch*> launches;
   std::array<std::optional<double>, kQuantityCount> medians{};
-  bool instructions_derived = false;  // from IPC × cycles × SMs, not a counter
+  bool instructions_derived = false;                   // from IPC × cycles × SMs, not a counter
   std::vector<std::pair<std::string, double>> stalls;  // reason → cycles per issued instruction
   std::vector<RuleAdvice> advice;                      // largest estimated speedup first
 

@@ -187,9 +187,12 @@ constexpr std::array<Prefix, 9> kPrefixes = {{{'K', 1e3},
                                               {'n', 1e-9}}};
 
 // Units ncu scales with an SI prefix (Kbyte, Ghz, usecond, Mcycle, Kinst, ...).
-constexpr std::array<std::string_view, 16> kBaseUnits = {
-    "byte", "second", "hz",      "cycle",       "inst",   "sector", "request", "warp",
-    "block", "thread", "register", "transaction", "wavefront", "SM",  "bit",   "instance"};
+// ncu 2025 prints "ns", "byte/s" and "%/register" where older versions print "nsecond" and
+// "byte/second": both spellings are here.
+constexpr std::array<std::string_view, 20> kBaseUnits = {
+    "byte",     "second",  "s",      "hz",       "cycle",       "inst",      "sector", "request",
+    "warp",     "block",   "thread", "register", "transaction", "wavefront", "SM",     "bit",
+    "instance", "cluster", "pass",   "%"};
 
 bool is_base(std::string_view word) {
   for (std::string_view base : kBaseUnits) {
@@ -200,21 +203,23 @@ bool is_base(std::string_view word) {
 
 // One side of a unit ("Gbyte", "usecond", "cycle"): its base word and SI factor.
 bool split_prefix(std::string_view word, std::string_view& base, double& factor) {
+  bool found = false;
   if (is_base(word)) {
     base = word;
     factor = 1;
-    return true;
-  }
-  if (word.size() > 1 && is_base(word.substr(1))) {
+    found = true;
+  } else if (word.size() > 1 && is_base(word.substr(1))) {
     for (const Prefix& prefix : kPrefixes) {
       if (prefix.letter == word[0]) {
         base = word.substr(1);
         factor = prefix.factor;
-        return true;
+        found = true;
+        break;
       }
     }
   }
-  return false;
+  if (found && base == "s") base = "second";
+  return found;
 }
 
 }  // namespace

@@ -24,8 +24,7 @@ class CsvScanner {
  public:
   enum class Kind { kRecord, kLine, kEnd };
 
-  CsvScanner(std::string_view text, std::string source)
-      : text_(text), source_(std::move(source)) {}
+  CsvScanner(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
 
   // Advances past the next non-empty line. kRecord: `fields()` holds the record's fields;
   // kLine: `line_text()` holds the line (no terminator); kEnd: nothing is left.

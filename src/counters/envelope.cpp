@@ -114,12 +114,11 @@ KernelGroup pick_group(const Profile& profile, const std::string& pattern, std::
   for (size_t index = 0; index < all.size() && index < 8; ++index)
     names += (index ? "; " : "") + all[index].label();
   if (all.size() > 8) names += "; ...";
-  std::string what = groups.empty() ? "no kernel configuration matches"
-                                    : std::to_string(groups.size()) +
-                                          " kernel configurations match";
+  std::string what = groups.empty()
+                         ? "no kernel configuration matches"
+                         : std::to_string(groups.size()) + " kernel configurations match";
   if (!pattern.empty()) what += " " + std::string(option) + " '" + pattern + "'";
-  throw Error(ErrorCode::kUsage,
-              std::string(side) + ": " + what + "; the input holds: " + names,
+  throw Error(ErrorCode::kUsage, std::string(side) + ": " + what + "; the input holds: " + names,
               "choose one with " + std::string(option) +
                   " REGEX (searched in the kernel name), or give a file of one configuration");
 }

@@ -14,8 +14,7 @@ std::filesystem::path find_ncu() {
   if (const char* configured = std::getenv("LOUPE_NCU"); configured && *configured) {
     const std::filesystem::path path(configured);
     if (::access(path.c_str(), X_OK) != 0) {
-      throw Error(ErrorCode::kUsage,
-                  "LOUPE_NCU=" + path.string() + " is not an executable file",
+      throw Error(ErrorCode::kUsage, "LOUPE_NCU=" + path.string() + " is not an executable file",
                   "point LOUPE_NCU at Nsight Compute's ncu, or unset it to search PATH");
     }
     return path;
@@ -28,8 +27,7 @@ std::filesystem::path find_ncu() {
     const std::filesystem::path candidate = std::filesystem::path(dir) / "ncu";
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  throw Error(ErrorCode::kUsage,
-              "ncu (Nsight Compute) is not on PATH, and LOUPE_NCU is not set",
+  throw Error(ErrorCode::kUsage, "ncu (Nsight Compute) is not on PATH, and LOUPE_NCU is not set",
               "install Nsight Compute (it ships with the CUDA toolkit: /usr/local/cuda/bin/ncu) or "
               "run where it is and pass the CSV it writes: loupe counters FILE.csv");
 }
@@ -41,6 +39,13 @@ std::vector<std::string> profile_argv(const std::filesystem::path& ncu,
     argv.emplace_back("--section");
     argv.emplace_back(section);
   }
+  std::string metrics;
+  for (std::string_view metric : kExtraMetrics) {
+    if (!metrics.empty()) metrics += ",";
+    metrics += metric;
+  }
+  argv.emplace_back("--metrics");
+  argv.push_back(metrics);
   for (const std::string& set : request.sets) {
     argv.emplace_back("--set");
     argv.push_back(set);
@@ -91,8 +96,8 @@ ProcessResult run_ncu(const std::vector<std::string>& argv, const std::string& d
     const std::string how = result.exit_code && !result.timed_out
                                 ? "exited with status " + std::to_string(*result.exit_code)
                                 : result.describe();
-    throw Error(ErrorCode::kSubject, doing + ": ncu " + how +
-                                         (tail.empty() ? "" : "; it said:\n" + tail),
+    throw Error(ErrorCode::kSubject,
+                doing + ": ncu " + how + (tail.empty() ? "" : "; it said:\n" + tail),
                 "run the same ncu command by hand to see all of its output");
   }
   return result;

@@ -20,24 +20,38 @@ namespace loupe::counters {
 
 // The sections `loupe counters -- CMD` asks for: enough for every finding in analyze.hpp.
 inline constexpr std::array<std::string_view, 6> kCuratedSections = {
-    "SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis",
-    "Occupancy",    "LaunchStats",            "WarpStateStats"};
+    "SpeedOfLight", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis", "Occupancy",
+    "LaunchStats",  "WarpStateStats"};
+
+// Metrics collected besides the sections: exact per-launch counts the sections only give as
+// rates or shares (DRAM bytes read and written, instructions, global loads and stores, and the
+// requests and sectors of global loads). They land on the raw page.
+inline constexpr std::array<std::string_view, 8> kExtraMetrics = {
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "smsp__inst_executed.sum",
+    "smsp__inst_executed_op_global_ld.sum",
+    "smsp__inst_executed_op_global_st.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "gpu__time_duration.sum"};
 
 struct ProfileRequest {
   std::vector<std::string> command;  // CMD and its arguments; REQUIRES: not empty
   std::string kernel_regex;          // empty: every kernel
   std::optional<int64_t> launch_skip;
   std::optional<int64_t> launch_count;
-  std::vector<std::string> sets;          // ncu section sets added to the curated sections
-  std::filesystem::path report;           // where the .ncu-rep goes (ncu adds the suffix)
+  std::vector<std::string> sets;  // ncu section sets added to the curated sections
+  std::filesystem::path report;   // where the .ncu-rep goes (ncu adds the suffix)
 };
 
 // ncu's path: $LOUPE_NCU when set (it must exist), else `ncu` on $PATH. Throws Error(kUsage)
 // when there is none, naming what was looked for.
 std::filesystem::path find_ncu();
 
-// The argv that profiles the request: ncu --section ... [-k regex:R] [--launch-skip N]
-// [--launch-count N] [--set S] -o REPORT -f CMD...
+// The argv that profiles the request: ncu --section ... --metrics M,... [--set S]
+// [--kernel-name regex:R] [--launch-skip N] [--launch-count N] --export REPORT
+// --force-overwrite CMD...
 std::vector<std::string> profile_argv(const std::filesystem::path& ncu,
                                       const ProfileRequest& request);
 // The argv that prints one page of a report as CSV: ncu --import R --csv --page details|raw.

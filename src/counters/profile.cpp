@@ -5,6 +5,8 @@
 #include <charconv>
 #include <unordered_map>
 
+#include <zlib.h>
+
 #include "core/mapped_file.hpp"
 #include "counters/csv.hpp"
 #include "loupe/error.hpp"
@@ -64,9 +66,8 @@ namespace {
 
 // Columns that describe the launch rather than measure it, on either page.
 constexpr std::array<std::string_view, 13> kLaunchColumns = {
-    "ID",        "Process ID", "Process Name", "Host Name", "Kernel Name",
-    "Kernel Time", "Context",  "Stream",       "Block Size", "Grid Size",
-    "Device",    "CC",         "Function Name"};
+    "ID",     "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",  "Context",
+    "Stream", "Block Size", "Grid Size",    "Device",    "CC",          "Function Name"};
 
 bool is_launch_column(std::string_view name) {
   return std::find(kLaunchColumns.begin(), kLaunchColumns.end(), name) != kLaunchColumns.end();
@@ -169,11 +170,11 @@ class Reader {
       profile_.has_raw = true;
     }
     if (rows_ == 0) {
-      throw Error(ErrorCode::kInput,
-                  source_ + ": the ncu CSV header is there but no launch row follows" +
-                      quoted_errors(),
-                  "check that the kernel filter matched a launch and that ncu could read the "
-                  "counters (ERR_NVGPUCTRPERM means counter access is off)");
+      throw Error(
+          ErrorCode::kInput,
+          source_ + ": the ncu CSV header is there but no launch row follows" + quoted_errors(),
+          "check that the kernel filter matched a launch and that ncu could read the "
+          "counters (ERR_NVGPUCTRPERM means counter access is off)");
     }
   }
 
@@ -315,7 +316,8 @@ class Reader {
   // Adds one value to `launch`; a missing value is left out and counted.
   void add_value(Launch& launch, uint32_t key, std::string_view unit_text,
                  std::string_view value_text) {
-    if (value_text.empty() || value_text == "n/a" || value_text == "N/A") {
+    if (value_text.empty() || value_text == "n/a" || value_text == "N/A" ||
+        value_text == "no data") {
       stats_.add(Stat::counters_value_missing);
       return;
     }
@@ -399,10 +401,56 @@ void parse_ncu_csv(std::string_view text, const std::string& source, Profile& pr
                    [](const Launch& a, const Launch& b) { return a.id < b.id; });
 }
 
+namespace {
+
+bool gzip_magic(std::string_view bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+// The whole decompressed text of a gzip file (several members are read one after another).
+std::string gunzip(std::string_view compressed, const std::string& source) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)
+    throw Error(ErrorCode::kInternal, source + ": zlib could not start");
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  std::string text;
+  std::array<char, 1 << 18> chunk;
+  while (true) {
+    stream.next_out = reinterpret_cast<Bytef*>(chunk.data());
+    stream.avail_out = static_cast<uInt>(chunk.size());
+    const int status = inflate(&stream, Z_NO_FLUSH);
+    text.append(chunk.data(), chunk.size() - stream.avail_out);
+    if (status == Z_STREAM_END && stream.avail_in == 0) break;
+    if (status == Z_STREAM_END) {
+      inflateReset(&stream);
+      continue;
+    }
+    if (status == Z_OK) continue;
+    const size_t offset = compressed.size() - stream.avail_in;
+    inflateEnd(&stream);
+    throw Error(ErrorCode::kInput,
+                source + ": " +
+                    (status == Z_BUF_ERROR ? std::string("the gzip stream ends early")
+                                           : "corrupt gzip data") +
+                    " at compressed byte " + std::to_string(offset),
+                "check the file with `gzip -t`");
+  }
+  inflateEnd(&stream);
+  return text;
+}
+
+}  // namespace
+
 void read_ncu_csv_file(const std::filesystem::path& file, Profile& profile, StatsRegistry& stats) {
   const auto mapped = MappedFile::open(file);
-  const std::string_view text(reinterpret_cast<const char*>(mapped->data()), mapped->size());
-  parse_ncu_csv(text, file.string(), profile, stats);
+  const std::string_view bytes(reinterpret_cast<const char*>(mapped->data()), mapped->size());
+  if (gzip_magic(bytes)) {
+    parse_ncu_csv(gunzip(bytes, file.string()), file.string(), profile, stats);
+  } else {
+    parse_ncu_csv(bytes, file.string(), profile, stats);
+  }
 }
 
 Profile read_ncu_csv(const std::vector<std::filesystem::path>& files, StatsRegistry& stats) {

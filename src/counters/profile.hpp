@@ -31,8 +31,8 @@ namespace loupe::counters {
 // export), so the names, units and text values are interned in the Profile and referred to by
 // index. Read them through Profile::view.
 struct Metric {
-  uint32_t key = 0;   // Profile::keys: (section, name)
-  uint32_t unit = 0;  // Profile::units: the normalised unit
+  uint32_t key = 0;         // Profile::keys: (section, name)
+  uint32_t unit = 0;        // Profile::units: the normalised unit
   uint32_t text = kNoText;  // Profile::texts: the value as printed when it is not a number
   double value = std::numeric_limits<double>::quiet_NaN();  // NaN when the value is text
   static constexpr uint32_t kNoText = 0xffffffffu;
@@ -57,16 +57,16 @@ struct MetricView {
 
 // One guided-analysis rule that fired (details page, rule columns).
 struct RuleResult {
-  std::string section;      // the section identifier ncu gives rule rows ("SpeedOfLight")
-  std::string name;         // "SOLBottleneck"
-  std::string type;         // "OPT", "WRN", "INF", ...
-  std::string description;  // ncu's advice, verbatim
+  std::string section;       // the section identifier ncu gives rule rows ("SpeedOfLight")
+  std::string name;          // "SOLBottleneck"
+  std::string type;          // "OPT", "WRN", "INF", ...
+  std::string description;   // ncu's advice, verbatim
   std::string speedup_type;  // "local" or "global"; empty when none
   double speedup_pct = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct Launch {
-  int64_t id = 0;  // ncu's launch ID within the report
+  int64_t id = 0;      // ncu's launch ID within the report
   std::string kernel;  // the kernel name as ncu printed it (demangled by default)
   std::string block;   // "(128, 1, 1)"
   std::string grid;    // "(64, 16, 1)"
@@ -107,7 +107,8 @@ struct Profile {
 // `source` names the input in messages (the path). REQUIRES: text is the whole file.
 void parse_ncu_csv(std::string_view text, const std::string& source, Profile& profile,
                    StatsRegistry& stats);
-// Reads one file (memory-mapped) into `profile`, merging.
+// Reads one file (memory-mapped; gzip-compressed files are inflated first) into `profile`,
+// merging.
 void read_ncu_csv_file(const std::filesystem::path& file, Profile& profile, StatsRegistry& stats);
 // Reads the files in order and merges them.
 Profile read_ncu_csv(const std::vector<std::filesystem::path>& files, StatsRegistry& stats);

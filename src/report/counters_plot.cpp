@@ -36,7 +36,8 @@ SpeedOfLightPlot speed_of_light_plot(const std::vector<Finding>& findings, size_
     bar.kernel = finding.id.substr(9, finding.id.size() - 9 - 6);
     for (const auto& [name, value] : finding.where.params) {
       if (name == "grid" || name == "block") {
-        if (const auto* text = std::get_if<std::string>(&value)) bar.kernel += " " + name + " " + *text;
+        if (const auto* text = std::get_if<std::string>(&value))
+          bar.kernel += " " + name + " " + *text;
       }
     }
     for (const auto& [unit, metric] : kUnits) {
@@ -66,7 +67,9 @@ void render_speed_of_light(std::ostringstream& out, const SpeedOfLightPlot& plot
   const double group_height = bar_height * kUnits.size() + group_gap;
   const double height = top + group_height * static_cast<double>(plot.kernels.size()) + 28;
   const double width = left + plot_width + right;
-  auto x_of = [&](double pct) { return left + plot_width * std::min(std::max(pct, 0.0), 100.0) / 100.0; };
+  auto x_of = [&](double pct) {
+    return left + plot_width * std::min(std::max(pct, 0.0), 100.0) / 100.0;
+  };
   out << "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fixed(width, 0)
       << "\" height=\"" << fixed(height, 0) << "\" viewBox=\"0 0 " << fixed(width, 0) << " "
       << fixed(height, 0) << "\" role=\"img\" aria-label=\"kernel speed of light\">\n";
@@ -81,15 +84,16 @@ void render_speed_of_light(std::ostringstream& out, const SpeedOfLightPlot& plot
   }
   out << "<line x1=\"" << fixed(x_of(kBoundLinePct)) << "\" y1=\"" << fixed(top) << "\" x2=\""
       << fixed(x_of(kBoundLinePct)) << "\" y2=\"" << fixed(axis_bottom)
-      << "\" stroke=\"#9a6700\" stroke-dasharray=\"4 3\"><title>below "
-      << fixed(kBoundLinePct, 0) << " % on every unit: latency-bound</title></line>\n";
+      << "\" stroke=\"#9a6700\" stroke-dasharray=\"4 3\"><title>below " << fixed(kBoundLinePct, 0)
+      << " % on every unit: latency-bound</title></line>\n";
   for (size_t index = 0; index < plot.kernels.size(); ++index) {
     const SpeedOfLightBar& bar = plot.kernels[index];
     const double group_top = top + group_height * static_cast<double>(index);
     out << "<text x=\"" << fixed(left - 8) << "\" y=\"" << fixed(group_top + 2 * bar_height)
         << "\" text-anchor=\"end\">" << html_escape(bar.kernel.substr(0, 48)) << "</text>\n";
     out << "<text x=\"" << fixed(left - 8) << "\" y=\"" << fixed(group_top + 3.3 * bar_height)
-        << "\" text-anchor=\"end\" fill=\"#57606a\">" << html_escape(bar.bound) << "-bound</text>\n";
+        << "\" text-anchor=\"end\" fill=\"#57606a\">" << html_escape(bar.bound)
+        << "-bound</text>\n";
     for (size_t unit = 0; unit < bar.units.size(); ++unit) {
       const auto& [name, pct] = bar.units[unit];
       const double y = group_top + bar_height * static_cast<double>(unit);
@@ -98,12 +102,11 @@ void render_speed_of_light(std::ostringstream& out, const SpeedOfLightPlot& plot
           << fixed(pct) << " % of peak</title><rect x=\"" << fixed(left) << "\" y=\"" << fixed(y)
           << "\" width=\"" << fixed(x_of(pct) - left) << "\" height=\"" << fixed(bar_height - 2)
           << "\" fill=\"" << (binding ? "#0969da" : "#8cb4e0") << "\"/></g>\n";
-      out << "<text x=\"" << fixed(x_of(pct) + 4) << "\" y=\"" << fixed(y + bar_height - 3)
-          << "\">" << html_escape(name) << " " << fixed(pct) << "</text>\n";
+      out << "<text x=\"" << fixed(x_of(pct) + 4) << "\" y=\"" << fixed(y + bar_height - 3) << "\">"
+          << html_escape(name) << " " << fixed(pct) << "</text>\n";
     }
   }
-  out << "</svg>\n<figcaption>Dark bar: the binding unit. Dashed line: "
-      << fixed(kBoundLinePct, 0)
+  out << "</svg>\n<figcaption>Dark bar: the binding unit. Dashed line: " << fixed(kBoundLinePct, 0)
       << " % — a kernel below it on every unit is latency-bound (loupe counters).";
   if (plot.omitted > 0) out << " " << plot.omitted << " more kernel(s) not drawn.";
   out << "</figcaption></figure>\n";

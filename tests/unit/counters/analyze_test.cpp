@@ -53,9 +53,9 @@ TEST(Group, MediansOverLaunchesOfOneConfiguration) {
   slow.duration = "700";
   Shape middle;
   middle.duration = "540";
-  const Profile profile = profile_of(kDetailsHeader + launch_rows(0, kMerged, fast) +
-                                     launch_rows(1, kMerged, slow) +
-                                     launch_rows(2, kMerged, middle));
+  const Profile profile =
+      profile_of(kDetailsHeader + launch_rows(0, kMerged, fast) + launch_rows(1, kMerged, slow) +
+                 launch_rows(2, kMerged, middle));
   const auto groups = group_launches(profile);
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].launches.size(), 3u);
@@ -166,10 +166,9 @@ TEST(Findings, StallsFromTheRawPageTopThree) {
 }
 
 TEST(Findings, BytesAgainstDeclared) {
-  const Profile profile = profile_of(raw_page({"dram__bytes_read.sum", "dram__bytes_write.sum",
-                                               "gpu__time_duration.sum"},
-                                              {"Gbyte", "Mbyte", "usecond"},
-                                              {{kMerged, {"2.10", "50", "542"}}}));
+  const Profile profile = profile_of(
+      raw_page({"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"},
+               {"Gbyte", "Mbyte", "usecond"}, {{kMerged, {"2.10", "50", "542"}}}));
   AnalyzeOptions options;
   options.declared.push_back(parse_declared_bytes("merged=1G"));
   const Analysis analysis = analyze(profile, options);
@@ -225,10 +224,21 @@ TEST(Analyze, KernelFilterThatMatchesNothingListsTheKernels) {
   }
 }
 
+TEST(Analyze, EveryRowDroppedIsAnInputError) {
+  std::string row = metric_row(0, kMerged, "Occupancy", "Achieved Occupancy", "%", "20");
+  row.replace(0, 3, "\"x\"");
+  try {
+    analyze(profile_of(kDetailsHeader + row), AnalyzeOptions{});
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInput);
+    EXPECT_EQ(error.message(), "t.csv: no usable launch: every row was dropped");
+  }
+}
+
 TEST(Analyze, BoundedOutputCountsWhatItLeftOut) {
   std::string text = kDetailsHeader;
-  for (int id = 0; id < 10; ++id)
-    text += launch_rows(id, "kernel_" + std::to_string(id) + "(int)");
+  for (int id = 0; id < 10; ++id) text += launch_rows(id, "kernel_" + std::to_string(id) + "(int)");
   AnalyzeOptions options;
   options.max_findings = 5;
   const Analysis analysis = analyze(profile_of(text), options);
@@ -241,10 +251,10 @@ TEST(Compare, LeadsWithTheWorkThatMovedWithTheTime) {
                                             "smsp__inst_executed_op_global_ld.sum",
                                             "dram__bytes_read.sum", "dram__bytes_write.sum"};
   const std::vector<std::string> units = {"usecond", "inst", "inst", "Gbyte", "Mbyte"};
-  const Profile profile = profile_of(raw_page(
-      metrics, units,
-      {{kTiled, {"610", "2,400,000", "300,000", "2.15", "4"}},
-       {kMerged, {"543", "1,500,000", "100,000", "2.14", "4"}}}));
+  const Profile profile =
+      profile_of(raw_page(metrics, units,
+                          {{kTiled, {"610", "2,400,000", "300,000", "2.15", "4"}},
+                           {kMerged, {"543", "1,500,000", "100,000", "2.14", "4"}}}));
   DiffSide a{"A", group_launches(profile, make_regex("tiled", "--kernel-a")).at(0)};
   DiffSide b{"B", group_launches(profile, make_regex("merged", "--kernel-b")).at(0)};
   const Comparison comparison = compare(a, b, "loupe counters diff t.csv");
@@ -266,9 +276,9 @@ TEST(Compare, SameWorkPointsAtTheStalls) {
       "gpu__time_duration.sum", "smsp__inst_executed.sum",
       "smsp__average_warp_latency_per_inst_issued.ratio",
       "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"};
-  const Profile profile = profile_of(raw_page(
-      metrics, {"usecond", "inst", "", ""},
-      {{kTiled, {"700", "1,000", "12.5", "8"}}, {kMerged, {"500", "1,000", "8.0", "3"}}}));
+  const Profile profile = profile_of(
+      raw_page(metrics, {"usecond", "inst", "", ""},
+               {{kTiled, {"700", "1,000", "12.5", "8"}}, {kMerged, {"500", "1,000", "8.0", "3"}}}));
   DiffSide a{"A", group_launches(profile, make_regex("tiled", "-")).at(0)};
   DiffSide b{"B", group_launches(profile, make_regex("merged", "-")).at(0)};
   const Comparison comparison = compare(a, b, "");

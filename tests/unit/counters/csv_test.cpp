@@ -59,8 +59,9 @@ TEST(CsvScanner, TextAfterAClosingQuoteNamesTheColumn) {
     scanner.next();
     FAIL() << "expected an error";
   } catch (const Error& error) {
-    EXPECT_EQ(error.message(),
-              "bad.csv:1:10: expected ',' or the end of the line after the closing quote, found 'c'");
+    EXPECT_EQ(
+        error.message(),
+        "bad.csv:1:10: expected ',' or the end of the line after the closing quote, found 'c'");
   }
 }
 
@@ -96,8 +97,9 @@ TEST(ParseNumber, ThousandsSeparatorsSignsAndExponents) {
 }
 
 TEST(ParseNumber, RejectsWhatIsNotANumber) {
-  for (const char* text : {"", "n/a", "(256, 1, 1)", "CachePreferNone", "1,2", "1,2345", "12,34,567",
-                           ",123", "7,232,", "1.2.3", "--1", "inf1", "12a", "inf", "nan", "-"}) {
+  for (const char* text :
+       {"", "n/a", "(256, 1, 1)", "CachePreferNone", "1,2", "1,2345", "12,34,567", ",123", "7,232,",
+        "1.2.3", "--1", "inf1", "12a", "inf", "nan", "-"}) {
     EXPECT_EQ(parse_number(text), std::nullopt) << text;
   }
 }
@@ -109,28 +111,50 @@ TEST(NormaliseUnit, EveryUnitNcuPrints) {
     double factor;
   };
   const Case cases[] = {
-      {"byte", "byte", 1},           {"Kbyte", "byte", 1e3},
-      {"Mbyte", "byte", 1e6},        {"Gbyte", "byte", 1e9},
-      {"Tbyte", "byte", 1e12},       {"%", "%", 1},
-      {"", "", 1},                   {"ratio", "ratio", 1},
-      {"nsecond", "ns", 1},          {"usecond", "ns", 1e3},
-      {"msecond", "ns", 1e6},        {"second", "ns", 1e9},
-      {"cycle", "cycle", 1},         {"Kcycle", "cycle", 1e3},
-      {"Mcycle", "cycle", 1e6},      {"inst", "inst", 1},
-      {"Kinst", "inst", 1e3},        {"Minst", "inst", 1e6},
-      {"sector", "sector", 1},       {"Ksector", "sector", 1e3},
-      {"request", "request", 1},     {"warp", "warp", 1},
-      {"block", "block", 1},         {"thread", "thread", 1},
-      {"SM", "SM", 1},               {"hz", "hz", 1},
-      {"Khz", "hz", 1e3},            {"Mhz", "hz", 1e6},
-      {"Ghz", "hz", 1e9},            {"cycle/nsecond", "hz", 1e9},
-      {"cycle/usecond", "hz", 1e6},  {"cycle/second", "hz", 1},
-      {"byte/second", "byte/s", 1},  {"Kbyte/second", "byte/s", 1e3},
-      {"Mbyte/second", "byte/s", 1e6}, {"Gbyte/second", "byte/s", 1e9},
-      {"Tbyte/second", "byte/s", 1e12}, {"byte/usecond", "byte/s", 1e6},
-      {"inst/cycle", "inst/cycle", 1}, {"warp/cycle", "warp/cycle", 1},
-      {"register/thread", "register/thread", 1}, {"byte/block", "byte/block", 1},
-      {"Kbyte/block", "byte/block", 1e3}, {"sector/request", "sector/request", 1},
+      {"byte", "byte", 1},
+      {"Kbyte", "byte", 1e3},
+      {"Mbyte", "byte", 1e6},
+      {"Gbyte", "byte", 1e9},
+      {"Tbyte", "byte", 1e12},
+      {"%", "%", 1},
+      {"", "", 1},
+      {"ratio", "ratio", 1},
+      {"nsecond", "ns", 1},
+      {"usecond", "ns", 1e3},
+      {"msecond", "ns", 1e6},
+      {"second", "ns", 1e9},
+      {"cycle", "cycle", 1},
+      {"Kcycle", "cycle", 1e3},
+      {"Mcycle", "cycle", 1e6},
+      {"inst", "inst", 1},
+      {"Kinst", "inst", 1e3},
+      {"Minst", "inst", 1e6},
+      {"sector", "sector", 1},
+      {"Ksector", "sector", 1e3},
+      {"request", "request", 1},
+      {"warp", "warp", 1},
+      {"block", "block", 1},
+      {"thread", "thread", 1},
+      {"SM", "SM", 1},
+      {"hz", "hz", 1},
+      {"Khz", "hz", 1e3},
+      {"Mhz", "hz", 1e6},
+      {"Ghz", "hz", 1e9},
+      {"cycle/nsecond", "hz", 1e9},
+      {"cycle/usecond", "hz", 1e6},
+      {"cycle/second", "hz", 1},
+      {"byte/second", "byte/s", 1},
+      {"Kbyte/second", "byte/s", 1e3},
+      {"Mbyte/second", "byte/s", 1e6},
+      {"Gbyte/second", "byte/s", 1e9},
+      {"Tbyte/second", "byte/s", 1e12},
+      {"byte/usecond", "byte/s", 1e6},
+      {"inst/cycle", "inst/cycle", 1},
+      {"warp/cycle", "warp/cycle", 1},
+      {"register/thread", "register/thread", 1},
+      {"byte/block", "byte/block", 1},
+      {"Kbyte/block", "byte/block", 1e3},
+      {"sector/request", "sector/request", 1},
   };
   for (const Case& c : cases) {
     const UnitScale scale = normalise_unit(c.unit);

@@ -48,16 +48,42 @@ TEST(NcuArgv, CuratedSectionsFiltersAndExport) {
   request.report = "/tmp/h/counters/r1";
   EXPECT_EQ(profile_argv("/usr/local/cuda/bin/ncu", request),
             (std::vector<std::string>{
-                "/usr/local/cuda/bin/ncu", "--section", "SpeedOfLight", "--section",
-                "MemoryWorkloadAnalysis", "--section", "ComputeWorkloadAnalysis", "--section",
-                "Occupancy", "--section", "LaunchStats", "--section", "WarpStateStats", "--set",
-                "full", "--kernel-name", "regex:decode", "--launch-skip", "3", "--launch-count",
-                "5", "--export", "/tmp/h/counters/r1", "--force-overwrite", "build/bin/kda_gpu",
-                "--time", "--quick"}));
+                "/usr/local/cuda/bin/ncu",
+                "--section",
+                "SpeedOfLight",
+                "--section",
+                "MemoryWorkloadAnalysis",
+                "--section",
+                "ComputeWorkloadAnalysis",
+                "--section",
+                "Occupancy",
+                "--section",
+                "LaunchStats",
+                "--section",
+                "WarpStateStats",
+                "--metrics",
+                "dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum,"
+                "smsp__inst_executed_op_global_ld.sum,smsp__inst_executed_op_global_st.sum,"
+                "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,"
+                "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,gpu__time_duration.sum",
+                "--set",
+                "full",
+                "--kernel-name",
+                "regex:decode",
+                "--launch-skip",
+                "3",
+                "--launch-count",
+                "5",
+                "--export",
+                "/tmp/h/counters/r1",
+                "--force-overwrite",
+                "build/bin/kda_gpu",
+                "--time",
+                "--quick"}));
   ProfileRequest plain;
   plain.command = {"./a.out"};
   plain.report = "r";
-  EXPECT_EQ(profile_argv("ncu", plain).size(), 1u + 12u + 3u + 1u);
+  EXPECT_EQ(profile_argv("ncu", plain).size(), 1u + 12u + 2u + 3u + 1u);
   EXPECT_EQ(import_argv("ncu", "r.ncu-rep", "raw"),
             (std::vector<std::string>{"ncu", "--import", "r.ncu-rep", "--csv", "--page", "raw"}));
 }
@@ -92,7 +118,9 @@ fs::path write_fake_ncu(const fs::path& dir) {
   const fs::path script = dir / "ncu";
   std::ofstream out(script);
   out << "#!/bin/sh\n"
-         "echo \"$@\" >> \"" << (dir / "argv.log").string() << "\"\n"
+         "echo \"$@\" >> \""
+      << (dir / "argv.log").string()
+      << "\"\n"
          "page=''; export=''; import=''\n"
          "while [ $# -gt 0 ]; do\n"
          "  case \"$1\" in\n"
@@ -103,7 +131,8 @@ fs::path write_fake_ncu(const fs::path& dir) {
          "done\n"
          "if [ -n \"$export\" ]; then echo '==PROF== Disconnected'; : > \"$export.ncu-rep\"; "
          "exit 0; fi\n"
-         "cat \"" << dir.string() << "/$page.csv\"\n";
+         "cat \""
+      << dir.string() << "/$page.csv\"\n";
   out.close();
   ::chmod(script.c_str(), 0755);
   std::ofstream(dir / "details.csv")
@@ -129,10 +158,14 @@ TEST(ProfileCommand, ProfilesOnceThenImportsBothPages) {
   std::stringstream lines;
   lines << log.rdbuf();
   const std::string r = request.report.string();
+  std::string metrics;
+  for (std::string_view metric : kExtraMetrics)
+    metrics += (metrics.empty() ? "" : ",") + std::string(metric);
   EXPECT_EQ(lines.str(),
             "--section SpeedOfLight --section MemoryWorkloadAnalysis --section "
             "ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section "
-            "WarpStateStats --kernel-name regex:merged --export " + r +
+            "WarpStateStats --metrics " +
+                metrics + " --kernel-name regex:merged --export " + r +
                 " --force-overwrite ./decode --quick\n--import " + r +
                 ".ncu-rep --csv --page details\n--import " + r + ".ncu-rep --csv --page raw\n");
 }

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "unit/counters/samples.hpp"
 #include "loupe/error.hpp"
+#include "unit/counters/samples.hpp"
 
 namespace loupe::counters {
 namespace {
@@ -69,16 +69,16 @@ TEST(ParseNcuCsv, DetailsPageValuesAreNormalised) {
 
 TEST(ParseNcuCsv, RuleRowsKeepTheAdviceAndTheSpeedup) {
   StatsRegistry stats;
-  const Profile profile =
-      parse(kDetailsHeader + metric_row(0, kKernel, "Occupancy", "Achieved Occupancy", "%", "23.5") +
-                rule_row(0, kKernel, "Occupancy", "AchievedOccupancy", "OPT",
-                         "The difference between calculated theoretical (50.0%) and measured "
-                         "achieved occupancy (23.5%) can be the result of warp scheduling "
-                         "overheads.",
-                         "local", "53.00") +
-                rule_row(0, kKernel, "SpeedOfLight", "SOLBottleneck", "INF",
-                         "Memory is more heavily utilized than Compute.", "", ""),
-            stats);
+  const Profile profile = parse(
+      kDetailsHeader + metric_row(0, kKernel, "Occupancy", "Achieved Occupancy", "%", "23.5") +
+          rule_row(0, kKernel, "Occupancy", "AchievedOccupancy", "OPT",
+                   "The difference between calculated theoretical (50.0%) and measured "
+                   "achieved occupancy (23.5%) can be the result of warp scheduling "
+                   "overheads.",
+                   "local", "53.00") +
+          rule_row(0, kKernel, "SpeedOfLight", "SOLBottleneck", "INF",
+                   "Memory is more heavily utilized than Compute.", "", ""),
+      stats);
   const Launch& launch = profile.launches.at(0);
   ASSERT_EQ(launch.rules.size(), 2u);
   EXPECT_EQ(launch.rules[0].section, "Occupancy");
@@ -92,11 +92,12 @@ TEST(ParseNcuCsv, RuleRowsKeepTheAdviceAndTheSpeedup) {
 
 TEST(ParseNcuCsv, PreambleAndForeignLinesAreSkippedAndCounted) {
   StatsRegistry stats;
-  const std::string text = "==PROF== Connected to process 4242 (/work/build/bin/kda_gpu)\n"
-                           "==WARNING== Backing up device memory in system memory.\n"
-                           "decode: 128 tokens\n" +
-                           kDetailsHeader + metric_row(0, kKernel, "Occupancy", "Achieved Occupancy", "%", "23.5") +
-                           "==PROF== Disconnected from process 4242\n" + "done\n";
+  const std::string text =
+      "==PROF== Connected to process 4242 (/work/build/bin/kda_gpu)\n"
+      "==WARNING== Backing up device memory in system memory.\n"
+      "decode: 128 tokens\n" +
+      kDetailsHeader + metric_row(0, kKernel, "Occupancy", "Achieved Occupancy", "%", "23.5") +
+      "==PROF== Disconnected from process 4242\n" + "done\n";
   const Profile profile = parse(text, stats);
   EXPECT_EQ(profile.launches.size(), 1u);
   EXPECT_EQ(stats.count(Stat::counters_preamble_line), 3);
@@ -120,23 +121,24 @@ TEST(ParseNcuCsv, RowsWithoutTheRuleColumnsLoseNothing) {
   const std::string header =
       "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\","
       "\"Stream\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
-  const std::string row = "\"0\",\"1\",\"p\",\"h\",\"k\",\"1\",\"7\",\"Occupancy\","
-                          "\"Achieved Occupancy\",\"%\",\"23.5\"\n";
+  const std::string row =
+      "\"0\",\"1\",\"p\",\"h\",\"k\",\"1\",\"7\",\"Occupancy\","
+      "\"Achieved Occupancy\",\"%\",\"23.5\"\n";
   const Profile profile = parse(header + row, stats);
   ASSERT_EQ(profile.launches.size(), 1u);
-  EXPECT_DOUBLE_EQ(profile.find(profile.launches[0], "Occupancy", "Achieved Occupancy")->value, 23.5);
+  EXPECT_DOUBLE_EQ(profile.find(profile.launches[0], "Occupancy", "Achieved Occupancy")->value,
+                   23.5);
   EXPECT_EQ(profile.launches[0].block, "");
   EXPECT_TRUE(stats.all_zero());
 }
 
 TEST(ParseNcuCsv, ValueStatsMissingNotANumberUnknownUnit) {
   StatsRegistry stats;
-  const Profile profile =
-      parse(kDetailsHeader + metric_row(0, kKernel, "S", "a", "%", "n/a") +
-                metric_row(0, kKernel, "S", "b", "%", "") +
-                metric_row(0, kKernel, "S", "c", "byte", "lots") +
-                metric_row(0, kKernel, "S", "d", "furlong", "3"),
-            stats);
+  const Profile profile = parse(kDetailsHeader + metric_row(0, kKernel, "S", "a", "%", "n/a") +
+                                    metric_row(0, kKernel, "S", "b", "%", "") +
+                                    metric_row(0, kKernel, "S", "c", "byte", "lots") +
+                                    metric_row(0, kKernel, "S", "d", "furlong", "3"),
+                                stats);
   const Launch& launch = profile.launches.at(0);
   EXPECT_EQ(profile.find(launch, "S", "a"), std::nullopt);
   EXPECT_EQ(profile.find(launch, "S", "b"), std::nullopt);
@@ -150,10 +152,9 @@ TEST(ParseNcuCsv, ValueStatsMissingNotANumberUnknownUnit) {
 
 TEST(ParseNcuCsv, RepeatedHeaderIsSkippedAndCounted) {
   StatsRegistry stats;
-  const Profile profile =
-      parse(kDetailsHeader + metric_row(0, kKernel, "S", "a", "%", "1") + kDetailsHeader +
-                metric_row(1, kKernel, "S", "a", "%", "2"),
-            stats);
+  const Profile profile = parse(kDetailsHeader + metric_row(0, kKernel, "S", "a", "%", "1") +
+                                    kDetailsHeader + metric_row(1, kKernel, "S", "a", "%", "2"),
+                                stats);
   EXPECT_EQ(profile.launches.size(), 2u);
   EXPECT_EQ(stats.count(Stat::counters_header_repeated), 1);
 }
@@ -171,13 +172,13 @@ TEST(ParseNcuCsv, UnquotedExportStillReads) {
 
 TEST(ParseNcuCsv, RawPageColumnsWithUnitsRow) {
   StatsRegistry stats;
-  const Profile profile = parse(
-      raw_page({"dram__bytes_read.sum", "gpu__time_duration.sum", "launch__grid_size",
-                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"},
-               {"Mbyte", "usecond", "", "ratio"},
-               {{kKernel, {"3,210.5", "542.11", "1,024", "4.1"}},
-                {kKernel, {"3,208.0", "541.00", "1,024", "n/a"}}}),
-      stats);
+  const Profile profile =
+      parse(raw_page({"dram__bytes_read.sum", "gpu__time_duration.sum", "launch__grid_size",
+                      "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"},
+                     {"Mbyte", "usecond", "", "ratio"},
+                     {{kKernel, {"3,210.5", "542.11", "1,024", "4.1"}},
+                      {kKernel, {"3,208.0", "541.00", "1,024", "n/a"}}}),
+            stats);
   EXPECT_TRUE(profile.has_raw);
   ASSERT_EQ(profile.launches.size(), 2u);
   const Launch& first = profile.launches[0];
@@ -186,9 +187,10 @@ TEST(ParseNcuCsv, RawPageColumnsWithUnitsRow) {
   EXPECT_DOUBLE_EQ(profile.find(first, "", "gpu__time_duration.sum")->value, 542110);
   EXPECT_DOUBLE_EQ(profile.find(first, "", "launch__grid_size")->value, 1024);
   EXPECT_EQ(first.file, "t.csv:3");
-  EXPECT_EQ(profile.find(profile.launches[1], 
-                "", "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"),
-            std::nullopt);
+  EXPECT_EQ(
+      profile.find(profile.launches[1], "",
+                   "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"),
+      std::nullopt);
   EXPECT_EQ(stats.count(Stat::counters_value_missing), 1);
 }
 
@@ -244,7 +246,8 @@ TEST(ParseNcuCsv, DetailsHeaderMissingAColumnIsAnError) {
 }
 
 TEST(ParseNcuCsv, RawPageWithoutUnitsRowIsAnError) {
-  EXPECT_EQ(error_of(kRawLaunchColumns + ",\"x\"\n" + launch_prefix(0, kKernel, "(1, 1, 1)", "(1, 1, 1)") + "\"5\"\n"),
+  EXPECT_EQ(error_of(kRawLaunchColumns + ",\"x\"\n" +
+                     launch_prefix(0, kKernel, "(1, 1, 1)", "(1, 1, 1)") + "\"5\"\n"),
             "bad.csv:2: expected the units row of a --page raw export (its ID field empty, 12 "
             "fields), found 12 field(s) starting '0'");
 }

@@ -69,9 +69,10 @@ inline std::string launch_rows(int id, const std::string& kernel, const Shape& s
   text += metric_row(id, kernel, "Launch Statistics", "Waves Per SM", "", shape.waves);
   text += metric_row(id, kernel, "Launch Statistics", "Function Cache Configuration", "",
                      "CachePreferNone");
-  text += metric_row(id, kernel, "Occupancy", "Block Limit Registers", "block",
-                     shape.limit_registers);
-  text += metric_row(id, kernel, "Occupancy", "Block Limit Shared Mem", "block", shape.limit_shared);
+  text +=
+      metric_row(id, kernel, "Occupancy", "Block Limit Registers", "block", shape.limit_registers);
+  text +=
+      metric_row(id, kernel, "Occupancy", "Block Limit Shared Mem", "block", shape.limit_shared);
   text += metric_row(id, kernel, "Occupancy", "Block Limit Warps", "block", shape.limit_warps);
   text += metric_row(id, kernel, "Occupancy", "Block Limit SM", "block", shape.limit_sm);
   text += metric_row(id, kernel, "Occupancy", "Theoretical Occupancy", "%", shape.theoretical);
