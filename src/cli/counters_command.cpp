@@ -284,8 +284,10 @@ void add_counters_command(CLI::App& app, CommandResult& result) {
       "advice per kernel, from an export (FILE) or by profiling a command (-- CMD)");
   counters->add_option("inputs", options->inputs,
                        "ncu CSV exports (details and/or raw page) or .ncu-rep reports");
-  counters->add_option("--kernel", options->kernel,
-                       "ECMAScript regex on the kernel name (with -- CMD: ncu's -k regex:)");
+  counters->add_option(
+      "--kernel", options->kernel,
+      "ECMAScript regex searched in 'KERNEL block (x, y, z) grid (x, y, z)' (with -- CMD: "
+      "ncu's --kernel-name regex:, on the name)");
   counters->add_option("--bytes", options->bytes,
                        "REGEX=BYTES: what a kernel must move per launch (e.g. decode=3.2G)");
   counters->add_option("--launch-skip", options->launch_skip,

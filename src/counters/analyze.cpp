@@ -359,7 +359,12 @@ std::vector<KernelGroup> group_launches(const Profile& profile,
   std::vector<KernelGroup> groups;
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
   for (const Launch& launch : profile.launches) {
-    if (filter && !std::regex_search(launch.kernel, *filter)) continue;
+    // Searched in the name and the launch configuration, so that 'grid .4, 32' picks one of
+    // several configurations of a kernel.
+    if (filter && !std::regex_search(
+                      launch.kernel + " block " + launch.block + " grid " + launch.grid, *filter)) {
+      continue;
+    }
     const auto key = std::make_tuple(launch.kernel, launch.block, launch.grid);
     auto [found, inserted] = index.try_emplace(key, groups.size());
     if (inserted) {
@@ -793,10 +798,11 @@ Analysis analyze(const Profile& profile, const AnalyzeOptions& options) {
       seen.push_back(launch.kernel);
       if (seen.size() <= 8) names += (names.empty() ? "" : "; ") + launch.kernel;
     }
-    throw Error(ErrorCode::kUsage,
-                "--kernel '" + options.kernel_pattern + "' matches none of the " +
-                    std::to_string(seen.size()) + " kernel(s): " + names,
-                "the pattern is an ECMAScript regex searched in the kernel name");
+    throw Error(
+        ErrorCode::kUsage,
+        "--kernel '" + options.kernel_pattern + "' matches none of the " +
+            std::to_string(seen.size()) + " kernel(s): " + names,
+        "the pattern is an ECMAScript regex searched in 'KERNEL block (x, y, z) grid (x, y, z)'");
   }
   std::vector<Finding> all;
   for (const KernelGroup& group : analysis.groups) {

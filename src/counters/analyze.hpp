@@ -113,7 +113,8 @@ struct KernelGroup {
   std::string label() const;
 };
 
-// Groups the launches (in first-launch order). `filter` keeps kernels whose name it searches.
+// Groups the launches (in first-launch order). `filter` keeps the launches it finds in
+// "KERNEL block (x, y, z) grid (x, y, z)": a name, or a name and a configuration.
 std::vector<KernelGroup> group_launches(const Profile& profile,
                                         const std::optional<std::regex>& filter = std::nullopt);
 

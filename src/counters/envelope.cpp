@@ -120,7 +120,8 @@ KernelGroup pick_group(const Profile& profile, const std::string& pattern, std::
   if (!pattern.empty()) what += " " + std::string(option) + " '" + pattern + "'";
   throw Error(ErrorCode::kUsage, std::string(side) + ": " + what + "; the input holds: " + names,
               "choose one with " + std::string(option) +
-                  " REGEX (searched in the kernel name), or give a file of one configuration");
+                  " REGEX, searched in 'KERNEL block (x, y, z) grid (x, y, z)': e.g. "
+                  "'tiled.*grid .4, 32'");
 }
 
 }  // namespace loupe::counters

@@ -94,7 +94,9 @@ void add_counters_tools(std::vector<Tool>& tools) {
   tool.params = {
       {"files", ParamType::kStringArray,
        "ncu CSV exports of one run (details and raw pages merge on the launch ID; .gz too)", true},
-      {"kernel", ParamType::kString, "regex on the kernel name (with a comparison: kernel A)"},
+      {"kernel", ParamType::kString,
+       "regex searched in 'KERNEL block (x, y, z) grid (x, y, z)' (with a comparison: "
+       "kernel A)"},
       {"bytes", ParamType::kStringArray, "REGEX=BYTES: what a kernel must move per launch"},
       {"compare_files", ParamType::kStringArray, "B's exports, to compare two runs"},
       {"compare_kernel", ParamType::kString, "regex choosing kernel B (in compare_files or files)"},

@@ -75,6 +75,17 @@ TEST(Group, AnotherGridIsAnotherGroupWithItsOwnId) {
   EXPECT_EQ(groups[1].short_name, "merged_v_decode_g8x16x1");
 }
 
+TEST(Group, FilterSearchesTheLaunchConfigurationToo) {
+  std::string text = kDetailsHeader + launch_rows(0, kMerged);
+  text += metric_row(1, kMerged, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "50",
+                     "(128, 1, 1)", "(8, 16, 1)");
+  const Profile profile = profile_of(text);
+  EXPECT_EQ(group_launches(profile, make_regex("merged", "-")).size(), 2u);
+  const auto groups = group_launches(profile, make_regex("merged.*grid .8, 16", "-"));
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].grid, "(8, 16, 1)");
+}
+
 TEST(Findings, DramBoundKernel) {
   AnalyzeOptions options;
   options.reproduce = "loupe counters t.csv";

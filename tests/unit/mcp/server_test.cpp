@@ -231,6 +231,27 @@ TEST_F(ServerTest, AMissingInputFileIsAToolErrorNamingIt) {
   EXPECT_NE(message.find("missing_a.npy"), std::string::npos) << message;
 }
 
+TEST_F(ServerTest, CountersReadsTheRealDecodeExportsAndCompares) {
+  const std::string fixtures = LOUPE_NCU_FIXTURES;
+  const Json details = fixtures + "/decode_details.csv.gz";
+  const Json raw = fixtures + "/decode_raw.csv.gz";
+  const Json one_kernel =
+      call("counters", {{"files", Json::array({details, raw})}, {"kernel", "merged"}});
+  const Json& envelope = one_kernel["result"]["structuredContent"];
+  EXPECT_EQ(one_kernel["result"]["isError"], false) << envelope.dump();
+  EXPECT_EQ(envelope["kind"], "counters");
+  EXPECT_EQ(envelope["data"]["kernels"].size(), 1u);
+  EXPECT_EQ(envelope["findings"][0]["id"], "counters.merged_v_decode_kernel.bound");
+  EXPECT_FALSE(envelope["data"]["kernels"][0].contains("stalls"));  // concise
+  const Json diff = call(
+      "counters",
+      {{"files", Json::array({details, raw})}, {"kernel", "tiled"}, {"compare_kernel", "merged"}});
+  EXPECT_EQ(diff["result"]["structuredContent"]["kind"], "counters.diff");
+  EXPECT_EQ(diff["result"]["structuredContent"]["findings"][0]["id"], "counters.diff.time");
+  const Json missing = call("counters", {{"files", Json::array({"/nonexistent/x.csv"})}});
+  EXPECT_EQ(missing["result"]["isError"], true);
+}
+
 TEST_F(ServerTest, ProgressTokenIsEchoedInNotificationsBeforeTheResponse) {
   // A run of an objective that cannot be read: the planning notification, then the error.
   const auto out = server_->handle_line(
