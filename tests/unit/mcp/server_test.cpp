@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "mcp/access.hpp"
+
 namespace loupe::mcp {
 namespace {
 
@@ -233,6 +235,13 @@ TEST_F(ServerTest, AMissingInputFileIsAToolErrorNamingIt) {
 
 TEST_F(ServerTest, CountersReadsTheRealDecodeExportsAndCompares) {
   const std::string fixtures = LOUPE_NCU_FIXTURES;
+  // The fixtures sit outside this test's project root: allowed the way --allow-path allows.
+  ServerSettings settings;
+  settings.home = home_;
+  settings.cwd = home_.parent_path();
+  settings.access = std::make_shared<const AccessPolicy>(
+      load_access_policy(settings.cwd, {home_, std::filesystem::path(fixtures)}));
+  server_ = std::make_unique<Server>(settings);
   const Json details = fixtures + "/decode_details.csv.gz";
   const Json raw = fixtures + "/decode_raw.csv.gz";
   const Json one_kernel =
@@ -248,8 +257,10 @@ TEST_F(ServerTest, CountersReadsTheRealDecodeExportsAndCompares) {
       {{"files", Json::array({details, raw})}, {"kernel", "tiled"}, {"compare_kernel", "merged"}});
   EXPECT_EQ(diff["result"]["structuredContent"]["kind"], "counters.diff");
   EXPECT_EQ(diff["result"]["structuredContent"]["findings"][0]["id"], "counters.diff.time");
-  const Json missing = call("counters", {{"files", Json::array({"/nonexistent/x.csv"})}});
+  const Json missing = call("counters", {{"files", Json::array({fixtures + "/missing.csv"})}});
   EXPECT_EQ(missing["result"]["isError"], true);
+  const Json outside = call("counters", {{"files", Json::array({"/etc/passwd"})}});
+  EXPECT_EQ(outside["result"]["isError"], true);
 }
 
 TEST_F(ServerTest, ProgressTokenIsEchoedInNotificationsBeforeTheResponse) {
