@@ -1,6 +1,7 @@
 #include "check/unshard.hpp"
 
 #include <limits>
+#include <ostream>
 
 #include <gtest/gtest.h>
 
@@ -94,6 +95,11 @@ struct Case {
   std::string dims;
   std::string parallel;
 };
+
+// "b t(cp) d on cp=4" in test output instead of the struct's bytes.
+void PrintTo(const Case& param, std::ostream* out) {
+  *out << "'" << param.dims << "' on " << param.parallel;
+}
 
 class RoundTrip : public ::testing::TestWithParam<Case> {};
 
