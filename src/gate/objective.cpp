@@ -680,6 +680,7 @@ const std::vector<ProbeEntry>& Objective::entries(Layer layer) const {
     case Layer::kScenario:
       return scenarios;
     case Layer::kTrace:
+    case Layer::kCounters:
       break;
   }
   return kNone;
