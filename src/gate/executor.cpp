@@ -37,20 +37,20 @@ class LocalExecutor final : public Executor {
   PointRunner runner_;
 };
 
-void write_atomically(const std::filesystem::path& file, const std::string& text) {
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& file, const std::string& text) {
   const std::filesystem::path partial = file.string() + ".partial";
   {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     out << text;
     if (!out) {
       throw Error(ErrorCode::kInput, "cannot write " + partial.string(),
-                  "check that the executor's shared directory is writable from this node");
+                  "the executor's directory must be writable (and shared with the nodes)");
     }
   }
   std::filesystem::rename(partial, file);
 }
-
-}  // namespace
 
 ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::table& table) {
   const std::string path = "executor";
@@ -236,7 +236,7 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   }
   result["wall_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_atomically(dir / ("result-" + std::to_string(index) + ".json"), result.dump());
+  write_file_atomically(dir / ("result-" + std::to_string(index) + ".json"), result.dump());
   return 0;
 }
 

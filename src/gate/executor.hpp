@@ -84,6 +84,11 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
 PointResult finish_point(const probe::RunRequest& request, const std::string& run_id,
                          const PlanTask& task, int64_t repeat, probe::RunOutcome outcome);
 
+// Writes `text` to `file` through a sibling ".partial" file and a rename, so that a reader on
+// another node sees the whole file or none of it (executor specs, task scripts, task results).
+// Throws Error(kInput) naming the file.
+void write_file_atomically(const std::filesystem::path& file, const std::string& text);
+
 // Hooks that connect an executor to CascadeOptions (begin/end of each layer) and the runner.
 void attach_executor(Executor& executor, CascadeOptions& options);
 PointRunner executor_runner(Executor& executor);

@@ -107,12 +107,12 @@ class SlurmExecutor final : public Executor {
       specs.push_back(request_to_task_json(task.request));
       tasks_.push_back(std::move(task));
     }
-    write_file(layer_dir_ / "points.json", specs.dump(2));
-    write_file(layer_dir_ / "task.sh", "#!/bin/sh\n# One point of loupe run " + context_.run_id +
-                                           " (gate/slurm_executor.cpp).\nexec " +
-                                           shell_quote(context_.loupe_executable.string()) +
-                                           " executor-task " + shell_quote(layer_dir_.string()) +
-                                           " \"$SLURM_ARRAY_TASK_ID\"\n");
+    write_file_atomically(layer_dir_ / "points.json", specs.dump(2));
+    write_file_atomically(layer_dir_ / "task.sh",
+                          "#!/bin/sh\n# One point of loupe run " + context_.run_id +
+                              " (gate/slurm_executor.cpp).\nexec " +
+                              shell_quote(context_.loupe_executable.string()) + " executor-task " +
+                              shell_quote(layer_dir_.string()) + " \"$SLURM_ARRAY_TASK_ID\"\n");
     std::filesystem::permissions(layer_dir_ / "task.sh", std::filesystem::perms::owner_all,
                                  std::filesystem::perm_options::add);
     // One array per distinct resource request: most layers are one array.
@@ -255,15 +255,6 @@ class SlurmExecutor final : public Executor {
     std::string job_id;  // the array (or resubmitted single task) that runs it now
     int64_t attempts = 0;
   };
-
-  static void write_file(const std::filesystem::path& file, const std::string& text) {
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) {
-      throw Error(ErrorCode::kInput, "cannot write " + file.string(),
-                  "the Slurm executor's directory must be writable (and shared with the nodes)");
-    }
-  }
 
   const PointResources* resources_of(const std::string& entry) const {
     for (const PointResources& wanted : spec_.resources) {
