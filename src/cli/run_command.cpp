@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -45,6 +46,8 @@ struct RunOptions {
   std::string baseline_subject;
   bool fail_fast = false;
   bool json = false;
+  // --executor and its settings, as (key, value) for gate::apply_executor_setting.
+  std::vector<std::pair<std::string, std::string>> executor;
 };
 
 // Ctrl-C while a subject runs: the subject lives in its own session (core/process), so the
@@ -174,6 +177,24 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                 "stop after the first layer with a failing gate, even where the file says "
                 "cascade = \"all\"");
   run->add_flag("--json", options->json, "print one JSON envelope");
+  // Where the points run (docs/executors.md); each flag overrides the objective's [executor].
+  for (const auto& [flag, key, help] : std::vector<std::array<std::string, 3>>{
+           {"--executor", "kind", "local (default: here, one after another) or slurm (job arrays)"},
+           {"--partition", "partition", "slurm: sbatch --partition"},
+           {"--gres", "gres", "slurm: sbatch --gres per task, e.g. gpu:1"},
+           {"--account", "account", "slurm: sbatch --account"},
+           {"--time", "time", "slurm: sbatch --time per task, e.g. 00:10:00"},
+           {"--max-parallel", "max_parallel", "slurm: at most N tasks of an array at once"},
+           {"--retries", "retries", "slurm: resubmissions of a task lost to its node (default 2)"},
+           {"--shared-dir", "shared_dir",
+            "slurm: a directory every node sees (default: the run's)"}}) {
+    run->add_option_function<std::string>(
+        flag,
+        [options, key = key](const std::string& value) {
+          options->executor.emplace_back(key, value);
+        },
+        help);
+  }
   run->callback([options, &result] {
     result.kind = "run";
     gate::RunRequest request;
@@ -191,6 +212,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     }
     if (!options->home.empty()) request.home = options->home;
     if (!options->ledger.empty()) request.ledger = options->ledger;
+    request.executor_settings = options->executor;
     if (!options->memory.empty()) {
       request.memory_limit_bytes = parse_byte_size("--memory", options->memory);
     }

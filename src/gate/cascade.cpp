@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -18,6 +19,7 @@
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
+#include "gate/executor.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {
@@ -347,38 +349,60 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         for (size_t index : layer_gates) decide(index, false);
       }
     };
-    size_t ordinal = 0;
-    for (int64_t repeat = 0; repeat < max_repeats && stop_reason.empty(); ++repeat) {
+    // The layer's points in the order they run, told to the executor before the first one runs.
+    // A recorded baseline knows its seeds up front: the candidate's points carry them already,
+    // so an executor that submits the whole layer at once runs them on the baseline's inputs.
+    std::vector<PointRef> order;
+    std::deque<ProbeEntry> seeded_entries;  // stable addresses for the PointRefs
+    for (int64_t repeat = 0; repeat < max_repeats; ++repeat) {
       for (const PlanTask* task : layer_tasks) {
-        if (repeat >= task->repeats || !stop_reason.empty()) continue;
+        if (repeat >= task->repeats) continue;
         const ProbeEntry* entry = objective.find_entry(layer, task->entry);
         if (entry == nullptr) {
           throw Error(ErrorCode::kInternal, "plan task names entry '" + task->entry +
                                                 "', which the objective does not declare");
         }
+        if (baseline != nullptr && baseline->run && baseline->seed_of) {
+          if (const auto seed = baseline->seed_of(*task, repeat)) {
+            ProbeEntry& seeded = seeded_entries.emplace_back(*entry);
+            seeded.seed = *seed;
+            seeded.seeds = 1;
+            entry = &seeded;
+          }
+        }
+        order.push_back({task, entry, repeat});
+      }
+    }
+    if (options.layer_begin && !order.empty()) options.layer_begin(layer, order);
+    size_t ordinal = 0;
+    for (const PointRef& ref : order) {
+      if (!stop_reason.empty()) break;
+      const PlanTask* task = ref.task;
+      if (options.interrupted != nullptr && options.interrupted->load()) {
+        result.interrupted = true;
+        stop_reason = "the run was interrupted";
+        break;
+      }
+      // Timing sides alternate which runs first; checks need no such care.
+      const bool baseline_first =
+          baseline != nullptr && baseline->interleave && layer != Layer::kCheck && ordinal % 2 == 1;
+      ++ordinal;
+      try {
+        run_one(*task, *ref.entry, ref.repeat, baseline_first);
+      } catch (const Error& error) {
         if (options.interrupted != nullptr && options.interrupted->load()) {
           result.interrupted = true;
           stop_reason = "the run was interrupted";
-          break;
+        } else {
+          result.error = error;
+          stop_reason = "the subject failed at " + task->entry + " " +
+                        params_to_string(task->params) + ": " + error.message();
         }
-        // Timing sides alternate which runs first; checks need no such care.
-        const bool baseline_first = baseline != nullptr && baseline->interleave &&
-                                    layer != Layer::kCheck && ordinal % 2 == 1;
-        ++ordinal;
-        try {
-          run_one(*task, *entry, repeat, baseline_first);
-        } catch (const Error& error) {
-          if (options.interrupted != nullptr && options.interrupted->load()) {
-            result.interrupted = true;
-            stop_reason = "the run was interrupted";
-          } else {
-            result.error = error;
-            stop_reason = "the subject failed at " + task->entry + " " +
-                          params_to_string(task->params) + ": " + error.message();
-          }
-          break;
-        }
+        break;
       }
+    }
+    if (options.layer_end && !order.empty()) {
+      options.layer_end(layer, outcome.points < order.size());
     }
     if (!stop_reason.empty()) {
       // A layer cut short decides nothing more: its undecided gates are not-run too.
@@ -504,69 +528,77 @@ std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
   return argv;
 }
 
+probe::RunRequest point_run_request(const Objective& objective, const std::filesystem::path& home,
+                                    const std::string& staging_id, uint64_t memory_limit_bytes,
+                                    const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+  probe::RunRequest request;
+  request.probe = task.probe;
+  for (const auto& [name, value] : task.params) {
+    request.sets.push_back(name + "=" + value_to_string(value));
+  }
+  request.seed = entry.seed;
+  // `seeds` per point: repeat r runs seed + r / repeats, so every seed gets its repeats.
+  if (entry.seed && entry.seeds > 1) {
+    request.seed =
+        *entry.seed + static_cast<uint64_t>(repeat / std::max<int64_t>(1, entry.repeats));
+  }
+  request.timeout_s = objective.subject.timeout_s;
+  request.memory_limit_bytes = memory_limit_bytes;
+  request.home = std::filesystem::absolute(home);
+  request.run_id = staging_id;
+  request.subject_command = subject_command(objective.subject);
+  request.pass_env = objective.subject.pass_env;
+  for (const auto& [metric, limit] : entry.tolerances) {
+    std::ostringstream text;
+    text << metric << "=" << std::setprecision(17) << limit;
+    request.analyze.tolerances.push_back(text.str());
+  }
+  request.analyze.threshold = entry.threshold.value_or(0.02);
+  // The bench's sampling budget and precision reach the subject as --budget/--precision.
+  request.budget_s = entry.budget_s;
+  request.precision = entry.precision;
+  return request;
+}
+
+PointResult finish_point(const probe::RunRequest& request, const std::string& run_id,
+                         const PlanTask& task, int64_t repeat, probe::RunOutcome outcome) {
+  const std::filesystem::path home = request.home.value_or(std::filesystem::path{});
+  // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].
+  const std::filesystem::path probe_dir = run_dir(home, run_id) / task.probe;
+  std::filesystem::create_directories(probe_dir);
+  std::string name = outcome.observation_dir.filename().string();
+  if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
+  if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
+  for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
+    name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
+           std::to_string(suffix);
+  }
+  const std::filesystem::path final_dir = probe_dir / name;
+  check_under_home(final_dir, home, "the point's folder");
+  std::filesystem::rename(outcome.observation_dir, final_dir);
+  std::error_code ignored;
+  std::filesystem::remove_all(run_dir(home, request.run_id), ignored);
+
+  // Analysed again where it now lies, so that every path in its findings is true.
+  PointResult seeded = to_point_result(task, repeat, outcome, request.subject_command);
+  probe::AnalyzeOptions analyze = request.analyze;
+  analyze.reproduce = seeded.reproduce;
+  analyze.bootstrap_seed = seeded.seed;
+  outcome = probe::analyze_observation(final_dir, analyze);
+  return to_point_result(task, repeat, outcome, request.subject_command);
+}
+
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes) {
-  const std::vector<std::string> subject = subject_command(objective.subject);
-  const std::vector<std::string> pass_env = objective.subject.pass_env;
-  const double timeout_s = objective.subject.timeout_s;
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
-  return [subject, pass_env, timeout_s, absolute_home, run_id, memory_limit_bytes](
+  return [objective, absolute_home, run_id, memory_limit_bytes](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
-    probe::RunRequest request;
-    request.probe = task.probe;
-    for (const auto& [name, value] : task.params) {
-      request.sets.push_back(name + "=" + value_to_string(value));
-    }
-    request.seed = entry.seed;
-    // `seeds` per point: repeat r runs seed + r / repeats, so every seed gets its repeats.
-    if (entry.seed && entry.seeds > 1) {
-      request.seed =
-          *entry.seed + static_cast<uint64_t>(repeat / std::max<int64_t>(1, entry.repeats));
-    }
-    request.timeout_s = timeout_s;
-    request.memory_limit_bytes = memory_limit_bytes;
-    request.home = absolute_home;
     // Each point lands in a staging run first: the subject decides the point's full name
     // (defaults included), and repeats of one point must not overwrite each other.
-    const std::string staging_id = run_id + "/.staging";
-    request.run_id = staging_id;
-    request.subject_command = subject;
-    request.pass_env = pass_env;
-    for (const auto& [metric, limit] : entry.tolerances) {
-      std::ostringstream text;
-      text << metric << "=" << std::setprecision(17) << limit;
-      request.analyze.tolerances.push_back(text.str());
-    }
-    request.analyze.threshold = entry.threshold.value_or(0.02);
-    // The bench's sampling budget and precision reach the subject as --budget/--precision.
-    request.budget_s = entry.budget_s;
-    request.precision = entry.precision;
-    probe::RunOutcome outcome = probe::run_probe(request);
-
-    // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].
-    const std::filesystem::path probe_dir = run_dir(absolute_home, run_id) / task.probe;
-    std::filesystem::create_directories(probe_dir);
-    std::string name = outcome.observation_dir.filename().string();
-    if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
-    if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
-    for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
-      name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
-             std::to_string(suffix);
-    }
-    const std::filesystem::path final_dir = probe_dir / name;
-    check_under_home(final_dir, absolute_home, "the point's folder");
-    std::filesystem::rename(outcome.observation_dir, final_dir);
-    std::error_code ignored;
-    std::filesystem::remove_all(run_dir(absolute_home, staging_id), ignored);
-
-    // Analysed again where it now lies, so that every path in its findings is true.
-    PointResult seeded = to_point_result(task, repeat, outcome, subject);
-    probe::AnalyzeOptions analyze = request.analyze;
-    analyze.reproduce = seeded.reproduce;
-    analyze.bootstrap_seed = seeded.seed;
-    outcome = probe::analyze_observation(final_dir, analyze);
-    PointResult point = to_point_result(task, repeat, outcome, subject);
+    const probe::RunRequest request = point_run_request(
+        objective, absolute_home, run_id + "/.staging", memory_limit_bytes, task, entry, repeat);
+    PointResult point = finish_point(request, run_id, task, repeat, probe::run_probe(request));
     point.wall_s = seconds_since(start);
     return point;
   };

@@ -1,7 +1,8 @@
 // gate/cascade.hpp — the cascade runner behind `loupe run`: the tasks of a plan, cheapest layer
-// first (checks, then benches, then scenarios), each point reduced to a PointResult, the gates of
-// each layer decided as soon as the layer is done (gate_eval.hpp), and the run stopped after the
-// first failing layer unless asked to run all.
+// first (checks, then benches, then scenarios), each point reduced to a PointResult, each gate
+// decided as soon as the last point it reads has run (gate_eval.hpp), and the run stopped after
+// the first failing layer unless asked to run all. Where the points run is the executor's business
+// (gate/executor.hpp: layer_begin / the runner / layer_end).
 //
 // A layer fails when one of its gates fails or one of its points has the verdict fail (a failing
 // check without a gate is still a failing check). Gates of layers the cascade did not reach, or
@@ -32,6 +33,13 @@ namespace loupe::gate {
 // Runs one repeat of one task; throws loupe::Error when the subject fails.
 using PointRunner =
     std::function<PointResult(const PlanTask& task, const ProbeEntry& entry, int64_t repeat)>;
+
+// One repeat of one plan task, as the cascade will ask a runner for it.
+struct PointRef {
+  const PlanTask* task = nullptr;
+  const ProbeEntry* entry = nullptr;
+  int64_t repeat = 0;
+};
 
 struct Progress {
   size_t index = 0;  // 1-based
@@ -66,6 +74,10 @@ struct CascadeOptions {
   // (not at the end of its layer), so a failing gate shows while the rest still runs.
   std::function<void(const GateResult&)> gate_decided;
   std::optional<BaselineSource> baseline;  // gates against the baseline are not-run without one
+  // Executor hooks (gate/executor.hpp): a layer's points before the first runs, and the end of
+  // the layer (`stopped`: points of it will not be asked for).
+  std::function<void(Layer, const std::vector<PointRef>&)> layer_begin;
+  std::function<void(Layer, bool stopped)> layer_end;
 };
 
 enum class LayerStatus { kPassed, kFailed, kSkipped, kNotReached, kEmpty };

@@ -2,6 +2,7 @@
 
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
+#include "gate/executor.hpp"
 #include "gate/plan.hpp"
 
 #include <toml++/toml.h>
@@ -699,6 +700,7 @@ const std::vector<ProbeEntry>& Objective::entries(Layer layer) const {
     case Layer::kScenario:
       return scenarios;
     case Layer::kTrace:
+    case Layer::kCounters:
       break;
   }
   return kNone;
@@ -767,7 +769,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"name", "description", "cascade", "subject", "check", "bench", "scenario",
-                     "gate", "deployment_key", "deployment", "review", "coverage"});
+                     "gate", "deployment_key", "deployment", "review", "coverage", "executor"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -796,6 +798,9 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
         objective.coverage_ungated.emplace_back(probe, reason);
       }
     }
+  }
+  if (const toml::node* executor = root.get("executor")) {
+    objective.executor = read_executor_spec(reader, reader.table_of(*executor, "executor"));
   }
   const std::filesystem::path base = file.parent_path();
   objective.subject =
@@ -868,6 +873,16 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
       objective.review.push_back(read_review_category(reader, name, *category));
     }
     validate_review(reader, objective, review);
+  }
+  for (const PointResources& wanted : objective.executor.resources) {
+    bool found = false;
+    for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+      found = found || objective.find_entry(layer, wanted.entry) != nullptr;
+    }
+    if (!found) {
+      reader.fail(wanted.line, "executor.resources." + wanted.entry,
+                  "names no [[check]], [[bench]] or [[scenario]] entry");
+    }
   }
   return objective;
 }

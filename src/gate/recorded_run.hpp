@@ -41,6 +41,11 @@ struct RunRequest {
   // The baseline build's subject command line (split at whitespace), instead of a path.
   std::string baseline_subject;
   bool fail_fast = false;  // stop after the first failing layer even when the file says "all"
+  // Overrides of the objective's [executor] (KEY, VALUE), e.g. {"kind", "slurm"},
+  // {"partition", "gpu"}; checked by apply_executor_setting (gate/executor.hpp).
+  std::vector<std::pair<std::string, std::string>> executor_settings;
+  // The `loupe` a batch executor's tasks run; empty: this process's executable.
+  std::filesystem::path loupe_executable;
 };
 
 struct RecordedRun {
@@ -52,8 +57,9 @@ struct RecordedRun {
   std::filesystem::path ledger_file;
   std::string objective_path;  // absolute, as recorded
   ledger::RunStatus status = ledger::RunStatus::kCompleted;
-  Json config = Json::object();  // the configuration used (gate::configuration_to_json)
-  int exit_code = 0;             // DESIGN.md's exit codes; 130 when interrupted
+  Json config = Json::object();    // the configuration used (gate::configuration_to_json)
+  Json executor = Json::object();  // Executor::record(): {"kind", "jobs", "retries", ...}
+  int exit_code = 0;               // DESIGN.md's exit codes; 130 when interrupted
   Verdict verdict = Verdict::kNone;
   std::vector<ProbeCoverage> coverage;  // empty when the subject could not be listed
   std::vector<Finding> coverage_findings;
@@ -67,7 +73,8 @@ inline constexpr int kInterruptedExitCode = 130;
 RecordedRun run_and_record(const RunRequest& request, CascadeOptions options);
 
 // The `--json` envelope of a recorded run (kind "run"): verdict, the top `findings_limit`
-// findings, and data {run, objective, status, config, home, ledger, wall_s, layers, gates, tasks}.
+// findings, and data {run, objective, status, config, executor, home, ledger, wall_s, layers,
+// gates, tasks}.
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit);
 
 // Sends SIGTERM to the process group of every child of this process that leads its own group

@@ -329,6 +329,86 @@ TEST_F(CascadeTest, InterruptionStopsBeforeTheNextPoint) {
   for (const auto& gate : result.gates) EXPECT_EQ(gate.verdict, GateVerdict::kNotRun);
 }
 
+TEST_F(CascadeTest, ExecutorHooksSeeEveryPointWithTheRecordedBaselinesSeeds) {
+  // An executor that submits a layer at once (Slurm) learns its points from layer_begin: with a
+  // recorded baseline, they already carry the baseline's seeds, and the runner is asked for
+  // exactly those points, in that order, with the same entries.
+  objective_ = parse_objective(objective_text("all"), "dir/cascade.toml");
+  plan_ = make_plan(objective_, Configuration{});
+  std::vector<std::string> log;
+  auto describe = [](const PointRef& ref) {
+    return ref.task->entry + ":" + std::to_string(ref.repeat) +
+           ":seed=" + (ref.entry->seed ? std::to_string(*ref.entry->seed) : std::string("none"));
+  };
+  std::vector<const ProbeEntry*> announced, asked;
+  CascadeOptions options;
+  options.layer_begin = [&](Layer layer, const std::vector<PointRef>& points) {
+    std::string line = "begin " + std::string(layer_name(layer));
+    for (const auto& ref : points) {
+      line += " " + describe(ref);
+      announced.push_back(ref.entry);
+    }
+    log.push_back(line);
+  };
+  options.layer_end = [&](Layer layer, bool stopped) {
+    log.push_back("end " + std::string(layer_name(layer)) + (stopped ? " stopped" : ""));
+  };
+  BaselineSource baseline;
+  baseline.seed_of = [](const PlanTask& task, int64_t repeat) -> std::optional<uint64_t> {
+    if (task.layer != Layer::kCheck) return std::nullopt;
+    return 40 + static_cast<uint64_t>(repeat) + (params_to_string(task.params) == "T=4096");
+  };
+  baseline.run = [](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                    std::optional<uint64_t>) -> std::optional<PointResult> {
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.params = task.params;
+    point.repeat = repeat;
+    point.metrics = {{"", "rms_ratio", 1e-7}, {"", "wall_s", 0.1}};
+    return point;
+  };
+  options.baseline = baseline;
+  PointRunner inner = subject_.runner();
+  const PointRunner runner = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+    asked.push_back(&entry);
+    log.push_back("run " + describe(PointRef{&task, &entry, repeat}));
+    return inner(task, entry, repeat);
+  };
+  subject_.drift = 1e-7;
+  const auto result = run_cascade(objective_, plan_, options, runner);
+  EXPECT_EQ(log,
+            (std::vector<std::string>{
+                "begin check cp_vs_nocp:0:seed=40 cp_vs_nocp:0:seed=41", "run cp_vs_nocp:0:seed=40",
+                "run cp_vs_nocp:0:seed=41", "end check", "begin bench decode:0:seed=none",
+                "run decode:0:seed=none", "end bench",
+                "begin scenario prefill:0:seed=none transfer:0:seed=none "
+                "prefill:1:seed=none transfer:1:seed=none prefill:2:seed=none",
+                "run prefill:0:seed=none", "run transfer:0:seed=none", "run prefill:1:seed=none",
+                "run transfer:1:seed=none", "run prefill:2:seed=none", "end scenario"}));
+  EXPECT_EQ(announced, asked);
+  EXPECT_EQ(result.baseline_points.size(), 8u);
+  EXPECT_EQ(cascade_verdict(result), Verdict::kPass);
+}
+
+TEST_F(CascadeTest, AnInterruptedLayerEndsStoppedForTheExecutor) {
+  std::atomic<bool> interrupted{false};
+  std::vector<std::string> ends;
+  CascadeOptions options;
+  options.interrupted = &interrupted;
+  options.progress = [&interrupted](const Progress& progress) {
+    if (progress.index == 1) interrupted.store(true);
+  };
+  options.layer_begin = [&](Layer layer, const std::vector<PointRef>& points) {
+    ends.push_back("begin " + std::string(layer_name(layer)) + " " + std::to_string(points.size()));
+  };
+  options.layer_end = [&](Layer layer, bool stopped) {
+    ends.push_back("end " + std::string(layer_name(layer)) + (stopped ? " stopped" : ""));
+  };
+  run("all", 1e-7, options);
+  EXPECT_EQ(ends, (std::vector<std::string>{"begin check 2", "end check stopped"}));
+}
+
 TEST_F(CascadeTest, ProgressCountsEveryPoint) {
   std::vector<std::pair<size_t, size_t>> seen;
   CascadeOptions options;
