@@ -321,13 +321,18 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         base = baseline->run(task, entry, repeat, seed);
         if (base && !seed && !entry.seed) seed = base->seed;
       }
-      ProbeEntry seeded = entry;
-      if (seed) {
-        // The exact seed of the other side: no offset for `seeds` on top of it.
+      // The exact seed of the other side: no offset for `seeds` on top of it. An entry that
+      // already carries it (a recorded baseline's, set before the layer began) goes as it is, so
+      // the runner sees the very entries the executor was told of.
+      const ProbeEntry* asked = &entry;
+      ProbeEntry seeded;
+      if (seed && (entry.seed != seed || entry.seeds != 1)) {
+        seeded = entry;
         seeded.seed = *seed;
         seeded.seeds = 1;
+        asked = &seeded;
       }
-      PointResult point = runner(task, seeded, repeat);
+      PointResult point = runner(task, *asked, repeat);
       const uint64_t candidate_seed = point.seed;
       result.points.push_back(std::move(point));
       const PointResult& done_point = result.points.back();

@@ -276,10 +276,12 @@ class SlurmExecutor final : public Executor {
     return out;
   }
 
+  // A plan task and a repeat name one point. The entry is not compared: the cascade may hand
+  // the point a copy of its entry carrying a baseline build's seed, decided only after the
+  // layer was submitted (the submitted point then keeps its own seed).
   Task* find(const PointRef& point) {
     for (auto& task : tasks_) {
-      if (task.ref.task == point.task && task.ref.repeat == point.repeat &&
-          task.ref.entry == point.entry) {
+      if (task.ref.task == point.task && task.ref.repeat == point.repeat) {
         return &task;
       }
     }
