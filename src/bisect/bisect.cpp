@@ -94,8 +94,9 @@ std::string git(const std::filesystem::path& repo, std::vector<std::string> args
   spec.timeout = std::chrono::minutes(5);
   const ProcessResult result = run_process(spec);
   if (!result.succeeded()) {
-    throw Error(ErrorCode::kUsage, what + ": git " + args.front() + " " + result.describe() + ": " +
-                                       result.stderr_tail(3, 400),
+    throw Error(ErrorCode::kUsage,
+                what + ": git " + args.front() + " " + result.describe() + ": " +
+                    result.stderr_tail(3, 400),
                 "check that the revisions exist in " + repo.string());
   }
   std::string out = result.stdout_text;
@@ -212,6 +213,38 @@ std::optional<double> round_value(const AbMetric& metric,
   }
   if (count == 0) return std::nullopt;
   return sum / static_cast<double>(count);
+}
+
+// The step's value over the good build's, paired by round: the two builds of a round run back to
+// back, so the load of a shared machine falls on both alike and cancels in their ratio (an
+// unpaired comparison of the rounds' values kept that load in its interval). The median of the
+// per-round ratios, its bootstrap interval and the verdict rule of DESIGN.md.
+bench::Comparison paired_comparison(const std::vector<double>& good_values,
+                                    const std::vector<double>& step_values, double threshold,
+                                    double confidence) {
+  std::vector<double> ratios;
+  for (size_t round = 0; round < good_values.size(); ++round) {
+    ratios.push_back(step_values[round] / good_values[round]);
+  }
+  bench::SummaryOptions options;
+  options.confidence = confidence;
+  options.seed = 0x6c6f757065;  // fixed: the same values give the same interval
+  const bench::ArmSummary summary = bench::summarize(ratios, options);
+  bench::Comparison out;
+  out.ratio = summary.median;
+  out.ci = summary.median_ci;
+  out.threshold = threshold;
+  out.confidence = confidence;
+  out.seed = options.seed;
+  out.p_value = bench::mann_whitney_p(good_values, step_values);
+  const bench::Decision decision = bench::decide(out.ratio, out.ci, threshold, confidence);
+  out.verdict = decision.verdict;
+  out.rule = "paired by round: median of " + std::to_string(ratios.size()) + " step/good ratios; " +
+             decision.rule;
+  if (static_cast<int64_t>(ratios.size()) < bench::kMinSamplesForVerdict) {
+    out.verdict = bench::AbVerdict::kAmbiguous;
+  }
+  return out;
 }
 
 // Where the subject runs in a build's tree, and its program when that is a path in the tree.
@@ -338,6 +371,7 @@ class Bisector {
   int64_t builds_reused_ = 0;
   std::optional<Tree> good_tree_;
   double threshold_ = 0.02;
+  int64_t rounds_scale_ = 1;  // 2 when ambiguous points are retried
   AbMetric metric_;
   std::vector<std::string> observations_;
 };
@@ -358,9 +392,9 @@ Tree Bisector::prepare(const Point& point) {
         "checking out " + point.commit.substr(0, 12));
     std::filesystem::remove(stamp, ignored);
   }
-  const std::string build =
-      over_.name.empty() ? request_.build
-                         : replace_all(request_.build, "{" + over_.name + "}", point.value);
+  const std::string build = over_.name.empty()
+                                ? request_.build
+                                : replace_all(request_.build, "{" + over_.name + "}", point.value);
   if (std::filesystem::exists(stamp) && read_text(stamp) == build) {
     tree.reused = true;
     ++builds_reused_;
@@ -394,8 +428,7 @@ Tree Bisector::prepare(const Point& point) {
 }
 
 std::vector<gate::PointResult> Bisector::run_tasks(const gate::Objective& objective,
-                                                   const std::string& run_id,
-                                                   int64_t repeats_cap) {
+                                                   const std::string& run_id, int64_t repeats_cap) {
   const gate::PointRunner runner = gate::subject_point_runner(objective, home_, run_id);
   std::vector<gate::PointResult> results;
   int64_t most_repeats = 0;
@@ -450,8 +483,8 @@ Bisector::Evaluation Bisector::evaluate_check(const Point& point, const Tree& tr
   out.json["gate"] = gate::gate_result_to_json(result);
   out.json["gate"].erase("findings");
   out.findings = notable_findings(result, results);
-  out.reason = "gate " + std::string(gate_verdict_name(result.verdict)) + ": " +
-               gate::key_statistic(result);
+  out.reason =
+      "gate " + std::string(gate_verdict_name(result.verdict)) + ": " + gate::key_statistic(result);
   switch (result.verdict) {
     case GateVerdict::kPass:
       out.verdict = StepVerdict::kGood;
@@ -478,7 +511,7 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
   bench::Comparison comparison;
   bool compared = false;
   const std::string label = sanitize(point.label());
-  for (int64_t round = 0; round < request_.max_rounds; ++round) {
+  for (int64_t round = 0; round < request_.max_rounds * rounds_scale_; ++round) {
     // Alternate which build runs first, so drift of the machine falls on both alike.
     std::vector<gate::PointResult> good_results;
     std::vector<gate::PointResult> step_results;
@@ -509,22 +542,18 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
     step_values.push_back(*step_value);
     last_step_results = std::move(step_results);
     if (round + 1 < request_.min_rounds) continue;
-    bench::CompareOptions options;
-    options.threshold = threshold_;
-    options.confidence = gate_->confidence;
-    options.seed = 0x6c6f757065;  // fixed: the same values give the same interval
-    comparison = bench::compare(good_values, step_values, options);
+    comparison = paired_comparison(good_values, step_values, threshold_, gate_->confidence);
     compared = true;
-    say("  " + point.label() + " round " + std::to_string(round + 1) + ": " +
-        metric_.describe() + " step/good " + format_number(comparison.ratio) + " [" +
-        format_number(comparison.ci.low) + ", " + format_number(comparison.ci.high) + "] " +
+    say("  " + point.label() + " round " + std::to_string(round + 1) + ": " + metric_.describe() +
+        " step/good " + format_number(comparison.ratio) + " [" + format_number(comparison.ci.low) +
+        ", " + format_number(comparison.ci.high) + "] " +
         std::string(bench::ab_verdict_name(comparison.verdict)));
     if (comparison.verdict != bench::AbVerdict::kAmbiguous) break;
   }
   if (!compared) {
-    throw Error(ErrorCode::kUsage, "--max-rounds " + std::to_string(request_.max_rounds) +
-                                       " is below --min-rounds " +
-                                       std::to_string(request_.min_rounds),
+    throw Error(ErrorCode::kUsage,
+                "--max-rounds " + std::to_string(request_.max_rounds) + " is below --min-rounds " +
+                    std::to_string(request_.min_rounds),
                 "give at least as many rounds as --min-rounds");
   }
   const bool worse = metric_.higher_is_better ? comparison.verdict == bench::AbVerdict::kFaster
@@ -551,7 +580,8 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
   ab["rule"] = comparison.rule;
   out.json["ab"] = ab;
   // The gate's own rule on the step's last round: evidence, not the decision.
-  const gate::GateResult own = gate::evaluate_gate(*gate_, step_objective, plan_, last_step_results);
+  const gate::GateResult own =
+      gate::evaluate_gate(*gate_, step_objective, plan_, last_step_results);
   out.json["gate"] = gate::gate_result_to_json(own);
   out.json["gate"].erase("findings");
   out.findings = notable_findings(own, last_step_results);
@@ -559,8 +589,8 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
     out.observations.push_back(result_point.observation_dir);
   }
   out.reason = metric_.describe() + " step/good " + format_number(comparison.ratio) + " [" +
-               format_number(comparison.ci.low) + ", " + format_number(comparison.ci.high) +
-               "] " + std::string(bench::ab_verdict_name(comparison.verdict)) + " (t " +
+               format_number(comparison.ci.low) + ", " + format_number(comparison.ci.high) + "] " +
+               std::string(bench::ab_verdict_name(comparison.verdict)) + " (t " +
                format_number(threshold_) + ", " + std::to_string(good_values.size()) + " rounds)";
   return out;
 }
@@ -644,16 +674,16 @@ Outcome Bisector::run() {
   if (!request_.over_values.empty()) {
     over_ = parse_over_values(request_.over_values);
     if (request_.build.find("{" + over_.name + "}") == std::string::npos) {
-      throw Error(ErrorCode::kUsage,
-                  "--over-values " + over_.name + ": --build does not mention {" + over_.name +
-                      "}",
-                  "the build command must use the value, e.g. --build 'make DEP_TAG={" +
-                      over_.name + "}'");
+      throw Error(
+          ErrorCode::kUsage,
+          "--over-values " + over_.name + ": --build does not mention {" + over_.name + "}",
+          "the build command must use the value, e.g. --build 'make DEP_TAG={" + over_.name + "}'");
     }
     const std::string revision = request_.bad.empty() ? "HEAD" : request_.bad;
-    const std::string commit = git(repo_, {"rev-parse", "--verify", revision + "^{commit}"},
-                                   "--bad " + revision);
-    const std::string subject = git(repo_, {"log", "-1", "--format=%s", commit}, "reading " + commit);
+    const std::string commit =
+        git(repo_, {"rev-parse", "--verify", revision + "^{commit}"}, "--bad " + revision);
+    const std::string subject =
+        git(repo_, {"log", "-1", "--format=%s", commit}, "reading " + commit);
     for (const auto& value : over_.values) points_.push_back({commit, subject, value});
   } else {
     if (request_.good.empty() || request_.bad.empty()) {
@@ -662,8 +692,8 @@ Outcome Bisector::run() {
     }
     const std::string good = git(repo_, {"rev-parse", "--verify", request_.good + "^{commit}"},
                                  "--good " + request_.good);
-    const std::string bad = git(repo_, {"rev-parse", "--verify", request_.bad + "^{commit}"},
-                                "--bad " + request_.bad);
+    const std::string bad =
+        git(repo_, {"rev-parse", "--verify", request_.bad + "^{commit}"}, "--bad " + request_.bad);
     ProcessSpec ancestor;
     ancestor.argv = {"git", "-C", repo_.string(), "merge-base", "--is-ancestor", good, bad};
     if (!run_process(ancestor).succeeded() || good == bad) {
@@ -681,8 +711,8 @@ Outcome Bisector::run() {
     std::string line;
     while (std::getline(lines, line)) {
       const size_t space = line.find(' ');
-      points_.push_back({line.substr(0, space),
-                         space == std::string::npos ? "" : line.substr(space + 1), ""});
+      points_.push_back(
+          {line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1), ""});
     }
     if (points_.back().commit != bad) {
       throw Error(ErrorCode::kUsage,
@@ -692,9 +722,8 @@ Outcome Bisector::run() {
   }
   run_id_ = new_run_id();
   say("bisect " + run_id_ + ": gate " + gate_->name + " (" + std::string(layer_name(layer_)) +
-      "), " + std::to_string(points_.size()) + " points from " + points_.front().label() +
-      " to " + points_.back().label() + " (" + std::to_string(points_.size() - 2) +
-      " between)");
+      "), " + std::to_string(points_.size()) + " points from " + points_.front().label() + " to " +
+      points_.back().label() + " (" + std::to_string(points_.size() - 2) + " between)");
 
   Json steps = Json::array();
   std::vector<std::optional<Evaluation>> evaluations(points_.size());
@@ -732,8 +761,7 @@ Outcome Bisector::run() {
   // The good end: its build is the A side of every A/B; a check gate must pass there.
   good_tree_ = tree_of(0);
   if (!good_tree_->ok) {
-    throw Error(ErrorCode::kUsage,
-                "--good " + points_.front().label() + ": " + good_tree_->problem,
+    throw Error(ErrorCode::kUsage, "--good " + points_.front().label() + ": " + good_tree_->problem,
                 "the good end must build; check --build");
   }
   if (layer_ == Layer::kCheck) {
@@ -756,17 +784,30 @@ Outcome Bisector::run() {
                  points_.back().label() + " (" + evaluations.back()->reason + ")";
   } else if (bad_verdict != StepVerdict::kBad) {
     conclusion = "inconclusive: the bad end " + points_.back().label() + " is " +
-                 std::string(step_verdict_name(bad_verdict)) + " (" +
-                 evaluations.back()->reason + ")";
+                 std::string(step_verdict_name(bad_verdict)) + " (" + evaluations.back()->reason +
+                 ")";
   } else {
     search.record(points_.size() - 1, StepVerdict::kBad);
-    while (const auto next = search.next()) {
-      if (out_of_builds()) {
-        budget_spent = true;
-        break;
+    for (bool retried = false;; retried = true) {
+      while (const auto next = search.next()) {
+        if (out_of_builds()) {
+          budget_spent = true;
+          break;
+        }
+        const size_t left = search.first_bad() - search.last_good() - 1;
+        search.record(*next, evaluate_point(*next, "step (" + std::to_string(left) + " left)"));
       }
-      const size_t left = search.first_bad() - search.last_good() - 1;
-      search.record(*next, evaluate_point(*next, "step (" + std::to_string(left) + " left)"));
+      if (search.found() || budget_spent || retried || layer_ == Layer::kCheck) break;
+      // The points set aside as AMBIGUOUS get one more chance with twice the rounds: more
+      // samples are what decides a small effect on a noisy machine (no build is repeated).
+      rounds_scale_ = 2;
+      for (size_t index : search.undecided()) {
+        const bool inside = index > search.last_good() && index < search.first_bad();
+        if (inside && evaluations[index] &&
+            evaluations[index]->verdict == StepVerdict::kAmbiguous) {
+          search.record(index, evaluate_point(index, "retry with more rounds"));
+        }
+      }
     }
     if (search.found()) {
       verdict = Verdict::kFail;
@@ -918,15 +959,15 @@ Outcome Bisector::run() {
   start_record.objective_path = objective_file.string();
   start_record.objective_hash = ledger::file_sha256(objective_file);
   start_record.git = ledger::read_git_state(cwd_);
-  start_record.config_json = Json{{"bisect", {{"good", data["good"]},
-                                              {"bad", data["bad"]},
-                                              {"gate", gate_->name},
-                                              {"first_bad", data["first_bad"].is_object()
-                                                                ? data["first_bad"]["commit"]
-                                                                : Json(nullptr)},
-                                              {"builds", builds_},
-                                              {"steps", steps.size()}}}}
-                                 .dump();
+  start_record.config_json = Json{
+      {"bisect",
+       {{"good", data["good"]},
+        {"bad", data["bad"]},
+        {"gate", gate_->name},
+        {"first_bad", data["first_bad"].is_object() ? data["first_bad"]["commit"] : Json(nullptr)},
+        {"builds", builds_},
+        {"steps",
+         steps.size()}}}}.dump();
   ledger.begin_run(start_record);
   ledger::GateRecord record;
   record.name = gate_->name;

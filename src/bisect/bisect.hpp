@@ -13,7 +13,8 @@
 // Search (Search below): the bad end is verified first (an A/A range blames nothing); then the
 // commit nearest the middle of the bracket that has no verdict yet. An ambiguous or unbuildable
 // commit is set aside and never moves the bracket, so one noisy step cannot send the search the
-// wrong way; when only such commits are left, the result names them as the candidates.
+// wrong way; when only such commits are left, the ambiguous ones are run once more with twice the
+// rounds, and if that does not decide, the result names the candidates.
 // Errors: bad revisions, gates or options are Error(kUsage); a subject that fails is
 // Error(kSubject), as in `loupe run`.
 // Thread-safety: run_bisect runs on the calling thread; `interrupted` may be set from another.
@@ -44,7 +45,8 @@ class Search {
   explicit Search(size_t points);
   // The next point to evaluate, or nullopt when the bracket cannot be narrowed any more.
   std::optional<size_t> next() const;
-  // REQUIRES: 0 < index < points - 1... or the ends themselves (their verdicts are recorded too).
+  // REQUIRES: index < points. Only a good or bad verdict strictly inside the bracket moves it;
+  // recording a point again replaces its verdict (a retried ambiguous point).
   void record(size_t index, StepVerdict verdict);
   size_t last_good() const { return last_good_; }
   size_t first_bad() const { return first_bad_; }

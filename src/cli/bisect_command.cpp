@@ -38,17 +38,20 @@ void add_bisect_command(CLI::App& app, CommandResult& result) {
   command->add_option("--subject-from", options->request.subject_from,
                       "the subject's folder relative to the repository root (default: the "
                       "objective's)");
-  command->add_option("--over-values", options->request.over_values,
-                      "NAME=V1,V2,...: search these values of {NAME} in --build instead of commits");
-  command->add_option("--max-builds", options->request.max_builds,
-                      "stop after this many builds (default: no limit)")
+  command->add_option(
+      "--over-values", options->request.over_values,
+      "NAME=V1,V2,...: search these values of {NAME} in --build instead of commits");
+  command
+      ->add_option("--max-builds", options->request.max_builds,
+                   "stop after this many builds (default: no limit)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--min-rounds", options->request.min_rounds,
                       "A/B rounds before a bench or scenario step may be decided (default 5)");
   command->add_option("--max-rounds", options->request.max_rounds,
                       "A/B rounds before a step is left AMBIGUOUS (default 12)");
-  command->add_option("--threshold", options->threshold,
-                      "A/B threshold t (default: the entry's, else 0.02)")
+  command
+      ->add_option("--threshold", options->threshold,
+                   "A/B threshold t (default: the entry's, else 0.02)")
       ->check(CLI::Range(1e-6, 1.0));
   command->add_option("--home", options->home, "where runs and the ledger live (default .loupe/)");
   command->add_option("--ledger", options->ledger, "the ledger file (default HOME/ledger.sqlite)");

@@ -154,9 +154,9 @@ TEST_F(BisectCli, NumericFaultIsFoundWithinFiveBuilds) {
   EXPECT_EQ(git(repo_, {"rev-parse", "HEAD"}), commits_[7]);
   EXPECT_EQ(git(repo_, {"status", "--porcelain", "--untracked-files=no"}), "");
   // Recorded in the ledger with the gate's verdict.
-  const CliRun show = test_support::run_cli(
-      {LOUPE_EXECUTABLE, "ledger", "show", data["run"].get<std::string>(), "--ledger",
-       (repo_ / ".loupe" / "ledger.sqlite").string(), "--json"});
+  const CliRun show =
+      test_support::run_cli({LOUPE_EXECUTABLE, "ledger", "show", data["run"].get<std::string>(),
+                             "--ledger", (repo_ / ".loupe" / "ledger.sqlite").string(), "--json"});
   EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
   EXPECT_NE(show.out.find("bisect.sums_match.first_bad"), std::string::npos);
 }
@@ -195,8 +195,8 @@ TEST_F(BisectCli, AnAaRangeBlamesNothing) {
 }
 
 TEST_F(BisectCli, OverValuesFindsTheFirstBadValue) {
-  const CliRun run = bisect({"--over-values", "fault=0,0,0,1,1", "--gate", "sums_match",
-                             "--build", build_command("-DSUM_FAULT={fault}")});
+  const CliRun run = bisect({"--over-values", "fault=0,0,0,1,1", "--gate", "sums_match", "--build",
+                             build_command("-DSUM_FAULT={fault}")});
   ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& data = run.envelope["data"];
   EXPECT_EQ(data["first_bad"]["value"], "1");

@@ -58,8 +58,8 @@ TEST(BisectSearch, StartsInTheMiddle) {
 }
 
 TEST(BisectSearch, AnAmbiguousStepDoesNotMoveTheBracket) {
-  // First bad at 5 of 0..8; the middle (4) is ambiguous: the search steps to its neighbour and
-  // still ends at 5 with 4 set aside as good-or-bad-unknown... then decides 4 is not needed.
+  // First bad at 5 of 0..8; the middle (4) is ambiguous: the search steps to its neighbours and
+  // ends with 4 between the last good (3) and the first bad (5), named as a candidate.
   const Trace trace = run_search(9, [](size_t index) {
     if (index == 4) return StepVerdict::kAmbiguous;
     return index >= 5 ? StepVerdict::kBad : StepVerdict::kGood;
