@@ -82,24 +82,18 @@ Json counters_call(const Json& arguments, CallContext& context) {
 void add_counters_tools(std::vector<Tool>& tools) {
   Tool tool;
   tool.name = "counters";
-  tool.title = "Kernel limits from Nsight Compute";
   tool.envelope_kind = "counters";
   tool.annotations = {true, false, true, false};
   tool.description =
-      "Reads Nsight Compute CSV exports (ncu --csv, details and/or raw page) and says per kernel "
-      "which limit binds (DRAM, L2, L1, SM or latency) and at what share of peak, the occupancy "
-      "gap and its cause, the top warp stalls, DRAM bytes per launch and ncu's advice. With "
-      "compare_files or compare_kernel: two kernels side by side, the difference that explains "
-      "the time first.";
+      "Nsight Compute CSV exports (.gz, .ncu-rep) per kernel: the binding limit and its share of "
+      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; with compare_*: two kernels side "
+      "by side.";
   tool.params = {
-      {"files", ParamType::kStringArray,
-       "ncu CSV exports of one run (details and raw pages merge on the launch ID; .gz too)", true},
-      {"kernel", ParamType::kString,
-       "regex searched in 'KERNEL block (x, y, z) grid (x, y, z)' (with a comparison: "
-       "kernel A)"},
-      {"bytes", ParamType::kStringArray, "REGEX=BYTES: what a kernel must move per launch"},
-      {"compare_files", ParamType::kStringArray, "B's exports, to compare two runs"},
-      {"compare_kernel", ParamType::kString, "regex choosing kernel B (in compare_files or files)"},
+      {"files", ParamType::kStringArray, "exports of one run (details and/or raw page)", true},
+      {"kernel", ParamType::kString, "regex on 'NAME block (..) grid (..)'; kernel A"},
+      {"bytes", ParamType::kStringArray, "REGEX=BYTES a launch must move"},
+      {"compare_files", ParamType::kStringArray, "B's exports"},
+      {"compare_kernel", ParamType::kString, "regex choosing kernel B"},
       detail_param("every finding, rule and median")};
   tool.narrow_hint = "choose one kernel with kernel";
   tool.call = counters_call;

@@ -146,14 +146,17 @@ TEST_F(ServerTest, ToolsListHasFlatSchemasAndHonestAnnotations) {
       EXPECT_NE(property.value()["type"], "object") << name << "." << property.key();
     }
     EXPECT_FALSE(tool.contains("outputSchema")) << name;  // the envelope: docs/formats.md
-    for (const char* hint :
-         {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}) {
-      EXPECT_TRUE(tool["annotations"][hint].is_boolean()) << name << " " << hint;
-    }
-    // Read-only tools are idempotent and never destructive.
-    if (tool["annotations"]["readOnlyHint"] == true) {
-      EXPECT_EQ(tool["annotations"]["destructiveHint"], false) << name;
-      EXPECT_EQ(tool["annotations"]["idempotentHint"], true) << name;
+    // Every hint is stated where MCP gives it meaning: destructiveHint and idempotentHint only
+    // when readOnlyHint is false (a read-only tool is neither destructive nor has effects).
+    const Json& hints = tool["annotations"];
+    ASSERT_TRUE(hints["readOnlyHint"].is_boolean()) << name;
+    EXPECT_EQ(hints["openWorldHint"], false) << name;  // subjects run locally
+    if (hints["readOnlyHint"] == true) {
+      EXPECT_FALSE(hints.contains("destructiveHint")) << name;
+      EXPECT_FALSE(hints.contains("idempotentHint")) << name;
+    } else {
+      EXPECT_TRUE(hints["destructiveHint"].is_boolean()) << name;
+      EXPECT_TRUE(hints["idempotentHint"].is_boolean()) << name;
     }
   }
 }
