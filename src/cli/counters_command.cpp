@@ -227,9 +227,8 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   // program's whole story.
   const bool capped = launch_cap && static_cast<int64_t>(profile.launches.size()) >= *launch_cap;
   if (launch_cap) {
-    data["launch_cap"] = {{"count", *launch_cap},
-                          {"default", launch_cap_is_default},
-                          {"reached", capped}};
+    data["launch_cap"] = {
+        {"count", *launch_cap}, {"default", launch_cap_is_default}, {"reached", capped}};
   }
 
   if (options.json) {

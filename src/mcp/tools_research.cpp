@@ -213,8 +213,7 @@ constexpr Annotations kReadOnly{true, false, true, false};
 }  // namespace
 
 void add_research_tools(std::vector<Tool>& tools) {
-  Tool add = make_tool("add_hypothesis", "hypothesis.add",
-                       {false, false, false, false});
+  Tool add = make_tool("add_hypothesis", "hypothesis.add", {false, false, false, false});
   add.description = "Records a claim to test (status open); then link_run and decide_hypothesis.";
   add.params = {{"text", ParamType::kString, "the claim", true},
                 {"skeleton", ParamType::kString, "skeleton id it applies"},
@@ -225,8 +224,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   add.call = add_hypothesis;
   tools.push_back(std::move(add));
 
-  Tool link = make_tool("link_run", "hypothesis.link",
-                        {false, false, true, false});
+  Tool link = make_tool("link_run", "hypothesis.link", {false, false, true, false});
   link.description =
       "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
   link.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
@@ -238,8 +236,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   link.call = link_run;
   tools.push_back(std::move(link));
 
-  Tool decide = make_tool("decide_hypothesis", "hypothesis.decide",
-                          {false, false, false, false});
+  Tool decide = make_tool("decide_hypothesis", "hypothesis.decide", {false, false, false, false});
   decide.description =
       "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
       "changes in the objective's [review] categories stay needs-review until a person "
@@ -276,8 +273,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   show.call = show_hypothesis;
   tools.push_back(std::move(show));
 
-  Tool skeletons =
-      make_tool("list_skeletons", "skeleton.list", kReadOnly);
+  Tool skeletons = make_tool("list_skeletons", "skeleton.list", kReadOnly);
   skeletons.description = "Validated optimisation moves, each with when it applies.";
   skeletons.params = {library_param(), detail_param("transformation, costs, evidence")};
   skeletons.narrow_hint = "read one with show_skeleton";
@@ -292,8 +288,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   skeleton.call = show_skeleton;
   tools.push_back(std::move(skeleton));
 
-  Tool match =
-      make_tool("match_skeletons", "skeleton.match", kReadOnly);
+  Tool match = make_tool("match_skeletons", "skeleton.match", kReadOnly);
   match.description =
       "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
   match.params = {{"run", ParamType::kString, "", true},

@@ -163,8 +163,8 @@ TEST_F(CountersCli, CommandRunsUnderNcuOnceAndReadsBothPages) {
 // Regression: without --launch-count ncu profiled every launch of kda_gpu and ran past 8 minutes.
 TEST_F(CountersCli, CommandWithoutLaunchCountProfilesTheDefaultCap) {
   ProcessSpec spec;
-  spec.argv = {LOUPE_EXECUTABLE, "counters", "--home", (dir_.path() / "home").string(), "--json",
-               "--",             "build/bin/kda_gpu"};
+  spec.argv = {LOUPE_EXECUTABLE, "counters", "--home",           (dir_.path() / "home").string(),
+               "--json",         "--",       "build/bin/kda_gpu"};
   spec.extra_env = {{"LOUPE_NCU", fake_ncu().string()}};
   const auto run = run_cli(spec);
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -179,7 +179,7 @@ TEST_F(CountersCli, CommandWithoutLaunchCountProfilesTheDefaultCap) {
 TEST_F(CountersCli, ReachedLaunchCapIsSaid) {
   ProcessSpec spec;
   spec.argv = {LOUPE_EXECUTABLE, "counters", "--home", (dir_.path() / "home").string(),
-               "--launch-count", "2", "--", "build/bin/kda_gpu"};
+               "--launch-count", "2",        "--",     "build/bin/kda_gpu"};
   spec.extra_env = {{"LOUPE_NCU", fake_ncu().string()}};
   const auto run = run_cli(spec);
   ASSERT_EQ(run.exit_code, 0) << run.err;
