@@ -300,7 +300,8 @@ std::string markdown_with(const Bundle& bundle, const Caps& caps) {
 
   if (!bundle.benches.empty()) {
     out << "\n### Benches (ratio [95% CI] verdict, runs)\n"
-        << "| bench | point | ratio | base | candidate | reproduce (candidate) |\n"
+        << "| bench | point | ratio | base | candidate | reproduce (the candidate's, else the "
+           "base's) |\n"
         << "|---|---|---|---|---|---|\n";
     shown = 0;
     for (const auto& line : bundle.benches) {
@@ -316,7 +317,7 @@ std::string markdown_with(const Bundle& bundle, const Caps& caps) {
 
   if (!bundle.checks.empty()) {
     out << "\n### Checks (errors before and after)\n"
-        << "| check | point | base | candidate | reproduce (candidate) |\n"
+        << "| check | point | base | candidate | reproduce (the candidate's, else the base's) |\n"
         << "|---|---|---|---|---|\n";
     shown = 0;
     for (const auto& line : bundle.checks) {
@@ -404,7 +405,17 @@ Bundle build_bundle(const ledger::Ledger& ledger, const std::string& base_run,
   bundle.candidate = side_of(candidate.front(), options.candidate_repeats, options.ledger_argument);
   bundle.compare_command = "loupe ledger compare " + base_run + " " + candidate_run +
                            (options.ledger_argument.empty() ? "" : " " + options.ledger_argument);
-  bundle.verdict = ledger::run_verdict(candidate.front());
+  // As `loupe run` decides: gates the configuration left out (not-run) do not count.
+  bundle.verdict = Verdict::kNone;
+  for (const auto& gate : candidate.front().gates) {
+    if (gate.verdict == GateVerdict::kFail) {
+      bundle.verdict = Verdict::kFail;
+    } else if (gate.verdict == GateVerdict::kInconclusive && bundle.verdict != Verdict::kFail) {
+      bundle.verdict = Verdict::kInconclusive;
+    } else if (gate.verdict == GateVerdict::kPass && bundle.verdict == Verdict::kNone) {
+      bundle.verdict = Verdict::kPass;
+    }
+  }
 
   // Gates: the base's in order, then those only the candidate has.
   for (const auto& gate : base.front().gates) {
