@@ -853,7 +853,10 @@ Outcome Bisector::run() {
   data["first_bad"] = nullptr;
   data["builds"] = builds_;
   data["builds_reused"] = builds_reused_;
-  data["steps_evaluated"] = steps.size();
+  data["steps_evaluated"] = steps.size();  // retries of ambiguous points included
+  std::set<size_t> distinct;
+  for (const auto& step : steps) distinct.insert(step["index"].get<size_t>());
+  data["points_evaluated"] = distinct.size();  // each needs its tree (a build or the cache)
   data["budget_spent"] = budget_spent;
   if (layer_ != Layer::kCheck) {
     data["ab"] = {{"metric", metric_.describe()},
