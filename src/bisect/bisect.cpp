@@ -141,21 +141,6 @@ OverValues parse_over_values(const std::string& text) {
   return out;
 }
 
-// The entries a gate reads (the layer is the gate's).
-std::set<std::string> gate_entries(const gate::GateExpression& expression) {
-  std::set<std::string> out;
-  if (const auto* bound = std::get_if<gate::MetricBound>(&expression)) {
-    out.insert(bound->metric.entry);
-    if (bound->baseline) out.insert(bound->baseline->entry);
-  } else if (const auto* verdict = std::get_if<gate::BenchVerdict>(&expression)) {
-    out.insert(verdict->subject.bench);
-    out.insert(verdict->other.bench);
-  } else if (const auto* passes = std::get_if<gate::CheckPasses>(&expression)) {
-    out.insert(passes->check);
-  }
-  return out;
-}
-
 // What a bench or scenario step compares between the builds: one value per round and build.
 struct AbMetric {
   std::string entry;
@@ -650,7 +635,9 @@ Outcome Bisector::run() {
   }
   layer_ = gate::gate_layer(gate_->expression);
   plan_ = gate::make_plan(objective_, gate::resolve_configuration(objective_, request_.config));
-  const std::set<std::string> entries = gate_entries(gate_->expression);
+  // The entries the gate reads (gate/gate_eval.hpp; the layer is the gate's).
+  std::set<std::string> entries;
+  for (const auto& [layer, entry] : gate::gate_entries(gate_->expression)) entries.insert(entry);
   std::erase_if(plan_.tasks, [&](const gate::PlanTask& task) {
     return task.layer != layer_ || !entries.count(task.entry);
   });
