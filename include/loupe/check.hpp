@@ -64,6 +64,7 @@ struct CheckOutput {
   std::string profile_axis;       // the axis of the error profile; empty for none
   std::vector<CheckTolerance> tolerances;
   std::string stored_in;  // the narrower format the candidate keeps this output in on purpose
+  double worst_element_bound = 0;  // the worst-element bound; 0: loupe's default (docs/security.md)
 
   // The axis along which loupe takes this output's error profile (T for sequences).
   // REQUIRES: `axis` is one of `axes`.
@@ -76,6 +77,9 @@ struct CheckOutput {
   // The candidate stores this output in a narrower format on purpose ("bfloat16", "int8", ...):
   // the precision guard, which rejects silent narrowing, leaves this output to its tolerances.
   CheckOutput& stored_narrow(std::string format);
+  // Fail iff some element's |candidate - reference| exceeds `bound` × the reference's rms, even
+  // when every tolerance passes (one wrong element hides in an rms). Loupe's default is 0.5.
+  CheckOutput& worst_element(double bound);
 };
 
 // Handed to the input generator: the point, the seed, and the place to declare inputs and outputs.

@@ -21,7 +21,12 @@ namespace loupe::subject {
 struct RunOptions {
   std::filesystem::path out_dir;
   uint64_t seed = 0;
-  int repeat = 0;           // checks: extra candidate runs on the same inputs
+  // Checks: extra candidate calls on the same inputs, in the process of its first call (a
+  // candidate right only for its first calls fails). On by default: `run --repeat 0` turns
+  // them off.
+  int repeat = 2;
+  // Draws the poison of every output buffer (guards.hpp); secret, never written anywhere.
+  uint64_t poison_key = 0;
   double precision = 0.01;  // benches: target relative CI half-width of each median
   double budget_s = 2.0;    // benches: time budget for sampling at this point
 };
