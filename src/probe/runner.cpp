@@ -160,8 +160,9 @@ Json read_json_file(const std::filesystem::path& path) {
 std::optional<std::string> sandbox_unavailable_reason() {
   static const std::optional<std::string> reason = []() -> std::optional<std::string> {
     ProcessSpec probe;
-    probe.argv = {"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                  "--unshare-net", "--die-with-parent", "true"};
+    probe.argv = {"bwrap",         "--ro-bind",     "/",     "/",     "--dev-bind", "/dev",
+                  "/dev",          "--proc",        "/proc", "--unshare-net", "--unshare-pid",
+                  "--die-with-parent", "true"};
     probe.timeout = std::chrono::seconds(10);
     try {
       const ProcessResult result = run_process(probe);
@@ -179,12 +180,14 @@ std::optional<std::string> sandbox_unavailable_reason() {
 // directory writable, no network.
 std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::filesystem::path& run_directory) {
-  return {"bwrap",        "--ro-bind",   "/",           "/",
-          "--dev",        "/dev",        "--proc",      "/proc",
-          "--tmpfs",      "/tmp",        "--tmpfs",     home.string(),
-          "--bind",       run_directory.string(), run_directory.string(),
-          "--chdir",      run_directory.string(), "--unshare-net", "--die-with-parent",
-          "--"};
+  // /dev is bound whole: a GPU subject needs its device nodes.
+  const std::string hidden = std::filesystem::absolute(home).string();
+  return {"bwrap",   "--ro-bind",     "/",           "/",
+          "--dev-bind", "/dev",       "/dev",        "--proc",
+          "/proc",   "--tmpfs",       "/tmp",        "--tmpfs",
+          hidden,    "--bind",        run_directory.string(), run_directory.string(),
+          "--chdir", run_directory.string(), "--unshare-net", "--unshare-pid",
+          "--die-with-parent", "--"};
 }
 
 // Checks every file of the observation against the digests the subject's runtime sent down its
@@ -340,6 +343,7 @@ RunOutcome run_probe(const RunRequest& request) {
   std::optional<std::string> sandbox_missing;
   if (request.sandbox) {
     sandbox_missing = sandbox_unavailable_reason();
+    std::filesystem::create_directories(home);  // bwrap hides it: it must exist
     if (!sandbox_missing) limits.sandbox = sandbox_prefix(home, staging);
   } else {
     sandbox_missing = "turned off (--no-sandbox)";

@@ -175,7 +175,9 @@ void BenchRunner::serve(const ErasedBench& bench) {
   uint32_t last = 1;
   subject::BenchOp previous = subject::BenchOp::kNone;
   while (true) {
-    wait_command(last, previous == subject::BenchOp::kPrepare ? 10e-3 : 100e-6);
+    // Only "run" must start promptly; any other command may wait for the child to wake, and a
+    // child that spins between commands would look like one doing work off the timed path.
+    wait_command(last, previous == subject::BenchOp::kPrepare ? 10e-3 : 0);
     last = control.command.load(std::memory_order_acquire);
     const subject::BenchOp op = control.op;
     previous = op;
@@ -208,15 +210,23 @@ void BenchRunner::serve(const ErasedBench& bench) {
             control.batch_end = now_s();
           }
           break;
-        case subject::BenchOp::kMaterialise:
+        case subject::BenchOp::kMaterialise: {
+          const double start = now_s();
           last_outputs = bench.outputs(works.at(control.chosen).get());
+          const double materialised = now_s();
           control.output_bytes =
               subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
+          control.accessor_s = materialised - start;
+          control.serialise_s = now_s() - materialised;
           break;
-        case subject::BenchOp::kCopy:
+        }
+        case subject::BenchOp::kCopy: {
+          const double start = now_s();
           control.output_bytes =
               subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
+          control.serialise_s = now_s() - start;
           break;
+        }
         case subject::BenchOp::kUntimed: {
           std::shared_ptr<void> work = bench.make(control.seed);
           call(work.get());
@@ -260,10 +270,12 @@ namespace {
 struct VariantChild {
   std::string name;
   pid_t pid = -1;
+  pid_t first_pid = -1;  // pid, kept after the child is reaped
   std::unique_ptr<SharedRegion> region;
   BenchControl* control = nullptr;
   std::byte* area = nullptr;
   uint32_t sequence = 1;
+  uint64_t commands = 0;  // during the sampling phase
   std::vector<double> seconds_per_call;
   std::vector<int64_t> threads_before, threads_after;
   std::vector<double> windows, window_cpu;  // per sample: the runtime's window, the child's CPU
@@ -278,6 +290,7 @@ struct VariantChild {
   uint64_t prepared_calls = 0;
   double other_cpu = 0, other_wall = 0;
   double waited_start = 0, waited_end = 0;
+  std::map<pid_t, std::pair<std::string, double>> threads_start, threads_end;
   double cpu_while_others_timed = 0, wall_while_others_timed = 0;
   std::vector<std::string> descendants;  // processes seen under it during sampling
   ExecEnvironment environment;           // affinity and priority when it declared
@@ -415,6 +428,7 @@ void Supervisor::spawn(size_t variant) {
     }
     return 0;
   });
+  child.first_pid = child.pid;
   children_.push_back(std::move(child));
   await_declared(children_.back());
 }
@@ -467,6 +481,7 @@ void Supervisor::await(VariantChild& child, uint32_t sequence, double expected_s
 
 double Supervisor::command(VariantChild& child, BenchOp op, double expected_s, double* cpu) {
   child.control->op = op;
+  ++child.commands;
   const uint32_t sequence = ++child.sequence;
   const double cpu_before = process_cpu_seconds(child.pid);
   const double start = now_s();
@@ -576,9 +591,11 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
   child.control->chosen = chosen;
   // The timed call's outputs, materialised by the body's accessor; then the cost of a plain copy
   // of the same tensors, so work hidden in the accessor shows.
-  entry.materialise_s = command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
+  child.other_wall += command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
+  entry.materialise_s = child.control->accessor_s;
   entry.timed = read_tensors(child.area, child.control->output_bytes);
-  entry.copy_s = command(child, BenchOp::kCopy, 0, &child.other_cpu);
+  child.other_wall += command(child, BenchOp::kCopy, 0, &child.other_cpu);
+  entry.copy_s = child.control->serialise_s;
   child.control->seed = entry.seed;
   child.other_wall += command(child, BenchOp::kUntimed, 0, &child.other_cpu);
   entry.untimed = read_tensors(child.area, child.control->output_bytes);
@@ -588,7 +605,6 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
     baseline.other_wall += command(baseline, BenchOp::kUntimed, 0, &baseline.other_cpu);
     entry.reference = read_tensors(baseline.area, baseline.control->output_bytes);
   }
-  child.other_wall += entry.materialise_s + entry.copy_s;
   verified_.push_back(std::move(entry));
   ++child.verified;
 }
@@ -667,9 +683,11 @@ Json Supervisor::run() {
   // judged.
   for (auto& child : children_) {
     child.cpu_start = process_cpu_seconds(child.pid);
+    child.threads_start = thread_cpu_seconds(child.pid);
     child.run_cpu = child.run_wall = child.prepare_cpu = child.prepare_wall = 0;
     child.other_cpu = child.other_wall = 0;
     child.prepared_calls = 0;
+    child.commands = 0;
     child.cpu_while_others_timed = child.wall_while_others_timed = 0;
   }
 
@@ -799,6 +817,7 @@ Json Supervisor::run() {
   for (auto& child : children_) {
     child.cpu_end = process_cpu_seconds(child.pid);
     child.waited_end = waited_children_cpu_seconds(child.pid);
+    child.threads_end = thread_cpu_seconds(child.pid);
     check_environment(child);
   }
   for (auto& child : children_) {
@@ -817,7 +836,8 @@ Json Supervisor::run() {
     item["sample"] = entry.sample;
     item["seed"] = entry.seed;
     item["call_s"] = entry.call_s;
-    item["materialise_s"] = entry.materialise_s;
+    // The accessor's own time on a timed call, and a plain copy of the tensors it returned.
+    item["accessor_s"] = entry.materialise_s;
     item["copy_s"] = entry.copy_s;
     const std::string stem = "verify/" + child.name + "." + std::to_string(entry.sample);
     auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
@@ -860,6 +880,7 @@ Json Supervisor::run() {
     account["prepare_wall_s"] = child.prepare_wall;
     account["prepared_calls"] = child.prepared_calls;
     account["other_cpu_s"] = child.other_cpu;
+    account["commands"] = child.commands;
     const double idle_cpu =
         (child.cpu_end - child.cpu_start) - child.run_cpu - child.prepare_cpu - child.other_cpu;
     account["idle_cpu_s"] = std::max(0.0, idle_cpu);
@@ -873,6 +894,21 @@ Json Supervisor::run() {
     descendants.erase(std::unique(descendants.begin(), descendants.end()), descendants.end());
     account["child_processes"] = descendants;
     account["environment_changes"] = child.environment_changes;
+    // Threads that lived through the sampling phase, with the CPU each used in it: the timed
+    // thread (the process's first) and any other, which can only have worked off the timed path
+    // or beside it (threads a call starts and joins are not among them).
+    Json threads = Json::array();
+    for (const auto& [tid, end] : child.threads_end) {
+      const auto start = child.threads_start.find(tid);
+      if (start == child.threads_start.end()) continue;
+      Json thread = Json::object();
+      thread["tid"] = tid;
+      thread["name"] = end.first;
+      thread["timed"] = tid == child.first_pid;
+      thread["cpu_s"] = std::max(0.0, end.second - start->second.second);
+      threads.push_back(std::move(thread));
+    }
+    account["threads"] = std::move(threads);
     accounting.push_back(std::move(account));
   }
   samples_json["variants"] = std::move(variants);

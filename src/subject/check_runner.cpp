@@ -433,9 +433,12 @@ class CheckRun {
         std::snprintf(header.current, sizeof header.current, "%s", current.c_str());
         std::memcpy(region.data(), &header, sizeof header);
         PathCall result = call_path(call.pass, call.path);
-        // A path must leave the floating-point state, the affinity, the priority and the thread
-        // count as it found them; a change is recorded against it and undone for the next path.
-        const ExecEnvironment after = capture_environment();
+        // A path must leave the floating-point state, the affinity and the priority as it found
+        // them; a change is recorded against it and undone for the next path.
+        ExecEnvironment after = capture_environment();
+        // A library may start a thread on first use and keep it (a BLAS pool): the thread
+        // count is not part of what a path must leave as it found it.
+        after.threads = base.threads;
         for (const auto& change : environment_changes(base, after)) {
           Json entry = Json::object();
           entry["pass"] = call.pass;

@@ -189,6 +189,25 @@ double process_cpu_seconds(pid_t pid) {
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
+std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid) {
+  std::map<pid_t, std::pair<std::string, double>> threads;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return threads;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string base = task_dir + "/" + entry->d_name;
+    std::istringstream schedstat(read_text(base + "/schedstat"));
+    double nanoseconds = 0;
+    if (!(schedstat >> nanoseconds)) continue;
+    std::string name = read_text(base + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    threads[static_cast<pid_t>(std::stol(entry->d_name))] = {name, nanoseconds * 1e-9};
+  }
+  ::closedir(dir);
+  return threads;
+}
+
 double waited_children_cpu_seconds(pid_t pid) {
   const std::vector<std::string> fields = stat_fields(pid);
   // cutime and cstime are fields 16 and 17 of the man page: [13] and [14] here.

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ std::vector<pid_t> children_of(pid_t pid);
 int64_t thread_count(pid_t pid = 0);
 // CPU seconds used so far by every thread of `pid` (nanosecond resolution), -1 when gone.
 double process_cpu_seconds(pid_t pid);
+// CPU seconds used so far by each thread of `pid` (tid -> (name, seconds)), from
+// /proc/PID/task/TID/schedstat: exact for a thread that is not running at that moment.
+std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid);
 // CPU seconds of `pid`'s children that it has waited for (clock-tick resolution), from
 // /proc/PID/stat; -1 when gone.
 double waited_children_cpu_seconds(pid_t pid);

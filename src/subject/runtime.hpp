@@ -44,8 +44,11 @@ class ObservationFiles {
   // Records a file the probe wrote itself, relative to dir().
   void add(std::string relative_path, std::string kind);
   const Json& listing() const { return listing_; }
+  // SHA-256 of each file, taken as it was written (the seal: subject_main.cpp).
+  const std::map<std::string, std::string>& digests() const { return digests_; }
 
  private:
+  void digest(const std::string& relative_path);
   // What was written, without keeping the data in memory: a candidate match (same checksum) is
   // confirmed byte for byte against the file.
   struct Written {
@@ -56,6 +59,7 @@ class ObservationFiles {
   std::filesystem::path dir_;
   std::multimap<uint64_t, Written> by_checksum_;
   Json listing_ = Json::array();
+  std::map<std::string, std::string> digests_;
 };
 
 Json run_check(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,

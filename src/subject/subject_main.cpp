@@ -281,22 +281,18 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   observation["stderr_tail"] = nullptr;
 
   const std::filesystem::path path = options.out_dir / "observation.json";
+  const std::string observation_text = observation.dump(1) + "\n";
   {
     std::ofstream out(path);
-    out << observation.dump(1) << "\n";
+    out << observation_text;
     if (!out) throw Error(ErrorCode::kSubject, "cannot write " + path.string());
   }
   // The seal: a digest of every file, sent down the pipe to loupe, which no child holds. loupe
   // recomputes them before it reads anything, so a file changed after this point is caught.
+  // Each digest was taken as its file was written, from the bytes this process wrote.
   Json seal = Json::object();
-  auto digest = [&](const std::string& relative) {
-    std::ifstream in(options.out_dir / relative, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    seal[relative] = sha256_hex(bytes.str());
-  };
-  digest("observation.json");
-  for (const auto& entry : files.listing()) digest(entry.at("path").get<std::string>());
+  seal["observation.json"] = sha256_hex(observation_text);
+  for (const auto& [relative, digest] : files.digests()) seal[relative] = digest;
   if (json) {
     Json reply = Json::object();
     reply["probe"] = probe.name;
