@@ -32,7 +32,9 @@
 // probes into the executable itself: a static library's object holding only registrations is
 // dropped by the linker (as with GoogleTest), unless linked whole-archive.
 // Thread-safety: registration happens during static initialisation, before main; the registry is
-// read-only afterwards. Probe bodies run on the thread that called subject_main.
+// read-only afterwards. Check paths and bench bodies run in child processes forked from the thread
+// that called subject_main (docs/security.md); `run` ends the process with _exit once the
+// observation is written, so no static destructor of the subject runs after it.
 #pragma once
 
 #include <cstdint>

@@ -456,7 +456,8 @@ void guard_worst_element(const Context& context, const Json& output, const std::
   // A loose rms tolerance (a quantised path) loosens the default with it.
   double bound = kWorstElementBound;
   for (const auto& tolerance : output.value("tolerances", Json::array())) {
-    if (tolerance.value("metric", "") == "rms_ratio" && !tolerance.value("relative_to_oracle", false)) {
+    if (tolerance.value("metric", "") == "rms_ratio" &&
+        !tolerance.value("relative_to_oracle", false)) {
       bound = std::max(bound, kWorstPerTolerance * tolerance.value("bound", 0.0));
     }
   }
@@ -479,8 +480,10 @@ void guard_worst_element(const Context& context, const Json& output, const std::
       "look at that element's computation; if the output is meant to be this coarse, set "
       ".worst_element(bound) on it");
   finding.where.coords = coords;
-  finding.evidence.metrics = {{"worst_abs", worst}, {"reference_rms", scale},
-                              {"worst_over_rms", worst / scale}, {"bound", bound}};
+  finding.evidence.metrics = {{"worst_abs", worst},
+                              {"reference_rms", scale},
+                              {"worst_over_rms", worst / scale},
+                              {"bound", bound}};
   analysis.findings.push_back(std::move(finding));
 }
 
@@ -1117,14 +1120,15 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const double idle_allowance = 0.02 * idle_wall + 2e-3 + 30e-6 * commands;
     if (other_threads_cpu > 0.05 * run_cpu + 1e-3) {
       why = "threads other than the timed one, alive through sampling, used " +
-            format_number(other_threads_cpu * 1e3) +
-            " ms of CPU against the process's " + format_number(run_cpu * 1e3) +
-            " ms inside its timed batches (busiest: " + busiest +
+            format_number(other_threads_cpu * 1e3) + " ms of CPU against the process's " +
+            format_number(run_cpu * 1e3) + " ms inside its timed batches (busiest: " + busiest +
             "); threads a call starts and joins are not counted here";
     } else if (idle_cpu > idle_allowance && idle_cpu > 0.02 * run_cpu) {
-      why = "its process used " + format_number(idle_cpu * 1e3) + " ms of CPU while it had no "
-            "command (" + format_number(idle_wall * 1e3) + " ms), " +
-            format_number(others_cpu * 1e3) + " ms of it while another variant was timed";
+      why = "its process used " + format_number(idle_cpu * 1e3) +
+            " ms of CPU while it had no "
+            "command (" +
+            format_number(idle_wall * 1e3) + " ms), " + format_number(others_cpu * 1e3) +
+            " ms of it while another variant was timed";
     } else if (prepare_per_call > 3 * baseline_prepare_per_call + 50e-6) {
       why = "its process used " + format_number(prepare_per_call * 1e6) +
             " us of CPU per input set built, against the baseline's " +
@@ -1139,7 +1143,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
           "do all of a call's work inside the call; join every thread before it returns");
       finding.evidence.metrics = {{"other_threads_cpu_s", other_threads_cpu},
                                   {"timed_thread_cpu_s", timed_thread_cpu},
-                                  {"idle_cpu_s", idle_cpu}, {"idle_wall_s", idle_wall},
+                                  {"idle_cpu_s", idle_cpu},
+                                  {"idle_wall_s", idle_wall},
                                   {"cpu_while_others_timed_s", others_cpu},
                                   {"wall_while_others_timed_s", others_wall},
                                   {"prepare_cpu_per_call_s", prepare_per_call}};
@@ -1159,9 +1164,9 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
               (processes.empty() ? std::string()
                                  : "child processes existed during its samples (" + list + ")") +
               (!processes.empty() && waited > 0 ? "; " : "") +
-              (waited > 0 ? "children it waited for used " + format_number(waited * 1e3) +
-                                " ms of CPU"
-                          : std::string()) +
+              (waited > 0
+                   ? "children it waited for used " + format_number(waited * 1e3) + " ms of CPU"
+                   : std::string()) +
               ": work the timer does not see",
           name, "do the work in the timed call's own process");
       finding.evidence.metrics = {{"waited_children_cpu_s", waited}};
@@ -1185,8 +1190,9 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     // the answer must contain that interval, and the CPU the child used in the window must fit
     // in it (on every core at most).
     int64_t outside = 0, overfull = 0;
-    for (size_t sample = 0; sample < variants[index].samples.size() && sample < windows.size() &&
-                            sample < cpu.size() && bench_json.value("timer", "") == "cpu_steady_clock";
+    for (size_t sample = 0;
+         sample < variants[index].samples.size() && sample < windows.size() &&
+         sample < cpu.size() && bench_json.value("timer", "") == "cpu_steady_clock";
          ++sample) {
       const double reported = variants[index].samples[sample] * calls;
       if (reported > windows[sample] + 20e-6) ++outside;
@@ -1201,8 +1207,11 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
           "variant " + variants[index].name + ": in " + std::to_string(outside + overfull) +
               " of " + std::to_string(variants[index].samples.size()) +
               " samples the batch time its process reported does not fit what the runtime "
-              "measured around it (" + std::to_string(outside) + " longer than the runtime's "
-              "window, " + std::to_string(overfull) +
+              "measured around it (" +
+              std::to_string(outside) +
+              " longer than the runtime's "
+              "window, " +
+              std::to_string(overfull) +
               " shorter than the CPU time the process used): the timing was tampered with",
           variants[index].name, "nothing in a variant's process may write loupe's timings");
       finding.evidence.metrics = {{"outside_window", static_cast<double>(outside)},
@@ -1211,18 +1220,18 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     }
   }
   for (const auto& change : samples_json.value("runtime_environment_changes", Json::array())) {
-    analysis.findings.push_back(make_finding(
-        context, Layer::kBench, "guard.environment", Severity::kFail,
-        "the runtime process (the timer) had its " + change.get<std::string>() +
-            " changed during sampling, by a variant's process; it was put back",
-        "", "a variant must not touch other processes"));
+    analysis.findings.push_back(
+        make_finding(context, Layer::kBench, "guard.environment", Severity::kFail,
+                     "the runtime process (the timer) had its " + change.get<std::string>() +
+                         " changed during sampling, by a variant's process; it was put back",
+                     "", "a variant must not touch other processes"));
   }
   for (const auto& stray : samples_json.value("left_running", Json::array())) {
-    analysis.findings.push_back(make_finding(
-        context, Layer::kBench, "guard.child_process", Severity::kFail,
-        "a variant's process left " + stray.get<std::string>() +
-            " running after it quit; it was killed",
-        "", "join and wait for everything a variant starts"));
+    analysis.findings.push_back(
+        make_finding(context, Layer::kBench, "guard.child_process", Severity::kFail,
+                     "a variant's process left " + stray.get<std::string>() +
+                         " running after it quit; it was killed",
+                     "", "join and wait for everything a variant starts"));
   }
 
   // Guard: timed calls must produce what the same variant produces untimed.
@@ -1285,8 +1294,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
               "variant " + variant_name + ": timed call in sample " +
                   std::to_string(entry.value("sample", 0)) + " produced output " + name +
                   " unlike the baseline " + variants[0].name + " on the same inputs (" +
-                  check::comparison_headline(against) + ", bound " + metric_text + " <= " +
-                  format_number(bounds[0].limit) + ")",
+                  check::comparison_headline(against) + ", bound " + metric_text +
+                  " <= " + format_number(bounds[0].limit) + ")",
               variant_name + "." + name,
               "the variants must compute the same thing; if they differ in precision on "
               "purpose, state.set_verify_tolerance(metric, bound)");
@@ -1346,10 +1355,11 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     if (!(median > std::max(4.0 * call, 20e-6))) continue;
     Finding finding = make_finding(
         context, Layer::kBench, "guard.deferred_output", Severity::kFail,
-        "variant " + variant_name + ": its outputs accessor takes " +
-            format_number(median * 1e6) + " us beyond a copy of the outputs, " +
+        "variant " + variant_name + ": its outputs accessor takes " + format_number(median * 1e6) +
+            " us beyond a copy of the outputs, " +
             format_number(call > 0 ? median / call : INFINITY) + "x the timed call (" +
-            format_number(call * 1e6) + " us): the work is done when the outputs are read, "
+            format_number(call * 1e6) +
+            " us): the work is done when the outputs are read, "
             "outside the timed region",
         variant_name, "compute the outputs inside the timed call; the accessor should only copy");
     finding.evidence.metrics = {{"accessor_own_s", median}, {"call_s", call}};

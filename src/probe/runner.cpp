@@ -160,9 +160,19 @@ Json read_json_file(const std::filesystem::path& path) {
 std::optional<std::string> sandbox_unavailable_reason() {
   static const std::optional<std::string> reason = []() -> std::optional<std::string> {
     ProcessSpec probe;
-    probe.argv = {"bwrap",         "--ro-bind",     "/",     "/",     "--dev-bind", "/dev",
-                  "/dev",          "--proc",        "/proc", "--unshare-net", "--unshare-pid",
-                  "--die-with-parent", "true"};
+    probe.argv = {"bwrap",
+                  "--ro-bind",
+                  "/",
+                  "/",
+                  "--dev-bind",
+                  "/dev",
+                  "/dev",
+                  "--proc",
+                  "/proc",
+                  "--unshare-net",
+                  "--unshare-pid",
+                  "--die-with-parent",
+                  "true"};
     probe.timeout = std::chrono::seconds(10);
     try {
       const ProcessResult result = run_process(probe);
@@ -182,12 +192,28 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::filesystem::path& run_directory) {
   // /dev is bound whole: a GPU subject needs its device nodes.
   const std::string hidden = std::filesystem::absolute(home).string();
-  return {"bwrap",   "--ro-bind",     "/",           "/",
-          "--dev-bind", "/dev",       "/dev",        "--proc",
-          "/proc",   "--tmpfs",       "/tmp",        "--tmpfs",
-          hidden,    "--bind",        run_directory.string(), run_directory.string(),
-          "--chdir", run_directory.string(), "--unshare-net", "--unshare-pid",
-          "--die-with-parent", "--"};
+  return {"bwrap",
+          "--ro-bind",
+          "/",
+          "/",
+          "--dev-bind",
+          "/dev",
+          "/dev",
+          "--proc",
+          "/proc",
+          "--tmpfs",
+          "/tmp",
+          "--tmpfs",
+          hidden,
+          "--bind",
+          run_directory.string(),
+          run_directory.string(),
+          "--chdir",
+          run_directory.string(),
+          "--unshare-net",
+          "--unshare-pid",
+          "--die-with-parent",
+          "--"};
 }
 
 // Checks every file of the observation against the digests the subject's runtime sent down its
@@ -300,8 +326,7 @@ RunOutcome run_probe(const RunRequest& request) {
   // The subject writes into a private directory outside loupe's home, which is also its
   // working directory: it is not told where the home (and earlier runs' outputs) is. The
   // directory is moved into the home once the subject has said which point it ran.
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "loupe-run-XXXXXX").string();
+  std::string pattern = (std::filesystem::temp_directory_path() / "loupe-run-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw Error(ErrorCode::kSubject, "cannot create a private directory for the subject under " +
                                          std::filesystem::temp_directory_path().string());
@@ -445,8 +470,10 @@ RunOutcome run_probe(const RunRequest& request) {
     finding.id = std::string(layer_name(layer)) + "." + request.probe + ".guard.evidence_sealed";
     finding.layer = layer;
     finding.severity = Severity::kFail;
-    finding.claim = "the observation does not match the digests the subject's runtime sealed it "
-                    "with (" + list + "): something changed the evidence after it was written";
+    finding.claim =
+        "the observation does not match the digests the subject's runtime sealed it "
+        "with (" +
+        list + "): something changed the evidence after it was written";
     finding.where.subject = subject;
     finding.where.probe = request.probe;
     finding.where.params = params;
@@ -456,8 +483,8 @@ RunOutcome run_probe(const RunRequest& request) {
     outcome.findings.push_back(std::move(finding));
     outcome.verdict = Verdict::kFail;
     outcome.exit_code = 1;
-    outcome.summary += "  fail " + outcome.findings.back().id + ": " +
-                       outcome.findings.back().claim + "\n";
+    outcome.summary +=
+        "  fail " + outcome.findings.back().id + ": " + outcome.findings.back().claim + "\n";
   }
   outcome.data["sandbox"] = sandbox_missing ? Json(*sandbox_missing) : Json("bwrap");
   return outcome;
@@ -537,7 +564,7 @@ struct Declared {
   std::optional<Layer> layer;
   int64_t hidden_points = 0;
   Json hidden_point_values = Json::array();  // one object of NAME: value per point
-  Json hidden_ranges = Json::array();         // {"name", "low", "high"}
+  Json hidden_ranges = Json::array();        // {"name", "low", "high"}
 };
 
 Declared declared(const RunRequest& request) {
@@ -612,10 +639,9 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
   finding.where.params = hidden_params;
   finding.evidence.files = {hidden.data.value("observation", "")};
   finding.reproduce = first_reproduce(hidden);
-  const std::string at = params_to_string(hidden_params) + which +
-                         (info.is_object() && info.contains("seed")
-                              ? ", seed " + info["seed"].dump()
-                              : std::string());
+  const std::string at =
+      params_to_string(hidden_params) + which +
+      (info.is_object() && info.contains("seed") ? ", seed " + info["seed"].dump() : std::string());
   if (hidden.verdict == Verdict::kFail) {
     finding.severity = Severity::kFail;
     finding.claim =
@@ -663,9 +689,9 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     std::mt19937_64 secret((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
     RunRequest hidden_request = point_request;
     hidden_request.seed = secret() % 1000000000ull;
-    const bool old_subject = probe_declared.hidden_points > 0 &&
-                             probe_declared.hidden_point_values.size() !=
-                                 static_cast<size_t>(probe_declared.hidden_points);
+    const bool old_subject =
+        probe_declared.hidden_points > 0 && probe_declared.hidden_point_values.size() !=
+                                                static_cast<size_t>(probe_declared.hidden_points);
     const size_t declared_points = probe_declared.hidden_point_values.size();
     const size_t choices = declared_points + (probe_declared.hidden_ranges.empty() ? 0 : 1);
     Json reveal = Json::object();

@@ -188,8 +188,9 @@ void BenchRunner::serve(const ErasedBench& bench) {
           works.clear();
           for (uint64_t index = 0; index < control.calls; ++index) {
             works.push_back(bench.make(
-                control.repeat ? control.repeat_seed
-                               : subject::derive_seed(options_.seed, 1000 + control.first_work + index)));
+                control.repeat
+                    ? control.repeat_seed
+                    : subject::derive_seed(options_.seed, 1000 + control.first_work + index)));
           }
           break;
         case subject::BenchOp::kRun:
@@ -305,8 +306,6 @@ struct Verified {
   std::vector<NamedTensor> timed, untimed, reference;
 };
 
-
-
 // The best of a few streaming reads of `bytes` bytes just written, as make() leaves its inputs.
 double best_read_rate(size_t bytes) {
   const size_t words = std::max<size_t>(bytes / sizeof(uint64_t), 64);
@@ -351,12 +350,14 @@ double best_flop_rate() {
   return best;
 }
 
-
 class Supervisor {
  public:
   Supervisor(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
              ObservationFiles& files)
-      : probe_(probe), point_(point), options_(options), files_(files),
+      : probe_(probe),
+        point_(point),
+        options_(options),
+        files_(files),
         rng_(derive_seed(options.seed, 2)) {}
 
   ~Supervisor() {
@@ -468,13 +469,13 @@ void Supervisor::await(VariantChild& child, uint32_t sequence, double expected_s
     int status = 0;
     if (!done() && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
       child.pid = -1;
-      throw Error(ErrorCode::kSubject,
-                  "bench '" + probe_.name + "': variant '" + child.name + "''s process " +
-                      (WIFSIGNALED(status)
-                           ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                           : "exited with status " + std::to_string(WEXITSTATUS(status))) +
-                      " while it ran the body",
-                  "run the probe directly (SUBJECT run ...) to see the failure");
+      throw Error(
+          ErrorCode::kSubject,
+          "bench '" + probe_.name + "': variant '" + child.name + "''s process " +
+              (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                   : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+              " while it ran the body",
+          "run the probe directly (SUBJECT run ...) to see the failure");
     }
   }
 }
@@ -744,9 +745,8 @@ Json Supervisor::run() {
       decisions.push_back(bench::should_stop(children_[0].seconds_per_call, elapsed, rule));
     }
     for (size_t variant = 1; variant < children_.size(); ++variant) {
-      decisions.push_back(bench::should_stop_ab(children_[0].seconds_per_call,
-                                                children_[variant].seconds_per_call, elapsed,
-                                                rule));
+      decisions.push_back(bench::should_stop_ab(
+          children_[0].seconds_per_call, children_[variant].seconds_per_call, elapsed, rule));
     }
     bool all_precise = true;
     std::optional<bench::StopDecision> forced;
@@ -774,10 +774,10 @@ Json Supervisor::run() {
   Json replays = Json::array();
   {
     const uint64_t seen_seed = derive_seed(options_.seed, 1000 + last_first_work_);
-    const double batch_s = children_[0].seconds_per_call.empty()
-                               ? 0
-                               : children_[0].seconds_per_call.back() *
-                                     static_cast<double>(calls_per_sample_);
+    const double batch_s =
+        children_[0].seconds_per_call.empty()
+            ? 0
+            : children_[0].seconds_per_call.back() * static_cast<double>(calls_per_sample_);
     const int pairs = static_cast<int>(std::clamp(
         batch_s > 0 ? std::floor(0.1 * options_.budget_s / (2.0 * batch_s * variant_count)) : 6.0,
         4.0, 6.0));
@@ -929,8 +929,8 @@ Json Supervisor::run() {
   bench["timer"] = std::string(first.timer_name);
   bench["timer_type"] = std::string(first.timer_type);
   bench["timer_is_loupes"] = first.timer_is_loupes;
-  bench["timed_by"] = device_timer_ ? "cuda_events in the variant's process"
-                                    : "the runtime process's steady clock";
+  bench["timed_by"] =
+      device_timer_ ? "cuda_events in the variant's process" : "the runtime process's steady clock";
   bench["bytes_per_call"] = first.bytes_per_call;
   bench["flops_per_call"] = first.flops_per_call;
   bench["precision"] = options_.precision;

@@ -98,8 +98,8 @@ class CheckRun {
       first_calls.push_back({"repeat/" + std::to_string(index), "candidate"});
     }
     JobResult first = run_job(first_calls, inputs_);
-    JobResult second = run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}},
-                               inputs_);
+    JobResult second =
+        run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}}, inputs_);
     std::optional<JobResult> oracle_result;
     if (probe_.check_oracle) oracle_result = run_job({{"oracle", "oracle"}}, inputs_);
     // The reference on inputs from a second seed: loupe flags a reference whose output does not
@@ -113,7 +113,8 @@ class CheckRun {
     for (size_t index = 0; index < 2; ++index) {
       runs.push_back(record_call("candidate_first", first.calls[index].path, first.calls[index]));
     }
-    for (const auto& call : second.calls) runs.push_back(record_call("reference_first", call.path, call));
+    for (const auto& call : second.calls)
+      runs.push_back(record_call("reference_first", call.path, call));
     if (oracle_result) runs.push_back(record_call("oracle", "oracle", oracle_result->calls[0]));
     check["runs"] = std::move(runs);
     {
@@ -309,8 +310,8 @@ class CheckRun {
         const void* begin = call.bound[index] != nullptr
                                 ? call.bound[index]
                                 : static_cast<const void*>(call.handed[index].tensor.bytes());
-        ranges.push_back({call.path, call.handed[index].name, begin,
-                          call.handed[index].tensor.nbytes()});
+        ranges.push_back(
+            {call.path, call.handed[index].name, begin, call.handed[index].tensor.nbytes()});
       }
     }
     for (size_t call_index = 0; call_index < calls.size(); ++call_index) {
@@ -345,9 +346,8 @@ class CheckRun {
     for (const auto& call : calls) {
       for (const auto& output : outputs_) {
         offsets.push_back(total);
-        const size_t bytes = static_cast<size_t>(Tensor(output_dtype(output, call.path == "oracle"),
-                                                        output.shape)
-                                                     .nbytes());
+        const size_t bytes = static_cast<size_t>(
+            Tensor(output_dtype(output, call.path == "oracle"), output.shape).nbytes());
         total += (bytes + 63) / 64 * 64;
       }
     }
@@ -368,12 +368,14 @@ class CheckRun {
     }
     if (written.contains("error") && written["error"].is_object()) {
       const Json& error = written["error"];
-      throw Error(static_cast<ErrorCode>(error.value("code", static_cast<int>(ErrorCode::kSubject))),
-                  error.value("message", std::string()), error.value("hint", std::string()));
+      throw Error(
+          static_cast<ErrorCode>(error.value("code", static_cast<int>(ErrorCode::kSubject))),
+          error.value("message", std::string()), error.value("hint", std::string()));
     }
     if (!end.exited_zero || !written.contains("guards")) {
-      throw Error(ErrorCode::kSubject, "check '" + probe_.name + "': the child process running " +
-                                           std::string(header.current) + " " + end.how,
+      throw Error(ErrorCode::kSubject,
+                  "check '" + probe_.name + "': the child process running " +
+                      std::string(header.current) + " " + end.how,
                   "run the probe directly (SUBJECT run ...) to see the failure");
     }
     JobResult result;
@@ -456,7 +458,8 @@ class CheckRun {
         bound.push_back(std::move(call_bound));
         done.push_back(std::move(result));
       }
-      if (done.size() >= 2 && (calls[0].pass == "candidate_first" || calls[0].pass == "reference_first")) {
+      if (done.size() >= 2 &&
+          (calls[0].pass == "candidate_first" || calls[0].pass == "reference_first")) {
         check_aliasing(calls[0].pass, {done[0], done[1]});
       }
       Json json = Json::object();

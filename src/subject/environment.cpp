@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "subject/guards.hpp"
 #include "core/sha256.hpp"
+#include "subject/guards.hpp"
 #include "subject/runtime.hpp"
 
 namespace loupe::subject {

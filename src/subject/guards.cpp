@@ -55,7 +55,8 @@ int64_t count_poison(const Tensor& tensor, uint64_t key) {
   const size_t element_size = dtype_size(tensor.dtype());
   const std::byte* data = tensor.bytes();
   const int64_t count = tensor.numel();
-  const uint64_t mask = element_size >= 8 ? ~uint64_t{0} : ((uint64_t{1} << (8 * element_size)) - 1);
+  const uint64_t mask =
+      element_size >= 8 ? ~uint64_t{0} : ((uint64_t{1} << (8 * element_size)) - 1);
   int64_t poisoned = 0;
   for (int64_t index = 0; index < count; ++index) {
     uint64_t element = 0;

@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cfenv>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 #if defined(__x86_64__) || defined(__i386__)
@@ -31,9 +31,9 @@ SharedRegion::SharedRegion(size_t bytes, bool reserve) : size_(std::max<size_t>(
   void* mapping = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_ANONYMOUS | (reserve ? 0 : MAP_NORESERVE), -1, 0);
   if (mapping == MAP_FAILED) {
-    throw Error(ErrorCode::kSubject, "cannot map " + std::to_string(size_) +
-                                         " bytes of shared memory for a child path: " +
-                                         std::strerror(errno));
+    throw Error(ErrorCode::kSubject,
+                "cannot map " + std::to_string(size_) +
+                    " bytes of shared memory for a child path: " + std::strerror(errno));
   }
   data_ = static_cast<std::byte*>(mapping);
 }
@@ -59,8 +59,8 @@ pid_t fork_child(const std::function<int()>& body) {
   std::fflush(stderr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    throw Error(ErrorCode::kSubject, std::string("cannot fork a child for a path: ") +
-                                         std::strerror(errno));
+    throw Error(ErrorCode::kSubject,
+                std::string("cannot fork a child for a path: ") + std::strerror(errno));
   }
   if (pid > 0) {
     ::setpgid(pid, pid);  // also in the child: whichever runs first
@@ -286,8 +286,10 @@ std::vector<std::string> environment_changes(const ExecEnvironment& before,
   if (before.fp_control != after.fp_control) {
     std::string what = "MXCSR " + hex(before.fp_control) + " -> " + hex(after.fp_control);
     const uint32_t changed = before.fp_control ^ after.fp_control;
-    if (changed & 0x8000u) what += " (flush-to-zero " + std::string(after.fp_control & 0x8000u ? "on" : "off") + ")";
-    if (changed & 0x40u) what += " (denormals-are-zero " + std::string(after.fp_control & 0x40u ? "on" : "off") + ")";
+    if (changed & 0x8000u)
+      what += " (flush-to-zero " + std::string(after.fp_control & 0x8000u ? "on" : "off") + ")";
+    if (changed & 0x40u)
+      what += " (denormals-are-zero " + std::string(after.fp_control & 0x40u ? "on" : "off") + ")";
     changes.push_back(what);
   }
   if (before.x87_control != after.x87_control) {

@@ -72,13 +72,13 @@ double waited_children_cpu_seconds(pid_t pid);
 
 // What one path can change that would alter the next one's arithmetic or speed.
 struct ExecEnvironment {
-  int rounding = 0;               // fegetround()
-  uint32_t fp_control = 0;        // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
-  uint32_t x87_control = 0;       // x87 control word, x86 only
-  std::vector<int> cpus;          // the affinity mask
-  int nice = 0;                   // scheduling priority
-  int64_t threads = 0;            // thread count
-  std::vector<std::byte> fenv;    // the whole fenv_t, to restore it
+  int rounding = 0;             // fegetround()
+  uint32_t fp_control = 0;      // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
+  uint32_t x87_control = 0;     // x87 control word, x86 only
+  std::vector<int> cpus;        // the affinity mask
+  int nice = 0;                 // scheduling priority
+  int64_t threads = 0;          // thread count
+  std::vector<std::byte> fenv;  // the whole fenv_t, to restore it
 };
 // Of this process (pid 0) or, without the floating-point state, of another.
 ExecEnvironment capture_environment(pid_t pid = 0);

@@ -1,4 +1,5 @@
 // The standard subject command line: `list` and `run`. The only place the runtime catches.
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -6,7 +7,6 @@
 #include <iostream>
 #include <random>
 #include <set>
-#include <unistd.h>
 #include <sstream>
 
 #include "core/sha256.hpp"
@@ -208,7 +208,8 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   // The secret: the seed (and hidden point) the candidate's author cannot know in advance.
   std::random_device entropy;
   const uint64_t secret = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
-  options.poison_key = subject::derive_seed((static_cast<uint64_t>(entropy()) << 32) ^ entropy(), 11);
+  options.poison_key =
+      subject::derive_seed((static_cast<uint64_t>(entropy()) << 32) ^ entropy(), 11);
   Json hidden_json = nullptr;
   const Params* hidden_point = nullptr;
   if (hidden && !probe.hidden_points.empty()) {

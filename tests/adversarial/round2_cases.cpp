@@ -234,10 +234,10 @@ LOUPE_BENCH(consistently_wrong)
         "a fast variant wrong on every call, timed or not, so it agrees with itself: "
         "guard.verify_reference and guard.constant_output")
     .body([](loupe::BenchState& state) {
-      state.exec(make_squares,
-                 {{"baseline", honest_squares},
-                  {"fast", [](Squares& work) { work.result = 1.0f; }}},
-                 squares_output);
+      state.exec(
+          make_squares,
+          {{"baseline", honest_squares}, {"fast", [](Squares& work) { work.result = 1.0f; }}},
+          squares_output);
     });
 
 // --- 3. work off the timed path -----------------------------------------------------------------
@@ -290,21 +290,20 @@ LOUPE_BENCH(background_worker)
         "hands each call to a thread started before sampling and returns; the accessor waits "
         "for it: guard.off_path_work")
     .body([](loupe::BenchState& state) {
-      state.exec(
-          [](uint64_t seed) { return LazySquares{make_squares(seed).x}; },
-          [](LazySquares& work) {
-            Backlog& queue = backlog();
-            std::lock_guard lock(queue.mutex);
-            if (!queue.started) queue.start();
-            queue.queue.push_back({work.x, work.slot});
-            queue.changed.notify_all();
-          },
-          [](const LazySquares& work) {
-            while (std::isnan(work.slot->load())) std::this_thread::yield();
-            Squares done;
-            done.result = work.slot->load();
-            return squares_output(done);
-          });
+      state.exec([](uint64_t seed) { return LazySquares{make_squares(seed).x}; },
+                 [](LazySquares& work) {
+                   Backlog& queue = backlog();
+                   std::lock_guard lock(queue.mutex);
+                   if (!queue.started) queue.start();
+                   queue.queue.push_back({work.x, work.slot});
+                   queue.changed.notify_all();
+                 },
+                 [](const LazySquares& work) {
+                   while (std::isnan(work.slot->load())) std::this_thread::yield();
+                   Squares done;
+                   done.result = work.slot->load();
+                   return squares_output(done);
+                 });
     });
 
 LOUPE_BENCH(helper_process)

@@ -20,7 +20,8 @@ class Round2Test : public LoupeCliTest {
   }
 };
 
-// --- honest controls ------------------------------------------------------------------------------
+// --- honest controls
+// ------------------------------------------------------------------------------
 
 TEST_F(Round2Test, RestoringTheRoundingModeRaisesNoGuard) {
   const CliRun run = check("honest_restores_fenv");
@@ -39,7 +40,8 @@ TEST_F(Round2Test, TwoVariantsOfOneComputationOneThreadedRaiseNoGuard) {
   EXPECT_EQ(guards(run), Guards{}) << run.out;
 }
 
-// --- 1. tampering with the evidence ---------------------------------------------------------------
+// --- 1. tampering with the evidence
+// ---------------------------------------------------------------
 
 TEST_F(Round2Test, ADaemonLeftByThePathIsFoundAndKilled) {
   const CliRun run = check("tamper_daemon");
@@ -54,8 +56,7 @@ TEST_F(Round2Test, AThreadStartedBeforeMainThatRewritesAFileBreaksTheSeal) {
   const CliRun run = probe_run(TAMPER_SUBJECT, {"sealed_evidence", "--seed", "7"});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "info").count("guard.runtime_thread")) << run.out;
-  const std::string claim =
-      finding(run, "check.sealed_evidence.guard.evidence_sealed").at("claim");
+  const std::string claim = finding(run, "check.sealed_evidence.guard.evidence_sealed").at("claim");
   EXPECT_NE(claim.find("candidate_first/candidate.y.npy"), std::string::npos) << claim;
 }
 
@@ -65,7 +66,8 @@ TEST_F(Round2Test, ATimerThatUnderReportsIsRefused) {
   EXPECT_EQ(guards(run, "fail"), Guards{"guard.foreign_timer"}) << run.out;
 }
 
-// --- 2. recognising the check ---------------------------------------------------------------------
+// --- 2. recognising the check
+// ---------------------------------------------------------------------
 
 TEST_F(Round2Test, RightOnlyOnItsFirstCallFailsTheDefaultRepeats) {
   const CliRun run = check("right_once");
@@ -92,7 +94,8 @@ TEST_F(Round2Test, AVariantWrongOnEveryCallFailsAgainstTheBaseline) {
       << run.out;
 }
 
-// --- 3. work off the timed path -------------------------------------------------------------------
+// --- 3. work off the timed path
+// -------------------------------------------------------------------
 
 TEST_F(Round2Test, AWorkerThreadStartedBeforeSamplingIsWorkOffThePath) {
   const CliRun run = bench("background_worker");
@@ -106,7 +109,8 @@ TEST_F(Round2Test, AHelperProcessIsAChildProcessDuringSamples) {
   EXPECT_TRUE(guards(run, "fail").count("guard.child_process")) << run.out;
 }
 
-// --- 4. sabotaging the other side -----------------------------------------------------------------
+// --- 4. sabotaging the other side
+// -----------------------------------------------------------------
 
 TEST_F(Round2Test, ARoundingModeLeftChangedIsAnEnvironmentFindingNamingThePath) {
   const CliRun run = check("rounding_left_upward");
@@ -142,7 +146,8 @@ TEST_F(Round2Test, AThreadThrashingWhileTheOtherVariantIsTimedIsWorkOffThePath) 
   EXPECT_EQ(off_path.at("where").at("path"), "thrasher");
 }
 
-// --- 5. precision and tolerance edges -------------------------------------------------------------
+// --- 5. precision and tolerance edges
+// -------------------------------------------------------------
 
 TEST_F(Round2Test, OneElementFarOffFailsTheWorstElementBound) {
   const CliRun run = check("one_wrong_element");
@@ -160,7 +165,8 @@ TEST_F(Round2Test, Fp16OnMostRowsNudgedOffTheGridFailsPrecision) {
   EXPECT_EQ(precision.at("severity"), "fail");
 }
 
-// --- 6. reading earlier runs ----------------------------------------------------------------------
+// --- 6. reading earlier runs
+// ----------------------------------------------------------------------
 
 TEST_F(Round2Test, ReplayingAnEarlierRunsReferenceFailsAtTheSecretSeed) {
   const CliRun first = check("replays_earlier_run");
