@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "mcp/server.hpp"
 
 namespace {
@@ -37,6 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view line(reinterpret_cast<const char*>(data), size);
   line = line.substr(0, line.find('\n'));  // handle_line takes one line without its newline
   try {
+    // The harness reads the line only to skip the run tools; a line nested deeper than the server
+    // accepts is left to handle_line, which refuses it before parsing (issue 17: a 100,000-deep
+    // message overflowed the stack inside nlohmann-json).
+    loupe::check_json_nesting(line, "fuzz input");
     const loupe::Json message = loupe::Json::parse(line, nullptr, false);
     if (message.is_object() && message.contains("params") && message["params"].is_object()) {
       const loupe::Json& name = message["params"].value("name", loupe::Json());
@@ -44,6 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   } catch (const loupe::Json::exception&) {
     // Not readable as JSON: handle_line answers a parse error, which is what is fuzzed.
+  } catch (const loupe::Error&) {
+    // Nested too deep: the same.
   }
   for (const std::string& out : server().handle_line(line)) {
     if (!loupe::Json::accept(out)) std::abort();  // every message written must be JSON

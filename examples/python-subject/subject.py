@@ -10,7 +10,9 @@ Probes (run `subject.py list`):
   scenario generate       prefill of requests of mixed lengths, batched in arrival order or by
                           length; metrics wall_s, tokens_per_s, padding_fraction and a Chrome
                           JSON trace with one event per batch
-The protocol (list, run, observation files) is loupe_subject.py's.
+The probes are declared with loupe's decorators (python/loupe/probe.py speaks the protocol: list,
+run, observation files); `import loupe` finds the package installed, or in the build tree through
+PYTHONPATH=build/release/python (loupe.toml sets it).
 """
 
 import json
@@ -20,8 +22,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import loupe_subject as loupe  # noqa: E402
+import loupe
 
 EPS = 1e-6
 
@@ -86,41 +87,44 @@ def rmsnorm_oracle(point, inputs):
     return {"y": x / np.sqrt(mean_square + EPS)[:, None] * inputs["weight"].astype(np.float64)}
 
 
-RMSNORM = loupe.Check(
-    "rmsnorm",
-    "the engine's RMSNorm (sum of squares in `accumulate` precision) against a float32 "
-    "reference, anchored to a float64 oracle",
-    [loupe.Param("T", 256, description="tokens"),
-     loupe.Param("D", 256, description="hidden width"),
-     loupe.Param("accumulate", "fp32", ["fp32", "fp16"], "precision of the sum of squares")],
-    rmsnorm_inputs,
-    rmsnorm_outputs,
-    lambda point, inputs, out: rmsnorm_reference(inputs["x"], inputs["weight"], out["y"]),
-    lambda point, inputs, out: rmsnorm_engine(inputs["x"], inputs["weight"], out["y"],
-                                              point["accumulate"]),
-    rmsnorm_oracle,
-)
+def rmsnorm_reference_path(point, inputs, out):
+    rmsnorm_reference(inputs["x"], inputs["weight"], out["y"])
 
 
-def speed_make(point, seed):
+@loupe.check(
+    description="the engine's RMSNorm (sum of squares in `accumulate` precision) against a "
+    "float32 reference, anchored to a float64 oracle",
+    params=[loupe.Param("T", 256, description="tokens"),
+            loupe.Param("D", 256, description="hidden width"),
+            loupe.Param("accumulate", "fp32", ["fp32", "fp16"], "precision of the sum of squares")],
+    inputs=rmsnorm_inputs, outputs=rmsnorm_outputs, reference=rmsnorm_reference_path,
+    oracle=rmsnorm_oracle)
+def rmsnorm(point, inputs, out):
+    rmsnorm_engine(inputs["x"], inputs["weight"], out["y"], point["accumulate"])
+
+
+@loupe.bench(
+    description="RMSNorm one row at a time against the vectorised kernel",
+    params=[loupe.Param("T", 256, description="tokens"),
+            loupe.Param("D", 256, description="hidden width")],
+    variants={"vectorised": lambda work: rmsnorm_reference(work["x"], work["weight"], work["y"]),
+              "rowwise": lambda work: rmsnorm_rowwise(work["x"], work["weight"], work["y"])},
+    outputs=lambda work: {"y": work["y"]},
+    bytes_per_call=lambda point: 2 * 4 * point["T"] * point["D"])
+def rmsnorm_speed(point, seed):
     x, weight = activations(np.random.default_rng(seed), point["T"], point["D"])
     return {"x": x, "weight": weight, "y": np.empty_like(x)}
 
 
-RMSNORM_SPEED = loupe.Bench(
-    "rmsnorm_speed",
-    "RMSNorm one row at a time against the vectorised kernel",
-    [loupe.Param("T", 256, description="tokens"),
-     loupe.Param("D", 256, description="hidden width")],
-    speed_make,
-    [("vectorised", lambda work: rmsnorm_reference(work["x"], work["weight"], work["y"])),
-     ("rowwise", lambda work: rmsnorm_rowwise(work["x"], work["weight"], work["y"]))],
-    outputs=lambda work: {"y": work["y"]},
-    bytes_per_call=lambda point: 2 * 4 * point["T"] * point["D"],
-)
-
-
-def generate_body(point, seed, out_dir):
+@loupe.scenario(
+    description="prefill of prompts of mixed lengths in padded batches; padding_fraction is the "
+    "share of computed tokens that are padding",
+    params=[loupe.Param("requests", 32, description="prompts"),
+            loupe.Param("batch", 4, description="prompts per batch"),
+            loupe.Param("D", 64, description="hidden width"),
+            loupe.Param("batching", "arrival", ["arrival", "by_length"],
+                        "batch prompts in arrival order, or sorted by length")])
+def generate(point, seed, out_dir):
     """Prefill of `requests` prompts of mixed lengths in batches of `batch`, each padded to its
     longest prompt: single-head softmax attention over the padded block, then RMSNorm."""
     rng = np.random.default_rng(seed)
@@ -161,17 +165,5 @@ def generate_body(point, seed, out_dir):
     return metrics, [("trace.json", "trace")]
 
 
-GENERATE = loupe.Scenario(
-    "generate",
-    "prefill of prompts of mixed lengths in padded batches; padding_fraction is the share of "
-    "computed tokens that are padding",
-    [loupe.Param("requests", 32, description="prompts"),
-     loupe.Param("batch", 4, description="prompts per batch"),
-     loupe.Param("D", 64, description="hidden width"),
-     loupe.Param("batching", "arrival", ["arrival", "by_length"],
-                 "batch prompts in arrival order, or sorted by length")],
-    generate_body,
-)
-
 if __name__ == "__main__":
-    sys.exit(loupe.main([RMSNORM, RMSNORM_SPEED, GENERATE]))
+    sys.exit(loupe.subject_main())

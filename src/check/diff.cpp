@@ -250,6 +250,7 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
 }
 
 std::string reproduce_command(const DiffRequest& request, const std::string& name) {
+  if (request.reproduce) return *request.reproduce;
   std::string out = "loupe diff " + request.a.string() + " " + request.b.string();
   if (request.oracle) out += " --oracle " + request.oracle->string();
   if (!name.empty()) out += " --name " + name;
@@ -264,6 +265,55 @@ std::string reproduce_command(const DiffRequest& request, const std::string& nam
     out += " --tol " + std::string(metric_name(bound.metric)) + "=" + format_number(bound.limit);
   }
   return out;
+}
+
+// Compares one pair and appends it to `result`; `where` names both sides in an error.
+void compare_pair(const std::string& name, const Tensor& a, const Tensor& b, const Tensor* oracle,
+                  const DiffRequest& request, const std::string& where, DiffResult& result,
+                  bool& along_found) {
+  CompareOptions options;
+  options.axes = request.axes;
+  options.tolerance = request.tolerance;
+  const auto axes = resolve_axis_names(
+      a.rank(), static_cast<int64_t>(request.axes.size()) == a.rank() ? request.axes : a.axes);
+  if (request.along && std::find(axes.begin(), axes.end(), *request.along) != axes.end()) {
+    options.along = request.along;
+    along_found = true;
+  }
+  try {
+    result.comparisons.push_back(compare_tensors(name, a, b, oracle, options));
+  } catch (const Error& error) {
+    throw Error(error.code(), "comparing '" + name + "' (" + where + "): " + error.message(),
+                error.hint());
+  }
+}
+
+// Bounds, divergence, the first divergence and the worst pairs, once every pair is compared.
+void finish_diff(const DiffRequest& request, bool along_found, DiffResult& result) {
+  if (request.along && !along_found && !result.comparisons.empty()) {
+    throw Error(ErrorCode::kUsage,
+                "--along " + *request.along + ": no compared tensor has an axis of that name",
+                "name the axes with --axes (e.g. --axes B,T,H,V), then profile along one of them");
+  }
+  for (size_t index = 0; index < result.comparisons.size(); ++index) {
+    const TensorComparison& comparison = result.comparisons[index];
+    result.bound_results.push_back(evaluate_bounds(comparison, request.bounds));
+    const bool past = diverged(comparison, request.bounds);
+    result.diverged.push_back(past);
+    for (const BoundResult& bound : result.bound_results.back()) {
+      if (!bound.pass) result.any_bound_failed = true;
+    }
+    if (past) {
+      result.worst.push_back(index);
+      if (result.ordered && !result.first_divergence) result.first_divergence = index;
+    }
+  }
+  auto severity = [&](size_t index) {
+    const double value = result.comparisons[index].metrics.rms_ratio;
+    return std::isnan(value) ? std::numeric_limits<double>::infinity() : value;
+  };
+  std::stable_sort(result.worst.begin(), result.worst.end(),
+                   [&](size_t left, size_t right) { return severity(left) > severity(right); });
 }
 
 }  // namespace
@@ -407,52 +457,31 @@ DiffResult run_diff(const DiffRequest& request) {
                       request.a.string() + ") has shape " + shape_to_string(tensor_a.shape()),
                   "name one axis per dimension, e.g. --axes T,H,V for a 3-d tensor");
     }
-    CompareOptions options;
-    options.axes = request.axes;
-    const auto axes = resolve_axis_names(
-        tensor_a.rank(), static_cast<int64_t>(request.axes.size()) == tensor_a.rank()
-                             ? request.axes
-                             : tensor_a.axes);
-    if (request.along && std::find(axes.begin(), axes.end(), *request.along) != axes.end()) {
-      options.along = request.along;
-      along_found = true;
-    }
     const std::string shown_name = single_pair ? request.a.filename().string() : name;
-    try {
-      result.comparisons.push_back(compare_tensors(
-          shown_name, tensor_a, tensor_b, tensor_oracle ? &*tensor_oracle : nullptr, options));
-    } catch (const Error& error) {
-      throw Error(error.code(),
-                  "comparing '" + shown_name + "' (A: " + file_of(a, name) +
-                      ", B: " + file_of(b, name) + "): " + error.message(),
-                  error.hint());
-    }
+    compare_pair(shown_name, tensor_a, tensor_b, tensor_oracle ? &*tensor_oracle : nullptr, request,
+                 "A: " + file_of(a, name) + ", B: " + file_of(b, name), result, along_found);
   }
-  if (request.along && !along_found && !result.comparisons.empty()) {
-    throw Error(ErrorCode::kUsage,
-                "--along " + *request.along + ": no compared tensor has an axis of that name",
-                "name the axes with --axes (e.g. --axes B,T,H,V), then profile along one of them");
-  }
+  finish_diff(request, along_found, result);
+  return result;
+}
 
-  for (size_t index = 0; index < result.comparisons.size(); ++index) {
-    const TensorComparison& comparison = result.comparisons[index];
-    result.bound_results.push_back(evaluate_bounds(comparison, request.bounds));
-    const bool past = diverged(comparison, request.bounds);
-    result.diverged.push_back(past);
-    for (const BoundResult& bound : result.bound_results.back()) {
-      if (!bound.pass) result.any_bound_failed = true;
+DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffRequest& request) {
+  DiffResult result;
+  result.order = pairs.size() == 1 ? "single" : "given";
+  result.ordered = pairs.size() > 1;
+  bool along_found = false;
+  for (const TensorPair& pair : pairs) {
+    if (!request.axes.empty() && static_cast<int64_t>(request.axes.size()) != pair.a.rank() &&
+        pairs.size() == 1) {
+      throw Error(ErrorCode::kUsage,
+                  "axes names " + std::to_string(request.axes.size()) + " axes but " +
+                      request.a.string() + " has shape " + shape_to_string(pair.a.shape()),
+                  "name one axis per dimension, e.g. axes=(\"T\", \"H\", \"V\") for 3-d");
     }
-    if (past) {
-      result.worst.push_back(index);
-      if (result.ordered && !result.first_divergence) result.first_divergence = index;
-    }
+    compare_pair(pair.name, pair.a, pair.b, pair.oracle ? &*pair.oracle : nullptr, request,
+                 request.a.string() + " vs " + request.b.string(), result, along_found);
   }
-  auto severity = [&](size_t index) {
-    const double value = result.comparisons[index].metrics.rms_ratio;
-    return std::isnan(value) ? std::numeric_limits<double>::infinity() : value;
-  };
-  std::stable_sort(result.worst.begin(), result.worst.end(),
-                   [&](size_t left, size_t right) { return severity(left) > severity(right); });
+  finish_diff(request, along_found, result);
   return result;
 }
 

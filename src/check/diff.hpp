@@ -31,6 +31,11 @@ struct DiffRequest {
   std::vector<std::string> axes;    // --axes, one name per axis
   std::optional<std::string> along;
   std::vector<Bound> bounds;  // --tol
+  // The elementwise rule of mismatch_count (assert_close's rtol/atol); per-dtype defaults unset.
+  std::optional<Tolerance> tolerance;
+  // Every finding's `reproduce`; unset: the `loupe diff` command line of this request. In-memory
+  // callers (the Python package) set it, since their A and B are labels, not files.
+  std::optional<std::string> reproduce;
 };
 
 struct DiffResult {
@@ -49,6 +54,17 @@ struct DiffResult {
 };
 
 DiffResult run_diff(const DiffRequest& request);
+
+// One named pair held in memory (the Python package's arrays and dicts of tensors).
+struct TensorPair {
+  std::string name;
+  Tensor a;
+  Tensor b;
+  std::optional<Tensor> oracle;
+};
+// The same comparison over pairs in memory, in the order given (ordered when more than one);
+// request.a, request.b and request.oracle are labels for messages; request.name is unused.
+DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffRequest& request);
 
 // 0: no bounds, or every bound holds; 1: a bound failed.
 int diff_exit_code(const DiffResult& result, const DiffRequest& request);

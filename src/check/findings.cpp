@@ -1,5 +1,6 @@
 #include "check/findings.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace loupe::check {
@@ -96,9 +97,12 @@ std::string profile_sentence(const ErrorProfile& profile) {
 }
 
 std::string slice_sentence(const Localisation& localisation) {
-  if (localisation.top_slices.empty()) return {};
-  const SliceShare& top = localisation.top_slices.front();
-  if (!(top.share > 0.5)) return {};
+  // The first slice, in order of times its fair share, that holds most of the error: a wide axis
+  // (D = 32) can rank above a head holding all of it while its own top index holds under half.
+  const auto holding = std::find_if(localisation.top_slices.begin(), localisation.top_slices.end(),
+                                    [](const SliceShare& slice) { return slice.share > 0.5; });
+  if (holding == localisation.top_slices.end()) return {};
+  const SliceShare& top = *holding;
   return top.axis + "=" + std::to_string(top.index) + " holds " + percent(top.share) +
          " of squared error (fair share " + percent(1.0 / static_cast<double>(top.extent)) + ")";
 }

@@ -39,7 +39,8 @@ std::vector<Finding> comparison_findings(const TensorComparison& comparison,
 std::string comparison_headline(const TensorComparison& comparison);
 // "growing: x7.1 from the first to the last quarter of T, slope 2.3e-3 per 1000 T" etc.
 std::string profile_sentence(const ErrorProfile& profile);
-// "H=1 holds 93% of squared error (fair share 25%)"; empty when no slice holds most (> 50%).
+// "H=1 holds 93% of squared error (fair share 25%)": the first of top_slices holding most of the
+// squared error (> 50%); empty when none does.
 std::string slice_sentence(const Localisation& localisation);
 
 }  // namespace loupe::check

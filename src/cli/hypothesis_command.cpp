@@ -242,7 +242,8 @@ void add_list(CLI::App* parent, CommandResult& result) {
     result.kind = "hypothesis";
     std::vector<ledger::Hypothesis> hypotheses;
     const auto path = ledger_path(*options);
-    if (std::filesystem::exists(path)) hypotheses = ledger::Ledger::open(path).list_hypotheses();
+    if (std::filesystem::exists(path))
+      hypotheses = ledger::Ledger::open_read_only(path).list_hypotheses();
     if (options->json) {
       Json list = Json::array();
       for (const auto& hypothesis : hypotheses) {
@@ -269,7 +270,8 @@ void add_show(CLI::App* parent, CommandResult& result) {
   add_location_options(command, *options);
   command->callback([options, &result] {
     result.kind = "hypothesis";
-    const ledger::Hypothesis hypothesis = get(open_existing(*options), options->id);
+    const ledger::Hypothesis hypothesis =
+        get(ledger::Ledger::open_read_only(ledger_path(*options)), options->id);
     if (options->json) {
       print_envelope({{"hypothesis", hypothesis::hypothesis_to_json(hypothesis)}});
     } else {

@@ -12,6 +12,7 @@
 #include "core/json.hpp"
 #include "ledger/exchange.hpp"
 #include "ledger/ledger.hpp"
+#include "ledger/provenance.hpp"
 
 namespace loupe::cli {
 namespace {
@@ -37,15 +38,9 @@ std::filesystem::path ledger_path(const LedgerOptions& options) {
   return resolve_home(home, std::filesystem::current_path()) / "ledger.sqlite";
 }
 
-// Reading commands never create a ledger as a side effect.
+// Reading commands never create a ledger, a schema or a journal as a side effect.
 ledger::Ledger open_existing(const LedgerOptions& options) {
-  const auto path = ledger_path(options);
-  if (!std::filesystem::exists(path)) {
-    throw Error(ErrorCode::kUsage, "no ledger at " + path.string(),
-                "`loupe run OBJECTIVE` records runs there; pass --ledger FILE or --home DIR to "
-                "read another");
-  }
-  return ledger::Ledger::open(path);
+  return ledger::Ledger::open_read_only(ledger_path(options));
 }
 
 void add_location_options(CLI::App* command, LedgerOptions& options) {
@@ -79,7 +74,7 @@ void add_list(CLI::App* ledger_app, CommandResult& result) {
     std::vector<ledger::RunSummary> runs;
     int64_t total = 0;
     if (std::filesystem::exists(path)) {
-      const ledger::Ledger ledger = ledger::Ledger::open(path);
+      const ledger::Ledger ledger = ledger::Ledger::open_read_only(path);
       runs = ledger.list_runs(options->limit, options->offset);
       total = ledger.count_runs();
     }
@@ -175,7 +170,12 @@ void add_import(CLI::App* ledger_app, CommandResult& result) {
     }
     std::ostringstream text;
     text << in.rdbuf();
-    const ledger::RunRecord run = ledger::import_run(text.str(), options->file);
+    // The whole export is read and checked before the ledger is opened: nothing is written for
+    // a document that does not conform.
+    ledger::RunRecord run = ledger::import_run(text.str(), options->file);
+    run.imported =
+        ledger::ImportOrigin{std::filesystem::absolute(options->file).lexically_normal().string(),
+                             ledger::sha256_hex(text.str()), ledger::utc_now()};
     const auto path = ledger_path(*options);
     ledger::Ledger::open(path).insert_run(run);
     if (options->json) {

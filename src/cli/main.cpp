@@ -1,6 +1,7 @@
 // The `loupe` executable: thin subcommands over the libraries; errors rendered here only.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
@@ -80,6 +81,14 @@ int main(int argc, char** argv) {
                         result);
   } catch (const loupe::Error& error) {
     return render_error(error, result);
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A folder or file loupe could not create, read or move, in loupe's words rather than the
+    // library's "filesystem error: ..." text.
+    return render_error(
+        loupe::Error(loupe::ErrorCode::kInput,
+                     "cannot use " + error.path1().string() + ": " + error.code().message(),
+                     "check that the path exists and that loupe may write there (--home DIR)"),
+        result);
   } catch (const std::exception& error) {
     return render_error(
         loupe::Error(loupe::ErrorCode::kInternal, std::string("internal error: ") + error.what()),

@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "gate/recorded_run.hpp"
+#include "mcp/access.hpp"
 #include "mcp/server.hpp"
 
 namespace loupe::cli {
@@ -21,6 +22,7 @@ namespace {
 struct McpOptions {
   std::string home;
   std::string skeletons;
+  std::vector<std::string> allow_paths;
 };
 
 // A client that dies without closing stdin gets SIGTERM from its supervisor: subjects run in their
@@ -48,6 +50,9 @@ void add_mcp_command(CLI::App& app, CommandResult& result) {
                   "default folder for runs and the ledger (default .loupe/ at the git root)");
   mcp->add_option("--skeletons", options->skeletons,
                   "the skeleton library folder (default skeletons/ of the source tree)");
+  mcp->add_option("--allow-path", options->allow_paths,
+                  "a folder outside the project root that clients may name (repeatable; "
+                  "docs/mcp.md, Access)");
   mcp->callback([options, &result] {
     result.kind = "mcp";
     mcp::ServerSettings settings;
@@ -56,6 +61,14 @@ void add_mcp_command(CLI::App& app, CommandResult& result) {
       settings.skeletons = std::filesystem::absolute(options->skeletons);
     }
     settings.cwd = std::filesystem::current_path();
+    // What a client may reach: the project root, and the folders the person starting the server
+    // named (its own home and skeleton library included). Read once, before serving.
+    std::vector<std::filesystem::path> allowed;
+    for (const auto& dir : options->allow_paths) allowed.push_back(std::filesystem::absolute(dir));
+    if (settings.home) allowed.push_back(*settings.home);
+    if (settings.skeletons) allowed.push_back(*settings.skeletons);
+    settings.access =
+        std::make_shared<const mcp::AccessPolicy>(mcp::load_access_policy(settings.cwd, allowed));
 
     std::cout.flush();
     const int protocol_fd = ::dup(STDOUT_FILENO);

@@ -17,6 +17,7 @@ struct ProbeOptions {
   std::vector<std::string> zips;
   std::vector<std::string> tolerances;
   std::vector<std::string> subject;
+  std::vector<std::string> pass_env;
   int64_t seed = -1;
   int64_t hidden_point = -1;
   bool hidden = false;
@@ -82,12 +83,16 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   list->add_option("--memory", options->memory,
                    "SIZE (512M, 2G): kill the subject when its process group's resident memory "
                    "passes it (exit 3)");
+  list->add_option("--env", options->pass_env,
+                   "NAME or PREFIX*: also pass this variable of loupe's environment to the "
+                   "subject (repeatable; docs/security.md lists those always passed)");
   list->add_option("subject", options->subject, "the subject command, after --")->required();
   list->callback([options, &result] {
     result.kind = "probe.list";
     const uint64_t memory =
         options->memory.empty() ? 0 : parse_byte_size("--memory", options->memory);
-    const Json list_json = probe::list_probes(options->subject, options->timeout_s, memory);
+    const Json list_json =
+        probe::list_probes(options->subject, options->timeout_s, memory, options->pass_env);
     if (options->json) {
       Envelope envelope;
       envelope.kind = "probe.list";
@@ -147,6 +152,9 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   run->add_option("--home", options->home,
                   "where observations go (default .loupe/ at the git root)");
   run->add_flag("--json", options->json, "print one JSON envelope");
+  run->add_option("--env", options->pass_env,
+                  "NAME or PREFIX*: also pass this variable of loupe's environment to the "
+                  "subject (repeatable; docs/security.md lists those always passed)");
   run->add_option("subject", options->subject, "the subject command, after --")->required();
   run->callback([options, &result] {
     result.kind = "probe.run";
@@ -167,6 +175,7 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     request.sandbox = !options->no_sandbox;
     if (!options->home.empty()) request.home = options->home;
     request.subject_command = options->subject;
+    request.pass_env = options->pass_env;
     request.analyze.tolerances = options->tolerances;
     request.analyze.threshold = options->threshold;
     probe::SweepOutcome sweep;

@@ -80,7 +80,7 @@ void add_report_command(CLI::App& app, CommandResult& result) {
                   "`loupe run OBJECTIVE` records runs there; pass --ledger FILE or --home DIR to "
                   "read another");
     }
-    const ledger::RunRecord run = ledger::Ledger::open(ledger_file).get_run(options->run);
+    const ledger::RunRecord run = ledger::Ledger::open_read_only(ledger_file).get_run(options->run);
 
     report::BuildOptions build;
     build.ledger_file = ledger_file.string();

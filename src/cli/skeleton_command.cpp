@@ -148,7 +148,7 @@ void add_match(CLI::App* parent, CommandResult& result) {
       throw Error(ErrorCode::kUsage, "no ledger at " + path.string(),
                   "`loupe run OBJECTIVE` records runs there; pass --ledger FILE or --home DIR");
     }
-    const ledger::RunRecord run = ledger::Ledger::open(path).get_run(options->run);
+    const ledger::RunRecord run = ledger::Ledger::open_read_only(path).get_run(options->run);
     const auto dir = library_dir(*options);
     const auto library = skeleton::load_library(dir);
     const auto matches = skeleton::match_run(library, run);

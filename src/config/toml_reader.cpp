@@ -4,6 +4,7 @@
 #include <cctype>
 #include <tuple>
 
+#include "core/limits.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::config {
@@ -45,6 +46,9 @@ std::string indexed(const std::string& path, size_t index) {
 }
 
 toml::table TomlReader::parse(std::string_view text) const {
+  // toml++ builds and frees tables recursively: a header of 100,000 dotted parts overflowed the
+  // stack (`loupe plan`), so depth is bounded before it parses.
+  check_toml_nesting(text, file_);
   try {
     return toml::parse(text, file_);
   } catch (const toml::parse_error& error) {

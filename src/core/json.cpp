@@ -217,4 +217,15 @@ std::string render_envelope(const Envelope& envelope) {
                                          nlohmann::detail::error_handler_t::replace);
 }
 
+std::string json_error_text(const std::exception& error) {
+  std::string text = error.what();
+  if (text.rfind("[json.exception.", 0) == 0) {
+    const size_t close = text.find("] ");
+    if (close != std::string::npos) text.erase(0, close + 2);
+    // "parse error at line 1, column 2: ..." reads as a position already.
+    if (text.rfind("parse error at ", 0) == 0) text.erase(0, 15);
+  }
+  return text;
+}
+
 }  // namespace loupe

@@ -34,6 +34,11 @@ Finding finding_from_json(const Json& json);
 
 Json stats_to_json(const StatsRegistry& stats);
 
+// A library exception's text in loupe's words: nlohmann-json's "[json.exception.parse_error.101]
+// parse error at line 1, column 2: syntax error while parsing value - ..." loses its bracketed
+// tag ("line 1, column 2: syntax error while parsing value - ..."); any other text is unchanged.
+std::string json_error_text(const std::exception& error);
+
 struct Envelope {
   std::string kind;  // the command: "diff", "probe.run", "trace.analyze", ...
   Verdict verdict = Verdict::kNone;

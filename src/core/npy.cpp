@@ -139,6 +139,13 @@ class HeaderParser {
       value.kind = PyValue::Kind::kString;
       value.text = parse_string();
     } else if (c == '(' || c == '[') {
+      // A shape is one tuple; anything nested deeper is not a header numpy writes, and an
+      // unbounded descent would overflow the stack (a header of 50,000 '(' did).
+      if (depth_ == kMaxHeaderNesting) {
+        fail("at most " + std::to_string(kMaxHeaderNesting) +
+             " nested tuples or lists (a header value nests one tuple)");
+      }
+      ++depth_;
       value.kind = c == '(' ? PyValue::Kind::kTuple : PyValue::Kind::kList;
       const char close = c == '(' ? ')' : ']';
       ++position_;
@@ -157,6 +164,7 @@ class HeaderParser {
         expect(close, std::string("',' or '") + close + "'");
         break;
       }
+      --depth_;
     } else if (c == '{') {
       fail("a string, True, False, an integer or a tuple (nested dicts are structured dtypes)");
     } else if (c == '-' || (c >= '0' && c <= '9')) {
@@ -189,10 +197,13 @@ class HeaderParser {
     return value;
   }
 
+  static constexpr size_t kMaxHeaderNesting = 8;
+
   const std::string& file_;
   std::string_view text_;
   size_t file_offset_;
   size_t position_ = 0;
+  size_t depth_ = 0;  // tuples and lists open at position_
 };
 
 struct NpyDescr {

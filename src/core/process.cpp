@@ -71,9 +71,11 @@ Pipe make_pipe(const std::string& program) {
   return {Fd(fds[0]), Fd(fds[1])};
 }
 
-// The parent's environment with `extra` added; a name in `extra` replaces the parent's value.
+// The parent's environment (only the variables `allowlist` admits, when given) with `extra`
+// added; a name in `extra` replaces the parent's value.
 std::vector<std::string> child_environment(
-    const std::vector<std::pair<std::string, std::string>>& extra) {
+    const std::vector<std::pair<std::string, std::string>>& extra,
+    const std::optional<std::vector<std::string>>& allowlist) {
   std::set<std::string> overridden;
   for (const auto& [name, value] : extra) overridden.insert(name);
   std::vector<std::string> entries;
@@ -81,6 +83,7 @@ std::vector<std::string> child_environment(
     std::string_view text(*entry);
     auto equals = text.find('=');
     std::string name(text.substr(0, equals));
+    if (allowlist && !environment_allowed(name, *allowlist)) continue;
     if (!overridden.contains(name)) entries.emplace_back(text);
   }
   for (const auto& [name, value] : extra) entries.push_back(name + "=" + value);
@@ -278,7 +281,7 @@ ProcessResult run_process(const ProcessSpec& spec) {
   for (const auto& argument : spec.argv)
     argv_pointers.push_back(const_cast<char*>(argument.c_str()));
   argv_pointers.push_back(nullptr);
-  std::vector<std::string> environment = child_environment(spec.extra_env);
+  std::vector<std::string> environment = child_environment(spec.extra_env, spec.env_allowlist);
   std::vector<char*> env_pointers;
   for (auto& entry : environment) env_pointers.push_back(entry.data());
   env_pointers.push_back(nullptr);
@@ -438,6 +441,32 @@ ProcessResult run_process(const ProcessSpec& spec) {
     result.term_signal = WTERMSIG(wait_status);
   }
   return result;
+}
+
+const std::vector<std::string>& subject_environment_allowlist() {
+  static const std::vector<std::string> names = {
+      // Finding programs and libraries, the user and the locale.
+      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "LC_*",
+      "TMPDIR", "TMP", "TEMP", "LD_LIBRARY_PATH",
+      // Accelerators and numeric libraries: which device, how many threads.
+      "CUDA_*", "NVIDIA_*", "NCCL_*", "CUBLAS_*", "CUDNN_*", "HIP_*", "ROCR_*", "OMP_*",
+      "OPENBLAS_*", "MKL_*", "GOMP_*", "KMP_*",
+      // Python subjects, and sanitizer builds (their reports must reach the test).
+      "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "CONDA_PREFIX",
+      "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "MSAN_OPTIONS", "LOUPE_*"};
+  return names;
+}
+
+bool environment_allowed(std::string_view name, const std::vector<std::string>& allowlist) {
+  for (const auto& pattern : allowlist) {
+    if (!pattern.empty() && pattern.back() == '*') {
+      const std::string_view prefix(pattern.data(), pattern.size() - 1);
+      if (name.substr(0, prefix.size()) == prefix) return true;
+    } else if (name == pattern) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace loupe

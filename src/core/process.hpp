@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct ProcessSpec {
   std::optional<std::filesystem::path> working_dir;
   // Added to (or replacing in) the parent's environment: {"OMP_NUM_THREADS", "1"}.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  // When set, only the parent's variables it admits are passed on (names, or prefixes ending in
+  // '*': "LC_*"); extra_env is added either way. Subjects get subject_environment_allowlist()
+  // plus what their objective names, so loupe's secrets (tokens, keys) do not reach them.
+  std::optional<std::vector<std::string>> env_allowlist;
   // Wall-clock limit; zero means none. When it expires the whole process group gets SIGTERM,
   // then SIGKILL after `kill_grace`.
   std::chrono::nanoseconds timeout{0};
@@ -50,6 +55,15 @@ struct ProcessSpec {
 
 // {"/bin/sh", "-c", command}: the command line as a shell would run it.
 ProcessSpec shell_command(std::string command);
+
+// The variables every subject gets from loupe's environment (docs/security.md): PATH, HOME,
+// USER, LOGNAME, SHELL, TERM, TZ, LANG, LANGUAGE, LC_*, TMPDIR, TMP, TEMP, LD_LIBRARY_PATH,
+// CUDA_*, NVIDIA_*, NCCL_*, CUBLAS_*, CUDNN_*, HIP_*, ROCR_*, OMP_*, OPENBLAS_*, MKL_*, GOMP_*,
+// KMP_*, PYTHONPATH, PYTHONHOME, PYTHONDONTWRITEBYTECODE, VIRTUAL_ENV, CONDA_PREFIX, the
+// sanitizers' *SAN_OPTIONS and LOUPE_*.
+const std::vector<std::string>& subject_environment_allowlist();
+// Whether `name` matches an entry of `allowlist` (a name, or a prefix ending in '*').
+bool environment_allowed(std::string_view name, const std::vector<std::string>& allowlist);
 
 struct ProcessResult {
   // Exactly one of exit_code and term_signal is set.

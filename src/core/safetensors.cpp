@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "core/mapped_file.hpp"
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
@@ -171,18 +172,21 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
     }
     return true;
   };
+  // A header nests three levels; a deeply nested one would overflow nlohmann's recursion.
+  check_json_nesting(std::string_view(header_begin, header_length), file + ": header at offset 8",
+                     kMaxJsonDepth);
   try {
     header = Json::parse(header_begin, header_begin + header_length, refuse_duplicate_names);
   } catch (const Json::parse_error& error) {
     throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
                                 "), near offset " +
                                 std::to_string(8 + (error.byte > 0 ? error.byte - 1 : 0)) + ": " +
-                                error.what());
+                                json_error_text(error));
   } catch (const Json::exception& error) {
     // Not only syntax: a number beyond double's range (1e400) is out_of_range 406 (fuzzing found
     // it escaping as an uncaught exception).
     throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
-                                "): " + error.what());
+                                "): " + json_error_text(error));
   }
   if (!header.is_object()) {
     throw input_error(file, "header at offset 8: expected a JSON object, found " +
@@ -288,7 +292,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   try {
     header_text = header.dump();
   } catch (const Json::exception& error) {
-    throw input_error(file, std::string("cannot write the header: ") + error.what(),
+    throw input_error(file, std::string("cannot write the header: ") + json_error_text(error),
                       "tensor names must be valid UTF-8");
   }
   // Padding with spaces to a multiple of 8 keeps the data buffer 8-byte aligned in the file.

@@ -12,6 +12,7 @@
 
 #include "core/home.hpp"
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {
@@ -113,7 +114,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput,
                 outcome.observation_dir.string() +
-                    "/observation.json: unexpected analysis data: " + error.what());
+                    "/observation.json: unexpected analysis data: " + json_error_text(error));
   }
   if (point.params.empty()) point.params = task.params;
   point.reproduce =
@@ -349,9 +350,10 @@ std::vector<std::string> subject_command(const SubjectSpec& subject) {
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes) {
   const std::vector<std::string> subject = subject_command(objective.subject);
+  const std::vector<std::string> pass_env = objective.subject.pass_env;
   const double timeout_s = objective.subject.timeout_s;
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
-  return [subject, timeout_s, absolute_home, run_id, memory_limit_bytes](
+  return [subject, pass_env, timeout_s, absolute_home, run_id, memory_limit_bytes](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
     probe::RunRequest request;
@@ -368,6 +370,7 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     const std::string staging_id = run_id + "/.staging";
     request.run_id = staging_id;
     request.subject_command = subject;
+    request.pass_env = pass_env;
     for (const auto& [metric, limit] : entry.tolerances) {
       std::ostringstream text;
       text << metric << "=" << std::setprecision(17) << limit;
@@ -390,6 +393,7 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
              std::to_string(suffix);
     }
     const std::filesystem::path final_dir = probe_dir / name;
+    check_under_home(final_dir, absolute_home, "the point's folder");
     std::filesystem::rename(outcome.observation_dir, final_dir);
     std::error_code ignored;
     std::filesystem::remove_all(run_dir(absolute_home, staging_id), ignored);

@@ -1,6 +1,8 @@
 #include "gate/objective.hpp"
 
 #include "config/toml_reader.hpp"
+#include "core/limits.hpp"
+#include "gate/plan.hpp"
 
 #include <toml++/toml.h>
 #include <algorithm>
@@ -38,7 +40,7 @@ using Reader = config::TomlReader;
 SubjectSpec read_subject(const Reader& reader, const toml::table& table,
                          const std::filesystem::path& base) {
   const std::string path = "subject";
-  reader.allow_keys(table, path, {"command", "working_dir", "environment", "timeout_s"});
+  reader.allow_keys(table, path, {"command", "working_dir", "environment", "env", "timeout_s"});
   SubjectSpec subject;
   const toml::node& command = reader.required(table, "command", path);
   if (command.is_string()) {
@@ -60,6 +62,25 @@ SubjectSpec read_subject(const Reader& reader, const toml::table& table,
     for (const auto& [name, node] : Reader::ordered(variables)) {
       subject.environment.emplace_back(name,
                                        reader.string_of(*node, "subject.environment." + name));
+    }
+  }
+  if (const toml::node* env = table.get("env")) {
+    subject.pass_env = reader.strings_of(*env, "subject.env");
+    for (size_t index = 0; index < subject.pass_env.size(); ++index) {
+      const std::string& name = subject.pass_env[index];
+      const std::string_view stem = !name.empty() && name.back() == '*'
+                                        ? std::string_view(name).substr(0, name.size() - 1)
+                                        : std::string_view(name);
+      const bool valid = !stem.empty() && !std::isdigit(static_cast<unsigned char>(stem.front())) &&
+                         std::all_of(stem.begin(), stem.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                         });
+      if (!valid) {
+        reader.fail(*env, indexed("subject.env", index),
+                    "expected a variable name (letters, digits, '_'), or a prefix ending in '*', "
+                    "found '" +
+                        name + "'");
+      }
     }
   }
   if (const toml::node* timeout = table.get("timeout_s")) {
@@ -104,8 +125,12 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   entry.layer = layer;
   entry.line = Reader::line_of(table);
   entry.probe = reader.string_of(reader.required(table, "probe", path), child(path, "probe"));
-  if (entry.probe.empty()) {
-    reader.fail(*table.get("probe"), child(path, "probe"), "expected a probe name, found ''");
+  if (!is_probe_name(entry.probe)) {
+    // The probe name becomes a folder under the home: "../x" would write outside it.
+    reader.fail(*table.get("probe"), child(path, "probe"),
+                "expected a probe name of 1 to " + std::to_string(kMaxProbeNameLength) +
+                    " characters of A-Z a-z 0-9 _ -, the first a letter, digit or _, found '" +
+                    entry.probe + "'");
   }
   const auto name = reader.optional_string(table, "name", path);
   entry.name = name.value_or(entry.probe);
@@ -179,9 +204,14 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   }
   if (const toml::node* repeats = table.get("repeats")) {
     entry.repeats = reader.integer_of(*repeats, child(path, "repeats"));
-    if (entry.repeats < 1) {
+    // One entry cannot repeat more than a whole run may run its subject (plan.hpp).
+    constexpr int64_t kMaxRepeats = kMaxSubjectRunsPerRun;
+    if (entry.repeats < 1 || entry.repeats > kMaxRepeats) {
       reader.fail(*repeats, child(path, "repeats"),
-                  "expected 1 or more, found " + std::to_string(entry.repeats));
+                  "expected 1 to " + std::to_string(kMaxRepeats) +
+                      " (the cap on subject runs per "
+                      "run), found " +
+                      std::to_string(entry.repeats));
     }
   }
   if (const toml::node* threshold = table.get("threshold")) {

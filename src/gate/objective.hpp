@@ -36,8 +36,11 @@ struct SubjectSpec {
   // Where the subject runs, resolved against the objective file's folder; absent: the folder
   // loupe was started in.
   std::optional<std::filesystem::path> working_dir;
-  std::vector<std::pair<std::string, std::string>> environment;  // added to loupe's own
-  double timeout_s = 600;                                        // per probe point
+  std::vector<std::pair<std::string, std::string>> environment;  // set for the subject
+  // Variables of loupe's environment passed on beyond the documented allowlist (core/process.hpp
+  // subject_environment_allowlist): names, or prefixes ending in '*' ("HF_*").
+  std::vector<std::string> pass_env;
+  double timeout_s = 600;  // per probe point
   bool operator==(const SubjectSpec&) const = default;
 };
 

@@ -137,6 +137,53 @@ Configuration resolve_configuration(const Objective& objective, std::string_view
   return configuration;
 }
 
+namespace {
+
+// a × b, saturated at kSaturated so that no product of a file's list lengths overflows.
+constexpr int64_t kSaturated = int64_t{1} << 50;
+int64_t bounded_product(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  if (a > kSaturated / b) return kSaturated;
+  return std::min(a * b, kSaturated);
+}
+
+std::string count_text(int64_t count) {
+  return count >= kSaturated ? "more than " + std::to_string(kSaturated) : std::to_string(count);
+}
+
+}  // namespace
+
+void check_run_size(const Objective& objective, const Plan& plan) {
+  int64_t total = 0;
+  for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+    const auto& entries = objective.entries(layer);
+    for (size_t index = 0; index < entries.size(); ++index) {
+      const ProbeEntry& entry = entries[index];
+      if (find_left_out(plan, layer, entry.name) != nullptr) continue;
+      int64_t points = 1;
+      for (const auto& axis : entry.params) {
+        points = bounded_product(points, static_cast<int64_t>(axis.values.size()));
+      }
+      if (!entry.zip.empty()) {
+        points = bounded_product(points, static_cast<int64_t>(entry.zip.front().values.size()));
+      }
+      const int64_t runs = bounded_product(points, std::max<int64_t>(entry.repeats, 1));
+      total = std::min(total + runs, kSaturated);
+      if (total > kMaxSubjectRunsPerRun) {
+        throw Error(ErrorCode::kConfig,
+                    objective.file.string() + ":" + std::to_string(entry.line) + ": " +
+                        std::string(layer_name(layer)) + "[" + std::to_string(index) + "] '" +
+                        entry.name + "': " + count_text(points) + " point(s) x " +
+                        std::to_string(entry.repeats) + " repeat(s) brings the run to " +
+                        count_text(total) + " subject runs; expected at most " +
+                        std::to_string(kMaxSubjectRunsPerRun) + " per run",
+                    "sweep fewer values or repeats, or split the sweep across objectives "
+                    "(docs/objective.md, \"Size of a run\")");
+      }
+    }
+  }
+}
+
 Plan make_plan(const Objective& objective, const Configuration& configuration) {
   Plan plan;
   plan.configuration = configuration;
@@ -217,6 +264,12 @@ Plan make_plan(const Objective& objective, const Configuration& configuration) {
         plan.left_out.push_back({layer, entry.name, entry.probe, off->second});
         continue;
       }
+    }
+  }
+  check_run_size(objective, plan);
+  for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+    for (const auto& entry : objective.entries(layer)) {
+      if (find_left_out(plan, layer, entry.name) != nullptr) continue;
       std::vector<PlanTask> entry_tasks;
       for (Params point : expand_points(entry)) {
         PlanTask task{layer, entry.name, entry.probe, {}, {}, entry.repeats};

@@ -73,6 +73,17 @@ struct Plan {
 // The entry's record when a switch left it out of the plan, else nullptr.
 const LeftOutEntry* find_left_out(const Plan& plan, Layer layer, std::string_view entry);
 
+// The most subject runs (points × repeats, summed over the entries the configuration keeps) one
+// run of an objective may plan; docs/objective.md states it. A 3,000 × 1,000 sweep once kept
+// `loupe plan` busy for minutes before anything said it was too large.
+inline constexpr int64_t kMaxSubjectRunsPerRun = 10000;
+
+// Throws Error(kConfig) naming the file, the entry's line, its points and repeats when an entry,
+// or the whole plan, would run the subject more than kMaxSubjectRunsPerRun times. Counts before
+// expanding anything, so it answers at once however large the sweep.
+void check_run_size(const Objective& objective, const Plan& plan);
+
+// REQUIRES nothing of the sweep's size: it is checked first (check_run_size).
 Plan make_plan(const Objective& objective, const Configuration& configuration);
 
 // The variant NAME[configured] means under this plan; nullopt when no setting selects one.

@@ -250,10 +250,31 @@ DecideOutcome decide(ledger::Ledger& ledger, int64_t hypothesis_id, ledger::Deci
   }
   const ledger::RunRecord baseline = ledger.get_run(*baseline_id);
 
+  // Evidence loupe did not produce here (an edited export can claim anything) is for a person to
+  // weigh: a decision resting on an imported run needs review.
+  const std::vector<const ledger::RunRecord*> linked = {&baseline, &*candidate};
+  for (const ledger::RunRecord* run : linked) {
+    if (!run->imported) continue;
+    const std::string role = run == &baseline ? "baseline" : "candidate";
+    outcome.triggers.push_back(
+        {"imported", role + " run " + run->id + " was imported from " + run->imported->source +
+                         " (export sha256 " + run->imported->digest.substr(0, 12) +
+                         "): its evidence was not produced by this ledger's loupe"});
+  }
   std::filesystem::path objective_path = candidate->objective_path;
   if (objective_path.is_relative()) objective_path = repo / objective_path;
-  const gate::Objective objective = gate::parse_objective_file(objective_path);
-  outcome.triggers = triggers_for(objective, changes_between(baseline, *candidate, repo));
+  try {
+    const gate::Objective objective = gate::parse_objective_file(objective_path);
+    for (auto& trigger : triggers_for(objective, changes_between(baseline, *candidate, repo))) {
+      outcome.triggers.push_back(std::move(trigger));
+    }
+  } catch (const Error& error) {
+    // An imported candidate's objective may not exist here; the decision already needs review.
+    if (outcome.triggers.empty()) throw;
+    outcome.triggers.push_back(
+        {"imported", "the candidate's objective could not be read to check the review boundary: " +
+                         error.message()});
+  }
 
   std::vector<ledger::ReviewNote> notes;
   for (const auto& trigger : outcome.triggers) notes.push_back({trigger.category, trigger.reason});

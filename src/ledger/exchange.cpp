@@ -1,19 +1,24 @@
 #include "ledger/exchange.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "core/limits.hpp"
 
 namespace loupe::ledger {
 namespace {
 
 Json parse_stored_json(const std::string& text, std::string_view what, const std::string& run_id) {
   try {
+    // A ledger written before imports were bounded may hold deeper JSON than loupe writes.
+    check_json_nesting(text, "run " + run_id + ": its " + std::string(what));
     return Json::parse(text);
   } catch (const Json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                "run " + run_id + ": its " + std::string(what) + " is not JSON: " + error.what());
+    throw Error(ErrorCode::kInput, "run " + run_id + ": its " + std::string(what) +
+                                       " is not JSON: " + json_error_text(error));
   }
 }
 
@@ -63,6 +68,20 @@ class Reader {
       return parse(text);
     } catch (const Error& error) {
       fail(path + "." + key, error.message());
+    }
+  }
+  // Fails on the first key (in document order) that `allowed` does not list: an export is read
+  // whole against its schema, so a field loupe would drop silently is an error instead.
+  void allow_keys(const Json& object, const std::string& path,
+                  std::initializer_list<const char*> allowed) const {
+    for (auto it = object.begin(); it != object.end(); ++it) {
+      const bool known = std::any_of(allowed.begin(), allowed.end(),
+                                     [&](const char* key) { return it.key() == key; });
+      if (known) continue;
+      std::string accepted;
+      for (const char* key : allowed) accepted += (accepted.empty() ? "" : ", ") + std::string(key);
+      fail(path.empty() ? it.key() : path + "." + it.key(),
+           "unknown field; expected one of " + accepted);
     }
   }
   const std::string& source() const { return source_; }
@@ -163,23 +182,39 @@ Json run_to_json(const RunRecord& run) {
       {"findings", findings},
       {"observations", run.observations},
   };
+  if (run.imported) {
+    run_json["imported"] = {{"source", run.imported->source},
+                            {"digest", run.imported->digest},
+                            {"imported_at", run.imported->imported_at}};
+  }
   return run_json;
 }
 
 std::string export_run(const RunRecord& run) {
-  Json document = {{"loupe_ledger_export", kExportVersion}, {"run", run_to_json(run)}};
+  Json run_json = run_to_json(run);
+  // Where a run was imported from is this ledger's record, not part of the run: the ledger that
+  // imports the export records its own origin.
+  run_json.erase("imported");
+  Json document = {{"loupe_ledger_export", kExportVersion}, {"run", std::move(run_json)}};
   return document.dump(2) + "\n";
 }
 
 RunRecord import_run(std::string_view text, const std::string& source) {
   Json document;
+  // An export nests about six levels; one nested 50,000 deep overflowed the stack, and one
+  // 20,000 deep imported and then broke `loupe report`.
+  check_json_nesting(text, source, kMaxJsonDepth);
   try {
     document = Json::parse(text);
   } catch (const Json::exception& error) {
-    throw Error(ErrorCode::kInput, source + ": not JSON: " + error.what(),
+    throw Error(ErrorCode::kInput, source + ": not JSON: " + json_error_text(error),
                 "import reads what `loupe ledger export RUN` writes");
   }
   const Reader reader(source);
+  if (!document.is_object()) {
+    reader.fail("(document)", std::string("expected an object, found ") + document.type_name());
+  }
+  reader.allow_keys(document, "", {"loupe_ledger_export", "run"});
   const Json& version = reader.require(document, "", "loupe_ledger_export");
   if (!version.is_number_integer() || version.get<int64_t>() != kExportVersion) {
     reader.fail("loupe_ledger_export",
@@ -187,9 +222,16 @@ RunRecord import_run(std::string_view text, const std::string& source) {
   }
   const Json& run_json = reader.object(document, "", "run");
   const std::string path = "run";
+  reader.allow_keys(run_json, path,
+                    {"id", "status", "started_at", "ended_at", "objective", "git", "environment",
+                     "config", "gates", "findings", "observations"});
   RunRecord run;
   run.id = reader.string(run_json, path, "id");
-  if (run.id.empty()) reader.fail("run.id", "expected a run id, found an empty string");
+  // Run ids name folders under the home (runs/<run>/): the character set of probe names.
+  if (!is_probe_name(run.id)) {
+    reader.fail("run.id", "expected a run id of 1 to 128 characters of A-Z a-z 0-9 _ -, found '" +
+                              run.id.substr(0, 80) + "'");
+  }
   run.status = reader.word(run_json, path, "status", parse_run_status);
   if (run.status == RunStatus::kInProgress) {
     reader.fail("run.status", "an in-progress run cannot be imported; export it once it ended");
@@ -203,9 +245,11 @@ RunRecord import_run(std::string_view text, const std::string& source) {
                 std::string("expected a string or null, found ") + ended_at.type_name());
   }
   const Json& objective = reader.object(run_json, path, "objective");
+  reader.allow_keys(objective, "run.objective", {"path", "hash"});
   run.objective_path = reader.string(objective, "run.objective", "path");
   run.objective_hash = reader.string(objective, "run.objective", "hash");
   const Json& git = reader.object(run_json, path, "git");
+  reader.allow_keys(git, "run.git", {"commit", "dirty", "diff_hash", "dirty_paths"});
   run.git.commit = reader.string(git, "run.git", "commit");
   const Json& dirty = reader.require(git, "run.git", "dirty");
   if (!dirty.is_boolean()) {
@@ -231,6 +275,9 @@ RunRecord import_run(std::string_view text, const std::string& source) {
   for (size_t index = 0; index < gates.size(); ++index) {
     const std::string gate_path = index_path("run.gates", index);
     GateRecord gate;
+    if (gates[index].is_object()) {
+      reader.allow_keys(gates[index], gate_path, {"name", "verdict", "statistics", "rule"});
+    }
     gate.name = reader.string(gates[index], gate_path, "name");
     gate.verdict = reader.word(gates[index], gate_path, "verdict", parse_gate_verdict);
     gate.statistics_json = reader.object(gates[index], gate_path, "statistics").dump();
@@ -305,6 +352,10 @@ RunComparison compare_runs(const RunRecord& a, const RunRecord& b) {
                       parse_stored_json(b.environment_json, "environment", b.id), "",
                       comparison.environment_differences);
   comparison.objective_differs = a.objective_hash != b.objective_hash;
+  for (const RunRecord* run : {&a, &b}) {
+    if (run->imported)
+      comparison.imported.push_back(run->id + " (from " + run->imported->source + ")");
+  }
   return comparison;
 }
 
@@ -323,10 +374,13 @@ std::string render_run_list(const std::vector<RunSummary>& runs, int64_t total, 
   out << "runs " << offset + 1 << "-" << offset + static_cast<int64_t>(runs.size()) << " of "
       << total << " in " << ledger_file << " (newest first)\n";
   for (const auto& run : runs) {
-    out << "  " << run.id << "  " << padded(std::string(run_status_name(run.status)), 11) << "  "
-        << run.started_at << "  gates " << run.gates_passed << " pass, " << run.gates_failed
-        << " fail, " << run.gates_inconclusive << " inconclusive, " << run.gates_not_run
-        << " not-run  findings " << run.findings << "  " << run.objective_path << "\n";
+    // Imported runs were not produced here: every listing says so.
+    const std::string status =
+        std::string(run_status_name(run.status)) + (run.imported ? " imported" : "");
+    out << "  " << run.id << "  " << padded(status, 11) << "  " << run.started_at << "  gates "
+        << run.gates_passed << " pass, " << run.gates_failed << " fail, " << run.gates_inconclusive
+        << " inconclusive, " << run.gates_not_run << " not-run  findings " << run.findings << "  "
+        << run.objective_path << "\n";
   }
   const int64_t next = offset + static_cast<int64_t>(runs.size());
   if (next < total) {
@@ -348,7 +402,8 @@ Json run_list_to_json(const std::vector<RunSummary>& runs, int64_t total, int64_
                       {"fail", run.gates_failed},
                       {"inconclusive", run.gates_inconclusive},
                       {"not-run", run.gates_not_run}}},
-                    {"findings", run.findings}});
+                    {"findings", run.findings},
+                    {"imported", run.imported}});
   }
   const int64_t next = offset + static_cast<int64_t>(runs.size());
   return {{"runs", list},
@@ -362,6 +417,11 @@ std::string render_run(const RunRecord& run, size_t max_findings) {
   out << "run " << run.id << "  " << run_status_name(run.status) << "  started " << run.started_at;
   if (run.ended_at) out << ", ended " << *run.ended_at;
   out << "\n";
+  if (run.imported) {
+    out << "imported from " << run.imported->source << " (export sha256 "
+        << short_hash(run.imported->digest) << ") at " << run.imported->imported_at
+        << ": not produced by this ledger's loupe\n";
+  }
   out << "objective " << run.objective_path << " (sha256 " << short_hash(run.objective_hash)
       << ")\n";
   out << "git " << (run.git.commit.empty() ? "-" : short_hash(run.git.commit));
@@ -406,6 +466,9 @@ std::string render_comparison(const RunComparison& comparison, size_t max_findin
   if (comparison.objective_differs) {
     out << "note: the two runs used different objective files (content hashes differ)\n";
   }
+  for (const auto& run : comparison.imported) {
+    out << "note: run " << run << " was imported: not produced by this ledger's loupe\n";
+  }
   if (!comparison.environment_differences.empty()) {
     out << "warning: the environment fingerprints differ (";
     const size_t shown = std::min<size_t>(comparison.environment_differences.size(), 8);
@@ -440,6 +503,7 @@ Json comparison_to_json(const RunComparison& comparison) {
           {"gates", gates},
           {"findings", {{"appeared", appeared}, {"disappeared", disappeared}}},
           {"objective_differs", comparison.objective_differs},
+          {"imported", comparison.imported},
           {"environment",
            {{"differs", !comparison.environment_differences.empty()},
             {"keys", comparison.environment_differences}}}};

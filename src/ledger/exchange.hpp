@@ -50,6 +50,7 @@ struct RunComparison {
   std::vector<Finding> disappeared;                  // in A, not in B
   std::vector<std::string> environment_differences;  // dotted keys whose values differ
   bool objective_differs = false;                    // the objectives' content hashes differ
+  std::vector<std::string> imported;                 // "RUN (from SOURCE)" for each imported run
 };
 
 // "check.cp_vs_nocp.drift@T=4096,shards=8": a finding's id and parameter point.

@@ -2,11 +2,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <ctime>
 #include <utility>
 
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::ledger {
@@ -19,7 +22,7 @@ struct Migration {
   const char* sql;
 };
 
-constexpr std::array<Migration, 3> kMigrations = {{
+constexpr std::array<Migration, 4> kMigrations = {{
     {1, R"sql(
 CREATE TABLE runs (
   id TEXT PRIMARY KEY,
@@ -112,7 +115,22 @@ CREATE TABLE approvals (
   approved_at TEXT NOT NULL
 );
 )sql"},
+    // 4: runs recorded by `loupe ledger import` (issue 17): where each came from and the digest
+    // of the export, so every listing can say so and decisions resting on one need review.
+    {4, R"sql(
+CREATE TABLE run_imports (
+  run_id TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+  source TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  imported_at TEXT NOT NULL
+);
+)sql"},
 }};
+
+// The tables every loupe ledger has had since schema 1: how a ledger written before
+// application_id was set is told from another database.
+constexpr std::array<const char*, 4> kLedgerTables = {"runs", "gate_verdicts", "findings",
+                                                      "observations"};
 
 constexpr int kBusyTimeoutMs = 10000;
 
@@ -222,7 +240,8 @@ std::string utc_now() {
 struct Ledger::Impl {
   std::filesystem::path file;
   sqlite3* db = nullptr;
-  int version = kSchemaVersion;  // lower only for migration tests (open_at_version)
+  // Lower for migration tests (open_at_version) and for older ledgers opened read-only.
+  int version = kSchemaVersion;
 
   ~Impl() {
     if (db != nullptr) sqlite3_close_v2(db);
@@ -362,11 +381,59 @@ void refuse_newer(const Ledger::Impl& impl, int current) {
   }
 }
 
+int32_t read_application_id(const Ledger::Impl& impl) {
+  Statement statement(impl, "PRAGMA application_id", "reading the application id");
+  statement.step();
+  return static_cast<int32_t>(statement.integer(0));
+}
+
+// Says whether the open file is a loupe ledger before anything is written to it: stamped with
+// kApplicationId; or unstamped with loupe's tables (a ledger from before the stamp); or an empty
+// database (a new ledger) when `allow_empty`. Anything else is refused. The first statement also
+// tells whether the file is a SQLite database at all.
+void recognise(const Ledger::Impl& impl, bool allow_empty) {
+  const int32_t application_id = read_application_id(impl);
+  const int version = read_user_version(impl);
+  if (application_id == kApplicationId) {
+    refuse_newer(impl, version);
+    return;
+  }
+  std::vector<std::string> tables;
+  {
+    Statement statement(impl, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+                        "listing the tables");
+    while (statement.step()) tables.push_back(statement.text(0));
+  }
+  if (application_id == 0 && tables.empty() && version == 0 && allow_empty) return;
+  const bool has_loupe_tables =
+      std::all_of(kLedgerTables.begin(), kLedgerTables.end(), [&](const char* table) {
+        return std::find(tables.begin(), tables.end(), table) != tables.end();
+      });
+  if (application_id == 0 && has_loupe_tables && version >= 1) {
+    refuse_newer(impl, version);
+    return;
+  }
+  std::string listed;
+  for (size_t index = 0; index < tables.size() && index < 8; ++index) {
+    listed += (index ? ", " : "") + tables[index];
+  }
+  if (tables.size() > 8) listed += ", ...";
+  char id_text[16];
+  std::snprintf(id_text, sizeof id_text, "0x%08x", static_cast<uint32_t>(application_id));
+  throw Error(ErrorCode::kInput,
+              "ledger " + impl.file.string() + ": not a loupe ledger (application_id " + id_text +
+                  ", user_version " + std::to_string(version) + ", " +
+                  (tables.empty() ? std::string("no tables") : "tables: " + listed) +
+                  "); expected a SQLite file loupe created (application_id 0x6c6f7570)",
+              "loupe writes nothing to it; pass --ledger FILE (or the ledger argument) naming a "
+              "loupe ledger, or a new file");
+}
+
 void migrate(Ledger::Impl& impl, int target) {
-  // Most opens find the schema current: check without taking the write lock.
+  // Most opens find the schema current and stamped: check without taking the write lock.
   const int before = read_user_version(impl);
   refuse_newer(impl, before);
-  if (before >= target) return;
+  if (before >= target && read_application_id(impl) == kApplicationId) return;
   WriteTransaction transaction(impl, "migrating the schema");
   const int current = read_user_version(impl);  // another process may have migrated meanwhile
   refuse_newer(impl, current);
@@ -377,6 +444,8 @@ void migrate(Ledger::Impl& impl, int target) {
     impl.exec(("PRAGMA user_version = " + std::to_string(migration.version)).c_str(),
               "recording schema version " + std::to_string(migration.version));
   }
+  impl.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str(),
+            "stamping the ledger's application id");
   transaction.commit();
 }
 
@@ -427,6 +496,19 @@ void insert_run_row(const Ledger::Impl& impl, const RunRecord& run) {
     insert_path.run();
     insert_path.reset();
   }
+  if (!run.imported) return;
+  if (impl.version < 4) {
+    throw Error(ErrorCode::kInternal, "recording an imported run needs ledger schema 4");
+  }
+  Statement insert_import(impl,
+                          "INSERT INTO run_imports (run_id, source, digest, imported_at) "
+                          "VALUES (?1, ?2, ?3, ?4)",
+                          "recording where run " + run.id + " was imported from");
+  insert_import.bind(1, run.id)
+      .bind(2, run.imported->source)
+      .bind(3, run.imported->digest)
+      .bind(4, run.imported->imported_at);
+  insert_import.run();
 }
 
 void insert_children(const Ledger::Impl& impl, const std::string& run_id,
@@ -463,7 +545,7 @@ void insert_children(const Ledger::Impl& impl, const std::string& run_id,
       } catch (const Json::exception& error) {
         throw Error(ErrorCode::kInput,
                     "ledger " + impl.file.string() + ": " + doing + ": finding " + finding.id +
-                        " cannot be written as JSON: " + error.what(),
+                        " cannot be written as JSON: " + json_error_text(error),
                     "findings hold UTF-8 text");
       }
       insert.bind(1, run_id)
@@ -534,8 +616,10 @@ Ledger Ledger::open_at_version(const std::filesystem::path& file, int version) {
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) impl->fail(rc, "opening the ledger");
   impl->check(sqlite3_busy_timeout(impl->db, kBusyTimeoutMs), "setting busy_timeout");
-  // WAL lets readers proceed while a run is being recorded; the first statement also tells us
-  // whether the file is a database at all.
+  // Nothing is written (not even the journal mode) until the file is known to be a ledger: a
+  // read-only tool once switched an unrelated database to WAL and created loupe's tables in it.
+  recognise(*impl, true);
+  // WAL lets readers proceed while a run is being recorded.
   {
     Statement statement(*impl, "PRAGMA journal_mode = WAL", "switching to WAL mode");
     statement.run();
@@ -543,6 +627,24 @@ Ledger Ledger::open_at_version(const std::filesystem::path& file, int version) {
   impl->exec("PRAGMA foreign_keys = ON", "enabling foreign keys");
   migrate(*impl, version);
   impl->version = version;
+  return Ledger(std::move(impl));
+}
+
+Ledger Ledger::open_read_only(const std::filesystem::path& file) {
+  std::error_code error;
+  if (!std::filesystem::exists(file, error)) {
+    throw Error(ErrorCode::kUsage, "no ledger at " + file.string(),
+                "`loupe run OBJECTIVE` records runs there; pass --ledger FILE or --home DIR to "
+                "read another");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->file = file;
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &impl->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) impl->fail(rc, "opening the ledger read-only");
+  impl->check(sqlite3_busy_timeout(impl->db, kBusyTimeoutMs), "setting busy_timeout");
+  recognise(*impl, false);
+  impl->version = read_user_version(*impl);
   return Ledger(std::move(impl));
 }
 
@@ -638,10 +740,13 @@ std::optional<RunRecord> Ledger::find_run(const std::string& run_id) const {
     while (statement.step()) {
       const std::string text = statement.text(0);
       try {
+        check_json_nesting(text,
+                           "ledger " + impl_->file.string() + ": run " + run_id + ": a finding");
         run.findings.push_back(finding_from_json(Json::parse(text)));
       } catch (const Json::exception& error) {
-        throw Error(ErrorCode::kInput, "ledger " + impl_->file.string() + ": run " + run_id +
-                                           ": a finding's JSON is unreadable: " + error.what());
+        throw Error(ErrorCode::kInput,
+                    "ledger " + impl_->file.string() + ": run " + run_id +
+                        ": a finding's JSON is unreadable: " + json_error_text(error));
       }
     }
   }
@@ -650,6 +755,14 @@ std::optional<RunRecord> Ledger::find_run(const std::string& run_id) const {
                         doing);
     statement.bind(1, run_id);
     while (statement.step()) run.observations.push_back(statement.text(0));
+  }
+  if (impl_->version >= 4) {
+    Statement statement(
+        *impl_, "SELECT source, digest, imported_at FROM run_imports WHERE run_id = ?1", doing);
+    statement.bind(1, run_id);
+    if (statement.step()) {
+      run.imported = ImportOrigin{statement.text(0), statement.text(1), statement.text(2)};
+    }
   }
   return run;
 }
@@ -664,17 +777,18 @@ RunRecord Ledger::get_run(const std::string& run_id) const {
 }
 
 std::vector<RunSummary> Ledger::list_runs(int64_t limit, int64_t offset) const {
-  Statement statement(
-      *impl_,
+  const std::string imported =
+      impl_->version >= 4 ? " EXISTS (SELECT 1 FROM run_imports i WHERE i.run_id = r.id)" : " 0";
+  const std::string sql =
       "SELECT r.id, r.started_at, r.ended_at, r.status, r.objective_path,"
       " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'pass'),"
       " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'fail'),"
       " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND"
       "  g.verdict = 'inconclusive'),"
       " (SELECT COUNT(*) FROM gate_verdicts g WHERE g.run_id = r.id AND g.verdict = 'not-run'),"
-      " (SELECT COUNT(*) FROM findings f WHERE f.run_id = r.id)"
-      " FROM runs r ORDER BY r.started_at DESC, r.id DESC LIMIT ?1 OFFSET ?2",
-      "listing runs");
+      " (SELECT COUNT(*) FROM findings f WHERE f.run_id = r.id)," +
+      imported + " FROM runs r ORDER BY r.started_at DESC, r.id DESC LIMIT ?1 OFFSET ?2";
+  Statement statement(*impl_, sql.c_str(), "listing runs");
   statement.bind(1, limit).bind(2, offset);
   std::vector<RunSummary> runs;
   while (statement.step()) {
@@ -689,6 +803,7 @@ std::vector<RunSummary> Ledger::list_runs(int64_t limit, int64_t offset) const {
     summary.gates_inconclusive = statement.integer(7);
     summary.gates_not_run = statement.integer(8);
     summary.findings = statement.integer(9);
+    summary.imported = statement.integer(10) != 0;
     runs.push_back(std::move(summary));
   }
   return runs;
@@ -927,7 +1042,7 @@ std::vector<std::pair<std::string, Json>> recorded_settings(const RunRecord& run
     config = Json::parse(run.config_json);
   } catch (const Json::exception& error) {
     throw Error(ErrorCode::kInput,
-                "run " + run.id + ": its recorded config is not JSON: " + error.what(),
+                "run " + run.id + ": its recorded config is not JSON: " + json_error_text(error),
                 "the ledger holds what `loupe run` recorded; re-run the objective");
   }
   std::vector<std::pair<std::string, Json>> settings;

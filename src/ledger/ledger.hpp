@@ -29,7 +29,11 @@
 
 namespace loupe::ledger {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
+// PRAGMA application_id of every loupe ledger ("loup"): how loupe tells its ledger from any other
+// SQLite file before it writes anything. Ledgers from before it carry 0 and are recognised by
+// their tables, then stamped on their first write.
+inline constexpr int32_t kApplicationId = 0x6C6F7570;
 
 enum class RunStatus { kInProgress, kCompleted, kInterrupted, kFailed };
 enum class LinkRole { kBaseline, kCandidate };
@@ -84,6 +88,15 @@ struct RunStart {
   std::string config_json = "{}";       // the configuration used (a JSON object)
 };
 
+// Where an imported run came from (`loupe ledger import`): its numbers were not produced by
+// this ledger's loupe, so decisions that rest on it need review (src/hypothesis).
+struct ImportOrigin {
+  std::string source;       // the export file, as an absolute path
+  std::string digest;       // sha256 of the export's bytes
+  std::string imported_at;  // utc_now()
+  bool operator==(const ImportOrigin&) const = default;
+};
+
 struct RunRecord {
   std::string id;
   std::string started_at;
@@ -97,6 +110,7 @@ struct RunRecord {
   std::vector<GateRecord> gates;
   std::vector<Finding> findings;
   std::vector<std::string> observations;  // observation directories or files
+  std::optional<ImportOrigin> imported;   // set on runs `loupe ledger import` recorded
   bool operator==(const RunRecord&) const = default;
 };
 
@@ -117,6 +131,7 @@ struct RunSummary {
   int64_t gates_inconclusive = 0;
   int64_t gates_not_run = 0;
   int64_t findings = 0;
+  bool imported = false;
 };
 
 struct HypothesisLink {
@@ -165,8 +180,14 @@ struct Hypothesis {
 class Ledger {
  public:
   // Opens (creating the file and its folder when absent) and migrates to kSchemaVersion.
-  // Throws Error(kInput) when the file is not a SQLite database or was written by a newer loupe.
+  // Throws Error(kInput), having written nothing, when the file is not a SQLite database, is a
+  // database that is not a loupe ledger (application_id and tables), or was written by a newer
+  // loupe.
   static Ledger open(const std::filesystem::path& file);
+  // Opens an existing ledger for reading only (SQLITE_OPEN_READONLY): never creates the file or
+  // a schema, never migrates or switches the journal mode; reads older schemas as they are.
+  // Throws as open() does, and Error(kUsage) when the file does not exist.
+  static Ledger open_read_only(const std::filesystem::path& file);
   // For migration tests: creates or migrates only up to `version` (1 <= version <= latest).
   static Ledger open_at_version(const std::filesystem::path& file, int version);
 
@@ -185,7 +206,8 @@ class Ledger {
   void finish_run(const std::string& run_id, RunStatus status, const std::string& ended_at,
                   const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
                   const std::vector<std::string>& observations);
-  // Inserts a whole run (import) in one transaction. Throws Error(kUsage) when the id is taken.
+  // Inserts a whole run (import) in one transaction, with run.imported when set. Throws
+  // Error(kUsage) when the id is taken.
   void insert_run(const RunRecord& run);
 
   std::optional<RunRecord> find_run(const std::string& run_id) const;

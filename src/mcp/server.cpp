@@ -5,10 +5,12 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "core/limits.hpp"
 #include "gate/recorded_run.hpp"
 
 namespace loupe::mcp {
@@ -152,6 +154,12 @@ struct Server::Impl {
       return bound_envelope(tool.call(arguments, context), limit, tool.narrow_hint);
     } catch (const Error& error) {
       return bound_envelope(error_envelope(tool.envelope_kind, error), kMaxBytes, tool.narrow_hint);
+    } catch (const std::filesystem::filesystem_error& error) {
+      return error_envelope(tool.envelope_kind,
+                            Error(ErrorCode::kInput,
+                                  tool.name + ": cannot use " + error.path1().string() + ": " +
+                                      error.code().message(),
+                                  "check that the path exists and that loupe may write there"));
     } catch (const std::exception& error) {
       return error_envelope(tool.envelope_kind,
                             Error(ErrorCode::kInternal, std::string("internal error in ") +
@@ -166,11 +174,17 @@ struct Server::Impl {
     if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) return;
     Json message;
     try {
+      // A message nested 100,000 deep overflowed the stack inside nlohmann-json and killed the
+      // server; MCP messages nest a few levels, so anything past kMaxJsonDepth is refused first.
+      check_json_nesting(line, "message", kMaxJsonDepth);
       message = Json::parse(line);
+    } catch (const Error& error) {
+      emit(error_response(nullptr, kParseError, "Parse error: " + error.message()));
+      return;
     } catch (const Json::exception& error) {
       // parse_error, and out_of_range for a number beyond double ("1e400"; found by
       // fuzz/mcp_fuzz): either way the line is not a message loupe can read.
-      emit(error_response(nullptr, kParseError, std::string("Parse error: ") + error.what()));
+      emit(error_response(nullptr, kParseError, "Parse error: " + json_error_text(error)));
       return;
     }
     if (!message.is_object()) {

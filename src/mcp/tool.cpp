@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/home.hpp"
+#include "mcp/access.hpp"
 
 namespace loupe::mcp {
 namespace {
@@ -272,9 +273,10 @@ std::vector<std::string> strings_argument(const Json& arguments, const std::stri
 }
 
 std::filesystem::path resolve_path(const ServerSettings& settings, const std::string& text) {
-  const std::filesystem::path path(text);
-  if (path.is_absolute() || settings.cwd.empty()) return path;
-  return (settings.cwd / path).lexically_normal();
+  std::filesystem::path path(text);
+  if (!path.is_absolute() && !settings.cwd.empty()) path = (settings.cwd / path).lexically_normal();
+  check_path_access(policy_of(settings), path, text);
+  return path;
 }
 
 std::filesystem::path home_dir(const ServerSettings& settings, const Json& arguments) {

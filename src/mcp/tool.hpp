@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,12 +28,16 @@ namespace loupe::mcp {
 inline constexpr size_t kConciseBytes = 8000;  // ~2,000 tokens: the default answer
 inline constexpr size_t kMaxBytes = 32000;     // ~8,000 tokens: no answer is larger
 
-// What the server was started with (`loupe mcp --home DIR --skeletons DIR`).
+struct AccessPolicy;  // mcp/access.hpp
+
+// What the server was started with (`loupe mcp --home DIR --skeletons DIR --allow-path DIR`).
 struct ServerSettings {
   std::optional<std::filesystem::path> home;       // else .loupe/ at the git root of cwd
   std::filesystem::path cwd;                       // relative paths resolve here
   std::optional<std::filesystem::path> skeletons;  // else skeleton::default_library_dir()
   std::string client_name = "mcp-client";          // from initialize; recorded as who decided
+  // What a client may reach (paths, subjects); absent: the default policy of cwd (access.hpp).
+  std::shared_ptr<const AccessPolicy> access;
 };
 
 struct CallContext {
@@ -109,7 +114,9 @@ std::optional<double> number_argument(const Json& arguments, const std::string& 
 bool flag_argument(const Json& arguments, const std::string& name);
 std::vector<std::string> strings_argument(const Json& arguments, const std::string& name);
 
-// A path argument resolved against the server's working directory.
+// A path argument resolved against the server's working directory. Throws Error(kUsage) when it
+// resolves (symbolic links followed) outside the project root and every allowed folder
+// (access.hpp).
 std::filesystem::path resolve_path(const ServerSettings& settings, const std::string& text);
 // --home given to the tool, else the server's, else .loupe/ at the git root of cwd.
 std::filesystem::path home_dir(const ServerSettings& settings, const Json& arguments);

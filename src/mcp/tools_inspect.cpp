@@ -132,14 +132,14 @@ Json diff_traces(const Json& arguments, CallContext& context) {
   return envelope_to_json(envelope);
 }
 
-// Reading tools never create a ledger as a side effect.
+// Reading tools never create a ledger, a schema or a journal as a side effect (read-only open).
 ledger::Ledger open_existing(const ServerSettings& settings, const Json& arguments) {
   const auto path = ledger_file(settings, arguments);
   if (!std::filesystem::exists(path)) {
     throw Error(ErrorCode::kUsage, "no ledger at " + path.string(),
                 "run_objective records runs there; pass home or ledger to read another");
   }
-  return ledger::Ledger::open(path);
+  return ledger::Ledger::open_read_only(path);
 }
 
 Json make_envelope(const std::string& kind, Verdict verdict, std::vector<Finding> findings,
@@ -159,7 +159,7 @@ Json list_runs(const Json& arguments, CallContext& context) {
   std::vector<ledger::RunSummary> runs;
   int64_t total = 0;
   if (std::filesystem::exists(path)) {
-    const ledger::Ledger ledger = ledger::Ledger::open(path);
+    const ledger::Ledger ledger = ledger::Ledger::open_read_only(path);
     runs = ledger.list_runs(limit, offset);
     total = ledger.count_runs();
   }

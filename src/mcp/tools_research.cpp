@@ -19,13 +19,16 @@ std::filesystem::path library_dir(const ServerSettings& settings, const Json& ar
   return skeleton::default_library_dir();
 }
 
-ledger::Ledger open_ledger(const ServerSettings& settings, const Json& arguments, bool create) {
+ledger::Ledger open_ledger(const ServerSettings& settings, const Json& arguments, bool create,
+                           bool writes = true) {
   const auto path = ledger_file(settings, arguments);
   if (!create && !std::filesystem::exists(path)) {
     throw Error(ErrorCode::kUsage, "no ledger at " + path.string(),
                 "run_objective records runs there; pass home or ledger to read another");
   }
-  return ledger::Ledger::open(path);
+  // Only tools that record something (create, or an existing ledger they add to) open it for
+  // writing.
+  return writes ? ledger::Ledger::open(path) : ledger::Ledger::open_read_only(path);
 }
 
 ledger::Hypothesis get_hypothesis(const ledger::Ledger& ledger, int64_t id) {
@@ -108,7 +111,9 @@ Json decide_hypothesis(const Json& arguments, CallContext& context) {
 Json list_hypotheses(const Json& arguments, CallContext& context) {
   const auto path = ledger_file(context.settings, arguments);
   std::vector<ledger::Hypothesis> hypotheses;
-  if (std::filesystem::exists(path)) hypotheses = ledger::Ledger::open(path).list_hypotheses();
+  if (std::filesystem::exists(path)) {
+    hypotheses = ledger::Ledger::open_read_only(path).list_hypotheses();
+  }
   const auto status = string_argument(arguments, "status");
   const bool detail = flag_argument(arguments, "detail");
   Json list = Json::array();
@@ -131,7 +136,7 @@ Json list_hypotheses(const Json& arguments, CallContext& context) {
 }
 
 Json show_hypothesis(const Json& arguments, CallContext& context) {
-  const ledger::Ledger ledger = open_ledger(context.settings, arguments, false);
+  const ledger::Ledger ledger = open_ledger(context.settings, arguments, false, false);
   return envelope_with("hypothesis.show",
                        {{"hypothesis", hypothesis::hypothesis_to_json(get_hypothesis(
                                            ledger, *integer_argument(arguments, "hypothesis")))}});
@@ -165,7 +170,7 @@ Json show_skeleton(const Json& arguments, CallContext& context) {
 Json match_skeletons(const Json& arguments, CallContext& context) {
   const auto dir = library_dir(context.settings, arguments);
   const auto library = skeleton::load_library(dir);
-  const ledger::Ledger ledger = open_ledger(context.settings, arguments, false);
+  const ledger::Ledger ledger = open_ledger(context.settings, arguments, false, false);
   const std::string run_id = *string_argument(arguments, "run");
   const ledger::RunRecord run = ledger.get_run(run_id);
   const bool detail = flag_argument(arguments, "detail");

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/limits.hpp"
 #include "gate/recorded_run.hpp"
+#include "mcp/access.hpp"
 #include "mcp/tools.hpp"
 #include "probe/runner.hpp"
 
@@ -136,6 +138,11 @@ Json run_probe(const Json& arguments, CallContext& context) {
     throw Error(ErrorCode::kUsage, "run_probe: argument 'subject' is an empty command",
                 "give the subject's command line, e.g. [\"build/bin/kda\", \"probe\"]");
   }
+  check_probe_name(request.probe, "run_probe: argument 'probe'");
+  // A client names subjects; only those the project declares may run (access.hpp).
+  check_subject_access(
+      policy_of(context.settings), request.subject_command,
+      context.settings.cwd.empty() ? std::filesystem::current_path() : context.settings.cwd);
   request.analyze.tolerances = strings_argument(arguments, "tolerances");
   context.progress(0, std::nullopt, "running probe " + request.probe);
   const probe::RunOutcome outcome = probe::run_probe(request);
@@ -215,7 +222,8 @@ void add_run_tools(std::vector<Tool>& tools) {
                      {"config", {{"type", "object"}}},
                      {"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                      {"layers", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
-  run.annotations = {false, false, false, false};
+  // Runs the subject an objective declares: a program that may change anything its user can.
+  run.annotations = {false, true, false, false};
   run.long_running = true;
   run.envelope_kind = "run";
   run.narrow_hint =
@@ -256,7 +264,7 @@ void add_run_tools(std::vector<Tool>& tools) {
       home_param(),
       detail_param("up to 20 findings")};
   probe.data_schema = {{"observation", {{"type", "string"}}}};
-  probe.annotations = {false, false, false, false};
+  probe.annotations = {false, true, false, false};
   probe.long_running = true;
   probe.envelope_kind = "probe.run";
   probe.narrow_hint = "set the point's parameters with sets, or read one output with diff_tensors";

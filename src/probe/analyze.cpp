@@ -36,7 +36,7 @@ class ObservationReader {
     try {
       json_ = Json::parse(text.str());
     } catch (const nlohmann::json::exception& error) {
-      throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + error.what());
+      throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + json_error_text(error));
     }
     if (!json_.is_object() || json_.value("loupe_observation", 0) != 1) {
       throw Error(ErrorCode::kInput,
@@ -847,8 +847,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   try {
     samples_json = Json::parse(in);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                (reader.dir() / samples_file).string() + ": not valid JSON: " + error.what());
+    throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() +
+                                       ": not valid JSON: " + json_error_text(error));
   }
   struct Variant {
     std::string name;
@@ -1405,7 +1405,8 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
     context.probe = reader.at(observation, "probe", "").get<std::string>();
     context.params = params_of(observation);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput, (dir / "observation.json").string() + ": " + error.what());
+    throw Error(ErrorCode::kInput,
+                (dir / "observation.json").string() + ": " + json_error_text(error));
   }
   context.observation_file = (dir / "observation.json").string();
   context.reproduce = options.reproduce;
@@ -1431,7 +1432,7 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
                                          "'; expected check, bench or scenario");
     }
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput, context.observation_file + ": " + error.what());
+    throw Error(ErrorCode::kInput, context.observation_file + ": " + json_error_text(error));
   }
 
   // Guard: a thread already ran in the runtime process when the run began, started before main

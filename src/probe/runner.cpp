@@ -12,6 +12,7 @@
 
 #include "check/compare.hpp"
 #include "core/home.hpp"
+#include "core/limits.hpp"
 #include "core/process.hpp"
 #include "core/sha256.hpp"
 
@@ -41,6 +42,7 @@ struct Limits {
   size_t output_limit_bytes = size_t{1} << 20;
   std::optional<std::filesystem::path> working_dir;  // the run's private directory
   std::vector<std::string> sandbox;                  // a prefix (bwrap ...) or empty
+  std::vector<std::string> pass_env;  // beyond subject_environment_allowlist()
 };
 
 ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
@@ -53,6 +55,11 @@ ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
   spec.stderr_limit = limits.output_limit_bytes;
   spec.kill_at_output_limit = true;
   spec.memory_limit_bytes = limits.memory_limit_bytes;
+  // A subject sees the documented variables and those its objective names, not loupe's whole
+  // environment (tokens and keys an agent's shell holds).
+  std::vector<std::string> allowed = subject_environment_allowlist();
+  allowed.insert(allowed.end(), limits.pass_env.begin(), limits.pass_env.end());
+  spec.env_allowlist = std::move(allowed);
   try {
     return run_process(spec);
   } catch (const Error& error) {
@@ -140,6 +147,30 @@ void throw_for_failure(const ProcessResult& result, const std::vector<std::strin
   throw SubjectFailure(Error(ErrorCode::kSubject, message + stderr_part, hint), std::move(finding));
 }
 
+// Removes a probe's staging folder, then each of `parents` in turn while it is empty, unless
+// released (the observation was moved into place).
+class StagingCleanup {
+ public:
+  StagingCleanup(std::filesystem::path staging, std::vector<std::filesystem::path> parents)
+      : staging_(std::move(staging)), parents_(std::move(parents)) {}
+  StagingCleanup(const StagingCleanup&) = delete;
+  StagingCleanup& operator=(const StagingCleanup&) = delete;
+  ~StagingCleanup() {
+    if (released_) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(staging_, ignored);
+    for (const auto& parent : parents_) {
+      if (!std::filesystem::remove(parent, ignored)) break;  // not empty, or gone
+    }
+  }
+  void release() { released_ = true; }
+
+ private:
+  std::filesystem::path staging_;
+  std::vector<std::filesystem::path> parents_;
+  bool released_ = false;
+};
+
 Json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) {
@@ -149,9 +180,10 @@ Json read_json_file(const std::filesystem::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   try {
+    check_json_nesting(text.str(), path.string());
     return Json::parse(text.str());
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + error.what());
+    throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + json_error_text(error));
   }
 }
 
@@ -277,7 +309,7 @@ std::string reproduce_command(const std::string& probe, const Params& params, ui
 }
 
 Json list_probes(const std::vector<std::string>& subject_command, double timeout_s,
-                 uint64_t memory_limit_bytes) {
+                 uint64_t memory_limit_bytes, const std::vector<std::string>& pass_env) {
   if (subject_command.empty()) {
     throw Error(ErrorCode::kUsage, "no subject command after --",
                 "loupe probe list -- build/bin/kda probe");
@@ -289,6 +321,7 @@ Json list_probes(const std::vector<std::string>& subject_command, double timeout
   limits.timeout_s = timeout_s;
   limits.memory_limit_bytes = memory_limit_bytes;
   limits.output_limit_bytes = size_t{16} << 20;
+  limits.pass_env = pass_env;
   const ProcessResult result = run_subject(argv, limits);
   throw_for_failure(result, argv, limits, "list", Layer::kCheck);
   try {
@@ -301,7 +334,7 @@ Json list_probes(const std::vector<std::string>& subject_command, double timeout
     return list;
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kSubject, join_command(argv) + ": the answer is not JSON (" +
-                                         error.what() + "); is this a loupe subject?");
+                                         json_error_text(error) + "); is this a loupe subject?");
   }
 }
 
@@ -310,8 +343,10 @@ RunOutcome run_probe(const RunRequest& request) {
     throw Error(ErrorCode::kUsage, "no subject command after --",
                 "loupe probe run PROBE -- build/bin/kda probe");
   }
-  // Bad --tol texts are usage errors before anything runs.
+  // Bad --tol texts and probe names are usage errors before anything runs or is created: the
+  // probe name becomes a folder under the home ("../x" once wrote a run outside it).
   for (const auto& text : request.analyze.tolerances) check::parse_bound(text);
+  check_probe_name(request.probe, "the probe to run");
   const std::filesystem::path home = resolve_home(request.home, std::filesystem::current_path());
   const std::string run_id = request.run_id.empty() ? new_run_id() : request.run_id;
   uint64_t seed = 0;
@@ -326,12 +361,16 @@ RunOutcome run_probe(const RunRequest& request) {
   // The subject writes into a private directory outside loupe's home, which is also its
   // working directory: it is not told where the home (and earlier runs' outputs) is. The
   // directory is moved into the home once the subject has said which point it ran.
+  const std::filesystem::path probe_dir = run_dir(home, run_id) / request.probe;
+  check_under_home(probe_dir, home, "the probe's folder");
   std::string pattern = (std::filesystem::temp_directory_path() / "loupe-run-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw Error(ErrorCode::kSubject, "cannot create a private directory for the subject under " +
                                          std::filesystem::temp_directory_path().string());
   }
   const std::filesystem::path staging = pattern;
+  // Whatever ends the call before the observation is in place, the staging folder goes.
+  StagingCleanup cleanup{staging, {}};
 
   std::vector<std::string> argv = request.subject_command;
   // The subject runs in its private directory: a relative path to it must not change meaning.
@@ -364,6 +403,7 @@ RunOutcome run_probe(const RunRequest& request) {
   limits.timeout_s = request.timeout_s;
   limits.memory_limit_bytes = request.memory_limit_bytes;
   limits.output_limit_bytes = request.output_limit_bytes;
+  limits.pass_env = request.pass_env;
   limits.working_dir = staging;
   std::optional<std::string> sandbox_missing;
   if (request.sandbox) {
@@ -373,13 +413,7 @@ RunOutcome run_probe(const RunRequest& request) {
   } else {
     sandbox_missing = "turned off (--no-sandbox)";
   }
-  ProcessResult result;
-  try {
-    result = run_subject(argv, limits);
-  } catch (...) {
-    std::filesystem::remove_all(staging);
-    throw;
-  }
+  const ProcessResult result = run_subject(argv, limits);
   {
     std::ofstream stderr_file(staging / "stderr.txt");
     stderr_file << result.stderr_text;
@@ -388,31 +422,25 @@ RunOutcome run_probe(const RunRequest& request) {
                   << result.stderr_dropped << " more bytes dropped]\n";
     }
   }
-  // A failed run's directory is kept in the home, next to where its observation would be.
-  const std::filesystem::path failed_dir =
-      run_dir(home, run_id) / request.probe / ("failed-" + staging.filename().string());
-  auto keep_failed = [&] {
-    std::filesystem::create_directories(failed_dir.parent_path());
-    std::error_code moved;
-    std::filesystem::rename(staging, failed_dir, moved);
-    if (moved) {
-      std::filesystem::copy(staging, failed_dir, std::filesystem::copy_options::recursive);
-      std::filesystem::remove_all(staging);
-    }
-  };
-  const std::string stderr_note =
-      " (the subject's stderr is in " + (failed_dir / "stderr.txt").string() + ")";
   try {
     throw_for_failure(result, argv, limits, request.probe, request.layer.value_or(Layer::kCheck));
   } catch (const SubjectFailure& failure) {
-    keep_failed();
+    // A crash's stderr is evidence: it stays next to where the point would have been.
+    std::filesystem::create_directories(probe_dir);
+    const std::filesystem::path kept =
+        probe_dir / ("failed-" + std::to_string(getpid()) + ".stderr.txt");
+    std::error_code ignored;
+    std::filesystem::rename(staging / "stderr.txt", kept, ignored);
+    if (ignored) {  // another filesystem
+      std::filesystem::copy_file(staging / "stderr.txt", kept,
+                                 std::filesystem::copy_options::overwrite_existing, ignored);
+    }
     Finding finding = failure.finding();
-    finding.evidence.files.push_back((failed_dir / "stderr.txt").string());
-    throw SubjectFailure(Error(failure.code(), failure.message(), failure.hint() + stderr_note),
-                         std::move(finding));
-  } catch (const Error& error) {
-    keep_failed();
-    throw Error(error.code(), error.message(), error.hint() + stderr_note);
+    finding.evidence.files.push_back(kept.string());
+    throw SubjectFailure(
+        Error(failure.code(), failure.message(),
+              failure.hint() + " (the subject's stderr is in " + kept.string() + ")"),
+        std::move(finding));
   }
 
   // The seal first: nothing of the observation is read before its digests are checked.
@@ -436,8 +464,8 @@ RunOutcome run_probe(const RunRequest& request) {
     }
     observation["stderr_tail"] = result.stderr_tail(20, 4000);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                (staging / "observation.json").string() + ": bad params/hidden: " + error.what());
+    throw Error(ErrorCode::kInput, (staging / "observation.json").string() +
+                                       ": bad params/hidden: " + json_error_text(error));
   }
   {
     std::ofstream out(staging / "observation.json");
@@ -445,13 +473,15 @@ RunOutcome run_probe(const RunRequest& request) {
   }
 
   const std::filesystem::path point_dir = observation_dir(home, run_id, request.probe, params);
+  check_under_home(point_dir, home, "the point's folder");
   std::filesystem::remove_all(point_dir);
   std::filesystem::create_directories(point_dir.parent_path());
   std::error_code moved;
   std::filesystem::rename(staging, point_dir, moved);
-  if (moved) {  // another filesystem: copy, then remove
+  if (moved) {  // another filesystem: copy (the cleanup removes the staging folder)
     std::filesystem::copy(staging, point_dir, std::filesystem::copy_options::recursive);
-    std::filesystem::remove_all(staging);
+  } else {
+    cleanup.release();
   }
 
   AnalyzeOptions analyze = request.analyze;
@@ -533,6 +563,21 @@ std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string
     }
   }
 
+  // Counted before anything is expanded, with the objective's cap (gate/plan.hpp
+  // kMaxSubjectRunsPerRun; repeated here, as src/probe sits below src/gate).
+  constexpr size_t kMaxPoints = 10000;
+  size_t count = zipped.empty() ? 1 : zipped.front().values.size();
+  for (const auto& axis : crossed) {
+    count = axis.values.size() == 0 || count <= kMaxPoints / axis.values.size()
+                ? count * axis.values.size()
+                : kMaxPoints + 1;
+  }
+  if (count > kMaxPoints) {
+    throw Error(ErrorCode::kUsage,
+                "--set/--zip: the sweep has more than " + std::to_string(kMaxPoints) +
+                    " points; expected at most " + std::to_string(kMaxPoints) + " per run",
+                "sweep fewer values, or split the sweep across several runs");
+  }
   std::vector<std::vector<std::string>> points = {{}};
   if (!zipped.empty()) {
     points.clear();
@@ -571,7 +616,8 @@ Declared declared(const RunRequest& request) {
   Declared out;
   Json list;
   try {
-    list = list_probes(request.subject_command, request.timeout_s, request.memory_limit_bytes);
+    list = list_probes(request.subject_command, request.timeout_s, request.memory_limit_bytes,
+                       request.pass_env);
   } catch (const SubjectFailure& failure) {
     // Named after the probe asked for: that is what the user ran.
     Finding finding = failure.finding();
@@ -666,6 +712,7 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
 }  // namespace
 
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
+  check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
   const auto points = expand_sweep(request.sets, zips);
   RunRequest point_request = request;
   if (point_request.run_id.empty()) point_request.run_id = new_run_id();

@@ -59,6 +59,9 @@ struct RunRequest {
   std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root
   std::string run_id;                         // empty: a new one
   std::vector<std::string> subject_command;
+  // Variables of loupe's environment the subject also gets, beyond
+  // core/process.hpp's subject_environment_allowlist() (names, or prefixes ending in '*').
+  std::vector<std::string> pass_env;
   AnalyzeOptions analyze;
 };
 
@@ -118,7 +121,7 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
 
 // `SUBJECT list --json`, parsed. Throws as described above.
 Json list_probes(const std::vector<std::string>& subject_command, double timeout_s,
-                 uint64_t memory_limit_bytes = 0);
+                 uint64_t memory_limit_bytes = 0, const std::vector<std::string>& pass_env = {});
 
 RunOutcome run_probe(const RunRequest& request);
 

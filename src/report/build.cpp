@@ -12,6 +12,7 @@
 #include "check/compare.hpp"
 #include "check/findings.hpp"
 #include "core/json.hpp"
+#include "core/limits.hpp"
 #include "ledger/exchange.hpp"
 #include "report/model.hpp"
 #include "trace/analyze/analyze.hpp"
@@ -50,9 +51,13 @@ std::optional<int64_t> parse_utc(const std::string& text) {
 std::string configuration_text(const std::string& config_json, std::vector<std::string>& notes) {
   Json config;
   try {
+    check_json_nesting(config_json, "the run's recorded configuration");
     config = Json::parse(config_json);
+  } catch (const Error& error) {
+    notes.push_back(error.message());
+    return "(unknown)";
   } catch (const Json::exception& error) {
-    notes.push_back("the run's recorded configuration is not JSON: " + std::string(error.what()));
+    notes.push_back("the run's recorded configuration is not JSON: " + json_error_text(error));
     return "(unknown)";
   }
   std::string text = "(ad hoc)";
@@ -129,9 +134,13 @@ class ObservationCache {
         Observation observation;
         observation.dir = dir;
         try {
-          observation.json = Json::parse(in);
+          // An imported run names observation files anywhere: bounded before nlohmann parses.
+          std::ostringstream text;
+          text << in.rdbuf();
+          check_json_nesting(text.str(), file.string());
+          observation.json = Json::parse(text.str());
         } catch (const Json::exception& error) {
-          throw Error(ErrorCode::kInput, file.string() + ": not JSON: " + error.what());
+          throw Error(ErrorCode::kInput, file.string() + ": not JSON: " + json_error_text(error));
         }
         if (!observation.json.is_object()) {
           throw Error(ErrorCode::kInput, file.string() + ": expected a JSON object");
@@ -146,7 +155,7 @@ class ObservationCache {
       } catch (const Error& error) {
         if (unreadable++ == 0) first_problem = error.message();
       } catch (const Json::exception& error) {
-        if (unreadable++ == 0) first_problem = file.string() + ": " + error.what();
+        if (unreadable++ == 0) first_problem = file.string() + ": " + json_error_text(error);
       }
     }
     if (unreadable > 0) {
@@ -469,11 +478,13 @@ std::string key_statistic(const std::string& gate_name, GateVerdict verdict,
   if (verdict == GateVerdict::kNotRun) return "-";
   Json statistics;
   try {
+    check_json_nesting(statistics_json, "gate '" + gate_name + "': recorded statistics");
     statistics = Json::parse(statistics_json);
   } catch (const Json::exception& error) {
-    throw Error(ErrorCode::kInput,
-                "gate '" + gate_name + "': recorded statistics are not JSON: " + error.what(),
-                "the ledger entry is damaged; `loupe ledger export RUN` shows it");
+    throw Error(
+        ErrorCode::kInput,
+        "gate '" + gate_name + "': recorded statistics are not JSON: " + json_error_text(error),
+        "the ledger entry is damaged; `loupe ledger export RUN` shows it");
   }
   if (!statistics.is_object()) {
     throw Error(ErrorCode::kInput,
@@ -521,6 +532,12 @@ Model build_model(const ledger::RunRecord& run, const BuildOptions& options) {
       options.title.empty() ? fs::path(run.objective_path).filename().string() : options.title;
   header.configuration = configuration_text(run.config_json, model.notes);
   header.status = std::string(ledger::run_status_name(run.status));
+  if (run.imported) {
+    header.status += " (imported)";
+    model.notes.push_back("imported from " + run.imported->source + " (export sha256 " +
+                          run.imported->digest.substr(0, 12) + ") at " + run.imported->imported_at +
+                          ": its evidence was not produced by this ledger's loupe");
+  }
   header.started_at = run.started_at;
   header.ended_at = run.ended_at.value_or("");
   if (!run.git.commit.empty()) {

@@ -34,7 +34,9 @@ const objective = path.join(scratch, "smoke.toml");
 const objectiveText = fs.readFileSync(objective, "utf8");
 assert.equal(objectiveText.match(/^repeats = 15$/gm)?.length, 2, "tiny.toml has two scenarios");
 fs.writeFileSync(objective, objectiveText.replace(/^repeats = 15$/gm, "repeats = 30"));
-const { client, transport, stderr } = await connect(loupe, ["--home", path.join(scratch, "home")]);
+// The scratch folder lies outside the project root (the source tree): allowed, as a person would.
+const { client, transport, stderr } = await connect(loupe, [
+  "--home", path.join(scratch, "home"), "--allow-path", scratch]);
 
 async function call(name, args, options) {
   return envelopeOf(await client.callTool({ name, arguments: args }, undefined, options));

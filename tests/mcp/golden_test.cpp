@@ -309,8 +309,11 @@ TEST_P(GoldenTranscript, Matches) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   const bool update = std::getenv("LOUPE_UPDATE_GOLDEN") != nullptr;
 
-  ServerProcess server({LOUPE_EXECUTABLE, "mcp", "--home", (tmp_ / "home").string()},
-                       LOUPE_SOURCE_DIR, tmp_ / "stderr.txt");
+  // The transcripts name objectives in the scratch folder, outside the project root (the source
+  // tree): the server is allowed that folder, as a person would allow it (docs/mcp.md, Access).
+  ServerProcess server(
+      {LOUPE_EXECUTABLE, "mcp", "--home", (tmp_ / "home").string(), "--allow-path", tmp_.string()},
+      LOUPE_SOURCE_DIR, tmp_ / "stderr.txt");
   std::vector<std::string> rewritten;
   for (size_t index = 0; index < lines.size(); ++index) {
     const std::string& line = lines[index];

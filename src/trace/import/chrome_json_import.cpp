@@ -453,6 +453,10 @@ class ChromeReader {
   bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
   void commit(StatsRegistry& stats);
   bool kineto() const { return kineto_; }
+  // The document is an object with no "traceEvents" key: some JSON, but not a trace.
+  bool object_without_events() const { return top_object_ && !saw_trace_events_; }
+  // The event list holds values but not one object: a list of numbers, not of events.
+  bool list_without_events() const { return elements_ > 0 && objects_ == 0; }
   bool has_base_time() const { return has_base_time_; }
   int64_t offset() const { return has_base_time_ ? base_time_ns_ : 0; }
   uint64_t events() const { return events_; }
@@ -483,6 +487,10 @@ class ChromeReader {
   uint32_t file_index_;
   const char* base_ = nullptr;
   bool kineto_ = false;
+  bool top_object_ = false;
+  bool saw_trace_events_ = false;
+  size_t elements_ = 0;  // of the event list
+  size_t objects_ = 0;   // of those, objects
   bool has_base_time_ = false;
   int64_t base_time_ns_ = 0;
   uint64_t events_ = 0;
@@ -702,6 +710,7 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
 bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
                                simdjson::error_code& error) {
   for (auto element : events) {
+    ++elements_;
     od::object event;
     if ((error = element.get_object().get(event))) {
       if (error == simdjson::INCORRECT_TYPE) {
@@ -711,6 +720,7 @@ bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
       }
       return false;
     }
+    ++objects_;
     std::string_view raw;
     if ((error = event.raw_json().get(raw))) return false;
     if ((error = read_event(raw, stats))) return false;
@@ -754,10 +764,12 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
   } else {
     od::object top;
     if ((error = doc.get_object().get(top))) return fail(error);
+    top_object_ = true;
     for (auto field : top) {
       std::string_view key;
       if ((error = field.unescaped_key().get(key))) return fail(error);
       if (key == "traceEvents") {
+        saw_trace_events_ = true;
         od::array events;
         if ((error = field.value().get_array().get(events))) return fail(error);
         if (!read_events(events, stats, error)) return fail(error);
@@ -1008,6 +1020,20 @@ void import_text(std::string_view text, size_t capacity, std::string* owned,
                                : "the file is not a Chrome trace; expected [events...] or "
                                  "{\"traceEvents\": [...]}");
     }
+  }
+  // An object without "traceEvents" is some other JSON (a config, a metrics file): reading it as
+  // an empty trace would answer every analysis with nothing. A truncated trace cut back to "{}"
+  // is still a trace whose events were lost, and says so through its stats.
+  const bool no_events = reader->object_without_events() || reader->list_without_events();
+  if (no_events && stats.count(Stat::trace_json_truncated) == 0) {
+    throw Error(ErrorCode::kInput,
+                "cannot read JSON trace '" + name + "': offset 0: " +
+                    (reader->object_without_events()
+                         ? "a JSON object without a \"traceEvents\" array"
+                         : std::string("a list of values none of which is an event object")) +
+                    "; expected a Chrome/Kineto trace, [events...] or {\"traceEvents\": [...]}",
+                "pass a trace file: loupe binary (.loupetrace), Chrome trace event JSON or a "
+                "PyTorch profiler (Kineto) export, optionally gzipped");
   }
   reader->commit(stats);
   model.stats.merge(stats);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "core/process.hpp"
 #include "loupe/tensor.hpp"
@@ -86,6 +87,25 @@ name = "small"
 settings = { rows = 256 }
 )";
 
+// A minimal export of a completed run, as `loupe ledger export` writes one.
+constexpr const char* kExport = R"({
+  "loupe_ledger_export": 1,
+  "run": {
+    "id": "r20260101-000000-0000",
+    "status": "completed",
+    "started_at": "2026-01-01T00:00:00Z",
+    "ended_at": "2026-01-01T00:00:05Z",
+    "objective": {"path": "/repo/objective.toml", "hash": "ab"},
+    "git": {"commit": "", "dirty": false, "diff_hash": "", "dirty_paths": []},
+    "environment": {},
+    "config": {},
+    "gates": [{"name": "rows_pass", "verdict": "pass", "statistics": {}, "rule": "passes"}],
+    "findings": [],
+    "observations": []
+  }
+}
+)";
+
 std::string replace(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
   if (at == std::string::npos) throw std::runtime_error("fixture: no '" + from + "'");
@@ -140,6 +160,52 @@ class BadInputTest : public ::testing::TestWithParam<BadInput> {
                 replace(kObjective, "probe = \"rows\"\n", "probe = \"cols\"\n"));
     write_bytes(dir / "not_a_ledger.sqlite", "this is not an SQLite database, not at all....");
 
+    // Issue 17: inputs nested deep enough to crash a library parser, and other hostile input.
+    std::string deep_header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(50000, '(') +
+        std::string(50000, ')') + ", }";
+    while ((12 + deep_header.size() + 1) % 64 != 0) deep_header += ' ';
+    deep_header += '\n';
+    const uint32_t deep_length = static_cast<uint32_t>(deep_header.size());
+    write_bytes(dir / "deep.npy", std::string("\x93NUMPY\x02\x00", 8) +
+                                      std::string(reinterpret_cast<const char*>(&deep_length), 4) +
+                                      deep_header);
+    write_bytes(dir / "config.json", R"({"name": "not a trace", "values": [1, 2, 3]})");
+    write_bytes(dir / "deep_export.json", R"({"loupe_ledger_export": 1, "run": )" +
+                                              std::string(50000, '[') + std::string(50000, ']') +
+                                              "}");
+    const std::string export_text = kExport;
+    write_bytes(dir / "export_unknown_field.json",
+                replace(export_text, "\"status\"", "\"imported\": {}, \"status\""));
+    write_bytes(dir / "export_bad_id.json",
+                replace(export_text, "\"id\": \"r20260101-000000-0000\"", "\"id\": \"../../x\""));
+    write_bytes(
+        dir / "export_deep_config.json",
+        replace(export_text, "\"config\": {}",
+                "\"config\": {\"a\": " + std::string(20000, '[') + std::string(20000, ']') + "}"));
+    write_bytes(dir / "export_good.json", export_text);
+    std::string dotted = "[a";
+    for (int part = 1; part < 100000; ++part) dotted += ".a";
+    write_bytes(dir / "dotted.toml", "name = \"dotted\"\n" + dotted + "]\nb = 1\n");
+    write_bytes(dir / "repeats.toml",
+                replace(kObjective, "seed = 7", "seed = 7\nrepeats = 9223372036854775807"));
+    std::string thousands = "[1", hundreds = "[1";
+    for (int value = 2; value <= 3000; ++value) thousands += ", " + std::to_string(value);
+    for (int value = 2; value <= 1000; ++value) hundreds += ", " + std::to_string(value);
+    write_bytes(dir / "sweep.toml",
+                replace(kObjective, "params = { N = 256 }",
+                        "params = { N = " + thousands + "], M = " + hundreds + "] }"));
+    write_bytes(dir / "escape.toml", replace(kObjective, "probe = \"rows\"\n",
+                                             "name = \"rows\"\nprobe = \"../../rows\"\n"));
+    {
+      // An application's own SQLite database: loupe must refuse it and leave it as it was.
+      sqlite3* db = nullptr;
+      ASSERT_EQ(sqlite3_open((dir / "app.sqlite").c_str(), &db), SQLITE_OK);
+      ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes (text TEXT)", nullptr, nullptr, nullptr),
+                SQLITE_OK);
+      sqlite3_close(db);
+    }
+
     // A ledger to look runs up in: one run of the objective, whose subject (/bin/true) writes
     // nothing, so it is recorded as a subject failure in a few milliseconds.
     ProcessSpec record;
@@ -175,6 +241,13 @@ TEST_P(BadInputTest, ExitsTwoNamingInputPositionAndExpectation) {
   EXPECT_NE(text.find(bad.expected), std::string::npos)
       << "expectation '" << bad.expected << "' in:\n"
       << text;
+}
+
+// "1,2,...,COUNT": a sweep list.
+std::string numbers(int count) {
+  std::string text = "1";
+  for (int value = 2; value <= count; ++value) text += "," + std::to_string(value);
+  return text;
 }
 
 const BadInput kCases[] = {
@@ -397,6 +470,78 @@ const BadInput kCases[] = {
      "subject command",
      "an executable"},
     // loupe bench
+    // issue 17: nesting limits, names that leave the home, run size, ledgers and imports
+    {"npy_header_fifty_thousand_parentheses",
+     {"diff", "deep.npy", "good.npy"},
+     "deep.npy",
+     "header at offset 70",
+     "expected at most 8 nested tuples or lists"},
+    {"trace_json_that_is_not_a_trace",
+     {"trace", "analyze", "config.json"},
+     "config.json",
+     "offset 0",
+     "expected a Chrome/Kineto trace"},
+    {"ledger_import_fifty_thousand_deep",
+     {"ledger", "import", "deep_export.json", "--home", "home"},
+     "deep_export.json",
+     "offset 161 (line 1, column 162)",
+     "expected at most 128 nested arrays and objects"},
+    {"ledger_import_twenty_thousand_deep_config",
+     {"ledger", "import", "export_deep_config.json", "--home", "home"},
+     "export_deep_config.json",
+     "(line 11, column ",
+     "expected at most 128 nested arrays and objects"},
+    {"ledger_import_unknown_field",
+     {"ledger", "import", "export_unknown_field.json", "--home", "home"},
+     "export_unknown_field.json",
+     "field 'run.imported'",
+     "expected one of id, status"},
+    {"ledger_import_run_id_with_dot_dot",
+     {"ledger", "import", "export_bad_id.json", "--home", "home"},
+     "export_bad_id.json",
+     "field 'run.id'",
+     "expected a run id of 1 to 128 characters"},
+    {"ledger_import_into_another_applications_database",
+     {"ledger", "import", "export_good.json", "--ledger", "app.sqlite"},
+     "app.sqlite",
+     "application_id 0x00000000, user_version 0, tables: notes",
+     "expected a SQLite file loupe created"},
+    {"ledger_list_of_another_applications_database",
+     {"ledger", "list", "--ledger", "app.sqlite"},
+     "app.sqlite",
+     "application_id 0x00000000",
+     "expected a SQLite file loupe created"},
+    {"objective_hundred_thousand_dotted_header_parts",
+     {"plan", "dotted.toml"},
+     "dotted.toml",
+     ":2:129:",
+     "expected at most 64"},
+    {"objective_repeats_beyond_the_cap",
+     {"plan", "repeats.toml"},
+     "repeats.toml:9",
+     "check[0].repeats",
+     "expected 1 to 10000"},
+    {"objective_sweep_beyond_the_cap",
+     {"plan", "sweep.toml"},
+     "sweep.toml:5",
+     "3000000 point(s) x 1 repeat(s)",
+     "expected at most 10000 per run"},
+    {"objective_probe_name_leaving_the_home",
+     {"plan", "escape.toml"},
+     "escape.toml:7",
+     "check[0].probe",
+     "expected a probe name of 1 to 128 characters"},
+    {"probe_name_leaving_the_home",
+     {"probe", "run", "../../escape", "--home", "home", "--", "{subject}"},
+     "probe name '../../escape'",
+     "character 1",
+     "expected 1 to 128 characters"},
+    {"probe_sweep_beyond_the_cap",
+     {"probe", "run", "sum_correct", "--set", "N=" + numbers(11), "--set", "M=" + numbers(1000),
+      "--home", "home", "--", "{subject}"},
+     "--set/--zip",
+     "more than 10000 points",
+     "expected at most 10000 per run"},
     {"bench_empty_command", {"bench", "--cmd", ""}, "--cmd", "is empty", "give the command"},
     {"bench_bad_threshold",
      {"bench", "--cmd", "true", "--threshold", "2"},

@@ -1,8 +1,9 @@
-// `loupe run` end to end on examples/python-subject/loupe.toml: subject.py (numpy, no libloupe)
-// writes observation.json, .npy tensors, samples.json and a Chrome JSON trace, and loupe decides
-// from those files exactly as for a C++ subject. The shipped configuration (fp16 sum of squares,
-// a per-row kernel, batches in arrival order) fails its three gates, each with the finding that
-// localises it; the fixed one passes all. About 10 s.
+// `loupe run` end to end on examples/python-subject/loupe.toml: subject.py (numpy, its probes
+// declared with the Python package's decorators, python/loupe/probe.py) writes observation.json,
+// .npy tensors, samples.json and a Chrome JSON trace, and loupe decides from those files exactly as
+// for a C++ subject. The shipped configuration (fp16 sum of squares, a per-row kernel, batches in
+// arrival order) fails its three gates, each with the finding that localises it; the fixed one
+// passes all. About 10 s.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,15 +28,19 @@ const fs::path kObjective = fs::path(LOUPE_SOURCE_DIR) / "examples/python-subjec
 using test_support::CliRun;
 using test_support::run_loupe;
 
-// Why the test cannot run here, or empty: the objective's interpreter must import numpy.
+// Why the test cannot run here, or empty: the objective's interpreter must import numpy and
+// the package `loupe` where the objective's PYTHONPATH points (build/release/python).
 std::string python_missing() {
   if (!fs::exists("/usr/bin/python3")) return "/usr/bin/python3 is absent";
   ProcessSpec spec;
   spec.argv = {"/usr/bin/python3", "-c", "import numpy"};
   spec.timeout = std::chrono::seconds(60);
-  const ProcessResult result = run_process(spec);
-  if (!result.succeeded())
+  if (!run_process(spec).succeeded())
     return "/usr/bin/python3 cannot import numpy (apt-get install python3-numpy)";
+  spec.argv = {"/usr/bin/python3", "-c", "import loupe"};
+  spec.extra_env = {{"PYTHONPATH", (fs::path(LOUPE_SOURCE_DIR) / "build/release/python").string()}};
+  if (!run_process(spec).succeeded())
+    return "the Python package is not built in build/release/python (LOUPE_BUILD_PYTHON)";
   return "";
 }
 

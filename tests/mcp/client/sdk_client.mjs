@@ -13,7 +13,8 @@ assert.ok(loupe && kda, "usage: node sdk_client.mjs LOUPE KDA");
 
 const scratch = scratchWithSmoke(kda, "loupe-mcp-sdk-");
 const home = path.join(scratch, "home");
-const { client, transport, stderr } = await connect(loupe, ["--home", home]);
+// The scratch folder lies outside the project root (the source tree): allowed, as a person would.
+const { client, transport, stderr } = await connect(loupe, ["--home", home, "--allow-path", scratch]);
 try {
   await step("initialize: server info and the tools capability", async () => {
     assert.equal(client.getServerVersion().name, "loupe");
@@ -45,6 +46,9 @@ try {
     assert.equal(byName.list_runs.annotations.readOnlyHint, true);
     assert.equal(byName.run_objective.annotations.readOnlyHint, false);
     assert.equal(byName.run_objective.annotations.idempotentHint, false);
+    // The run tools start subject programs, which may change anything their user can (issue 17).
+    assert.equal(byName.run_objective.annotations.destructiveHint, true);
+    assert.equal(byName.run_probe.annotations.destructiveHint, true);
     return tools;
   });
   console.log(`     ${tools.length} tools: ${tools.map((tool) => tool.name).join(", ")}`);

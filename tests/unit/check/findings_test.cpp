@@ -52,6 +52,16 @@ TEST(FindingsTest, MismatchCarriesCoordsMetricsAndTheContext) {
             "atol+rtol*|B|");
 }
 
+// Found by examples/pytorch: a head holding all of the error was not named because D's top index
+// (extent 32, a third of the error) ranks first by times its fair share.
+TEST(FindingsTest, SliceSentenceNamesTheHeadWhenAWiderAxisRanksFirst) {
+  Localisation localisation;
+  localisation.top_slices = {{"D", 0, 32, 0.3}, {"H", 1, 4, 1.0}};
+  EXPECT_EQ(slice_sentence(localisation), "H=1 holds 100% of squared error (fair share 25%)");
+  localisation.top_slices = {{"D", 0, 32, 0.3}, {"H", 1, 4, 0.4}};
+  EXPECT_EQ(slice_sentence(localisation), "");
+}
+
 TEST(FindingsTest, WithinToleranceIsOneMatch) {
   const TensorComparison comparison = compare_tensors("x", make({1, 2}), make({1, 2}), nullptr, {});
   const auto findings = comparison_findings(comparison, {}, {});

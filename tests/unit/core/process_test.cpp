@@ -306,3 +306,41 @@ TEST(ProcessTest, ParsesByteSizes) {
 
 }  // namespace
 }  // namespace loupe
+
+namespace loupe {
+namespace {
+
+// Issue 17: subjects inherited loupe's whole environment (an agent's tokens and keys included).
+TEST(ProcessEnvironment, AnAllowlistPassesOnlyTheVariablesItAdmitsPlusTheExtraOnes) {
+  ::setenv("LOUPE17_SECRET_TOKEN", "hunter2", 1);
+  ::setenv("LC_LOUPE17", "kept", 1);
+  ProcessSpec spec = shell_command("env");
+  spec.env_allowlist = std::vector<std::string>{"PATH", "LC_*"};
+  spec.extra_env = {{"OMP_NUM_THREADS", "1"}};
+  const ProcessResult result = run_process(spec);
+  ASSERT_TRUE(result.succeeded()) << result.describe();
+  EXPECT_EQ(result.stdout_text.find("LOUPE17_SECRET_TOKEN"), std::string::npos);
+  EXPECT_NE(result.stdout_text.find("LC_LOUPE17=kept\n"), std::string::npos);
+  EXPECT_NE(result.stdout_text.find("OMP_NUM_THREADS=1\n"), std::string::npos);
+  EXPECT_NE(result.stdout_text.find("PATH="), std::string::npos);
+  // Without an allowlist, the whole environment passes (loupe bench --cmd).
+  const ProcessResult whole = run_process(shell_command("env"));
+  EXPECT_NE(whole.stdout_text.find("LOUPE17_SECRET_TOKEN=hunter2"), std::string::npos);
+  ::unsetenv("LOUPE17_SECRET_TOKEN");
+  ::unsetenv("LC_LOUPE17");
+}
+
+TEST(ProcessEnvironment, TheSubjectAllowlistKeepsDevicesLocaleAndThreadsNotSecrets) {
+  const auto& allowed = subject_environment_allowlist();
+  for (const char* name : {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES",
+                           "OMP_NUM_THREADS", "LD_LIBRARY_PATH", "ASAN_OPTIONS"}) {
+    EXPECT_TRUE(environment_allowed(name, allowed)) << name;
+  }
+  for (const char* name : {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "ANTHROPIC_API_KEY",
+                           "SSH_AUTH_SOCK", "LD_PRELOAD", "PATHOLOGICAL"}) {
+    EXPECT_FALSE(environment_allowed(name, allowed)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace loupe

@@ -205,7 +205,20 @@ TEST(ObjectiveErrorsTest, Subject) {
             "obj.toml:3: subject.environment.A: expected a string, found an integer");
   EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\ncwd = \".\"\n[[check]]\nprobe = \"p\"\n"),
             "obj.toml:3: subject.cwd: unknown key; expected one of command, working_dir, "
-            "environment, timeout_s");
+            "environment, env, timeout_s");
+  // issue 17: variables passed on from loupe's environment are names or prefixes ending in '*'.
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\nenv = [\"HF_*\", \"1BAD\"]\n[[check]]\n"
+                         "probe = \"p\"\n"),
+            "obj.toml:3: subject.env[1]: expected a variable name (letters, digits, '_'), or a "
+            "prefix ending in '*', found '1BAD'");
+  EXPECT_EQ(parse_objective("[subject]\ncommand = \"kda\"\nenv = [\"HF_HOME\", \"TRITON_*\"]\n"
+                            "[[check]]\nprobe = \"p\"\n",
+                            "obj.toml")
+                .subject.pass_env,
+            (std::vector<std::string>{"HF_HOME", "TRITON_*"}));
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\n[[check]]\nprobe = \"../x\"\n"),
+            "obj.toml:4: check[0].probe: expected a probe name of 1 to 128 characters of A-Z a-z "
+            "0-9 _ -, the first a letter, digit or _, found '../x'");
 }
 
 TEST(ObjectiveErrorsTest, ProbeEntries) {
@@ -244,7 +257,8 @@ TEST(ObjectiveErrorsTest, ProbeEntries) {
             "obj.toml:10: check[1].zip.T: 'T' is already swept in check[1].params; a parameter "
             "is either in params or in zip");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nrepeats = 0\n"),
-            "obj.toml:9: check[1].repeats: expected 1 or more, found 0");
+            "obj.toml:9: check[1].repeats: expected 1 to 10000 (the cap on subject runs per run), "
+            "found 0");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nrepeats = 1.5\n"),
             "obj.toml:9: check[1].repeats: expected an integer, found a float");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nseed = -1\n"),

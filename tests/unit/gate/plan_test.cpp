@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/json.hpp"
 
 namespace loupe::gate {
@@ -236,6 +238,60 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
                                       "cp_control T=16384,shards=8,precision=tf32x3,decay=fast",
                                       "decode_kernels_agree ", "state_cache cache=int8", "w8a8 "}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
+}
+
+}  // namespace
+}  // namespace loupe::gate
+
+namespace loupe::gate {
+namespace {
+
+// Issue 17: a 3,000 x 1,000 sweep kept `loupe plan` busy for over 100 s at 575 MB, and repeats =
+// 9223372036854775807 was accepted. Both are refused by counting, before anything is expanded.
+std::string sweep_objective(size_t first, size_t second, int64_t repeats) {
+  auto list = [](size_t count) {
+    std::string text = "[";
+    for (size_t value = 0; value < count; ++value) {
+      text += (value ? ", " : "") + std::to_string(value + 1);
+    }
+    return text + "]";
+  };
+  return "name = \"sweep\"\n[subject]\ncommand = [\"/bin/true\"]\n[[check]]\nprobe = \"p\"\n"
+         "params = { T = " +
+         list(first) + ", H = " + list(second) + " }\nrepeats = " + std::to_string(repeats) + "\n";
+}
+
+std::string config_error(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kConfig);
+    return error.message();
+  }
+  return "no error";
+}
+
+TEST(PlanSizeTest, Issue17AThreeThousandByThousandSweepIsRefusedAtPlanTime) {
+  const Objective objective = parse_objective(sweep_objective(3000, 1000, 1), "sweep.toml");
+  EXPECT_EQ(config_error([&] { make_plan(objective, {}); }),
+            "sweep.toml:4: check[0] 'p': 3000000 point(s) x 1 repeat(s) brings the run to "
+            "3000000 subject runs; expected at most 10000 per run");
+}
+
+TEST(PlanSizeTest, PointsTimesRepeatsCountsAgainstTheCap) {
+  const Objective fits = parse_objective(sweep_objective(100, 10, 10), "fits.toml");
+  EXPECT_EQ(make_plan(fits, {}).tasks.size(), 1000u);
+  const Objective over = parse_objective(sweep_objective(100, 10, 11), "over.toml");
+  EXPECT_EQ(config_error([&] { make_plan(over, {}); }),
+            "over.toml:4: check[0] 'p': 1000 point(s) x 11 repeat(s) brings the run to 11000 "
+            "subject runs; expected at most 10000 per run");
+}
+
+TEST(PlanSizeTest, Issue17RepeatsBeyondTheCapAreRefusedWhenTheFileIsRead) {
+  EXPECT_EQ(config_error(
+                [&] { parse_objective(sweep_objective(1, 1, 9223372036854775807), "huge.toml"); }),
+            "huge.toml:7: check[0].repeats: expected 1 to 10000 (the cap on subject runs per run), "
+            "found 9223372036854775807");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "core/json.hpp"
 #include "loupe/error.hpp"
@@ -101,7 +102,8 @@ class HypothesisTest : public ::testing::Test {
   // Records a completed run at HEAD with the given gate verdicts and deployment settings.
   ledger::RunRecord record(const std::string& id, std::vector<GateVerdict> verdicts,
                            const std::string& settings = R"({"precision":"tf32x3"})",
-                           std::vector<std::string> dirty_paths = {}) {
+                           std::vector<std::string> dirty_paths = {},
+                           std::optional<ledger::ImportOrigin> imported = std::nullopt) {
     ledger::RunRecord run;
     run.id = id;
     run.started_at = "2026-11-30T06:00:00Z";
@@ -119,6 +121,7 @@ class HypothesisTest : public ::testing::Test {
     for (size_t index = 0; index < verdicts.size(); ++index) {
       run.gates.push_back({names[index], verdicts[index], "{}", "rule"});
     }
+    run.imported = std::move(imported);
     ledger_->insert_run(run);
     return run;
   }
@@ -210,6 +213,42 @@ TEST_F(HypothesisTest, RetainIsRecordedWhenNothingCrossesTheBoundary) {
   const auto hypothesis = *ledger_->find_hypothesis(id);
   EXPECT_EQ(hypothesis.status, ledger::HypothesisStatus::kRetained);
   EXPECT_EQ(hypothesis.decisions.back().who, "agent");
+}
+
+TEST_F(HypothesisTest, Issue17ARetainThatRestsOnAnImportedCandidateNeedsReview) {
+  // An edited export, imported, became the passing candidate of a retain decision.
+  record("base", kAllPass);
+  record("cand", kAllPass, R"({"precision":"tf32x3"})", {},
+         ledger::ImportOrigin{"/tmp/edited.json", std::string(64, 'e'), "2026-12-01T00:00:00Z"});
+  const int64_t id = hypothesis_with("base", "cand");
+  const DecideOutcome outcome =
+      decide(*ledger_, id, DecisionKind::kRetain, "the drift is gone", "agent", repo());
+  EXPECT_EQ(outcome.recorded, DecisionKind::kNeedsReview);
+  EXPECT_EQ(
+      outcome.triggers,
+      (std::vector<ReviewTrigger>{{"imported",
+                                   "candidate run cand was imported from /tmp/edited.json (export "
+                                   "sha256 eeeeeeeeeeee): its evidence was not produced by this "
+                                   "ledger's loupe"}}));
+  EXPECT_EQ(ledger_->find_hypothesis(id)->status, ledger::HypothesisStatus::kNeedsReview);
+}
+
+TEST_F(HypothesisTest, Issue17AnImportedCandidateWhoseObjectiveIsNotHereStillNeedsReview) {
+  record("base", kAllPass);
+  ledger::RunRecord run = record("cand-local", kAllPass);
+  run.id = "cand";
+  run.objective_path = "/nonexistent/objective.toml";
+  run.imported =
+      ledger::ImportOrigin{"/tmp/other.json", std::string(64, 'f'), "2026-12-01T00:00:00Z"};
+  ledger_->insert_run(run);
+  const int64_t id = hypothesis_with("base", "cand");
+  const DecideOutcome outcome =
+      decide(*ledger_, id, DecisionKind::kRetain, "the drift is gone", "agent", repo());
+  EXPECT_EQ(outcome.recorded, DecisionKind::kNeedsReview);
+  ASSERT_EQ(outcome.triggers.size(), 2u);
+  EXPECT_EQ(outcome.triggers[1].category, "imported");
+  EXPECT_NE(outcome.triggers[1].reason.find("/nonexistent/objective.toml"), std::string::npos)
+      << outcome.triggers[1].reason;
 }
 
 TEST_F(HypothesisTest, APathInTheCommitsDiffRecordsNeedsReviewNamingTheTrigger) {

@@ -100,9 +100,8 @@ TEST(ExchangeTest, ImportNamesTheFieldThatIsWrong) {
     return text.replace(at, from.size(), to);
   };
   EXPECT_EQ(import_error("{"),
-            "run.json: not JSON: [json.exception.parse_error.101] parse error at line 1, column "
-            "2: syntax error while parsing object key - unexpected end of input; expected string "
-            "literal");
+            "run.json: not JSON: line 1, column 2: syntax error while parsing object key - "
+            "unexpected end of input; expected string literal");
   EXPECT_EQ(import_error("{}"), "run.json: field 'loupe_ledger_export': missing");
   EXPECT_EQ(import_error(replaced("\"loupe_ledger_export\": 1", "\"loupe_ledger_export\": 2")),
             "run.json: field 'loupe_ledger_export': expected 1, found 2");
@@ -123,11 +122,15 @@ TEST(ExchangeTest, ImportNamesTheFieldThatIsWrong) {
   EXPECT_EQ(import_error(replaced("\"claim\":", "\"claims\":")),
             "run.json: field 'run.findings[0]': missing field 'claim'");
   EXPECT_EQ(import_error(replaced("\"environment\": {", "\"environment\": 3, \"x\": {")),
-            "run.json: field 'run.environment': expected an object, found number");
+            "run.json: field 'run.x': unknown field; expected one of id, status, started_at, "
+            "ended_at, objective, git, environment, config, gates, findings, observations");
+  EXPECT_EQ(import_error(replaced("\"environment\": {", "\"environment\": 3, \"unused\": {")),
+            "run.json: field 'run.unused': unknown field; expected one of id, status, started_at, "
+            "ended_at, objective, git, environment, config, gates, findings, observations");
   EXPECT_EQ(import_error(replaced("\"objective\": {\n      \"path\"",
                                   "\"objective\": {\n      "
                                   "\"file\"")),
-            "run.json: field 'run.objective.path': missing");
+            "run.json: field 'run.objective.file': unknown field; expected one of path, hash");
 }
 
 TEST(ExchangeTest, RunVerdictFollowsTheGates) {

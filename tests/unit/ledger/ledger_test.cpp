@@ -159,7 +159,7 @@ TEST(LedgerTest, AFileThatIsNotADatabaseIsAnInputErrorNamingTheFileAndTheStep) {
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ErrorCode::kInput);
     EXPECT_EQ(error.message(),
-              "ledger " + file.string() + ": switching to WAL mode: file is not a database");
+              "ledger " + file.string() + ": reading the application id: file is not a database");
   }
 }
 
@@ -175,7 +175,7 @@ TEST(LedgerTest, ALedgerFromANewerLoupeIsRefused) {
     EXPECT_EQ(error.code(), ErrorCode::kInput);
     EXPECT_EQ(error.message(), "ledger " + file.string() +
                                    ": schema version 99 was written by a newer loupe (this one "
-                                   "reads up to 3)");
+                                   "reads up to 4)");
   }
 }
 
@@ -190,7 +190,7 @@ TEST(LedgerTest, MigrationFromVersionOneKeepsRunsAndAddsHypotheses) {
   }
   EXPECT_EQ(query_integer(file, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'hypotheses'"), 0);
   Ledger ledger = Ledger::open(file);
-  EXPECT_EQ(ledger.schema_version(), 3);
+  EXPECT_EQ(ledger.schema_version(), kSchemaVersion);
   RunRecord expected = run;
   expected.git.dirty_paths.clear();  // schema 1 had nowhere to keep them
   EXPECT_EQ(ledger.get_run("r1"), expected);
@@ -199,7 +199,7 @@ TEST(LedgerTest, MigrationFromVersionOneKeepsRunsAndAddsHypotheses) {
   EXPECT_EQ(ledger.find_hypothesis(hypothesis)->links.size(), 1u);
   // Opening again does not re-run a step.
   Ledger again = Ledger::open(file);
-  EXPECT_EQ(again.schema_version(), 3);
+  EXPECT_EQ(again.schema_version(), kSchemaVersion);
   EXPECT_EQ(again.list_hypotheses().size(), 1u);
 }
 
@@ -383,7 +383,7 @@ TEST(LedgerTest, MigrationFromVersionTwoKeepsHypothesesAndAddsTheReviewTables) {
       query_integer(file, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'decision_triggers'"),
       0);
   Ledger ledger = Ledger::open(file);
-  EXPECT_EQ(ledger.schema_version(), 3);
+  EXPECT_EQ(ledger.schema_version(), kSchemaVersion);
   EXPECT_EQ(ledger.get_run("r1").git.dirty_paths, std::vector<std::string>{});
   const auto before = ledger.find_hypothesis(hypothesis);
   ASSERT_TRUE(before.has_value());

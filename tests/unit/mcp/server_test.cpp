@@ -232,10 +232,12 @@ TEST_F(ServerTest, AMissingInputFileIsAToolErrorNamingIt) {
 }
 
 TEST_F(ServerTest, ProgressTokenIsEchoedInNotificationsBeforeTheResponse) {
-  // A run of an objective that cannot be read: the planning notification, then the error.
+  // A run of an objective that cannot be read (inside the project root, so the path is admitted):
+  // the planning notification, then the error.
   const auto out = server_->handle_line(
       R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_objective",)"
-      R"("arguments":{"objective":"/nonexistent/objective.toml"},"_meta":{"progressToken":"tok"}}})");
+      R"("arguments":{"objective":")" +
+      (home_ / "nonexistent_objective.toml").string() + R"("},"_meta":{"progressToken":"tok"}}})");
   ASSERT_EQ(out.size(), 2u);
   const Json progress = Json::parse(out[0]);
   EXPECT_EQ(progress["method"], "notifications/progress");

@@ -1,6 +1,8 @@
-"""The loupe subject protocol in Python: what src/subject does for a C++ subject, through files.
+"""Probes in Python: ``@loupe.check``, ``@loupe.bench``, ``@loupe.scenario`` and
+``loupe.subject_main()`` — what include/loupe/probe.hpp and src/subject do for a C++ subject.
 
-A subject declares probes (Check, Bench, Scenario) and calls main(probes). The command line is
+A module declares probes with the decorators (they register at import, as LOUPE_CHECK does at
+static initialisation) and ends with ``sys.exit(loupe.subject_main())``. The command line is
 the one loupe::subject_main gives a C++ subject (docs/formats.md, "Subject command line"):
 
     subject.py list [--json]
@@ -25,6 +27,7 @@ import random
 import socket
 import sys
 import time
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -37,7 +40,7 @@ USAGE = (
 )
 
 
-class SubjectError(Exception):
+class ProbeRequestError(Exception):
     """A request the subject refuses (exit 2) or a probe failure (exit 3), with a hint."""
 
     def __init__(self, code, message, hint=""):
@@ -72,7 +75,13 @@ def checksum(array):
 
 
 class Param:
-    """One named parameter: its default fixes the type (bool, int, float, string)."""
+    """One named parameter: its default fixes the type (bool, int, float, string); ``allowed``
+    limits the values ``--set`` accepts.
+
+    Example::
+
+        loupe.Param("accumulate", "fp32", ["fp32", "fp16"], "precision of the sum of squares")
+    """
 
     def __init__(self, name, default, allowed=(), description=""):
         self.name = name
@@ -104,13 +113,13 @@ class Param:
             else:
                 value = text
         except ValueError:
-            raise SubjectError(
+            raise ProbeRequestError(
                 "usage",
                 "parameter '%s' is %s, but '%s' is not one" % (self.name, kind, text),
                 "pass --set %s=%s" % (self.name, json.dumps(self.default)),
             )
         if self.allowed and value not in self.allowed:
-            raise SubjectError(
+            raise ProbeRequestError(
                 "usage",
                 "parameter '%s' = %s is not allowed; the allowed values are %s"
                 % (self.name, text, ", ".join(json.dumps(v) for v in self.allowed)),
@@ -137,16 +146,16 @@ def resolve_point(probe, sets):
     for text in sets:
         name, equals, value = text.partition("=")
         if not equals or not name:
-            raise SubjectError("usage", "--set '%s': expected NAME=VALUE" % text, USAGE)
+            raise ProbeRequestError("usage", "--set '%s': expected NAME=VALUE" % text, USAGE)
         if name not in names:
-            raise SubjectError(
+            raise ProbeRequestError(
                 "usage",
                 "probe '%s' has no parameter '%s'; its parameters are %s"
                 % (probe.name, name, ", ".join(names) or "none"),
                 "run `list` to see every probe and its parameters",
             )
         if name in given:
-            raise SubjectError("usage", "parameter '%s' is set twice" % name, USAGE)
+            raise ProbeRequestError("usage", "parameter '%s' is set twice" % name, USAGE)
         given[name] = value
     point = {}
     for param in probe.params:
@@ -159,7 +168,13 @@ def resolve_point(probe, sets):
 
 class Output:
     """A check output: dtype, shape, axis names, the axis its error profile follows, tolerances
-    (metric, bound) on metric(candidate, reference)."""
+    (metric, bound) on metric(candidate, reference).
+
+    Example::
+
+        loupe.Output("y", np.float32, (T, D), ["T", "D"], along="T",
+                     tolerances=[("rms_ratio", 1e-5)])
+    """
 
     def __init__(self, name, dtype, shape, axes, along="", tolerances=()):
         self.name = name
@@ -196,7 +211,7 @@ class Bench:
     kind = "bench"
 
     def __init__(self, name, description, params, make, variants, outputs=None,
-                 bytes_per_call=None):
+                 bytes_per_call=None, timer="cpu"):
         self.name = name
         self.description = description
         self.params = params
@@ -204,6 +219,54 @@ class Bench:
         self.variants = variants
         self.outputs = outputs
         self.bytes_per_call = bytes_per_call
+        self.timer = timer  # "cpu" (perf_counter) or "cuda" (CUDA events on torch's stream)
+
+
+class CudaEventClock:
+    """Times CUDA work with events on torch's current stream, as src/bench/cuda does for C++:
+    the device is synchronised before the start event, L2 is flushed (a write of twice its size)
+    before each sample so every sample starts cold, and the device's own copy rate is measured
+    for the roofline guard. NOT RUN ON A GPU in this repository's CI (CPU-only torch there)."""
+
+    def __init__(self):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ProbeRequestError("usage", "bench timer 'cuda': torch sees no CUDA device",
+                                    "run on a machine with a GPU, or use timer='cpu'")
+        self.torch = torch
+        properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.device = properties.name
+        l2_bytes = int(getattr(properties, "L2_cache_size", 0) or (64 << 20))
+        self.flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.float32, device="cuda")
+        self.copy_bytes_per_s = self._copy_rate()
+
+    def _copy_rate(self):
+        torch = self.torch
+        source = torch.empty(256 << 18, dtype=torch.float32, device="cuda")  # 256 MiB
+        target = torch.empty_like(source)
+        best = float("inf")
+        for _ in range(5):
+            best = min(best, self.elapsed(lambda: target.copy_(source), flush=False))
+        return source.numel() * 4 / best
+
+    def elapsed(self, run, flush=True):
+        torch = self.torch
+        if flush:
+            self.flush_buffer.zero_()
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    def roofline(self):
+        # As src/bench/cuda's Timer::ceiling: beyond 4x the device's own copy rate is impossible.
+        return {"device": self.device, "read_bytes_per_s": self.copy_bytes_per_s,
+                "read_margin": 4.0, "hardware_threads": 1, "flops_per_s": 0.0}
 
 
 class Scenario:
@@ -398,6 +461,8 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     rng = random.Random(derive_seed(seed, 2))
     next_work = [0]
 
+    clock = CudaEventClock() if getattr(probe, "timer", "cpu") == "cuda" else None
+
     def time_calls(variant, calls):
         seeds = []
         works = []
@@ -406,10 +471,13 @@ def run_bench(probe, point, seed, files, precision, budget_s):
             next_work[0] += 1
             works.append(probe.make(point, seeds[-1]))
         function = probe.variants[variant][1]
-        start = time.perf_counter()
-        for work in works:
-            function(work)
-        elapsed = time.perf_counter() - start
+        if clock is not None:
+            elapsed = clock.elapsed(lambda: [function(work) for work in works])
+        else:
+            start = time.perf_counter()
+            for work in works:
+                function(work)
+            elapsed = time.perf_counter() - start
         chosen = derive_seed(seeds[-1], 3) % calls  # any call of the batch may be verified
         return elapsed, seeds[chosen], works[chosen]
 
@@ -506,10 +574,10 @@ def run_bench(probe, point, seed, files, precision, budget_s):
                                 for name in names],
                    "block_orders": block_orders}, out)
     files.add("samples.json", "samples")
-    return {
+    section = {
         "skipped": None,
         "executed": True,
-        "timer": "python_perf_counter",
+        "timer": "cuda_events" if clock is not None else "python_perf_counter",
         "bytes_per_call": float(probe.bytes_per_call(point)) if probe.bytes_per_call else 0.0,
         "flops_per_call": 0.0,
         "precision": precision,
@@ -525,6 +593,9 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         "verify_tolerance": {"metric": "rms_ratio", "bound": 1e-6},
         "verified": verified,
     }
+    if clock is not None:
+        section["roofline"] = clock.roofline()
+    return section
 
 
 # --- scenarios -----------------------------------------------------------------------------
@@ -539,7 +610,7 @@ def run_scenario(probe, point, seed, files):
     traces = []
     for path, kind in written:
         if not os.path.exists(os.path.join(files.dir, path)):
-            raise SubjectError("subject", "scenario '%s' declares file '%s' but did not write it"
+            raise ProbeRequestError("subject", "scenario '%s' declares file '%s' but did not write it"
                                % (probe.name, path))
         files.add(path, kind)
         if kind == "trace":
@@ -598,23 +669,23 @@ def positive(flag, text):
     except ValueError:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
-        raise SubjectError("usage", "%s '%s': expected a positive number" % (flag, text))
+        raise ProbeRequestError("usage", "%s '%s': expected a positive number" % (flag, text))
     return value
 
 
 def unsigned(flag, text):
     if not text.isdigit():
-        raise SubjectError("usage", "%s '%s': expected a non-negative integer" % (flag, text))
+        raise ProbeRequestError("usage", "%s '%s': expected a non-negative integer" % (flag, text))
     return int(text)
 
 
 def run_command(program, args, probes):
     names = ", ".join(probe.name for probe in probes)
     if len(args) < 2 or args[1].startswith("--"):
-        raise SubjectError("usage", "run: expected a probe name; the probes are: " + names, USAGE)
+        raise ProbeRequestError("usage", "run: expected a probe name; the probes are: " + names, USAGE)
     matches = [probe for probe in probes if probe.name == args[1]]
     if not matches:
-        raise SubjectError("usage", "no probe named '%s'; the probes are: %s" % (args[1], names),
+        raise ProbeRequestError("usage", "no probe named '%s'; the probes are: %s" % (args[1], names),
                            "run `list` to see every probe and its parameters")
     probe = matches[0]
     sets, seed, out_dir = [], None, None
@@ -625,7 +696,7 @@ def run_command(program, args, probes):
         takes_value = flag in ("--set", "--seed", "--out", "--hidden-point", "--repeat",
                                "--precision", "--budget")
         if takes_value and index + 1 >= len(args):
-            raise SubjectError("usage", flag + " needs a value", USAGE)
+            raise ProbeRequestError("usage", flag + " needs a value", USAGE)
         value = args[index + 1] if takes_value else None
         if flag == "--set":
             sets.append(value)
@@ -634,7 +705,7 @@ def run_command(program, args, probes):
         elif flag == "--out":
             out_dir = value
         elif flag == "--hidden-point":
-            raise SubjectError("usage", "--hidden-point %s: probe '%s' has 0 hidden points"
+            raise ProbeRequestError("usage", "--hidden-point %s: probe '%s' has 0 hidden points"
                                % (value, probe.name))
         elif flag == "--repeat":
             repeat = min(unsigned(flag, value), 1000)
@@ -643,13 +714,13 @@ def run_command(program, args, probes):
         elif flag == "--budget":
             budget_s = positive(flag, value)
         elif flag not in ("--json", "--hidden"):  # no hidden points: --hidden changes nothing
-            raise SubjectError(
+            raise ProbeRequestError(
                 "usage",
                 "run: unknown option '%s'; the options are --set, --seed, --hidden, "
                 "--hidden-point, --repeat, --precision, --budget, --out, --json" % flag, USAGE)
         index += 2 if takes_value else 1
     if out_dir is None:
-        raise SubjectError("usage", "run: --out DIR is required", USAGE)
+        raise ProbeRequestError("usage", "run: --out DIR is required", USAGE)
     point = resolve_point(probe, sets)
     seed_source = "given" if seed is not None else "drawn"
     if seed is None:
@@ -658,7 +729,7 @@ def run_command(program, args, probes):
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as error:
-        raise SubjectError("subject", "cannot create the observation directory %s: %s"
+        raise ProbeRequestError("subject", "cannot create the observation directory %s: %s"
                            % (out_dir, error))
     files = ObservationFiles(out_dir)
     observation = {
@@ -682,10 +753,10 @@ def run_command(program, args, probes):
             section = run_bench(probe, point, seed, files, precision, budget_s)
         else:
             section = run_scenario(probe, point, seed, files)
-    except SubjectError:
+    except ProbeRequestError:
         raise
     except Exception as error:  # a probe body failed: the subject's failure, exit 3
-        raise SubjectError("subject", "probe '%s' failed: %s: %s"
+        raise ProbeRequestError("subject", "probe '%s' failed: %s: %s"
                            % (probe.name, type(error).__name__, error))
     observation["wall_s"] = time.perf_counter() - start
     observation["metrics"] = section["metrics"] if probe.kind == "scenario" else {}
@@ -701,6 +772,7 @@ def run_command(program, args, probes):
 
 
 def main(probes, argv=None):
+    """The command line over `probes` (a list of Check, Bench, Scenario); see subject_main."""
     argv = list(sys.argv if argv is None else argv)
     program, args = argv[0], argv[1:]
     as_json = "--json" in args
@@ -712,7 +784,7 @@ def main(probes, argv=None):
         if args[0] == "list":
             for extra in args[1:]:
                 if extra != "--json":
-                    raise SubjectError("usage", "list: unknown option '%s'" % extra, USAGE)
+                    raise ProbeRequestError("usage", "list: unknown option '%s'" % extra, USAGE)
             listing = list_json(program, probes)
             if as_json:
                 print(json.dumps(listing))
@@ -733,9 +805,9 @@ def main(probes, argv=None):
             else:
                 print("wrote " + path)
             return 0
-        raise SubjectError("usage", "unknown command '%s'; the commands are list, run" % args[0],
+        raise ProbeRequestError("usage", "unknown command '%s'; the commands are list, run" % args[0],
                            USAGE)
-    except SubjectError as error:
+    except ProbeRequestError as error:
         if as_json:
             print(json.dumps({"error": {"code": error.code, "message": error.message,
                                         "hint": error.hint}}))
@@ -743,3 +815,123 @@ def main(probes, argv=None):
         if error.hint:
             sys.stderr.write("hint: %s\n" % error.hint)
         return 2 if error.code == "usage" else 3
+
+
+# --- decorators ----------------------------------------------------------------------------
+
+_REGISTRY = []  # probes in declaration order, as the C++ registry keeps them
+
+
+def _params(params):
+    """A list of Param from a list of Param or a dict {name: default | Param | (default, allowed)}."""
+    if isinstance(params, dict):
+        out = []
+        for name, value in params.items():
+            if isinstance(value, Param):
+                out.append(value)
+            elif isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], list):
+                out.append(Param(name, value[0], value[1]))
+            else:
+                out.append(Param(name, value))
+        return out
+    return list(params)
+
+
+def _register(probe):
+    from ._errors import UsageError
+
+    if any(existing.name == probe.name for existing in _REGISTRY):
+        raise UsageError("probe '%s' is declared twice" % probe.name,
+                         "give each probe its own name (name=...)")
+    _REGISTRY.append(probe)
+    return probe
+
+
+def check(name: Optional[str] = None, *, description: str = "", params: Any = (),
+          inputs: Callable[..., Dict[str, Any]], outputs: Callable[..., List["Output"]],
+          reference: Callable[..., None],
+          oracle: Optional[Callable[..., Dict[str, Any]]] = None) -> Callable[[Callable[..., None]],
+                                                                              "Check"]:
+    """Declare a check (decorates the candidate): the candidate and the reference run on the same
+    inputs, in both orders, into NaN-poisoned outputs, with input checksums and a second seed for
+    the reference; ``loupe probe run`` compares and decides.
+
+    ``inputs(point, rng) -> {name: (array, axes)}``; ``outputs(point) -> [Output]``;
+    ``reference`` and the decorated candidate ``(point, inputs, out)`` write into ``out[name]``;
+    ``oracle(point, inputs) -> {name: float64 array}``. ``params``: ``[Param]`` or
+    ``{name: default}``.
+
+    Example::
+
+        @loupe.check(params={"N": 1024}, inputs=make_inputs, outputs=lambda p: [
+            loupe.Output("y", np.float32, (p["N"],), ["N"])], reference=numpy_sum)
+        def row_sums(point, inputs, out):
+            out["y"][:] = my_kernel(inputs["x"])
+    """
+    def register(candidate):
+        return _register(Check(name or candidate.__name__, description or (candidate.__doc__ or
+                               "").strip().split("\n")[0], _params(params), inputs, outputs,
+                               reference, candidate, oracle))
+    return register
+
+
+def bench(name: Optional[str] = None, *, description: str = "", params: Any = (),
+          variants: Any, outputs: Optional[Callable[[Any], Dict[str, Any]]] = None,
+          bytes_per_call: Optional[Callable[[Dict[str, Any]], float]] = None,
+          timer: str = "cpu") -> Callable[[Callable[..., Any]], "Bench"]:
+    """Declare a bench (decorates ``make(point, seed) -> work``, a fresh input set per timed
+    call): each variant ``call(work)`` is timed in shuffled interleaved blocks with fresh inputs
+    per call and verified against an untimed rerun; ``loupe probe run`` computes the statistics
+    and the verdict. ``variants``: ``{name: call}`` (the first is A); ``outputs(work) ->
+    {name: array}`` for verification; ``bytes_per_call(point)`` for throughput and the roofline
+    guard. ``timer="cuda"``: CUDA events on torch's current stream, L2 flushed before each
+    sample, the device's copy rate recorded for the roofline guard.
+
+    Example::
+
+        @loupe.bench(params={"T": 256}, variants={"vectorised": fast, "rowwise": slow},
+                     outputs=lambda work: {"y": work["y"]})
+        def rmsnorm_speed(point, seed):
+            return make_work(point, seed)
+    """
+    if timer not in ("cpu", "cuda"):
+        from ._errors import UsageError
+
+        raise UsageError("bench timer '%s': expected 'cpu' or 'cuda'" % timer)
+
+    def register(make):
+        pairs = list(variants.items()) if isinstance(variants, dict) else list(variants)
+        return _register(Bench(name or make.__name__, description or (make.__doc__ or "")
+                               .strip().split("\n")[0], _params(params), make, pairs, outputs,
+                               bytes_per_call, timer))
+    return register
+
+
+def scenario(name: Optional[str] = None, *, description: str = "",
+             params: Any = ()) -> Callable[[Callable[..., Any]], "Scenario"]:
+    """Declare a scenario (decorates ``body(point, seed, out_dir) -> (metrics, files)``, files
+    being ``[(relative path, kind)]`` with kind "trace" for a Chrome JSON trace); ``wall_s`` is
+    recorded around the body unless it reports its own.
+
+    Example::
+
+        @loupe.scenario(params={"requests": 32})
+        def generate(point, seed, out_dir):
+            return {"tokens_per_s": serve(point)}, []
+    """
+    def register(body):
+        return _register(Scenario(name or body.__name__, description or (body.__doc__ or "")
+                                  .strip().split("\n")[0], _params(params), body))
+    return register
+
+
+def subject_main(argv: Optional[List[str]] = None, probes: Optional[List[Any]] = None) -> int:
+    """The subject's command line (``list``, ``run PROBE ...``) over the declared probes; returns
+    the exit code: ``sys.exit(loupe.subject_main())`` at the end of the subject's module.
+
+    Example::
+
+        if __name__ == "__main__":
+            sys.exit(loupe.subject_main())
+    """
+    return main(list(_REGISTRY if probes is None else probes), argv)

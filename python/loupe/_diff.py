@@ -1,0 +1,593 @@
+"""``loupe.diff`` and ``loupe.assert_close``: in-process comparisons through libloupe."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _arrays
+from ._errors import InputError, UsageError
+
+Tol = Union[None, str, Mapping[str, float], Sequence[str]]
+Axes = Union[None, str, Sequence[str]]
+
+# torch.testing.assert_close's default (rtol, atol) per dtype (torch/testing/_comparison.py,
+# _DTYPE_PRECISIONS); every other dtype, fp8 and integers included, compares exactly.
+DEFAULT_TOLERANCES: Dict[str, Tuple[float, float]] = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+}
+
+# Listeners told of each failing assert_close (the pytest plugin's --loupe-report).
+_failure_listeners: List[Callable[[Dict[str, Any]], None]] = []
+
+
+@dataclass
+class Worst:
+    """The worst position of one tensor: the first disagreeing NaN/Inf, else the largest |a - b|.
+
+    Example::
+
+        w = loupe.diff(a, b).worst
+        print(w.name, w.coords, w.actual, w.expected)   # tensor {'T': 46, 'D': 3} 0.1 0.6
+    """
+
+    name: str
+    coords: Dict[str, int]
+    index: Tuple[int, ...]
+    actual: float
+    expected: float
+    abs_error: float
+    rms_ratio: float
+
+
+@dataclass
+class Profile:
+    """The error profile of the worst tensor along ``axis``: its shape word ("flat", "growing",
+    "concentrated", "spiky"), the buckets ``(begin, end, rms error)``, the region holding most of
+    the error and a sentence.
+
+    Example::
+
+        p = loupe.diff(a, b, axes="T,H,V", along="T").profile
+        print(p.shape, p.sentence)   # growing  growing along T: x7.1 from the first ...
+    """
+
+    name: str
+    axis: str
+    shape: str
+    buckets: List[Tuple[int, int, float]]
+    region: Tuple[int, int]
+    region_share: float
+    sentence: str
+
+
+@dataclass
+class TensorDiff:
+    """One compared pair: its name, shape, dtypes, whether it is past tolerance, its metrics
+    (docs/formats.md names them) and the lines loupe prints for it."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype_a: str
+    dtype_b: str
+    axes: List[str]
+    diverged: bool
+    metrics: Dict[str, float]
+    headline: str
+    profile_sentence: Optional[str]
+    slice_sentence: Optional[str]
+    raw: Dict[str, Any] = field(repr=False)
+
+
+class DiffResult:
+    """What ``loupe.diff`` found.
+
+    Attributes: ``passed`` (every bound holds, or without ``tol`` no element is outside
+    assert_close's tolerance, and both sides hold the same names); ``findings`` (the finding
+    dicts of ``loupe diff --json``); ``envelope`` (that whole envelope); ``tensors`` (one
+    :class:`TensorDiff` per pair, in order); ``worst`` (:class:`Worst` or None when every pair is
+    identical); ``profile`` (:class:`Profile` with ``along``, else None); ``first_divergence``
+    (the name of the first pair past tolerance, in order; None when none); ``summary`` (the text
+    ``loupe diff`` prints).
+
+    Example::
+
+        result = loupe.diff(out, ref, axes="T,D", along="T")
+        assert result.passed, result.summary
+    """
+
+    def __init__(self, envelope: Dict[str, Any], summary: str,
+                 sentences: List[Dict[str, Any]]) -> None:
+        self.envelope = envelope
+        self.summary = summary
+        data = envelope.get("data", {})
+        self.findings: List[Dict[str, Any]] = envelope.get("findings", [])
+        self.only_in_actual: List[str] = data.get("pairing", {}).get("only_in_a", [])
+        self.only_in_expected: List[str] = data.get("pairing", {}).get("only_in_b", [])
+        self.tensors: List[TensorDiff] = []
+        for raw, said in zip(data.get("tensors", []), sentences):
+            metrics = {key: _number(value) for key, value in raw["metrics"].items()}
+            metrics["finite_count"] = said["finite_count"]
+            self.tensors.append(TensorDiff(
+                raw["name"], tuple(raw["shape"]), raw["dtype_a"], raw["dtype_b"], raw["axes"],
+                bool(raw["diverged"]), metrics, said["headline"], said["profile"], said["slice"],
+                raw))
+        self._worst_index = {t.name: s["worst_index"] for t, s in zip(self.tensors, sentences)}
+        self.first_divergence: Optional[str] = data.get("first_divergence")
+        if self.first_divergence is None and len(self.tensors) == 1 and self.tensors[0].diverged:
+            self.first_divergence = self.tensors[0].name
+        self.worst_names: List[str] = list(data.get("worst", []))
+        verdict = envelope.get("verdict")
+        if verdict in ("pass", "fail"):
+            within = verdict == "pass"
+        else:
+            within = not any(tensor.diverged for tensor in self.tensors)
+        self.passed: bool = within and not self.only_in_actual and not self.only_in_expected
+        self.worst: Optional[Worst] = self._find_worst()
+        self.profile: Optional[Profile] = self._find_profile()
+
+    def _worst_tensor(self) -> Optional[TensorDiff]:
+        by_name = {tensor.name: tensor for tensor in self.tensors}
+        if self.worst_names:
+            return by_name[self.worst_names[0]]
+        differing = [t for t in self.tensors if self._worst_index.get(t.name, -1) >= 0]
+        if not differing:
+            return None
+        return max(differing, key=lambda t: _severity(t.metrics.get("rms_ratio", 0.0)))
+
+    def _find_worst(self) -> Optional[Worst]:
+        tensor = self._worst_tensor()
+        if tensor is None or self._worst_index[tensor.name] < 0:
+            return None
+        flat = self._worst_index[tensor.name]
+        index = tuple(int(i) for i in np.unravel_index(flat, tensor.shape)) if tensor.shape \
+            else ()
+        values = tensor.raw["worst_values"]
+        actual, expected = _number(values["a"]), _number(values["b"])
+        return Worst(tensor.name, dict(tensor.raw["worst_coords"]), index, actual, expected,
+                     abs(actual - expected) if math.isfinite(actual - expected) else math.inf,
+                     tensor.metrics.get("rms_ratio", math.nan))
+
+    def _find_profile(self) -> Optional[Profile]:
+        tensor = self._worst_tensor()
+        candidates = ([tensor] if tensor is not None else []) + self.tensors
+        for candidate in candidates:
+            raw = candidate.raw.get("profile")
+            if raw:
+                return Profile(candidate.name, raw["axis"], raw["shape"],
+                               [(b["begin"], b["end"], _number(b["value"]))
+                                for b in raw["buckets"]],
+                               (raw["region"][0], raw["region"][1]),
+                               _number(raw["region_share"]), candidate.profile_sentence or "")
+        return None
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        past = sum(1 for tensor in self.tensors if tensor.diverged)
+        parts = ["PASS" if self.passed else "FAIL",
+                 "%d of %d tensor%s past tolerance" % (past, len(self.tensors),
+                                                        "" if len(self.tensors) == 1 else "s")]
+        if self.first_divergence is not None and len(self.tensors) > 1:
+            parts.append("first divergence " + self.first_divergence)
+        if self.worst is not None:
+            where = ", ".join("%s=%d" % item for item in self.worst.coords.items())
+            label = "worst at" if len(self.tensors) == 1 else "worst %s at" % self.worst.name
+            parts.append("%s %s (rms_ratio %.3g)" % (label, where, self.worst.rms_ratio))
+        if self.profile is not None:
+            parts.append(self.profile.sentence.split(";")[0])
+        missing = len(self.only_in_actual) + len(self.only_in_expected)
+        if missing:
+            parts.append("%d name%s on one side only" % (missing, "" if missing == 1 else "s"))
+        return "<loupe.DiffResult %s>" % "; ".join(parts)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython shows the summary
+        printer.text(repr(self) + "\n" + self.summary)
+
+
+def _number(value: Any) -> float:
+    # The envelope writes NaN and Inf as strings (JSON has no literal for them).
+    if isinstance(value, str):
+        return float(value.replace("Infinity", "inf"))
+    return float(value) if value is not None else math.nan
+
+
+def _severity(value: float) -> float:
+    return math.inf if math.isnan(value) else value
+
+
+def _axes_list(axes: Axes) -> List[str]:
+    if axes is None:
+        return []
+    if isinstance(axes, str):
+        return [name.strip() for name in axes.replace(" ", ",").split(",") if name.strip()]
+    return [str(name) for name in axes]
+
+
+def _bounds(tol: Tol) -> List[str]:
+    if tol is None:
+        return []
+    if isinstance(tol, str):
+        return [tol]
+    if isinstance(tol, Mapping):
+        return ["%s=%r" % (metric, float(limit)) for metric, limit in tol.items()]
+    if isinstance(tol, (list, tuple)):
+        return [str(text) for text in tol]
+    raise UsageError("tol=%r: expected bounds such as {\"rms_ratio\": 1e-3} or \"max_abs=1e-2\""
+                     % (tol,), "for elementwise rtol/atol use loupe.assert_close")
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _options(axes: Axes, along: Optional[str], tol: Tol, rtol: Optional[float],
+             atol: Optional[float], reproduce: str) -> Any:
+    from . import _loupe
+
+    options = _loupe.DiffOptions()
+    options.axes = _axes_list(axes)
+    options.along = along
+    options.bounds = _bounds(tol)
+    options.rtol = rtol
+    options.atol = atol
+    options.reproduce = reproduce
+    return options
+
+
+def _flatten(value: Any, prefix: str = "") -> Dict[str, Any]:
+    """Nested dicts, lists and tuples of tensors as {"key.sub": tensor}, in order."""
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif _is_container(value):
+        items = enumerate(value)
+    else:
+        return {prefix[:-1] if prefix else "tensor": value}
+    out: Dict[str, Any] = {}
+    for key, item in items:
+        out.update(_flatten(item, "%s%s." % (prefix, key)))
+    return out
+
+
+def _is_container(value: Any) -> bool:
+    """A dict, or a list/tuple holding arrays (a list of numbers is one array)."""
+    if isinstance(value, Mapping):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(not isinstance(item, (bool, int, float, np.generic)) and not (
+            isinstance(item, (list, tuple)) and not _is_container(item)) for item in value)
+    return False
+
+
+def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
+    from . import _loupe
+
+    if _is_path(actual) or _is_path(expected):
+        if not (_is_path(actual) and _is_path(expected)):
+            raise UsageError("actual and expected must both be paths (files or dump directories) "
+                             "or both be arrays", "pass two paths, or two arrays / dicts")
+        if oracle is not None and not _is_path(oracle):
+            raise UsageError("with paths, the oracle must be a path too")
+        options.reproduce = None  # real files: the `loupe diff` command line reproduces it
+        envelope, summary, sentences = _loupe.diff_paths(
+            os.fspath(actual), os.fspath(expected),
+            os.fspath(oracle) if oracle is not None else None, None, options)
+        return DiffResult(json.loads(envelope), summary, sentences)
+    single = not _is_container(actual) and not _is_container(expected)
+    if single:
+        named_a, named_b = {"tensor": actual}, {"tensor": expected}
+        named_o = {"tensor": oracle} if oracle is not None else None
+    else:
+        named_a = _flatten(actual)
+        named_b = _flatten(expected)
+        named_o = _flatten(oracle) if oracle is not None else None
+    pairs = []
+    keep = []  # operands stay referenced until the compiled call returns
+    for name, value in named_a.items():
+        if name not in named_b:
+            continue
+        a = _arrays.operand(value, "actual '%s'" % name)
+        b = _arrays.operand(named_b[name], "expected '%s'" % name)
+        o = None
+        if named_o is not None:
+            if name not in named_o:
+                raise InputError("the oracle has no entry '%s'" % name,
+                                 "give the oracle the same keys as actual and expected")
+            o = _arrays.operand(named_o[name], "the oracle '%s'" % name)
+        keep.append((a, b, o))
+        pairs.append((name, a.array, a.dtype, b.array, b.dtype,
+                      o.array if o is not None else None, o.dtype if o is not None else None))
+    if named_o is not None:
+        options.label_oracle = "oracle"
+    envelope_text, summary, sentences = _loupe.diff_arrays(pairs, options)
+    envelope = json.loads(envelope_text)
+    only_a = [name for name in named_a if name not in named_b]
+    only_b = [name for name in named_b if name not in named_a]
+    if only_a or only_b:
+        pairing = envelope["data"].setdefault("pairing", {})
+        pairing["only_in_a"], pairing["only_in_b"] = only_a, only_b
+        for label, names in (("actual", only_a), ("expected", only_b)):
+            if names:
+                summary += "only in %s (%d): %s\n" % (label, len(names), ", ".join(names[:5]))
+    del keep
+    return DiffResult(envelope, summary, sentences)
+
+
+def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
+         along: Optional[str] = None, tol: Tol = None) -> DiffResult:
+    """Compare ``actual`` with ``expected`` (and each with an ``oracle``): metrics, the worst
+    coordinate, the slice holding the error, the error profile along ``along``, the first
+    divergent entry. Runs in C++ (libloupe) on the arrays' own memory.
+
+    ``actual``/``expected``: numpy arrays, torch tensors (CPU or CUDA, any float dtype including
+    bfloat16 and fp8), numbers; dicts (or lists) of those, compared by key in ``actual``'s order;
+    or two paths (.npy, .safetensors, dump directories), exactly as ``loupe diff A B``.
+    ``axes``: one name per dimension ("B,T,H,V" or a sequence). ``along``: the axis to profile.
+    ``tol``: bounds such as ``{"rms_ratio": 1e-3}`` or ``"max_abs=1e-2"``; without it, an element
+    is past tolerance when |a - b| > atol + rtol * |b| with assert_close's per-dtype defaults.
+
+    Example::
+
+        >>> r = loupe.diff(np.ones((4, 8), np.float32), np.ones((4, 8), np.float32))
+        >>> r.passed
+        True
+    """
+    return _run(actual, expected, oracle, _options(axes, along, tol, None, None,
+                                                   "loupe.diff(actual, expected%s%s%s)" % (
+                                                       ", axes=%r" % (axes,) if axes else "",
+                                                       ", along=%r" % along if along else "",
+                                                       ", tol=%r" % (tol,) if tol else "")))
+
+
+def _default_tolerance(dtype_a: str, dtype_b: str) -> Tuple[float, float]:
+    """torch's rule: the larger rtol and the larger atol of the two dtypes."""
+    rtol_a, atol_a = DEFAULT_TOLERANCES.get(dtype_a, (0.0, 0.0))
+    rtol_b, atol_b = DEFAULT_TOLERANCES.get(dtype_b, (0.0, 0.0))
+    return max(rtol_a, rtol_b), max(atol_a, atol_b)
+
+
+def _shape_text(shape: Tuple[int, ...], torch_style: bool) -> str:
+    if torch_style:
+        return "torch.Size([%s])" % ", ".join(str(extent) for extent in shape)
+    return repr(tuple(shape))
+
+
+def _short_dtype(label: str) -> str:
+    return label.replace("torch.", "")
+
+
+def _item(name: str) -> str:
+    return "[%s]" % ", ".join(repr(int(part)) if part.isdigit() else repr(part)
+                              for part in name.split("."))
+
+
+def _both_nan(a: _arrays.Operand, b: _arrays.Operand) -> int:
+    """Positions where both sides are NaN: torch counts them as mismatches unless equal_nan."""
+    if a.dtype is not None or b.dtype is not None:  # bf16 / fp8 bits: decode through float32
+        return 0 if a.dtype and a.dtype.startswith("float8") else int(np.count_nonzero(
+            np.isnan(_widen(a)) & np.isnan(_widen(b))))
+    if a.array.dtype.kind != "f" or b.array.dtype.kind != "f":
+        return 0
+    return int(np.count_nonzero(np.isnan(a.array) & np.isnan(b.array)))
+
+
+def _widen(operand: _arrays.Operand) -> np.ndarray:
+    if operand.dtype == "bfloat16":
+        return (operand.array.astype(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return operand.array.astype(np.float64)
+
+
+def _greatest_relative(a: _arrays.Operand, b: _arrays.Operand) -> Tuple[float, Tuple[int, ...]]:
+    """torch's "Greatest relative difference" and its index (a failure path only)."""
+    left = _widen(a) if a.dtype else a.array.astype(np.float64)
+    right = _widen(b) if b.dtype else b.array.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.abs(left - right) / np.abs(right)
+    finite_pairs = np.isfinite(left) & np.isfinite(right)
+    relative = np.where(finite_pairs, relative, 0.0)
+    relative = np.nan_to_num(relative, nan=0.0)  # 0/0
+    if relative.size == 0:
+        return 0.0, ()
+    flat = int(np.argmax(relative))
+    return float(relative.flat[flat]), tuple(int(i) for i in np.unravel_index(flat, relative.shape))
+
+
+def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
+                 atol: Optional[float] = None, axes: Axes = None, along: Optional[str] = None,
+                 oracle: Any = None, equal_nan: bool = False, check_dtype: bool = True,
+                 check_device: bool = True, msg: Optional[str] = None,
+                 **ignored: Any) -> None:
+    """A drop-in for ``torch.testing.assert_close`` whose AssertionError says where: the worst
+    coordinate, the slice holding the error, the growth along ``along``, the first divergent
+    entry of a dict.
+
+    Same rules as torch: ``rtol`` and ``atol`` are both given or both omitted; omitted, they come
+    from the dtype (float16 1e-3/1e-5, bfloat16 1.6e-2/1e-5, float32 1.3e-6/1e-5, float64
+    1e-7/1e-7, anything else 0/0, the larger of the two dtypes when they differ); an element
+    passes when |actual - expected| <= atol + rtol * |expected|; NaN fails unless ``equal_nan``;
+    shapes must match and, with ``check_dtype``, dtypes too (AssertionError "The values for
+    attribute 'shape' do not match: ..."). Dicts and lists compare entry by entry. torch's other
+    keywords (``allow_subclasses``, ``check_layout``, ``check_stride``) are accepted and ignored.
+    numpy arrays and torch tensors may be mixed.
+
+    Example::
+
+        >>> loupe.assert_close(torch.ones(4), torch.ones(4))          # passes
+        >>> loupe.assert_close(out, ref, axes="T,H,D", along="T")     # AssertionError, localised
+    """
+    if (rtol is None) != (atol is None):
+        raise UsageError("Both 'rtol' and 'atol' must be either specified or omitted, but got no "
+                         "%s." % ("rtol" if rtol is None else "atol"))
+    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)) and not (
+            isinstance(actual, bool) or isinstance(expected, bool)):
+        _assert_scalars_close(actual, expected, rtol, atol, equal_nan, msg)
+        return
+    container = _is_container(actual) or _is_container(expected)
+    named_a = _flatten(actual) if container else {"tensor": actual}
+    named_b = _flatten(expected) if container else {"tensor": expected}
+    if container and list(named_a) != list(named_b) and set(named_a) != set(named_b):
+        _fail("The keys of the inputs do not match:\nonly in actual: %s\nonly in expected: %s" % (
+            sorted(set(named_a) - set(named_b)), sorted(set(named_b) - set(named_a))), msg, None)
+    named_o = (_flatten(oracle) if container else {"tensor": oracle}) if oracle is not None \
+        else None
+
+    operands = {}
+    for name in named_a:
+        a = _arrays.operand(named_a[name], "actual" + (_item(name) if container else ""))
+        b = _arrays.operand(named_b[name], "expected" + (_item(name) if container else ""))
+        where = "The failure occurred for item %s\n\n" % _item(name) if container else ""
+        if a.shape != b.shape:
+            torch_style = a.is_torch or b.is_torch
+            _fail("%sThe values for attribute 'shape' do not match: %s != %s." % (
+                where, _shape_text(a.shape, torch_style), _shape_text(b.shape, torch_style)),
+                msg, None)
+        if check_dtype and _short_dtype(a.dtype_label) != _short_dtype(b.dtype_label):
+            _fail("%sThe values for attribute 'dtype' do not match: %s != %s." % (
+                where, a.dtype_label, b.dtype_label), msg, None)
+        if check_device and a.is_torch and b.is_torch and a.device != b.device:
+            _fail("%sThe values for attribute 'device' do not match: %s != %s." % (
+                where, a.device, b.device), msg, None)
+        operands[name] = (a, b)
+
+    from . import _loupe
+
+    pairs = []
+    tolerances = {}
+    for name, (a, b) in operands.items():
+        dtype_a = a.dtype or a.array.dtype.name
+        dtype_b = b.dtype or b.array.dtype.name
+        pair_rtol, pair_atol = (rtol, atol) if rtol is not None else _default_tolerance(
+            _short_dtype(a.dtype_label) if a.is_torch else dtype_a,
+            _short_dtype(b.dtype_label) if b.is_torch else dtype_b)
+        tolerances[name] = (pair_rtol, pair_atol)
+        o = None
+        if named_o is not None:
+            o = _arrays.operand(named_o[name], "the oracle" + (_item(name) if container else ""))
+        pairs.append((name, a, b, o))
+    # One call compares every entry in order (the first divergence is the first failing key).
+    # Entries of different dtypes get their own tolerance: one call per distinct tolerance
+    # would lose the order, so compare per entry when they differ.
+    groups: List[List[Any]] = []
+    for pair in pairs:
+        if groups and tolerances[groups[-1][0][0]] == tolerances[pair[0]]:
+            groups[-1].append(pair)
+        else:
+            groups.append([pair])
+    results: List[Tuple[DiffResult, List[Any]]] = []
+    for group in groups:
+        pair_rtol, pair_atol = tolerances[group[0][0]]
+        options = _options(axes, along, None, pair_rtol, pair_atol,
+                           "loupe.assert_close(actual, expected, rtol=%r, atol=%r%s%s)" % (
+                               pair_rtol, pair_atol, ", axes=%r" % (axes,) if axes else "",
+                               ", along=%r" % along if along else ""))
+        if named_o is not None:
+            options.label_oracle = "oracle"
+        tuples = [(name, a.array, a.dtype, b.array, b.dtype,
+                   o.array if o is not None else None, o.dtype if o is not None else None)
+                  for name, a, b, o in group]
+        envelope, summary, sentences = _loupe.diff_arrays(tuples, options)
+        results.append((DiffResult(json.loads(envelope), summary, sentences), group))
+
+    failures = []  # (DiffResult, TensorDiff, a, b, mismatches)
+    for result, group in results:
+        for tensor, (name, a, b, _) in zip(result.tensors, group):
+            mismatches = int(tensor.metrics.get("mismatch_count", 0))
+            numel = int(np.prod(tensor.shape))
+            if not equal_nan and tensor.metrics["finite_count"] < numel:
+                mismatches += _both_nan(a, b)
+            if mismatches:
+                failures.append((result, tensor, a, b, mismatches))
+    if not failures:
+        return
+    result, tensor, a, b, mismatches = failures[0]
+    numel = int(np.prod(tensor.shape)) if tensor.shape else 1
+    pair_rtol, pair_atol = tolerances[tensor.name]
+    lines = []
+    if container:
+        lines.append("The failure occurred for item %s" % _item(tensor.name))
+        lines.append("")
+    lines.append("Tensor-likes are not close!")
+    lines.append("")
+    lines.append("Mismatched elements: %d / %d (%.1f%%)" % (mismatches, numel,
+                                                             100.0 * mismatches / max(numel, 1)))
+    worst_index = result._worst_index.get(tensor.name, -1)
+    index = tuple(int(i) for i in np.unravel_index(worst_index, tensor.shape)) \
+        if worst_index >= 0 and tensor.shape else ()
+    lines.append("Greatest absolute difference: %s at index %s (up to %s allowed)" % (
+        _torch_number(tensor.metrics["max_abs"]), index, pair_atol))
+    relative, relative_index = _greatest_relative(a, b)
+    lines.append("Greatest relative difference: %s at index %s (up to %s allowed)" % (
+        _torch_number(relative), relative_index, pair_rtol))
+    lines.append("")
+    lines.extend(_localisation_lines(result, tensor, [f[1].name for f in failures], len(pairs)))
+    _fail("\n".join(lines), msg, {"envelope": result.envelope, "summary": result.summary,
+                                  "message": "\n".join(lines)})
+
+
+def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],
+                          atol: Optional[float], equal_nan: bool, msg: Optional[str]) -> None:
+    """Python numbers, as torch compares them (float64 tolerances for floats, exact for ints)."""
+    if rtol is None:
+        floating = isinstance(actual, float) or isinstance(expected, float)
+        rtol, atol = DEFAULT_TOLERANCES["float64"] if floating else (0.0, 0.0)
+    if math.isnan(actual) and math.isnan(expected) and equal_nan:
+        return
+    difference = abs(actual - expected)
+    if actual == expected or difference <= atol + rtol * abs(expected):
+        return
+    relative = difference / abs(expected) if expected != 0 else math.inf
+    if rtol == 0 and atol == 0:  # torch's wording for an exact comparison
+        _fail("Scalars are not equal!\n\nAbsolute difference: %r\nRelative difference: %r" % (
+            difference, relative), msg, None)
+    _fail("Scalars are not close!\n\nAbsolute difference: %r (up to %r allowed)\nRelative "
+          "difference: %r (up to %r allowed)" % (difference, atol, relative, rtol), msg, None)
+
+
+def _torch_number(value: float) -> str:
+    return repr(float(value)) if math.isfinite(value) else str(value)
+
+
+def _localisation_lines(result: DiffResult, tensor: TensorDiff, failing: List[str],
+                        compared: int) -> List[str]:
+    """loupe's few lines: where the error is, its shape along an axis, the slice holding it."""
+    lines = []
+    worst = result.worst if result.worst is not None and result.worst.name == tensor.name \
+        else None
+    if worst is not None and worst.coords:
+        where = ", ".join("%s=%d" % item for item in worst.coords.items())
+        lines.append("loupe: worst at %s: actual %.6g, expected %.6g; rms_ratio %.3g, "
+                     "max_abs %.3g" % (where, worst.actual, worst.expected,
+                                       tensor.metrics.get("rms_ratio", math.nan),
+                                       tensor.metrics.get("max_abs", math.nan)))
+    else:
+        lines.append("loupe: " + tensor.headline)
+    if tensor.profile_sentence:
+        lines.append("  error " + tensor.profile_sentence)
+    if tensor.slice_sentence:
+        lines.append("  " + tensor.slice_sentence)
+    if compared > 1:
+        others = [name for name in failing if name != tensor.name]
+        line = "  first divergent entry: %s (%d of %d entries past tolerance)" % (
+            tensor.name, len(failing), compared)
+        if others:
+            line += "; then " + ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+        lines.append(line)
+    if not tensor.profile_sentence and tensor.shape and len(tensor.shape) > 1:
+        lines.append("  (pass axes=... and along=AXIS for the error's profile along that axis)")
+    return lines
+
+
+def _fail(message: str, msg: Optional[str], report: Optional[Dict[str, Any]]) -> None:
+    report = dict(report or {"envelope": None, "summary": "", "message": message})
+    for listener in list(_failure_listeners):
+        listener(report)
+    raise AssertionError(msg if msg is not None else message)

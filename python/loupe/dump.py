@@ -1,0 +1,217 @@
+"""``loupe.dump``: record what every module of a torch.nn.Module produced, per forward call, in
+safetensors files that ``loupe diff`` reads, to find where two configurations part ways.
+
+Layout of a dump directory (rank-<r>/ inside it when torch.distributed is initialised)::
+
+    DIR/manifest.txt                       one tensor name per line, in execution order
+    DIR/<module path>.call<k>.safetensors  the module's outputs of its k-th forward call
+
+Tensors inside a file: ``output`` for a single tensor, ``output.0``, ``output.1`` ... for a tuple
+or list, ``output.<key>`` for a dict (non-tensor outputs are skipped and counted in
+``dump.skipped``). Forward hooks fire when a module returns, so the execution order is the order
+of completion: a block's children come before the block. ``loupe diff A B`` pairs the files by
+name and reports the first divergent one in A's manifest order.
+
+Metadata (safetensors ``__metadata__``, strings): ``loupe.module``, ``loupe.call``,
+``loupe.step``, ``loupe.rank`` (when torch.distributed is initialised), ``loupe.parallel`` and
+``loupe.rank.<group>`` (when given), and ``loupe.dims.<tensor>`` when ``dims`` names the module's
+axes (the spec ``loupe diff`` reads: axis names separated by spaces, "B T H D").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import struct
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ._errors import InputError, UsageError
+
+Filter = Union[None, str, Sequence[str], Callable[[str], bool]]
+Dims = Union[None, str, Mapping[str, str]]
+
+_SAFETENSORS_DTYPES = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+}
+
+
+def write_safetensors(path: str, tensors: Mapping[str, Any],
+                      metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes ``{name: array or tensor}`` as one .safetensors file (bf16 and fp8 kept as they are).
+
+    Example::
+
+        loupe.dump.write_safetensors("x.safetensors", {"x": torch.ones(2, 3)}, {"loupe.step": "0"})
+    """
+    from . import _arrays
+
+    header: Dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = {str(key): str(value) for key, value in metadata.items()}
+    blobs = []
+    offset = 0
+    for name, value in tensors.items():
+        operand = _arrays.operand(value, "tensor '%s'" % name)
+        dtype = operand.dtype or operand.array.dtype.name
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise InputError("tensor '%s': dtype %s has no safetensors name" % (name, dtype))
+        data = operand.array.tobytes()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[dtype], "shape": list(operand.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    temporary = path + ".partial"
+    with open(temporary, "wb") as out:
+        out.write(struct.pack("<Q", len(text)))
+        out.write(text)
+        for blob in blobs:
+            out.write(blob)
+    os.replace(temporary, path)  # a reader never sees half a file
+
+
+class dump:
+    """A context manager that records every selected module's outputs per forward call.
+
+    ``module``: the torch.nn.Module; ``directory``: where to write (created; existing dump files
+    of the same names are replaced). ``modules``: which submodules (by path, as
+    ``named_modules()`` names them): None for all, a glob ("layers.*.attn"), a list of globs, or a
+    callable ``path -> bool``; the root module's path is "model". ``dims``: axis names for the
+    outputs, one string for all ("B T D") or ``{glob: spec}`` (first match wins); a spec whose
+    number of names differs from a tensor's rank is not written for it. ``step``: recorded as
+    ``loupe.step`` (set ``d.step`` between decode steps). ``parallel``/``ranks``: e.g.
+    ``"tp=2,cp=4"`` and ``{"tp": 1, "cp": 3}``, recorded for sharded comparisons.
+    ``max_calls``: keep at most this many calls per module (None: all).
+
+    Example::
+
+        with loupe.dump(model, "dumps/a", dims={"*.attn.heads": "B H T D", "*": "B T D"}):
+            model(tokens)
+        # then: loupe diff dumps/a dumps/b --along T
+    """
+
+    def __init__(self, module: Any, directory: Union[str, os.PathLike], *,
+                 modules: Filter = None, dims: Dims = None, step: int = 0,
+                 parallel: Optional[str] = None, ranks: Optional[Mapping[str, int]] = None,
+                 max_calls: Optional[int] = None) -> None:
+        import torch
+
+        if not isinstance(module, torch.nn.Module):
+            raise UsageError("loupe.dump: expected a torch.nn.Module, got %s"
+                             % type(module).__name__, "pass the model (or any submodule)")
+        self.module = module
+        self.root = os.fspath(directory)
+        self.step = int(step)
+        self.parallel = parallel
+        self.ranks = dict(ranks or {})
+        self.max_calls = max_calls
+        self.skipped = 0  # outputs that are not tensors
+        self.written: List[str] = []  # tensor names in execution order
+        self._select = _selector(modules)
+        self._dims = dims
+        self._calls: Dict[str, int] = {}
+        self._handles: List[Any] = []
+        self.rank: Optional[int] = None
+        self.directory = self.root
+
+    def __enter__(self) -> "dump":
+        import torch
+
+        distributed = getattr(torch, "distributed", None)
+        if distributed is not None and distributed.is_available() and distributed.is_initialized():
+            self.rank = int(distributed.get_rank())
+            self.directory = os.path.join(self.root, "rank-%d" % self.rank)
+        os.makedirs(self.directory, exist_ok=True)
+        for path, submodule in self.module.named_modules():
+            path = path or "model"
+            if self._select(path):
+                self._handles.append(submodule.register_forward_hook(self._hook(path)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        with open(os.path.join(self.directory, "manifest.txt"), "w") as out:
+            out.write("# loupe.dump: tensor names in execution order (forward-hook completion)\n")
+            for name in self.written:
+                out.write(name + "\n")
+
+    def _hook(self, path: str) -> Callable[..., None]:
+        def record(_module: Any, _inputs: Any, output: Any) -> None:
+            call = self._calls.get(path, 0)
+            self._calls[path] = call + 1
+            if self.max_calls is not None and call >= self.max_calls:
+                return
+            self._write(path, call, output)
+        return record
+
+    def _write(self, path: str, call: int, output: Any) -> None:
+        import torch
+
+        tensors: Dict[str, Any] = {}
+
+        def collect(value: Any, name: str) -> None:
+            if isinstance(value, torch.Tensor):
+                tensors[name] = value
+            elif isinstance(value, (tuple, list)):
+                for index, item in enumerate(value):
+                    collect(item, "%s.%d" % (name, index))
+            elif isinstance(value, Mapping):
+                for key, item in value.items():
+                    collect(item, "%s.%s" % (name, key))
+            else:
+                self.skipped += 1
+
+        collect(output, "output")
+        if not tensors:
+            return
+        metadata = {"loupe.module": path, "loupe.call": str(call), "loupe.step": str(self.step)}
+        if self.rank is not None:
+            metadata["loupe.rank"] = str(self.rank)
+        if self.parallel:
+            metadata["loupe.parallel"] = self.parallel
+        for group, rank in self.ranks.items():
+            metadata["loupe.rank.%s" % group] = str(rank)
+        spec = _dims_for(self._dims, path)
+        if spec:
+            names = spec.split()
+            for name, tensor in tensors.items():
+                if len(names) == tensor.dim():
+                    metadata["loupe.dims.%s" % name] = spec
+        file_name = "%s.call%d.safetensors" % (_safe(path), call)
+        write_safetensors(os.path.join(self.directory, file_name), tensors, metadata)
+        for name in tensors:
+            self.written.append("%s:%s" % (file_name, name))
+
+
+def _safe(path: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", path)
+
+
+def _selector(modules: Filter) -> Callable[[str], bool]:
+    if modules is None:
+        return lambda path: True
+    if callable(modules):
+        return modules
+    patterns = [modules] if isinstance(modules, str) else list(modules)
+    return lambda path: any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)
+
+
+def _dims_for(dims: Dims, path: str) -> Optional[str]:
+    if dims is None or isinstance(dims, str):
+        return dims
+    for pattern, spec in dims.items():
+        if fnmatch.fnmatchcase(path, pattern):
+            return spec
+    return None
+
+
+dump.write_safetensors = staticmethod(write_safetensors)  # type: ignore[attr-defined]
