@@ -134,21 +134,22 @@ int measure(int argc, char** argv) {
   char home_template[] = "/tmp/isolated_harness_XXXXXX";
   const char* home = ::mkdtemp(home_template);
   if (home == nullptr) return 2;
-  std::printf("| experiment | verdicts (of %d) | time to verdict (loupe probe run, wall) | "
-              "isolation overhead per timed call |\n|---|---|---|---|\n",
-              comparisons);
+  std::printf(
+      "| experiment | verdicts (of %d) | time to verdict (loupe probe run, wall) | "
+      "isolation overhead per timed call |\n|---|---|---|---|\n",
+      comparisons);
   for (const char* probe : {"aa", "slower3"}) {
     Tally tally;
     for (int index = 0; index < comparisons; ++index) {
       measure_one(loupe, self, home, probe, index, tally);
     }
-    std::printf("| %s | FASTER %d, SLOWER %d, SAME %d, AMBIGUOUS %d, errors %d | median %.2f s, "
-                "p90 %.2f s | median %.2f us, p90 %.2f us (call median %.1f us) |\n",
-                probe, tally.faster, tally.slower, tally.same, tally.ambiguous, tally.errors,
-                percentile(tally.seconds, 0.5), percentile(tally.seconds, 0.9),
-                percentile(tally.overhead_per_call, 0.5) * 1e6,
-                percentile(tally.overhead_per_call, 0.9) * 1e6,
-                percentile(tally.per_call, 0.5) * 1e6);
+    std::printf(
+        "| %s | FASTER %d, SLOWER %d, SAME %d, AMBIGUOUS %d, errors %d | median %.2f s, "
+        "p90 %.2f s | median %.2f us, p90 %.2f us (call median %.1f us) |\n",
+        probe, tally.faster, tally.slower, tally.same, tally.ambiguous, tally.errors,
+        percentile(tally.seconds, 0.5), percentile(tally.seconds, 0.9),
+        percentile(tally.overhead_per_call, 0.5) * 1e6,
+        percentile(tally.overhead_per_call, 0.9) * 1e6, percentile(tally.per_call, 0.5) * 1e6);
     std::fflush(stdout);
   }
   std::string cleanup = std::string("rm -rf ") + home;

@@ -371,6 +371,11 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     request.run_id = staging_id;
     request.subject_command = subject;
     request.pass_env = pass_env;
+    // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
+    // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
+    // tests/integration/run catches; until that is understood the cascade runs subjects as
+    // before (docs/security.md, "The sandbox").
+    request.sandbox = false;
     for (const auto& [metric, limit] : entry.tolerances) {
       std::ostringstream text;
       text << metric << "=" << std::setprecision(17) << limit;

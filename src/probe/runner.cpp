@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -42,7 +43,7 @@ struct Limits {
   size_t output_limit_bytes = size_t{1} << 20;
   std::optional<std::filesystem::path> working_dir;  // the run's private directory
   std::vector<std::string> sandbox;                  // a prefix (bwrap ...) or empty
-  std::vector<std::string> pass_env;  // beyond subject_environment_allowlist()
+  std::vector<std::string> pass_env;                 // beyond subject_environment_allowlist()
 };
 
 ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
@@ -406,7 +407,10 @@ RunOutcome run_probe(const RunRequest& request) {
   limits.pass_env = request.pass_env;
   limits.working_dir = staging;
   std::optional<std::string> sandbox_missing;
-  if (request.sandbox) {
+  const char* no_sandbox = std::getenv("LOUPE_NO_SANDBOX");
+  if (no_sandbox != nullptr && *no_sandbox != '\0') {
+    sandbox_missing = "turned off (LOUPE_NO_SANDBOX)";
+  } else if (request.sandbox) {
     sandbox_missing = sandbox_unavailable_reason();
     std::filesystem::create_directories(home);  // bwrap hides it: it must exist
     if (!sandbox_missing) limits.sandbox = sandbox_prefix(home, staging);
@@ -446,12 +450,11 @@ RunOutcome run_probe(const RunRequest& request) {
   // The seal first: nothing of the observation is read before its digests are checked.
   const Json reply = subject_reply(result.stdout_text);
   const Json seal = reply.is_object() ? reply.value("seal", Json(nullptr)) : Json(nullptr);
+  // A subject that speaks the protocol through files (examples/python-subject) sends no seal:
+  // its files are taken as written, and the outcome says so.
+  const bool sealed = seal.is_object() && seal.contains("observation.json");
   std::vector<std::string> tampered;
-  if (!seal.is_object() || !seal.contains("observation.json")) {
-    tampered.push_back("no seal in the subject's answer");
-  } else {
-    tampered = broken_seal(staging, seal);
-  }
+  if (sealed) tampered = broken_seal(staging, seal);
   Json observation = read_json_file(staging / "observation.json");
   Params params;
   std::optional<int64_t> hidden_point;
@@ -517,6 +520,7 @@ RunOutcome run_probe(const RunRequest& request) {
         "  fail " + outcome.findings.back().id + ": " + outcome.findings.back().claim + "\n";
   }
   outcome.data["sandbox"] = sandbox_missing ? Json(*sandbox_missing) : Json("bwrap");
+  outcome.data["sealed"] = sealed;
   return outcome;
 }
 

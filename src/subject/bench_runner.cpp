@@ -3,6 +3,7 @@
 // children what to do, times their batches on its own steady clock, accounts the CPU time of
 // every child, and writes the raw samples. It decides no verdict.
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -640,6 +641,9 @@ Json Supervisor::run() {
     }
   }
   device_timer_ = first.timer_is_device;
+  // This process's timed sleeps (its wait for a batch's end) wake when asked, not 50 us later;
+  // set after the children are forked, which keep the default.
+  ::prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
   for (auto& child : children_) {
     child.environment = capture_environment(child.pid);
     child.cpu_start = process_cpu_seconds(child.pid);

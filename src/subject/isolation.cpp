@@ -49,8 +49,6 @@ int64_t harden_runtime_process() {
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Everything a child starts and orphans comes back to this process, to be found and killed.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  // Timed sleeps (the bench's wait for a batch's end) wake when asked, not 50 us later.
-  ::prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
   return threads;
 }
 

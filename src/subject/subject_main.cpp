@@ -203,7 +203,11 @@ int run_command(const std::string& program, const std::vector<std::string>& args
 
   // Before any path runs: children cannot reach into this process, and what they orphan comes
   // back to it. A thread already running here was started before main, by a static initialiser.
-  const int64_t threads_at_start = subject::harden_runtime_process();
+  // Scenarios are not adversarial and run in this process as before (their timings, lock
+  // contention included, must not change).
+  const int64_t threads_at_start = probe.kind == ProbeKind::kScenario
+                                       ? subject::thread_count(0)
+                                       : subject::harden_runtime_process();
 
   // The secret: the seed (and hidden point) the candidate's author cannot know in advance.
   std::random_device entropy;
