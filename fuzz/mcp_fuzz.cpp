@@ -1,8 +1,8 @@
 // libFuzzer target: the MCP server's message handler (src/mcp/server.hpp, Server::handle_line),
 // one JSON-RPC line per input against a server whose home is a scratch folder. handle_line must
 // never throw and every line it returns must be JSON; anything else is a bug. Lines that name the
-// two tools that start processes (run_probe takes any command line) are skipped: a fuzzer must not
-// execute what it happens to spell.
+// two tools that start processes are skipped: run_probe refuses subjects no objective under the
+// root declares (src/mcp/access.hpp), but a fuzzer must not execute what it happens to spell.
 #include <unistd.h>
 
 #include <cstddef>

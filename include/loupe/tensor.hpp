@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -175,5 +176,12 @@ void write_npy(const std::filesystem::path& path, const Tensor& tensor);
 // .safetensors: every tensor in the file, in the order of their data offsets (the order written).
 std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path);
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors);
+// The same with a "__metadata__" object of string keys and values (loupe's keys: docs/formats.md,
+// e.g. loupe.dims, loupe.parallel, loupe.rank.<group>, loupe.step).
+void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+// The "__metadata__" of a .safetensors file; empty when the header has none. Reads the header
+// only; throws Error(kInput) as read_safetensors does for an unreadable header.
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
 
 }  // namespace loupe

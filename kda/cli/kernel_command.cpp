@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kda/cli/commands.hpp"
+#include "kda/cli/shard_dump.hpp"
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/kernels/cpu/cp.hpp"
 #include "kda/kernels/cpu/decode.hpp"
@@ -35,6 +36,14 @@ struct KernelArgs {
   bool l2norm = false;
   double scale = 0.0;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Sharded dumps (kda/cli/shard_dump.hpp).
+  std::string dump_dir;         // --dump: the single-device tensors with dims metadata
+  std::string dump_shards_dir;  // --dump-shards: rank-<r>/ directories
+  int tp = 0;                   // --tp: value heads split over this many ranks (chunk)
+  std::string shard_order = "natural";
+  int fault_rank = -1;
+  int fault_chunk = 0;
+  int64_t dump_step = -1;  // --dump-step: loupe.step of the --dump files
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -164,6 +173,12 @@ int run_kernel(const KernelArgs& args) {
   int64_t boundary_count = 0;
   if (args.kernel == "recurrent") {
     outputs = kernels::cpu::recurrent(inputs, options);
+  } else if (args.kernel == "chunk" && args.tp > 0) {
+    if (args.dump_shards_dir.empty()) {
+      throw loupe::Error(loupe::ErrorCode::kUsage, "kda kernel chunk --tp needs --dump-shards DIR",
+                         "--tp splits the heads over ranks to dump each rank's shards");
+    }
+    outputs = run_and_dump_tp(args.dump_shards_dir, inputs, options, args.tp, args.fault_rank);
   } else if (args.kernel == "chunk") {
     if (args.shards_given) {
       // The non-CP states at the tokens where cp's shards start, to compare with cp's.
@@ -177,9 +192,19 @@ int run_kernel(const KernelArgs& args) {
     }
     outputs = kernels::cpu::chunk(inputs, options);
   } else if (args.kernel == "cp") {
-    outputs =
-        kernels::cpu::cp(inputs, options, {args.shards, math::parse_precision(args.precision)});
-    boundary_count = args.shards;
+    kernels::cpu::CpOptions cp_options{args.shards, math::parse_precision(args.precision)};
+    if (!args.dump_shards_dir.empty()) {
+      // --shards counts ranks; zigzag runs the scan over their 2W chunks in sequence order.
+      const CpShardPlan plan = plan_cp_shards(shape.tokens, args.shards, args.shard_order,
+                                              args.fault_rank, args.fault_chunk);
+      cp_options.shards = plan.pieces;
+      cp_options.lost_start_state_shard = plan.lost_piece;
+    }
+    outputs = kernels::cpu::cp(inputs, options, cp_options);
+    boundary_count = cp_options.shards;
+    if (!args.dump_shards_dir.empty()) {
+      dump_cp_shards(args.dump_shards_dir, shape, outputs, args.shards, args.shard_order);
+    }
   } else if (args.kernel == "decode") {
     outputs = kernels::cpu::decode(kernels::cpu::parse_decode_variant(args.variant), inputs,
                                    options, args.l2norm);
@@ -200,6 +225,7 @@ int run_kernel(const KernelArgs& args) {
     write_output(out_dir / "S_shard_starts.npy", outputs.boundary_states,
                  {shape.batch, boundary_count, shape.value_heads, shape.key_dim, shape.value_dim});
   }
+  if (!args.dump_dir.empty()) dump_single_device(args.dump_dir, shape, outputs, args.dump_step);
   std::printf("kda kernel %s: %s dtype=%s threads=%d: %.3f s, %.0f tokens/s -> %s\n",
               args.kernel.c_str(), shape.to_string().c_str(), args.dtype.c_str(), args.threads,
               seconds, static_cast<double>(shape.batch * shape.tokens) / seconds,
@@ -246,8 +272,54 @@ void add_kernel_command(CLI::App& app, int& exit_code) {
   command->add_option("--threads", args->threads, "worker threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  command->add_option("--dump", args->dump_dir,
+                      "also write o, o_proj and S as .safetensors with dims metadata to DIR "
+                      "(a single-device reference for sharded dumps)");
+  command
+      ->add_option("--dump-step", args->dump_step,
+                   "--dump: record this step number (loupe.step) for a run dumped step by "
+                   "step (prefill 0, then decode steps); S is left out")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--dump-shards", args->dump_shards_dir,
+                      "cp: write each CP rank's o to DIR/rank-<r>/ (--shards ranks); chunk with "
+                      "--tp: each TP rank's o, S and o_proj partial sum");
+  command->add_option("--tp", args->tp, "chunk: split the value heads over this many TP ranks")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--shard-order", args->shard_order,
+                   "cp --dump-shards: natural (rank r holds the r-th range) or zigzag (2W "
+                   "chunks; rank r holds r and 2W-1-r)")
+      ->check(CLI::IsMember({"natural", "zigzag"}))
+      ->capture_default_str();
+  command
+      ->add_option("--fault-rank", args->fault_rank,
+                   "plant a fault in this rank: cp: its chunk runs from a zero state (a lost "
+                   "ring hop); chunk --tp: it reads the next value head's gates")
+      ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--fault-chunk", args->fault_chunk,
+                   "cp --fault-rank with zigzag: which of the rank's chunks (0 or 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->callback([args, command, &exit_code] {
     args->shards_given = command->count("--shards") > 0;
+    if (!args->dump_shards_dir.empty() && args->kernel != "cp" &&
+        !(args->kernel == "chunk" && args->tp > 0)) {
+      throw loupe::Error(loupe::ErrorCode::kUsage,
+                         "kda kernel " + args->kernel +
+                             ": --dump-shards needs cp (CP ranks) or chunk --tp N (TP ranks)",
+                         "use --dump DIR for the single-device tensors");
+    }
+    if (args->fault_rank >= 0 && args->dump_shards_dir.empty()) {
+      throw loupe::Error(loupe::ErrorCode::kUsage,
+                         "kda kernel: --fault-rank plants a fault in a rank's shard; it needs "
+                         "--dump-shards");
+    }
+    if ((args->kernel == "decode" || args->kernel == "replay") && !args->dump_dir.empty()) {
+      throw loupe::Error(loupe::ErrorCode::kUsage,
+                         "kda kernel " + args->kernel + ": --dump writes prefill tensors",
+                         "use --dump with recurrent, chunk or cp");
+    }
     exit_code = args->dtype == "f64" ? run_kernel<double>(*args) : run_kernel<float>(*args);
   });
 }

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _arrays
-from ._errors import InputError, UsageError
+from ._errors import InputError, UsageError, native
 
 Tol = Union[None, str, Mapping[str, float], Sequence[str]]
 Axes = Union[None, str, Sequence[str]]
@@ -72,7 +72,13 @@ class Profile:
 @dataclass
 class TensorDiff:
     """One compared pair: its name, shape, dtypes, whether it is past tolerance, its metrics
-    (docs/formats.md names them) and the lines loupe prints for it."""
+    (docs/formats.md names them) and the lines loupe prints for it.
+
+    Example::
+
+        for t in loupe.diff(dump_a, dump_b).tensors:
+            print(t.name, t.metrics["rms_ratio"], t.headline)
+    """
 
     name: str
     shape: Tuple[int, ...]
@@ -232,7 +238,7 @@ def _is_path(value: Any) -> bool:
 
 def _options(axes: Axes, along: Optional[str], tol: Tol, rtol: Optional[float],
              atol: Optional[float], reproduce: str) -> Any:
-    from . import _loupe
+    _loupe = native()
 
     options = _loupe.DiffOptions()
     options.axes = _axes_list(axes)
@@ -269,7 +275,7 @@ def _is_container(value: Any) -> bool:
 
 
 def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
-    from . import _loupe
+    _loupe = native()
 
     if _is_path(actual) or _is_path(expected):
         if not (_is_path(actual) and _is_path(expected)):
@@ -424,6 +430,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
         >>> loupe.assert_close(torch.ones(4), torch.ones(4))          # passes
         >>> loupe.assert_close(out, ref, axes="T,H,D", along="T")     # AssertionError, localised
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not loupe's internals
     if (rtol is None) != (atol is None):
         raise UsageError("Both 'rtol' and 'atol' must be either specified or omitted, but got no "
                          "%s." % ("rtol" if rtol is None else "atol"))
@@ -458,7 +465,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
                 where, a.device, b.device), msg, None)
         operands[name] = (a, b)
 
-    from . import _loupe
+    _loupe = native()
 
     pairs = []
     tolerances = {}
@@ -536,6 +543,7 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
 def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],
                           atol: Optional[float], equal_nan: bool, msg: Optional[str]) -> None:
     """Python numbers, as torch compares them (float64 tolerances for floats, exact for ints)."""
+    __tracebackhide__ = True
     if rtol is None:
         floating = isinstance(actual, float) or isinstance(expected, float)
         rtol, atol = DEFAULT_TOLERANCES["float64"] if floating else (0.0, 0.0)
@@ -587,6 +595,7 @@ def _localisation_lines(result: DiffResult, tensor: TensorDiff, failing: List[st
 
 
 def _fail(message: str, msg: Optional[str], report: Optional[Dict[str, Any]]) -> None:
+    __tracebackhide__ = True
     report = dict(report or {"envelope": None, "summary": "", "message": message})
     for listener in list(_failure_listeners):
         listener(report)

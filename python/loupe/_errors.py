@@ -71,3 +71,16 @@ _BY_CODE = {cls.code: cls for cls in (UsageError, ConfigError, InputError, Subje
 def from_code(code: str, message: str, hint: str = "") -> Error:
     """The exception for loupe error ``code`` (what the compiled module raises)."""
     return _BY_CODE.get(code, InternalError)(message, hint)
+
+
+def native():
+    """The compiled module loupe._loupe, or an ImportError that says how to get it (the
+    pure-Python parts, such as the probe runtime, work without it)."""
+    try:
+        from . import _loupe
+    except ImportError as error:
+        raise ImportError(
+            "loupe's compiled module _loupe is missing (%s): build it with `make build` and use "
+            "PYTHONPATH=build/release/python, or `pip install --no-build-isolation ./python`; it "
+            "is built for Debian's /usr/bin/python3" % error) from None
+    return _loupe

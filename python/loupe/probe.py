@@ -12,7 +12,8 @@ the one loupe::subject_main gives a C++ subject (docs/formats.md, "Subject comma
 `run` writes DIR/observation.json, .npy tensors and samples.json in the schema src/probe/analyze.cpp
 reads. Like the C++ runtime it only observes and records, next to the candidate: both orders of
 a check, NaN-poisoned outputs, input checksums, a second seed for the reference, fresh inputs per
-timed call, interleaved blocks, verification of timed calls. Everything that decides runs in
+timed call, interleaved blocks, verification of timed calls, the roofline of a CPU bench, the
+hidden point a `--hidden` run draws in secret. Everything that decides runs in
 `loupe` from these files. Exit 0 once observation.json is written, 2 for a bad request (unknown
 probe, option or parameter), 3 when a probe body fails.
 """
@@ -139,8 +140,49 @@ class Param:
         return entry
 
 
-def resolve_point(probe, sets):
-    """The full point in declaration order from NAME=VALUE texts."""
+def value_type_name(value):
+    """The declared type a Python value stands for (Param.type_name of a default)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
+def check_hidden_points(name, params, points):
+    """Hidden points as a list of dicts, each naming declared parameters with values of their
+    declared type (src/subject/params.cpp refuses the same at run time; here the declaration
+    fails at import, where the author sees it)."""
+    from ._errors import UsageError
+
+    declared = {param.name: param for param in params}
+    out = []
+    for index, point in enumerate(points):
+        if not isinstance(point, dict) or not point:
+            raise UsageError("probe '%s': hidden point %d is %r; expected a non-empty dict "
+                             "{parameter: value}" % (name, index, point),
+                             "for example hidden_points=[{\"N\": 777}]")
+        for key, value in point.items():
+            if key not in declared:
+                raise UsageError("probe '%s': hidden point %d sets '%s', which is not a "
+                                 "parameter; its parameters are %s"
+                                 % (name, index, key, ", ".join(declared) or "none"),
+                                 "declare the parameter in params= first")
+            if value_type_name(value) != declared[key].type_name:
+                raise UsageError("probe '%s': hidden point %d sets '%s' to %r, a %s; the "
+                                 "parameter is %s" % (name, index, key, value,
+                                                      value_type_name(value),
+                                                      declared[key].type_name),
+                                 "give the value the type of the parameter's default")
+        out.append(dict(point))
+    return out
+
+
+def resolve_point(probe, sets, hidden_point=None):
+    """The full point in declaration order from NAME=VALUE texts, then the hidden point's values
+    over them (those may leave the allowed sets: that is their purpose)."""
     given = {}
     names = [param.name for param in probe.params]
     for text in sets:
@@ -160,6 +202,8 @@ def resolve_point(probe, sets):
     point = {}
     for param in probe.params:
         point[param.name] = param.parse(given[param.name]) if param.name in given else param.default
+    if hidden_point is not None:
+        point.update(hidden_point)
     return point
 
 
@@ -193,8 +237,10 @@ class Check:
     kind = "check"
 
     def __init__(self, name, description, params, inputs, outputs, reference, candidate,
-                 oracle=None):
+                 oracle=None, hidden_points=()):
         self.name = name
+        # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
+        self.hidden_points = check_hidden_points(name, params, hidden_points)
         self.description = description
         self.params = params
         self.inputs = inputs
@@ -211,8 +257,10 @@ class Bench:
     kind = "bench"
 
     def __init__(self, name, description, params, make, variants, outputs=None,
-                 bytes_per_call=None, timer="cpu"):
+                 bytes_per_call=None, timer="cpu", hidden_points=()):
         self.name = name
+        # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
+        self.hidden_points = check_hidden_points(name, params, hidden_points)
         self.description = description
         self.params = params
         self.make = make
@@ -275,8 +323,10 @@ class Scenario:
 
     kind = "scenario"
 
-    def __init__(self, name, description, params, body):
+    def __init__(self, name, description, params, body, hidden_points=()):
         self.name = name
+        # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
+        self.hidden_points = check_hidden_points(name, params, hidden_points)
         self.description = description
         self.params = params
         self.body = body
@@ -457,6 +507,28 @@ def minimum_detectable_effect(half_width):
     return half_width * (1.959964 + 0.841621) / 1.959964  # 95 % confidence, 80 % power
 
 
+def cpu_roofline(bytes_per_call):
+    """What one thread of this machine reads, measured next to the bench as src/subject's
+    BenchRunner::measure_roofline does: the best of 7 streaming reads (numpy's vectorised sum)
+    of a just-written buffer of bytes_per_call bytes (at most 1 GiB), as make() leaves its
+    inputs. `loupe` fails guard.roofline for a variant claiming more than hardware_threads x 16
+    times this rate: the timed call cannot be doing the declared work."""
+    size = int(min(bytes_per_call, 1 << 30))
+    buffer = np.empty(max(size // 8, 64), dtype=np.uint64)
+    best = 0.0
+    for attempt in range(7):
+        buffer.fill(attempt * 0x9E3779B9 + 1)
+        start = time.perf_counter()
+        buffer.sum()
+        seconds = time.perf_counter() - start
+        if seconds > 0:
+            best = max(best, buffer.nbytes / seconds)
+    return {"method": "one thread: best of 7 numpy sums of a just-written uint64 buffer of "
+                      "bytes_per_call bytes",
+            "hardware_threads": max(1, os.cpu_count() or 1),
+            "read_working_set_bytes": size, "read_bytes_per_s": best}
+
+
 def run_bench(probe, point, seed, files, precision, budget_s):
     rng = random.Random(derive_seed(seed, 2))
     next_work = [0]
@@ -595,6 +667,10 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     }
     if clock is not None:
         section["roofline"] = clock.roofline()
+    elif section["bytes_per_call"] > 0:
+        section["roofline"] = cpu_roofline(section["bytes_per_call"])
+    else:
+        section["roofline"] = None  # nothing declared: nothing to bound (as the C++ runtime)
     return section
 
 
@@ -657,7 +733,9 @@ def list_json(program, probes):
         "probes": [
             {"name": probe.name, "kind": probe.kind, "description": probe.description,
              "params": [param.to_json() for param in probe.params],
-             "has_oracle": getattr(probe, "oracle", None) is not None, "hidden_points": 0}
+             "has_oracle": getattr(probe, "oracle", None) is not None,
+             # Only how many: the points are revealed in the observation of a hidden run.
+             "hidden_points": len(probe.hidden_points)}
             for probe in probes
         ],
     }
@@ -689,6 +767,7 @@ def run_command(program, args, probes):
                            "run `list` to see every probe and its parameters")
     probe = matches[0]
     sets, seed, out_dir = [], None, None
+    hidden, hidden_index = False, None
     repeat, precision, budget_s = 0, 0.01, 2.0
     index = 2
     while index < len(args):
@@ -704,16 +783,23 @@ def run_command(program, args, probes):
             seed = unsigned(flag, value)
         elif flag == "--out":
             out_dir = value
+        elif flag == "--hidden":
+            hidden = True
         elif flag == "--hidden-point":
-            raise ProbeRequestError("usage", "--hidden-point %s: probe '%s' has 0 hidden points"
-                               % (value, probe.name))
+            hidden_index = unsigned(flag, value)
+            if hidden_index >= len(probe.hidden_points):
+                raise ProbeRequestError(
+                    "usage", "--hidden-point %d: probe '%s' has %d hidden points"
+                    % (hidden_index, probe.name, len(probe.hidden_points)),
+                    "hidden points are numbered from 0, as in a hidden run's observation")
+            hidden = True
         elif flag == "--repeat":
             repeat = min(unsigned(flag, value), 1000)
         elif flag == "--precision":
             precision = positive(flag, value)
         elif flag == "--budget":
             budget_s = positive(flag, value)
-        elif flag not in ("--json", "--hidden"):  # no hidden points: --hidden changes nothing
+        elif flag != "--json":
             raise ProbeRequestError(
                 "usage",
                 "run: unknown option '%s'; the options are --set, --seed, --hidden, "
@@ -721,10 +807,18 @@ def run_command(program, args, probes):
         index += 2 if takes_value else 1
     if out_dir is None:
         raise ProbeRequestError("usage", "run: --out DIR is required", USAGE)
-    point = resolve_point(probe, sets)
+    # The secret: the seed (and hidden point) the candidate's author cannot know in advance.
+    secret = random.SystemRandom().getrandbits(64)
+    hidden_json, hidden_point = None, None
+    if hidden and probe.hidden_points:  # --hidden on a probe without hidden points: a plain run
+        index = hidden_index if hidden_index is not None else secret % len(probe.hidden_points)
+        hidden_point = probe.hidden_points[index]
+        hidden_json = {"index": index, "of": len(probe.hidden_points),
+                       "point": dict(hidden_point)}
+    point = resolve_point(probe, sets, hidden_point)
     seed_source = "given" if seed is not None else "drawn"
     if seed is None:
-        seed = derive_seed(random.SystemRandom().getrandbits(64), 7)
+        seed = derive_seed(secret, 7)
 
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -740,7 +834,7 @@ def run_command(program, args, probes):
         "params": point,
         "seed": seed,
         "seed_source": seed_source,
-        "hidden": None,
+        "hidden": hidden_json,
         "argv": [program] + list(args),
         "started_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "environment": environment(),
@@ -850,8 +944,8 @@ def _register(probe):
 def check(name: Optional[str] = None, *, description: str = "", params: Any = (),
           inputs: Callable[..., Dict[str, Any]], outputs: Callable[..., List["Output"]],
           reference: Callable[..., None],
-          oracle: Optional[Callable[..., Dict[str, Any]]] = None) -> Callable[[Callable[..., None]],
-                                                                              "Check"]:
+          oracle: Optional[Callable[..., Dict[str, Any]]] = None,
+          hidden_points: Any = ()) -> Callable[[Callable[..., None]], "Check"]:
     """Declare a check (decorates the candidate): the candidate and the reference run on the same
     inputs, in both orders, into NaN-poisoned outputs, with input checksums and a second seed for
     the reference; ``loupe probe run`` compares and decides.
@@ -859,11 +953,15 @@ def check(name: Optional[str] = None, *, description: str = "", params: Any = ()
     ``inputs(point, rng) -> {name: (array, axes)}``; ``outputs(point) -> [Output]``;
     ``reference`` and the decorated candidate ``(point, inputs, out)`` write into ``out[name]``;
     ``oracle(point, inputs) -> {name: float64 array}``. ``params``: ``[Param]`` or
-    ``{name: default}``.
+    ``{name: default}``. ``hidden_points``: ``[{name: value}]``, points ``list`` only counts and
+    ``loupe probe run`` adds one of, drawn in secret (values may leave the allowed sets;
+    parameters a point leaves out take their defaults): a candidate right only at the points it
+    was shown fails ``guard.hidden_point``.
 
     Example::
 
-        @loupe.check(params={"N": 1024}, inputs=make_inputs, outputs=lambda p: [
+        @loupe.check(params={"N": (1024, [256, 1024])}, hidden_points=[{"N": 777}],
+                     inputs=make_inputs, outputs=lambda p: [
             loupe.Output("y", np.float32, (p["N"],), ["N"])], reference=numpy_sum)
         def row_sums(point, inputs, out):
             out["y"][:] = my_kernel(inputs["x"])
@@ -871,21 +969,22 @@ def check(name: Optional[str] = None, *, description: str = "", params: Any = ()
     def register(candidate):
         return _register(Check(name or candidate.__name__, description or (candidate.__doc__ or
                                "").strip().split("\n")[0], _params(params), inputs, outputs,
-                               reference, candidate, oracle))
+                               reference, candidate, oracle, hidden_points))
     return register
 
 
 def bench(name: Optional[str] = None, *, description: str = "", params: Any = (),
           variants: Any, outputs: Optional[Callable[[Any], Dict[str, Any]]] = None,
           bytes_per_call: Optional[Callable[[Dict[str, Any]], float]] = None,
-          timer: str = "cpu") -> Callable[[Callable[..., Any]], "Bench"]:
+          timer: str = "cpu", hidden_points: Any = ()) -> Callable[[Callable[..., Any]], "Bench"]:
     """Declare a bench (decorates ``make(point, seed) -> work``, a fresh input set per timed
     call): each variant ``call(work)`` is timed in shuffled interleaved blocks with fresh inputs
     per call and verified against an untimed rerun; ``loupe probe run`` computes the statistics
     and the verdict. ``variants``: ``{name: call}`` (the first is A); ``outputs(work) ->
     {name: array}`` for verification; ``bytes_per_call(point)`` for throughput and the roofline
     guard. ``timer="cuda"``: CUDA events on torch's current stream, L2 flushed before each
-    sample, the device's copy rate recorded for the roofline guard.
+    sample, the device's copy rate recorded for the roofline guard. ``hidden_points`` as for a
+    check (``run --hidden`` runs one; ``loupe probe run`` adds one only to checks, as for C++).
 
     Example::
 
@@ -903,12 +1002,13 @@ def bench(name: Optional[str] = None, *, description: str = "", params: Any = ()
         pairs = list(variants.items()) if isinstance(variants, dict) else list(variants)
         return _register(Bench(name or make.__name__, description or (make.__doc__ or "")
                                .strip().split("\n")[0], _params(params), make, pairs, outputs,
-                               bytes_per_call, timer))
+                               bytes_per_call, timer, hidden_points))
     return register
 
 
 def scenario(name: Optional[str] = None, *, description: str = "",
-             params: Any = ()) -> Callable[[Callable[..., Any]], "Scenario"]:
+             params: Any = (), hidden_points: Any = ()) -> Callable[[Callable[..., Any]],
+                                                                     "Scenario"]:
     """Declare a scenario (decorates ``body(point, seed, out_dir) -> (metrics, files)``, files
     being ``[(relative path, kind)]`` with kind "trace" for a Chrome JSON trace); ``wall_s`` is
     recorded around the body unless it reports its own.
@@ -921,7 +1021,8 @@ def scenario(name: Optional[str] = None, *, description: str = "",
     """
     def register(body):
         return _register(Scenario(name or body.__name__, description or (body.__doc__ or "")
-                                  .strip().split("\n")[0], _params(params), body))
+                                  .strip().split("\n")[0], _params(params), body,
+                                  hidden_points))
     return register
 
 

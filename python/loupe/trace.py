@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ._errors import UsageError
+from ._errors import UsageError, native
 
 Source = Union[str, os.PathLike, Any]
 
@@ -95,7 +95,7 @@ def analyze(source: Union[Source, Sequence[Source]], *, classes: Optional[Dict[s
             model(x)
         print(loupe.trace.analyze(prof, classes={"mm": "name:matmul"}))
     """
-    from . import _loupe
+    _loupe = native()
 
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     opened = [_Materialised(item) for item in sources]
@@ -118,7 +118,7 @@ def diff(a: Source, b: Source, *, classes: Optional[Dict[str, str]] = None,
 
         print(loupe.trace.diff("before.json", "after.json").findings[0]["claim"])
     """
-    from . import _loupe
+    _loupe = native()
 
     with _Materialised(a) as path_a, _Materialised(b) as path_b:
         text = _loupe.trace_diff(path_a, path_b, _classes(classes), overlap, window,

@@ -76,7 +76,7 @@ def test_loupe_diff_names_the_first_divergent_module(tmp_path, loupe_executable)
     make_dumps(tmp_path, fault_block=2)
     result = loupe.diff(tmp_path / "a", tmp_path / "b")
     assert result.first_divergence == "blocks.2.linear.call0.safetensors:output"
-    assert result.worst.coords["d2"] == 4
+    assert result.worst.coords["D"] == 4  # named by the dump's loupe.dims ("B T D")
     cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b"),
                           "--json"], capture_output=True, text=True)
     envelope = json.loads(cli.stdout)
@@ -110,3 +110,26 @@ def test_filter_calls_and_bfloat16(tmp_path):
 def test_a_non_module_is_a_usage_error(tmp_path):
     with pytest.raises(loupe.UsageError):
         loupe.dump(object(), tmp_path)
+
+
+def test_distributed_rank_goes_into_its_own_directory(tmp_path):
+    """One gloo process group of size 1: the dump lands in rank-0/ with loupe.rank and the
+    parallel layout given."""
+    import torch.distributed as distributed
+
+    if not distributed.is_available():
+        pytest.skip("this torch has no torch.distributed")
+    distributed.init_process_group("gloo", init_method="file://%s" % (tmp_path / "rendezvous"),
+                                   rank=0, world_size=1)
+    try:
+        net = Net(depth=1)
+        with loupe.dump(net, tmp_path / "dump", modules="head", parallel="tp=1",
+                        ranks={"tp": 0}) as recorder:
+            net(torch.randn(1, 2, 8))
+        assert recorder.directory == str(tmp_path / "dump" / "rank-0")
+        header = metadata_of(tmp_path / "dump" / "rank-0" / "head.call0.safetensors")
+        assert header["__metadata__"]["loupe.rank"] == "0"
+        assert header["__metadata__"]["loupe.parallel"] == "tp=1"
+        assert header["__metadata__"]["loupe.rank.tp"] == "0"
+    finally:
+        distributed.destroy_process_group()

@@ -27,6 +27,7 @@ SUBJECT = textwrap.dedent('''
         out["y"][:] = np.cumsum(inputs["x"], dtype=np.float64).astype(np.float32)
 
     @loupe.check(params={"N": 4096, "mode": ("honest", ["honest", "fp16", "mutate"])},
+                 hidden_points=[{"N": 1000}],
                  inputs=inputs, outputs=outputs, reference=reference)
     def prefix_sum(point, inputs, out):
         """a running sum: float64 accumulation (honest), float16 (drifts), or one that
@@ -38,6 +39,15 @@ SUBJECT = textwrap.dedent('''
             inputs["x"][0] = 0
         else:
             reference(point, inputs, out)
+
+    # A candidate of its own (the hidden run takes the defaults, not the asked --set values).
+    @loupe.check(params={"N": (4096, [1024, 4096])}, hidden_points=[{"N": 1000}],
+                 inputs=inputs, outputs=outputs, reference=reference)
+    def prefix_sum_tiled(point, inputs, out):
+        """right only when N is a multiple of 256: specialised to the shapes it was shown"""
+        whole = point["N"] // 256 * 256  # whole tiles of 256; any tail is left as zeros
+        out["y"][:] = 0
+        out["y"][:whole] = np.cumsum(inputs["x"][:whole], dtype=np.float64)
 
     @loupe.scenario(params={"n": 3})
     def count(point, seed, out_dir):
@@ -72,12 +82,15 @@ def test_list_describes_the_declared_probes(loupe_executable, subject):
     completed = subprocess.run([*subject, "list", "--json"], capture_output=True, text=True,
                                env=probe_env(), check=True)
     listing = json.loads(completed.stdout)
-    assert [(p["name"], p["kind"]) for p in listing["probes"]] == [("prefix_sum", "check"),
-                                                                    ("count", "scenario")]
+    assert [(p["name"], p["kind"]) for p in listing["probes"]] == [
+        ("prefix_sum", "check"), ("prefix_sum_tiled", "check"), ("count", "scenario")]
     params = listing["probes"][0]["params"]
     assert params[1] == {"name": "mode", "type": "string", "default": "honest",
                          "allowed": ["honest", "fp16", "mutate"]}
     assert listing["probes"][0]["description"].startswith("a running sum")
+    # Hidden points are counted, never listed.
+    assert [p["hidden_points"] for p in listing["probes"]] == [1, 1, 0]
+    assert "1000" not in completed.stdout
 
 
 def test_honest_check_passes(loupe_executable, subject):
@@ -125,3 +138,172 @@ def test_duplicate_probe_names_are_refused():
                 return {}, []
     finally:
         probe._REGISTRY[:] = before
+
+
+def hidden_point_finding(envelope, probe="prefix_sum"):
+    found = [f for f in envelope["findings"] if f["id"] == "check.%s.guard.hidden_point" % probe]
+    assert len(found) == 1, envelope["findings"]
+    return found[0]
+
+
+def test_honest_check_also_passes_at_the_hidden_point(loupe_executable, subject):
+    code, envelope = run_probe(loupe_executable, subject, "prefix_sum", "--seed", "7")
+    assert code == 0, envelope
+    assert envelope["verdict"] == "pass"
+    hidden = hidden_point_finding(envelope)
+    assert hidden["severity"] == "info"
+    assert hidden["where"]["params"] == {"N": 1000, "mode": "honest"}
+    assert hidden["claim"] == ("the candidate also passes at the hidden point N=1000,mode=honest "
+                               "(hidden point 0 of 1), drawn in secret")
+    runs = envelope["data"]["hidden_runs"]
+    assert len(runs) == 1
+    assert runs[0]["hidden"] == {"index": 0, "of": 1, "point": {"N": 1000}}
+    assert runs[0]["params"] == {"N": 1000, "mode": "honest"}
+
+
+def test_candidate_right_only_at_the_shown_points_is_caught_by_the_hidden_point(
+        loupe_executable, subject):
+    code, envelope = run_probe(loupe_executable, subject, "prefix_sum_tiled", "--set",
+                               "N=1024,4096", "--seed", "7")
+    assert code == 1
+    assert envelope["verdict"] == "fail"
+    # Right at the points it was shown, wrong only at the hidden one (its tail left as zeros)...
+    assert [(f["id"], f["severity"], f["where"]["params"]["N"])
+            for f in envelope["findings"] if f["severity"] != "warn"] == [
+        ("check.prefix_sum_tiled.match", "info", 1024),
+        ("check.prefix_sum_tiled.match", "info", 4096),
+        ("check.prefix_sum_tiled.mismatch", "fail", 1000),
+        ("check.prefix_sum_tiled.guard.hidden_point", "fail", 1000)]
+    # ...and the guard says so.
+    hidden = hidden_point_finding(envelope, "prefix_sum_tiled")
+    assert hidden["severity"] == "fail"
+    assert hidden["where"]["params"] == {"N": 1000}
+    assert hidden["claim"].startswith(
+        "the candidate passes at the point(s) it was shown (N=1024; N=4096) but fails at the "
+        "hidden point N=1000 (hidden point 0 of 1), drawn in secret")
+    assert "--hidden-point 0" in hidden["reproduce"]
+    assert envelope["data"]["hidden_runs"][0]["hidden"]["point"] == {"N": 1000}
+
+
+def test_without_the_hidden_point_the_specialised_candidate_passes(loupe_executable, subject):
+    # What the hidden point is for: the visible points alone cannot tell.
+    code, envelope = run_probe(loupe_executable, subject, "prefix_sum_tiled", "--seed", "7",
+                               "--no-hidden")
+    assert code == 0, envelope
+    assert envelope["verdict"] == "pass"
+    assert not [f for f in envelope["findings"] if f["id"].endswith("guard.hidden_point")]
+
+
+def run_subject(subject, *args):
+    return subprocess.run([*subject, *args], capture_output=True, text=True, env=probe_env(),
+                          timeout=120)
+
+
+def test_subject_reveals_the_hidden_point_in_the_observation(subject, tmp_path):
+    completed = run_subject(subject, "run", "prefix_sum", "--hidden-point", "0", "--set",
+                            "mode=fp16", "--set", "N=64", "--out", str(tmp_path / "obs"), "--json")
+    assert completed.returncode == 0, completed.stderr
+    with open(json.loads(completed.stdout)["observation"]) as file:
+        observation = json.load(file)
+    assert observation["hidden"] == {"index": 0, "of": 1, "point": {"N": 1000}}
+    # The hidden values override --set (and may leave the allowed sets); the others are kept.
+    assert observation["params"] == {"N": 1000, "mode": "fp16"}
+    assert observation["check"]["outputs"][0]["shape"] == [1000]
+    assert observation["seed_source"] == "drawn"
+
+
+def test_hidden_draws_one_of_the_points_and_probes_without_any_run_plainly(subject, tmp_path):
+    completed = run_subject(subject, "run", "prefix_sum", "--hidden", "--seed", "3", "--out",
+                            str(tmp_path / "a"))
+    assert completed.returncode == 0, completed.stderr
+    with open(tmp_path / "a" / "observation.json") as file:
+        observation = json.load(file)
+    assert observation["hidden"]["point"] == {"N": 1000}
+    assert observation["seed"] == 3
+    completed = run_subject(subject, "run", "count", "--hidden", "--out", str(tmp_path / "b"))
+    assert completed.returncode == 0, completed.stderr
+    with open(tmp_path / "b" / "observation.json") as file:
+        assert json.load(file)["hidden"] is None
+
+
+@pytest.mark.parametrize("index", ["1", "-1", "x"])
+def test_hidden_point_out_of_range_is_exit_2(subject, tmp_path, index):
+    completed = run_subject(subject, "run", "prefix_sum", "--hidden-point", index, "--out",
+                            str(tmp_path / "obs"))
+    assert completed.returncode == 2
+    expected = ("--hidden-point 1: probe 'prefix_sum' has 1 hidden points" if index == "1"
+                else "--hidden-point '%s': expected a non-negative integer" % index)
+    assert expected in completed.stderr
+    assert not (tmp_path / "obs" / "observation.json").exists()
+
+
+@pytest.mark.parametrize("points, message", [
+    ([{"M": 3}], "probe 'bad_hidden': hidden point 0 sets 'M', which is not a parameter; its "
+                 "parameters are N"),
+    ([{"N": 3}, {"N": 2.5}], "probe 'bad_hidden': hidden point 1 sets 'N' to 2.5, a float; the "
+                             "parameter is int"),
+    ([{"N": True}], "probe 'bad_hidden': hidden point 0 sets 'N' to True, a bool; the parameter "
+                    "is int"),
+    ([{}], "probe 'bad_hidden': hidden point 0 is {}; expected a non-empty dict"),
+])
+def test_bad_hidden_points_are_refused_at_declaration(points, message):
+    from loupe import probe
+
+    before = list(probe._REGISTRY)
+    try:
+        with pytest.raises(loupe.UsageError) as raised:
+            @loupe.scenario(name="bad_hidden", params={"N": 4}, hidden_points=points)
+            def body(point, seed, out_dir):
+                return {}, []
+        assert str(raised.value).startswith(message)
+    finally:
+        probe._REGISTRY[:] = before
+
+
+BENCH_SUBJECT = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import loupe
+
+    def make(point, seed):
+        x = np.random.default_rng(seed).standard_normal(point["N"]).astype(np.float32)
+        return {"x": x, "y": np.empty_like(x)}
+
+    def copy(work):
+        np.copyto(work["y"], work["x"])
+
+    def claimed(point):
+        # "honest": what a copy moves (read x, write y); "inflated": 64 MiB claimed for 16 KiB.
+        return 8 * point["N"] if point["claim"] == "honest" else 64 << 20
+
+    @loupe.bench(params={"N": 4096, "claim": ("honest", ["honest", "inflated"])},
+                 variants={"copy": copy}, outputs=lambda work: {"y": work["y"]},
+                 bytes_per_call=claimed)
+    def copy_speed(point, seed):
+        return make(point, seed)
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+@pytest.mark.parametrize("claim", ["honest", "inflated"])
+def test_cpu_bench_records_a_roofline_and_an_inflated_claim_fails_it(loupe_executable, tmp_path,
+                                                                      claim):
+    path = tmp_path / "copy_subject.py"
+    path.write_text(BENCH_SUBJECT)
+    code, envelope = run_probe(loupe_executable, [sys.executable, str(path)], "copy_speed",
+                               "--set", "claim=" + claim, "--seed", "5", "--budget", "0.3")
+    with open(envelope["data"]["observation"]) as file:
+        roofline = json.load(file)["bench"]["roofline"]
+    assert roofline["read_bytes_per_s"] > 0
+    assert roofline["hardware_threads"] == os.cpu_count()
+    assert roofline["read_working_set_bytes"] == (8 * 4096 if claim == "honest" else 64 << 20)
+    rooflines = [f for f in envelope["findings"] if f["id"].endswith("guard.roofline")]
+    if claim == "honest":
+        assert code == 0, envelope["findings"]
+        assert rooflines == []
+    else:
+        assert code == 1
+        assert [f["severity"] for f in rooflines] == ["fail"]
+        assert rooflines[0]["claim"].startswith("variant copy claims 67108864 bytes per call in")

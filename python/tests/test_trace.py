@@ -43,3 +43,18 @@ def test_torch_profiler_is_analysed_without_a_user_file():
     result = loupe.trace.analyze(profiler, classes={"mm": "name:matmul|mm"})
     assert result.envelope["kind"] == "trace.analyze"
     assert result.data
+
+
+def test_overlap_of_real_h200_profiles():
+    """tests/fixtures/kineto: the same HtoD copies on a side stream (copy_overlap) and on the
+    compute stream (copy_serial), recorded with torch.profiler on the H200."""
+    classes = {"copy": "name:Memcpy", "kernel": "kind:gpu_stream&name:gemm"}
+    overlapped = loupe.trace.analyze(os.path.join(KINETO, "copy_overlap.json.gz"),
+                                     classes=classes, overlap="copy,kernel")
+    serial = loupe.trace.analyze(os.path.join(KINETO, "copy_serial.json.gz"), classes=classes,
+                                 overlap="copy,kernel")
+    share = overlapped.data["overlap"]["overlap_ns"] / overlapped.data["overlap"]["a_ns"]
+    assert 0.8 < share < 0.9  # 85 % of the copy time under a GEMM
+    serial_share = serial.data["overlap"]["overlap_ns"] / serial.data["overlap"]["a_ns"]
+    assert serial_share < 0.01
+    assert overlapped.findings[0]["id"] == "trace.overlap.classes"

@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include "check/align.hpp"
+#include "check/dims.hpp"
 #include "check/findings.hpp"
 #include "core/json.hpp"
 #include "loupe/error.hpp"
@@ -38,6 +40,28 @@ struct Source {
   std::vector<std::string> not_tensor;
   // .safetensors files read so far (reading parses the header and maps the data once).
   std::map<fs::path, std::vector<NamedTensor>> safetensors_cache;
+  std::map<fs::path, std::map<std::string, std::string>> metadata_cache;
+  // A directory of rank-<r>/ (kSharded) or step-<s>/ (kSteps) subdirectories: one Source each,
+  // in rank or step order; names and entries are those of the first.
+  enum class Layering { kPlain, kSharded, kSteps } layering = Layering::kPlain;
+  std::vector<Source> parts;
+  std::vector<std::string> part_names;  // "rank-3", "step-1"
+};
+
+// A tensor as read from a source: unsharded, or still a list of steps to align.
+struct Loaded {
+  Tensor tensor;
+  DumpMetadata meta;
+  std::optional<ShardLayout> layout;
+  std::vector<ReplicaMismatch> replicas;
+  std::vector<StepTensor> steps;  // from a kSteps source; `tensor` is empty then
+  std::string origin;
+};
+
+// The settings that decide how a side's shards go back together.
+struct ShardSettings {
+  const std::vector<std::string>* dims = nullptr;  // --dims
+  std::optional<std::string> parallel;             // --parallel or --parallel-b
 };
 
 std::string lower_extension(const fs::path& path) {
@@ -60,7 +84,7 @@ const std::vector<NamedTensor>& safetensors_of(Source& source, const fs::path& f
   }
 }
 
-Tensor load(Source& source, const std::string& name) {
+Tensor load_plain(Source& source, const std::string& name) {
   const Entry& entry = source.entries.at(name);
   if (!entry.tensor) {
     try {
@@ -85,6 +109,244 @@ void add_safetensors_entries(Source& source, const fs::path& file, const std::st
 }
 
 Source open_source(const fs::path& path, const std::string& side,
+                   const std::optional<std::string>& npy_name);
+std::string file_of(const Source& source, const std::string& name);
+
+// "rank-12" → 12 for prefix "rank-"; nullopt for anything else.
+std::optional<int64_t> numbered(const std::string& file_name, const std::string& prefix) {
+  if (file_name.rfind(prefix, 0) != 0 || file_name.size() == prefix.size() ||
+      file_name.size() > prefix.size() + 9) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  for (size_t index = prefix.size(); index < file_name.size(); ++index) {
+    if (!std::isdigit(static_cast<unsigned char>(file_name[index]))) return std::nullopt;
+    value = value * 10 + (file_name[index] - '0');
+  }
+  return value;
+}
+
+// A directory whose subdirectories are rank-<r>/ or step-<s>/ becomes a layered source. Returns
+// false for an ordinary directory. Ranks must run 0..N-1 without a gap; steps are ordered by
+// number (loupe.step metadata, when present, decides later).
+bool open_layered(Source& source, const std::string& side) {
+  std::map<int64_t, fs::path> ranks, steps;
+  for (const auto& item : fs::directory_iterator(source.path)) {
+    if (!item.is_directory()) continue;
+    const std::string file_name = item.path().filename().string();
+    if (auto rank = numbered(file_name, "rank-")) ranks[*rank] = item.path();
+    if (auto step = numbered(file_name, "step-")) steps[*step] = item.path();
+  }
+  if (ranks.empty() && steps.empty()) return false;
+  if (!ranks.empty() && !steps.empty()) {
+    throw Error(ErrorCode::kInput,
+                side + " (" + source.path.string() +
+                    "): holds both rank-<r>/ and step-<s>/ directories; expected one kind",
+                "put each step's rank-<r>/ directories inside its step-<s>/ directory");
+  }
+  const bool sharded = !ranks.empty();
+  if (sharded) {
+    int64_t expected = 0;
+    for (const auto& [rank, path] : ranks) {
+      if (rank != expected) {
+        throw Error(ErrorCode::kInput,
+                    side + " (" + source.path.string() + "): rank-" + std::to_string(expected) +
+                        "/ is missing (found rank-" + std::to_string(rank) +
+                        "/); expected rank-0/, rank-1/, ... without a gap",
+                    "every rank of the run writes its own rank-<r>/ directory");
+      }
+      ++expected;
+    }
+  }
+  source.layering = sharded ? Source::Layering::kSharded : Source::Layering::kSteps;
+  for (const auto& [number, path] : sharded ? ranks : steps) {
+    const std::string part_name = path.filename().string();
+    source.parts.push_back(open_source(path, side + " " + part_name, std::nullopt));
+    source.part_names.push_back(part_name);
+  }
+  const Source& first = source.parts.front();
+  source.names = first.names;
+  source.entries = first.entries;
+  source.manifest = first.manifest;
+  source.has_manifest = first.has_manifest;
+  for (const auto& item : fs::directory_iterator(source.path)) {
+    if (!item.is_directory()) {
+      const std::string file_name = item.path().filename().string();
+      if (file_name != "manifest.txt") source.not_tensor.push_back(file_name);
+    }
+  }
+  return true;
+}
+
+const std::map<std::string, std::string>& metadata_of(Source& source, const fs::path& file) {
+  auto found = source.metadata_cache.find(file);
+  if (found != source.metadata_cache.end()) return found->second;
+  try {
+    return source.metadata_cache.emplace(file, read_safetensors_metadata(file)).first->second;
+  } catch (const Error& error) {
+    rethrow_for_side(error, source.side);
+  }
+}
+
+// The dims for `name`: --dims NAME=SPEC, else --dims SPEC, else the metadata's; nullopt if none.
+std::optional<DimsSpec> dims_for(const ShardSettings& settings, const std::string& name,
+                                 const DumpMetadata& meta, const std::string& origin) {
+  if (settings.dims) {
+    const std::string* general = nullptr;
+    for (const std::string& text : *settings.dims) {
+      const size_t equals = text.find('=');
+      if (equals == std::string::npos) {
+        general = &text;
+      } else if (text.substr(0, equals) == name) {
+        return parse_dims(text.substr(equals + 1), "--dims " + text.substr(0, equals));
+      }
+    }
+    if (general) return parse_dims(*general, "--dims");
+  }
+  if (meta.dims) {
+    return parse_dims(*meta.dims, origin + ": metadata loupe.dims", ErrorCode::kInput);
+  }
+  return std::nullopt;
+}
+
+Loaded load(Source& source, const std::string& name, const ShardSettings& settings) {
+  Loaded loaded;
+  if (source.layering == Source::Layering::kPlain) {
+    loaded.tensor = load_plain(source, name);
+    loaded.origin = file_of(source, name);
+    const Entry& entry = source.entries.at(name);
+    if (entry.tensor) {
+      loaded.meta =
+          parse_dump_metadata(metadata_of(source, entry.file), *entry.tensor, entry.file.string());
+    }
+    // A dims spec names the axes of an unsharded tensor too (worst_coords, --along).
+    if (auto dims = dims_for(settings, name, loaded.meta, loaded.origin)) {
+      if (static_cast<int64_t>(dims->axes.size()) == loaded.tensor.rank()) {
+        loaded.tensor.axes = dims->names();
+      }
+    }
+    return loaded;
+  }
+  std::vector<Loaded> parts;
+  for (size_t index = 0; index < source.parts.size(); ++index) {
+    Source& part = source.parts[index];
+    if (!part.entries.count(name)) {
+      throw Error(ErrorCode::kInput,
+                  source.side + " (" + source.path.string() + "): " + source.part_names[index] +
+                      "/ has no tensor '" + name + "', which " + source.part_names[0] + "/ has",
+                  "every rank (or step) directory must hold the same tensors");
+    }
+    parts.push_back(load(part, name, settings));
+  }
+  if (source.layering == Source::Layering::kSteps) {
+    for (size_t index = 0; index < parts.size(); ++index) {
+      Loaded& part = parts[index];
+      if (!part.steps.empty()) {
+        throw Error(ErrorCode::kInput,
+                    source.side + " (" + source.path.string() + "): " + source.part_names[index] +
+                        "/ holds step-<s>/ directories itself; expected one level of steps",
+                    "a step may hold rank-<r>/ directories, not further steps");
+      }
+      StepTensor step;
+      step.tensor = part.tensor;
+      step.step = part.meta.step;
+      step.request_ids = part.meta.request_ids;
+      step.seq_lens = part.meta.seq_lens;
+      step.origin = part.origin;
+      loaded.steps.push_back(std::move(step));
+    }
+    loaded.meta = parts.front().meta;
+    loaded.origin = source.path.string() + " (" + std::to_string(parts.size()) + " steps)";
+    return loaded;
+  }
+
+  // Sharded: the dims and groups, from the command line or rank 0's metadata.
+  for (size_t index = 0; index < parts.size(); ++index) {
+    if (!parts[index].steps.empty()) {
+      throw Error(ErrorCode::kInput,
+                  source.side + " (" + source.path.string() + "): " + source.part_names[index] +
+                      "/ holds step-<s>/ directories; expected each step-<s>/ to hold its "
+                      "rank-<r>/ directories",
+                  "steps outside, ranks inside: DIR/step-<s>/rank-<r>/");
+    }
+  }
+  const Loaded& first = parts.front();
+  const std::optional<DimsSpec> dims = dims_for(settings, name, first.meta, first.origin);
+  if (parts.size() == 1 && (!dims || (!settings.parallel && !first.meta.parallel))) {
+    // One rank (a world of size 1 dumps into rank-0/ too): nothing to put together.
+    return std::move(parts.front());
+  }
+  if (!dims) {
+    throw Error(ErrorCode::kUsage,
+                source.side + " (" + source.path.string() + "): '" + name +
+                    "' is sharded over rank-<r>/ directories, but no dims spec says how (" +
+                    first.origin + " has no loupe.dims)",
+                "give --dims, e.g. --dims 'b t(cp,zigzag) h(tp) d' --parallel tp=2,cp=4");
+  }
+  ParallelConfig parallel;
+  if (settings.parallel) {
+    parallel = parse_parallel(*settings.parallel, "--parallel");
+  } else if (first.meta.parallel) {
+    parallel = parse_parallel(*first.meta.parallel, first.origin + ": metadata loupe.parallel",
+                              ErrorCode::kInput);
+  } else {
+    throw Error(ErrorCode::kUsage,
+                source.side + " (" + source.path.string() + "): '" + name + "' is sharded over " +
+                    std::to_string(parts.size()) + " ranks, but nothing gives the run's groups (" +
+                    first.origin + " has no loupe.parallel)",
+                "give --parallel, e.g. --parallel tp=2,cp=4 (the first group varies fastest)");
+  }
+  if (parallel.world_size() != static_cast<int64_t>(parts.size())) {
+    throw Error(ErrorCode::kInput,
+                source.side + " (" + source.path.string() + "): " + std::to_string(parts.size()) +
+                    " rank-<r>/ directories, but groups '" + parallel.to_string() + "' make " +
+                    std::to_string(parallel.world_size()) + " ranks",
+                "give the groups the run had with --parallel");
+  }
+  std::vector<Shard> shards;
+  for (size_t index = 0; index < parts.size(); ++index) {
+    Loaded& part = parts[index];
+    const int64_t rank = static_cast<int64_t>(index);
+    if (part.meta.rank && *part.meta.rank != rank) {
+      throw Error(ErrorCode::kInput,
+                  part.origin + ": metadata loupe.rank is " + std::to_string(*part.meta.rank) +
+                      ", but the file is under " + source.part_names[index] + "/",
+                  "rank-<r>/ holds the files rank r wrote");
+    }
+    Shard shard;
+    shard.rank = rank;
+    shard.coords = parallel.coords_of(rank);
+    // loupe.rank.<group> overrides the layout's numbering, group by group.
+    for (const auto& [group, group_rank] : part.meta.group_ranks) {
+      for (size_t group_index = 0; group_index < parallel.groups.size(); ++group_index) {
+        if (parallel.groups[group_index].first != group) continue;
+        if (group_rank >= parallel.groups[group_index].second) {
+          throw Error(ErrorCode::kInput,
+                      part.origin + ": metadata loupe.rank." +
+                          std::string(parallel_axis_name(group)) + " is " +
+                          std::to_string(group_rank) + ", but the group has " +
+                          std::to_string(parallel.groups[group_index].second) + " ranks",
+                      "");
+        }
+        shard.coords[group_index] = group_rank;
+      }
+    }
+    shard.rank = parallel.rank_of(shard.coords);
+    shard.tensor = part.tensor;
+    shard.origin = part.origin;
+    shards.push_back(std::move(shard));
+  }
+  Unsharded unsharded = unshard(shards, *dims, parallel, name);
+  loaded.tensor = std::move(unsharded.tensor);
+  loaded.layout = std::move(unsharded.layout);
+  loaded.replicas = std::move(unsharded.replica_mismatches);
+  loaded.meta = first.meta;
+  loaded.meta.dims = dims->text;
+  loaded.origin = source.path.string() + " (" + std::to_string(parts.size()) + " ranks)";
+  return loaded;
+}
+
+Source open_source(const fs::path& path, const std::string& side,
                    const std::optional<std::string>& npy_name) {
   Source source;
   source.side = side;
@@ -97,6 +359,7 @@ Source open_source(const fs::path& path, const std::string& side,
   }
   if (fs::is_directory(status)) {
     source.kind = SourceKind::kDirectory;
+    if (open_layered(source, side)) return source;
     std::vector<fs::path> files;
     for (const auto& item : fs::directory_iterator(path)) files.push_back(item.path());
     std::sort(files.begin(), files.end());
@@ -174,6 +437,15 @@ std::string joined_names(const std::vector<std::string>& names, size_t limit) {
   }
   if (names.size() > limit) out += ", +" + std::to_string(names.size() - limit) + " more";
   return out;
+}
+
+std::string joined_numbers(const std::vector<int64_t>& numbers) {
+  std::string out = "[";
+  for (size_t index = 0; index < numbers.size() && index < 16; ++index) {
+    out += (index > 0 ? ", " : "") + std::to_string(numbers[index]);
+  }
+  if (numbers.size() > 16) out += ", +" + std::to_string(numbers.size() - 16) + " more";
+  return out + "]";
 }
 
 Json metrics_json(const Metrics& metrics) {
@@ -261,8 +533,257 @@ std::string reproduce_command(const DiffRequest& request, const std::string& nam
     }
   }
   if (request.along) out += " --along " + *request.along;
+  for (const std::string& dims : request.dims) out += " --dims '" + dims + "'";
+  if (request.parallel) out += " --parallel " + *request.parallel;
+  if (request.parallel_b) out += " --parallel-b " + *request.parallel_b;
   for (const Bound& bound : request.bounds) {
     out += " --tol " + std::string(metric_name(bound.metric)) + "=" + format_number(bound.limit);
+  }
+  return out;
+}
+
+// The axis names of a loaded tensor: --axes, else its dims (flag or metadata), else its own.
+std::vector<std::string> axes_of(const Loaded& loaded, const DiffRequest& request,
+                                 const std::string& name, int64_t rank) {
+  if (static_cast<int64_t>(request.axes.size()) == rank) return request.axes;
+  ShardSettings settings{&request.dims, std::nullopt};
+  if (auto dims = dims_for(settings, name, loaded.meta, loaded.origin)) {
+    if (static_cast<int64_t>(dims->axes.size()) == rank) return dims->names();
+  }
+  return loaded.tensor.axes;
+}
+
+std::vector<StepTensor> steps_of(const Loaded& loaded) {
+  if (!loaded.steps.empty()) return loaded.steps;
+  return {StepTensor{loaded.tensor, loaded.meta.step, loaded.meta.request_ids, loaded.meta.seq_lens,
+                     loaded.origin}};
+}
+
+// Lines the sides' tokens up when either is a list of steps or names its requests; the tensors
+// of `a`, `b` (and the oracle) are replaced by the aligned ones. nullopt when nothing was done.
+std::optional<TokenAlignmentReport> align_sides(const std::string& name, const DiffRequest& request,
+                                                Loaded& a, Loaded& b,
+                                                std::optional<Loaded>& oracle) {
+  std::vector<Loaded*> sides = {&a, &b};
+  if (oracle) sides.push_back(&*oracle);
+  bool needed = false;
+  for (Loaded* side : sides) {
+    const std::vector<StepTensor> steps = steps_of(*side);
+    if (!side->steps.empty() || has_request_metadata(steps)) needed = true;
+  }
+  if (!needed) return std::nullopt;
+  std::vector<AlignedTokens> aligned;
+  bool packed = false;
+  for (Loaded* side : sides) {
+    const std::vector<StepTensor> steps = steps_of(*side);
+    const std::vector<std::string> axes =
+        axes_of(*side, request, name, steps.front().tensor.rank());
+    aligned.push_back(align_tokens(steps, axes, name));
+    if (aligned.back().layout == "packed") packed = true;
+  }
+  for (size_t index = 0; index < sides.size(); ++index) {
+    if (packed && aligned[index].layout != "packed") {
+      const std::vector<StepTensor> steps = steps_of(*sides[index]);
+      aligned[index] = align_tokens(
+          steps, axes_of(*sides[index], request, name, steps.front().tensor.rank()), name, true);
+    }
+  }
+  TokenAlignmentReport report;
+  report.layout = aligned[0].layout;
+  report.request_ids = aligned[0].request_ids;
+  report.request_begin = aligned[0].request_begin;
+  report.steps_a = std::max<size_t>(1, a.steps.size());
+  report.steps_b = std::max<size_t>(1, b.steps.size());
+  if (aligned[0].request_ids != aligned[1].request_ids) {
+    throw Error(ErrorCode::kInput,
+                "'" + name + "': A holds requests " + joined_numbers(aligned[0].request_ids) +
+                    ", B holds " + joined_numbers(aligned[1].request_ids),
+                "compare runs that served the same requests (loupe.request_ids)");
+  }
+  const size_t stepped = a.steps.size() >= b.steps.size() ? 0 : 1;
+  report.stepped_side = stepped == 0 ? "A" : "B";
+  for (size_t index = 0; index < sides.size(); ++index) {
+    sides[index]->tensor = std::move(aligned[index].tensor);
+  }
+  report.steps = std::move(aligned[stepped]);
+  report.steps.tensor = Tensor();
+  return report;
+}
+
+std::string replica_sentence(const ReplicaMismatch& mismatch) {
+  return parallel_axis_label(mismatch.group) + " replica on rank " + std::to_string(mismatch.rank) +
+         " differs from rank " + std::to_string(mismatch.reference_rank) + "'s copy in " +
+         std::to_string(mismatch.differing) + " elements (" + mismatch.origin + ")";
+}
+
+// The summary's lines about ranks and token alignment for comparison `index`.
+std::string shard_lines(const DiffResult& result, size_t index) {
+  std::string out;
+  if (index < result.shards.size()) {
+    for (const ShardReport& report : result.shards[index]) {
+      const std::string sentence = attribution_sentence(report.attribution);
+      out += "    " + report.side + " unsharded (" + report.layout.parallel.to_string() +
+             ", dims '" + report.layout.dims.text + "')";
+      out += !sentence.empty() && result.diverged[index] ? ": " + sentence + "\n" : "\n";
+      for (const ReplicaMismatch& mismatch : report.replica_mismatches) {
+        out += "    " + report.side + ": " + replica_sentence(mismatch) + "\n";
+      }
+    }
+  }
+  if (index < result.alignments.size() && result.alignments[index]) {
+    const TokenAlignmentReport& alignment = *result.alignments[index];
+    out += "    tokens aligned (" + alignment.layout + "): A " + std::to_string(alignment.steps_a) +
+           " step(s), B " + std::to_string(alignment.steps_b) + " step(s)";
+    if (!alignment.request_ids.empty()) {
+      out += ", requests " + joined_numbers(alignment.request_ids) + " in that order";
+    }
+    out += "\n";
+    const std::string sentence = step_sentence(alignment.attribution, alignment.steps);
+    if (!sentence.empty() && result.diverged[index]) out += "    " + sentence + "\n";
+  }
+  return out;
+}
+
+// Findings about ranks: `rank` (fail when one rank of every cut axis holds the error, else
+// info) for a diverged comparison, `replica` (warn) for a replicated copy that differs.
+std::vector<Finding> shard_findings(const DiffResult& result, size_t index,
+                                    const FindingContext& context) {
+  std::vector<Finding> out;
+  if (index >= result.shards.size()) return out;
+  const TensorComparison& comparison = result.comparisons[index];
+  if (index < result.alignments.size() && result.alignments[index] && result.diverged[index]) {
+    const TokenAlignmentReport& alignment = *result.alignments[index];
+    const StepAttribution& attribution = alignment.attribution;
+    const std::string sentence = step_sentence(attribution, alignment.steps);
+    if (!sentence.empty()) {
+      Finding finding;
+      finding.id = context.id_prefix + ".step";
+      finding.layer = Layer::kCheck;
+      finding.severity = Severity::kFail;
+      finding.where = context.where;
+      finding.where.path = comparison.name;
+      finding.where.coords = comparison.localisation.worst_coords;
+      finding.where.params.emplace_back("step",
+                                        Value(alignment.steps.steps[*attribution.first_step]));
+      finding.where.params.emplace_back("t", Value(attribution.first_token));
+      finding.claim = "'" + comparison.name + "' (" + alignment.stepped_side + " aligned from " +
+                      std::to_string(alignment.steps.steps.size()) + " steps, " + alignment.layout +
+                      "): " + sentence;
+      finding.evidence.metrics.emplace_back(
+          "first_step", static_cast<double>(alignment.steps.steps[*attribution.first_step]));
+      finding.evidence.metrics.emplace_back("first_t",
+                                            static_cast<double>(attribution.first_token));
+      finding.evidence.metrics.emplace_back("share_from_first_step", attribution.share_from_first);
+      finding.evidence.metrics.emplace_back("rms_ratio", comparison.metrics.rms_ratio);
+      finding.evidence.files = context.files;
+      finding.next = attribution.first_step == 0
+                         ? "the prefill already differs: compare the prefill dumps alone"
+                         : "look at what that step received from the one before it (its state, "
+                           "its cache entry, its position)";
+      finding.reproduce = context.reproduce;
+      out.push_back(std::move(finding));
+    }
+  }
+  for (const ShardReport& report : result.shards[index]) {
+    const ShardAttribution& attribution = report.attribution;
+    if (result.diverged[index] && attribution.total_squared_error > 0) {
+      Finding finding;
+      finding.id = context.id_prefix + ".rank";
+      finding.layer = Layer::kCheck;
+      finding.severity = attribution.concentrated ? Severity::kFail : Severity::kInfo;
+      finding.where = context.where;
+      finding.where.path = comparison.name;
+      finding.where.coords = comparison.localisation.worst_coords;
+      for (const AxisAttribution& axis : attribution.axes) {
+        finding.where.params.emplace_back(
+            std::string(parallel_axis_name(axis.axis.group)) + "_rank", Value(axis.top_rank));
+      }
+      finding.claim = "'" + comparison.name + "' (" + report.side + " unsharded from " +
+                      report.layout.parallel.to_string() +
+                      "): " + attribution_sentence(attribution);
+      if (!attribution.concentrated) finding.claim += "; the error is spread over ranks";
+      for (const AxisAttribution& axis : attribution.axes) {
+        const std::string group(parallel_axis_name(axis.axis.group));
+        finding.evidence.metrics.emplace_back(group + "_top_share", axis.top_share);
+        finding.evidence.metrics.emplace_back(group + "_top_rank",
+                                              static_cast<double>(axis.top_rank));
+      }
+      finding.evidence.metrics.emplace_back("rms_ratio", comparison.metrics.rms_ratio);
+      finding.evidence.files = context.files;
+      finding.next = attribution.concentrated
+                         ? "diff that rank's shard alone (loupe diff on its rank-<r>/ file against "
+                           "the same slice of B), then look at what feeds it: its input slice, "
+                           "the state or message it received"
+                         : "the error is not one rank's: profile it along the cut axis (--along) "
+                           "to see whether it grows from rank to rank";
+      finding.reproduce = context.reproduce;
+      out.push_back(std::move(finding));
+    }
+    for (const ReplicaMismatch& mismatch : report.replica_mismatches) {
+      Finding finding;
+      finding.id = context.id_prefix + ".replica";
+      finding.layer = Layer::kCheck;
+      finding.severity = Severity::kWarn;
+      finding.where = context.where;
+      finding.where.path = comparison.name;
+      finding.claim = "'" + comparison.name + "' (" + report.side +
+                      "): " + replica_sentence(mismatch) +
+                      "; a replicated tensor should be bitwise equal on every rank";
+      finding.evidence.metrics.emplace_back("differing", static_cast<double>(mismatch.differing));
+      finding.evidence.files = {mismatch.origin};
+      finding.next =
+          "find where that rank's copy stopped being kept in step (a missed broadcast "
+          "or all-reduce)";
+      finding.reproduce = context.reproduce;
+      out.push_back(std::move(finding));
+    }
+  }
+  return out;
+}
+
+Json shards_json(const DiffResult& result, size_t index) {
+  Json out = Json::array();
+  if (index >= result.shards.size()) return out;
+  for (const ShardReport& report : result.shards[index]) {
+    Json axes = Json::array();
+    for (const AxisAttribution& axis : report.attribution.axes) {
+      Json ranks = Json::array();
+      for (const RankShare& share : axis.ranks) {
+        ranks.push_back({{"rank", share.rank},
+                         {"share", number_to_json(share.share)},
+                         {"chunk_shares", share.chunk_shares}});
+      }
+      axes.push_back({{"axis", axis.axis_name},
+                      {"group", parallel_axis_name(axis.axis.group)},
+                      {"order", shard_order_name(axis.axis.order)},
+                      {"piece_begin", axis.axis.piece_begin},
+                      {"top_rank", axis.top_rank},
+                      {"top_share", number_to_json(axis.top_share)},
+                      {"ranks", std::move(ranks)}});
+    }
+    Json replicas = Json::array();
+    for (const ReplicaMismatch& mismatch : report.replica_mismatches) {
+      replicas.push_back({{"group", parallel_axis_name(mismatch.group)},
+                          {"rank", mismatch.rank},
+                          {"reference_rank", mismatch.reference_rank},
+                          {"differing", mismatch.differing},
+                          {"file", mismatch.origin}});
+    }
+    Json partial = Json::array(), replicated = Json::array();
+    for (ParallelAxis group : report.layout.partial) partial.push_back(parallel_axis_name(group));
+    for (ParallelAxis group : report.layout.replicated) {
+      replicated.push_back(parallel_axis_name(group));
+    }
+    out.push_back({{"side", report.side},
+                   {"dims", report.layout.dims.text},
+                   {"parallel", report.layout.parallel.to_string()},
+                   {"partial", std::move(partial)},
+                   {"replicated", std::move(replicated)},
+                   {"axes", std::move(axes)},
+                   {"concentrated", report.attribution.concentrated},
+                   {"global_ranks", report.attribution.global_ranks},
+                   {"sentence", attribution_sentence(report.attribution)},
+                   {"replica_mismatches", std::move(replicas)}});
   }
   return out;
 }
@@ -430,6 +951,9 @@ DiffResult run_diff(const DiffRequest& request) {
     oracle = open_source(*request.oracle, "the oracle",
                          single_pair ? std::optional<std::string>("tensor") : request.name);
   }
+  ShardSettings settings_a{&request.dims, request.parallel};
+  ShardSettings settings_b{&request.dims,
+                           request.parallel_b ? request.parallel_b : request.parallel};
   bool along_found = false;
   for (const std::string& name : names) {
     const bool in_a = a.entries.count(name) > 0;
@@ -439,17 +963,23 @@ DiffResult run_diff(const DiffRequest& request) {
       result.stats.add(in_a ? Stat::diff_tensor_only_in_a : Stat::diff_tensor_only_in_b);
       continue;
     }
-    const Tensor tensor_a = load(a, name);
-    const Tensor tensor_b = load(b, name);
-    std::optional<Tensor> tensor_oracle;
+    Loaded loaded_a = load(a, name, settings_a);
+    Loaded loaded_b = load(b, name, settings_b);
+    std::optional<Loaded> loaded_oracle;
     if (oracle) {
       if (!oracle->entries.count(name)) {
         throw Error(ErrorCode::kInput,
                     "the oracle (" + request.oracle->string() + ") has no tensor '" + name + "'",
                     "give the oracle the same layout as A and B");
       }
-      tensor_oracle = load(*oracle, name);
+      loaded_oracle = load(*oracle, name, settings_b);
     }
+    std::optional<TokenAlignmentReport> alignment =
+        align_sides(name, request, loaded_a, loaded_b, loaded_oracle);
+    const Tensor& tensor_a = loaded_a.tensor;
+    const Tensor& tensor_b = loaded_b.tensor;
+    std::optional<Tensor> tensor_oracle;
+    if (loaded_oracle) tensor_oracle = loaded_oracle->tensor;
     if (single_pair && !request.axes.empty() &&
         static_cast<int64_t>(request.axes.size()) != tensor_a.rank()) {
       throw Error(ErrorCode::kUsage,
@@ -459,7 +989,25 @@ DiffResult run_diff(const DiffRequest& request) {
     }
     const std::string shown_name = single_pair ? request.a.filename().string() : name;
     compare_pair(shown_name, tensor_a, tensor_b, tensor_oracle ? &*tensor_oracle : nullptr, request,
-                 "A: " + file_of(a, name) + ", B: " + file_of(b, name), result, along_found);
+                 "A: " + loaded_a.origin + ", B: " + loaded_b.origin, result, along_found);
+    // Rank attribution, in the logical layout (not after token alignment, which moves tokens).
+    std::vector<ShardReport> reports;
+    for (Loaded* side : {&loaded_a, &loaded_b}) {
+      if (!side->layout || alignment) continue;
+      ShardReport report;
+      report.side = side == &loaded_a ? "A" : "B";
+      report.layout = *side->layout;
+      report.attribution = attribute_error(tensor_a, tensor_b, report.layout);
+      report.replica_mismatches = side->replicas;
+      reports.push_back(std::move(report));
+    }
+    result.shards.push_back(std::move(reports));
+    if (alignment) {
+      const Tolerance& tolerance = result.comparisons.back().metrics.tolerance;
+      alignment->attribution =
+          attribute_steps(tensor_a, tensor_b, alignment->steps, tolerance.atol, tolerance.rtol);
+    }
+    result.alignments.push_back(std::move(alignment));
   }
   finish_diff(request, along_found, result);
   return result;
@@ -523,6 +1071,7 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
     if (const auto& profile = comparison.localisation.profile) {
       text += "    error " + profile_sentence(*profile) + "\n";
     }
+    text += shard_lines(result, index);
     const std::string slice = slice_sentence(comparison.localisation);
     if (!slice.empty()) text += "    " + slice + "\n";
     if (comparison.oracle) {
@@ -616,6 +1165,9 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
         reproduce_command(request, result.comparisons.size() > 1 ? comparison.name : std::string());
     context.files = {request.a.string(), request.b.string()};
     if (request.oracle) context.files.push_back(request.oracle->string());
+    for (Finding& finding : shard_findings(result, index, context)) {
+      envelope.findings.push_back(std::move(finding));
+    }
     for (Finding& finding : comparison_findings(comparison, request.bounds, context)) {
       if (result.first_divergence == index && finding.id == "check.diff.mismatch" &&
           result.comparisons.size() > 1) {
@@ -673,8 +1225,37 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
   data["findings_omitted"] = omitted;
   Json tensors = Json::array();
   for (size_t index = 0; index < result.comparisons.size(); ++index) {
-    tensors.push_back(comparison_json(result.comparisons[index], result.diverged[index],
-                                      result.bound_results[index]));
+    Json tensor = comparison_json(result.comparisons[index], result.diverged[index],
+                                  result.bound_results[index]);
+    if (index < result.shards.size() && !result.shards[index].empty()) {
+      tensor["shards"] = shards_json(result, index);
+    }
+    if (index < result.alignments.size() && result.alignments[index]) {
+      const TokenAlignmentReport& alignment = *result.alignments[index];
+      Json per_step = Json::array();
+      const StepAttribution& attribution = alignment.attribution;
+      for (size_t step = 0; step < attribution.squared_error.size(); ++step) {
+        per_step.push_back({{"step", alignment.steps.steps[step]},
+                            {"share", number_to_json(attribution.total_squared_error > 0
+                                                         ? attribution.squared_error[step] /
+                                                               attribution.total_squared_error
+                                                         : 0.0)},
+                            {"mismatches", attribution.mismatches[step]}});
+      }
+      tensor["token_alignment"] = {
+          {"layout", alignment.layout},
+          {"request_ids", alignment.request_ids},
+          {"request_begin", alignment.request_begin},
+          {"steps_a", alignment.steps_a},
+          {"steps_b", alignment.steps_b},
+          {"stepped_side", alignment.stepped_side},
+          {"first_step", attribution.first_step
+                             ? Json(alignment.steps.steps[*attribution.first_step])
+                             : Json(nullptr)},
+          {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
+          {"steps", std::move(per_step)}};
+    }
+    tensors.push_back(std::move(tensor));
   }
   data["tensors"] = std::move(tensors);
   envelope.data = std::move(data);

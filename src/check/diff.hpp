@@ -7,6 +7,11 @@
 // else file names in natural numeric order when every name holds a number; a safetensors file's
 // own order. A tensor on one side only is reported and counted (diff_tensor_only_in_a/b); a
 // non-tensor file in a directory is counted (diff_file_not_tensor).
+// Sharded and stepped dumps (docs/sharded-diff.md): a directory of rank-<r>/ subdirectories is
+// one run's ranks, each tensor unsharded by its dims spec (--dims, else the loupe.dims metadata)
+// and the run's groups (--parallel, else loupe.parallel) before it is compared; a directory of
+// step-<s>/ subdirectories is a prefill and its decode steps, aligned token by token with the
+// other side (check/align.hpp). A step may itself hold rank-<r>/ subdirectories.
 // Errors: unreadable inputs, differing shapes and incomparable dtypes throw Error(kInput) naming
 // the side (A, B or the oracle), the file and what was expected.
 // Thread-safety: one call owns its result.
@@ -18,7 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "check/align.hpp"
 #include "check/compare.hpp"
+#include "check/unshard.hpp"
 #include "core/stats_registry.hpp"
 
 namespace loupe::check {
@@ -31,11 +38,37 @@ struct DiffRequest {
   std::vector<std::string> axes;    // --axes, one name per axis
   std::optional<std::string> along;
   std::vector<Bound> bounds;  // --tol
+  // --dims, each "SPEC" (every tensor) or "NAME=SPEC" (that tensor); over loupe.dims metadata.
+  std::vector<std::string> dims;
+  std::optional<std::string> parallel;    // --parallel: A's groups (and B's without parallel_b)
+  std::optional<std::string> parallel_b;  // --parallel-b
   // The elementwise rule of mismatch_count (assert_close's rtol/atol); per-dtype defaults unset.
   std::optional<Tolerance> tolerance;
   // Every finding's `reproduce`; unset: the `loupe diff` command line of this request. In-memory
   // callers (the Python package) set it, since their A and B are labels, not files.
   std::optional<std::string> reproduce;
+};
+
+// What unsharding one side of a comparison says about its ranks.
+struct ShardReport {
+  std::string side;  // "A" or "B"
+  ShardLayout layout;
+  ShardAttribution attribution;
+  std::vector<ReplicaMismatch> replica_mismatches;
+};
+
+// How the tokens of the two sides were lined up (check/align.hpp).
+struct TokenAlignmentReport {
+  std::string layout;  // "concatenated", "padded" or "packed"
+  std::vector<int64_t> request_ids;
+  std::vector<int64_t> request_begin;
+  size_t steps_a = 0;
+  size_t steps_b = 0;
+  // The stepped side's alignment (A's, else B's; its tensor left empty) and where along its
+  // steps the error lies.
+  std::string stepped_side;
+  AlignedTokens steps;
+  StepAttribution attribution;
 };
 
 struct DiffResult {
@@ -50,6 +83,8 @@ struct DiffResult {
   std::optional<size_t> first_divergence;  // index into comparisons (ordered inputs only)
   std::vector<size_t> worst;  // indices of diverged comparisons by rms_ratio, largest first
   bool any_bound_failed = false;
+  std::vector<std::vector<ShardReport>> shards;                 // per comparison
+  std::vector<std::optional<TokenAlignmentReport>> alignments;  // per comparison
   StatsRegistry stats;
 };
 

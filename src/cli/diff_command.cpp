@@ -18,6 +18,9 @@ struct DiffOptions {
   std::string along;
   std::vector<std::string> tolerances;
   bool json = false;
+  std::vector<std::string> dims;
+  std::string parallel;
+  std::string parallel_b;
 };
 
 std::vector<std::string> split_axes(const std::string& text) {
@@ -59,6 +62,17 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
                    "METRIC=VALUE bound (repeatable); exit 1 when one fails")
       ->take_first();
   diff->add_flag("--json", options->json, "print one JSON envelope");
+  // Sharded dumps (docs/sharded-diff.md): rank-<r>/ directories put back together by a dims spec.
+  diff->add_option("--dims", options->dims,
+                   "dims spec of a rank-sharded tensor, e.g. 'b t(cp,zigzag) h(tp) d'; "
+                   "NAME=SPEC for one tensor (repeatable); overrides loupe.dims metadata")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  diff->add_option("--parallel", options->parallel,
+                   "the run's groups, first varying fastest over rank-<r>/, e.g. tp=2,cp=4; "
+                   "overrides loupe.parallel");
+  diff->add_option("--parallel-b", options->parallel_b,
+                   "B's groups when they differ from A's (default: --parallel)");
   diff->callback([options, &result] {
     result.kind = "diff";
     check::DiffRequest request;
@@ -69,6 +83,9 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     if (!options->axes.empty()) request.axes = split_axes(options->axes);
     if (!options->along.empty()) request.along = options->along;
     for (const auto& text : options->tolerances) request.bounds.push_back(check::parse_bound(text));
+    request.dims = options->dims;
+    if (!options->parallel.empty()) request.parallel = options->parallel;
+    if (!options->parallel_b.empty()) request.parallel_b = options->parallel_b;
     const check::DiffResult diff_result = check::run_diff(request);
     if (options->json) {
       std::cout << check::render_diff_json(diff_result, request) << "\n";

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 
@@ -136,13 +137,15 @@ Entry parse_entry(const std::string& file, const std::string& name, const Json& 
   return entry;
 }
 
-}  // namespace
+// The JSON header of a mapped .safetensors file (validated as an object), and its length.
+struct Header {
+  Json json;
+  uint64_t length = 0;
+};
 
-std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
-  const std::byte* bytes = mapping->data();
-  const size_t size = mapping->size();
+Header parse_header(const std::string& file, const MappedFile& mapping) {
+  const std::byte* bytes = mapping.data();
+  const size_t size = mapping.size();
   if (size == 0) {
     throw input_error(file,
                       "empty file (expected a .safetensors file: an 8-byte header length, then "
@@ -192,6 +195,19 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
     throw input_error(file, "header at offset 8: expected a JSON object, found " +
                                 std::string(header.type_name()));
   }
+  return {std::move(header), header_length};
+}
+
+}  // namespace
+
+std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
+  const std::byte* bytes = mapping->data();
+  const size_t size = mapping->size();
+  Header parsed = parse_header(file, *mapping);
+  const Json& header = parsed.json;
+  const uint64_t header_length = parsed.length;
 
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
@@ -265,9 +281,39 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
   return tensors;
 }
 
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::shared_ptr<const MappedFile> mapping = MappedFile::open(path);
+  const Header parsed = parse_header(file, *mapping);
+  std::map<std::string, std::string> metadata;
+  const auto found = parsed.json.find("__metadata__");
+  if (found == parsed.json.end()) return metadata;
+  if (!found->is_object()) {
+    throw input_error(file, "header field '__metadata__': expected an object of strings");
+  }
+  for (const auto& [key, text] : found->items()) {
+    if (!text.is_string()) {
+      throw input_error(file, "header field '__metadata__', key '" + key +
+                                  "': expected a string, found " + text.dump());
+    }
+    metadata[key] = text.get<std::string>();
+  }
+  return metadata;
+}
+
 void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors) {
+  write_safetensors(path, tensors, {});
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   const std::string file = path.string();
   Json header = Json::object();
+  if (!metadata.empty()) {
+    Json object = Json::object();
+    for (const auto& [key, value] : metadata) object[key] = value;
+    header["__metadata__"] = std::move(object);
+  }
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const NamedTensor& named : tensors) {

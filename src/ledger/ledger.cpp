@@ -1039,6 +1039,7 @@ std::vector<Hypothesis> Ledger::list_hypotheses() const {
 std::vector<std::pair<std::string, Json>> recorded_settings(const RunRecord& run) {
   Json config;
   try {
+    check_json_nesting(run.config_json, "run " + run.id + ": its recorded config");
     config = Json::parse(run.config_json);
   } catch (const Json::exception& error) {
     throw Error(ErrorCode::kInput,

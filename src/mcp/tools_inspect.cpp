@@ -47,6 +47,9 @@ Json diff_tensors(const Json& arguments, CallContext& context) {
   for (const auto& text : strings_argument(arguments, "tolerances")) {
     request.bounds.push_back(check::parse_bound(text));
   }
+  request.dims = strings_argument(arguments, "dims");
+  request.parallel = string_argument(arguments, "parallel");
+  request.parallel_b = string_argument(arguments, "parallel_b");
   const check::DiffResult result = check::run_diff(request);
   Json envelope = Json::parse(check::render_diff_json(result, request));
   if (!flag_argument(arguments, "detail") && envelope["findings"].size() > kConciseFindings) {
@@ -255,7 +258,9 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   diff.description =
       "Compares tensors (.npy, .safetensors, or two directories of them): metrics per pair "
       "(rms_ratio, max_abs, ulp_p99, ...), the worst coordinate, the first divergence in order "
-      "and the error profile along an axis.";
+      "and the error profile along an axis. Directories of rank-<r>/ subdirectories are "
+      "unsharded by a dims spec and the top finding names the rank holding the error; "
+      "step-<s>/ subdirectories (prefill + decode steps) are aligned token by token.";
   diff.params = {
       {"a", ParamType::kString, "candidate: a .npy or .safetensors file, or a directory", true},
       {"b", ParamType::kString, "reference: the same kind of input as a", true},
@@ -264,6 +269,11 @@ void add_inspect_tools(std::vector<Tool>& tools) {
       {"axes", ParamType::kString, "axis names, comma-separated, e.g. B,T,H,V"},
       {"along", ParamType::kString, "profile the error along this axis"},
       {"tolerances", ParamType::kStringArray, "METRIC=VALUE bounds, e.g. rms_ratio=1e-5"},
+      {"dims", ParamType::kStringArray,
+       "dims specs of rank-sharded tensors, e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
+      {"parallel", ParamType::kString,
+       "the run's groups over rank-<r>/ directories, first fastest, e.g. tp=2,cp=4"},
+      {"parallel_b", ParamType::kString, "b's groups when they differ from a's"},
       detail_param("every finding")};
   diff.narrow_hint = "compare one tensor with name";
   diff.call = diff_tensors;

@@ -14,6 +14,7 @@
 #include "bench/report.hpp"
 #include "check/compare.hpp"
 #include "check/findings.hpp"
+#include "core/limits.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::probe {
@@ -34,6 +35,7 @@ class ObservationReader {
     std::stringstream text;
     text << in.rdbuf();
     try {
+      check_json_nesting(text.str(), path.string());  // written by the subject: bounded first
       json_ = Json::parse(text.str());
     } catch (const nlohmann::json::exception& error) {
       throw Error(ErrorCode::kInput, path.string() + ": not valid JSON: " + json_error_text(error));
@@ -845,7 +847,10 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   if (!in) throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() + ": missing");
   Json samples_json;
   try {
-    samples_json = Json::parse(in);
+    std::stringstream samples_text;
+    samples_text << in.rdbuf();
+    check_json_nesting(samples_text.str(), (reader.dir() / samples_file).string());
+    samples_json = Json::parse(samples_text.str());
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() +
                                        ": not valid JSON: " + json_error_text(error));

@@ -326,6 +326,7 @@ Json list_probes(const std::vector<std::string>& subject_command, double timeout
   const ProcessResult result = run_subject(argv, limits);
   throw_for_failure(result, argv, limits, "list", Layer::kCheck);
   try {
+    check_json_nesting(result.stdout_text, join_command(argv) + ": the answer");
     Json list = Json::parse(result.stdout_text);
     if (!list.is_object() || !list.contains("probes") || !list["probes"].is_array()) {
       throw Error(ErrorCode::kSubject, join_command(argv) +

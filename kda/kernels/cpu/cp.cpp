@@ -100,6 +100,7 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
     const int64_t value_head = pair % value_heads;
     std::vector<Real> state(starts_state.begin() + item * state_size,
                             starts_state.begin() + (item + 1) * state_size);
+    if (shard == cp_options.lost_start_state_shard) std::fill(state.begin(), state.end(), Real(0));
     ChunkPass<Real> pass(inputs, scale);
     for (int64_t offset = starts[shard]; offset < starts[shard + 1]; offset += kChunkSize) {
       pass.prepare(span, value_head, offset, std::min(kChunkSize, starts[shard + 1] - offset));

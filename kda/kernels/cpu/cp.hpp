@@ -21,6 +21,10 @@ namespace kda::kernels::cpu {
 struct CpOptions {
   int shards = 8;                                            // P ≥ 1
   math::DotPrecision precision = math::DotPrecision::kIeee;  // of the M chain and the merge
+  // Fault injection (`kda kernel cp --fault-rank`): this shard runs its output pass from a zero
+  // state instead of its scanned start state, as if the ring hop carrying it had been lost. Only
+  // that shard's outputs change; -1: no fault.
+  int64_t lost_start_state_shard = -1;
 };
 
 // The sequence-relative token offset where each of `shards` shards starts: shard r holds chunks

@@ -179,15 +179,26 @@ void HypothesisCliTest::a_change_across_the_review_boundary_needs_a_persons_appr
   const Json& data = decided.envelope.at("data");
   EXPECT_EQ(data.at("recorded"), "needs-review");
   const std::string unknown = "changed paths unknown: run " + incident_ + " recorded no git commit";
-  EXPECT_EQ(data.at("triggers"), Json::parse(R"([
+  // Issue 17: the candidate is an edited export, imported: that alone needs a person's review.
+  Json triggers = data.at("triggers");
+  ASSERT_FALSE(triggers.empty());
+  EXPECT_EQ(triggers[0].at("category"), "imported");
+  EXPECT_EQ(triggers[0].at("reason").get<std::string>().rfind(
+                "candidate run fixed-all-pass was imported from " +
+                    (*dir_ / "fixed-all-pass.json").string() + " (export sha256 ",
+                0),
+            0u)
+      << triggers[0];
+  triggers.erase(0);
+  EXPECT_EQ(triggers, Json::parse(R"([
               {"category": "numerics", "reason": ")" +
-                                             unknown + R"("},
+                                  unknown + R"("},
               {"category": "numerics", "reason": "parameter precision changed"},
               {"category": "concurrency", "reason": ")" +
-                                             unknown + R"("},
+                                  unknown + R"("},
               {"category": "concurrency", "reason": "parameter dispatch_lock changed"},
               {"category": "production-risk", "reason": ")" +
-                                             unknown + R"("},
+                                  unknown + R"("},
               {"category": "production-risk", "reason": "parameter decode_kernel changed"}])"));
   EXPECT_EQ(data.at("hypothesis").at("status"), "needs-review");
   EXPECT_EQ(data.at("hypothesis").at("decisions")[0].at("who"), "tester");

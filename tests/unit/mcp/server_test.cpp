@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "loupe/tensor.hpp"
+
 namespace loupe::mcp {
 namespace {
 
@@ -229,6 +231,34 @@ TEST_F(ServerTest, AMissingInputFileIsAToolErrorNamingIt) {
   EXPECT_EQ(response["result"]["isError"], true);
   const std::string message = response["result"]["structuredContent"]["error"]["message"];
   EXPECT_NE(message.find("missing_a.npy"), std::string::npos) << message;
+}
+
+TEST_F(ServerTest, DiffTensorsUnshardsRankDirectoriesByDimsAndNamesTheRank) {
+  // B: t = 0..7 (one channel); A: the same cut zigzag over cp = 2 (rank 0 holds chunks 0 and 3,
+  // rank 1 chunks 1 and 2), with rank 1's second chunk (t = 4, 5) wrong.
+  namespace fs = std::filesystem;
+  fs::create_directories(home_ / "ranks" / "rank-0");
+  fs::create_directories(home_ / "ranks" / "rank-1");
+  fs::create_directories(home_ / "single");
+  auto tensor = [](std::vector<float> values) {
+    Tensor out(DType::kF32, {static_cast<int64_t>(values.size()), 1});
+    std::copy(values.begin(), values.end(), out.mutable_data<float>().begin());
+    return out;
+  };
+  write_npy(home_ / "single" / "x.npy", tensor({0, 1, 2, 3, 4, 5, 6, 7}));
+  write_npy(home_ / "ranks" / "rank-0" / "x.npy", tensor({0, 1, 6, 7}));
+  write_npy(home_ / "ranks" / "rank-1" / "x.npy", tensor({2, 3, 9, 9}));
+  const Json response = call("diff_tensors", {{"a", (home_ / "ranks").string()},
+                                              {"b", (home_ / "single").string()},
+                                              {"dims", Json::array({"t(cp,zigzag) d"})},
+                                              {"parallel", "cp=2"},
+                                              {"tolerances", Json::array({"rms_ratio=1e-6"})}});
+  const Json& envelope = response["result"]["structuredContent"];
+  EXPECT_EQ(envelope["verdict"], "fail");
+  EXPECT_EQ(envelope["findings"][0]["id"], "check.diff.rank");
+  EXPECT_EQ(envelope["findings"][0]["claim"],
+            "'x.npy' (A unsharded from cp=2): CP rank 1 holds 100% of the squared error (fair "
+            "share 50%): its second zigzag chunk, t in [4, 6); global rank 1");
 }
 
 TEST_F(ServerTest, ProgressTokenIsEchoedInNotificationsBeforeTheResponse) {

@@ -375,3 +375,24 @@ TEST(KeyStatistic, SameAsTheGateLayers) {
 
 }  // namespace
 }  // namespace loupe::report
+
+namespace loupe::report {
+namespace {
+
+// Issue 17: an imported run says so in every report (its evidence was not produced here).
+TEST_F(BuildModel, AnImportedRunSaysWhereItCameFrom) {
+  ledger::RunRecord run = record();
+  const Model local = build_model(run, BuildOptions{});
+  EXPECT_EQ(local.header.status, "completed");
+  run.imported =
+      ledger::ImportOrigin{"/tmp/ci-export.json", std::string(64, 'c'), "2026-12-01T00:00:00Z"};
+  const Model imported = build_model(run, BuildOptions{});
+  EXPECT_EQ(imported.header.status, "completed (imported)");
+  ASSERT_FALSE(imported.notes.empty());
+  EXPECT_EQ(imported.notes.front(),
+            "imported from /tmp/ci-export.json (export sha256 cccccccccccc) at "
+            "2026-12-01T00:00:00Z: its evidence was not produced by this ledger's loupe");
+}
+
+}  // namespace
+}  // namespace loupe::report
