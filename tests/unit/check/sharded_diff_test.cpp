@@ -76,8 +76,7 @@ TEST_F(ShardedRunDiff, MetadataSaysHowAndTheRankFindingLeads) {
             "'x.safetensors:x' (A unsharded from cp=2): CP rank 1 holds 100% of the squared "
             "error (fair share 50%): t in [4, 8); global rank 1");
   EXPECT_EQ(envelope["findings"][1]["id"], "check.diff.mismatch");
-  EXPECT_EQ(envelope["data"]["tensors"][0]["shards"][0]["axes"][0]["piece_begin"],
-            Json({0, 4, 8}));
+  EXPECT_EQ(envelope["data"]["tensors"][0]["shards"][0]["axes"][0]["piece_begin"], Json({0, 4, 8}));
   const std::string summary = render_diff_summary(result, req);
   EXPECT_NE(summary.find("    A unsharded (cp=2, dims 't(cp) d'): CP rank 1 holds 100%"),
             std::string::npos)
@@ -150,8 +149,7 @@ TEST_F(ShardedRunDiff, FirstDivergenceOverOrderedShardedDumps) {
   // Two layers per rank; layer_1 diverges on cp rank 0 only.
   for (int rank = 0; rank < 2; ++rank) {
     write_npy(dir("a/rank-" + std::to_string(rank)) / "layer_0.npy", rows(4 * rank, 4));
-    write_npy(dir("a/rank-" + std::to_string(rank)) / "layer_1.npy",
-              rows(4 * rank, 4, 2.0f, 1, 2));
+    write_npy(dir("a/rank-" + std::to_string(rank)) / "layer_1.npy", rows(4 * rank, 4, 2.0f, 1, 2));
   }
   write_npy(dir("b") / "layer_0.npy", rows(0, 8));
   write_npy(dir("b") / "layer_1.npy", rows(0, 8));
