@@ -1,8 +1,10 @@
 # Thin entry points over the CMake presets; CI calls `make test` verbatim.
-#   make demo   install what is missing, build, run the main job: the kda objective in its
+#   make demo   install what the demo needs (scripts/install-deps --demo), build only what it runs
+#               (loupe, kda, diff_pair_example), run the main job: the kda objective in its
 #               incident and fixed configurations (scripts/demo; ~3 min after the build)
-#   make test   install, build, lint, then every test through ctest        (~10 min from clean on 2 cores)
-#   make build  configure and build the default preset (release)
+#   make test   install everything, build everything, lint, then every test through ctest
+#               (~10 min from clean on 2 cores)
+#   make build  configure (tests and benchmarks on) and build the default preset (release)
 #   make bench  build, then run the benchmarks of loupe itself              (minutes; not part of test)
 #   make lint   check formatting of tracked C++ files with clang-format
 #   make test-asan  the test suite under AddressSanitizer + UBSan (build/asan; see the README for its time)
@@ -22,10 +24,20 @@ all: build
 deps:
 	@scripts/install-deps
 
-$(BUILD_DIR)/build.ninja: CMakeLists.txt CMakePresets.json | deps
-	cmake --preset $(PRESET) >/dev/null
+# The demo configures a fresh tree without the tests and benchmarks (their packages are not in
+# its subset); every other target configures with them, also over a tree the demo configured.
+# (-U: the Python package's default, on where pybind11 is found, is decided afresh.)
+FULL_CONFIG := -DLOUPE_BUILD_TESTS=ON
+ifneq ($(PRESET),asan)
+FULL_CONFIG += -DLOUPE_BUILD_BENCH=ON -ULOUPE_BUILD_PYTHON
+endif
+DEMO_CONFIG := -DLOUPE_BUILD_TESTS=OFF -DLOUPE_BUILD_BENCH=OFF -DLOUPE_BUILD_PYTHON=OFF
+DEMO_TARGETS := loupe kda diff_pair_example
 
-configure: deps $(BUILD_DIR)/build.ninja
+configure: deps
+	@if [ ! -f $(BUILD_DIR)/build.ninja ] || [ CMakePresets.json -nt $(BUILD_DIR)/build.ninja ] || \
+	    grep -qx 'LOUPE_BUILD_TESTS:BOOL=OFF' $(BUILD_DIR)/CMakeCache.txt; then \
+	  cmake --preset $(PRESET) $(FULL_CONFIG) >/dev/null; fi
 
 build: configure
 	cmake --build --preset $(PRESET) -j $(JOBS)
@@ -48,7 +60,10 @@ fuzz: deps
 device-bundle:
 	@scripts/device-bundle --jobs $(JOBS)
 
-demo: build
+demo:
+	@scripts/install-deps --demo
+	@[ -f $(BUILD_DIR)/build.ninja ] || cmake --preset $(PRESET) $(DEMO_CONFIG) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS) --target $(DEMO_TARGETS)
 	@scripts/demo
 
 bench: build

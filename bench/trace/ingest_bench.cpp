@@ -4,6 +4,7 @@
 //                        before each load (a one-shot CLI import), cold:0 reuses it
 //   binary_import        a loupe binary file recorded through the public API (events/s; best_...)
 //   analyze_1m_events    load + breakdown + overlap + locks + gaps over ~1 M events
+//   analyze_kineto_default  load + the default analyses of the 50 MB Kineto file (GPU analyses on)
 // Run: build/bin/trace_ingest_bench
 #include <benchmark/benchmark.h>
 #include <time.h>
@@ -156,6 +157,24 @@ void analyze_1m_events(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
 }
 BENCHMARK(analyze_1m_events)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// The 50 MB Kineto-shaped trace (400 k events: launches, kernels, ac2g flows) loaded and analysed
+// with no options, as `loupe trace analyze FILE` does: on a trace with GPU activity that runs the
+// default GPU analyses.
+void analyze_kineto_default(benchmark::State& state) {
+  const std::string& path = chrome_json_path();
+  const loupe::trace::AnalyzeRequest request;
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const loupe::trace::Model model = load_traces({path});
+    const loupe::Envelope envelope = loupe::trace::analyze(model, request);
+    events = model.files[0].events;
+    benchmark::DoNotOptimize(envelope.findings.size());
+  }
+  state.counters["events"] = static_cast<double>(events);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
+}
+BENCHMARK(analyze_kineto_default)->Unit(benchmark::kMillisecond)->Iterations(5);
 
 }  // namespace
 

@@ -80,33 +80,36 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
   finding.layer = Layer::kBench;
   finding.severity = comparison.verdict == AbVerdict::kSlower ? Severity::kWarn : Severity::kInfo;
 
+  const std::string& a = context.name_a;
+  const std::string& b = context.name_b;
   const std::string evidence_text =
-      "ratio of medians B/A " + fixed(comparison.ratio, 4) + ", " +
+      "ratio of medians " + b + "/" + a + " " + fixed(comparison.ratio, 4) + ", " +
       fixed(comparison.confidence * 100.0, 0) + "% CI [" + fixed(comparison.ci.low, 4) + ", " +
       fixed(comparison.ci.high, 4) + "], n = " + std::to_string(comparison.a.n) + "/" +
       std::to_string(comparison.b.n) + ", threshold " + fixed(comparison.threshold * 100.0, 1) +
       "%";
   switch (comparison.verdict) {
     case AbVerdict::kSlower:
-      finding.claim =
-          "B is " + percent_change(comparison.ratio) + " slower than A (" + evidence_text + ")";
-      finding.next =
-          "profile B against A to find where the extra time goes; rerun with another --seed to "
-          "confirm";
+      finding.claim = b + " is " + percent_change(comparison.ratio) + " slower than " + a + " (" +
+                      evidence_text + ")";
+      finding.next = "profile " + b + " against " + a +
+                     " to find where the extra time goes; rerun with another seed to confirm";
       break;
     case AbVerdict::kFaster:
-      finding.claim =
-          "B is " + percent_change(comparison.ratio) + " faster than A (" + evidence_text + ")";
-      finding.next = "check that B computes the same outputs as A before keeping the speed-up";
+      finding.claim = b + " is " + percent_change(comparison.ratio) + " faster than " + a + " (" +
+                      evidence_text + ")";
+      finding.next =
+          "check that " + b + " computes the same outputs as " + a + " before keeping the speed-up";
       break;
     case AbVerdict::kSame:
-      finding.claim = "B and A take the same time within ±" +
+      finding.claim = b + " and " + a + " take the same time within ±" +
                       fixed(comparison.threshold * 100.0, 1) + "% (" + evidence_text + ")";
       finding.next =
           "to resolve smaller effects, lower --threshold and raise --budget (or --precision)";
       break;
     case AbVerdict::kAmbiguous:
-      finding.claim = "not enough evidence to tell B from A (" + evidence_text + ")";
+      finding.claim =
+          "not enough evidence to tell " + b + " from " + a + " (" + evidence_text + ")";
       finding.next = comparison.more_samples_per_arm
                          ? "rerun with a budget for about " +
                                std::to_string(*comparison.more_samples_per_arm) +

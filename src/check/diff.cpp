@@ -539,6 +539,7 @@ std::string reproduce_command(const DiffRequest& request, const std::string& nam
   for (const Bound& bound : request.bounds) {
     out += " --tol " + std::string(metric_name(bound.metric)) + "=" + format_number(bound.limit);
   }
+  if (request.report_only) out += " --report-only";
   return out;
 }
 
@@ -1033,8 +1034,25 @@ DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffReques
   return result;
 }
 
+std::vector<std::string> diff_failures(const DiffResult& result, const DiffRequest& request) {
+  std::vector<std::string> failures;
+  if (request.report_only) return failures;
+  if (!result.worst.empty()) {
+    failures.push_back(std::to_string(result.worst.size()) + " of " +
+                       std::to_string(result.comparisons.size()) + " past tolerance");
+  }
+  if (result.comparisons.empty()) failures.push_back("nothing compared");
+  const size_t unmatched = result.only_in_a.size() + result.only_in_b.size();
+  if (unmatched > 0) {
+    failures.push_back(std::to_string(unmatched) +
+                       " unmatched (only in A: " + std::to_string(result.only_in_a.size()) +
+                       ", only in B: " + std::to_string(result.only_in_b.size()) + ")");
+  }
+  return failures;
+}
+
 int diff_exit_code(const DiffResult& result, const DiffRequest& request) {
-  return !request.bounds.empty() && result.any_bound_failed ? 1 : 0;
+  return diff_failures(result, request).empty() ? 0 : 1;
 }
 
 std::string render_diff_summary(const DiffResult& result, const DiffRequest& request) {
@@ -1131,10 +1149,22 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
     out += "not tensors (" + std::to_string(result.not_tensor.size()) +
            "): " + joined_names(result.not_tensor, kListedInSummary) + "\n";
   }
-  if (request.bounds.empty()) {
-    out += "verdict: none (no --tol given; report only)\n";
+  if (result.comparisons.empty()) {
+    out += "nothing compared: A holds " + std::to_string(result.only_in_a.size()) +
+           " tensors and B " + std::to_string(result.only_in_b.size()) +
+           " with no name in common\n";
+  }
+  const std::vector<std::string> failures = diff_failures(result, request);
+  if (request.report_only) {
+    out += "verdict: none (--report-only)\n";
+  } else if (failures.empty()) {
+    out += "verdict: pass\n";
   } else {
-    out += std::string("verdict: ") + (result.any_bound_failed ? "fail" : "pass") + "\n";
+    out += "verdict: fail (";
+    for (size_t index = 0; index < failures.size(); ++index) {
+      out += (index > 0 ? "; " : "") + failures[index];
+    }
+    out += ")\n";
   }
   return out;
 }
@@ -1142,9 +1172,9 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
 std::string render_diff_json(const DiffResult& result, const DiffRequest& request) {
   Envelope envelope;
   envelope.kind = "diff";
-  envelope.verdict = request.bounds.empty()
-                         ? Verdict::kNone
-                         : (result.any_bound_failed ? Verdict::kFail : Verdict::kPass);
+  envelope.verdict = request.report_only                      ? Verdict::kNone
+                     : diff_failures(result, request).empty() ? Verdict::kPass
+                                                              : Verdict::kFail;
   envelope.stats = result.stats;
 
   // Findings: the first divergence, then the worst few; the rest are in data.tensors.
@@ -1188,7 +1218,8 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
     Finding finding;
     finding.id = in_a ? "check.diff.only_in_a" : "check.diff.only_in_b";
     finding.layer = Layer::kCheck;
-    finding.severity = Severity::kWarn;
+    // Unmatched names fail the diff (diff_failures) unless it only reports.
+    finding.severity = request.report_only ? Severity::kWarn : Severity::kFail;
     finding.where.subject = "diff";
     finding.claim = std::to_string(list->size()) + " tensors present in " + (in_a ? "A" : "B") +
                     " only, not compared: " + joined_names(*list, kListedInSummary);
@@ -1197,6 +1228,21 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
     finding.next = "check that both sides dumped the same tensors";
     finding.reproduce = reproduce_command(request, "");
     envelope.findings.push_back(std::move(finding));
+  }
+
+  if (result.comparisons.empty()) {
+    Finding finding;
+    finding.id = "check.diff.nothing_compared";
+    finding.layer = Layer::kCheck;
+    finding.severity = request.report_only ? Severity::kWarn : Severity::kFail;
+    finding.where.subject = "diff";
+    finding.claim = "nothing compared: A holds " + std::to_string(result.only_in_a.size()) +
+                    " tensors and B " + std::to_string(result.only_in_b.size()) +
+                    " with no name in common";
+    finding.evidence.files = {request.a.string(), request.b.string()};
+    finding.next = "check that both sides dumped the same tensors under the same names";
+    finding.reproduce = reproduce_command(request, "");
+    envelope.findings.insert(envelope.findings.begin(), std::move(finding));
   }
 
   Json data = Json::object();

@@ -38,6 +38,8 @@ struct DiffRequest {
   std::vector<std::string> axes;    // --axes, one name per axis
   std::optional<std::string> along;
   std::vector<Bound> bounds;  // --tol
+  // --report-only: print the comparison, decide nothing (verdict none, exit 0).
+  bool report_only = false;
   // --dims, each "SPEC" (every tensor) or "NAME=SPEC" (that tensor); over loupe.dims metadata.
   std::vector<std::string> dims;
   std::optional<std::string> parallel;    // --parallel: A's groups (and B's without parallel_b)
@@ -101,7 +103,13 @@ struct TensorPair {
 // request.a, request.b and request.oracle are labels for messages; request.name is unused.
 DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffRequest& request);
 
-// 0: no bounds, or every bound holds; 1: a bound failed.
+// Why a diff fails, empty when it passes (or with report_only): a pair past tolerance (the --tol
+// bounds, else the elementwise tolerance: request.tolerance or the per-dtype defaults of
+// check/metrics.hpp `default_tolerance`), nothing compared, or a tensor of one side with no
+// partner on the other. A dump step that wrote nothing or other names must not read as agreement.
+std::vector<std::string> diff_failures(const DiffResult& result, const DiffRequest& request);
+
+// 0: the diff passes, or report_only; 1: diff_failures is not empty.
 int diff_exit_code(const DiffResult& result, const DiffRequest& request);
 
 // The compact human summary: the first divergence, the worst few, "+N more; use --json or

@@ -26,8 +26,21 @@ struct BenchOptions {
   int64_t warmup = 1;
   int resamples = 2000;
   std::optional<uint64_t> seed;
+  std::string fail_on;  // "", "slower", "ambiguous" or "not-faster"
   bool json = false;
 };
+
+// --fail-on is a ladder, so a CI step can ask for as much evidence as it needs: "slower" fails on
+// SLOWER; "ambiguous" also on AMBIGUOUS (not shown to be no slower); "not-faster" on anything but
+// FASTER.
+bool fails(const std::string& fail_on, bench::AbVerdict verdict) {
+  if (fail_on.empty()) return false;
+  if (verdict == bench::AbVerdict::kSlower) return true;
+  if (fail_on == "slower") return false;
+  if (verdict == bench::AbVerdict::kAmbiguous) return true;
+  if (fail_on == "ambiguous") return false;
+  return verdict != bench::AbVerdict::kFaster;
+}
 
 std::string format(const char* pattern, double value) {
   char buffer[64];
@@ -85,6 +98,10 @@ void validate(const BenchOptions& options) {
     usage("--warmup " + std::to_string(options.warmup) + ": expected 0 or more",
           "the default is 1");
   }
+  if (!options.fail_on.empty() && options.command_b.empty()) {
+    usage("--fail-on " + options.fail_on + " needs --vs: a single command has no verdict",
+          "give the command to compare against, e.g. --cmd OLD --vs NEW --fail-on slower");
+  }
   if (options.resamples < 100) {
     usage("--resamples " + std::to_string(options.resamples) + ": expected at least 100",
           "the default 2000 keeps the interval's own noise small");
@@ -94,6 +111,7 @@ void validate(const BenchOptions& options) {
 std::string reproduce_line(const BenchOptions& options, uint64_t seed) {
   std::string line = "loupe bench --cmd " + shell_quote(options.command_a);
   if (!options.command_b.empty()) line += " --vs " + shell_quote(options.command_b);
+  if (!options.fail_on.empty()) line += " --fail-on " + options.fail_on;
   line += " --threshold " + format("%g", options.threshold) + " --precision " +
           format("%g", options.precision) + " --budget " + format("%g", options.budget_s) +
           " --min-samples " + std::to_string(options.min_samples) + " --warmup " +
@@ -162,11 +180,15 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
                              .seed = seed};
   const bench::CommandBench bench = bench::bench_commands(request);
   const std::string reproduce = reproduce_line(options, seed);
+  Verdict verdict = Verdict::kNone;
+  if (bench.comparison && !options.fail_on.empty()) {
+    verdict = fails(options.fail_on, bench.comparison->verdict) ? Verdict::kFail : Verdict::kPass;
+  }
 
   if (options.json) {
     Envelope envelope;
     envelope.kind = "bench";
-    envelope.verdict = Verdict::kNone;
+    envelope.verdict = verdict;
     Json& data = envelope.data;
     Json a = bench::summary_to_json(bench.a);
     a["command"] = options.command_a;
@@ -212,12 +234,17 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
               format("%.4f", comparison.ci.low) + ", " + format("%.4f", comparison.ci.high) +
               "]  Mann-Whitney p=" + format("%.3g", comparison.p_value) + "\n";
       text += comparison.rule + "\n";
+      if (!options.fail_on.empty()) {
+        text += "verdict: " + std::string(verdict_name(verdict)) + " (--fail-on " +
+                options.fail_on + ", B/A is " +
+                std::string(bench::ab_verdict_name(comparison.verdict)) + ")\n";
+      }
     }
     text += stop_line(bench.sampling, options, seed);
     text += "reproduce: " + reproduce + "\n";
     std::cout << text;
   }
-  result.exit_code = 0;
+  result.exit_code = verdict == Verdict::kFail ? 1 : 0;
 }
 
 void add_bench_command(CLI::App& app, CommandResult& result) {
@@ -241,6 +268,11 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
   bench->add_option("--resamples", options->resamples, "bootstrap resamples (default 2000)");
   bench->add_option("--seed", options->seed,
                     "seed of the block order and the bootstrap (default: random, printed)");
+  bench
+      ->add_option("--fail-on", options->fail_on,
+                   "exit 1 when B is SLOWER (slower), also AMBIGUOUS (ambiguous), or anything "
+                   "but FASTER (not-faster); needs --vs")
+      ->check(CLI::IsMember({"slower", "ambiguous", "not-faster"}));
   bench->add_flag("--json", options->json, "print one JSON envelope with every raw sample");
   bench->callback([options, &result] {
     result.kind = "bench";

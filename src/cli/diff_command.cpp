@@ -17,6 +17,7 @@ struct DiffOptions {
   std::string axes;
   std::string along;
   std::vector<std::string> tolerances;
+  bool report_only = false;
   bool json = false;
   std::vector<std::string> dims;
   std::string parallel;
@@ -59,8 +60,11 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
   diff->add_option("--along", options->along,
                    "profile the error along this axis and find the slice holding most of it");
   diff->add_option("--tol", options->tolerances,
-                   "METRIC=VALUE bound (repeatable); exit 1 when one fails")
+                   "METRIC=VALUE bound (repeatable) in place of the per-dtype default "
+                   "tolerances (atol + rtol*|B|, docs/formats.md)")
       ->take_first();
+  diff->add_flag("--report-only", options->report_only,
+                 "print the comparison and exit 0 whatever it shows (no verdict)");
   diff->add_flag("--json", options->json, "print one JSON envelope");
   // Sharded dumps (docs/sharded-diff.md): rank-<r>/ directories put back together by a dims spec.
   diff->add_option("--dims", options->dims,
@@ -83,6 +87,7 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     if (!options->axes.empty()) request.axes = split_axes(options->axes);
     if (!options->along.empty()) request.along = options->along;
     for (const auto& text : options->tolerances) request.bounds.push_back(check::parse_bound(text));
+    request.report_only = options->report_only;
     request.dims = options->dims;
     if (!options->parallel.empty()) request.parallel = options->parallel;
     if (!options->parallel_b.empty()) request.parallel_b = options->parallel_b;

@@ -1,8 +1,10 @@
 // `loupe report RUN [--html FILE] [--markdown] [--home DIR] [--ledger FILE] [--json]`: renders a
 // recorded run again from the ledger and its observation files (src/report): the terminal text
 // by default, Markdown (a CI job summary) with --markdown, and the self-contained HTML page to
-// FILE with --html. Exit 0 when the report was rendered, whatever the run's verdict (the verdict
-// is in the text and the envelope); 2 for an unknown run, a missing ledger or an unwritable FILE.
+// FILE with --html. Exits with the run's verdict, so a CI step that reports also gates: 0 when
+// every gate passed (or a completed run had none), 1 when one failed or is inconclusive, or the
+// run was interrupted before deciding; 3 when the run failed (its subject crashed or it could not
+// start); 2 for an unknown run, a missing ledger or an unwritable FILE.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -54,6 +56,21 @@ void add_objective_context(const ledger::RunRecord& run, report::BuildOptions& o
     notes.push_back("gate layers are unknown: the objective does not parse: " +
                     parse_error.message());
   }
+}
+
+int report_exit_code(Verdict verdict, ledger::RunStatus status) {
+  switch (verdict) {
+    case Verdict::kPass:
+      return 0;
+    case Verdict::kNone:
+      return status == ledger::RunStatus::kCompleted ? 0 : 1;
+    case Verdict::kError:
+      return 3;
+    case Verdict::kFail:
+    case Verdict::kInconclusive:
+      return 1;
+  }
+  return 1;
 }
 
 void add_report_command(CLI::App& app, CommandResult& result) {
@@ -128,7 +145,7 @@ void add_report_command(CLI::App& app, CommandResult& result) {
                                       : report::render_terminal(model));
       if (!html_file.empty()) std::cerr << "report: " << html_file << "\n";
     }
-    result.exit_code = 0;
+    result.exit_code = report_exit_code(model.header.verdict, run.status);
   });
 }
 

@@ -69,8 +69,10 @@ void print(const Envelope& envelope, bool json) {
               << finding.claim << "\n";
     if (!finding.evidence.events.empty()) {
       const EventRef& event = finding.evidence.events.front();
+      // Relative to the trace's start (data.time_origin_ns), as a person reads a time line.
       std::cout << "    evidence: event " << event.id << " " << event.name << " on " << event.track
-                << " [" << event.start_ns << ", " << event.end_ns << ") ns\n";
+                << " at +" << trace::format_duration(event.start_ns) << " for "
+                << trace::format_duration(event.end_ns - event.start_ns) << "\n";
     }
     std::cout << "    next: " << finding.next << "\n";
   }

@@ -21,8 +21,8 @@ enum class StatSeverity { kInfo, kDataLoss, kError };
   X(diff_tensor_only_in_b, kInfo, "a tensor present in B only; reported, not compared")           \
   X(diff_file_not_tensor, kInfo, "a file in a compared directory that is not .npy/.safetensors")  \
   X(trace_recorder_dropped, kDataLoss, "events the recorder dropped: a thread's buffer was full") \
-  X(trace_slice_overlap_clamped, kDataLoss,                                                       \
-    "a slice overlapping its enclosing slice on one track; its end was clamped")                  \
+  X(trace_slice_overlap_lane, kInfo,                                                              \
+    "a slice overlapping part of its enclosing slice; moved to an overlap lane, time kept")       \
   X(trace_zone_end_unmatched, kDataLoss, "an end (E, zone end) with no open begin; dropped")      \
   X(trace_zone_unclosed, kDataLoss, "a begin never ended; closed at the track's last event")      \
   X(trace_flow_unmatched, kInfo, "a flow begin or end without its other side; dropped")           \

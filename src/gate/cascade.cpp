@@ -117,10 +117,29 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
                     "/observation.json: unexpected analysis data: " + json_error_text(error));
   }
   if (point.params.empty()) point.params = task.params;
-  point.reproduce =
-      probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt, 0, subject);
+  std::error_code error;
+  const std::filesystem::path cwd = std::filesystem::current_path(error);
+  const std::vector<std::string> shown_subject =
+      error ? subject
+            : subject_for_reproduce(subject, resolve_home(std::nullopt, cwd).parent_path());
+  point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt, 0,
+                                             shown_subject);
+  // The probe's own findings name the subject as it was run; show it as the point does.
+  auto subject_tail = [](const std::vector<std::string>& argv) {
+    const std::string line = probe::reproduce_command("p", {}, 0, std::nullopt, 0, argv);
+    return line.substr(line.find(" -- "));
+  };
+  const std::string run_tail = subject_tail(subject);
+  const std::string shown_tail = subject_tail(shown_subject);
   for (auto& finding : point.findings) {
-    if (finding.reproduce.empty()) finding.reproduce = point.reproduce;
+    if (finding.reproduce.empty()) {
+      finding.reproduce = point.reproduce;
+    } else if (finding.reproduce.size() >= run_tail.size() &&
+               finding.reproduce.compare(finding.reproduce.size() - run_tail.size(),
+                                         run_tail.size(), run_tail) == 0) {
+      finding.reproduce.replace(finding.reproduce.size() - run_tail.size(), run_tail.size(),
+                                shown_tail);
+    }
   }
   return point;
 }
@@ -344,6 +363,23 @@ std::vector<std::string> subject_command(const SubjectSpec& subject) {
   }
   for (const auto& [name, value] : subject.environment) argv.push_back(name + "=" + value);
   argv.insert(argv.end(), subject.command.begin(), subject.command.end());
+  return argv;
+}
+
+std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
+                                               const std::filesystem::path& project_root) {
+  if (argv.size() < 3 || argv[0] != "env" || argv[1] != "-C") return argv;
+  const std::filesystem::path relative =
+      std::filesystem::path(argv[2]).lexically_relative(project_root);
+  if (relative.empty() || *relative.begin() == "..") return argv;
+  if (relative == ".") {
+    argv.erase(argv.begin() + 1, argv.begin() + 3);
+  } else {
+    argv[2] = relative.string();
+  }
+  if (argv.size() > 1 && argv[1] != "-C" && argv[1].find('=') == std::string::npos) {
+    argv.erase(argv.begin());  // `env` with neither a folder nor a variable: the bare command
+  }
   return argv;
 }
 

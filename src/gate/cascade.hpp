@@ -89,6 +89,13 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
 // (`env -C DIR K=V ... COMMAND`), so that the reproduce command of every finding is exact.
 std::vector<std::string> subject_command(const SubjectSpec& subject);
 
+// subject_command as a reproduce line shows it, to be pasted at `project_root` (the git root of
+// the working directory, where .loupe/ lives): `env -C <root> X` reads `env X` (or `X` when env
+// is left with nothing to do), `env -C <root>/sub X` reads `env -C sub X`; a folder outside the
+// root stays absolute. Issue 19: absolute paths made reproduce lines hundreds of characters long.
+std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
+                                               const std::filesystem::path& project_root);
+
 // Runs points with probe::run_probe into <home>/runs/<run_id>/<probe>/<point>/; a point that
 // would reuse a directory of this run (a repeat, or a second entry with the same point) gets
 // the suffix ",repeat=N" or ",entry=NAME". `--set` overrides are already in the task's params.

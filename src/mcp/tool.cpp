@@ -27,6 +27,10 @@ std::string type_name(ParamType type) {
       return "boolean";
     case ParamType::kStringArray:
       return "array of strings";
+    case ParamType::kNameList:
+      return "array of names or a comma-separated string";
+    case ParamType::kNameValues:
+      return "object of NAME: value or array of NAME=VALUE strings";
   }
   return "value";
 }
@@ -60,10 +64,19 @@ Json param_schema(const Param& param) {
       schema["type"] = "array";
       schema["items"] = {{"type", "string"}};
       break;
+    case ParamType::kNameList:
+      schema["type"] = Json::array({"array", "string"});
+      schema["items"] = {{"type", "string"}};
+      break;
+    case ParamType::kNameValues:
+      // The object's values (numbers, strings, booleans) are checked by check_arguments.
+      schema["type"] = Json::array({"object", "array"});
+      schema["items"] = {{"type", "string"}};
+      break;
   }
   if (param.minimum) schema["minimum"] = bound_json(*param.minimum);
   if (param.maximum) schema["maximum"] = bound_json(*param.maximum);
-  schema["description"] = param.description;
+  if (!param.description.empty()) schema["description"] = param.description;
   return schema;
 }
 
@@ -98,6 +111,15 @@ bool has_type(const Json& value, ParamType type) {
       if (!value.is_array()) return false;
       return std::all_of(value.begin(), value.end(),
                          [](const Json& item) { return item.is_string(); });
+    case ParamType::kNameList:
+      return value.is_string() || has_type(value, ParamType::kStringArray);
+    case ParamType::kNameValues:
+      if (value.is_object()) {
+        return std::all_of(value.begin(), value.end(), [](const Json& item) {
+          return item.is_number() || item.is_string() || item.is_boolean();
+        });
+      }
+      return has_type(value, ParamType::kStringArray);
   }
   return false;
 }
@@ -140,47 +162,13 @@ Json input_schema(const Tool& tool) {
   return schema;
 }
 
-Json output_schema(const Tool& tool) {
-  const Json error_branch = {
-      {"type", "object"},
-      {"properties",
-       {{"code", {{"enum", {"usage", "config", "input", "subject", "internal"}}}},
-        {"message", {{"type", "string"}}},
-        {"hint", {{"type", "string"}}}}},
-      {"required", {"code", "message", "hint"}}};
-  Json data = {{"type", "object"}};
-  if (!tool.data_schema.empty()) data["properties"] = tool.data_schema;
-  return {{"type", "object"},
-          {"properties",
-           {{"loupe", {{"type", "integer"}}},
-            {"kind", {{"type", "string"}}},
-            {"verdict", {{"enum", {"pass", "fail", "inconclusive", "error", "none"}}}},
-            {"findings",
-             {{"type", "array"},
-              {"items",
-               {{"type", "object"},
-                {"properties",
-                 {{"id", {{"type", "string"}}},
-                  {"severity", {{"enum", {"fail", "warn", "info"}}}},
-                  {"claim", {{"type", "string"}}}}},
-                {"required", {"id", "layer", "severity", "claim"}}}}}},
-            {"data", std::move(data)},
-            {"error", {{"anyOf", Json::array({Json{{"type", "null"}}, error_branch})}}},
-            {"truncated", {{"type", "boolean"}}},
-            {"stats", {{"type", "object"}}}}},
-          {"required",
-           {"loupe", "kind", "verdict", "findings", "data", "error", "truncated", "stats"}}};
-}
-
 Json tool_definition(const Tool& tool) {
   return {{"name", tool.name},
           {"title", tool.title},
           {"description", tool.description},
           {"inputSchema", input_schema(tool)},
-          {"outputSchema", output_schema(tool)},
           {"annotations",
-           {{"title", tool.title},
-            {"readOnlyHint", tool.annotations.read_only},
+           {{"readOnlyHint", tool.annotations.read_only},
             {"destructiveHint", tool.annotations.destructive},
             {"idempotentHint", tool.annotations.idempotent},
             {"openWorldHint", tool.annotations.open_world}}}};
@@ -269,7 +257,43 @@ bool flag_argument(const Json& arguments, const std::string& name) {
 
 std::vector<std::string> strings_argument(const Json& arguments, const std::string& name) {
   if (!arguments.is_object() || !arguments.contains(name)) return {};
-  return arguments[name].get<std::vector<std::string>>();
+  const Json& value = arguments[name];
+  if (!value.is_object()) return value.get<std::vector<std::string>>();
+  std::vector<std::string> pairs;
+  for (const auto& item : value.items()) {
+    const Json& setting = item.value();
+    pairs.push_back(item.key() + "=" +
+                    (setting.is_string() ? setting.get<std::string>() : dump_compact(setting)));
+  }
+  return pairs;
+}
+
+std::vector<std::string> names_argument(const Json& arguments, const std::string& name) {
+  if (!arguments.is_object() || !arguments.contains(name)) return {};
+  const Json& value = arguments[name];
+  std::vector<std::string> names;
+  if (value.is_array()) {
+    names = value.get<std::vector<std::string>>();
+  } else {
+    const std::string text = value.get<std::string>();
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      names.push_back(
+          text.substr(start, (comma == std::string::npos ? text.size() : comma) - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  for (size_t index = 0; index < names.size(); ++index) {
+    if (names[index].empty()) {
+      throw Error(ErrorCode::kUsage,
+                  name + " " + dump_compact(value) + ": empty name at position " +
+                      std::to_string(index + 1),
+                  "name every one, e.g. [\"B\", \"T\", \"H\", \"V\"] or \"B,T,H,V\"");
+    }
+  }
+  return names;
 }
 
 std::filesystem::path resolve_path(const ServerSettings& settings, const std::string& text) {
@@ -299,15 +323,7 @@ Json bound_envelope(Json envelope, size_t max_bytes, const std::string& hint) {
   const std::string earlier_note = envelope["data"].value("truncation", std::string());
   envelope["truncated"] = true;
   envelope["data"]["truncation"] = "";
-  Json& findings = envelope["findings"];
-  const size_t findings_total = findings.is_array() ? findings.size() : 0;
-  while (findings.is_array() && !findings.empty() && dump_compact(envelope).size() > max_bytes) {
-    findings.erase(findings.size() - 1);
-  }
-  if (findings.is_array() && findings.size() < findings_total) {
-    cut.push_back("showing " + std::to_string(findings.size()) + " of " +
-                  std::to_string(findings_total) + " findings");
-  }
+  // Data first: its tables back the findings up, the findings are the answer.
   size_t arrays_cut = 0;
   while (dump_compact(envelope).size() > max_bytes) {
     size_t bytes = 0;
@@ -324,6 +340,16 @@ Json bound_envelope(Json envelope, size_t max_bytes, const std::string& hint) {
     envelope["data"]["truncation"] = "";
     envelope["error"] = error;
     cut.push_back("data omitted");
+  }
+  Json& findings = envelope["findings"];
+  const size_t findings_total = findings.is_array() ? findings.size() : 0;
+  while (findings.is_array() && findings.size() > kKeptFindings &&
+         dump_compact(envelope).size() > max_bytes) {
+    findings.erase(findings.size() - 1);
+  }
+  if (findings.is_array() && findings.size() < findings_total) {
+    cut.push_back("showing " + std::to_string(findings.size()) + " of " +
+                  std::to_string(findings_total) + " findings");
   }
   envelope["data"]["truncation"] = (earlier_note.empty() ? "" : earlier_note + "; then ") +
                                    join(cut, "; ") + " (answer limit " +

@@ -1,6 +1,8 @@
-// mcp/tool.hpp — what an MCP tool of `loupe mcp` is: a name, a flat input schema, an output
-// schema (the loupe envelope, whose `error` field is the error branch), honest annotations and the
-// operation it calls; plus the helpers every tool shares (argument checks, bounded answers).
+// mcp/tool.hpp — what an MCP tool of `loupe mcp` is: a name, a flat input schema, honest
+// annotations and the operation it calls; plus the helpers every tool shares (argument checks,
+// bounded answers). Tools declare no outputSchema: every answer is the one loupe envelope of
+// docs/formats.md, and tools/list, which every agent session pays for in tokens, stays under
+// 12,000 characters (issue 19: it was 31,000, half of it the envelope's schema repeated 16 times).
 //
 // A tool's answer is always one loupe envelope (core/json.hpp), the same JSON `loupe ... --json`
 // prints; tools/call returns it as structuredContent and, serialised, as the text content.
@@ -50,7 +52,9 @@ struct CallContext {
   const std::atomic<bool>* cancelled = nullptr;
 };
 
-enum class ParamType { kString, kInteger, kNumber, kBoolean, kStringArray };
+// kNameList: an array of names, or one comma-separated string ("B,T,H,V").
+// kNameValues: an object {NAME: value}, or an array of "NAME=VALUE" strings; read as the latter.
+enum class ParamType { kString, kInteger, kNumber, kBoolean, kStringArray, kNameList, kNameValues };
 
 // One property of a flat input schema.
 struct Param {
@@ -67,7 +71,7 @@ struct Param {
 
   std::string name;
   ParamType type = ParamType::kString;
-  std::string description;
+  std::string description;  // empty: the name says it all (run, hypothesis, home, ledger)
   bool required = false;
   std::vector<std::string> allowed;  // strings: the accepted values (an enum)
   std::optional<double> minimum;     // numbers and integers
@@ -86,7 +90,6 @@ struct Tool {
   std::string title;
   std::string description;
   std::vector<Param> params;
-  Json data_schema = Json::object();  // JSON Schema properties of the envelope's data
   Annotations annotations;
   bool long_running = false;  // runs on the worker thread, with progress and cancellation
   std::string envelope_kind;  // the envelope's kind, e.g. "run", "diff"
@@ -98,9 +101,7 @@ struct Tool {
 
 // {"type": "object", "properties": ..., "required": [...], "additionalProperties": false}.
 Json input_schema(const Tool& tool);
-// The envelope's schema; `error` is null or {code, message, hint}.
-Json output_schema(const Tool& tool);
-// {name, title, description, inputSchema, outputSchema, annotations} for tools/list.
+// {name, title, description, inputSchema, annotations} for tools/list.
 Json tool_definition(const Tool& tool);
 
 // Throws Error(kUsage) naming the first argument that the input schema rejects, with the
@@ -112,7 +113,10 @@ std::optional<std::string> string_argument(const Json& arguments, const std::str
 std::optional<int64_t> integer_argument(const Json& arguments, const std::string& name);
 std::optional<double> number_argument(const Json& arguments, const std::string& name);
 bool flag_argument(const Json& arguments, const std::string& name);
+// kStringArray and kNameValues ({"T": 2048} reads as "T=2048"; a string value is taken as is).
 std::vector<std::string> strings_argument(const Json& arguments, const std::string& name);
+// kNameList: the array, or the string split at commas; an empty name throws Error(kUsage).
+std::vector<std::string> names_argument(const Json& arguments, const std::string& name);
 
 // A path argument resolved against the server's working directory. Throws Error(kUsage) when it
 // resolves (symbolic links followed) outside the project root and every allowed folder
@@ -123,9 +127,12 @@ std::filesystem::path home_dir(const ServerSettings& settings, const Json& argum
 // The ledger file: the `ledger` argument, else HOME/ledger.sqlite.
 std::filesystem::path ledger_file(const ServerSettings& settings, const Json& arguments);
 
-// Cuts the envelope until its serialised form is at most `max_bytes`: findings from the end
-// first, then the longest arrays in data (halved), then data itself. Sets truncated and
-// data.truncation (what was cut and `hint`). An envelope already small enough is returned as is.
+// Cuts the envelope until its serialised form is at most `max_bytes`: the longest arrays in data
+// first (halved), then data itself, and only then findings from the end, never the first
+// kKeptFindings (findings are ordered most important first: they are the answer, data the
+// tables behind it). Sets truncated and data.truncation (what was cut and `hint`). An envelope
+// already small enough is returned as is.
+inline constexpr size_t kKeptFindings = 3;
 Json bound_envelope(Json envelope, size_t max_bytes, const std::string& hint);
 
 // The error envelope of a failed call.

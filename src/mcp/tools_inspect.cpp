@@ -15,25 +15,6 @@ namespace {
 
 constexpr size_t kConciseFindings = 5;
 
-std::vector<std::string> split_commas(const std::string& text, const std::string& argument) {
-  std::vector<std::string> names;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const size_t end = comma == std::string::npos ? text.size() : comma;
-    if (end == start) {
-      throw Error(
-          ErrorCode::kUsage,
-          argument + " '" + text + "': empty name at position " + std::to_string(names.size() + 1),
-          "name every axis, comma-separated, e.g. B,T,H,V");
-    }
-    names.push_back(text.substr(start, end - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return names;
-}
-
 Json diff_tensors(const Json& arguments, CallContext& context) {
   check::DiffRequest request;
   request.a = resolve_path(context.settings, *string_argument(arguments, "a"));
@@ -42,11 +23,12 @@ Json diff_tensors(const Json& arguments, CallContext& context) {
     request.oracle = resolve_path(context.settings, *oracle);
   }
   request.name = string_argument(arguments, "name");
-  if (auto axes = string_argument(arguments, "axes")) request.axes = split_commas(*axes, "axes");
+  request.axes = names_argument(arguments, "axes");
   request.along = string_argument(arguments, "along");
   for (const auto& text : strings_argument(arguments, "tolerances")) {
     request.bounds.push_back(check::parse_bound(text));
   }
+  request.report_only = flag_argument(arguments, "report_only");
   request.dims = strings_argument(arguments, "dims");
   request.parallel = string_argument(arguments, "parallel");
   request.parallel_b = string_argument(arguments, "parallel_b");
@@ -243,12 +225,12 @@ Tool read_only_tool(std::string name, std::string title, std::string kind) {
 
 std::vector<Param> analysis_params() {
   return {{"classes", ParamType::kStringArray,
-           "NAME=SELECTOR class definitions; selector terms joined by '&': name:REGEX, cat:C, "
-           "thread:X, stream:X, track:X, kind:thread|gpu_stream"},
-          {"overlap", ParamType::kString, "A,B: overlap and exposed time of class A under B"},
-          {"window", ParamType::kString, "CLASS: also per instance of this class"},
-          {"gap_threshold", ParamType::kString, "shortest idle interval reported (default 100us)"},
-          detail_param("every finding and table row")};
+           "NAME=SELECTOR, terms joined by '&': name:REGEX, cat:C, thread:X, stream:X, track:X, "
+           "kind:thread|gpu_stream"},
+          {"overlap", ParamType::kString, "A,B: time of class A overlapped by B"},
+          {"window", ParamType::kString, "CLASS: also per instance of it"},
+          {"gap_threshold", ParamType::kString, "shortest gap reported (default 100us)"},
+          detail_param("every finding and row")};
 }
 
 }  // namespace
@@ -256,24 +238,21 @@ std::vector<Param> analysis_params() {
 void add_inspect_tools(std::vector<Tool>& tools) {
   Tool diff = read_only_tool("diff_tensors", "Diff two tensor files", "diff");
   diff.description =
-      "Compares tensors (.npy, .safetensors, or two directories of them): metrics per pair "
-      "(rms_ratio, max_abs, ulp_p99, ...), the worst coordinate, the first divergence in order "
-      "and the error profile along an axis. Directories of rank-<r>/ subdirectories are "
-      "unsharded by a dims spec and the top finding names the rank holding the error; "
-      "step-<s>/ subdirectories (prefill + decode steps) are aligned token by token.";
+      "Compares tensors (.npy, .safetensors, directories; rank-<r>/ shards joined by a dims "
+      "spec, step-<s>/ steps aligned): first divergence, worst coordinate, error profile. Fails "
+      "past per-dtype tolerances, on nothing compared or unmatched names.";
   diff.params = {
-      {"a", ParamType::kString, "candidate: a .npy or .safetensors file, or a directory", true},
-      {"b", ParamType::kString, "reference: the same kind of input as a", true},
-      {"oracle", ParamType::kString, "an oracle (e.g. fp64) laid out like b"},
-      {"name", ParamType::kString, "compare only this tensor (or file) name"},
-      {"axes", ParamType::kString, "axis names, comma-separated, e.g. B,T,H,V"},
+      {"a", ParamType::kString, "candidate file or directory", true},
+      {"b", ParamType::kString, "reference, like a", true},
+      {"oracle", ParamType::kString, "oracle (e.g. fp64), like b"},
+      {"name", ParamType::kString, "compare only this tensor"},
+      {"axes", ParamType::kNameList, "axis names, e.g. [\"B\", \"T\", \"H\", \"V\"]"},
       {"along", ParamType::kString, "profile the error along this axis"},
-      {"tolerances", ParamType::kStringArray, "METRIC=VALUE bounds, e.g. rms_ratio=1e-5"},
-      {"dims", ParamType::kStringArray,
-       "dims specs of rank-sharded tensors, e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
-      {"parallel", ParamType::kString,
-       "the run's groups over rank-<r>/ directories, first fastest, e.g. tp=2,cp=4"},
-      {"parallel_b", ParamType::kString, "b's groups when they differ from a's"},
+      {"tolerances", ParamType::kNameValues, "metric bounds, e.g. {\"rms_ratio\": 1e-5}"},
+      {"report_only", ParamType::kBoolean, "report, never fail (verdict none)"},
+      {"dims", ParamType::kStringArray, "dims specs, e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
+      {"parallel", ParamType::kString, "groups over rank-<r>/, first fastest, e.g. tp=2,cp=4"},
+      {"parallel_b", ParamType::kString, "b's groups if not a's"},
       detail_param("every finding")};
   diff.narrow_hint = "compare one tensor with name";
   diff.call = diff_tensors;
@@ -281,49 +260,44 @@ void add_inspect_tools(std::vector<Tool>& tools) {
 
   Tool analyze = read_only_tool("analyze_trace", "Analyse a trace", "trace.analyze");
   analyze.description =
-      "Analyses one workload's trace files (loupe binary, Chrome/Kineto JSON, .gz): time "
-      "breakdown, overlap of two classes, lock contention (who held the lock and what it was "
-      "doing) and idle gaps, as findings with slice ids and time windows.";
-  analyze.params = {{"files", ParamType::kStringArray, "the trace files of one workload", true}};
+      "Breakdown, overlap, lock holders and waiters, gaps of one workload's traces (loupe, "
+      "Chrome/Kineto JSON, .gz).";
+  analyze.params = {{"files", ParamType::kStringArray, "trace files of one workload", true}};
   for (auto& param : analysis_params()) analyze.params.push_back(std::move(param));
   analyze.narrow_hint = "select fewer slices with classes, or raise gap_threshold";
   analyze.call = analyze_trace;
   tools.push_back(std::move(analyze));
 
   Tool trace_diff = read_only_tool("diff_traces", "Diff two traces", "trace.diff");
-  trace_diff.description =
-      "Compares two traces of one workload (B against A) through the breakdown, overlap, lock "
-      "and gap analyses, as findings.";
-  trace_diff.params = {{"a", ParamType::kString, "trace A (the baseline)", true},
+  trace_diff.description = "Compares trace B with baseline A: breakdown, overlap, locks, gaps.";
+  trace_diff.params = {{"a", ParamType::kString, "baseline trace", true},
                        {"b", ParamType::kString, "trace B", true}};
-  for (auto& param : analysis_params()) trace_diff.params.push_back(std::move(param));
+  for (auto& param : analysis_params()) {
+    if (param.name == "classes") param.description = "as in analyze_trace";
+    trace_diff.params.push_back(std::move(param));
+  }
   trace_diff.narrow_hint = "select fewer slices with classes";
   trace_diff.call = diff_traces;
   tools.push_back(std::move(trace_diff));
 
   Tool list = read_only_tool("list_runs", "List recorded runs", "ledger.list");
-  list.description = "Recorded runs, newest first, a page at a time, with gate counts.";
+  list.description = "Recorded runs, newest first, with gate counts.";
   list.params = {
       home_param(),
       ledger_param(),
       {"limit", ParamType::kInteger, "runs per page (default 20)", false, {}, 1.0, 100.0},
-      {"offset", ParamType::kInteger, "runs to skip (the next page's start)", false, {}, 0.0}};
-  list.data_schema = {{"runs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                      {"total", {{"type", "integer"}}},
-                      {"next_offset", {{"type", Json::array({"integer", "null"})}}}};
+      {"offset", ParamType::kInteger, "runs to skip", false, {}, 0.0}};
   list.narrow_hint = "page with limit and offset";
   list.call = list_runs;
   tools.push_back(std::move(list));
 
   Tool show = read_only_tool("show_run", "Show one recorded run", "ledger.show");
   show.description =
-      "One recorded run: status, objective, git state, configuration, gate verdicts with their "
-      "rules, and its findings (fail first).";
-  show.params = {{"run", ParamType::kString, "the run id (see list_runs)", true},
+      "One recorded run: status, configuration, gate verdicts and rules, findings (fail first).";
+  show.params = {{"run", ParamType::kString, "", true},
                  home_param(),
                  ledger_param(),
-                 detail_param("every finding, the environment and the gate statistics")};
-  show.data_schema = {{"run", {{"type", "object"}}}};
+                 detail_param("every finding, environment, gate statistics")};
   show.narrow_hint =
       "findings are ordered fail first; compare_runs shows only what changed between two runs, "
       "and `loupe ledger show RUN --json` on the command line lists every finding";
@@ -332,15 +306,12 @@ void add_inspect_tools(std::vector<Tool>& tools) {
 
   Tool compare = read_only_tool("compare_runs", "Compare two recorded runs", "ledger.compare");
   compare.description =
-      "Which gates flipped and which findings appeared or disappeared between run A (baseline) "
-      "and run B, and whether the objective or the environment differ.";
-  compare.params = {{"run_a", ParamType::kString, "the baseline run", true},
-                    {"run_b", ParamType::kString, "the run to compare with it", true},
+      "Gates that flipped and findings that appeared or disappeared from baseline run A to B.";
+  compare.params = {{"run_a", ParamType::kString, "baseline run", true},
+                    {"run_b", ParamType::kString, "run compared with it", true},
                     home_param(),
                     ledger_param(),
-                    detail_param("whole findings instead of ids and claims")};
-  compare.data_schema = {{"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                         {"findings", {{"type", "object"}}}};
+                    detail_param("whole findings")};
   compare.narrow_hint = "read one run's findings with show_run";
   compare.call = compare_runs;
   tools.push_back(std::move(compare));

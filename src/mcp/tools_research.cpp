@@ -207,11 +207,7 @@ Tool make_tool(std::string name, std::string title, std::string kind, Annotation
   return tool;
 }
 
-Param library_param() {
-  return {"library", ParamType::kString,
-          "the skeleton library folder (default: the server's --skeletons, else skeletons/ of "
-          "the source tree)"};
-}
+Param library_param() { return {"library", ParamType::kString, ""}; }
 
 constexpr Annotations kReadOnly{true, false, true, false};
 
@@ -220,15 +216,12 @@ constexpr Annotations kReadOnly{true, false, true, false};
 void add_research_tools(std::vector<Tool>& tools) {
   Tool add = make_tool("add_hypothesis", "Add a hypothesis", "hypothesis.add",
                        {false, false, false, false});
-  add.description =
-      "Records a claim to test in the ledger (status open), optionally citing the skeleton it "
-      "applies. Link runs to it with link_run, then decide it with decide_hypothesis.";
-  add.params = {{"text", ParamType::kString, "the claim, in one or two sentences", true},
-                {"skeleton", ParamType::kString, "the id of the skeleton it applies (optional)"},
+  add.description = "Records a claim to test (status open); then link_run and decide_hypothesis.";
+  add.params = {{"text", ParamType::kString, "the claim", true},
+                {"skeleton", ParamType::kString, "skeleton id it applies"},
                 library_param(),
                 home_param(),
                 ledger_param()};
-  add.data_schema = {{"hypothesis", {{"type", "object"}}}};
   add.narrow_hint = "show_hypothesis answers one hypothesis";
   add.call = add_hypothesis;
   tools.push_back(std::move(add));
@@ -236,18 +229,12 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool link = make_tool("link_run", "Link a run to a hypothesis", "hypothesis.link",
                         {false, false, true, false});
   link.description =
-      "Links a recorded run to a hypothesis as its baseline (before the change) or candidate "
-      "(after it). Linking the same run twice changes nothing.";
-  link.params = {{"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
-                 {"run", ParamType::kString, "the run id (see list_runs)", true},
-                 {"role",
-                  ParamType::kString,
-                  "what the run is to the hypothesis",
-                  true,
-                  {"baseline", "candidate"}},
+      "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
+  link.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
+                 {"run", ParamType::kString, "", true},
+                 {"role", ParamType::kString, "the run's role", true, {"baseline", "candidate"}},
                  home_param(),
                  ledger_param()};
-  link.data_schema = {{"hypothesis", {{"type", "object"}}}};
   link.narrow_hint = "show_hypothesis answers one hypothesis";
   link.call = link_run;
   tools.push_back(std::move(link));
@@ -255,69 +242,53 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool decide = make_tool("decide_hypothesis", "Decide a hypothesis", "hypothesis.decide",
                           {false, false, false, false});
   decide.description =
-      "Records a decision on a hypothesis: retain, revise or reject. Retain is refused unless a "
-      "linked candidate run passed every gate and a baseline is linked; when what changed "
-      "between them (files, deployment settings) touches the objective's [review] categories, "
-      "the decision is recorded as needs-review, naming each trigger, until a person approves "
-      "it with the CLI. This tool cannot approve.";
+      "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
+      "changes in the objective's [review] categories stay needs-review until a person "
+      "approves.";
   decide.params = {
-      {"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
-      {"decision", ParamType::kString, "the decision wanted", true, {"retain", "revise", "reject"}},
-      {"why", ParamType::kString, "the evidence for the decision, in a sentence", true},
+      {"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
+      {"decision", ParamType::kString, "the decision", true, {"retain", "revise", "reject"}},
+      {"why", ParamType::kString, "the evidence, in a sentence", true},
       home_param(),
       ledger_param()};
-  decide.data_schema = {{"recorded", {{"enum", {"retain", "revise", "reject", "needs-review"}}}},
-                        {"triggers", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                        {"hypothesis", {{"type", "object"}}}};
   decide.narrow_hint = "show_hypothesis answers one hypothesis";
   decide.call = decide_hypothesis;
   tools.push_back(std::move(decide));
 
   Tool list = make_tool("list_hypotheses", "List hypotheses", "hypothesis.list", kReadOnly);
-  list.description = "The hypotheses in the ledger, oldest first, with their status.";
+  list.description = "Hypotheses, oldest first, with status.";
   list.params = {{"status",
                   ParamType::kString,
-                  "only hypotheses with this status",
+                  "only this status",
                   false,
                   {"open", "retained", "revised", "rejected", "needs-review"}},
                  home_param(),
                  ledger_param(),
-                 detail_param("every hypothesis with its links and decisions")};
-  list.data_schema = {{"hypotheses", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
+                 detail_param("links and decisions")};
   list.narrow_hint = "filter with status, or read one with show_hypothesis";
   list.call = list_hypotheses;
   tools.push_back(std::move(list));
 
   Tool show = make_tool("show_hypothesis", "Show a hypothesis", "hypothesis.show", kReadOnly);
-  show.description = "One hypothesis: its text, skeleton, status, linked runs and decisions.";
-  show.params = {{"hypothesis", ParamType::kInteger, "the hypothesis id", true, {}, 1.0},
-                 home_param(),
-                 ledger_param()};
-  show.data_schema = {{"hypothesis", {{"type", "object"}}}};
+  show.description = "One hypothesis: text, skeleton, status, linked runs, decisions.";
+  show.params = {
+      {"hypothesis", ParamType::kInteger, "", true, {}, 1.0}, home_param(), ledger_param()};
   show.narrow_hint = "show_run answers one linked run";
   show.call = show_hypothesis;
   tools.push_back(std::move(show));
 
   Tool skeletons =
       make_tool("list_skeletons", "List optimisation skeletons", "skeleton.list", kReadOnly);
-  skeletons.description =
-      "The skeleton library: validated optimisation moves, each with when it applies.";
-  skeletons.params = {library_param(),
-                      detail_param("each skeleton's transformation, costs, validation and "
-                                   "evidence")};
-  skeletons.data_schema = {{"skeletons", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
+  skeletons.description = "Validated optimisation moves, each with when it applies.";
+  skeletons.params = {library_param(), detail_param("transformation, costs, evidence")};
   skeletons.narrow_hint = "read one with show_skeleton";
   skeletons.call = list_skeletons;
   tools.push_back(std::move(skeletons));
 
   Tool skeleton = make_tool("show_skeleton", "Show one skeleton", "skeleton.show", kReadOnly);
   skeleton.description =
-      "One skeleton: when it applies, the transformation with code pointers, what it costs "
-      "(registers, shared memory, parallelism, precision), how to validate it, and the "
-      "evidence.";
-  skeleton.params = {{"id", ParamType::kString, "the skeleton id (see list_skeletons)", true},
-                     library_param()};
-  skeleton.data_schema = {{"skeleton", {{"type", "object"}}}};
+      "One skeleton: when it applies, the transformation, its costs, validation, evidence.";
+  skeleton.params = {{"id", ParamType::kString, "skeleton id", true}, library_param()};
   skeleton.narrow_hint = "list_skeletons gives the short form";
   skeleton.call = show_skeleton;
   tools.push_back(std::move(skeleton));
@@ -325,18 +296,13 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool match =
       make_tool("match_skeletons", "Match skeletons to a run", "skeleton.match", kReadOnly);
   match.description =
-      "Ranks the skeletons whose applies_when conditions hold for a recorded run's findings and "
-      "parameters, best first, each with the reasons (finding ids and values) that made it hold.";
-  match.params = {
-      {"run", ParamType::kString, "the run id (see list_runs)", true},
-      {"limit", ParamType::kInteger, "matches to show (default 5)", false, {}, 1.0, 100.0},
-      library_param(),
-      home_param(),
-      ledger_param(),
-      detail_param("each matched skeleton in full")};
-  match.data_schema = {{"run", {{"type", "string"}}},
-                       {"matches", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                       {"total", {{"type", "integer"}}}};
+      "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
+  match.params = {{"run", ParamType::kString, "", true},
+                  {"limit", ParamType::kInteger, "matches (default 5)", false, {}, 1.0, 100.0},
+                  library_param(),
+                  home_param(),
+                  ledger_param(),
+                  detail_param("matches in full")};
   match.narrow_hint = "lower limit, or read one skeleton with show_skeleton";
   match.call = match_skeletons;
   tools.push_back(std::move(match));

@@ -171,20 +171,12 @@ Json run_probe(const Json& arguments, CallContext& context) {
 
 }  // namespace
 
-Param home_param() {
-  return {"home", ParamType::kString,
-          "loupe's folder for runs and the ledger (default: the server's --home, else .loupe/ at "
-          "the git root of the server's working directory)"};
-}
+Param home_param() { return {"home", ParamType::kString, ""}; }
 
-Param ledger_param() {
-  return {"ledger", ParamType::kString, "the ledger file (default HOME/ledger.sqlite)"};
-}
+Param ledger_param() { return {"ledger", ParamType::kString, ""}; }
 
 Param detail_param(const std::string& what) {
-  return {"detail", ParamType::kBoolean,
-          "false (default): a concise answer of about 2,000 tokens; true: " + what +
-              " (at most about 8,000 tokens)"};
+  return {"detail", ParamType::kBoolean, "true: " + what};
 }
 
 void add_run_tools(std::vector<Tool>& tools) {
@@ -192,36 +184,17 @@ void add_run_tools(std::vector<Tool>& tools) {
   run.name = "run_objective";
   run.title = "Run an objective";
   run.description =
-      "Runs an objective's cascade (checks, then benches, then scenarios; stops after the first "
-      "failing layer unless all is set), decides its gates, records the run in the ledger and "
-      "answers the gate verdicts and the findings that explain failures. Takes seconds to "
-      "minutes; sends progress when given a progressToken; cancelling kills the subject and "
-      "records the run as interrupted.";
+      "Runs an objective's cascade (checks, benches, scenarios), records the run, answers the "
+      "gate verdicts and the findings behind failures. Long: progress, cancellable.";
   run.params = {
-      {"objective", ParamType::kString,
-       "the objective file (TOML), e.g. examples/kda/smoke.toml; relative to the server's "
-       "working directory",
-       true},
-      {"config", ParamType::kString,
-       "a [[deployment]] name (e.g. incident, fixed), KEY=VALUE settings (comma-separated), or "
-       "NAME,KEY=VALUE"},
-      {"only",
-       ParamType::kString,
-       "run this layer only; the other layers' gates are not-run",
-       false,
-       {"check", "bench", "scenario"}},
+      {"objective", ParamType::kString, "objective TOML, e.g. examples/kda/smoke.toml", true},
+      {"config", ParamType::kString, "[[deployment]] name, K=V,... or NAME,K=V"},
+      {"only", ParamType::kString, "run this layer only", false, {"check", "bench", "scenario"}},
       {"all", ParamType::kBoolean, "run every layer even after one fails"},
-      {"sets", ParamType::kStringArray,
-       "NAME=VALUE probe parameter overrides, applied to every task that has NAME"},
+      {"sets", ParamType::kNameValues, "probe parameter overrides, e.g. {\"T\": 2048}"},
       home_param(),
       ledger_param(),
-      detail_param("up to 20 findings, every gate's statistics and findings, every task")};
-  run.data_schema = {{"run", {{"type", "string"}}},
-                     {"objective", {{"type", "string"}}},
-                     {"status", {{"enum", {"completed", "interrupted", "failed"}}}},
-                     {"config", {{"type", "object"}}},
-                     {"gates", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                     {"layers", {{"type", "array"}, {"items", {{"type", "object"}}}}}};
+      detail_param("20 findings, every gate's statistics, every task")};
   // Runs the subject an objective declares: a program that may change anything its user can.
   run.annotations = {false, true, false, false};
   run.long_running = true;
@@ -235,35 +208,27 @@ void add_run_tools(std::vector<Tool>& tools) {
   probe.name = "run_probe";
   probe.title = "Run one probe";
   probe.description =
-      "Runs one probe (a check, bench or scenario a subject declares) at one parameter point as "
-      "a child process and decides from what it wrote: a check's comparison with the worst "
-      "coordinate and error profile, a bench's statistics and A/B verdict. Observations go to "
-      "HOME/runs/. Not recorded in the ledger (run_objective is).";
+      "Runs one probe of a subject at one point in a child process: a check's comparison or a "
+      "bench's A/B verdict. Not recorded.";
   probe.params = {
-      {"probe", ParamType::kString, "the probe's name, e.g. cp_vs_nocp", true},
-      {"subject", ParamType::kStringArray,
-       "the subject's command line, e.g. [\"build/bin/kda\", \"probe\"]", true},
-      {"sets", ParamType::kStringArray, "NAME=VALUE parameters, e.g. [\"T=2048\", \"shards=4\"]"},
-      {"seed", ParamType::kInteger, "input seed (default: drawn, and recorded)", false, {}, 0.0},
-      {"hidden", ParamType::kBoolean, "run one of the probe's hidden points, drawn at random"},
+      {"probe", ParamType::kString, "probe name, e.g. cp_vs_nocp", true},
+      {"subject", ParamType::kStringArray, "command line, e.g. [\"build/bin/kda\", \"probe\"]",
+       true},
+      {"sets", ParamType::kNameValues, "parameters, e.g. {\"T\": 2048, \"shards\": 4}"},
+      {"seed", ParamType::kInteger, "input seed (default: drawn, recorded)", false, {}, 0.0},
+      {"hidden", ParamType::kBoolean, "run a hidden point drawn at random"},
       {"repeat",
        ParamType::kInteger,
-       "checks: run the candidate N more times on the same inputs (determinism)",
+       "checks: rerun the candidate N times (determinism)",
        false,
        {},
        0.0,
        1000.0},
-      {"tolerances", ParamType::kStringArray,
-       "METRIC=VALUE: replaces the probe's bound for that metric"},
-      {"timeout_s",
-       ParamType::kNumber,
-       "seconds before the subject is killed (default 600)",
-       false,
-       {},
-       0.001},
+      {"tolerances", ParamType::kNameValues,
+       "metric bounds replacing the probe's, e.g. {\"rms_ratio\": 1e-5}"},
+      {"timeout_s", ParamType::kNumber, "kill the subject after (default 600)", false, {}, 0.001},
       home_param(),
-      detail_param("up to 20 findings")};
-  probe.data_schema = {{"observation", {{"type", "string"}}}};
+      detail_param("20 findings")};
   probe.annotations = {false, true, false, false};
   probe.long_running = true;
   probe.envelope_kind = "probe.run";

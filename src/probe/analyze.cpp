@@ -933,6 +933,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     finding_context.probe = context.probe;
     finding_context.params = context.params;
     finding_context.path = variants[index + 1].name + " vs " + variants[0].name;
+    finding_context.name_a = variants[0].name;
+    finding_context.name_b = variants[index + 1].name;
     finding_context.reproduce = context.reproduce;
     finding_context.files = {context.observation_file};
     analysis.bench_comparisons.push_back(

@@ -6,10 +6,14 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
+#include "bench/report.hpp"
 #include "check/compare.hpp"
+#include "check/diff.hpp"
 #include "check/findings.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
@@ -287,6 +291,100 @@ void add_sweeps(const std::vector<Finding>& findings, Model& model, const Limits
   }
 }
 
+// A bench gate states its comparison as SUBJECT/OTHER ("at batch=32,H=16 tiled/merged = 1.99
+// [1.97, 2.03] is SLOWER", gate_eval.cpp); a sweep of the same two variants is drawn that way
+// round too, and the points showing the verdict the gate fails on are marked, so the plot says
+// what the gate says (issue 19: the plot showed merged/tiled = 0.45 beside tiled/merged = 2.22).
+// The bench finding of the same comparison the other way round (A/B instead of B/A), so that the
+// finding the report shows states what the gate and the plot state.
+Finding reversed_bench_finding(const Finding& finding) {
+  const size_t vs = finding.where.path.find(" vs ");
+  bench::Comparison comparison;
+  comparison.ratio = 1 / metric(finding, "ratio").value_or(1);
+  comparison.ci = {1 / metric(finding, "ci_high").value_or(1),
+                   1 / metric(finding, "ci_low").value_or(1)};
+  comparison.threshold = metric(finding, "threshold").value_or(0);
+  comparison.a.n = static_cast<int64_t>(metric(finding, "n_b").value_or(0));
+  comparison.b.n = static_cast<int64_t>(metric(finding, "n_a").value_or(0));
+  comparison.a.median = metric(finding, "median_b_s").value_or(0);
+  comparison.b.median = metric(finding, "median_a_s").value_or(0);
+  comparison.p_value = metric(finding, "p_value").value_or(1);
+  comparison.adjusted_p_value = metric(finding, "adjusted_p_value");
+  const std::string kind = finding.id.substr(finding.id.rfind('.') + 1);
+  comparison.verdict = kind == "faster"   ? bench::AbVerdict::kSlower
+                       : kind == "slower" ? bench::AbVerdict::kFaster
+                       : kind == "same"   ? bench::AbVerdict::kSame
+                                          : bench::AbVerdict::kAmbiguous;
+  bench::FindingContext context;
+  context.subject = finding.where.subject;
+  context.probe = finding.where.probe;
+  context.params = finding.where.params;
+  context.name_a = finding.where.path.substr(0, vs);
+  context.name_b = finding.where.path.substr(vs + 4);
+  context.path = context.name_b + " vs " + context.name_a;
+  context.reproduce = finding.reproduce;
+  context.files = finding.evidence.files;
+  return bench::comparison_finding(comparison, context);
+}
+
+void orient_sweeps(Model& model) {
+  static const std::regex stated(R"(( |^)([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+) = )");
+  for (SweepPlot& plot : model.sweeps) {
+    std::sort(plot.points.begin(), plot.points.end(),
+              [](const SweepPoint& left, const SweepPoint& right) {
+                return check::natural_less(left.point, right.point);
+              });
+    const size_t vs = plot.comparison.find(" vs ");
+    if (vs == std::string::npos) continue;
+    const std::string b = plot.comparison.substr(0, vs);
+    const std::string a = plot.comparison.substr(vs + 4);
+    plot.comparison = b + " / " + a;
+    for (const GateRow& gate : model.gates) {
+      if (gate.layer && *gate.layer != Layer::kBench) continue;
+      std::smatch match;
+      if (!std::regex_search(gate.rule, match, stated)) continue;
+      const std::string subject = match[2], other = match[3];
+      if (!((subject == a && other == b) || (subject == b && other == a))) continue;
+      plot.gate = gate.name;
+      if (subject == a) {  // drawn B/A; the gate says A/B
+        plot.comparison = a + " / " + b;
+        for (Finding& finding : model.findings) {
+          if (finding.layer == Layer::kBench && finding.where.probe == plot.probe &&
+              finding.where.path == b + " vs " + a) {
+            finding = reversed_bench_finding(finding);
+          }
+        }
+        for (SweepPoint& point : plot.points) {
+          point.ratio = 1 / point.ratio;
+          point.ci_low = 1 / std::exchange(point.ci_high, 1 / point.ci_low);
+          if (point.verdict == "faster") {
+            point.verdict = "slower";
+          } else if (point.verdict == "slower") {
+            point.verdict = "faster";
+          }
+        }
+      }
+      // "fail: tiled not SLOWER than merged ... is contradicted: ...": the points showing
+      // SLOWER are the ones it fails on.
+      if (gate.verdict == GateVerdict::kFail) {
+        const std::string asked = gate.rule.substr(0, gate.rule.find(" is contradicted"));
+        for (const char* word : {"slower", "faster", "same"}) {
+          std::string upper(word);
+          for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          const bool negated = asked.find(" not " + upper) != std::string::npos;
+          if (asked.find(" " + upper + " ") == std::string::npos) continue;
+          for (SweepPoint& point : plot.points) {
+            point.failing = negated ? point.verdict == word
+                                    : point.verdict != word && point.verdict != "ambiguous";
+          }
+          break;
+        }
+      }
+      break;
+    }
+  }
+}
+
 std::string thread_label(const trace::Model& trace, trace::TrackId track) {
   const auto& info = trace.tracks[track];
   return info.name.empty() ? trace.track_label(track) : info.name;
@@ -349,6 +447,9 @@ TimelinePlot make_timeline(const trace::Model& trace, const Limits& limits) {
 
   // Narrower than a 2000th of the strip: not visible at any reasonable width.
   const int64_t min_width = std::max<int64_t>(1, plot.duration_ns / 2000);
+  plot.min_width_ns = min_width;
+  plot.zone_depth = limits.zone_depth;
+  plot.zones_per_row = limits.zones_per_row;
   for (trace::TrackId track : order) {
     TimelineRow row;
     row.thread = thread_label(trace, track);
@@ -574,6 +675,7 @@ Model build_model(const ledger::RunRecord& run, const BuildOptions& options) {
   }
 
   add_sweeps(run.findings, model, options.limits);
+  orient_sweeps(model);
   if (options.plots) {
     const ObservationCache observations(run.observations, model.notes);
     std::set<std::string> seen;

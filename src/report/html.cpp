@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -118,6 +119,7 @@ th{background:#f6f8fa}td.rule{color:#57606a}
 figure{margin:12px 0 24px}figcaption{font-size:13px;color:#57606a;margin-top:4px}
 svg{background:#fff;border:1px solid #d0d7de}
 svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#1b1f24}
+svg text.zone-label{font-size:10px;fill:#1b1f24;pointer-events:none}
 .note{color:#57606a;font-size:13px}
 )css";
 
@@ -125,22 +127,43 @@ void render_profile(std::ostringstream& out, const ProfilePlot& plot) {
   const double width = 760, height = 260, left = 70, right = 20, top = 24, bottom = 40;
   const double plot_width = width - left - right, plot_height = height - top - bottom;
   double maximum = 0;
-  for (double value : plot.values) {
-    if (std::isfinite(value)) maximum = std::max(maximum, value);
-  }
-  if (plot.rms_ratio_bound) maximum = std::max(maximum, *plot.rms_ratio_bound);
+  double smallest = std::numeric_limits<double>::infinity();  // the smallest positive value
+  auto consider = [&](double value) {
+    if (!std::isfinite(value)) return;
+    maximum = std::max(maximum, value);
+    if (value > 0) smallest = std::min(smallest, value);
+  };
+  for (double value : plot.values) consider(value);
+  if (plot.rms_ratio_bound) consider(*plot.rms_ratio_bound);
   if (maximum <= 0) maximum = 1;
-  maximum *= 1.1;
+  // Values (the tolerance included) spanning two decades or more: a linear axis flattens the
+  // small ones, the tolerance line among them, to the baseline (issue 19), so the axis is log.
+  const bool log_scale = std::isfinite(smallest) && maximum / smallest >= 100;
+  const double floor_value = log_scale ? std::pow(10, std::floor(std::log10(smallest))) : 0;
+  const double ceiling =
+      log_scale ? std::pow(10, std::ceil(std::log10(maximum * 1.01))) : maximum * 1.1;
   const double length = static_cast<double>(std::max<int64_t>(1, plot.axis_length));
   auto x_of = [&](double position) { return left + plot_width * position / length; };
-  auto y_of = [&](double value) { return top + plot_height * (1 - value / maximum); };
+  auto y_of = [&](double value) {
+    if (!log_scale) return top + plot_height * (1 - value / ceiling);
+    const double clamped = std::max(value, floor_value);
+    return top + plot_height *
+                     (1 - std::log10(clamped / floor_value) / std::log10(ceiling / floor_value));
+  };
 
   out << "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << coordinate(width)
       << "\" height=\"" << coordinate(height) << "\" viewBox=\"0 0 " << coordinate(width) << " "
       << coordinate(height) << "\" role=\"img\" aria-label=\"error profile of "
       << html_escape(plot.probe + " " + plot.output) << "\">\n";
   out << "<text x=\"" << coordinate(left) << "\" y=\"16\">rms(A-B)/rms(B) per bucket along "
-      << html_escape(plot.axis) << " (" << html_escape(plot.shape) << ")</text>\n";
+      << html_escape(plot.axis) << " (" << html_escape(plot.shape) << ")"
+      << (log_scale ? ", log scale" : "") << "</text>\n";
+  // The tolerance's label sits above the plot, clear of the bars; the dashed line is drawn last.
+  if (plot.rms_ratio_bound) {
+    out << "<text x=\"" << coordinate(left + plot_width) << "\" y=\"16\" text-anchor=\"end\" "
+        << "fill=\"#1a7f37\">- - - tolerance rms_ratio " << number(*plot.rms_ratio_bound)
+        << "</text>\n";
+  }
   // Axes and ticks.
   out << "<line x1=\"" << coordinate(left) << "\" y1=\"" << coordinate(top + plot_height)
       << "\" x2=\"" << coordinate(left + plot_width) << "\" y2=\"" << coordinate(top + plot_height)
@@ -148,8 +171,17 @@ void render_profile(std::ostringstream& out, const ProfilePlot& plot) {
   out << "<line x1=\"" << coordinate(left) << "\" y1=\"" << coordinate(top) << "\" x2=\""
       << coordinate(left) << "\" y2=\"" << coordinate(top + plot_height)
       << "\" stroke=\"#57606a\"/>\n";
-  for (double fraction : {0.0, 0.5, 1.0}) {
-    const double value = maximum * fraction;
+  std::vector<double> ticks;
+  if (log_scale) {
+    const int decades = static_cast<int>(std::lround(std::log10(ceiling / floor_value)));
+    const int stride = std::max(1, (decades + 3) / 4);  // at most about five labels
+    for (int decade = 0; decade <= decades; decade += stride) {
+      ticks.push_back(floor_value * std::pow(10, decade));
+    }
+  } else {
+    ticks = {0.0, ceiling * 0.5, ceiling};
+  }
+  for (double value : ticks) {
     out << "<text x=\"" << coordinate(left - 6) << "\" y=\"" << coordinate(y_of(value) + 4)
         << "\" text-anchor=\"end\">" << number(value) << "</text>\n";
   }
@@ -164,6 +196,7 @@ void render_profile(std::ostringstream& out, const ProfilePlot& plot) {
   for (size_t index = 0; index < plot.values.size(); ++index) {
     const double value = std::isfinite(plot.values[index]) ? plot.values[index] : 0;
     const auto [begin, end] = plot.bucket_ranges[index];
+    if (log_scale && value <= 0) continue;  // no bar below the log axis's floor
     const double x = x_of(static_cast<double>(begin));
     const double bar_width = std::max(1.0, x_of(static_cast<double>(end)) - x - 1);
     out << "<rect x=\"" << coordinate(x) << "\" y=\"" << coordinate(y_of(value)) << "\" width=\""
@@ -175,10 +208,7 @@ void render_profile(std::ostringstream& out, const ProfilePlot& plot) {
     const double y = y_of(*plot.rms_ratio_bound);
     out << "<line x1=\"" << coordinate(left) << "\" y1=\"" << coordinate(y) << "\" x2=\""
         << coordinate(left + plot_width) << "\" y2=\"" << coordinate(y)
-        << "\" stroke=\"#1a7f37\" stroke-dasharray=\"6 4\"/>\n"
-        << "<text x=\"" << coordinate(left + plot_width - 4) << "\" y=\"" << coordinate(y - 4)
-        << "\" text-anchor=\"end\">tolerance rms_ratio " << number(*plot.rms_ratio_bound)
-        << "</text>\n";
+        << "\" stroke=\"#1a7f37\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
   }
   out << "</svg>\n<figcaption><code>" << html_escape(plot.probe + " " + plot.point)
       << "</code> output <code>" << html_escape(plot.output)
@@ -216,7 +246,7 @@ void render_sweep(std::ostringstream& out, const SweepPlot& plot) {
       << coordinate(height) << "\" role=\"img\" aria-label=\"bench " << html_escape(plot.probe)
       << " ratios\">\n";
   out << "<text x=\"" << coordinate(left) << "\" y=\"16\">" << html_escape(plot.probe) << ": "
-      << html_escape(plot.comparison) << ", ratio of medians B/A with its CI</text>\n";
+      << html_escape(plot.comparison) << ", ratio of medians with its CI</text>\n";
   // The SAME band [1 - t, 1 + t] and the line at 1.
   out << "<rect x=\"" << coordinate(left) << "\" y=\"" << coordinate(y_of(1 + plot.threshold))
       << "\" width=\"" << coordinate(plot_width) << "\" height=\""
@@ -258,14 +288,31 @@ void render_sweep(std::ostringstream& out, const SweepPlot& plot) {
           << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n";
     }
     out << "<circle cx=\"" << coordinate(x) << "\" cy=\"" << coordinate(y_of(point.ratio))
-        << "\" r=\"4\" fill=\"" << colour << "\"/></g>\n";
+        << "\" r=\"4\" fill=\"" << colour << "\"/>";
+    if (point.failing) {
+      out << "<circle cx=\"" << coordinate(x) << "\" cy=\"" << coordinate(y_of(point.ratio))
+          << "\" r=\"8\" fill=\"none\" stroke=\"#cf222e\" stroke-width=\"2\" "
+          << "class=\"failing\"/>";
+    }
+    out << "</g>\n";
     out << "<text x=\"" << coordinate(x) << "\" y=\"" << coordinate(top + plot_height + 14)
         << "\" text-anchor=\"end\" transform=\"rotate(-30 " << coordinate(x) << " "
         << coordinate(top + plot_height + 14) << ")\">"
         << html_escape(point.point.empty() ? "default" : point.point) << "</text>\n";
   }
-  out << "</svg>\n<figcaption>Green band: the SAME band ±" << number(plot.threshold * 100)
-      << "% (SLOWER needs the CI above 1 and the ratio above the band; FASTER symmetrically).";
+  out << "</svg>\n<figcaption>";
+  if (!plot.gate.empty()) {
+    out << "Drawn as gate " << html_escape(plot.gate)
+        << " states it: " << html_escape(plot.comparison) << ". ";
+  }
+  out << "Green band: the SAME band ±" << number(plot.threshold * 100)
+      << "% (SLOWER needs the CI above 1 and the ratio above the band; FASTER symmetrically). "
+      << "Points: red SLOWER, blue FASTER, green SAME, amber AMBIGUOUS";
+  if (std::any_of(plot.points.begin(), plot.points.end(),
+                  [](const SweepPoint& point) { return point.failing; })) {
+    out << "; ringed: the verdict gate " << html_escape(plot.gate) << " fails on";
+  }
+  out << ".";
   if (plot.points_omitted > 0) {
     out << " " << plot.points_omitted << " more point(s) not drawn.";
   }
@@ -310,6 +357,12 @@ void render_timeline(std::ostringstream& out, const TimelinePlot& plot) {
           << "\" stroke=\"#ffffff\" stroke-width=\"0.3\"><title>" << html_escape(zone.name) << " "
           << duration_text(zone.end_ns - zone.start_ns) << " at " << duration_text(zone.start_ns)
           << "</title></rect>\n";
+      // The zone's name on its bar when it fits (about 6 px a character at 11 px).
+      const double bar_width = x_of(zone.end_ns) - x;
+      if (zone.depth == 0 && bar_width > 6.0 * static_cast<double>(zone.name.size()) + 6) {
+        out << "<text x=\"" << coordinate(x + 3) << "\" y=\"" << coordinate(zone_top + 12)
+            << "\" class=\"zone-label\">" << html_escape(zone.name) << "</text>\n";
+      }
     }
     for (const auto& interval : row.intervals) {
       const bool wait = interval.kind == IntervalKind::kWait;
@@ -354,6 +407,12 @@ void render_timeline(std::ostringstream& out, const TimelinePlot& plot) {
       << "</code>: " << html_escape(plot.caption) << ". Trace <code>"
       << html_escape(plot.trace_file) << "</code>, " << duration_text(plot.duration_ns) << ".";
   if (plot.rows_omitted > 0) out << " " << plot.rows_omitted << " more thread(s) not drawn.";
+  if (std::any_of(plot.rows.begin(), plot.rows.end(),
+                  [](const TimelineRow& row) { return row.omitted > 0; })) {
+    out << " \"N not drawn\" under a thread counts its zones and lock intervals shorter than "
+        << duration_text(plot.min_width_ns) << " (a 2000th of the window), nested deeper than "
+        << plot.zone_depth << " levels, or past its " << plot.zones_per_row << " longest.";
+  }
   out << "</figcaption></figure>\n";
 }
 
@@ -455,7 +514,8 @@ std::string render_html(const Model& model) {
           << html_escape(gate.key_statistic) << "</code></td><td class=\"rule\">"
           << html_escape(gate.rule) << "</td></tr>\n";
     }
-    out << "</tbody>\n</table>\n";
+    out << "</tbody>\n</table>\n<p class=\"note\">" << html_escape(std::string(gate_legend()))
+        << "</p>\n";
   }
 
   if (!model.profiles.empty()) {

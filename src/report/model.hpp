@@ -75,16 +75,19 @@ struct SweepPoint {
   double ratio = 0;
   double ci_low = 0;
   double ci_high = 0;
-  std::string verdict;  // faster, slower, same, ambiguous
+  std::string verdict;   // faster, slower, same, ambiguous
+  bool failing = false;  // the verdict a failing gate of this comparison fails on
 };
 
 // The A/B ratios of one bench probe and variant pair across its points.
 struct SweepPlot {
   std::string probe;
-  std::string comparison;  // "merged / tiled"
+  std::string comparison;  // "merged / tiled": the ratio drawn, in a gate's direction when a
+                           // gate compares these variants ("tiled / merged"), else the bench's
   double threshold = 0;    // the verdict band is [1 - threshold, 1 + threshold]
-  std::vector<SweepPoint> points;
+  std::vector<SweepPoint> points;  // in natural order of the point ("batch=1" < "batch=32")
   size_t points_omitted = 0;
+  std::string gate;  // the gate whose direction is drawn; empty when none
 };
 
 struct TimelineZone {
@@ -119,6 +122,11 @@ struct TimelinePlot {
   int64_t duration_ns = 0;  // the window drawn: the whole trace
   std::vector<TimelineRow> rows;
   size_t rows_omitted = 0;
+  // Why a row's zones or intervals are not drawn (TimelineRow::omitted): shorter than this, nested
+  // deeper than zone_depth, or past the zones_per_row longest.
+  int64_t min_width_ns = 0;
+  size_t zone_depth = 0;
+  size_t zones_per_row = 0;
   std::string caption;  // who blocked whom: "worker waited on L held by main for ..."
 };
 
@@ -173,6 +181,8 @@ std::string verdict_word(GateVerdict verdict);
 
 // The three renderings.
 std::string render_terminal(const Model& model);
+// The one line under every rendering's gate table that says how to read a key statistic.
+std::string_view gate_legend();
 std::string render_markdown(const Model& model);
 std::string render_html(const Model& model);
 

@@ -103,6 +103,11 @@ std::string md_code(const std::string& text) {
 
 }  // namespace
 
+std::string_view gate_legend() {
+  return "key statistic: estimate [95% CI]; (t 0.05): the A/B threshold, SAME within 1 ± 0.05 "
+         "and SLOWER or FASTER beyond it; n=: the points (or paired runs) the gate decided from";
+}
+
 std::string render_terminal(const Model& model) {
   std::ostringstream out;
   const Header& header = model.header;
@@ -116,7 +121,11 @@ std::string render_terminal(const Model& model) {
         << fixed_width(verdict_word(gate.verdict), 14) << gate.key_statistic << "\n"
         << "    " << gate.rule << "\n";
   }
-  if (model.gates.empty()) out << "(no gates)\n";
+  if (model.gates.empty()) {
+    out << "(no gates)\n";
+  } else {
+    out << gate_legend() << "\n";
+  }
   if (!model.findings.empty()) out << "\ntop findings\n";
   std::string previous_reproduce;
   for (const auto& finding : model.findings) {
@@ -172,6 +181,7 @@ std::string render_markdown(const Model& model) {
           << verdict_word(gate.verdict) << "** | " << md_text(gate.key_statistic) << " | "
           << md_text(gate.rule) << " |\n";
     }
+    out << "\n" << md_text(std::string(gate_legend())) << "\n";
   }
 
   if (!model.findings.empty()) {

@@ -218,8 +218,12 @@ std::filesystem::path default_library_dir() {
   std::error_code error;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
-    const auto beside = exe.parent_path() / ".." / ".." / "skeletons";
-    if (std::filesystem::is_directory(beside, error)) return beside.lexically_normal();
+    // Installed (PREFIX/bin/loupe → PREFIX/share/loupe/skeletons), then the build tree
+    // (ROOT/build/bin/loupe → ROOT/skeletons).
+    for (const auto& beside : {exe.parent_path() / ".." / "share" / "loupe" / "skeletons",
+                               exe.parent_path() / ".." / ".." / "skeletons"}) {
+      if (std::filesystem::is_directory(beside, error)) return beside.lexically_normal();
+    }
   }
   return LOUPE_SKELETON_SOURCE_DIR;
 }

@@ -82,8 +82,9 @@ std::vector<Skeleton> load_library(const std::filesystem::path& dir);
 Skeleton load_skeleton_file(const std::filesystem::path& file);
 Skeleton parse_skeleton(std::string_view text, const std::filesystem::path& file);
 
-// $LOUPE_SKELETONS when set, else <folder of the running executable>/../../skeletons when it
-// exists (build/bin/loupe → skeletons/), else the source tree's skeletons/ (compile definition).
+// $LOUPE_SKELETONS when set, else, beside the running executable, ../share/loupe/skeletons (an
+// installed PREFIX/bin/loupe) or ../../skeletons (build/bin/loupe → skeletons/) when it exists,
+// else the source tree's skeletons/ (compile definition).
 std::filesystem::path default_library_dir();
 
 struct Match {

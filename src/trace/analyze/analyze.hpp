@@ -6,6 +6,13 @@
 //              holder was doing (its innermost open zone)
 //   gaps       idle intervals of GPU streams (or threads) above a threshold, and what the thread
 //              feeding the track (by flows) was doing meanwhile
+//   warm-up    the profiler's own span, module loading, first calls far slower than the later
+//              ones, the first ProfilerStep: reported apart, kept out of the workload's findings
+//   gpu        on traces with GPU work, by default: GPU time by kind, copy/compute and
+//              communication/compute overlap, idle time per stream split into host wait /
+//              kernel wait / other, kernel launch statistics through the ac2g flows, per step
+//   gil        Python programs: stalls of one Python thread inside an open zone that coincide
+//              with another's uninterrupted call, inferred as waits for the interpreter lock
 //   diff       two traces of one workload compared through the above
 // Every result is a loupe::Finding (layer trace) with slice ids and time windows as evidence,
 // plus a table in the envelope's data; output is bounded unless `detail` is set.
@@ -13,6 +20,7 @@
 // Thread-safety: pure functions over a finished Model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -68,6 +76,7 @@ struct AnalyzeRequest {
   std::optional<std::pair<std::string, std::string>> overlap;  // class names
   std::string window_class;                                    // empty: no windows
   int64_t gap_threshold_ns = 100'000;
+  int64_t kernel_wait_ns = 10'000;  // gpu idle: shorter gaps after an enqueued op are kernel wait
   bool detail = false;
   size_t top = 6;  // findings shown without detail (tables keep 5 rows, names 80 characters)
 };
@@ -91,7 +100,128 @@ struct Breakdown {
   std::vector<BreakdownRow> rows;      // by self time, descending
   std::map<TrackId, int64_t> busy_ns;  // union of each track's slices
 };
-Breakdown compute_breakdown(const Model& model);
+// `exclude` (per slice, may be empty): slices left out (warm-up, the profiler's own span).
+Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& exclude = {});
+
+// One-off work that is not the workload: reported apart and kept out of its findings.
+struct Warmup {
+  enum class Reason : uint8_t { kProfiler, kModuleLoading, kFirstCall, kFirstStep };
+  struct Item {
+    SliceId slice;
+    Reason reason;
+    int64_t typical_ns = 0;  // kFirstCall: the median of the later calls of the same name
+    uint64_t later_calls = 0;
+  };
+  // Per slice: 1 when warm-up (an item, inside one or launched by one); empty when no items.
+  std::vector<uint8_t> slice;
+  std::vector<Item> items;     // by duration, descending
+  std::vector<SliceId> steps;  // ProfilerStep#N ranges on CPU threads, in time order
+};
+std::string_view warmup_reason_name(Warmup::Reason reason);
+// `index` (optional): a TrackIndex of the model to reuse; built when absent (likewise below).
+Warmup classify_warmup(const Model& model, const TrackIndex* index = nullptr);
+
+// GPU work (Kineto's kernel / gpu_memcpy / gpu_memset categories, loupe's CUPTI export) by kind.
+enum class GpuKind : uint8_t {
+  kKernel,  // computation
+  kComm,    // communication: kernels named nccl* (HTA's rule), e.g. ncclDevKernel_AllReduce_...
+  kMemcpyHtoD,
+  kMemcpyDtoH,
+  kMemcpyDtoD,
+  kMemcpyOther,  // peer-to-peer, host-to-host, unnamed directions
+  kMemset,
+  kCount
+};
+std::string_view gpu_kind_name(GpuKind kind);
+struct GpuKindTime {
+  uint64_t count = 0;
+  int64_t sum_ns = 0;    // summed durations
+  int64_t union_ns = 0;  // time at least one op of the kind ran (per device, added up)
+};
+// Idle time of one stream between its first and last op, split by cause (docs/pytorch-traces.md):
+//   host wait    the next op's launch call began after the stream went idle: the host was late
+//   kernel wait  the next op was already enqueued and the gap is below kernel_wait_ns (launch
+//                latency between back-to-back ops)
+//   other        enqueued but still waiting (an event, another stream, a synchronisation), or
+//                no launch flow to tell
+struct StreamIdle {
+  TrackId stream = kNoTrack;
+  TrackId feeder = kNoTrack;  // the thread that launched most of the stream's ops
+  uint64_t ops = 0;
+  int64_t span_ns = 0, busy_ns = 0, host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
+  uint64_t host_wait_gaps = 0;
+  Interval longest_host_wait{0, 0};
+  SliceId longest_before = kNoSlice, longest_after = kNoSlice;
+  // What the launching threads were in during host-wait gaps (the longest ones), descending.
+  std::vector<std::pair<std::string, int64_t>> host_zones;
+  int64_t host_zones_ns = 0;  // the gap time those zones cover
+};
+struct LaunchStats {
+  uint64_t launches = 0;
+  // Medians, 95th percentiles and maxima: the launch call's CPU duration, the op's GPU duration,
+  // and the launch delay = GPU start − launch call end (HTA's definition).
+  int64_t cpu_p50 = 0, cpu_p95 = 0, cpu_max = 0;
+  int64_t gpu_p50 = 0, gpu_p95 = 0, gpu_max = 0;
+  int64_t delay_p50 = 0, delay_p95 = 0, delay_max = 0;
+  uint64_t delay_outliers = 0, cpu_outliers = 0;  // above max(100 us, 10 x the median)
+  uint64_t short_ops = 0;                         // GPU duration below the launch call's
+  SliceId worst_delay_launch = kNoSlice, worst_delay_op = kNoSlice;
+  SliceId worst_cpu_launch = kNoSlice;
+};
+struct GpuSummary {
+  std::array<GpuKindTime, static_cast<size_t>(GpuKind::kCount)> kinds{};
+  int64_t busy_ns = 0;  // any op on any stream of a device, per device, added up
+  int64_t span_ns = 0;  // first op start to last op end
+  int64_t copy_ns = 0, compute_ns = 0, comm_ns = 0;  // merged intervals per device, added up
+  int64_t copy_under_compute_ns = 0;                 // copy ∩ compute
+  int64_t comm_under_compute_ns = 0;                 // comm ∩ compute
+  SliceId longest_exposed_comm = kNoSlice, longest_exposed_copy = kNoSlice;
+  std::vector<StreamIdle> streams;  // by host wait, descending
+  LaunchStats launches;
+};
+struct GpuStep {
+  SliceId step;  // the ProfilerStep#N slice
+  bool warmup;   // the first step
+  GpuSummary gpu;
+};
+struct GpuAnalysis {
+  bool present = false;
+  GpuSummary steady;  // every op but warm-up ones (first step, first calls, module loading)
+  GpuSummary all;     // every op
+  std::vector<GpuStep> steps;
+};
+GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
+                        const TrackIndex* index = nullptr);
+
+// The interpreter lock of a Python program, inferred from the timeline (no lock events exist).
+// A holder thread's uninterrupted call — a stretch of at least 200 us in which no slice of the
+// holder begins or ends — excludes a waiter thread when the waiter's own work (its innermost
+// slices) runs between those calls (after at least half of them) but not during them although,
+// spread evenly, a good part of it would have (observed ≤ 10 % of expected, at least 200 us
+// expected): a lock the calls hold explains that. The time the waiter lost is its stalls under
+// those calls that end within 1 ms after one returns. Reported in the shape of a lock
+// contention, marked as an inference.
+struct GilContention {
+  TrackId waiter;
+  uint64_t waits = 0;
+  int64_t wait_ns = 0;
+  int64_t waiter_span_ns = 0;  // the waiter's first to last slice
+  Interval longest{0, 0};
+  struct Holder {
+    TrackId thread;
+    int64_t held_ns = 0;     // the waiter's stalls under the holder's calls
+    std::string call;        // the holder's innermost slice in the call
+    std::string annotation;  // its enclosing record_function range, or empty
+    uint64_t calls = 0;
+    int64_t calls_ns = 0;            // the calls' time within the waiter's span
+    int64_t work_inside_ns = 0;      // the waiter's own work during the calls
+    int64_t work_expected_ns = 0;    // ... had it been independent of them
+    SliceId example = kNoSlice;      // the call at the longest wait
+    SliceId waiter_zone = kNoSlice;  // what the waiter had open then (kNoSlice: nothing)
+  };
+  std::vector<Holder> holders;  // descending by held_ns
+};
+std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* index = nullptr);
 
 struct OverlapWindow {
   SliceId window;
@@ -137,7 +267,7 @@ struct Locks {
   std::vector<LockSummary> locks;
   std::vector<LockContention> contentions;  // descending by wait_ns
 };
-Locks compute_locks(const Model& model, StatsRegistry& stats);
+Locks compute_locks(const Model& model, StatsRegistry& stats, const TrackIndex* index = nullptr);
 
 struct Gap {
   TrackId track;
@@ -152,7 +282,8 @@ struct TrackGaps {
   std::vector<Gap> gaps;                                      // descending by length
   std::vector<std::pair<std::string, int64_t>> feeder_zones;  // over all gaps, descending
 };
-std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns);
+std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
+                                    const TrackIndex* index = nullptr);
 
 // The whole `loupe trace analyze` answer: findings and data, bounded unless request.detail.
 Envelope analyze(const Model& model, const AnalyzeRequest& request);

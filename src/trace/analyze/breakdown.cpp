@@ -4,7 +4,7 @@
 
 namespace loupe::trace {
 
-Breakdown compute_breakdown(const Model& model) {
+Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& exclude) {
   const SliceTable& slices = model.slices;
   // Self time: a slice's duration minus its direct children's (siblings never overlap after
   // ModelBuilder::finish clamps them).
@@ -30,6 +30,7 @@ Breakdown compute_breakdown(const Model& model) {
       current_track = track;
       busy_until = INT64_MIN;
     }
+    if (!exclude.empty() && exclude[id] != 0) continue;
     if (slices.depth[id] == 0) {
       result.busy_ns[track] += std::max<int64_t>(0, end - std::max(start, busy_until));
       busy_until = std::max(busy_until, end);

@@ -1,15 +1,18 @@
 #include <algorithm>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
 namespace loupe::trace {
 
-std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns) {
+std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
+                                    const TrackIndex* shared_index) {
   // GPU streams when the trace has any, else every CPU thread.
   bool has_gpu = false;
   for (const Track& track : model.tracks) has_gpu |= track.kind == TrackKind::kGpuStream;
   const TrackKind wanted = has_gpu ? TrackKind::kGpuStream : TrackKind::kThread;
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   // Feeder: the other track with most flows into the track.
   std::map<TrackId, std::map<TrackId, uint64_t>> flows_into;
   for (size_t row = 0; row < model.flows.size(); ++row) {
@@ -19,7 +22,9 @@ std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns) {
   }
   std::vector<TrackGaps> result;
   for (TrackId track = 0; track < model.tracks.size(); ++track) {
-    if (model.tracks[track].kind != wanted) continue;
+    // Lanes are parts of a thread or stream (annotation labels, Python stacks): the main lane is
+    // the one that feeds and runs work.
+    if (model.tracks[track].kind != wanted || model.tracks[track].lane != Lane::kMain) continue;
     const auto& ids = index.slices(track);
     if (ids.empty()) continue;
     TrackGaps gaps;

@@ -5,7 +5,10 @@
 namespace loupe::trace {
 
 std::vector<Interval> union_of(std::vector<Interval> intervals) {
-  std::sort(intervals.begin(), intervals.end());
+  // Most callers pass one track's intervals, already in order.
+  if (!std::is_sorted(intervals.begin(), intervals.end())) {
+    std::sort(intervals.begin(), intervals.end());
+  }
   std::vector<Interval> merged;
   for (const Interval& interval : intervals) {
     if (interval.second <= interval.first) continue;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -62,9 +63,10 @@ std::vector<std::pair<std::string, int64_t>> innermost_zones(const Model& model,
   return sorted_by_time(std::move(totals));
 }
 
-Locks compute_locks(const Model& model, StatsRegistry& stats) {
+Locks compute_locks(const Model& model, StatsRegistry& stats, const TrackIndex* shared_index) {
   const std::vector<LockSpan> spans = derive_lock_spans(model, stats);
-  const TrackIndex index(model);
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
   Locks result;
   std::map<TrackId, LockSummary> summaries;
   std::map<TrackId, std::vector<const LockSpan*>> holds;  // per lock, by start

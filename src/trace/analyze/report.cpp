@@ -40,9 +40,19 @@ EventRef slice_ref(const Model& model, SliceId id) {
   ref.id = id;
   ref.name = display(model.slice_name(id));
   ref.track = model.track_label(model.slices.track[id]);
-  ref.start_ns = model.slices.start_ns[id];
-  ref.end_ns = model.slices.end_ns[id];
+  // Times in findings are relative to the trace's start (data.time_origin_ns gives it back).
+  ref.start_ns = model.slices.start_ns[id] - model.start_ns;
+  ref.end_ns = model.slices.end_ns[id] - model.start_ns;
   return ref;
+}
+
+Interval relative(const Model& model, Interval interval) {
+  return {interval.first - model.start_ns, interval.second - model.start_ns};
+}
+
+// "+12.3 ms": a moment relative to the trace's start, for claims.
+std::string at_time(const Model& model, int64_t ts) {
+  return "+" + format_duration(ts - model.start_ns);
 }
 
 Finding trace_finding(std::string id, Severity severity) {
@@ -71,6 +81,9 @@ Json files_json(const Model& model) {
 }
 
 struct Analysis {
+  Warmup warmup;
+  GpuAnalysis gpu;
+  std::vector<GilContention> gil;
   Breakdown breakdown;
   std::optional<Overlap> overlap;
   Locks locks;
@@ -86,10 +99,27 @@ const ClassDef& find_class(const AnalyzeRequest& request, const std::string& nam
               "define it with --class " + name + "=SELECTOR");
 }
 
-Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
+Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const TrackIndex& index) {
   Analysis analysis;
   analysis.stats = model.stats;
-  analysis.breakdown = compute_breakdown(model);
+  analysis.warmup = classify_warmup(model, &index);
+  // The workload's breakdown leaves out warm-up and the labels projected onto streams.
+  std::vector<uint8_t> exclude = analysis.warmup.slice;
+  std::vector<uint8_t> annotation_lane(model.tracks.size(), 0);
+  bool any_annotation_lane = false;
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    annotation_lane[track] = model.tracks[track].lane == Lane::kAnnotation;
+    any_annotation_lane |= annotation_lane[track] != 0;
+  }
+  if (any_annotation_lane) {
+    exclude.resize(model.slices.size(), 0);
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      if (annotation_lane[model.slices.track[id]] != 0) exclude[id] = 1;
+    }
+  }
+  analysis.breakdown = compute_breakdown(model, exclude);
+  analysis.gpu = compute_gpu(model, analysis.warmup, request.kernel_wait_ns, &index);
+  analysis.gil = compute_gil(model, &index);
   if (request.overlap) {
     const ClassDef& a = find_class(request, request.overlap->first);
     const ClassDef& b = find_class(request, request.overlap->second);
@@ -103,8 +133,8 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request) {
     throw Error(ErrorCode::kUsage, "--window needs --overlap A,B",
                 "e.g. --overlap compute,transfer --window layer");
   }
-  analysis.locks = compute_locks(model, analysis.stats);
-  analysis.gaps = compute_gaps(model, request.gap_threshold_ns);
+  analysis.locks = compute_locks(model, analysis.stats, &index);
+  analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index);
   return analysis;
 }
 
@@ -117,10 +147,345 @@ std::string zones_phrase(const std::vector<std::pair<std::string, int64_t>>& zon
   return text.empty() ? "(no zone)" : text;
 }
 
-void add_findings(const Model& model, const Analysis& analysis, const AnalyzeRequest& request,
-                  std::vector<Finding>& findings) {
+// Ranking within one severity: what the user asked about (overlap classes), then a thread kept
+// waiting by another (locks, the inferred GIL), GPU time not hidden, GPU streams starved, idle
+// threads, launch and step statistics, then the descriptive findings and warm-up last.
+int rank_of(const Finding& finding) {
+  const std::string& id = finding.id;
+  if (id.rfind("trace.overlap.", 0) == 0) return 0;
+  if (id == "trace.locks.contention") return 1;
+  if (id == "trace.locks.gil_inferred") return 2;
+  if (id == "trace.gpu.comm_exposed" || id == "trace.gpu.copy_overlap") return 3;
+  if (id == "trace.gpu.idle") return 4;
+  if (id == "trace.gaps.idle") return 5;
+  if (id == "trace.gpu.launch" || id == "trace.gpu.steps") return 6;
+  if (id == "trace.warmup") return 8;
+  return 7;
+}
+
+// Within one rank: time lost, in ns; for the inferred GIL, the share of the waiter's time (the
+// thread losing most of its time leads).
+int64_t impact_of(const Finding& finding) {
+  if (finding.id == "trace.locks.gil_inferred") {
+    for (const auto& [name, value] : finding.evidence.metrics) {
+      if (name == "wait_fraction_of_waiter") return static_cast<int64_t>(value * 1e9);
+    }
+  }
+  for (const auto& [name, value] : finding.evidence.metrics) {
+    if (name == "wait_ns" || name == "exposed_ns" || name == "host_wait_ns" || name == "idle_ns" ||
+        name == "exposed_a_ns") {
+      return static_cast<int64_t>(value);
+    }
+  }
+  return 0;
+}
+
+std::string zones_or(const std::vector<std::pair<std::string, int64_t>>& zones, int64_t whole) {
+  std::string text;
+  for (size_t index = 0; index < zones.size() && index < 2; ++index) {
+    if (!text.empty()) text += ", ";
+    const std::string name =
+        zones[index].first == "(no zone)" ? "no traced range" : display(zones[index].first);
+    text += name + " for " + percent(ratio(zones[index].second, whole));
+  }
+  return text.empty() ? "no traced range" : text;
+}
+
+void add_gil_findings(const Model& model, const Analysis& analysis,
+                      std::vector<Finding>& findings) {
+  for (const GilContention& contention : analysis.gil) {
+    const double share = ratio(contention.wait_ns, contention.waiter_span_ns);
+    // Below 1 % of the waiter's time the pattern is as likely chance as the lock.
+    if (share < 0.01 || contention.holders.empty()) continue;
+    const GilContention::Holder& holder = contention.holders.front();
+    const std::string waiter = model.track_label(contention.waiter);
+    const std::string holder_name = model.track_label(holder.thread);
+    const std::string call = display(holder.call);
+    const std::string range = holder.annotation.empty() ? call : display(holder.annotation);
+    Finding finding = trace_finding("trace.locks.gil_inferred",
+                                    share >= 0.05 ? Severity::kWarn : Severity::kInfo);
+    finding.claim =
+        waiter + " waited on lock GIL (inferred) for " + format_duration(contention.wait_ns) +
+        " in " + count_of(contention.waits, "stall") + " (" + percent(share) + " of its time); " +
+        holder_name + " held it for " + percent(ratio(holder.held_ns, contention.wait_ns)) +
+        " of that wait, inside " + call;
+    if (range != call) finding.claim += " within " + range;
+    finding.claim += " (" + std::to_string(holder.calls) +
+                     " uninterrupted calls) — an inference: the waiter's own work ran " +
+                     format_duration(holder.work_inside_ns) + " during those calls where " +
+                     format_duration(holder.work_expected_ns) +
+                     " was expected, and it resumed as they returned";
+    finding.where.path = "lock GIL (inferred)";
+    finding.where.thread = waiter;
+    finding.where.interval_ns = relative(model, contention.longest);
+    finding.evidence.metrics = {
+        {"waits", static_cast<double>(contention.waits)},
+        {"wait_ns", static_cast<double>(contention.wait_ns)},
+        {"wait_fraction_of_waiter", share},
+        {"held_by_top_holder_fraction", ratio(holder.held_ns, contention.wait_ns)},
+        {"waiter_work_during_calls_ns", static_cast<double>(holder.work_inside_ns)},
+        {"waiter_work_expected_ns", static_cast<double>(holder.work_expected_ns)},
+        {"inferred", 1.0}};
+    if (holder.example != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, holder.example));
+    }
+    if (holder.waiter_zone != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, holder.waiter_zone));
+    }
+    finding.next = "release the interpreter lock around " + call + " in " + holder_name +
+                   " (a C call made with the GIL released: ctypes.CDLL, Py_BEGIN_ALLOW_THREADS, "
+                   "pybind11::gil_scoped_release), then rerun and compare with `loupe trace diff`";
+    findings.push_back(std::move(finding));
+  }
+}
+
+std::string kinds_phrase(const GpuSummary& gpu) {
+  std::string text;
+  for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
+    const GpuKindTime& time = gpu.kinds[kind];
+    if (time.count == 0) continue;
+    if (!text.empty()) text += ", ";
+    text += std::string(gpu_kind_name(static_cast<GpuKind>(kind))) + " " +
+            format_duration(time.union_ns) + " (" + std::to_string(time.count) + ")";
+  }
+  return text;
+}
+
+void add_gpu_findings(const Model& model, const Analysis& analysis,
+                      std::vector<Finding>& findings) {
+  const GpuAnalysis& analysis_gpu = analysis.gpu;
+  if (!analysis_gpu.present) return;
+  // The workload without its warm-up, unless warm-up is all there is.
+  const GpuSummary& gpu = analysis_gpu.steady.busy_ns > 0 ? analysis_gpu.steady : analysis_gpu.all;
+  uint64_t steady_ops = 0, all_ops = 0;
+  for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
+    steady_ops += analysis_gpu.steady.kinds[kind].count;
+    all_ops += analysis_gpu.all.kinds[kind].count;
+  }
+  const std::string scope =
+      &gpu == &analysis_gpu.steady && steady_ops != all_ops ? " (warm-up left out)" : "";
+  // Exposed time matters when it is a visible part of the GPU's time line.
+  auto matters = [&](int64_t exposed) {
+    return exposed >= 100'000 && ratio(exposed, gpu.span_ns) >= 0.05;
+  };
+  if (gpu.comm_ns > 0) {
+    const int64_t exposed = gpu.comm_ns - gpu.comm_under_compute_ns;
+    Finding finding = trace_finding("trace.gpu.comm_exposed",
+                                    matters(exposed) ? Severity::kWarn : Severity::kInfo);
+    finding.claim = "communication (nccl kernels) ran " + format_duration(gpu.comm_ns) + scope +
+                    "; compute overlapped " +
+                    percent(ratio(gpu.comm_under_compute_ns, gpu.comm_ns)) + " of it, so " +
+                    format_duration(exposed) + " is not hidden (" +
+                    percent(ratio(exposed, gpu.span_ns)) + " of the GPU time line)";
+    finding.where.path = "gpu communication";
+    finding.evidence.metrics = {
+        {"comm_ns", static_cast<double>(gpu.comm_ns)},
+        {"comm_under_compute_ns", static_cast<double>(gpu.comm_under_compute_ns)},
+        {"overlap_fraction_of_comm", ratio(gpu.comm_under_compute_ns, gpu.comm_ns)},
+        {"exposed_ns", static_cast<double>(exposed)}};
+    if (gpu.longest_exposed_comm != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, gpu.longest_exposed_comm));
+      finding.where.thread = model.track_label(model.slices.track[gpu.longest_exposed_comm]);
+    }
+    finding.next =
+        "overlap the collective with compute (smaller DDP buckets so all-reduce starts during "
+        "backward, or compute queued on another stream), or make it smaller; the evidence is the "
+        "collective compute hides least";
+    findings.push_back(std::move(finding));
+  }
+  if (gpu.copy_ns > 0) {
+    const int64_t exposed = gpu.copy_ns - gpu.copy_under_compute_ns;
+    Finding finding = trace_finding("trace.gpu.copy_overlap",
+                                    matters(exposed) ? Severity::kWarn : Severity::kInfo);
+    std::string directions;
+    for (GpuKind kind : {GpuKind::kMemcpyHtoD, GpuKind::kMemcpyDtoH, GpuKind::kMemcpyDtoD,
+                         GpuKind::kMemcpyOther}) {
+      const GpuKindTime& time = gpu.kinds[static_cast<size_t>(kind)];
+      if (time.count == 0) continue;
+      if (!directions.empty()) directions += ", ";
+      directions +=
+          std::string(gpu_kind_name(kind)).substr(7) + " " + format_duration(time.union_ns);
+    }
+    finding.claim = "copies (" + directions + ") ran " + format_duration(gpu.copy_ns) + scope +
+                    "; compute kernels overlapped " +
+                    percent(ratio(gpu.copy_under_compute_ns, gpu.copy_ns)) + " of that time, " +
+                    format_duration(exposed) + " of copying is exposed";
+    finding.where.path = "gpu copy";
+    finding.evidence.metrics = {
+        {"copy_ns", static_cast<double>(gpu.copy_ns)},
+        {"copy_under_compute_ns", static_cast<double>(gpu.copy_under_compute_ns)},
+        {"overlap_fraction_of_copy", ratio(gpu.copy_under_compute_ns, gpu.copy_ns)},
+        {"exposed_ns", static_cast<double>(exposed)}};
+    if (gpu.longest_exposed_copy != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, gpu.longest_exposed_copy));
+      finding.where.thread = model.track_label(model.slices.track[gpu.longest_exposed_copy]);
+    }
+    finding.next = exposed > 0 ? "issue the copies on their own stream from pinned memory "
+                                 "(non_blocking=True) so they run under the kernels"
+                               : "nothing to do: the copies run under compute";
+    findings.push_back(std::move(finding));
+  }
+  for (const StreamIdle& idle : gpu.streams) {
+    const int64_t idle_ns = idle.host_wait_ns + idle.kernel_wait_ns + idle.other_ns;
+    if (idle_ns == 0) continue;
+    const std::string stream = model.track_label(idle.stream);
+    const bool starved =
+        idle.host_wait_ns >= 1'000'000 && ratio(idle.host_wait_ns, idle.span_ns) >= 0.1;
+    Finding finding = trace_finding("trace.gpu.idle", starved ? Severity::kWarn : Severity::kInfo);
+    finding.claim =
+        stream + " was idle " + format_duration(idle_ns) + ", " +
+        percent(ratio(idle_ns, idle.span_ns)) + " of its " + format_duration(idle.span_ns) +
+        " span" + scope + ": host wait " + format_duration(idle.host_wait_ns) + ", kernel wait " +
+        format_duration(idle.kernel_wait_ns) + ", other " + format_duration(idle.other_ns);
+    if (idle.host_wait_ns > 0 && !idle.host_zones.empty()) {
+      finding.claim += "; while it waited for the host, " +
+                       (idle.feeder == kNoTrack ? std::string("the launching thread")
+                                                : model.track_label(idle.feeder)) +
+                       " was in " + zones_or(idle.host_zones, idle.host_zones_ns);
+    }
+    finding.where.thread = stream;
+    if (idle.longest_after != kNoSlice) {
+      finding.where.interval_ns = relative(model, idle.longest_host_wait);
+      finding.evidence.events.push_back(slice_ref(model, idle.longest_before));
+      finding.evidence.events.push_back(slice_ref(model, idle.longest_after));
+    }
+    finding.evidence.metrics = {{"span_ns", static_cast<double>(idle.span_ns)},
+                                {"busy_ns", static_cast<double>(idle.busy_ns)},
+                                {"host_wait_ns", static_cast<double>(idle.host_wait_ns)},
+                                {"kernel_wait_ns", static_cast<double>(idle.kernel_wait_ns)},
+                                {"other_ns", static_cast<double>(idle.other_ns)}};
+    if (idle.host_wait_ns > 0 && !idle.host_zones.empty()) {
+      const std::string top = idle.host_zones.front().first == "(no zone)"
+                                  ? std::string("the untraced host work")
+                                  : display(idle.host_zones.front().first);
+      finding.next = "launch ahead of the GPU: take " + top +
+                     " off the launching thread, or capture the launches in a CUDA graph";
+    } else {
+      finding.next =
+          "the stream waited with work queued (events, other streams, synchronisation): read "
+          "its gaps' neighbours in the evidence";
+    }
+    findings.push_back(std::move(finding));
+  }
+  const LaunchStats& launches = gpu.launches;
+  if (launches.launches > 0) {
+    Finding finding = trace_finding("trace.gpu.launch", Severity::kInfo);
+    finding.claim =
+        std::to_string(launches.launches) + (launches.launches == 1 ? " launch" : " launches") +
+        " through ac2g flows: launch call p50 " + format_duration(launches.cpu_p50) + " (p95 " +
+        format_duration(launches.cpu_p95) + "), GPU time p50 " + format_duration(launches.gpu_p50) +
+        ", launch delay p50 " + format_duration(launches.delay_p50) + " (p95 " +
+        format_duration(launches.delay_p95) + ", max " + format_duration(launches.delay_max) +
+        "); " + std::to_string(launches.delay_outliers) + " delay and " +
+        std::to_string(launches.cpu_outliers) +
+        " launch-call outliers (above 100 us and 10x the median); " +
+        std::to_string(launches.short_ops) + " ops ran shorter than their launch call";
+    if (launches.worst_delay_op != kNoSlice) {
+      finding.claim +=
+          "; the longest delay " + at_time(model, model.slices.start_ns[launches.worst_delay_op]);
+      finding.evidence.events.push_back(slice_ref(model, launches.worst_delay_launch));
+      finding.evidence.events.push_back(slice_ref(model, launches.worst_delay_op));
+    }
+    finding.where.path = "gpu launches";
+    finding.evidence.metrics = {{"launches", static_cast<double>(launches.launches)},
+                                {"cpu_p50_ns", static_cast<double>(launches.cpu_p50)},
+                                {"gpu_p50_ns", static_cast<double>(launches.gpu_p50)},
+                                {"delay_p50_ns", static_cast<double>(launches.delay_p50)},
+                                {"delay_p95_ns", static_cast<double>(launches.delay_p95)},
+                                {"delay_outliers", static_cast<double>(launches.delay_outliers)},
+                                {"cpu_outliers", static_cast<double>(launches.cpu_outliers)}};
+    finding.next = launches.short_ops * 2 > launches.launches
+                       ? "most ops are shorter than their launch: fuse them or capture a CUDA graph"
+                       : "inspect the outliers (evidence: the longest delay's launch and op)";
+    findings.push_back(std::move(finding));
+  }
+  {
+    Finding finding = trace_finding("trace.gpu.time", Severity::kInfo);
+    finding.claim = "GPU busy " + format_duration(gpu.busy_ns) + " of a " +
+                    format_duration(gpu.span_ns) + " span (" +
+                    percent(ratio(gpu.busy_ns, gpu.span_ns)) + ")" + scope + ": " +
+                    kinds_phrase(gpu);
+    finding.where.path = "gpu time";
+    finding.evidence.metrics = {{"busy_ns", static_cast<double>(gpu.busy_ns)},
+                                {"span_ns", static_cast<double>(gpu.span_ns)}};
+    finding.next = "the table data.gpu.kinds has counts, summed and merged times per kind";
+    findings.push_back(std::move(finding));
+  }
+  if (!analysis_gpu.steps.empty()) {
+    Finding finding = trace_finding("trace.gpu.steps", Severity::kInfo);
+    const GpuStep* slowest = nullptr;
+    int64_t low = INT64_MAX, high = 0;
+    for (const GpuStep& step : analysis_gpu.steps) {
+      if (step.warmup) continue;
+      const int64_t length = model.slices.end_ns[step.step] - model.slices.start_ns[step.step];
+      low = std::min(low, length);
+      high = std::max(high, length);
+      if (slowest == nullptr ||
+          length > model.slices.end_ns[slowest->step] - model.slices.start_ns[slowest->step]) {
+        slowest = &step;
+      }
+    }
+    const GpuStep& first = analysis_gpu.steps.front();
+    finding.claim = count_of(analysis_gpu.steps.size(), "ProfilerStep");
+    if (first.warmup) {
+      finding.claim +=
+          "; the first (" + display(model.slice_name(first.step)) + ", " +
+          format_duration(model.slices.end_ns[first.step] - model.slices.start_ns[first.step]) +
+          ") is warm-up, reported apart";
+    }
+    if (slowest != nullptr) {
+      finding.claim += "; the others took " + format_duration(low) + " to " +
+                       format_duration(high) + ", the slowest " +
+                       display(model.slice_name(slowest->step)) + ": GPU busy " +
+                       format_duration(slowest->gpu.busy_ns) + ", communication not hidden " +
+                       format_duration(slowest->gpu.comm_ns - slowest->gpu.comm_under_compute_ns) +
+                       ", copies not hidden " +
+                       format_duration(slowest->gpu.copy_ns - slowest->gpu.copy_under_compute_ns);
+      finding.evidence.events.push_back(slice_ref(model, slowest->step));
+    }
+    finding.where.path = "ProfilerStep";
+    finding.evidence.metrics = {{"steps", static_cast<double>(analysis_gpu.steps.size())}};
+    finding.next = "data.gpu.steps has each step's GPU time, overlap and idle split";
+    findings.push_back(std::move(finding));
+  }
+}
+
+void add_warmup_finding(const Model& model, const Analysis& analysis,
+                        std::vector<Finding>& findings) {
+  const Warmup& warmup = analysis.warmup;
+  if (warmup.items.empty()) return;
+  Finding finding = trace_finding("trace.warmup", Severity::kInfo);
+  std::string text;
+  int64_t total = 0;
+  for (size_t index = 0; index < warmup.items.size(); ++index) {
+    const Warmup::Item& item = warmup.items[index];
+    const int64_t length = model.slices.end_ns[item.slice] - model.slices.start_ns[item.slice];
+    total += length;
+    if (index >= 3) continue;
+    if (!text.empty()) text += "; ";
+    text += std::string(warmup_reason_name(item.reason)) + " " +
+            display(model.slice_name(item.slice)) + " " + format_duration(length) + " at " +
+            at_time(model, model.slices.start_ns[item.slice]);
+    if (item.reason == Warmup::Reason::kFirstCall) {
+      text += " (the " + std::to_string(item.later_calls) + " later calls: median " +
+              format_duration(item.typical_ns) + ")";
+    }
+    finding.evidence.events.push_back(slice_ref(model, item.slice));
+  }
+  finding.claim = count_of(warmup.items.size(), "warm-up range") +
+                  " kept out of the workload's findings: " + text;
+  finding.where.path = "warm-up";
+  finding.evidence.metrics = {{"items", static_cast<double>(warmup.items.size())},
+                              {"warmup_ns", static_cast<double>(total)}};
+  finding.next =
+      "profile after a warm-up iteration (torch.profiler schedule(wait=1, warmup=1)) "
+      "to keep one-off initialisation out of the trace";
+  findings.push_back(std::move(finding));
+}
+
+void add_findings(const Model& model, const TrackIndex& index, const Analysis& analysis,
+                  const AnalyzeRequest& request, std::vector<Finding>& findings) {
   const int64_t span = model.end_ns - model.start_ns;
-  const TrackIndex index(model);
   if (analysis.overlap) {
     const Overlap& overlap = *analysis.overlap;
     Finding finding = trace_finding("trace.overlap.classes", Severity::kInfo);
@@ -161,8 +526,8 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
         per_window.claim += "; the most exposed window is " +
                             display(model.slice_name(first.window)) + " with " +
                             format_duration(first.a_ns - first.both_ns) + " exposed";
-        per_window.where.interval_ns =
-            std::make_pair(model.slices.start_ns[first.window], model.slices.end_ns[first.window]);
+        per_window.where.interval_ns = relative(
+            model, {model.slices.start_ns[first.window], model.slices.end_ns[first.window]});
       }
       for (size_t index_worst = 0; index_worst < worst.size() && index_worst < 3; ++index_worst) {
         per_window.evidence.events.push_back(slice_ref(model, worst[index_worst]->window));
@@ -187,7 +552,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                     " of the trace)";
     finding.where.path = "lock " + lock;
     finding.where.thread = waiter;
-    finding.where.interval_ns = contention.longest;
+    finding.where.interval_ns = relative(model, contention.longest);
     finding.evidence.metrics = {{"waits", static_cast<double>(contention.waits)},
                                 {"wait_ns", static_cast<double>(contention.wait_ns)},
                                 {"wait_fraction_of_span", span_fraction}};
@@ -254,8 +619,14 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
     }
     findings.push_back(std::move(finding));
   }
+  add_gil_findings(model, analysis, findings);
+  add_gpu_findings(model, analysis, findings);
   for (const TrackGaps& track_gaps : analysis.gaps) {
     if (track_gaps.gaps.empty()) continue;
+    // GPU streams: trace.gpu.idle says the same with the cause of each gap.
+    if (analysis.gpu.present && model.tracks[track_gaps.track].kind == TrackKind::kGpuStream) {
+      continue;
+    }
     const std::string track = model.track_label(track_gaps.track);
     const double idle_fraction = ratio(track_gaps.idle_ns, track_gaps.span_ns);
     Finding finding =
@@ -280,7 +651,7 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
           "ac2g) to name what fed it";
     }
     finding.where.thread = track;
-    finding.where.interval_ns = longest.interval;
+    finding.where.interval_ns = relative(model, longest.interval);
     finding.evidence.metrics = {{"gaps", static_cast<double>(track_gaps.gaps.size())},
                                 {"idle_ns", static_cast<double>(track_gaps.idle_ns)},
                                 {"idle_fraction_of_span", idle_fraction}};
@@ -293,7 +664,8 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
   for (size_t row_index = 0; row_index < analysis.breakdown.rows.size() && row_index < 3;
        ++row_index) {
     const BreakdownRow& row = analysis.breakdown.rows[row_index];
-    const int64_t busy = analysis.breakdown.busy_ns.at(row.track);
+    const auto busy_found = analysis.breakdown.busy_ns.find(row.track);
+    const int64_t busy = busy_found == analysis.breakdown.busy_ns.end() ? 0 : busy_found->second;
     Finding finding = trace_finding("trace.breakdown.top", Severity::kInfo);
     const std::string name = display(model.strings.get(row.name));
     const std::string track = model.track_label(row.track);
@@ -312,9 +684,99 @@ void add_findings(const Model& model, const Analysis& analysis, const AnalyzeReq
                    "another trace with `loupe trace diff`";
     findings.push_back(std::move(finding));
   }
+  add_warmup_finding(model, analysis, findings);
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& left, const Finding& right) {
-    return severity_rank(left.severity) < severity_rank(right.severity);
+    if (severity_rank(left.severity) != severity_rank(right.severity)) {
+      return severity_rank(left.severity) < severity_rank(right.severity);
+    }
+    if (rank_of(left) != rank_of(right)) return rank_of(left) < rank_of(right);
+    // Breakdown rows keep their order (by self time); the others go by time lost.
+    if (left.id == "trace.breakdown.top") return false;
+    return impact_of(left) > impact_of(right);
   });
+}
+
+Json summary_json(const Model& model, const GpuSummary& gpu, size_t rows, bool& truncated) {
+  Json kinds = Json::array();
+  for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
+    const GpuKindTime& time = gpu.kinds[kind];
+    if (time.count == 0) continue;
+    kinds.push_back({{"kind", gpu_kind_name(static_cast<GpuKind>(kind))},
+                     {"count", time.count},
+                     {"sum_ns", time.sum_ns},
+                     {"union_ns", time.union_ns}});
+  }
+  Json streams = Json::array();
+  for (size_t index = 0; index < gpu.streams.size() && index < rows; ++index) {
+    const StreamIdle& idle = gpu.streams[index];
+    streams.push_back(
+        {{"stream", model.track_label(idle.stream)},
+         {"feeder", idle.feeder == kNoTrack ? Json(nullptr) : Json(model.track_label(idle.feeder))},
+         {"ops", idle.ops},
+         {"span_ns", idle.span_ns},
+         {"busy_ns", idle.busy_ns},
+         {"host_wait_ns", idle.host_wait_ns},
+         {"kernel_wait_ns", idle.kernel_wait_ns},
+         {"other_ns", idle.other_ns}});
+  }
+  truncated |= gpu.streams.size() > rows;
+  const LaunchStats& launches = gpu.launches;
+  return {{"busy_ns", gpu.busy_ns},
+          {"span_ns", gpu.span_ns},
+          {"kinds", kinds},
+          {"copy_ns", gpu.copy_ns},
+          {"copy_under_compute_ns", gpu.copy_under_compute_ns},
+          {"compute_ns", gpu.compute_ns},
+          {"comm_ns", gpu.comm_ns},
+          {"comm_under_compute_ns", gpu.comm_under_compute_ns},
+          {"streams", streams},
+          {"launches",
+           {{"count", launches.launches},
+            {"cpu_p50_ns", launches.cpu_p50},
+            {"cpu_p95_ns", launches.cpu_p95},
+            {"cpu_max_ns", launches.cpu_max},
+            {"gpu_p50_ns", launches.gpu_p50},
+            {"gpu_p95_ns", launches.gpu_p95},
+            {"gpu_max_ns", launches.gpu_max},
+            {"delay_p50_ns", launches.delay_p50},
+            {"delay_p95_ns", launches.delay_p95},
+            {"delay_max_ns", launches.delay_max},
+            {"delay_outliers", launches.delay_outliers},
+            {"cpu_outliers", launches.cpu_outliers},
+            {"short_ops", launches.short_ops}}}};
+}
+
+Json gpu_json(const Model& model, const GpuAnalysis& gpu, const AnalyzeRequest& request,
+              size_t rows, bool& truncated) {
+  Json out = Json::object();
+  out["kernel_wait_ns"] = request.kernel_wait_ns;
+  out["steady"] = summary_json(model, gpu.steady, rows, truncated);
+  out["all"] = summary_json(model, gpu.all, rows, truncated);
+  Json steps = Json::array();
+  for (size_t index = 0; index < gpu.steps.size() && index < rows; ++index) {
+    const GpuStep& step = gpu.steps[index];
+    const GpuSummary& summary = step.gpu;
+    int64_t host_wait = 0, other = 0;
+    for (const StreamIdle& idle : summary.streams) {
+      host_wait += idle.host_wait_ns;
+      other += idle.other_ns;
+    }
+    steps.push_back({{"step", display(model.slice_name(step.step))},
+                     {"warmup", step.warmup},
+                     {"start_ns", model.slices.start_ns[step.step] - model.start_ns},
+                     {"dur_ns", model.slices.end_ns[step.step] - model.slices.start_ns[step.step]},
+                     {"gpu_busy_ns", summary.busy_ns},
+                     {"comm_ns", summary.comm_ns},
+                     {"comm_under_compute_ns", summary.comm_under_compute_ns},
+                     {"copy_ns", summary.copy_ns},
+                     {"copy_under_compute_ns", summary.copy_under_compute_ns},
+                     {"host_wait_ns", host_wait},
+                     {"other_idle_ns", other},
+                     {"launch_delay_p50_ns", summary.launches.delay_p50}});
+  }
+  truncated |= gpu.steps.size() > rows;
+  out["steps"] = steps;
+  return out;
 }
 
 Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRequest& request,
@@ -323,6 +785,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   Json data = Json::object();
   data["files"] = files_json(model);
   data["alignment"] = model.alignment;
+  data["time_origin_ns"] = model.start_ns;  // times in findings and tables are relative to it
   data["span_ns"] = model.end_ns - model.start_ns;
   std::map<std::string, int> kinds;
   for (const Track& track : model.tracks) ++kinds[std::string(track_kind_name(track.kind))];
@@ -352,8 +815,8 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
       const OverlapWindow& window = overlap.windows[index];
       windows.push_back({{"window", window.window},
                          {"name", display(model.slice_name(window.window))},
-                         {"start_ns", model.slices.start_ns[window.window]},
-                         {"end_ns", model.slices.end_ns[window.window]},
+                         {"start_ns", model.slices.start_ns[window.window] - model.start_ns},
+                         {"end_ns", model.slices.end_ns[window.window] - model.start_ns},
                          {"a_ns", window.a_ns},
                          {"b_ns", window.b_ns},
                          {"overlap_ns", window.both_ns}});
@@ -390,6 +853,41 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   truncated |= analysis.gaps.size() > rows;
   data["gaps"] = gaps;
   data["gap_threshold_ns"] = request.gap_threshold_ns;
+  Json warmup = Json::array();
+  for (size_t index = 0; index < analysis.warmup.items.size() && index < rows; ++index) {
+    const Warmup::Item& item = analysis.warmup.items[index];
+    Json row = {{"slice", item.slice},
+                {"name", display(model.slice_name(item.slice))},
+                {"reason", warmup_reason_name(item.reason)},
+                {"track", model.track_label(model.slices.track[item.slice])},
+                {"start_ns", model.slices.start_ns[item.slice] - model.start_ns},
+                {"dur_ns", model.slices.end_ns[item.slice] - model.slices.start_ns[item.slice]}};
+    if (item.reason == Warmup::Reason::kFirstCall) {
+      row["later_calls"] = item.later_calls;
+      row["later_median_ns"] = item.typical_ns;
+    }
+    warmup.push_back(std::move(row));
+  }
+  truncated |= analysis.warmup.items.size() > rows;
+  data["warmup"] = warmup;
+  Json gil = Json::array();
+  for (const GilContention& contention : analysis.gil) {
+    for (const GilContention::Holder& holder : contention.holders) {
+      gil.push_back({{"waiter", model.track_label(contention.waiter)},
+                     {"holder", model.track_label(holder.thread)},
+                     {"call", display(holder.call)},
+                     {"range", display(holder.annotation)},
+                     {"calls", holder.calls},
+                     {"waiter_work_during_calls_ns", holder.work_inside_ns},
+                     {"waiter_work_expected_ns", holder.work_expected_ns},
+                     {"wait_ns", holder.held_ns},
+                     {"waiter_span_ns", contention.waiter_span_ns}});
+    }
+  }
+  data["gil_inferred"] = gil;
+  if (analysis.gpu.present) {
+    data["gpu"] = gpu_json(model, analysis.gpu, request, rows, truncated);
+  }
   return data;
 }
 
@@ -409,11 +907,13 @@ void bound(Envelope& envelope, const AnalyzeRequest& request) {
 
 Envelope analyze(const Model& model, const AnalyzeRequest& request) {
   t_full_names = request.detail;
-  const Analysis analysis = run_analyses(model, request);
+  // One index of the model's tracks for every analysis (building it is a pass over the slices).
+  const TrackIndex index(model);
+  const Analysis analysis = run_analyses(model, request, index);
   Envelope envelope;
   envelope.kind = "trace.analyze";
   envelope.verdict = Verdict::kNone;
-  add_findings(model, analysis, request, envelope.findings);
+  add_findings(model, index, analysis, request, envelope.findings);
   envelope.data = analysis_data(model, analysis, request, envelope.truncated);
   envelope.stats = analysis.stats;
   bound(envelope, request);
@@ -451,8 +951,8 @@ void compare(const std::map<Key, int64_t>& a, const std::map<Key, int64_t>& b, i
 
 Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   t_full_names = request.detail;
-  const Analysis analysis_a = run_analyses(a, request);
-  const Analysis analysis_b = run_analyses(b, request);
+  const Analysis analysis_a = run_analyses(a, request, TrackIndex(a));
+  const Analysis analysis_b = run_analyses(b, request, TrackIndex(b));
   const int64_t span_a = a.end_ns - a.start_ns, span_b = b.end_ns - b.start_ns;
   // Changes smaller than 0.5 % of the longer trace are noise for this purpose.
   const int64_t min_delta = std::max<int64_t>(1, std::max(span_a, span_b) / 200);
@@ -479,6 +979,10 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
       totals[{model.tracks[contention.lock].name, model.tracks[contention.waiter].name}] +=
           contention.wait_ns;
     }
+    for (const GilContention& contention : analysis.gil) {
+      if (ratio(contention.wait_ns, contention.waiter_span_ns) < 0.01) continue;
+      totals[{"GIL (inferred)", model.tracks[contention.waiter].name}] += contention.wait_ns;
+    }
     return totals;
   };
   compare<NamePair>(
@@ -494,6 +998,37 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   compare<std::string>(
       gap_map(a, analysis_a), gap_map(b, analysis_b), min_delta, "trace.diff.gaps",
       [](const std::string& key) { return "idle time (gaps) of all " + key; }, changes);
+  auto gpu_map = [](const Analysis& analysis) {
+    std::map<std::string, int64_t> totals;
+    if (!analysis.gpu.present) return totals;
+    const GpuSummary& gpu = analysis.gpu.steady;
+    totals["communication not hidden by compute"] = gpu.comm_ns - gpu.comm_under_compute_ns;
+    totals["copying not hidden by compute"] = gpu.copy_ns - gpu.copy_under_compute_ns;
+    int64_t host_wait = 0;
+    for (const StreamIdle& idle : gpu.streams) host_wait += idle.host_wait_ns;
+    totals["GPU idle waiting for the host"] = host_wait;
+    for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
+      totals["GPU time of " + std::string(gpu_kind_name(static_cast<GpuKind>(kind)))] =
+          gpu.kinds[kind].union_ns;
+    }
+    return totals;
+  };
+  compare<std::string>(
+      gpu_map(analysis_a), gpu_map(analysis_b), min_delta, "trace.diff.gpu",
+      [](const std::string& key) { return key + " (warm-up left out)"; }, changes);
+  // Warm-up is compared last: a slower first call says little about the workload.
+  auto warmup_map = [](const Model& model, const Analysis& analysis) {
+    std::map<std::string, int64_t> totals;
+    for (const Warmup::Item& item : analysis.warmup.items) {
+      totals[std::string(warmup_reason_name(item.reason)) + " " +
+             std::string(model.slice_name(item.slice))] +=
+          model.slices.end_ns[item.slice] - model.slices.start_ns[item.slice];
+    }
+    return totals;
+  };
+  compare<std::string>(
+      warmup_map(a, analysis_a), warmup_map(b, analysis_b), min_delta, "trace.diff.warmup",
+      [](const std::string& key) { return "warm-up: " + display(key); }, changes);
   if (analysis_a.overlap && analysis_b.overlap) {
     const Overlap& before = *analysis_a.overlap;
     const Overlap& after = *analysis_b.overlap;
@@ -509,10 +1044,12 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   }
   // What the user asked about (overlap) first, then locks, gaps and breakdown; larger first.
   auto rank = [](const std::string& id) {
-    return id == "trace.diff.overlap" ? 0
-           : id == "trace.diff.locks" ? 1
-           : id == "trace.diff.gaps"  ? 2
-                                      : 3;
+    return id == "trace.diff.overlap"     ? 0
+           : id == "trace.diff.locks"     ? 1
+           : id == "trace.diff.gpu"       ? 2
+           : id == "trace.diff.gaps"      ? 3
+           : id == "trace.diff.breakdown" ? 4
+                                          : 5;
   };
   std::stable_sort(changes.begin(), changes.end(), [&](const Change& left, const Change& right) {
     if (rank(left.id) != rank(right.id)) return rank(left.id) < rank(right.id);
@@ -536,7 +1073,8 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
   for (const Change& change : changes) {
     table.push_back(
         {{"id", change.id}, {"what", change.what}, {"a_ns", change.a_ns}, {"b_ns", change.b_ns}});
-    const bool worse = change.b_ns > change.a_ns;
+    // A slower warm-up is reported, not flagged: it is not the workload.
+    const bool worse = change.b_ns > change.a_ns && change.id != "trace.diff.warmup";
     Finding finding = trace_finding(change.id, worse ? Severity::kWarn : Severity::kInfo);
     finding.claim = change.what + " went from " + format_duration(change.a_ns) + " to " +
                     format_duration(change.b_ns) + " (" + (worse ? "+" : "") +

@@ -1,8 +1,11 @@
 #include "trace/export/chrome_export.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -51,18 +54,54 @@ void append_us(std::string& out, int64_t ns) {
   out += buffer;
 }
 
+bool parse_int(const std::string& text, int64_t& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  out = value;
+  return true;
+}
+
 }  // namespace
 
 void write_chrome_json(const Model& model, std::ostream& out) {
-  // Chrome wants numeric pids and tids: number the model's processes and tracks.
-  std::map<std::pair<uint32_t, std::string>, int> pids;
-  std::vector<int> track_pid(model.tracks.size());
+  // One file keeps its numeric pids and tids (and its own time base), so Perfetto shows a Kineto
+  // trace as it showed the original and lanes of a thread share its tid again; text ids ("Spans",
+  // "PyTorch Profiler") and locks get numbers above the file's own. Several files are numbered
+  // throughout, since their ids collide.
+  std::vector<int64_t> track_pid(model.tracks.size()), track_tid(model.tracks.size());
+  const bool keep_ids = model.files.size() <= 1;
+  std::vector<uint8_t> pid_kept(model.tracks.size(), 0), tid_kept(model.tracks.size(), 0);
+  int64_t next_pid = 0, next_tid = 0;
+  if (keep_ids) {
+    for (TrackId id = 0; id < model.tracks.size(); ++id) {
+      const Track& track = model.tracks[id];
+      pid_kept[id] = parse_int(track.pid, track_pid[id]);
+      tid_kept[id] = track.kind != TrackKind::kLock && track.kind != TrackKind::kCounter &&
+                     parse_int(track.tid, track_tid[id]);
+      if (pid_kept[id]) next_pid = std::max(next_pid, track_pid[id] + 1);
+      if (tid_kept[id]) next_tid = std::max(next_tid, track_tid[id] + 1);
+    }
+  }
+  std::map<std::pair<uint32_t, std::string>, int64_t> pids;
+  std::map<TrackId, int64_t> tids;
   for (TrackId id = 0; id < model.tracks.size(); ++id) {
     const Track& track = model.tracks[id];
-    auto [it, inserted] =
-        pids.try_emplace({track.file_index, track.pid}, static_cast<int>(pids.size()) + 1);
-    track_pid[id] = it->second;
+    if (!pid_kept[id]) {
+      auto [it, inserted] = pids.try_emplace({track.file_index, track.pid}, next_pid);
+      if (inserted) ++next_pid;
+      track_pid[id] = it->second;
+    }
+    if (!tid_kept[id]) {
+      const TrackId main = track.main == kNoTrack ? id : track.main;
+      auto [it, inserted] = tids.try_emplace(main, next_tid + 1);
+      if (inserted) ++next_tid;
+      track_tid[id] = it->second;
+    }
   }
+  const int64_t time_base = keep_ids && model.files.size() == 1 ? model.files.front().offset_ns : 0;
   std::string text = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
   auto begin_event = [&]() {
@@ -70,12 +109,14 @@ void write_chrome_json(const Model& model, std::ostream& out) {
     first = false;
   };
   auto pid_tid = [&](TrackId id) {
-    text += "\"pid\":" + std::to_string(track_pid[id]) + ",\"tid\":" + std::to_string(id + 1);
+    text +=
+        "\"pid\":" + std::to_string(track_pid[id]) + ",\"tid\":" + std::to_string(track_tid[id]);
   };
-  std::map<int, std::string> process_names;
+  auto append_time = [&](int64_t ns) { append_us(text, ns - time_base); };
+  std::map<int64_t, std::string> process_names;
   for (TrackId id = 0; id < model.tracks.size(); ++id) {
     const Track& track = model.tracks[id];
-    if (track.kind == TrackKind::kCounter) continue;
+    if (track.kind == TrackKind::kCounter || track.lane != Lane::kMain) continue;
     std::string name = track.kind == TrackKind::kLock ? "lock " + track.name : track.name;
     begin_event();
     text += "{\"ph\":\"M\",\"name\":\"thread_name\",";
@@ -101,12 +142,20 @@ void write_chrome_json(const Model& model, std::ostream& out) {
     text += ",\"cat\":";
     append_escaped(text, model.strings.get(slices.category[id]));
     text += ",\"ts\":";
-    append_us(text, slices.start_ns[id]);
+    append_time(slices.start_ns[id]);
     text += ",\"dur\":";
     append_us(text, slices.end_ns[id] - slices.start_ns[id]);
     text += ',';
     pid_tid(slices.track[id]);
-    text += ",\"args\":{\"loupe_id\":" + std::to_string(id) + "}}";
+    // The event's own args (Kineto's correlation, grid, stream, ...) plus the id findings cite.
+    const std::string_view args = model.slice_args(id);
+    if (args.size() > 2 && args.front() == '{' && args.back() == '}') {
+      text += ",\"args\":";
+      text.append(args.substr(0, args.size() - 1));
+      text += ",\"loupe_id\":" + std::to_string(id) + "}}";
+    } else {
+      text += ",\"args\":{\"loupe_id\":" + std::to_string(id) + "}}";
+    }
     if (text.size() > (1 << 20)) {
       out << text;
       text.clear();
@@ -117,7 +166,7 @@ void write_chrome_json(const Model& model, std::ostream& out) {
     text += "{\"ph\":\"i\",\"s\":\"t\",\"name\":";
     append_escaped(text, model.strings.get(model.instants.name[row]));
     text += ",\"ts\":";
-    append_us(text, model.instants.ts_ns[row]);
+    append_time(model.instants.ts_ns[row]);
     text += ',';
     pid_tid(model.instants.track[row]);
     text += '}';
@@ -128,7 +177,7 @@ void write_chrome_json(const Model& model, std::ostream& out) {
     text += "{\"ph\":\"C\",\"name\":";
     append_escaped(text, model.tracks[track].name);
     text += ",\"ts\":";
-    append_us(text, model.counters.ts_ns[row]);
+    append_time(model.counters.ts_ns[row]);
     text += ",\"pid\":" + std::to_string(track_pid[track]) + ",\"tid\":0,\"args\":{\"value\":";
     const double value = model.counters.value[row];
     char buffer[32];
@@ -143,7 +192,7 @@ void write_chrome_json(const Model& model, std::ostream& out) {
       text += "\"cat\":\"flow\",\"id\":" + std::to_string(row + 1) + ",\"name\":";
       append_escaped(text, model.strings.get(model.flows.name[row]));
       text += ",\"ts\":";
-      append_us(text, side == 0 ? model.flows.from_ns[row] : model.flows.to_ns[row]);
+      append_time(side == 0 ? model.flows.from_ns[row] : model.flows.to_ns[row]);
       text += ',';
       pid_tid(side == 0 ? model.flows.from_track[row] : model.flows.to_track[row]);
       text += '}';
@@ -157,7 +206,7 @@ void write_chrome_json(const Model& model, std::ostream& out) {
     text += "{\"ph\":\"X\",\"name\":";
     append_escaped(text, span.hold ? "held by " + thread_name : "wait " + lock_name);
     text += span.hold ? ",\"cat\":\"lock_held\",\"ts\":" : ",\"cat\":\"lock_wait\",\"ts\":";
-    append_us(text, span.start_ns);
+    append_time(span.start_ns);
     text += ",\"dur\":";
     append_us(text, span.end_ns - span.start_ns);
     text += ',';

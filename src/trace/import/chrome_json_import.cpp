@@ -119,6 +119,7 @@ struct LocalSlice {
   int64_t end;
   StringId name;
   StringId category;
+  uint64_t args;  // offset into the reader's args text << 24 | size; 0 for none
 };
 struct BeginEnd {
   int64_t ts;
@@ -192,6 +193,17 @@ bool is_gpu_category(std::string_view category) {
   return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset" ||
          category == "gpu_user_annotation" || category == "Kernel" || category == "Memcpy" ||
          category == "Memset";
+}
+
+// What a category means for where its slices go, cached per category id.
+constexpr int8_t kCategoryGpu = 1;         // the track is a GPU stream
+constexpr int8_t kCategoryPython = 2;      // Python-stack events: the thread's python lane
+constexpr int8_t kCategoryAnnotation = 4;  // ranges projected onto a stream: its annotation lane
+int8_t category_class(std::string_view category) {
+  int8_t bits = is_gpu_category(category) ? kCategoryGpu : 0;
+  if (category == "python_function") bits |= kCategoryPython;
+  if (category == "gpu_user_annotation") bits |= kCategoryAnnotation;
+  return bits;
 }
 
 // The fields of one event loupe reads. Views point into the input or, for an event read by the
@@ -510,8 +522,10 @@ class ChromeReader {
   std::array<RecentString, 1024> recent_strings_{};
   size_t recent_next_ = 0;
   std::vector<LocalSlice> slices_;
-  std::vector<TrackState> track_state_;  // by TrackId
-  std::vector<int8_t> gpu_category_;     // by StringId: -1 unknown, 0 no, 1 yes
+  std::vector<TrackState> track_state_;        // by TrackId
+  std::vector<int8_t> category_class_;         // by StringId: -1 unknown, else kCategory* bits
+  std::string args_;                           // the slices' args objects, back to back
+  std::vector<std::array<TrackId, 2>> lanes_;  // by main track: its python and annotation lanes
   std::vector<FlowPoint> flows_;
   StringPool flow_ids_;
   std::vector<LocalInstant> instants_;
@@ -613,11 +627,25 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
   const TrackId track = track_for(pid, tid);
   const StringId name_id = intern(name);
   const StringId category_id = intern(category);
-  if (category_id >= gpu_category_.size()) gpu_category_.resize(category_id + 1, -1);
-  if (gpu_category_[category_id] < 0) gpu_category_[category_id] = is_gpu_category(category);
+  if (category_id >= category_class_.size()) category_class_.resize(category_id + 1, -1);
+  if (category_class_[category_id] < 0) category_class_[category_id] = category_class(category);
+  const int8_t category_bits = category_class_[category_id];
   if (track >= track_state_.size()) track_state_.resize(track + 1);
-  TrackState& state = track_state_[track];
-  state.gpu |= gpu_category_[category_id] == 1;
+  track_state_[track].gpu |= (category_bits & kCategoryGpu) != 0;
+  // Slices of the lanes' categories go to a lane of the thread or stream (model.hpp, Lane).
+  TrackId slice_track = track;
+  if ((category_bits & (kCategoryPython | kCategoryAnnotation)) != 0 &&
+      (ph == 'X' || ph == 'B' || ph == 'E')) {
+    const bool python = (category_bits & kCategoryPython) != 0;
+    if (track >= lanes_.size()) lanes_.resize(track + 1, {kNoTrack, kNoTrack});
+    TrackId& cached = lanes_[track][python ? 0 : 1];
+    if (cached == kNoTrack)
+      cached = builder_.lane(track, python ? Lane::kPython : Lane::kAnnotation);
+    slice_track = cached;
+    if (slice_track >= track_state_.size()) track_state_.resize(slice_track + 1);
+    track_state_[slice_track].gpu |= (category_bits & kCategoryGpu) != 0;
+  }
+  TrackState& state = track_state_[slice_track];
   auto note_ts = [&state](int64_t value) {
     if (!state.seen || state.last_ts < value) state.last_ts = value;
     state.seen = true;
@@ -628,7 +656,16 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
         stats.add(Stat::trace_json_event_malformed);
         return;
       }
-      slices_.push_back({track, ts, ts + dur, name_id, category_id});
+      {
+        // Kept for export (Perfetto shows them); an empty object is not worth a row.
+        const std::string_view args = fields.args_raw;
+        uint64_t packed = 0;
+        if (args.size() > 2 && args.size() < (size_t{1} << 24)) {
+          packed = static_cast<uint64_t>(args_.size()) << 24 | args.size();
+          args_.append(args);
+        }
+        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
+      }
       note_ts(ts + dur);
       return;
     case 'B':
@@ -791,9 +828,16 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
   builder_.reserve_slices(slices_.size());
+  std::string& args_text = builder_.model().args_text;
+  const uint64_t args_base = args_text.size();
+  if (args_text.empty()) {
+    args_text = std::move(args_);
+  } else {
+    args_text += args_;
+  }
   for (const LocalSlice& slice : slices_) {
     builder_.add_slice(slice.track, slice.start + offset, slice.end + offset, slice.name,
-                       slice.category);
+                       slice.category, args_base + (slice.args >> 24), slice.args & 0xFFFFFF);
   }
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     std::vector<BeginEnd>& list = track_state_[track].begin_ends;

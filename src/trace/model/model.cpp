@@ -82,9 +82,29 @@ std::string_view track_kind_name(TrackKind kind) {
   return "thread";
 }
 
+std::string_view lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::kMain:
+      return "main";
+    case Lane::kPython:
+      return "python";
+    case Lane::kAnnotation:
+      return "annotations";
+    case Lane::kOverlap:
+      return "overlap";
+  }
+  return "main";
+}
+
 std::string Model::track_label(TrackId id) const {
   const Track& track = tracks[id];
   std::string label = track.name.empty() ? std::string(track_kind_name(track.kind)) : track.name;
+  if (track.lane != Lane::kMain) {
+    label += " [";
+    label += lane_name(track.lane);
+    if (track.lane == Lane::kOverlap) label += " " + std::to_string(track.overlap_level);
+    label += "]";
+  }
   label += " (" + track.pid + "/" + track.tid + ")";
   return label;
 }
@@ -106,6 +126,24 @@ TrackId ModelBuilder::track(uint32_t file_index, TrackKind kind, std::string_vie
   track.pid = std::string(pid);
   track.tid = std::string(tid);
   track.file_index = file_index;
+  track.main = id;
+  model_.tracks.push_back(std::move(track));
+  track_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+TrackId ModelBuilder::lane(TrackId main, Lane lane, uint32_t overlap_level) {
+  if (lane == Lane::kMain) return main;
+  main = model_.tracks[main].main;
+  std::string key = "lane\x1f" + std::to_string(main) + '\x1f' +
+                    std::to_string(static_cast<int>(lane)) + '\x1f' + std::to_string(overlap_level);
+  auto found = track_ids_.find(key);
+  if (found != track_ids_.end()) return found->second;
+  const auto id = static_cast<TrackId>(model_.tracks.size());
+  Track track = model_.tracks[main];
+  track.lane = lane;
+  track.overlap_level = overlap_level;
+  track.main = main;
   model_.tracks.push_back(std::move(track));
   track_ids_.emplace(std::move(key), id);
   return id;
@@ -122,7 +160,7 @@ void ModelBuilder::reserve_slices(size_t count) {
 }
 
 SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
-                                StringId category) {
+                                StringId category, uint64_t args_offset, uint32_t args_size) {
   SliceTable& slices = model_.slices;
   const auto row = static_cast<SliceId>(slices.size());
   slices.start_ns.push_back(start_ns);
@@ -130,6 +168,13 @@ SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns,
   slices.track.push_back(track);
   slices.name.push_back(name);
   slices.category.push_back(category);
+  if (args_size > 0 && args_size < (1u << 24)) {
+    // The first slice with args creates the column; earlier rows have none.
+    if (slices.args.size() < row) slices.args.resize(row, 0);
+    slices.args.push_back(args_offset << 24 | args_size);
+  } else if (!slices.args.empty()) {
+    slices.args.push_back(0);
+  }
   return row;
 }
 
@@ -171,7 +216,7 @@ void permute(std::vector<T>& column, const std::vector<uint32_t>& order) {
 
 }  // namespace
 
-void ModelBuilder::finish() {
+void ModelBuilder::sort_slices() {
   SliceTable& slices = model_.slices;
   const size_t count = slices.size();
   // Sort by (track, start, longer first) so parents precede their children.
@@ -188,36 +233,42 @@ void ModelBuilder::finish() {
   // The binary reader emits slices already in order; skip the sort then.
   bool sorted = true;
   for (uint32_t row = 1; row < count && sorted; ++row) sorted = before(row - 1, row);
-  if (!sorted) {
-    // Tracks arrive interleaved (a CPU thread and the GPU stream it feeds) but each track's rows
-    // mostly in time order: a stable counting sort by track, then a comparison sort of only the
-    // tracks whose rows are out of order, gives the order one sort of every row would.
-    TrackId track_end = 0;
-    for (TrackId track : slices.track) track_end = std::max(track_end, track + 1);
-    std::vector<uint32_t> first(static_cast<size_t>(track_end) + 1, 0);
-    for (TrackId track : slices.track) ++first[track + 1];
-    for (size_t track = 0; track < track_end; ++track) first[track + 1] += first[track];
-    std::vector<uint32_t> order(count);
-    std::vector<uint32_t> next(first.begin(), first.end() - 1);
-    for (uint32_t row = 0; row < count; ++row) order[next[slices.track[row]]++] = row;
-    for (size_t track = 0; track < track_end; ++track) {
-      const auto begin = order.begin() + first[track];
-      const auto end = order.begin() + first[track + 1];
-      if (!std::is_sorted(begin, end, before)) std::sort(begin, end, before);
-    }
-    permute(slices.start_ns, order);
-    permute(slices.end_ns, order);
-    permute(slices.track, order);
-    permute(slices.name, order);
-    permute(slices.category, order);
+  if (sorted) return;
+  // Tracks arrive interleaved (a CPU thread and the GPU stream it feeds) but each track's rows
+  // mostly in time order: a stable counting sort by track, then a comparison sort of only the
+  // tracks whose rows are out of order, gives the order one sort of every row would.
+  TrackId track_end = 0;
+  for (TrackId track : slices.track) track_end = std::max(track_end, track + 1);
+  std::vector<uint32_t> first(static_cast<size_t>(track_end) + 1, 0);
+  for (TrackId track : slices.track) ++first[track + 1];
+  for (size_t track = 0; track < track_end; ++track) first[track + 1] += first[track];
+  std::vector<uint32_t> order(count);
+  std::vector<uint32_t> next(first.begin(), first.end() - 1);
+  for (uint32_t row = 0; row < count; ++row) order[next[slices.track[row]]++] = row;
+  for (size_t track = 0; track < track_end; ++track) {
+    const auto begin = order.begin() + first[track];
+    const auto end = order.begin() + first[track + 1];
+    if (!std::is_sorted(begin, end, before)) std::sort(begin, end, before);
   }
+  permute(slices.start_ns, order);
+  permute(slices.end_ns, order);
+  permute(slices.track, order);
+  permute(slices.name, order);
+  permute(slices.category, order);
+  if (!slices.args.empty()) permute(slices.args, order);
+}
+
+size_t ModelBuilder::nest_slices() {
+  SliceTable& slices = model_.slices;
+  const size_t count = slices.size();
   slices.depth.assign(count, 0);
   slices.parent.assign(count, kNoSlice);
-
-  // Nest with a stack per track; a slice that starts inside an open slice but ends after it
-  // overlaps (real Chrome traces have such X events): clamp it to its parent and count it.
+  // Nest with a stack per track. A slice that starts inside an open slice but ends after it
+  // (real Chrome and Kineto traces have such X events) moves to the track's next overlap lane,
+  // whole: cutting it to its parent would lose time every total and overlap is built on.
   std::vector<SliceId> stack;
   TrackId current_track = kNoTrack;
+  size_t moved = 0;
   for (SliceId id = 0; id < count; ++id) {
     if (slices.track[id] != current_track) {
       stack.clear();
@@ -229,13 +280,39 @@ void ModelBuilder::finish() {
     if (!stack.empty()) {
       const SliceId parent = stack.back();
       if (slices.end_ns[id] > slices.end_ns[parent]) {
-        slices.end_ns[id] = slices.end_ns[parent];
-        model_.stats.add(Stat::trace_slice_overlap_clamped);
+        const Track& info = model_.tracks[current_track];
+        const uint32_t level = info.lane == Lane::kOverlap ? info.overlap_level + 1 : 1;
+        slices.track[id] = lane(current_track, Lane::kOverlap, level);
+        ++moved;
+        continue;
       }
       slices.parent[id] = parent;
       slices.depth[id] = slices.depth[parent] + 1;
     }
     stack.push_back(id);
+  }
+  return moved;
+}
+
+void ModelBuilder::finish() {
+  SliceTable& slices = model_.slices;
+  const size_t count = slices.size();
+  if (!slices.args.empty()) slices.args.resize(count, 0);
+  sort_slices();
+  // Moved slices land on new tracks: sort and nest again until every lane nests (one round on
+  // ordinary traces, two or three where several ranges overlap one another).
+  while (const size_t moved = nest_slices()) {
+    model_.stats.add(Stat::trace_slice_overlap_lane, static_cast<int64_t>(moved));
+    sort_slices();
+  }
+  // A lane is of its thread's or stream's kind.
+  for (Track& track : model_.tracks) {
+    if (track.lane != Lane::kMain && track.main != kNoTrack) {
+      const TrackKind main_kind = model_.tracks[track.main].kind;
+      if (main_kind == TrackKind::kGpuStream) track.kind = main_kind;
+      track.name = model_.tracks[track.main].name;
+      track.process_name = model_.tracks[track.main].process_name;
+    }
   }
 
   // Lock events sorted by time; at one timestamp a release comes before an obtain.

@@ -45,6 +45,15 @@ class StringPool {
 enum class TrackKind : uint8_t { kThread, kGpuStream, kLock, kCounter };
 std::string_view track_kind_name(TrackKind kind);
 
+// A thread or stream may hold several lanes: slices of one lane nest properly, lanes may overlap
+// each other. Kineto's Python-stack events (`python_function`) interleave with record_function
+// ranges (a range opens inside `_record_function_enter_new` and closes after it), so they get a
+// lane of their own; `gpu_user_annotation` ranges are labels over a stream, not work on it; and a
+// slice that overlaps part of its enclosing slice moves to the next overlap lane instead of being
+// cut (ModelBuilder::finish). Every slice keeps its full time.
+enum class Lane : uint8_t { kMain, kPython, kAnnotation, kOverlap };
+std::string_view lane_name(Lane lane);
+
 struct Track {
   TrackKind kind = TrackKind::kThread;
   std::string name;          // thread name, "stream 7", lock name, counter series
@@ -53,6 +62,9 @@ struct Track {
   std::string tid;           // thread id, stream id, or lock id
   uint32_t file_index = 0;
   bool shared_lock = false;
+  Lane lane = Lane::kMain;
+  uint32_t overlap_level = 0;  // 1, 2, ... for kOverlap lanes
+  TrackId main = kNoTrack;     // the main lane of the same thread or stream (itself when main)
 };
 
 struct SliceTable {
@@ -63,6 +75,10 @@ struct SliceTable {
   std::vector<StringId> category;
   std::vector<uint32_t> depth;
   std::vector<SliceId> parent;
+  // The event's `args` object as written: offset into Model::args_text << 24 | size (objects of
+  // 16 MiB and more are not kept). Empty when no slice has args (loupe binary traces), so those
+  // pay nothing for it.
+  std::vector<uint64_t> args;
   size_t size() const { return start_ns.size(); }
 };
 
@@ -124,11 +140,17 @@ struct Model {
   std::vector<FileInfo> files;
   std::string alignment;  // a sentence saying how the files' clocks were aligned
   StatsRegistry stats;
-  int64_t start_ns = 0;  // first and last timestamp of any event
+  std::string args_text;  // slices' args objects, back to back
+  int64_t start_ns = 0;   // first and last timestamp of any event
   int64_t end_ns = 0;
 
   std::string_view slice_name(SliceId id) const { return strings.get(slices.name[id]); }
-  // "name (pid/tid)"; unique within the model.
+  std::string_view slice_category(SliceId id) const { return strings.get(slices.category[id]); }
+  std::string_view slice_args(SliceId id) const {
+    if (slices.args.empty()) return {};
+    return std::string_view(args_text).substr(slices.args[id] >> 24, slices.args[id] & 0xFFFFFF);
+  }
+  // "name (pid/tid)", "name [python] (pid/tid)" for a lane; unique within the model.
   std::string track_label(TrackId id) const;
 };
 
@@ -139,11 +161,14 @@ class ModelBuilder {
 
   // Finds or creates the track keyed by (file, kind, pid, tid).
   TrackId track(uint32_t file_index, TrackKind kind, std::string_view pid, std::string_view tid);
+  // Finds or creates a lane of `main` (same file, pid and tid; kind follows the main track's at
+  // finish()).
+  TrackId lane(TrackId main, Lane lane, uint32_t overlap_level = 0);
   Track& track_info(TrackId id) { return model_.tracks[id]; }
 
   // Returns the slice's row until finish() reorders rows.
   SliceId add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
-                    StringId category);
+                    StringId category, uint64_t args_offset = 0, uint32_t args_size = 0);
   void set_slice_end(SliceId row, int64_t end_ns) { model_.slices.end_ns[row] = end_ns; }
   void reserve_slices(size_t count);
   void add_instant(TrackId track, int64_t ts_ns, StringId name);
@@ -162,6 +187,9 @@ class ModelBuilder {
   void finish();
 
  private:
+  void sort_slices();
+  // Nests slices; returns how many overlapped part of their parent and moved to a lane.
+  size_t nest_slices();
   struct PendingFlow {
     StringId name;
     TrackId from_track;

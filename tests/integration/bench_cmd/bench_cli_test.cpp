@@ -80,6 +80,35 @@ TEST(BenchCliTest, HumanOutputShowsBothArmsAndTheRule) {
       << text;
 }
 
+// Issue 19: `loupe bench --vs` exited 0 on SLOWER and AMBIGUOUS; --fail-on lets CI fail on them.
+TEST(BenchCliTest, FailOnDecidesTheExitCode) {
+  // A 2× effect, decided in a few seconds even on a busy machine.
+  ProcessResult slower = run_loupe({"bench", "--cmd", "sleep 0.02", "--vs", "sleep 0.04",
+                                    "--budget", "4", "--seed", "1", "--fail-on", "slower"});
+  EXPECT_EQ(slower.exit_code, 1) << slower.stdout_text << slower.stderr_text;
+  EXPECT_NE(slower.stdout_text.find("verdict: fail (--fail-on slower, B/A is SLOWER)\n"),
+            std::string::npos)
+      << slower.stdout_text;
+
+  ProcessResult faster =
+      run_loupe({"bench", "--cmd", "sleep 0.04", "--vs", "sleep 0.02", "--budget", "4", "--seed",
+                 "1", "--fail-on", "not-faster", "--json"});
+  EXPECT_EQ(faster.exit_code, 0) << faster.stdout_text << faster.stderr_text;
+  Json envelope = parse_envelope(faster);
+  EXPECT_EQ(envelope["data"]["verdict"], "FASTER");
+  EXPECT_EQ(envelope["verdict"], "pass");
+  EXPECT_NE(envelope["data"]["reproduce"].get<std::string>().find(" --fail-on not-faster"),
+            std::string::npos);
+
+  ProcessResult alone = run_loupe({"bench", "--cmd", "true", "--fail-on", "slower", "--json"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_EQ(Json::parse(alone.stdout_text)["error"]["message"],
+            "--fail-on slower needs --vs: a single command has no verdict");
+  ProcessResult unknown =
+      run_loupe({"bench", "--cmd", "true", "--vs", "true", "--fail-on", "worse"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.stderr_text;
+}
+
 TEST(BenchCliTest, OneCommandGivesItsSummary) {
   ProcessResult result = run_loupe({"bench", "--cmd", "true", "--budget", "0.5", "--json"});
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;

@@ -158,9 +158,13 @@ TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
   const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
   const std::string pair = "diff " + a.string() + " " + b.string();
   CliRun run = loupe(pair);
-  EXPECT_EQ(run.exit_code, 0);
-  EXPECT_NE(run.out.find("verdict: none (no --tol given; report only)\n"), std::string::npos);
+  EXPECT_EQ(run.exit_code, 1);  // past float32's default tolerance
+  EXPECT_NE(run.out.find("verdict: fail (1 of 1 past tolerance)\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("max_abs 0.5 at d0=2"), std::string::npos) << run.out;
+
+  run = loupe(pair + " --report-only");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("verdict: none (--report-only)\n"), std::string::npos) << run.out;
 
   run = loupe(pair + " --tol max_abs=0.5 --tol mismatch_count=1");
   EXPECT_EQ(run.exit_code, 0) << run.out;
@@ -169,7 +173,7 @@ TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
   run = loupe(pair + " --tol max_abs=0.5 --tol max_rel=0.1");
   EXPECT_EQ(run.exit_code, 1) << run.out;
   EXPECT_NE(run.out.find("bound failed: max_rel 0.167 > 0.1\n"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("verdict: fail\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("verdict: fail (1 of 1 past tolerance)\n"), std::string::npos) << run.out;
 }
 
 TEST_F(DiffCliTest, JsonIsExactlyOneEnvelope) {
@@ -203,7 +207,7 @@ TEST_F(DiffCliTest, ExamplePairNamesTheFirstDivergentLayerAndTheDriftingHead) {
   const CliRun run = loupe("diff " + path("pair/candidate_bf16").string() + " " +
                            path("pair/reference_fp32").string() + " --oracle " +
                            path("pair/oracle_fp64").string() + " --axes T,H,V --along T");
-  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.exit_code, 1) << run.err;  // the bf16 state is past float32's tolerance
   EXPECT_NE(run.out.find("order: manifest.txt\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("first divergence: layer_04_scan.npy (#5 of 6) [1024, 4, 16]\n"),
             std::string::npos)
@@ -212,6 +216,32 @@ TEST_F(DiffCliTest, ExamplePairNamesTheFirstDivergentLayerAndTheDriftingHead) {
   EXPECT_NE(run.out.find("error growing along T: ×"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("H=1 holds "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("× B's own error against the oracle"), std::string::npos) << run.out;
+}
+
+// Issue 19: two empty directories, or a .npy against a safetensors file with no name in common,
+// used to print "0 compared ... verdict: pass" and exit 0.
+TEST_F(DiffCliTest, NothingComparedExits1NamingWhatWasUnmatched) {
+  fs::create_directories(path("empty_a"));
+  fs::create_directories(path("empty_b"));
+  CliRun run = loupe("diff " + path("empty_a").string() + " " + path("empty_b").string());
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("verdict: fail (nothing compared)\n"), std::string::npos) << run.out;
+
+  fs::create_directories(path("npy_side"));
+  fs::create_directories(path("st_side"));
+  write("npy_side/layer_0.npy", {1, 2});
+  write_safetensors(path("st_side/weights.safetensors"), {{"w", Tensor(DType::kF32, {2})}});
+  run = loupe("diff " + path("npy_side").string() + " " + path("st_side").string() + " --json");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json envelope = Json::parse(run.out);
+  EXPECT_EQ(envelope["verdict"], "fail");
+  EXPECT_EQ(envelope["findings"][0]["id"], "check.diff.nothing_compared");
+  EXPECT_EQ(envelope["data"]["pairing"]["only_in_a"][0], "layer_0.npy");
+  EXPECT_EQ(envelope["data"]["pairing"]["only_in_b"][0], "weights.safetensors:w");
+
+  run = loupe("diff " + path("npy_side").string() + " " + path("st_side").string() +
+              " --report-only");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
 }
 
 }  // namespace

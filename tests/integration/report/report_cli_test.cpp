@@ -151,8 +151,9 @@ TEST_F(ReportCli, RunWritesItsReportAndReportRendersTheRunAgain) {
   ASSERT_TRUE(fs::exists(page));
 
   // `loupe report RUN`: the same text, but for the wall time, which the ledger keeps in seconds.
+  // Issue 19: `loupe report` exits with the run's verdict (it used to exit 0 for a failed run).
   const CliRun again = run_loupe({"report", run_id, "--home", home.string()});
-  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  ASSERT_EQ(again.exit_code, 1) << again.out << again.err;
   auto again_lines = lines_of(again.out);
   auto expected_lines = run_lines;
   expected_lines.pop_back();  // "report: ..."
@@ -164,7 +165,7 @@ TEST_F(ReportCli, RunWritesItsReportAndReportRendersTheRunAgain) {
   EXPECT_EQ(again_lines[1].rfind("run " + run_id + ": ", 0), 0u);
 
   const CliRun markdown = run_loupe({"report", run_id, "--home", home.string(), "--markdown"});
-  ASSERT_EQ(markdown.exit_code, 0) << markdown.err;
+  ASSERT_EQ(markdown.exit_code, 1) << markdown.err;
   EXPECT_EQ(markdown.out.rfind("### loupe run kda-smoke: FAIL\n", 0), 0u) << markdown.out;
   EXPECT_NE(markdown.out.find("| cp\\_matches\\_single\\_device | check | **FAIL** |"),
             std::string::npos)
@@ -173,7 +174,7 @@ TEST_F(ReportCli, RunWritesItsReportAndReportRendersTheRunAgain) {
   const fs::path copy = dir_ / "copy.html";
   const CliRun json =
       run_loupe({"report", run_id, "--home", home.string(), "--html", copy.string(), "--json"});
-  ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
+  ASSERT_EQ(json.exit_code, 1) << json.out << json.err;
   const Json envelope = Json::parse(json.out);
   EXPECT_EQ(envelope.at("kind"), "report");
   EXPECT_EQ(envelope.at("verdict"), "fail");

@@ -170,10 +170,14 @@ TEST_F(ShardedDiff, PrefillPlusDecodeStepsLineUpWithOneForward) {
     }
   };
   run_steps("steps", -1);
+  // o and o_proj line up within tolerance; S is the reference's only, and an unmatched tensor
+  // fails a diff that names none (issue 19), so the exit is 1 for that alone.
   const CliRun pass = diff({path("steps"), path("ref"), "--tol", "rms_ratio=1e-5"});
-  ASSERT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  ASSERT_EQ(pass.exit_code, 1) << pass.out << pass.err;
+  EXPECT_EQ(pass.envelope["data"]["pairing"]["only_in_b"], Json({"S.safetensors:S"}));
+  EXPECT_EQ(pass.envelope["data"]["worst"], Json::array());
   const Json& tensors = pass.envelope["data"]["tensors"];
-  ASSERT_EQ(tensors.size(), 2u);  // o and o_proj; S is the reference's only
+  ASSERT_EQ(tensors.size(), 2u);
   EXPECT_EQ(tensors[0]["token_alignment"]["layout"], "concatenated");
   EXPECT_EQ(tensors[0]["token_alignment"]["steps_a"], 9);
   EXPECT_EQ(tensors[0]["shape"], Json({1, kTokens, 4, 64}));

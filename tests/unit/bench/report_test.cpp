@@ -73,6 +73,13 @@ TEST(BenchReportTest, FindingNamesTheVerdictAndWhere) {
   EXPECT_EQ(finding.severity, Severity::kWarn);
   EXPECT_NE(finding.claim.find("slower than A"), std::string::npos) << finding.claim;
   EXPECT_NE(finding.claim.find("n = 50/50"), std::string::npos) << finding.claim;
+  // Issue 19: a bench's variants are named in the claim, not "B" and "A".
+  context.name_a = "tiled";
+  context.name_b = "merged";
+  const std::string named = comparison_finding(comparison, context).claim;
+  EXPECT_EQ(named.rfind("merged is ", 0), 0u) << named;
+  EXPECT_NE(named.find(" slower than tiled (ratio of medians merged/tiled "), std::string::npos)
+      << named;
   EXPECT_EQ(finding.where.probe, "cmd");
   EXPECT_EQ(finding.reproduce, context.reproduce);
   ASSERT_GE(finding.evidence.metrics.size(), 9u);

@@ -354,5 +354,21 @@ implies = [{ probe = "w8a8_vs_fp32", run = { on = true, off = false } }]
   EXPECT_EQ(with.gates[1].verdict, GateVerdict::kPass);
 }
 
+// Issue 19: reproduce lines carried `env -C /abs/path/of/the/repository`.
+TEST(SubjectForReproduce, FoldersUnderTheProjectRootAreRelative) {
+  const std::vector<std::string> at_root = {"env",           "-C",   "/repo", "OMP_NUM_THREADS=1",
+                                            "build/bin/kda", "probe"};
+  EXPECT_EQ(subject_for_reproduce(at_root, "/repo"),
+            (std::vector<std::string>{"env", "OMP_NUM_THREADS=1", "build/bin/kda", "probe"}));
+  EXPECT_EQ(subject_for_reproduce({"env", "-C", "/repo", "build/bin/kda", "probe"}, "/repo"),
+            (std::vector<std::string>{"build/bin/kda", "probe"}));
+  EXPECT_EQ(subject_for_reproduce({"env", "-C", "/repo/examples/py", "python3", "s.py"}, "/repo"),
+            (std::vector<std::string>{"env", "-C", "examples/py", "python3", "s.py"}));
+  const std::vector<std::string> outside = {"env", "-C", "/elsewhere", "kda", "probe"};
+  EXPECT_EQ(subject_for_reproduce(outside, "/repo"), outside);
+  const std::vector<std::string> plain = {"/abs/kda", "probe"};
+  EXPECT_EQ(subject_for_reproduce(plain, "/repo"), plain);
+}
+
 }  // namespace
 }  // namespace loupe::gate

@@ -199,7 +199,7 @@ TEST_F(DiffTest, FiveHundredTensorsKeepTheSummaryShort) {
 
   const Json envelope = Json::parse(render_diff_json(result, request()));
   EXPECT_EQ(envelope["kind"], "diff");
-  EXPECT_EQ(envelope["verdict"], "none");
+  EXPECT_EQ(envelope["verdict"], "fail");
   EXPECT_EQ(envelope["truncated"], true);
   EXPECT_EQ(envelope["data"]["tensors"].size(), 500u);
   EXPECT_EQ(envelope["data"]["first_divergence"], "layer_0.npy");
@@ -213,7 +213,6 @@ TEST_F(DiffTest, BoundsDecideTheExitCode) {
   write("a", "layer_0.npy", filled(1.001f));
   write("b", "layer_0.npy", filled(1.0f));
   DiffRequest req = request();
-  EXPECT_EQ(diff_exit_code(run_diff(req), req), 0);  // no bounds: a report
   req.bounds = {parse_bound("max_abs=1e-2")};
   EXPECT_EQ(diff_exit_code(run_diff(req), req), 0);
   req.bounds.push_back(parse_bound("rms_ratio=1e-4"));
@@ -222,6 +221,71 @@ TEST_F(DiffTest, BoundsDecideTheExitCode) {
   const Json envelope = Json::parse(render_diff_json(result, req));
   EXPECT_EQ(envelope["verdict"], "fail");
   EXPECT_EQ(envelope["data"]["tensors"][0]["bounds"][1]["pass"], false);
+}
+
+// Issue 19: without --tol a diff used to exit 0 whatever it found.
+TEST_F(DiffTest, DefaultTolerancesFailWithoutTolUnlessReportOnly) {
+  write("a", "layer_0.npy", filled(1.001f));     // past float32's atol 1e-5 + rtol 1.3e-6
+  write("a", "layer_1.npy", filled(1.000001f));  // within it
+  write("b", "layer_0.npy", filled(1.0f));
+  write("b", "layer_1.npy", filled(1.0f));
+  DiffRequest req = request();
+  DiffResult result = run_diff(req);
+  EXPECT_EQ(diff_exit_code(result, req), 1);
+  EXPECT_EQ(diff_failures(result, req), (std::vector<std::string>{"1 of 2 past tolerance"}));
+  EXPECT_NE(render_diff_summary(result, req).find("verdict: fail (1 of 2 past tolerance)\n"),
+            std::string::npos);
+  EXPECT_EQ(Json::parse(render_diff_json(result, req))["verdict"], "fail");
+
+  req.report_only = true;
+  result = run_diff(req);
+  EXPECT_EQ(diff_exit_code(result, req), 0);
+  EXPECT_NE(render_diff_summary(result, req).find("verdict: none (--report-only)\n"),
+            std::string::npos);
+  EXPECT_EQ(Json::parse(render_diff_json(result, req))["verdict"], "none");
+
+  fs::remove(root_ / "a" / "layer_0.npy");
+  fs::remove(root_ / "b" / "layer_0.npy");
+  req.report_only = false;
+  EXPECT_EQ(diff_exit_code(run_diff(req), req), 0);
+}
+
+TEST_F(DiffTest, NothingComparedFailsNamingBothSides) {
+  DiffRequest req = request();
+  DiffResult result = run_diff(req);  // two empty directories
+  EXPECT_EQ(diff_exit_code(result, req), 1);
+  EXPECT_EQ(diff_failures(result, req), (std::vector<std::string>{"nothing compared"}));
+  EXPECT_NE(render_diff_summary(result, req)
+                .find("nothing compared: A holds 0 tensors and B 0 with no name in common\n"),
+            std::string::npos);
+  const Json envelope = Json::parse(render_diff_json(result, req));
+  EXPECT_EQ(envelope["verdict"], "fail");
+  EXPECT_EQ(envelope["findings"][0]["id"], "check.diff.nothing_compared");
+  EXPECT_EQ(envelope["findings"][0]["severity"], "fail");
+}
+
+TEST_F(DiffTest, UnmatchedNamesFailUnlessOneIsNamed) {
+  write("a", "layer_0.npy", filled(1.0f));
+  write("a", "layer_1.npy", filled(1.0f));
+  write("b", "layer_0.npy", filled(1.0f));
+  write("b", "layer_2.npy", filled(1.0f));
+  DiffRequest req = request();
+  DiffResult result = run_diff(req);
+  EXPECT_EQ(diff_failures(result, req),
+            (std::vector<std::string>{"2 unmatched (only in A: 1, only in B: 1)"}));
+  EXPECT_NE(render_diff_summary(result, req)
+                .find("only in A (1): layer_1.npy\nonly in B (1): layer_2.npy\n"),
+            std::string::npos);
+  const Json envelope = Json::parse(render_diff_json(result, req));
+  EXPECT_EQ(envelope["verdict"], "fail");
+  req.name = "layer_0.npy";
+  result = run_diff(req);
+  EXPECT_EQ(diff_exit_code(result, req), 0);
+  req.name = "layer_1.npy";  // named, but on one side only: nothing compared
+  result = run_diff(req);
+  EXPECT_EQ(
+      diff_failures(result, req),
+      (std::vector<std::string>{"nothing compared", "1 unmatched (only in A: 1, only in B: 0)"}));
 }
 
 TEST(NaturalOrderTest, DigitRunsCompareByValue) {

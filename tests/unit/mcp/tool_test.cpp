@@ -81,24 +81,59 @@ TEST(BoundEnvelope, LeavesASmallAnswerAlone) {
   EXPECT_EQ(bound_envelope(envelope, kMaxBytes, "narrow"), envelope);
 }
 
-TEST(BoundEnvelope, CutsFindingsThenTablesAndSaysSo) {
+TEST(BoundEnvelope, CutsTablesThenDataThenFindingsAndSaysSo) {
   const Json bounded = bound_envelope(big_envelope(100, 2000), 8000, "ask for less");
   EXPECT_LE(dump_compact(bounded).size(), 8000u);
   EXPECT_EQ(bounded["truncated"], true);
-  EXPECT_TRUE(bounded["findings"].empty());
-  EXPECT_LT(bounded["data"]["table"].size(), 2000u);
+  EXPECT_FALSE(bounded["data"].contains("table"));
+  const size_t kept = bounded["findings"].size();
+  EXPECT_GE(kept, kKeptFindings);
+  EXPECT_LT(kept, 100u);
+  EXPECT_EQ(bounded["findings"][0]["id"], "check.sample.f0");  // the first ones stay
   const std::string note = bounded["data"]["truncation"];
-  EXPECT_EQ(note,
-            "showing 0 of 100 findings; tables in data shortened (answer limit 2000 tokens); ask "
-            "for less");
+  EXPECT_EQ(note, "tables in data shortened; data omitted; showing " + std::to_string(kept) +
+                      " of 100 findings (answer limit 2000 tokens); ask for less");
 }
 
-TEST(BoundEnvelope, CutsOnlyFindingsWhenThatIsEnough) {
-  const Json bounded = bound_envelope(big_envelope(100, 2), 8000, "hint");
+// Issue 19: diff_tensors on a 12-layer dump answered "showing 0 of 5 findings" because the answer
+// limit cut findings before data's per-tensor table.
+TEST(BoundEnvelope, CutsOnlyDataWhenThatIsEnough) {
+  const Json bounded = bound_envelope(big_envelope(5, 2000), 8000, "hint");
   EXPECT_LE(dump_compact(bounded).size(), 8000u);
-  EXPECT_GT(bounded["findings"].size(), 0u);
-  EXPECT_EQ(bounded["data"]["table"].size(), 2u);
-  EXPECT_EQ(bounded["data"]["truncation"].get<std::string>().rfind("showing ", 0), 0u);
+  EXPECT_EQ(bounded["findings"].size(), 5u);
+  EXPECT_LT(bounded["data"]["table"].size(), 2000u);
+  EXPECT_GT(bounded["data"]["table"].size(), 0u);
+  EXPECT_EQ(bounded["data"]["truncation"],
+            "tables in data shortened (answer limit 2000 tokens); hint");
+}
+
+TEST(BoundEnvelope, NeverCutsTheTopFindings) {
+  Json envelope = big_envelope(10, 2);
+  for (auto& finding : envelope["findings"]) finding["claim"] = std::string(3000, 'z');
+  const Json bounded = bound_envelope(envelope, 8000, "hint");
+  EXPECT_EQ(bounded["findings"].size(), kKeptFindings);
+  EXPECT_EQ(bounded["findings"][2]["id"], "check.sample.f2");
+}
+
+TEST(CheckArguments, AcceptsNaturalJsonForNameListsAndNameValues) {
+  Tool tool;
+  tool.name = "natural";
+  tool.params = {{"axes", ParamType::kNameList, "axes"},
+                 {"tolerances", ParamType::kNameValues, "bounds"}};
+  const Json natural = {{"axes", {"B", "T", "H"}}, {"tolerances", {{"rms_ratio", 1e-3}}}};
+  EXPECT_NO_THROW(check_arguments(tool, natural));
+  EXPECT_EQ(names_argument(natural, "axes"), (std::vector<std::string>{"B", "T", "H"}));
+  EXPECT_EQ(strings_argument(natural, "tolerances"), (std::vector<std::string>{"rms_ratio=0.001"}));
+  const Json flat = {{"axes", "B,T,H"}, {"tolerances", {"rms_ratio=1e-3"}}};
+  EXPECT_NO_THROW(check_arguments(tool, flat));
+  EXPECT_EQ(names_argument(flat, "axes"), (std::vector<std::string>{"B", "T", "H"}));
+  EXPECT_EQ(strings_argument(flat, "tolerances"), (std::vector<std::string>{"rms_ratio=1e-3"}));
+  EXPECT_THROW(check_arguments(tool, {{"axes", 3}}), Error);
+  EXPECT_THROW(check_arguments(tool, {{"tolerances", {{"rms_ratio", {1, 2}}}}}), Error);
+  EXPECT_THROW(names_argument({{"axes", "B,,T"}}, "axes"), Error);
+  const Json schema = input_schema(tool);
+  EXPECT_EQ(schema["properties"]["axes"]["type"], Json::array({"array", "string"}));
+  EXPECT_EQ(schema["properties"]["tolerances"]["type"], Json::array({"object", "array"}));
 }
 
 TEST(CallResult, IsErrorFollowsTheEnvelopesError) {

@@ -259,7 +259,7 @@ TEST_F(BuildModel, PlotsFromObservationFiles) {
   ASSERT_EQ(model.sweeps.size(), 1u);
   const SweepPlot& sweep = model.sweeps[0];
   EXPECT_EQ(sweep.probe, "decode");
-  EXPECT_EQ(sweep.comparison, "merged vs tiled");
+  EXPECT_EQ(sweep.comparison, "merged / tiled");  // no gate compares them: the bench's B/A
   EXPECT_EQ(sweep.threshold, 0.05);
   ASSERT_EQ(sweep.points.size(), 2u);
   EXPECT_EQ(sweep.points[0].point, "batch=32");
@@ -302,6 +302,48 @@ TEST_F(BuildModel, PlotsFromObservationFiles) {
   EXPECT_NE(model.notes[0].find("1 of 3 observation(s) could not be read"), std::string::npos)
       << model.notes[0];
   EXPECT_NE(model.notes[0].find("gone/default/observation.json"), std::string::npos);
+}
+
+// Issue 19: the plot showed merged/tiled = 0.45 while the gate said tiled/merged = 2.22, failing
+// points were not marked, and the x axis read batch=32, 128, 1.
+TEST_F(BuildModel, SweepsFollowTheGatesDirectionInNaturalOrder) {
+  ledger::RunRecord run = record();
+  run.findings.push_back(bench_finding(128, 1.5, "slower"));
+  run.findings.push_back(bench_finding(8, 0.9, "faster"));
+  run.gates.push_back(
+      {"decode_kernel_not_slower", GateVerdict::kFail,
+       R"({"n":3,"estimate":0.714,"interval":[0.704,0.725],"bound":0.05,"comparison":"not FASTER than","confidence":0.95,"seed":1,"point":{}})",
+       "fail: tiled not FASTER than merged where batch >= 32 is contradicted: at batch=64 "
+       "tiled/merged = 0.714 [0.704, 0.725] is FASTER (t 0.05)"});
+  const Model model = build_model(run, BuildOptions{});
+  ASSERT_EQ(model.sweeps.size(), 1u);
+  const SweepPlot& sweep = model.sweeps[0];
+  EXPECT_EQ(sweep.comparison, "tiled / merged");
+  EXPECT_EQ(sweep.gate, "decode_kernel_not_slower");
+  std::vector<std::string> order;
+  for (const auto& point : sweep.points) order.push_back(point.point);
+  EXPECT_EQ(order, (std::vector<std::string>{"batch=8", "batch=32", "batch=64", "batch=128"}));
+  EXPECT_DOUBLE_EQ(sweep.points[2].ratio, 1 / 1.4);
+  EXPECT_DOUBLE_EQ(sweep.points[2].ci_low, 1 / 1.42);
+  EXPECT_DOUBLE_EQ(sweep.points[2].ci_high, 1 / 1.38);
+  EXPECT_EQ(sweep.points[2].verdict, "faster");
+  EXPECT_EQ(sweep.points[0].verdict, "slower");
+  std::vector<bool> failing;
+  for (const auto& point : sweep.points) failing.push_back(point.failing);
+  EXPECT_EQ(failing, (std::vector<bool>{false, false, true, true}));
+  // The finding shown says it the same way round.
+  const auto shown =
+      std::find_if(model.findings.begin(), model.findings.end(), [](const Finding& f) {
+        return f.layer == Layer::kBench && f.where.params == Params{{"batch", int64_t{64}}};
+      });
+  ASSERT_NE(shown, model.findings.end());
+  EXPECT_EQ(shown->id, "bench.decode.faster");
+  EXPECT_EQ(shown->where.path, "tiled vs merged");
+  EXPECT_EQ(shown->claim.rfind("tiled is 28.6% faster than merged (ratio of medians tiled/merged "
+                               "0.7143, 95% CI [0.7042, 0.7246], n = 30/30",
+                               0),
+            0u)
+      << shown->claim;
 }
 
 TEST_F(BuildModel, CapsAreCountedAndPlotsCanBeSkipped) {

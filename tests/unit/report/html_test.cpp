@@ -116,6 +116,44 @@ TEST(RenderHtml, PlotsCarryTheirData) {
   EXPECT_NE(html.find("trace_zone_unclosed</code> 4"), std::string::npos);
 }
 
+// Issue 19: the tolerance line sat invisible at the foot of a linear axis running four decades past
+// it, under its own label on the bars; timeline bars had no names; "3 not drawn" said not why.
+TEST(RenderHtml, ProfileGoesLogAndTimelineExplainsItself) {
+  Model model = testing_fixture::synthetic_model();
+  model.sweeps[0].points[1].failing = true;
+  model.sweeps[0].gate = "decode_kernel_not_slower";
+  model.timelines[0].min_width_ns = 5000;
+  model.timelines[0].zone_depth = 3;
+  model.timelines[0].zones_per_row = 400;
+  const std::string html = render_html(model);
+  EXPECT_EQ(nesting_problem(html), "");
+  EXPECT_NE(html.find("(growing), log scale</text>"), std::string::npos);
+  // The label is in the title row (y=16), not on the bars; the line sits above the axis's foot.
+  EXPECT_NE(html.find("y=\"16\" text-anchor=\"end\" fill=\"#1a7f37\">- - - tolerance rms_ratio "
+                      "2.00e-06</text>"),
+            std::string::npos);
+  static const std::regex dashed(
+      R"re(<line x1="70.00" y1="([0-9.]+)" x2="740.00" y2="[0-9.]+" stroke="#1a7f37")re");
+  std::smatch line;
+  ASSERT_TRUE(std::regex_search(html, line, dashed));
+  const double tolerance_y = std::stod(line[1]);
+  EXPECT_GT(tolerance_y, 24.0 + 20);  // below the top
+  // Above the foot (y = 220), where a linear axis put it (at 220 - 2e-6 / 8.8e-3 * 196 = 219.96).
+  EXPECT_LT(tolerance_y, 24.0 + 196 - 10);
+  // The failing point is ringed and said.
+  EXPECT_EQ(count(html, "class=\"failing\""), 1u);
+  EXPECT_NE(html.find("ringed: the verdict gate decode_kernel_not_slower fails on."),
+            std::string::npos);
+  EXPECT_NE(html.find("Drawn as gate decode_kernel_not_slower states it: merged vs tiled. "),
+            std::string::npos);
+  // Zone names on their bars, and what "not drawn" means.
+  EXPECT_NE(html.find("class=\"zone-label\">kv_transfer</text>"), std::string::npos);
+  EXPECT_NE(html.find("\"N not drawn\" under a thread counts its zones and lock intervals "
+                      "shorter than 5 us (a 2000th of the window), nested deeper than 3 levels, "
+                      "or past its 400 longest."),
+            std::string::npos);
+}
+
 TEST(RenderHtml, EmptyModelHasNoPlots) {
   Model model;
   model.header.run_id = "r";

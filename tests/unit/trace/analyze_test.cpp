@@ -109,11 +109,14 @@ TEST(Analyze, OutputIsBoundedAndAnnounced) {
   const Envelope envelope = analyze(model, request);
   EXPECT_EQ(envelope.findings.size(), 2u);
   EXPECT_TRUE(envelope.truncated);
-  EXPECT_EQ(envelope.findings[0].id, "trace.gaps.idle");  // warn before info
+  // GPU time compute does not hide, then the stream's idle time with its cause.
+  EXPECT_EQ(envelope.findings[0].id, "trace.gpu.comm_exposed");
+  EXPECT_EQ(envelope.findings[1].id, "trace.gpu.idle");
   request.detail = true;
   const Envelope detailed = analyze(model, request);
   EXPECT_FALSE(detailed.truncated);
-  EXPECT_EQ(detailed.findings.size(), 4u);
+  // comm_exposed, idle, launch, gpu.time and three breakdown rows.
+  EXPECT_EQ(detailed.findings.size(), 7u);
   AnalyzeRequest undefined;
   undefined.overlap = std::make_pair("a", "b");
   EXPECT_THROW(analyze(model, undefined), Error);

@@ -106,14 +106,16 @@ TEST(ChromeJsonImport, FlowsBindToEnclosingOrNextSlice) {
   EXPECT_TRUE(model.stats.all_zero());
 }
 
-TEST(ChromeJsonImport, OverlappingCompleteEventsAreClampedAndCounted) {
+TEST(ChromeJsonImport, OverlappingCompleteEventsKeepTheirTimeOnAnOverlapLane) {
   const Model model = load_text(R"([
       {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":10},
       {"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":10}])");
   ASSERT_EQ(model.slices.size(), 2u);
-  EXPECT_EQ(model.slices.end_ns[1], 10000);
-  EXPECT_EQ(model.slices.parent[1], 0u);
-  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_clamped), 1);
+  EXPECT_EQ(model.slices.end_ns[1], 15000);
+  EXPECT_EQ(model.slices.parent[1], kNoSlice);
+  EXPECT_EQ(model.tracks[model.slices.track[1]].lane, Lane::kOverlap);
+  EXPECT_EQ(model.tracks[model.slices.track[1]].main, model.slices.track[0]);
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 1);
 }
 
 TEST(ChromeJsonImport, IdsBeyondInt64AreKeptAsText) {

@@ -38,16 +38,23 @@ TEST(Model, FinishNestsSlicesPerTrackAndComputesTheRange) {
   EXPECT_EQ(index.next_starting_at_or_after(track, 21), kNoSlice);
 }
 
-TEST(Model, PartialOverlapIsClampedToTheParent) {
+TEST(Model, PartialOverlapMovesWholeToAnOverlapLane) {
   Model model;
   ModelBuilder builder(model);
   const TrackId track = builder.track(0, TrackKind::kThread, "1", "1");
   builder.add_slice(track, 0, 10, builder.intern("a"), 0);
   builder.add_slice(track, 5, 15, builder.intern("b"), 0);
+  builder.add_slice(track, 6, 8, builder.intern("c"), 0);  // inside a and b: stays under a
   builder.finish();
-  EXPECT_EQ(model.slices.end_ns[1], 10);
+  ASSERT_EQ(model.slices.size(), 3u);
+  // Rows are ordered by track: a and c on the thread, then b on its overlap lane.
+  EXPECT_EQ(model.slice_name(2), "b");
+  EXPECT_EQ(model.slices.start_ns[2], 5);
+  EXPECT_EQ(model.slices.end_ns[2], 15);
+  EXPECT_EQ(model.slices.parent[2], kNoSlice);
   EXPECT_EQ(model.slices.parent[1], 0u);
-  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_clamped), 1);
+  EXPECT_EQ(model.track_label(model.slices.track[2]), "thread [overlap 1] (1/1)");
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 1);
 }
 
 TEST(Model, LockSpansPairWaitsObtainsAndReleasesAndCountTheRest) {

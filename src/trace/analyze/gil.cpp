@@ -1,0 +1,247 @@
+// The interpreter lock of Python programs, inferred from the timeline (analyze.hpp, GilContention).
+//
+// A thread waiting for the GIL runs no Python, so it begins and ends no traced range. Stalls alone
+// prove nothing (a thread blocked in queue.get stalls too, and a pure-Python loop shows no range
+// either), so the inference rests on exclusion: a holder's long calls of one kind (moe_dispatch)
+// and a waiter whose own innermost work runs between them but never during any of them, although,
+// were the two independent, a good part of it would have. A call that releases the lock
+// (ctypes.CDLL, most of torch) lets the other thread work meanwhile, and the statistic sees it.
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+#include "trace/analyze/analyze.hpp"
+
+namespace loupe::trace {
+namespace {
+
+constexpr int64_t kMinStallNs = 200'000;
+// A waiter resumes within this long after the holder's call returns (the interpreter hands the
+// lock over at the holder's next release or switch-interval check).
+constexpr int64_t kResumeWindowNs = 1'000'000;
+constexpr int64_t kMinExpectedNs = 200'000;
+constexpr double kExclusionRatio = 0.1;
+
+struct Stall {
+  int64_t start, end;
+  SliceId zone;       // innermost slice open over the stall (any lane); kNoSlice at top level
+  SliceId main_zone;  // innermost slice of the main lane (record_function ranges, ops)
+};
+
+struct PythonThread {
+  TrackId main;
+  std::vector<TrackId> lanes;
+  std::vector<Stall> stalls;   // in time order
+  std::vector<Interval> work;  // union of its innermost (leaf) slices
+  int64_t first = INT64_MAX, last = INT64_MIN;
+};
+
+bool contains_python(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("python") != std::string::npos;
+}
+
+SliceId innermost(const Model& model, const TrackIndex& index, const std::vector<TrackId>& lanes,
+                  int64_t ts) {
+  SliceId best = kNoSlice;
+  for (TrackId lane : lanes) {
+    const SliceId id = index.innermost_at(lane, ts);
+    if (id == kNoSlice) continue;
+    if (best == kNoSlice || model.slices.start_ns[id] > model.slices.start_ns[best]) best = id;
+  }
+  return best;
+}
+
+bool works_within(const std::vector<Interval>& work, int64_t start, int64_t end) {
+  auto it = std::upper_bound(work.begin(), work.end(), Interval{start, INT64_MAX});
+  if (it != work.begin()) --it;
+  for (; it != work.end() && it->first < end; ++it) {
+    if (std::min(it->second, end) > std::max(it->first, start)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* shared_index) {
+  const SliceTable& slices = model.slices;
+  StringId annotation = 0, python_function = 0;
+  for (StringId id = 1; id < model.strings.size(); ++id) {
+    if (model.strings.get(id) == "user_annotation") annotation = id;
+    if (model.strings.get(id) == "python_function") python_function = id;
+  }
+  // Python threads: CPU threads with Python stacks or record_function ranges, or with ATen ops and
+  // a Python name.
+  std::map<TrackId, PythonThread> threads;
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    const Track& info = model.tracks[track];
+    if (info.kind != TrackKind::kThread) continue;
+    threads[info.main].main = info.main;
+    threads[info.main].lanes.push_back(track);
+  }
+  // 1: Python ranges or frames; 2: ATen ops (a Python thread when its name says so). A thread
+  // with runtime calls only is not one: Kineto may file a thread's CUDA runtime calls under
+  // another thread id than its ops.
+  std::vector<uint8_t> python(model.tracks.size(), 0);
+  StringId cpu_op = 0;
+  for (StringId id = 1; id < model.strings.size(); ++id) {
+    if (model.strings.get(id) == "cpu_op") cpu_op = id;
+  }
+  if (annotation == 0 && python_function == 0 && cpu_op == 0) return {};
+  std::vector<TrackId> main_of(model.tracks.size());
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    main_of[track] = model.tracks[track].main;
+  }
+  for (SliceId id = 0; id < slices.size(); ++id) {
+    const StringId category = slices.category[id];
+    if (category == 0) continue;
+    uint8_t& mark = python[main_of[slices.track[id]]];
+    if (category == annotation || category == python_function) {
+      mark = 1;
+    } else if (category == cpu_op && mark == 0) {
+      mark = 2;
+    }
+  }
+  auto is_python = [&](TrackId main) {
+    return python[main] == 1 || (python[main] == 2 && contains_python(model.tracks[main].name));
+  };
+  size_t python_threads = 0;
+  for (const auto& [main, thread] : threads) python_threads += is_python(main) ? 1 : 0;
+  if (python_threads < 2) return {};
+  std::vector<uint8_t> has_child(slices.size(), 0);
+  for (SliceId id = 0; id < slices.size(); ++id) {
+    if (slices.parent[id] != kNoSlice) has_child[slices.parent[id]] = 1;
+  }
+  std::optional<TrackIndex> own_index;
+  const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
+  std::vector<PythonThread*> pythons;
+  for (auto& [main, thread] : threads) {
+    if (!is_python(main)) continue;
+    std::vector<int64_t> bounds;
+    std::vector<Interval> leaves;
+    for (TrackId lane : thread.lanes) {
+      for (SliceId id : index.slices(lane)) {
+        bounds.push_back(slices.start_ns[id]);
+        bounds.push_back(slices.end_ns[id]);
+        if (has_child[id] == 0) leaves.emplace_back(slices.start_ns[id], slices.end_ns[id]);
+      }
+    }
+    if (bounds.empty()) continue;
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    thread.first = bounds.front();
+    thread.last = bounds.back();
+    thread.work = union_of(std::move(leaves));
+    for (size_t at = 0; at + 1 < bounds.size(); ++at) {
+      const int64_t start = bounds[at], end = bounds[at + 1];
+      if (end - start < kMinStallNs) continue;
+      const int64_t middle = start + (end - start) / 2;
+      thread.stalls.push_back({start, end, innermost(model, index, thread.lanes, middle),
+                               index.innermost_at(main, middle)});
+    }
+    pythons.push_back(&thread);
+  }
+  std::vector<GilContention> result;
+  if (pythons.size() < 2) return result;
+  for (PythonThread* waiter : pythons) {
+    GilContention contention;
+    contention.waiter = waiter->main;
+    contention.waiter_span_ns = waiter->last - waiter->first;
+    if (contention.waiter_span_ns <= 0) continue;
+    const int64_t waiter_work = total_length(waiter->work);
+    for (PythonThread* holder : pythons) {
+      if (holder == waiter) continue;
+      // The holder's calls, by kind: the main lane's innermost range (the record_function range
+      // or op the call is made in), else the innermost slice of any lane.
+      std::map<StringId, std::vector<const Stall*>> kinds;
+      for (const Stall& stall : holder->stalls) {
+        const SliceId key = stall.main_zone != kNoSlice ? stall.main_zone : stall.zone;
+        if (key == kNoSlice) continue;
+        if (stall.end <= waiter->first || stall.start >= waiter->last) continue;
+        kinds[slices.name[key]].push_back(&stall);
+      }
+      for (const auto& [kind, calls] : kinds) {
+        if (calls.size() < 2) continue;
+        std::vector<Interval> covered;
+        for (const Stall* call : calls) {
+          covered.emplace_back(std::max(call->start, waiter->first),
+                               std::min(call->end, waiter->last));
+        }
+        covered = union_of(std::move(covered));
+        // The waiter must work between the calls (not merely before and after them, as a main
+        // thread blocked in join() does): exclusion needs the chance to overlap.
+        size_t interleaved = 0;
+        for (size_t at = 0; at + 1 < covered.size(); ++at) {
+          interleaved += works_within(waiter->work, covered[at].second, covered[at + 1].first);
+        }
+        if (interleaved < 2 || interleaved * 2 < covered.size() - 1) continue;
+        GilContention::Holder result_holder;
+        result_holder.thread = holder->main;
+        result_holder.calls = calls.size();
+        result_holder.calls_ns = total_length(covered);
+        result_holder.work_inside_ns = total_length(intersect(waiter->work, covered));
+        result_holder.work_expected_ns = static_cast<int64_t>(
+            static_cast<double>(waiter_work) * static_cast<double>(result_holder.calls_ns) /
+            static_cast<double>(contention.waiter_span_ns));
+        if (result_holder.work_expected_ns < kMinExpectedNs ||
+            static_cast<double>(result_holder.work_inside_ns) >
+                kExclusionRatio * static_cast<double>(result_holder.work_expected_ns)) {
+          continue;
+        }
+        // Time lost: the waiter's stalls under these calls, when it resumed right after one.
+        int64_t longest = 0;
+        uint64_t waits = 0;
+        for (const Stall& stall : waiter->stalls) {
+          int64_t under = 0, last_end = INT64_MIN;
+          const Stall* widest = nullptr;
+          int64_t widest_ns = 0;
+          for (const Stall* call : calls) {
+            const int64_t both =
+                std::min(call->end, stall.end) - std::max(call->start, stall.start);
+            if (both <= 0) continue;
+            under += both;
+            last_end = std::max(last_end, call->end);
+            if (both > widest_ns) widest_ns = both, widest = call;
+          }
+          if (under == 0 || stall.end - last_end > kResumeWindowNs) continue;
+          ++waits;
+          result_holder.held_ns += under;
+          if (under > longest) {
+            longest = under;
+            result_holder.example =
+                widest->main_zone != kNoSlice ? widest->main_zone : widest->zone;
+            result_holder.waiter_zone = stall.zone;
+            if (stall.end - stall.start > contention.longest.second - contention.longest.first) {
+              contention.longest = {stall.start, stall.end};
+            }
+          }
+        }
+        if (waits == 0) continue;
+        const SliceId example = result_holder.example;
+        result_holder.call = std::string(model.slice_name(example));
+        for (SliceId range = example; range != kNoSlice; range = slices.parent[range]) {
+          if (slices.category[range] == annotation) {
+            result_holder.annotation = std::string(model.slice_name(range));
+            break;
+          }
+        }
+        contention.waits += waits;
+        contention.wait_ns += result_holder.held_ns;
+        contention.holders.push_back(std::move(result_holder));
+      }
+    }
+    if (contention.holders.empty()) continue;
+    std::stable_sort(
+        contention.holders.begin(), contention.holders.end(),
+        [](const auto& left, const auto& right) { return left.held_ns > right.held_ns; });
+    result.push_back(std::move(contention));
+  }
+  std::stable_sort(result.begin(), result.end(),
+                   [](const GilContention& left, const GilContention& right) {
+                     return left.wait_ns > right.wait_ns;
+                   });
+  return result;
+}
+
+}  // namespace loupe::trace

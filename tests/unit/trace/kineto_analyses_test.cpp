@@ -1,0 +1,471 @@
+// PyTorch-profiler (Kineto) traces: no slice loses time, the default GPU analyses, warm-up and
+// the inferred interpreter lock, on hand-written traces with exact expectations and on the real
+// traces in tests/fixtures/kineto.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/export/chrome_export.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::trace {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kUs = 1000;
+const fs::path kFixtures = LOUPE_KINETO_FIXTURE_DIR;
+const fs::path kGpuTrace = fs::path(LOUPE_TRACE_GOLDEN_DIR) / "kineto_gpu_default" / "input.json";
+
+Model load_text(std::string text) {
+  Model model;
+  ModelBuilder builder(model);
+  import_chrome_json(text, "test.json", builder, 0);
+  builder.finish();
+  return model;
+}
+
+std::string gunzip(const fs::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  EXPECT_NE(file, nullptr) << path;
+  std::string text;
+  char buffer[1 << 16];
+  int read = 0;
+  while ((read = gzread(file, buffer, sizeof(buffer))) > 0) text.append(buffer, read);
+  gzclose(file);
+  return text;
+}
+
+std::string read_file(const fs::path& path) {
+  if (path.extension() == ".gz") return gunzip(path);
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+const Finding* first_with_id(const Envelope& envelope, const std::string& id) {
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == id) return &finding;
+  }
+  return nullptr;
+}
+
+std::vector<fs::path> kineto_fixtures() {
+  std::vector<fs::path> paths;
+  for (const auto& entry : fs::directory_iterator(kFixtures)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 8 && name.substr(name.size() - 8) == ".json.gz")
+      paths.push_back(entry.path());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// Every complete event of the file, per name: its durations (ns, sorted) as the file writes them,
+// next to the model's slices of that name.
+void expect_every_slice_keeps_its_time(const fs::path& path) {
+  SCOPED_TRACE(path.filename().string());
+  const Json document = Json::parse(read_file(path));
+  const Json& events = document.is_array() ? document : document.at("traceEvents");
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const Json& event : events) {
+    if (event.value("ph", "") != "X" || !event.contains("dur") || !event.contains("ts")) continue;
+    expected[event.value("name", "")].push_back(
+        std::llround(event.at("dur").get<double>() * 1000.0));
+  }
+  const Model model = load_traces({path.string()});
+  std::map<std::string, std::vector<int64_t>> actual;
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    actual[std::string(model.slice_name(id))].push_back(model.slices.end_ns[id] -
+                                                        model.slices.start_ns[id]);
+  }
+  ASSERT_EQ(actual.size(), expected.size());
+  size_t compared = 0;
+  for (auto& [name, durations] : expected) {
+    std::vector<int64_t>& got = actual[name];
+    ASSERT_EQ(got.size(), durations.size()) << name;
+    std::sort(durations.begin(), durations.end());
+    std::sort(got.begin(), got.end());
+    for (size_t index = 0; index < got.size(); ++index) {
+      // Timestamps and durations are fractional microseconds: each rounds to the nanosecond.
+      EXPECT_LE(std::llabs(got[index] - durations[index]), 1 * kUs) << name;
+      EXPECT_LE(std::llabs(got[index] - durations[index]), 2) << name;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 100u);
+  EXPECT_EQ(model.stats.count(Stat::trace_zone_unclosed), 0);
+}
+
+TEST(KinetoSlices, EveryFixtureSliceKeepsTheFilesDuration) {
+  const std::vector<fs::path> paths = kineto_fixtures();
+  ASSERT_GE(paths.size(), 2u);
+  for (const fs::path& path : paths) expect_every_slice_keeps_its_time(path);
+}
+
+// Regression (issue 18): a record_function range opened from Python begins inside the Python
+// slice of _record_function_enter_new and ends after it; nesting clipped it to that slice.
+TEST(KinetoSlices, RecordFunctionRangeOverlappingItsPythonSliceKeepsItsLength) {
+  const Model model = load_text(R"({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"python_function","name":"model.py(3): step","pid":1,"tid":1,"ts":0,"dur":1000},
+    {"ph":"X","cat":"python_function","name":"_record_function_enter_new","pid":1,"tid":1,"ts":10,"dur":5},
+    {"ph":"X","cat":"user_annotation","name":"moe_dispatch","pid":1,"tid":1,"ts":12,"dur":871.9},
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":20,"dur":30},
+    {"ph":"X","cat":"python_function","name":"torch/functional.py(9): mm","pid":1,"tid":1,"ts":19,"dur":32}]})");
+  ASSERT_EQ(model.slices.size(), 5u);
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 0);
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    if (model.slice_name(id) != "moe_dispatch") continue;
+    EXPECT_EQ(model.slices.end_ns[id] - model.slices.start_ns[id], 871'900);
+    EXPECT_EQ(model.tracks[model.slices.track[id]].lane, Lane::kMain);
+  }
+  // aten::mm nests under the range on the main lane; the Python frames on the python lane.
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    const Track& track = model.tracks[model.slices.track[id]];
+    EXPECT_EQ(track.lane,
+              model.slice_category(id) == "python_function" ? Lane::kPython : Lane::kMain);
+    EXPECT_EQ(track.name, "thread 1");
+    if (model.slice_name(id) == "aten::mm") {
+      EXPECT_EQ(model.slice_name(model.slices.parent[id]), "moe_dispatch");
+    }
+  }
+}
+
+TEST(KinetoSlices, PartialOverlapOnOneLaneMovesToAnOverlapLaneWhole) {
+  const Model model = load_text(R"([
+    {"ph":"X","cat":"user_annotation","name":"a","pid":1,"tid":1,"ts":0,"dur":10},
+    {"ph":"X","cat":"user_annotation","name":"b","pid":1,"tid":1,"ts":5,"dur":10},
+    {"ph":"X","cat":"user_annotation","name":"c","pid":1,"tid":1,"ts":7,"dur":10}])");
+  ASSERT_EQ(model.slices.size(), 3u);
+  // b moves past a; c past a, then past b on the first overlap lane.
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 3);
+  std::map<std::string, std::pair<int64_t, std::string>> seen;
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    seen[std::string(model.slice_name(id))] = {model.slices.end_ns[id] - model.slices.start_ns[id],
+                                               model.track_label(model.slices.track[id])};
+  }
+  EXPECT_EQ(seen["a"], std::make_pair(int64_t{10'000}, std::string("thread 1 (1/1)")));
+  EXPECT_EQ(seen["b"], std::make_pair(int64_t{10'000}, std::string("thread 1 [overlap 1] (1/1)")));
+  EXPECT_EQ(seen["c"], std::make_pair(int64_t{10'000}, std::string("thread 1 [overlap 2] (1/1)")));
+}
+
+TEST(KinetoGpu, AnnotationsOverAStreamAreLabelsNotBusyTime) {
+  const Model model = load_traces({kGpuTrace.string()});
+  const Breakdown breakdown = compute_breakdown(model);
+  for (const auto& [track, busy] : breakdown.busy_ns) {
+    if (model.tracks[track].kind != TrackKind::kGpuStream || model.tracks[track].tid != "7")
+      continue;
+    if (model.tracks[track].lane == Lane::kMain) {
+      EXPECT_EQ(busy, 400 * kUs);
+    } else {
+      EXPECT_EQ(busy, 530 * kUs);
+    }
+  }
+  const Envelope envelope = analyze(model, AnalyzeRequest{});
+  for (const Json& row : envelope.data["breakdown"]) {
+    EXPECT_EQ(row["track"].get<std::string>().find("[annotations]"), std::string::npos) << row;
+  }
+}
+
+TEST(KinetoGpu, DefaultAnalysesSplitTimeOverlapIdleAndLaunches) {
+  const Model model = load_traces({kGpuTrace.string()});
+  const Warmup warmup = classify_warmup(model);
+  const GpuAnalysis gpu = compute_gpu(model, warmup, 10 * kUs);
+  ASSERT_TRUE(gpu.present);
+  const GpuSummary& all = gpu.all;
+  auto kind = [&](GpuKind which) { return all.kinds[static_cast<size_t>(which)]; };
+  EXPECT_EQ(kind(GpuKind::kKernel).count, 4u);
+  EXPECT_EQ(kind(GpuKind::kKernel).union_ns, 400 * kUs);
+  EXPECT_EQ(kind(GpuKind::kComm).count, 1u);
+  EXPECT_EQ(kind(GpuKind::kMemcpyHtoD).sum_ns, 50 * kUs);
+  EXPECT_EQ(kind(GpuKind::kMemcpyDtoH).sum_ns, 40 * kUs);
+  EXPECT_EQ(kind(GpuKind::kMemset).count, 0u);
+  EXPECT_EQ(all.copy_ns, 90 * kUs);
+  EXPECT_EQ(all.copy_under_compute_ns, 50 * kUs);
+  EXPECT_EQ(all.comm_ns, 200 * kUs);
+  EXPECT_EQ(all.comm_under_compute_ns, 50 * kUs);
+  EXPECT_EQ(model.slice_name(all.longest_exposed_comm), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(all.span_ns, 680 * kUs);
+  // Stream 7: 5 us kernel wait (K2 was queued), 85 us host wait (K3's launch came after K2
+  // ended), 40 us other (K4 queued early, started late).
+  const StreamIdle* compute = nullptr;
+  for (const StreamIdle& idle : all.streams) {
+    if (model.tracks[idle.stream].tid == "7") compute = &idle;
+  }
+  ASSERT_NE(compute, nullptr);
+  EXPECT_EQ(compute->span_ns, 530 * kUs);
+  EXPECT_EQ(compute->busy_ns, 400 * kUs);
+  EXPECT_EQ(compute->kernel_wait_ns, 5 * kUs);
+  EXPECT_EQ(compute->host_wait_ns, 85 * kUs);
+  EXPECT_EQ(compute->other_ns, 40 * kUs);
+  ASSERT_FALSE(compute->host_zones.empty());
+  EXPECT_EQ(compute->host_zones.front().first, "aten::nonzero");
+  EXPECT_EQ(compute->host_zones.front().second, 74 * kUs);
+  // Launch delay = GPU start - launch call end: 5, 105, 6, 5, 141, 188, 7 us.
+  EXPECT_EQ(all.launches.launches, 7u);
+  EXPECT_EQ(all.launches.delay_p50, 7 * kUs);
+  EXPECT_EQ(all.launches.delay_max, 188 * kUs);
+  EXPECT_EQ(all.launches.delay_outliers, 3u);
+  EXPECT_EQ(all.launches.cpu_max, 5 * kUs);
+  EXPECT_EQ(model.slice_name(all.launches.worst_delay_op),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+}
+
+std::string copy_pair_trace(bool overlapping) {
+  // A kernel on stream 7 and a copy on stream 13, either at the same time or one after the other.
+  const std::string copy_ts = overlapping ? "110" : "300";
+  return R"J({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":100,"dur":150},
+    {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","pid":0,"tid":13,"ts":)J" +
+         copy_ts + R"(,"dur":100}]})";
+}
+
+TEST(KinetoGpu, CopyComputeOverlapIsReportedWithoutOptions) {
+  for (const bool overlapping : {true, false}) {
+    const Envelope envelope = analyze(load_text(copy_pair_trace(overlapping)), AnalyzeRequest{});
+    const Finding* copy = nullptr;
+    for (const Finding& finding : envelope.findings) {
+      if (finding.id == "trace.gpu.copy_overlap") copy = &finding;
+    }
+    ASSERT_NE(copy, nullptr) << overlapping;
+    double fraction = -1;
+    for (const auto& [name, value] : copy->evidence.metrics) {
+      if (name == "overlap_fraction_of_copy") fraction = value;
+    }
+    EXPECT_EQ(fraction, overlapping ? 1.0 : 0.0);
+    EXPECT_EQ(copy->severity, overlapping ? Severity::kInfo : Severity::kWarn);
+  }
+}
+
+TEST(KinetoWarmup, SlowFirstCallModuleLoadingAndProfilerSpanAreKeptOut) {
+  std::string text = R"J({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":90000},
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":100,"dur":40000},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaFuncGetAttributes","pid":1,"tid":1,"ts":200,"dur":30000},
+    {"ph":"X","cat":"cuda_driver","name":"Runtime Triggered Module Loading","pid":-1,"tid":0,"ts":300,"dur":20000})J";
+  for (int call = 0; call < 5; ++call) {
+    text += R"(,{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":)" +
+            std::to_string(50000 + call * 1000) + R"(,"dur":200})";
+  }
+  text +=
+      R"(,{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":60000,"dur":3000}]})";
+  const Model model = load_text(text);
+  const Warmup warmup = classify_warmup(model);
+  ASSERT_EQ(warmup.items.size(), 3u);
+  EXPECT_EQ(warmup.items[0].reason, Warmup::Reason::kProfiler);
+  EXPECT_EQ(warmup.items[1].reason, Warmup::Reason::kFirstCall);
+  EXPECT_EQ(model.slice_name(warmup.items[1].slice), "aten::mm");
+  EXPECT_EQ(warmup.items[1].typical_ns, 200 * kUs);
+  EXPECT_EQ(warmup.items[1].later_calls, 5u);
+  EXPECT_EQ(warmup.items[2].reason, Warmup::Reason::kModuleLoading);
+  const Envelope envelope = analyze(model, AnalyzeRequest{});
+  // The workload's heaviest op is the steady-state one; warm-up comes last, as one finding.
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding* heaviest = first_with_id(envelope, "trace.breakdown.top");
+  ASSERT_NE(heaviest, nullptr);
+  EXPECT_EQ(heaviest->where.path, "aten::add");
+  EXPECT_EQ(envelope.findings.back().id, "trace.warmup");
+  for (const Json& row : envelope.data["breakdown"]) {
+    EXPECT_NE(row["name"], "cudaFuncGetAttributes");  // inside the first aten::mm
+    EXPECT_NE(row["name"], "PyTorch Profiler (0)");
+  }
+}
+
+TEST(KinetoWarmup, FirstProfilerStepIsReportedApart) {
+  std::string text = R"({"schemaVersion":1,"traceEvents":[)";
+  for (int step = 0; step < 3; ++step) {
+    const int start = step * 1000;
+    const int kernel = step == 0 ? 900 : 300;  // the first step autotunes
+    text += (step ? "," : "") +
+            std::string(R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#)") +
+            std::to_string(step + 1) + R"(","pid":1,"tid":1,"ts":)" + std::to_string(start) +
+            R"(,"dur":1000},{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":)" +
+            std::to_string(start + 50) + R"(,"dur":)" + std::to_string(kernel) + "}";
+  }
+  text += "]}";
+  const Model model = load_text(text);
+  const Warmup warmup = classify_warmup(model);
+  ASSERT_EQ(warmup.steps.size(), 3u);
+  const GpuAnalysis gpu = compute_gpu(model, warmup, 10 * kUs);
+  ASSERT_EQ(gpu.steps.size(), 3u);
+  EXPECT_TRUE(gpu.steps[0].warmup);
+  EXPECT_FALSE(gpu.steps[1].warmup);
+  EXPECT_EQ(gpu.steps[0].gpu.busy_ns, 900 * kUs);
+  EXPECT_EQ(gpu.steps[2].gpu.busy_ns, 300 * kUs);
+  EXPECT_EQ(gpu.all.busy_ns, 1500 * kUs);
+  EXPECT_EQ(gpu.steady.busy_ns, 600 * kUs);
+}
+
+TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
+  const Envelope envelope =
+      analyze(load_traces({(kFixtures / "gil_held.json.gz").string()}), AnalyzeRequest{});
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.locks.gil_inferred");
+  EXPECT_EQ(top.where.thread, "thread 608 (python3) (578/608)");
+  EXPECT_NE(top.claim.find("thread 607 (python3) (578/607) held it"), std::string::npos)
+      << top.claim;
+  EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
+  EXPECT_NE(top.claim.find("inference"), std::string::npos) << top.claim;
+  ASSERT_FALSE(top.evidence.events.empty());
+  EXPECT_EQ(top.evidence.events.front().name, "moe_dispatch");
+}
+
+Envelope analyze_fixture(const std::string& name) {
+  return analyze(load_traces({(kFixtures / name).string()}), AnalyzeRequest{});
+}
+
+TEST(KinetoGil, ReleasedTraceHasNoInferredLock) {
+  EXPECT_EQ(first_with_id(analyze_fixture("gil_released.json.gz"), "trace.locks.gil_inferred"),
+            nullptr);
+}
+
+TEST(KinetoGil, HeldTraceWithStacksLeadsWithTheDispatch) {
+  const Envelope envelope = analyze_fixture("gil_held_stack.json.gz");
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.locks.gil_inferred");
+  EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
+  EXPECT_NE(top.claim.find("an inference"), std::string::npos) << top.claim;
+}
+
+// No finding may name moe_dispatch as the holder where the dispatch releases the lock: through
+// ctypes.CDLL, or a long ATen call (torch releases the GIL). What pure-Python bookkeeping holds
+// may be reported: it does hold the lock (tests/fixtures/kineto/README.md).
+TEST(KinetoGil, ReleasingAndGilFreeVariantsDoNotBlameTheDispatch) {
+  for (const char* name :
+       {"gil_released.json.gz", "gil_released_stack.json.gz", "gil_free_call.json.gz"}) {
+    const Envelope envelope = analyze_fixture(name);
+    for (const Finding& finding : envelope.findings) {
+      if (finding.id != "trace.locks.gil_inferred") continue;
+      EXPECT_EQ(finding.claim.find("inside moe_dispatch"), std::string::npos)
+          << name << ": " << finding.claim;
+    }
+  }
+}
+
+// Two transfer threads wait for the dispatch. The first is reported against it; the second's
+// bookkeeping range, pre-empted and stretched across one dispatch, overlaps it for 1.8 ms (22 % of
+// what independence predicts), so it is reported waiting on the other transfer's bookkeeping
+// instead — a known limit of the work-overlap statistic (docs/pytorch-traces.md).
+TEST(KinetoGil, TwoWaitersLeadWithATransferWaitingForTheDispatch) {
+  const Envelope envelope = analyze_fixture("gil_two_waiters.json.gz");
+  std::set<std::string> waiters;
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == "trace.locks.gil_inferred") waiters.insert(*finding.where.thread);
+  }
+  EXPECT_EQ(waiters.size(), 2u);
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.locks.gil_inferred");
+  EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
+}
+
+double metric(const Finding& finding, const std::string& name) {
+  for (const auto& [key, value] : finding.evidence.metrics) {
+    if (key == name) return value;
+  }
+  return -1;
+}
+
+TEST(KinetoGpu, RealCopyPairIsOverlappedVersusSerialisedWithoutOptions) {
+  const Envelope overlapped_envelope = analyze_fixture("copy_overlap.json.gz");
+  const Envelope serial_envelope = analyze_fixture("copy_serial.json.gz");
+  const Finding* overlapped = first_with_id(overlapped_envelope, "trace.gpu.copy_overlap");
+  const Finding* serial = first_with_id(serial_envelope, "trace.gpu.copy_overlap");
+  ASSERT_NE(overlapped, nullptr);
+  ASSERT_NE(serial, nullptr);
+  EXPECT_GT(metric(*overlapped, "overlap_fraction_of_copy"), 0.9);
+  EXPECT_EQ(metric(*serial, "overlap_fraction_of_copy"), 0.0);
+  EXPECT_EQ(serial->severity, Severity::kWarn);
+}
+
+TEST(KinetoWarmup, GenerateWithoutStepsKeepsTheFirstMatmulOutOfTheLead) {
+  const Envelope envelope = analyze_fixture("generate_nosteps.json.gz");
+  // cuBLAS initialises inside the first layer: its first linear / addmm take ~173 ms, the later
+  // ones a median of tens of microseconds.
+  bool slow_first_call = false;
+  for (const Json& row : envelope.data["warmup"]) {
+    slow_first_call |= row["reason"] == "first call" && row["dur_ns"].get<int64_t>() > 100'000'000;
+  }
+  EXPECT_TRUE(slow_first_call) << envelope.data["warmup"].dump();
+  for (size_t index = 0; index < 3 && index < envelope.findings.size(); ++index) {
+    const Finding& finding = envelope.findings[index];
+    EXPECT_EQ(finding.claim.find("PyTorch Profiler"), std::string::npos) << finding.claim;
+    EXPECT_EQ(finding.claim.find("Runtime Triggered Module Loading"), std::string::npos)
+        << finding.claim;
+  }
+}
+
+TEST(KinetoWarmup, DiffDoesNotLeadWithWarmup) {
+  const Envelope envelope =
+      diff(load_traces({(kFixtures / "generate_nosteps.json.gz").string()}),
+           load_traces({(kFixtures / "generate_steps.json.gz").string()}), AnalyzeRequest{});
+  ASSERT_GE(envelope.findings.size(), 2u);
+  EXPECT_NE(envelope.findings[1].id, "trace.diff.warmup");
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == "trace.diff.breakdown") {
+      EXPECT_EQ(finding.claim.find("aten::mm on threads went from 1"), std::string::npos)
+          << finding.claim;
+    }
+  }
+}
+
+TEST(KinetoWarmup, StepsAreRecognisedAndTheFirstReportedApart) {
+  const Envelope envelope = analyze_fixture("generate_steps.json.gz");
+  ASSERT_TRUE(envelope.data.contains("gpu"));
+  const Json& steps = envelope.data["gpu"]["steps"];
+  ASSERT_GE(steps.size(), 5u);
+  EXPECT_EQ(steps[0]["step"], "ProfilerStep#0");
+  EXPECT_TRUE(steps[0]["warmup"].get<bool>());
+  EXPECT_FALSE(steps[1]["warmup"].get<bool>());
+}
+
+TEST(KinetoGpu, DdpTraceDoesNotLeadWithTheProfilerOrAnUnattributedIdleStream) {
+  const Envelope envelope = analyze_fixture("ddp_nccl.json.gz");
+  ASSERT_FALSE(envelope.findings.empty());
+  for (size_t index = 0; index < 2 && index < envelope.findings.size(); ++index) {
+    const Finding& finding = envelope.findings[index];
+    EXPECT_EQ(finding.claim.find("PyTorch Profiler"), std::string::npos) << finding.claim;
+    EXPECT_EQ(finding.claim.find("(no zone)"), std::string::npos) << finding.claim;
+  }
+}
+
+TEST(KinetoExport, KeepsArgsPidsTidsAndTheFilesTimeBase) {
+  const Model model = load_traces({kGpuTrace.string()});
+  std::ostringstream out;
+  write_chrome_json(model, out);
+  const Json exported = Json::parse(out.str());
+  bool kernel_seen = false, annotation_seen = false;
+  for (const Json& event : exported["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    if (event["name"] == "elementwise_add") {
+      kernel_seen = true;
+      EXPECT_EQ(event["pid"], 0);
+      EXPECT_EQ(event["tid"], 7);
+      EXPECT_EQ(event["ts"], 450.0);
+      EXPECT_EQ(event["args"]["stream"], 7);
+      EXPECT_EQ(event["args"]["correlation"], 5);
+      EXPECT_TRUE(event["args"].contains("loupe_id"));
+    }
+    if (event["name"] == "forward" && event["cat"] == "gpu_user_annotation") {
+      annotation_seen = true;
+      EXPECT_EQ(event["tid"], 7);  // the lane goes back onto its stream
+      EXPECT_EQ(event["dur"], 530.0);
+    }
+  }
+  EXPECT_TRUE(kernel_seen);
+  EXPECT_TRUE(annotation_seen);
+}
+
+}  // namespace
+}  // namespace loupe::trace
