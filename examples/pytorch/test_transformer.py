@@ -32,7 +32,8 @@ def test_loupe_diff_names_layer_head_and_growth(dumps):
     executable = os.environ.get("LOUPE_EXECUTABLE", os.path.join(ROOT, "build", "bin", "loupe"))
     completed = subprocess.run([executable, "diff", str(dumps / "a"), str(dumps / "b"),
                                 "--axes", "B,H,T,D", "--along", "T", "--json"],
-                               capture_output=True, text=True, check=True)
+                               capture_output=True, text=True)
+    assert completed.returncode == 1, completed.stderr  # config B's fault fails the diff
     envelope = json.loads(completed.stdout)
     first = envelope["data"]["first_divergence"]
     assert first == "layers.2.attn.rope.call0.safetensors:output.0"  # q of layer 2

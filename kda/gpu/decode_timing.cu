@@ -357,6 +357,8 @@ void run_decode_timing(const HarnessOptions& options, std::vector<Result>& resul
   std::vector<int> batches = {1, 8, 32, 128, 256};
   std::vector<int> head_counts = {32, 64};
   if (options.quick) batches = {1, 32}, head_counts = {32};
+  if (!options.batches.empty()) batches = options.batches;
+  if (!options.head_counts.empty()) head_counts = options.head_counts;
   for (int heads : head_counts) {
     for (int batch : batches) time_point(batch, heads, options, device, hold, results);
   }

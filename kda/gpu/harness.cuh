@@ -109,6 +109,10 @@ struct HarnessOptions {
   uint64_t seed = 0;
   int samples = 60;
   bool quick = false;
+  // --time at these shapes only (empty: the default sweep). Lets a profiler such as ncu see the
+  // launches of one serving shape without skipping through the others.
+  std::vector<int> batches;
+  std::vector<int> head_counts;
 };
 
 // The modes; each appends its results and prints one line per result as it goes.

@@ -90,11 +90,14 @@ using kda::gpu::Result;
 
 void print_usage() {
   std::printf(
-      "usage: kda_gpu [--check] [--cp] [--time] [--quick] [--seed N] [--samples N] [--json FILE]\n"
+      "usage: kda_gpu [--check] [--cp] [--time] [--quick] [--batch B]... [--heads H]... [--seed "
+      "N]\n"
+      "               [--samples N] [--json FILE]\n"
       "  --check    every CUDA kernel against the fp64 CPU reference\n"
       "  --cp       incident 1: CP merge drift of TF32 / 3xTF32 / fp32 on hardware\n"
       "  --time     decode timing, tiled vs merged, batch {1,8,32,128,256} x H {32,64}\n"
       "  --quick    fewer points (a smoke run)\n"
+      "  --batch B, --heads H  time only these shapes (repeatable; e.g. for ncu)\n"
       "  (no mode flag: all three)\n");
 }
 
@@ -261,6 +264,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "kda_gpu: --samples must be at least 4\n");
         return 2;
       }
+    } else if (arg == "--batch" || arg == "--heads") {
+      const std::string flag = arg;
+      const std::string text = value(flag.c_str());
+      char* end = nullptr;
+      const long number = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || number < 1 || number > 4096) {
+        std::fprintf(stderr, "kda_gpu: %s expects an integer in [1, 4096], got '%s'\n",
+                     flag.c_str(), text.c_str());
+        return 2;
+      }
+      (flag == "--batch" ? options.batches : options.head_counts)
+          .push_back(static_cast<int>(number));
     } else if (arg == "--json") {
       json_path = value("--json");
     } else if (arg == "--help" || arg == "-h") {

@@ -553,11 +553,36 @@ def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],
     if actual == expected or difference <= atol + rtol * abs(expected):
         return
     relative = difference / abs(expected) if expected != 0 else math.inf
+    # torch 2 names both values first ("Expected 2 but got 1."); torch 1.13 does not.
+    values = ("Expected %s but got %s.\n" % (expected, actual)
+              if _torch_names_scalar_values() else "")
     if rtol == 0 and atol == 0:  # torch's wording for an exact comparison
-        _fail("Scalars are not equal!\n\nAbsolute difference: %r\nRelative difference: %r" % (
-            difference, relative), msg, None)
-    _fail("Scalars are not close!\n\nAbsolute difference: %r (up to %r allowed)\nRelative "
-          "difference: %r (up to %r allowed)" % (difference, atol, relative, rtol), msg, None)
+        _fail("Scalars are not equal!\n\n%sAbsolute difference: %r\nRelative difference: %r" % (
+            values, difference, relative), msg, None)
+    _fail("Scalars are not close!\n\n%sAbsolute difference: %r (up to %r allowed)\nRelative "
+          "difference: %r (up to %r allowed)" % (values, difference, atol, relative, rtol), msg,
+          None)
+
+
+_SCALAR_VALUES_NAMED: Optional[bool] = None
+
+
+def _torch_names_scalar_values() -> bool:
+    """Whether the installed torch's scalar mismatch message names the two values (asked once, of
+    torch itself, so the wording follows whichever torch is installed; without torch, the current
+    wording)."""
+    global _SCALAR_VALUES_NAMED
+    if _SCALAR_VALUES_NAMED is None:
+        try:
+            import torch
+
+            torch.testing.assert_close(1, 2)
+            _SCALAR_VALUES_NAMED = True
+        except AssertionError as error:
+            _SCALAR_VALUES_NAMED = "Expected 2 but got 1." in str(error)
+        except Exception:  # no torch, or one that cannot compare Python numbers
+            _SCALAR_VALUES_NAMED = True
+    return _SCALAR_VALUES_NAMED
 
 
 def _torch_number(value: float) -> str:

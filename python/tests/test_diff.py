@@ -166,7 +166,8 @@ def test_paths_match_the_cli_envelope(tmp_path, loupe_executable):
     result = loupe.diff(str(tmp_path / "a.npy"), tmp_path / "b.npy", axes="T,H,D", along="T")
     cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a.npy"),
                           str(tmp_path / "b.npy"), "--axes", "T,H,D", "--along", "T", "--json"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    assert cli.returncode == 1, cli.stderr  # past the default tolerances: the CLI fails (issue 19)
     envelope = json.loads(cli.stdout)
     assert result.envelope["findings"] == envelope["findings"]
     assert result.envelope["data"]["tensors"] == envelope["data"]["tensors"]

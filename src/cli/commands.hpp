@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -18,6 +19,9 @@ struct CommandResult {
   int exit_code = 0;
   bool json = false;  // --json was on the command line
   std::string kind;   // the envelope kind to use for errors, e.g. "diff"
+  // Everything after the first "--": CLI11 appends these to a subcommand's positionals, and a
+  // command with positionals of its own (`loupe counters FILE...` / `-- CMD`) tells them apart.
+  std::vector<std::string> after_separator;
 };
 
 using CommandAdder = void (*)(CLI::App& app, CommandResult& result);

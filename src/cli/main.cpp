@@ -62,7 +62,10 @@ int main(int argc, char** argv) {
   // --json anywhere before "--" asks for an envelope; what follows "--" is the subject's command.
   for (int index = 1; index < argc; ++index) {
     std::string_view argument(argv[index]);
-    if (argument == "--") break;
+    if (argument == "--") {
+      result.after_separator.assign(argv + index + 1, argv + argc);
+      break;
+    }
     if (argument == "--json") result.json = true;
   }
   loupe::cli::add_registered_commands(app, result);

@@ -35,6 +35,9 @@ struct ReportOptions {
 // the file the run used (same content hash), so a later edit cannot relabel an old run.
 void add_objective_context(const ledger::RunRecord& run, report::BuildOptions& options,
                            std::vector<std::string>& notes) {
+  // A run without gates (`loupe counters --record`) needs no layers, and its "objective" is the
+  // export it read.
+  if (run.gates.empty()) return;
   const std::filesystem::path file = run.objective_path;
   std::error_code error;
   if (!std::filesystem::exists(file, error)) {

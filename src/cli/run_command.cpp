@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <iostream>
@@ -40,6 +41,8 @@ struct RunOptions {
   std::string ledger;
   std::string memory;
   bool json = false;
+  // --executor and its settings, as (key, value) for gate::apply_executor_setting.
+  std::vector<std::pair<std::string, std::string>> executor;
 };
 
 // Ctrl-C while a subject runs: the subject lives in its own session (core/process), so the
@@ -161,6 +164,24 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   run->add_option("--memory", options->memory,
                   "SIZE (e.g. 512M, 4G): stop a subject whose resident memory passes it (exit 3)");
   run->add_flag("--json", options->json, "print one JSON envelope");
+  // Where the points run (docs/executors.md); each flag overrides the objective's [executor].
+  for (const auto& [flag, key, help] : std::vector<std::array<std::string, 3>>{
+           {"--executor", "kind", "local (default: here, one after another) or slurm (job arrays)"},
+           {"--partition", "partition", "slurm: sbatch --partition"},
+           {"--gres", "gres", "slurm: sbatch --gres per task, e.g. gpu:1"},
+           {"--account", "account", "slurm: sbatch --account"},
+           {"--time", "time", "slurm: sbatch --time per task, e.g. 00:10:00"},
+           {"--max-parallel", "max_parallel", "slurm: at most N tasks of an array at once"},
+           {"--retries", "retries", "slurm: resubmissions of a task lost to its node (default 2)"},
+           {"--shared-dir", "shared_dir",
+            "slurm: a directory every node sees (default: the run's)"}}) {
+    run->add_option_function<std::string>(
+        flag,
+        [options, key = key](const std::string& value) {
+          options->executor.emplace_back(key, value);
+        },
+        help);
+  }
   run->callback([options, &result] {
     result.kind = "run";
     gate::RunRequest request;
@@ -171,6 +192,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     request.sets = options->sets;
     if (!options->home.empty()) request.home = options->home;
     if (!options->ledger.empty()) request.ledger = options->ledger;
+    request.executor_settings = options->executor;
     if (!options->memory.empty()) {
       request.memory_limit_bytes = parse_byte_size("--memory", options->memory);
     }

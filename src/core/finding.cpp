@@ -23,7 +23,8 @@ Enum parse_word(std::string_view text, const std::array<std::string_view, N>& wo
               std::string(what) + " '" + std::string(text) + "' is not one of: " + expected);
 }
 
-constexpr std::array<std::string_view, 4> kLayerNames = {"check", "bench", "scenario", "trace"};
+constexpr std::array<std::string_view, 5> kLayerNames = {"check", "bench", "scenario", "trace",
+                                                         "counters"};
 constexpr std::array<std::string_view, 3> kSeverityNames = {"fail", "warn", "info"};
 constexpr std::array<std::string_view, 5> kVerdictNames = {"pass", "fail", "inconclusive", "error",
                                                            "none"};

@@ -16,7 +16,8 @@
 
 namespace loupe {
 
-enum class Layer { kCheck, kBench, kScenario, kTrace };
+// kCounters: hardware-counter findings about one kernel (src/counters, `loupe counters`).
+enum class Layer { kCheck, kBench, kScenario, kTrace, kCounters };
 enum class Severity { kFail, kWarn, kInfo };
 // Verdict of a command or envelope; gates use GateVerdict.
 enum class Verdict { kPass, kFail, kInconclusive, kError, kNone };

@@ -34,7 +34,19 @@ enum class StatSeverity { kInfo, kDataLoss, kError };
   X(trace_json_event_malformed, kDataLoss,                                                        \
     "an event missing ph/ts or with ill-typed fields; dropped")                                   \
   X(trace_json_phase_unsupported, kInfo,                                                          \
-    "an event phase loupe does not model (async b/n/e, O); skipped")
+    "an event phase loupe does not model (async b/n/e, O); skipped")                              \
+  X(counters_preamble_line, kInfo, "an ncu ==PROF==/==WARNING== line before or between CSV rows") \
+  X(counters_foreign_line, kInfo, "a line that is not ncu CSV (the program's own output)")        \
+  X(counters_header_repeated, kInfo, "the CSV header again (concatenated exports); skipped")      \
+  X(counters_row_malformed, kDataLoss,                                                            \
+    "an ncu CSV row with the wrong number of fields or a bad launch ID; dropped")                 \
+  X(counters_value_missing, kInfo,                                                                \
+    "a metric value ncu printed as n/a, no data or empty; left out")                              \
+  X(counters_value_not_number, kDataLoss,                                                         \
+    "a metric value with a unit that is not a number; kept as text")                              \
+  X(counters_unit_unknown, kInfo, "a metric unit loupe does not know; the value kept unscaled")   \
+  X(counters_launch_conflict, kDataLoss,                                                          \
+    "one launch ID with two kernel names across merged files; the later launch dropped")
 
 enum class Stat : uint16_t {
 #define LOUPE_STAT_ENUM(name, severity, description) name,

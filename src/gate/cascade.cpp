@@ -13,6 +13,7 @@
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
+#include "gate/executor.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {
@@ -209,45 +210,57 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       layer_tasks.push_back(&task);
       max_repeats = std::max(max_repeats, task.repeats);
     }
-    for (int64_t repeat = 0; repeat < max_repeats && stop_reason.empty(); ++repeat) {
+    std::vector<PointRef> order;
+    for (int64_t repeat = 0; repeat < max_repeats; ++repeat) {
       for (const PlanTask* task : layer_tasks) {
-        if (repeat >= task->repeats || !stop_reason.empty()) continue;
+        if (repeat >= task->repeats) continue;
         const ProbeEntry* entry = objective.find_entry(layer, task->entry);
         if (entry == nullptr) {
           throw Error(ErrorCode::kInternal, "plan task names entry '" + task->entry +
                                                 "', which the objective does not declare");
         }
+        order.push_back({task, entry, repeat});
+      }
+    }
+    if (options.layer_begin && !order.empty()) options.layer_begin(layer, order);
+    for (const PointRef& ref : order) {
+      if (!stop_reason.empty()) break;
+      const PlanTask* task = ref.task;
+      const ProbeEntry* entry = ref.entry;
+      const int64_t repeat = ref.repeat;
+      if (options.interrupted != nullptr && options.interrupted->load()) {
+        result.interrupted = true;
+        stop_reason = "the run was interrupted";
+        break;
+      }
+      try {
+        result.points.push_back(runner(*task, *entry, repeat));
+      } catch (const Error& error) {
         if (options.interrupted != nullptr && options.interrupted->load()) {
           result.interrupted = true;
           stop_reason = "the run was interrupted";
-          break;
+        } else {
+          result.error = error;
+          stop_reason = "the subject failed at " + task->entry + " " +
+                        params_to_string(task->params) + ": " + error.message();
         }
-        try {
-          result.points.push_back(runner(*task, *entry, repeat));
-        } catch (const Error& error) {
-          if (options.interrupted != nullptr && options.interrupted->load()) {
-            result.interrupted = true;
-            stop_reason = "the run was interrupted";
-          } else {
-            result.error = error;
-            stop_reason = "the subject failed at " + task->entry + " " +
-                          params_to_string(task->params) + ": " + error.message();
-          }
-          break;
-        }
-        ++done;
-        ++outcome.points;
-        if (options.progress) {
-          Progress progress;
-          progress.index = done;
-          progress.total = total;
-          progress.point = &result.points.back();
-          progress.elapsed_s = seconds_since(start);
-          progress.remaining_s =
-              progress.elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
-          options.progress(progress);
-        }
+        break;
       }
+      ++done;
+      ++outcome.points;
+      if (options.progress) {
+        Progress progress;
+        progress.index = done;
+        progress.total = total;
+        progress.point = &result.points.back();
+        progress.elapsed_s = seconds_since(start);
+        progress.remaining_s =
+            progress.elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
+        options.progress(progress);
+      }
+    }
+    if (options.layer_end && !order.empty()) {
+      options.layer_end(layer, outcome.points < order.size());
     }
     if (!stop_reason.empty()) {
       // A layer cut short decides nothing: its gates are not-run too.
@@ -383,69 +396,77 @@ std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
   return argv;
 }
 
+probe::RunRequest point_run_request(const Objective& objective, const std::filesystem::path& home,
+                                    const std::string& staging_id, uint64_t memory_limit_bytes,
+                                    const PlanTask& task, const ProbeEntry& entry) {
+  probe::RunRequest request;
+  request.probe = task.probe;
+  for (const auto& [name, value] : task.params) {
+    request.sets.push_back(name + "=" + value_to_string(value));
+  }
+  request.seed = entry.seed;
+  request.timeout_s = objective.subject.timeout_s;
+  request.memory_limit_bytes = memory_limit_bytes;
+  request.home = std::filesystem::absolute(home);
+  request.run_id = staging_id;
+  request.subject_command = subject_command(objective.subject);
+  request.pass_env = objective.subject.pass_env;
+  // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
+  // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
+  // tests/integration/run catches; until that is understood the cascade runs subjects as
+  // before, locally and through the Slurm executor alike (docs/security.md, "The sandbox").
+  request.sandbox = false;
+  for (const auto& [metric, limit] : entry.tolerances) {
+    std::ostringstream text;
+    text << metric << "=" << std::setprecision(17) << limit;
+    request.analyze.tolerances.push_back(text.str());
+  }
+  request.analyze.threshold = entry.threshold.value_or(0.02);
+  // The bench's sampling budget and precision reach the subject as --budget/--precision.
+  request.budget_s = entry.budget_s;
+  request.precision = entry.precision;
+  return request;
+}
+
+PointResult finish_point(const probe::RunRequest& request, const std::string& run_id,
+                         const PlanTask& task, int64_t repeat, probe::RunOutcome outcome) {
+  const std::filesystem::path home = request.home.value_or(std::filesystem::path{});
+  // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].
+  const std::filesystem::path probe_dir = run_dir(home, run_id) / task.probe;
+  std::filesystem::create_directories(probe_dir);
+  std::string name = outcome.observation_dir.filename().string();
+  if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
+  if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
+  for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
+    name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
+           std::to_string(suffix);
+  }
+  const std::filesystem::path final_dir = probe_dir / name;
+  check_under_home(final_dir, home, "the point's folder");
+  std::filesystem::rename(outcome.observation_dir, final_dir);
+  std::error_code ignored;
+  std::filesystem::remove_all(run_dir(home, request.run_id), ignored);
+
+  // Analysed again where it now lies, so that every path in its findings is true.
+  PointResult seeded = to_point_result(task, repeat, outcome, request.subject_command);
+  probe::AnalyzeOptions analyze = request.analyze;
+  analyze.reproduce = seeded.reproduce;
+  analyze.bootstrap_seed = seeded.seed;
+  outcome = probe::analyze_observation(final_dir, analyze);
+  return to_point_result(task, repeat, outcome, request.subject_command);
+}
+
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes) {
-  const std::vector<std::string> subject = subject_command(objective.subject);
-  const std::vector<std::string> pass_env = objective.subject.pass_env;
-  const double timeout_s = objective.subject.timeout_s;
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
-  return [subject, pass_env, timeout_s, absolute_home, run_id, memory_limit_bytes](
+  return [objective, absolute_home, run_id, memory_limit_bytes](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
-    probe::RunRequest request;
-    request.probe = task.probe;
-    for (const auto& [name, value] : task.params) {
-      request.sets.push_back(name + "=" + value_to_string(value));
-    }
-    request.seed = entry.seed;
-    request.timeout_s = timeout_s;
-    request.memory_limit_bytes = memory_limit_bytes;
-    request.home = absolute_home;
     // Each point lands in a staging run first: the subject decides the point's full name
     // (defaults included), and repeats of one point must not overwrite each other.
-    const std::string staging_id = run_id + "/.staging";
-    request.run_id = staging_id;
-    request.subject_command = subject;
-    request.pass_env = pass_env;
-    // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
-    // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
-    // tests/integration/run catches; until that is understood the cascade runs subjects as
-    // before (docs/security.md, "The sandbox").
-    request.sandbox = false;
-    for (const auto& [metric, limit] : entry.tolerances) {
-      std::ostringstream text;
-      text << metric << "=" << std::setprecision(17) << limit;
-      request.analyze.tolerances.push_back(text.str());
-    }
-    request.analyze.threshold = entry.threshold.value_or(0.02);
-    // The bench's sampling budget and precision reach the subject as --budget/--precision.
-    request.budget_s = entry.budget_s;
-    request.precision = entry.precision;
-    probe::RunOutcome outcome = probe::run_probe(request);
-
-    // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].
-    const std::filesystem::path probe_dir = run_dir(absolute_home, run_id) / task.probe;
-    std::filesystem::create_directories(probe_dir);
-    std::string name = outcome.observation_dir.filename().string();
-    if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
-    if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
-    for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
-      name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
-             std::to_string(suffix);
-    }
-    const std::filesystem::path final_dir = probe_dir / name;
-    check_under_home(final_dir, absolute_home, "the point's folder");
-    std::filesystem::rename(outcome.observation_dir, final_dir);
-    std::error_code ignored;
-    std::filesystem::remove_all(run_dir(absolute_home, staging_id), ignored);
-
-    // Analysed again where it now lies, so that every path in its findings is true.
-    PointResult seeded = to_point_result(task, repeat, outcome, subject);
-    probe::AnalyzeOptions analyze = request.analyze;
-    analyze.reproduce = seeded.reproduce;
-    analyze.bootstrap_seed = seeded.seed;
-    outcome = probe::analyze_observation(final_dir, analyze);
-    PointResult point = to_point_result(task, repeat, outcome, subject);
+    const probe::RunRequest request = point_run_request(
+        objective, absolute_home, run_id + "/.staging", memory_limit_bytes, task, entry);
+    PointResult point = finish_point(request, run_id, task, repeat, probe::run_probe(request));
     point.wall_s = seconds_since(start);
     return point;
   };

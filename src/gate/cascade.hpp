@@ -33,6 +33,13 @@ namespace loupe::gate {
 using PointRunner =
     std::function<PointResult(const PlanTask& task, const ProbeEntry& entry, int64_t repeat)>;
 
+// One repeat of one plan task, as the cascade will ask a runner for it.
+struct PointRef {
+  const PlanTask* task = nullptr;
+  const ProbeEntry* entry = nullptr;
+  int64_t repeat = 0;
+};
+
 struct Progress {
   size_t index = 0;  // 1-based
   size_t total = 0;
@@ -46,6 +53,10 @@ struct CascadeOptions {
   std::optional<Layer> only;                       // run this layer alone
   const std::atomic<bool>* interrupted = nullptr;  // set (e.g. by SIGINT) to stop after the point
   std::function<void(const Progress&)> progress;   // after every point
+  // Executor hooks (gate/executor.hpp): a layer's points before the first runs, and the end of
+  // the layer (`stopped`: points of it will not be asked for).
+  std::function<void(Layer, const std::vector<PointRef>&)> layer_begin;
+  std::function<void(Layer, bool stopped)> layer_end;
 };
 
 enum class LayerStatus { kPassed, kFailed, kSkipped, kNotReached, kEmpty };

@@ -2,6 +2,7 @@
 
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
+#include "gate/executor.hpp"
 #include "gate/plan.hpp"
 
 #include <toml++/toml.h>
@@ -679,6 +680,7 @@ const std::vector<ProbeEntry>& Objective::entries(Layer layer) const {
     case Layer::kScenario:
       return scenarios;
     case Layer::kTrace:
+    case Layer::kCounters:
       break;
   }
   return kNone;
@@ -747,7 +749,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   const toml::table root = reader.parse(text);
   reader.allow_keys(root, "",
                     {"name", "description", "cascade", "subject", "check", "bench", "scenario",
-                     "gate", "deployment_key", "deployment", "review"});
+                     "gate", "deployment_key", "deployment", "review", "executor"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -760,6 +762,9 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
       reader.fail(*cascade, "cascade",
                   "expected \"stop-at-first-failure\" or \"all\", found \"" + mode + "\"");
     }
+  }
+  if (const toml::node* executor = root.get("executor")) {
+    objective.executor = read_executor_spec(reader, reader.table_of(*executor, "executor"));
   }
   const std::filesystem::path base = file.parent_path();
   objective.subject =
@@ -832,6 +837,16 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
       objective.review.push_back(read_review_category(reader, name, *category));
     }
     validate_review(reader, objective, review);
+  }
+  for (const PointResources& wanted : objective.executor.resources) {
+    bool found = false;
+    for (Layer layer : {Layer::kCheck, Layer::kBench, Layer::kScenario}) {
+      found = found || objective.find_entry(layer, wanted.entry) != nullptr;
+    }
+    if (!found) {
+      reader.fail(wanted.line, "executor.resources." + wanted.entry,
+                  "names no [[check]], [[bench]] or [[scenario]] entry");
+    }
   }
   return objective;
 }

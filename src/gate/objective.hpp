@@ -44,6 +44,39 @@ struct SubjectSpec {
   bool operator==(const SubjectSpec&) const = default;
 };
 
+// What `[executor]` in the objective and `loupe run --executor ...` say; the command line wins
+// (gate/executor.hpp runs it).
+// What one entry's points ask of a batch executor's node ([executor.resources.ENTRY]).
+struct PointResources {
+  std::string entry;          // the [[check]]/[[bench]]/[[scenario]] entry's name
+  std::string gres;           // sbatch --gres, e.g. "gpu:1" (overrides the executor's)
+  int64_t cpus_per_task = 0;  // sbatch --cpus-per-task (0: the cluster's default)
+  // sbatch --ntasks: the allocation a multi-rank subject launches its ranks in (with srun or
+  // mpirun); the point itself is still run once.
+  int64_t ntasks = 0;
+  int line = 0;  // where the file names it, for errors found after parsing
+  bool operator==(const PointResources&) const = default;
+};
+
+struct ExecutorSpec {
+  std::string kind = "local";  // "local" or "slurm"
+  std::string partition;       // sbatch --partition (empty: the cluster's default)
+  std::string account;         // sbatch --account
+  std::string time_limit;      // sbatch --time per task, e.g. "00:10:00"
+  std::string gres;            // sbatch --gres, e.g. "gpu:1"
+  int64_t max_parallel = 0;    // the array's %M throttle (0: no throttle)
+  int64_t retries = 2;         // resubmissions of a task lost for the node's sake
+  double poll_s = 0.5;         // how often the queue and the result files are looked at
+  // Where the tasks write their observations; it must be a filesystem every node sees. Empty:
+  // the run's own directory under the home.
+  std::filesystem::path shared_dir;
+  std::vector<PointResources> resources;  // per entry; entries not named use the defaults above
+  // Bench and scenario tasks get a node to themselves (sbatch --exclusive), so no timed point
+  // shares its node with another task: their verdicts compare times. false lets them share.
+  bool exclusive_timing = true;
+  bool operator==(const ExecutorSpec&) const = default;
+};
+
 // One parameter and the values it takes; one value is a fixed parameter.
 struct ParamAxis {
   std::string name;
@@ -143,6 +176,7 @@ struct Objective {
   std::vector<DeploymentKey> deployment_keys;
   std::vector<Deployment> deployments;
   std::vector<ReviewCategory> review;
+  ExecutorSpec executor;  // [executor]; `loupe run --executor ...` overrides it
 
   // The entries of one layer (kTrace has none).
   const std::vector<ProbeEntry>& entries(Layer layer) const;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/home.hpp"
+#include "gate/executor.hpp"
 #include "ledger/provenance.hpp"
 
 namespace loupe::gate {
@@ -72,6 +73,11 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   if (!request.sets.empty()) config_record["sets"] = request.sets;
   if (request.only) config_record["only"] = std::string(layer_name(*request.only));
   config_record["all"] = request.all || run.objective.cascade == CascadeMode::kAll;
+  ExecutorSpec executor_spec = run.objective.executor;
+  for (const auto& [key, value] : request.executor_settings) {
+    apply_executor_setting(executor_spec, key, value);
+  }
+  if (executor_spec.kind != "local") config_record["executor"] = Json{{"kind", executor_spec.kind}};
 
   ledger::Ledger ledger = ledger::Ledger::open(run.ledger_file);
   ledger::RunStart start;
@@ -87,13 +93,30 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
 
   options.all = options.all || request.all;
   options.only = request.only;
+  ExecutorContext context;
+  context.objective = &run.objective;
+  context.home = run.home;
+  context.run_id = run.run_id;
+  context.memory_limit_bytes = request.memory_limit_bytes;
+  context.interrupted = options.interrupted;
+  // A batch executor's tasks run this very `loupe` unless told otherwise.
+  context.loupe_executable = request.loupe_executable.empty()
+                                 ? std::filesystem::read_symlink("/proc/self/exe")
+                                 : request.loupe_executable;
+  std::unique_ptr<Executor> executor;
   try {
-    run.outcome = run_cascade(
-        run.objective, run.plan, options,
-        subject_point_runner(run.objective, run.home, run.run_id, request.memory_limit_bytes));
+    executor = make_executor(executor_spec, context);
+    attach_executor(*executor, options);
+    run.outcome = run_cascade(run.objective, run.plan, options, executor_runner(*executor));
   } catch (const Error&) {
     ledger.finish_run(run.run_id, ledger::RunStatus::kFailed, ledger::utc_now(), {}, {}, {});
     throw;
+  }
+  run.executor = executor->record();
+  std::optional<std::string> final_config;
+  if (executor_spec.kind != "local") {
+    config_record["executor"] = run.executor;
+    final_config = config_record.dump();
   }
   if (options.interrupted != nullptr && options.interrupted->load()) {
     run.outcome.interrupted = true;
@@ -122,7 +145,8 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
     for (const auto& finding : point.findings) add_finding(finding);
     observations.push_back(point.observation_dir);
   }
-  ledger.finish_run(run.run_id, run.status, ledger::utc_now(), records, findings, observations);
+  ledger.finish_run(run.run_id, run.status, ledger::utc_now(), records, findings, observations,
+                    final_config);
 
   run.exit_code = cascade_exit_code(run.outcome);
   run.verdict = cascade_verdict(run.outcome);
@@ -149,6 +173,7 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   data["objective"] = run.objective_path;
   data["status"] = std::string(ledger::run_status_name(run.status));
   data["config"] = run.config;
+  data["executor"] = run.executor;
   data["home"] = run.home.string();
   data["ledger"] = run.ledger_file.string();
   data["wall_s"] = number_to_json(run.outcome.wall_s);

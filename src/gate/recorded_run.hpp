@@ -33,6 +33,11 @@ struct RunRequest {
   std::optional<std::filesystem::path> ledger;  // default: HOME/ledger.sqlite
   std::filesystem::path cwd;  // where .loupe/ and the git state are found; empty = current path
   uint64_t memory_limit_bytes = 0;  // per subject process group; 0 = no limit
+  // Overrides of the objective's [executor] (KEY, VALUE), e.g. {"kind", "slurm"},
+  // {"partition", "gpu"}; checked by apply_executor_setting (gate/executor.hpp).
+  std::vector<std::pair<std::string, std::string>> executor_settings;
+  // The `loupe` a batch executor's tasks run; empty: this process's executable.
+  std::filesystem::path loupe_executable;
 };
 
 struct RecordedRun {
@@ -44,8 +49,9 @@ struct RecordedRun {
   std::filesystem::path ledger_file;
   std::string objective_path;  // absolute, as recorded
   ledger::RunStatus status = ledger::RunStatus::kCompleted;
-  Json config = Json::object();  // the configuration used (gate::configuration_to_json)
-  int exit_code = 0;             // DESIGN.md's exit codes; 130 when interrupted
+  Json config = Json::object();    // the configuration used (gate::configuration_to_json)
+  Json executor = Json::object();  // Executor::record(): {"kind", "jobs", "retries", ...}
+  int exit_code = 0;               // DESIGN.md's exit codes; 130 when interrupted
   Verdict verdict = Verdict::kNone;
 };
 
@@ -56,7 +62,8 @@ inline constexpr int kInterruptedExitCode = 130;
 RecordedRun run_and_record(const RunRequest& request, CascadeOptions options);
 
 // The `--json` envelope of a recorded run (kind "run"): verdict, the top `findings_limit`
-// findings, and data {run, objective, status, config, home, ledger, wall_s, layers, gates, tasks}.
+// findings, and data {run, objective, status, config, executor, home, ledger, wall_s, layers,
+// gates, tasks}.
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit);
 
 // Sends SIGTERM to the process group of every child of this process that leads its own group

@@ -669,7 +669,8 @@ void Ledger::begin_run(const RunStart& start) {
 
 void Ledger::finish_run(const std::string& run_id, RunStatus status, const std::string& ended_at,
                         const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
-                        const std::vector<std::string>& observations) {
+                        const std::vector<std::string>& observations,
+                        const std::optional<std::string>& config_json) {
   if (status == RunStatus::kInProgress) {
     throw Error(ErrorCode::kInternal, "finish_run of " + run_id + " with status in-progress");
   }
@@ -684,6 +685,12 @@ void Ledger::finish_run(const std::string& run_id, RunStatus status, const std::
                    "finishing run " + run_id);
   update.bind(1, run_id).bind(2, run_status_name(status)).bind(3, ended_at);
   update.run();
+  if (config_json) {
+    Statement config(*impl_, "UPDATE runs SET config = ?2 WHERE id = ?1",
+                     "recording the configuration of run " + run_id);
+    config.bind(1, run_id).bind(2, *config_json);
+    config.run();
+  }
   transaction.commit();
 }
 

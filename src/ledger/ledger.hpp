@@ -202,10 +202,13 @@ class Ledger {
   // Records the run as in-progress. Throws Error(kUsage) when the id is already taken.
   void begin_run(const RunStart& start);
   // Adds gates, findings and observations (after any already recorded) and sets the status and
-  // end time, in one transaction. REQUIRES: status is not kInProgress.
+  // end time, in one transaction; `config_json`, when given, replaces the recorded configuration
+  // (what only the run's end knows, such as the Slurm job ids). REQUIRES: status is not
+  // kInProgress.
   void finish_run(const std::string& run_id, RunStatus status, const std::string& ended_at,
                   const std::vector<GateRecord>& gates, const std::vector<Finding>& findings,
-                  const std::vector<std::string>& observations);
+                  const std::vector<std::string>& observations,
+                  const std::optional<std::string>& config_json = std::nullopt);
   // Inserts a whole run (import) in one transaction, with run.imported when set. Throws
   // Error(kUsage) when the id is taken.
   void insert_run(const RunRecord& run);

@@ -18,6 +18,7 @@
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "ledger/exchange.hpp"
+#include "report/counters_plot.hpp"
 #include "report/model.hpp"
 #include "trace/analyze/analyze.hpp"
 #include "trace/import/import.hpp"
@@ -675,6 +676,7 @@ Model build_model(const ledger::RunRecord& run, const BuildOptions& options) {
   }
 
   add_sweeps(run.findings, model, options.limits);
+  model.speed_of_light = speed_of_light_plot(run.findings, options.limits.speed_of_light_kernels);
   orient_sweeps(model);
   if (options.plots) {
     const ObservationCache observations(run.observations, model.notes);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "check/compare.hpp"
+#include "report/counters_plot.hpp"
 #include "report/model.hpp"
 
 namespace loupe::report {
@@ -540,6 +541,11 @@ std::string render_html(const Model& model) {
   }
   if (model.timelines_omitted > 0) {
     out << "<p class=\"note\">" << model.timelines_omitted << " more timeline(s) not drawn.</p>\n";
+  }
+
+  if (!model.speed_of_light.kernels.empty()) {
+    out << "<h2>Kernel speed of light</h2>\n";
+    render_speed_of_light(out, model.speed_of_light);
   }
 
   out << "<h2>Top findings</h2>\n";

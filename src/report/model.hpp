@@ -130,6 +130,19 @@ struct TimelinePlot {
   std::string caption;  // who blocked whom: "worker waited on L held by main for ..."
 };
 
+// One kernel's speed of light: the share of peak each unit reached, from the run's
+// `counters.<kernel>.bound` finding (src/counters; metrics dram_pct, l2_pct, l1_pct, sm_pct).
+struct SpeedOfLightBar {
+  std::string kernel;  // the finding's kernel name and launch configuration
+  std::string bound;   // "DRAM", "L2", "L1", "SM" or "latency": the claim's binding limit
+  std::vector<std::pair<std::string, double>> units;  // ("DRAM", 93.1), ... in percent of peak
+};
+
+struct SpeedOfLightPlot {
+  std::vector<SpeedOfLightBar> kernels;
+  size_t omitted = 0;
+};
+
 // How many to keep; what a cap leaves out is counted and said.
 struct Limits {
   size_t findings = 8;
@@ -140,6 +153,7 @@ struct Limits {
   size_t timeline_rows = 12;
   size_t zones_per_row = 400;
   size_t zone_depth = 3;  // zones nested deeper than this are not drawn
+  size_t speed_of_light_kernels = 16;
 };
 
 struct Model {
@@ -150,6 +164,7 @@ struct Model {
   std::vector<ProfilePlot> profiles;
   std::vector<SweepPlot> sweeps;
   std::vector<TimelinePlot> timelines;
+  SpeedOfLightPlot speed_of_light;  // empty without counters findings
   size_t profiles_omitted = 0;
   size_t sweeps_omitted = 0;
   size_t timelines_omitted = 0;

@@ -579,7 +579,9 @@ void add_findings(const Model& model, const TrackIndex& index, const Analysis& a
       // Evidence: the holder's slice of the zone the claim names (its top zone), where it
       // overlaps the longest wait most, then the zones around it; without one, whatever the
       // holder had open when that wait began.
-      const auto [wait_start, wait_end] = contention.longest;
+      // Plain copies, not a structured binding: clang 14 (the fuzz preset) cannot capture those.
+      const int64_t wait_start = contention.longest.first;
+      const int64_t wait_end = contention.longest.second;
       const SliceId open_at_start = index.innermost_at(holder.thread, wait_start);
       SliceId evidence = open_at_start;
       if (!holder.zones.empty()) {

@@ -76,6 +76,22 @@ TEST(FindingJson, BadSeverityListsChoices) {
   }
 }
 
+TEST(FindingJson, CountersLayerRoundTrips) {
+  Finding finding = sample_finding();
+  finding.layer = Layer::kCounters;
+  Json json = finding_to_json(finding);
+  EXPECT_EQ(json["layer"], "counters");
+  EXPECT_EQ(finding_from_json(json), finding);
+  json["layer"] = "kernel";
+  try {
+    finding_from_json(json);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(),
+              "layer 'kernel' is not one of: check, bench, scenario, trace, counters");
+  }
+}
+
 TEST(Envelope, HasTheDocumentedKeysInOrder) {
   Envelope envelope;
   envelope.kind = "diff";

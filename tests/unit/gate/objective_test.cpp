@@ -171,7 +171,7 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
   // Top-level keys come before the first table; after it they belong to that table.
   EXPECT_EQ(config_error("bogus = 1\n" + kBase),
             "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
-            "check, bench, scenario, gate, deployment_key, deployment, review");
+            "check, bench, scenario, gate, deployment_key, deployment, review, executor");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
             "params, zip, repeats, seed, tolerances");

@@ -1,0 +1,91 @@
+"""The CUDA paths of the package, on a machine with a GPU (skipped where torch sees none):
+CUDA tensors into diff/assert_close (every float dtype, the same answer as their CPU copies), and a
+bench whose variants are CUDA kernels timed with CUDA events (timer="cuda") through `loupe probe
+run`, with its verdict, the timer recorded and the device's copy rate next to the samples."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import loupe
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_cuda_tensors_diff_like_their_cpu_copies(dtype):
+    generator = torch.Generator().manual_seed(3)
+    expected = torch.randn(4, 256, 64, generator=generator).to(getattr(torch, dtype))
+    actual = expected.clone()
+    actual[2, 100:, 5] += 0.5  # one head-like column drifts after T=100
+    on_gpu = loupe.diff(actual.cuda(), expected.cuda(), axes=["B", "T", "D"], along="T")
+    on_cpu = loupe.diff(actual, expected, axes=["B", "T", "D"], along="T")
+    assert not on_gpu.passed
+    assert on_gpu.worst == on_cpu.worst
+    assert on_gpu.worst.coords["B"] == 2 and on_gpu.worst.coords["D"] == 5
+    assert on_gpu.worst.coords["T"] >= 100
+    assert [f["id"] for f in on_gpu.findings] == [f["id"] for f in on_cpu.findings]
+
+
+def test_assert_close_on_cuda_says_where():
+    expected = torch.zeros(8, 128, device="cuda")
+    actual = expected.clone()
+    actual[3, 77] = 1.0
+    with pytest.raises(AssertionError) as raised:
+        loupe.assert_close(actual, expected, axes=["H", "T"])
+    message = str(raised.value)
+    assert "H=3" in message and "T=77" in message, message
+    loupe.assert_close(expected.clone(), expected)
+
+
+SUBJECT = textwrap.dedent('''
+    import sys
+    import torch
+    import loupe
+
+    def copy_once(work):
+        work["y"].copy_(work["x"])
+        return work["y"]
+
+    def copy_twice(work):
+        work["y"].copy_(work["x"])
+        work["y"].copy_(work["x"])
+        return work["y"]
+
+    @loupe.bench(params={"N": 1 << 24}, variants={"once": copy_once, "twice": copy_twice},
+                 outputs=lambda work: {"y": work["y"].cpu().numpy()},
+                 bytes_per_call=lambda point: 8.0 * point["N"], timer="cuda")
+    def device_copy(point, seed):
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(point["N"], device="cuda", generator=generator)
+        return {"x": x, "y": torch.empty_like(x)}
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_cuda_event_bench_through_loupe_probe_run(tmp_path, loupe_executable):
+    path = tmp_path / "cuda_subject.py"
+    path.write_text(SUBJECT)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(loupe.__file__))
+    completed = subprocess.run([loupe_executable, "probe", "run", "device_copy", "--seed", "5",
+                                "--home", str(tmp_path / "home"), "--json", "--",
+                                sys.executable, str(path)],
+                               capture_output=True, text=True, env=env, timeout=300)
+    envelope = json.loads(completed.stdout)
+    assert completed.returncode in (0, 1), completed.stderr
+    ratio = envelope["data"]["comparisons"][0]
+    # "twice" does two copies for one: B/A near 2, SLOWER whatever the threshold.
+    assert ratio["verdict"] == "SLOWER", json.dumps(ratio)[:2000]
+    assert 1.5 < ratio["ratio"] < 2.5, json.dumps(ratio)[:2000]
+    with open(envelope["data"]["observation"]) as handle:
+        observation = json.load(handle)
+    assert observation["bench"]["timer"] == "cuda_events"
+    sys.stdout.write(json.dumps(ratio)[:1500] + "\n")
