@@ -1257,7 +1257,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   std::map<std::string, std::vector<std::tuple<uint64_t, std::map<std::string, Tensor>,
                                                std::map<std::string, Tensor>>>>
       seen;
-  std::map<std::string, std::vector<double>> deferred;  // accessor's own seconds per call
+  std::map<std::string, std::vector<double>> deferred;      // accessor's own seconds per call
+  std::map<std::string, std::vector<double>> accessor_cpu;  // its process's CPU seconds in it
   std::map<std::string, double> call_seconds;
   for (const auto& entry : bench_json.value("verified", Json::array())) {
     const std::string variant_name = entry.value("variant", "");
@@ -1317,6 +1318,9 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     // a copy or two is what an honest accessor costs).
     const double own = entry.value("accessor_s", 0.0) - 2 * entry.value("copy_s", 0.0);
     deferred[variant_name].push_back(own);
+    if (entry.contains("accessor_cpu_s")) {
+      accessor_cpu[variant_name].push_back(entry.value("accessor_cpu_s", 0.0));
+    }
     call_seconds[variant_name] = entry.value("call_s", 0.0);
   }
   // Guard: two verified calls on different inputs gave bit-identical outputs while the baseline
@@ -1354,6 +1358,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   }
   // Guard: the outputs accessor does the work the timed call skipped (materialising a timed
   // call's outputs costs far more than copying them, and more than the call itself).
+  std::set<std::string> flagged_deferral;
   for (const auto& [variant_name, owns] : deferred) {
     if (owns.empty()) continue;
     // The least of them: a preempted accessor only looks slower, deferred work is always there.
@@ -1371,6 +1376,42 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
         variant_name, "compute the outputs inside the timed call; the accessor should only copy");
     finding.evidence.metrics = {{"accessor_own_s", median}, {"call_s", call}};
     analysis.findings.push_back(std::move(finding));
+    flagged_deferral.insert(variant_name);
+  }
+  // The same guard against the baseline: variants return the same outputs, so an accessor that
+  // costs more CPU than the baseline's does part of the call's work. CPU rather than wall time
+  // (preemption does not add to it), the least of the verified calls (page faults and cold
+  // caches only add); allowed: a quarter of the variant's call and of the baseline's accessor,
+  // and 10 us. What a variant can still hide there is under a quarter of its call's work.
+  const auto baseline_cpu = accessor_cpu.find(variants[0].name);
+  if (baseline_cpu != accessor_cpu.end() && !baseline_cpu->second.empty()) {
+    const double base = *std::min_element(baseline_cpu->second.begin(), baseline_cpu->second.end());
+    for (const auto& [variant_name, cpus] : accessor_cpu) {
+      if (variant_name == variants[0].name || cpus.empty() ||
+          flagged_deferral.count(variant_name)) {
+        continue;
+      }
+      const double own = *std::min_element(cpus.begin(), cpus.end());
+      const double call = call_seconds[variant_name];
+      const double allowed = 0.25 * call + 0.25 * base + 10e-6;
+      if (!(own - base > allowed)) continue;
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.deferred_output", Severity::kFail,
+          "variant " + variant_name + ": its outputs accessor uses " + format_number(own * 1e6) +
+              " us of CPU against the baseline " + variants[0].name + "'s " +
+              format_number(base * 1e6) + " us for the same outputs; the " +
+              format_number((own - base) * 1e6) + " us more exceed the " +
+              format_number(allowed * 1e6) + " us allowed (a quarter of its timed call of " +
+              format_number(call * 1e6) +
+              " us, a quarter of the baseline's accessor, 10 us): part of the work is done when "
+              "the outputs are read, outside the timed region",
+          variant_name, "compute the outputs inside the timed call; the accessor should only copy");
+      finding.evidence.metrics = {{"accessor_cpu_s", own},
+                                  {"baseline_accessor_cpu_s", base},
+                                  {"call_s", call},
+                                  {"allowed_s", allowed}};
+      analysis.findings.push_back(std::move(finding));
+    }
   }
   analysis.data["verified_outputs"] = verified;
   analysis.data["verify_failures"] = failed;

@@ -49,11 +49,12 @@ struct BenchControl {
   // Answers.
   bool failed;
   char message[2048];
-  double timer_seconds;  // the device timer's reading of the batch (cuda_events only)
-  double batch_start;    // steady clock around the batch's calls, read by the runtime's code
-  double batch_end;      // in the child (the runtime process checks them against its own)
-  double accessor_s;     // kMaterialise: the outputs accessor's own time
-  double serialise_s;    // kMaterialise, kCopy: copying the tensors into the output area
+  double timer_seconds;   // the device timer's reading of the batch (cuda_events only)
+  double batch_start;     // steady clock around the batch's calls, read by the runtime's code
+  double batch_end;       // in the child (the runtime process checks them against its own)
+  double accessor_s;      // kMaterialise: the outputs accessor's own time
+  double accessor_cpu_s;  // kMaterialise: the CPU its process used meanwhile (every thread)
+  double serialise_s;     // kMaterialise, kCopy: copying the tensors into the output area
   char drop_reason[128];
   uint32_t fact_count;
   char fact_names[8][kNameBytes];

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -30,6 +31,14 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The CPU time of the calling process, all its threads (the variant's process when a child
+// calls it).
+double own_process_cpu_s() {
+  timespec now{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
 void copy_text(char* into, size_t capacity, const std::string& text) {
@@ -77,7 +86,7 @@ class BenchRunner {
  private:
   void declare(const ErasedBench* bench);
   void serve(const ErasedBench& bench);
-  void wait_command(uint32_t last, double spin_s);
+  void wait_command(uint32_t last);
 
   const ProbeDefinition& probe_;
   const subject::RunOptions& options_;
@@ -127,17 +136,8 @@ void BenchRunner::declare_end() {
   if (!control_->declared) declare(nullptr);
 }
 
-void BenchRunner::wait_command(uint32_t last, double spin_s) {
-  // Spin, then sleep. After "prepare" the spin is long: "run" follows as soon as the runtime
-  // has read the answer, and a child woken from sleep would start the timed batch late.
-  const double spin_until = now_s() + spin_s;
+void BenchRunner::wait_command(uint32_t last) {
   while (control_->command.load(std::memory_order_acquire) == last) {
-    if (now_s() < spin_until) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      continue;
-    }
     subject::futex_wait(control_->command, last, 0.1);
   }
 }
@@ -174,14 +174,15 @@ void BenchRunner::serve(const ErasedBench& bench) {
   std::vector<std::shared_ptr<void>> works;
   std::vector<NamedTensor> last_outputs;
   uint32_t last = 1;
-  subject::BenchOp previous = subject::BenchOp::kNone;
   while (true) {
-    // Only "run" must start promptly; any other command may wait for the child to wake, and a
-    // child that spins between commands would look like one doing work off the timed path.
-    wait_command(last, previous == subject::BenchOp::kPrepare ? 10e-3 : 0);
+    // The child sleeps between commands, "run" included: the runtime reads its CPU clock
+    // between commands, and the kernel counts a thread that is on a CPU (spinning) only up to its
+    // last scheduler tick, which moved up to a tick of CPU from one interval into the next and
+    // made honest variants look like work off the timed path (or timing tampered with) under
+    // load. The wake-up's latency falls before the batch's first timestamp.
+    wait_command(last);
     last = control.command.load(std::memory_order_acquire);
     const subject::BenchOp op = control.op;
-    previous = op;
     control.failed = false;
     try {
       switch (op) {
@@ -213,9 +214,13 @@ void BenchRunner::serve(const ErasedBench& bench) {
           }
           break;
         case subject::BenchOp::kMaterialise: {
+          // CPU time as well as wall time: preemption under load stretches the wall time of an
+          // honest accessor, never the CPU its process spends in it.
+          const double cpu_start = own_process_cpu_s();
           const double start = now_s();
           last_outputs = bench.outputs(works.at(control.chosen).get());
           const double materialised = now_s();
+          control.accessor_cpu_s = own_process_cpu_s() - cpu_start;
           control.output_bytes =
               subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
           control.accessor_s = materialised - start;
@@ -303,7 +308,7 @@ struct Verified {
   size_t variant;
   size_t sample;
   uint64_t seed;
-  double materialise_s, copy_s, call_s;
+  double materialise_s, materialise_cpu_s, copy_s, call_s;
   std::vector<NamedTensor> timed, untimed, reference;
 };
 
@@ -491,7 +496,9 @@ double Supervisor::command(VariantChild& child, BenchOp op, double expected_s, d
   futex_wake(child.control->command);
   await(child, sequence, expected_s);
   const double wall = now_s() - start;
-  if (cpu != nullptr) *cpu += std::max(0.0, process_cpu_seconds(child.pid) - cpu_before);
+  if (cpu != nullptr) {
+    *cpu += std::max(0.0, settled_process_cpu_seconds(child.pid, 2e-3) - cpu_before);
+  }
   if (child.control->failed) throw Error(ErrorCode::kSubject, std::string(child.control->message));
   return wall;
 }
@@ -595,6 +602,7 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
   // of the same tensors, so work hidden in the accessor shows.
   child.other_wall += command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
   entry.materialise_s = child.control->accessor_s;
+  entry.materialise_cpu_s = child.control->accessor_cpu_s;
   entry.timed = read_tensors(child.area, child.control->output_bytes);
   child.other_wall += command(child, BenchOp::kCopy, 0, &child.other_cpu);
   entry.copy_s = child.control->serialise_s;
@@ -842,6 +850,7 @@ Json Supervisor::run() {
     item["call_s"] = entry.call_s;
     // The accessor's own time on a timed call, and a plain copy of the tensors it returned.
     item["accessor_s"] = entry.materialise_s;
+    item["accessor_cpu_s"] = entry.materialise_cpu_s;
     item["copy_s"] = entry.copy_s;
     const std::string stem = "verify/" + child.name + "." + std::to_string(entry.sample);
     auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {

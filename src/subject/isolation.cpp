@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cfenv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -185,6 +186,16 @@ double process_cpu_seconds(pid_t pid) {
   timespec now{};
   if (::clock_gettime(clock, &now) != 0) return -1;
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+double settled_process_cpu_seconds(pid_t pid, double max_wait_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_wait_s);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::vector<std::string> fields = stat_fields(pid);
+    if (fields.empty() || fields[0] != "R") break;
+    ::sched_yield();
+  }
+  return process_cpu_seconds(pid);
 }
 
 std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid) {

@@ -62,7 +62,13 @@ std::vector<pid_t> children_of(pid_t pid);
 // Threads of `pid` (0: this process), from /proc/PID/status; -1 when unreadable.
 int64_t thread_count(pid_t pid = 0);
 // CPU seconds used so far by every thread of `pid` (nanosecond resolution), -1 when gone.
+// Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
+// used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.
 double process_cpu_seconds(pid_t pid);
+// process_cpu_seconds once `pid`'s first thread has left the CPU (it answered and is about to
+// wait), or after `max_wait_s`: the reading at the end of a command, so that none of the
+// command's CPU is counted in the interval after it.
+double settled_process_cpu_seconds(pid_t pid, double max_wait_s);
 // CPU seconds used so far by each thread of `pid` (tid -> (name, seconds)), from
 // /proc/PID/task/TID/schedstat: exact for a thread that is not running at that moment.
 std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid);

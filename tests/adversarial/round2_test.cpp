@@ -1,7 +1,11 @@
 // Round 2 of the adversarial suite (issue 16; the cases are in round2_cases.cpp and
 // tamper_subject.cpp): per class of attack, the guard that rejects it, and honest controls that
 // raise none. Bench cases time real work with effects of 2x or more and run alone (RUN_SERIAL).
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "loupe_cli.hpp"
 
@@ -52,12 +56,43 @@ TEST_F(Round2Test, ADaemonLeftByThePathIsFoundAndKilled) {
   EXPECT_FALSE(guards(run, "fail").count("guard.evidence_sealed")) << run.out;
 }
 
+// The thread races the runtime (it must copy after the file's digest and before the runtime
+// exits), and under load it can lose: a run it lost is still rejected (the candidate's zeros
+// mismatch). Up to 8 runs, until one in which the copy landed; that one must fail on its seal.
+// Losses are correlated with the machine's load (the thread must be on a CPU during the half
+// millisecond the runtime spends writing files), so when every run lost, the test says so and
+// skips: the seal was not exercised, and nothing was let through.
 TEST_F(Round2Test, AThreadStartedBeforeMainThatRewritesAFileBreaksTheSeal) {
-  const CliRun run = probe_run(TAMPER_SUBJECT, {"sealed_evidence", "--seed", "7"});
-  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  EXPECT_TRUE(guards(run, "info").count("guard.runtime_thread")) << run.out;
-  const std::string claim = finding(run, "check.sealed_evidence.guard.evidence_sealed").at("claim");
-  EXPECT_NE(claim.find("candidate_first/candidate.y.npy"), std::string::npos) << claim;
+  auto bytes = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int tampered = 0;
+  for (int attempt = 0; attempt < 8 && tampered == 0; ++attempt) {
+    const CliRun run = probe_run(TAMPER_SUBJECT, {"sealed_evidence", "--seed", "7"});
+    ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+    EXPECT_TRUE(guards(run, "info").count("guard.runtime_thread")) << run.out;
+    std::vector<std::string> observations = {run.envelope.at("data").at("observation")};
+    for (const auto& hidden : run.envelope.at("data").at("hidden_runs")) {
+      observations.push_back(hidden.at("observation"));
+    }
+    for (const auto& observation : observations) {
+      const std::filesystem::path dir = std::filesystem::path(observation).parent_path();
+      if (bytes(dir / "candidate_first/candidate.y.npy") !=
+          bytes(dir / "candidate_first/reference.y.npy")) {
+        continue;  // the thread lost this run's race
+      }
+      ++tampered;
+      bool sealed = false;
+      for (const auto& item : run.envelope.at("findings")) {
+        if (item.at("id") != "check.sealed_evidence.guard.evidence_sealed") continue;
+        sealed = sealed || item.at("claim").get<std::string>().find(
+                               "candidate_first/candidate.y.npy") != std::string::npos;
+      }
+      EXPECT_TRUE(sealed) << run.out;
+    }
+  }
+  if (tampered == 0) GTEST_SKIP() << "the tampering thread lost the race in 8 runs (load)";
 }
 
 TEST_F(Round2Test, ATimerThatUnderReportsIsRefused) {
