@@ -7,10 +7,14 @@
 // factors. When a diagonal block's decay span exceeds kSafeSpan (fast-forgetting gates), its pairs
 // take one exp each instead. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses by
 // forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik X_kj).
+#include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
 namespace kda::kernels::cuda {
 namespace {
+
+using affine_merge_detail::SplitTf32x3;
+using affine_merge_detail::to_tf32;
 
 constexpr int kC = kPrefillChunk;    // 64
 constexpr int kK = kPrefillKeyDim;   // 128
@@ -18,40 +22,54 @@ constexpr int kV = kPrefillValueDim; // 128
 constexpr int kSub = 16;
 constexpr int kBlocks = kC / kSub;   // 4
 constexpr int kThreads = 256;
-constexpr int kPitch = kK + 1;  // rows read by 16 threads at one column land in 16 banks
-constexpr int kCPitch = kC + 1;
+// Shared-memory pitches (floats) that make a warp's mma fragment reads hit 32 distinct banks:
+// row-major A operands and B operands read transposed ([n][k]) need pitch ≡ 4 (mod 32); B
+// operands read as [k][n] need ≡ 8.
+constexpr int kAPitch = kK + 4;    // 132: left factors; right factors read as [j][d]
+constexpr int kBPitch = kK + 8;    // 136: β e^G ⊙ k and β v, read as [j][col]
+constexpr int kCPitch = kC + 4;    // 68: A_kk, the inverse
 // e^30 · e^-30 keeps every factor and product far from fp32's range limits.
 constexpr float kSafeSpan = 30.0f;
 
 struct IntraShared {
-  float g[kC][kPitch];         // G, the in-chunk cumulative log decay
-  float right[kC][kPitch];     // right factors of a block row; then β e^G ⊙ k
-  float left_k[kSub][kPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
-  float left_q[kSub][kPitch];  // scale · q ⊙ e^{G_i − G_a0}
-  float a_kk[kC][kCPitch];     // strictly lower, rows scaled by β
-  float inverse[kC][kCPitch];  // (I + A_kk)^{-1}, lower with a unit diagonal
+  float g[kC][kBPitch];         // G, the in-chunk cumulative log decay; then β v
+  float right[kC * kBPitch];    // right factors of a block row ([j][d], pitch 132); then β e^G ⊙ k
+  float left_k[kSub][kAPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
+  float left_q[kSub][kAPitch];  // scale · q ⊙ e^{G_i − G_a0}
+  float a_kk[kC][kCPitch];      // strictly lower, rows scaled by β
+  float inverse[kC][kCPitch];   // (I + A_kk)^{-1}, lower with a unit diagonal
+  __nv_bfloat16 q[kC][kK];
   __nv_bfloat16 k[kC][kK];
   __nv_bfloat16 v[kC][kV];
   float beta[kC];
   float span[kBlocks];  // max over channels of G_a0 − G_{a0+15}, as ordered bits (≥ 0)
 };
 
-__global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefillProblem p) {
+// The state pass reads Q_g, K_g, W and A_qk as tensor-core operands only: in TF32 they are stored
+// already rounded to nearest TF32 (the same rounding, done once instead of once per V tile).
+__device__ __forceinline__ float operand(float value, bool round) {
+  return round ? __uint_as_float(to_tf32(value)) : value;
+}
+
+__global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPrefillProblem p) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   IntraShared& s = *reinterpret_cast<IntraShared*>(shared_raw);
   const int chunk = blockIdx.x, value_head = blockIdx.y, sequence = blockIdx.z;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int group = lane / 4, quad = lane % 4;
   const int heads = p.heads, value_heads = p.value_heads;
   const int head = value_head / (value_heads / heads);
+  const bool round = p.precision == ChainPrecision::kTf32;
   const int64_t token0 = int64_t{sequence} * p.tokens + int64_t{chunk} * kC;
   const int64_t entry = (int64_t{sequence} * (p.tokens / kC) + chunk) * value_heads + value_head;
   auto qk_offset = [&](int row) { return ((token0 + row) * heads + head) * kK; };
   auto hv_offset = [&](int row) { return ((token0 + row) * value_heads + value_head) * kK; };
-  const __nv_bfloat16* q_global = p.q_global;
 
-  // Inputs: k, v as bf16 (16-byte loads), g as fp32, β.
+  // Inputs: q, k, v as bf16 (16-byte loads), g as fp32, β.
   for (int idx = tid; idx < kC * kK / 8; idx += kThreads) {
     const int row = idx / (kK / 8), col = 8 * (idx % (kK / 8));
+    *reinterpret_cast<uint4*>(&s.q[row][col]) =
+        *reinterpret_cast<const uint4*>(p.q_global + qk_offset(row) + col);
     *reinterpret_cast<uint4*>(&s.k[row][col]) =
         *reinterpret_cast<const uint4*>(p.k_global + qk_offset(row) + col);
     *reinterpret_cast<uint4*>(&s.v[row][col]) =
@@ -59,8 +77,8 @@ __global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefil
   }
   for (int idx = tid; idx < kC * kK / 4; idx += kThreads) {
     const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
-    const float4 g = *reinterpret_cast<const float4*>(p.g_global + hv_offset(row) + col);
-    s.g[row][col] = g.x, s.g[row][col + 1] = g.y, s.g[row][col + 2] = g.z, s.g[row][col + 3] = g.w;
+    *reinterpret_cast<float4*>(&s.g[row][col]) =
+        *reinterpret_cast<const float4*>(p.g_global + hv_offset(row) + col);
   }
   if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
   if (tid < kBlocks) s.span[tid] = 0.0f;
@@ -96,13 +114,12 @@ __global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefil
   for (int idx = tid; idx < kC * kK; idx += kThreads) {
     const int row = idx / kK, dim = idx % kK;
     const float g = s.g[row][dim], g_end = s.g[kC - 1][dim];
-    const float q = __bfloat162float(q_global[qk_offset(row) + dim]);
-    q_decayed[idx] = p.scale * q * expf(g);
-    k_to_end[idx] = __bfloat162float(s.k[row][dim]) * expf(g_end - g);
+    q_decayed[idx] = operand(p.scale * __bfloat162float(s.q[row][dim]) * expf(g), round);
+    k_to_end[idx] = operand(__bfloat162float(s.k[row][dim]) * expf(g_end - g), round);
     if (row == 0) p.workspace.decay_end[entry * kK + dim] = expf(g_end);
   }
 
-  // A_kk and A_qk, one block row of 16 at a time.
+  // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
   float* a_qk = p.workspace.a_qk + entry * kC * kC;
   for (int block = 0; block < kBlocks; ++block) {
     const int row0 = block * kSub;
@@ -112,54 +129,61 @@ __global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefil
       const int i = idx / kK, dim = idx % kK;
       const float factor = expf(s.g[row0 + i][dim] - s.g[row0][dim]);
       s.left_k[i][dim] = __bfloat162float(s.k[row0 + i][dim]) * factor;
-      s.left_q[i][dim] = p.scale * __bfloat162float(q_global[qk_offset(row0 + i) + dim]) * factor;
+      s.left_q[i][dim] = p.scale * __bfloat162float(s.q[row0 + i][dim]) * factor;
     }
     for (int idx = tid; idx < right_rows * kK; idx += kThreads) {
       const int j = idx / kK, dim = idx % kK;
-      s.right[j][dim] = __bfloat162float(s.k[j][dim]) * expf(s.g[row0][dim] - s.g[j][dim]);
+      s.right[j * kAPitch + dim] =
+          __bfloat162float(s.k[j][dim]) * expf(s.g[row0][dim] - s.g[j][dim]);
+    }
+    for (int idx = tid; idx < kSub * kC; idx += kThreads) {
+      const int row = row0 + idx / kC, col = idx % kC;
+      if (col >= row0 + kSub) a_qk[row * kC + col] = 0.0f;
     }
     __syncthreads();
-    // Thread (i, j0): row row0 + i against columns j0, j0 + 16, … of the factored blocks.
-    const int i = tid / kSub, j0 = tid % kSub;
-    const int row = row0 + i;
-    const int column_blocks = right_rows / kSub;
-    float kk[kBlocks] = {}, qk[kBlocks] = {};
-    if (column_blocks > 0) {
-      for (int dim = 0; dim < kK; ++dim) {
-        const float lk = s.left_k[i][dim], lq = s.left_q[i][dim];
+    // Tiles of 16 × 8: the first right_rows / 8 are A_kk's, the next as many A_qk's.
+    const int n_tiles = right_rows / 8;
+    for (int tile = warp; tile < 2 * n_tiles; tile += kThreads / 32) {
+      const bool is_q = tile >= n_tiles;
+      const int n0 = 8 * (is_q ? tile - n_tiles : tile);
+      const float (*left)[kAPitch] = is_q ? s.left_q : s.left_k;
+      float acc[4] = {};
+#pragma unroll 4
+      for (int k0 = 0; k0 < kK; k0 += 8) {
+        const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
+                            left[group][k0 + quad + 4], left[group + 8][k0 + quad + 4]};
+        const float b[2] = {s.right[(n0 + group) * kAPitch + k0 + quad],
+                            s.right[(n0 + group) * kAPitch + k0 + quad + 4]};
+        SplitTf32x3{}(acc, a, b);
+      }
 #pragma unroll
-        for (int m = 0; m < kBlocks; ++m) {
-          if (m < column_blocks) {
-            const float r = s.right[j0 + kSub * m][dim];
-            kk[m] = fmaf(lk, r, kk[m]);
-            qk[m] = fmaf(lq, r, qk[m]);
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + group + 8 * half;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = n0 + 2 * quad + e;
+          const float value = acc[2 * half + e];
+          if (!is_q) {
+            if (col < row) s.a_kk[row][col] = s.beta[row] * value;
+          } else {
+            a_qk[row * kC + col] = operand(col <= row ? value : 0.0f, round);
           }
         }
       }
     }
-#pragma unroll
-    for (int m = 0; m < kBlocks; ++m) {
-      const int col = j0 + kSub * m;
-      if (m < column_blocks) {
-        if (col < row) s.a_kk[row][col] = s.beta[row] * kk[m];
-        a_qk[row * kC + col] = col <= row ? qk[m] : 0.0f;
-      } else if (m > block) {
-        a_qk[row * kC + col] = 0.0f;
-      }
-    }
     if (!factored) {
       // Strong decay inside the diagonal block: one exp per pair and channel, each at most 1.
-      const int col = row0 + j0;
-      if (j0 <= i) {
+      const int i = tid / kSub, j = tid % kSub;
+      const int row = row0 + i, col = row0 + j;
+      if (j <= i) {
         float pair_kk = 0.0f, pair_qk = 0.0f;
         for (int dim = 0; dim < kK; ++dim) {
-          const float kj =
-              __bfloat162float(s.k[col][dim]) * expf(s.g[row][dim] - s.g[col][dim]);
+          const float kj = __bfloat162float(s.k[col][dim]) * expf(s.g[row][dim] - s.g[col][dim]);
           pair_kk = fmaf(__bfloat162float(s.k[row][dim]), kj, pair_kk);
-          pair_qk = fmaf(__bfloat162float(q_global[qk_offset(row) + dim]), kj, pair_qk);
+          pair_qk = fmaf(__bfloat162float(s.q[row][dim]), kj, pair_qk);
         }
-        if (j0 < i) s.a_kk[row][col] = s.beta[row] * pair_kk;
-        a_qk[row * kC + col] = p.scale * pair_qk;
+        if (j < i) s.a_kk[row][col] = s.beta[row] * pair_kk;
+        a_qk[row * kC + col] = operand(p.scale * pair_qk, round);
       } else {
         a_qk[row * kC + col] = 0.0f;
       }
@@ -178,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefil
   }
   __syncthreads();
   // Block rows 1..3: P = Σ_{k<row0} A[row0 + a][k] X[k][c], then X[row0 + a][c] = −X_ii P.
-  float (*partial)[kPitch] = s.left_k;
+  float (*partial)[kAPitch] = s.left_k;
   for (int block = 1; block < kBlocks; ++block) {
     const int row0 = block * kSub;
     for (int idx = tid; idx < kSub * row0; idx += kThreads) {
@@ -197,42 +221,47 @@ __global__ void __launch_bounds__(kThreads) chunk_intra_kernel(const ChunkPrefil
     __syncthreads();
   }
 
-  // β e^G ⊙ k, the right-hand side of W.
+  // The right-hand sides β e^G ⊙ k (into right) and then β v (over G, which it no longer needs).
   for (int idx = tid; idx < kC * kK; idx += kThreads) {
     const int j = idx / kK, dim = idx % kK;
-    s.right[j][dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
+    s.right[j * kBPitch + dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kC * kV; idx += kThreads) {
+    const int j = idx / kV, dim = idx % kV;
+    s.g[j][dim] = s.beta[j] * __bfloat162float(s.v[j][dim]);
   }
   __syncthreads();
 
-  // W = T (β e^G ⊙ k), U = T (β v): warp w owns rows 8w … 8w + 7, lane l columns l + 32 m.
+  // [W | U] = T [β e^G ⊙ k | β v] in 3×TF32: warp w owns 32 columns (W's for w < 4, U's after),
+  // all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
   {
-    const int row0 = (tid / 32) * 8, lane = tid % 32;
-    float acc_w[8][4] = {}, acc_u[8][4] = {};
-    for (int j = 0; j < row0 + 8; ++j) {
-      float rk[4], rv[4];
+    const float* rhs = warp < 4 ? s.right : &s.g[0][0];
+    const int col0 = 32 * (warp % 4);
+    float* out = warp < 4 ? p.workspace.w + key_block : p.workspace.u + entry * kC * kV;
+#pragma unroll 1
+    for (int mt = 0; mt < kC / 16; ++mt) {
+      float acc[4][4] = {};
+      for (int k0 = 0; k0 < 16 * (mt + 1); k0 += 8) {
+        const int r = 16 * mt + group;
+        const float a[4] = {s.inverse[r][k0 + quad], s.inverse[r + 8][k0 + quad],
+                            s.inverse[r][k0 + quad + 4], s.inverse[r + 8][k0 + quad + 4]};
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        rk[m] = s.right[j][lane + 32 * m];
-        rv[m] = s.beta[j] * __bfloat162float(s.v[j][lane + 32 * m]);
-      }
-#pragma unroll
-      for (int a = 0; a < 8; ++a) {
-        const float t = s.inverse[row0 + a][j];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          acc_w[a][m] = fmaf(t, rk[m], acc_w[a][m]);
-          acc_u[a][m] = fmaf(t, rv[m], acc_u[a][m]);
+        for (int nt = 0; nt < 4; ++nt) {
+          const int col = col0 + 8 * nt + group;
+          const float b[2] = {rhs[(k0 + quad) * kBPitch + col], rhs[(k0 + quad + 4) * kBPitch + col]};
+          SplitTf32x3{}(acc[nt], a, b);
         }
       }
-    }
-    float* w = p.workspace.w + key_block;
-    float* u = p.workspace.u + entry * kC * kV;
 #pragma unroll
-    for (int a = 0; a < 8; ++a) {
+      for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        w[(row0 + a) * kK + lane + 32 * m] = acc_w[a][m];
-        u[(row0 + a) * kV + lane + 32 * m] = acc_u[a][m];
+        for (int half = 0; half < 2; ++half) {
+          const int row = 16 * mt + group + 8 * half, col = col0 + 8 * nt + 2 * quad;
+          float2 value = make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+          if (warp < 4) value = make_float2(operand(value.x, round), operand(value.y, round));
+          *reinterpret_cast<float2*>(out + row * kK + col) = value;
+        }
       }
     }
   }

@@ -26,7 +26,7 @@ constexpr int kC = kPrefillChunk;         // 64
 constexpr int kK = kPrefillKeyDim;        // 128
 constexpr int kV = kPrefillValueDim;      // 128
 constexpr int kTile = kPrefillValueTile;  // 32
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kRowPitch = kK + 4;    // W, Q_g
 constexpr int kKgPitch = kK + 8;     // K_g, read transposed
 constexpr int kAqkPitch = kC + 4;    // A_qk
@@ -43,15 +43,25 @@ struct StateShared {
   float v_new[kC][kTilePitch];
 };
 
-// D += A · B with operands rounded to nearest TF32 (10 mantissa bits, unbiased).
+// D += A · B on operands that already hold TF32 values (rounded to nearest where they were
+// stored: Q_g, K_g, W, A_qk by chunk_intra, the state and V' copies here), so no conversion runs
+// in the inner loops.
 struct RoundedTf32 {
   __device__ __forceinline__ void operator()(float (&d)[4], const float (&a)[4],
                                              const float (&b)[2]) const {
-    const uint32_t a_bits[4] = {to_tf32(a[0]), to_tf32(a[1]), to_tf32(a[2]), to_tf32(a[3])};
-    const uint32_t b_bits[2] = {to_tf32(b[0]), to_tf32(b[1])};
+    const uint32_t a_bits[4] = {__float_as_uint(a[0]), __float_as_uint(a[1]),
+                                __float_as_uint(a[2]), __float_as_uint(a[3])};
+    const uint32_t b_bits[2] = {__float_as_uint(b[0]), __float_as_uint(b[1])};
     mma_tf32(d, a_bits, b_bits);
   }
 };
+
+// The shared copy of a B operand: rounded to TF32 once when the products read TF32.
+template <ChainPrecision kPrecision>
+__device__ __forceinline__ float b_operand(float value) {
+  if constexpr (kPrecision == ChainPrecision::kTf32) return __uint_as_float(to_tf32(value));
+  return value;
+}
 
 __device__ __forceinline__ void copy16(void* shared, const void* global) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
@@ -140,28 +150,30 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   const int value_heads = p.value_heads;
   const int chunks = p.tokens / kC;
   const int64_t pair = int64_t{sequence} * value_heads + value_head;
-  const int state_row0 = 32 * warp;  // this warp's rows of the state
-  const int out_row0 = 16 * warp;    // this warp's rows of V' and O
+  const int state_row0 = 16 * warp;        // this warp's 16 rows of the state, all 32 columns
+  const int out_row0 = 16 * (warp / 2);    // this warp's 16 rows of V' and O …
+  const int out_col0 = 16 * (warp % 2);    // … and 16 of their 32 columns
 
-  // The state tile: st[mt][nt] holds rows state_row0 + 16 mt + group (+ 8), columns 8 nt +
-  // 2 quad (+ 1) of the tile.
-  float st[2][4][4];
-  {
-    const float* h0 = p.h0_global ? p.h0_global + pair * kK * kV + col0 : nullptr;
+  // The state tile: st[nt] holds rows state_row0 + group (+ 8), columns 8 nt + 2 quad (+ 1).
+  float st[4][4];
+  auto for_state = [&](auto&& body) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = state_row0 + 16 * mt + group + 8 * half, col = 8 * nt + 2 * quad;
-          float2 value = make_float2(0.0f, 0.0f);
-          if (h0) value = *reinterpret_cast<const float2*>(h0 + row * kV + col);
-          st[mt][nt][2 * half] = value.x, st[mt][nt][2 * half + 1] = value.y;
-          s.state[row][col] = value.x, s.state[row][col + 1] = value.y;
-        }
+      for (int half = 0; half < 2; ++half) {
+        body(nt, half, state_row0 + group + 8 * half, 8 * nt + 2 * quad);
       }
     }
+  };
+  {
+    const float* h0 = p.h0_global ? p.h0_global + pair * kK * kV + col0 : nullptr;
+    for_state([&](int nt, int half, int row, int col) {
+      float2 value = make_float2(0.0f, 0.0f);
+      if (h0) value = *reinterpret_cast<const float2*>(h0 + row * kV + col);
+      st[nt][2 * half] = value.x, st[nt][2 * half + 1] = value.y;
+      s.state[row][col] = b_operand<kPrecision>(value.x);
+      s.state[row][col + 1] = b_operand<kPrecision>(value.y);
+    });
   }
   auto entry_of = [&](int chunk) {
     return (int64_t{sequence} * chunks + chunk) * value_heads + value_head;
@@ -180,59 +192,37 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
       float* record = p.record_global +
                       ((int64_t{sequence} * records + chunk / p.record_every) * value_heads +
                        value_head) * kK * kV + col0;
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int row = state_row0 + 16 * mt + group + 8 * half, col = 8 * nt + 2 * quad;
-            *reinterpret_cast<float2*>(record + row * kV + col) =
-                make_float2(st[mt][nt][2 * half], st[mt][nt][2 * half + 1]);
-          }
-        }
-      }
+      for_state([&](int nt, int half, int row, int col) {
+        *reinterpret_cast<float2*>(record + row * kV + col) =
+            make_float2(st[nt][2 * half], st[nt][2 * half + 1]);
+      });
     }
     wait_group<1>();  // W and U of this chunk
     __syncthreads();  // … from every thread, and the state tile written
 
-    // V' = U − W S.
-    float v_new[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = out_row0 + group + 8 * half, col = 8 * nt + 2 * quad;
-        v_new[nt][2 * half] = s.u[row][col];
-        v_new[nt][2 * half + 1] = s.u[row][col + 1];
-      }
-    }
+    // V' = U − W S: this warp's 16 × 16.
     {
-      float product[4][4] = {};
+      float product[2][4] = {};
 #pragma unroll 4
       for (int k0 = 0; k0 < kK; k0 += 8) {
         float a[4];
         a_fragment(s.w, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < 2; ++nt) {
           float b[2];
-          b_fragment(s.state, k0, 8 * nt, lane, b);
+          b_fragment(s.state, k0, out_col0 + 8 * nt, lane, b);
           mac(product[nt], a, b);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) v_new[nt][i] -= product[nt][i];
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = out_row0 + group + 8 * half, col = 8 * nt + 2 * quad;
-        s.v_new[row][col] = v_new[nt][2 * half];
-        s.v_new[row][col + 1] = v_new[nt][2 * half + 1];
+        for (int half = 0; half < 2; ++half) {
+          const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
+          s.v_new[row][col] = b_operand<kPrecision>(s.u[row][col] - product[nt][2 * half]);
+          s.v_new[row][col + 1] =
+              b_operand<kPrecision>(s.u[row][col + 1] - product[nt][2 * half + 1]);
+        }
       }
     }
     __syncthreads();  // V' complete; W and U are free
@@ -245,15 +235,15 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 
     // O = Q_g S + A_qk V' (A_qk is lower triangular: columns past the warp's rows are zero).
     if (p.o_global != nullptr) {
-      float out[4][4] = {};
+      float out[2][4] = {};
 #pragma unroll 4
       for (int k0 = 0; k0 < kK; k0 += 8) {
         float a[4];
         a_fragment(s.q_decayed, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < 2; ++nt) {
           float b[2];
-          b_fragment(s.state, k0, 8 * nt, lane, b);
+          b_fragment(s.state, k0, out_col0 + 8 * nt, lane, b);
           mac(out[nt], a, b);
         }
       }
@@ -261,18 +251,18 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
         float a[4];
         a_fragment(s.a_qk, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < 2; ++nt) {
           float b[2];
-          b_fragment(s.v_new, k0, 8 * nt, lane, b);
+          b_fragment(s.v_new, k0, out_col0 + 8 * nt, lane, b);
           mac(out[nt], a, b);
         }
       }
       const int64_t token0 = int64_t{sequence} * p.tokens + int64_t{chunk} * kC;
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int row = out_row0 + group + 8 * half, col = 8 * nt + 2 * quad;
+          const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
           float* o = p.o_global + ((token0 + row) * value_heads + value_head) * kV + col0 + col;
           *reinterpret_cast<float2*>(o) = make_float2(out[nt][2 * half], out[nt][2 * half + 1]);
         }
@@ -281,55 +271,33 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 
     // S ← e^{G_C} ⊙ S + K_gᵀ V': the product in a fresh accumulator, added in fp32.
     {
-      float product[2][4][4] = {};
+      float product[4][4] = {};
 #pragma unroll 2
       for (int k0 = 0; k0 < kC; k0 += 8) {
-        float a[2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          const int m = state_row0 + 16 * mt + group;
-          a[mt][0] = s.k_to_end[k0 + quad][m];
-          a[mt][1] = s.k_to_end[k0 + quad][m + 8];
-          a[mt][2] = s.k_to_end[k0 + quad + 4][m];
-          a[mt][3] = s.k_to_end[k0 + quad + 4][m + 8];
-        }
+        const int m = state_row0 + group;
+        const float a[4] = {s.k_to_end[k0 + quad][m], s.k_to_end[k0 + quad][m + 8],
+                            s.k_to_end[k0 + quad + 4][m], s.k_to_end[k0 + quad + 4][m + 8]};
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           float b[2];
           b_fragment(s.v_new, k0, 8 * nt, lane, b);
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) mac(product[mt][nt], a[mt], b);
+          mac(product[nt], a, b);
         }
       }
+      for_state([&](int nt, int half, int row, int) {
+        const float decay = s.decay_end[row];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float decay = s.decay_end[state_row0 + 16 * mt + group + 8 * half];
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& value = st[mt][nt][2 * half + e];
-              value = fmaf(decay, value, product[mt][nt][2 * half + e]);
-            }
-          }
+        for (int e = 0; e < 2; ++e) {
+          float& value = st[nt][2 * half + e];
+          value = fmaf(decay, value, product[nt][2 * half + e]);
         }
-      }
+      });
     }
     __syncthreads();  // every read of this chunk's state, Q_g, K_g, A_qk, V' is done
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = state_row0 + 16 * mt + group + 8 * half, col = 8 * nt + 2 * quad;
-          s.state[row][col] = st[mt][nt][2 * half];
-          s.state[row][col + 1] = st[mt][nt][2 * half + 1];
-        }
-      }
-    }
+    for_state([&](int nt, int half, int row, int col) {
+      s.state[row][col] = b_operand<kPrecision>(st[nt][2 * half]);
+      s.state[row][col + 1] = b_operand<kPrecision>(st[nt][2 * half + 1]);
+    });
     if (more) load_second_operands(s, next);
     commit_group();
   }
@@ -337,18 +305,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 
   if (p.state_global != nullptr) {
     float* out = p.state_global + pair * kK * kV + col0;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = state_row0 + 16 * mt + group + 8 * half, col = 8 * nt + 2 * quad;
-          *reinterpret_cast<float2*>(out + row * kV + col) =
-              make_float2(st[mt][nt][2 * half], st[mt][nt][2 * half + 1]);
-        }
-      }
-    }
+    for_state([&](int nt, int half, int row, int col) {
+      *reinterpret_cast<float2*>(out + row * kV + col) =
+          make_float2(st[nt][2 * half], st[nt][2 * half + 1]);
+    });
   }
 }
 
