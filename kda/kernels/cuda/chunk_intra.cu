@@ -25,22 +25,26 @@ constexpr int kThreads = 256;
 // Shared-memory pitches (floats) that make a warp's mma fragment reads hit 32 distinct banks:
 // row-major A operands and B operands read transposed ([n][k]) need pitch ≡ 4 (mod 32); B
 // operands read as [k][n] need ≡ 8.
-constexpr int kAPitch = kK + 4;    // 132: left factors; right factors read as [j][d]
-constexpr int kBPitch = kK + 8;    // 136: β e^G ⊙ k and β v, read as [j][col]
-constexpr int kCPitch = kC + 4;    // 68: A_kk, the inverse
+constexpr int kHalfK = kK / 2;        // the factors of A_kk, A_qk go through in two halves of K
+constexpr int kFPitch = kHalfK + 4;   // 68: left factors, right factors read as [j][d]
+constexpr int kBPitch = kK + 8;       // 136: β e^G ⊙ k and β v, read as [j][col]
+constexpr int kCPitch = kC + 4;       // 68: A_kk, the inverse
 // e^30 · e^-30 keeps every factor and product far from fp32's range limits.
 constexpr float kSafeSpan = 30.0f;
 
+// 109 KB, so two CTAs share an SM: the kernel is a chain of short phases between barriers, and a
+// second CTA fills the gaps of the first.
 struct IntraShared {
-  float g[kC][kBPitch];         // G, the in-chunk cumulative log decay; then β v
-  float right[kC * kBPitch];    // right factors of a block row ([j][d], pitch 132); then β e^G ⊙ k
-  float left_k[kSub][kAPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
-  float left_q[kSub][kAPitch];  // scale · q ⊙ e^{G_i − G_a0}
+  float g[kC][kBPitch];  // G, the in-chunk cumulative log decay; then β e^G ⊙ k; then β v
+  union {
+    float right[kC][kFPitch];     // right factors of a block row over one half of K
+    float inverse[kC][kCPitch];   // (I + A_kk)^{-1}, lower with a unit diagonal
+  };
+  float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
+  float left_q[kSub][kFPitch];  // scale · q ⊙ e^{G_i − G_a0}
   float a_kk[kC][kCPitch];      // strictly lower, rows scaled by β
-  float inverse[kC][kCPitch];   // (I + A_kk)^{-1}, lower with a unit diagonal
   __nv_bfloat16 q[kC][kK];
   __nv_bfloat16 k[kC][kK];
-  __nv_bfloat16 v[kC][kV];
   float beta[kC];
   float span[kBlocks];  // max over channels of G_a0 − G_{a0+15}, as ordered bits (≥ 0)
 };
@@ -51,7 +55,38 @@ __device__ __forceinline__ float operand(float value, bool round) {
   return round ? __uint_as_float(to_tf32(value)) : value;
 }
 
-__global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPrefillProblem p) {
+// out (64 × 128, row-major in global memory) = T · rhs in 3×TF32: warp w owns columns 16 w … 16 w
+// + 15 and all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
+__device__ __forceinline__ void triangular_product(const IntraShared& s, const float (*rhs)[kBPitch],
+                                                   float* out, bool round, int warp, int lane) {
+  const int group = lane / 4, quad = lane % 4, col0 = 16 * warp;
+#pragma unroll 1
+  for (int mt = 0; mt < kC / 16; ++mt) {
+    float acc[2][4] = {};
+    for (int k0 = 0; k0 < 16 * (mt + 1); k0 += 8) {
+      const int r = 16 * mt + group;
+      const float a[4] = {s.inverse[r][k0 + quad], s.inverse[r + 8][k0 + quad],
+                          s.inverse[r][k0 + quad + 4], s.inverse[r + 8][k0 + quad + 4]};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = col0 + 8 * nt + group;
+        const float b[2] = {rhs[k0 + quad][col], rhs[k0 + quad + 4][col]};
+        SplitTf32x3{}(acc[nt], a, b);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = 16 * mt + group + 8 * half, col = col0 + 8 * nt + 2 * quad;
+        *reinterpret_cast<float2*>(out + row * kK + col) =
+            make_float2(operand(acc[nt][2 * half], round), operand(acc[nt][2 * half + 1], round));
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPrefillProblem p) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   IntraShared& s = *reinterpret_cast<IntraShared*>(shared_raw);
   const int chunk = blockIdx.x, value_head = blockIdx.y, sequence = blockIdx.z;
@@ -65,15 +100,13 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
   auto qk_offset = [&](int row) { return ((token0 + row) * heads + head) * kK; };
   auto hv_offset = [&](int row) { return ((token0 + row) * value_heads + value_head) * kK; };
 
-  // Inputs: q, k, v as bf16 (16-byte loads), g as fp32, β.
+  // Inputs: q, k as bf16 (16-byte loads), g as fp32, β.
   for (int idx = tid; idx < kC * kK / 8; idx += kThreads) {
     const int row = idx / (kK / 8), col = 8 * (idx % (kK / 8));
     *reinterpret_cast<uint4*>(&s.q[row][col]) =
         *reinterpret_cast<const uint4*>(p.q_global + qk_offset(row) + col);
     *reinterpret_cast<uint4*>(&s.k[row][col]) =
         *reinterpret_cast<const uint4*>(p.k_global + qk_offset(row) + col);
-    *reinterpret_cast<uint4*>(&s.v[row][col]) =
-        *reinterpret_cast<const uint4*>(p.v_global + hv_offset(row) + col);
   }
   for (int idx = tid; idx < kC * kK / 4; idx += kThreads) {
     const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
@@ -82,11 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
   }
   if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
   if (tid < kBlocks) s.span[tid] = 0.0f;
-  for (int idx = tid; idx < kC * kCPitch; idx += kThreads) {
-    const int row = idx / kCPitch, col = idx % kCPitch;
-    (&s.a_kk[0][0])[idx] = 0.0f;
-    (&s.inverse[0][0])[idx] = row == col ? 1.0f : 0.0f;
-  }
+  for (int idx = tid; idx < kC * kCPitch; idx += kThreads) (&s.a_kk[0][0])[idx] = 0.0f;
   __syncthreads();
 
   // G = cumsum(g) per channel, and each diagonal block's decay span.
@@ -125,44 +154,58 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
     const int row0 = block * kSub;
     const bool factored = s.span[block] <= kSafeSpan;
     const int right_rows = factored ? row0 + kSub : row0;
-    for (int idx = tid; idx < kSub * kK; idx += kThreads) {
-      const int i = idx / kK, dim = idx % kK;
-      const float factor = expf(s.g[row0 + i][dim] - s.g[row0][dim]);
-      s.left_k[i][dim] = __bfloat162float(s.k[row0 + i][dim]) * factor;
-      s.left_q[i][dim] = p.scale * __bfloat162float(s.q[row0 + i][dim]) * factor;
-    }
-    for (int idx = tid; idx < right_rows * kK; idx += kThreads) {
-      const int j = idx / kK, dim = idx % kK;
-      s.right[j * kAPitch + dim] =
-          __bfloat162float(s.k[j][dim]) * expf(s.g[row0][dim] - s.g[j][dim]);
-    }
     for (int idx = tid; idx < kSub * kC; idx += kThreads) {
       const int row = row0 + idx / kC, col = idx % kC;
       if (col >= row0 + kSub) a_qk[row * kC + col] = 0.0f;
     }
-    __syncthreads();
-    // Tiles of 16 × 8: the first right_rows / 8 are A_kk's, the next as many A_qk's.
+    // Tiles of 16 × 8: the first right_rows / 8 are A_kk's, the next as many A_qk's; a warp
+    // holds at most two (16 tiles over 8 warps).
     const int n_tiles = right_rows / 8;
-    for (int tile = warp; tile < 2 * n_tiles; tile += kThreads / 32) {
+    float acc[2][4] = {};
+    for (int half_k = 0; half_k < 2; ++half_k) {
+      const int d0 = half_k * kHalfK;
+      for (int idx = tid; idx < kSub * kHalfK; idx += kThreads) {
+        const int i = idx / kHalfK, d = idx % kHalfK;
+        const float factor = expf(s.g[row0 + i][d0 + d] - s.g[row0][d0 + d]);
+        s.left_k[i][d] = __bfloat162float(s.k[row0 + i][d0 + d]) * factor;
+        s.left_q[i][d] = p.scale * __bfloat162float(s.q[row0 + i][d0 + d]) * factor;
+      }
+      for (int idx = tid; idx < right_rows * kHalfK; idx += kThreads) {
+        const int j = idx / kHalfK, d = idx % kHalfK;
+        s.right[j][d] =
+            __bfloat162float(s.k[j][d0 + d]) * expf(s.g[row0][d0 + d] - s.g[j][d0 + d]);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int slot = 0; slot < 2; ++slot) {
+        const int tile = warp + slot * (kThreads / 32);
+        if (tile >= 2 * n_tiles) continue;
+        const bool is_q = tile >= n_tiles;
+        const int n0 = 8 * (is_q ? tile - n_tiles : tile);
+        const float (*left)[kFPitch] = is_q ? s.left_q : s.left_k;
+#pragma unroll 4
+        for (int k0 = 0; k0 < kHalfK; k0 += 8) {
+          const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
+                              left[group][k0 + quad + 4], left[group + 8][k0 + quad + 4]};
+          const float b[2] = {s.right[n0 + group][k0 + quad], s.right[n0 + group][k0 + quad + 4]};
+          SplitTf32x3{}(acc[slot], a, b);
+        }
+      }
+      __syncthreads();  // the factors are rewritten next
+    }
+#pragma unroll
+    for (int slot = 0; slot < 2; ++slot) {
+      const int tile = warp + slot * (kThreads / 32);
+      if (tile >= 2 * n_tiles) continue;
       const bool is_q = tile >= n_tiles;
       const int n0 = 8 * (is_q ? tile - n_tiles : tile);
-      const float (*left)[kAPitch] = is_q ? s.left_q : s.left_k;
-      float acc[4] = {};
-#pragma unroll 4
-      for (int k0 = 0; k0 < kK; k0 += 8) {
-        const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
-                            left[group][k0 + quad + 4], left[group + 8][k0 + quad + 4]};
-        const float b[2] = {s.right[(n0 + group) * kAPitch + k0 + quad],
-                            s.right[(n0 + group) * kAPitch + k0 + quad + 4]};
-        SplitTf32x3{}(acc, a, b);
-      }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = row0 + group + 8 * half;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int col = n0 + 2 * quad + e;
-          const float value = acc[2 * half + e];
+          const float value = acc[slot][2 * half + e];
           if (!is_q) {
             if (col < row) s.a_kk[row][col] = s.beta[row] * value;
           } else {
@@ -188,10 +231,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
         a_qk[row * kC + col] = 0.0f;
       }
     }
-    __syncthreads();  // the factors are rewritten by the next block row
   }
+  __syncthreads();  // A_kk complete; the factors' memory becomes the inverse
 
   // T = (I + A_kk)^{-1}. Diagonal blocks: thread (block, column c) by forward substitution.
+  for (int idx = tid; idx < kC * kCPitch; idx += kThreads) {
+    (&s.inverse[0][0])[idx] = idx / kCPitch == idx % kCPitch ? 1.0f : 0.0f;
+  }
+  __syncthreads();
   if (tid < kC) {
     const int base = (tid / kSub) * kSub, c = base + tid % kSub;
     for (int r = c + 1; r < base + kSub; ++r) {
@@ -202,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
   }
   __syncthreads();
   // Block rows 1..3: P = Σ_{k<row0} A[row0 + a][k] X[k][c], then X[row0 + a][c] = −X_ii P.
-  float (*partial)[kAPitch] = s.left_k;
+  float (*partial)[kFPitch] = s.left_k;
   for (int block = 1; block < kBlocks; ++block) {
     const int row0 = block * kSub;
     for (int idx = tid; idx < kSub * row0; idx += kThreads) {
@@ -221,50 +268,24 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_intra_kernel(const ChunkPre
     __syncthreads();
   }
 
-  // The right-hand sides β e^G ⊙ k (into right) and then β v (over G, which it no longer needs).
+  // W = T (β e^G ⊙ k), with β e^G ⊙ k written over G in place.
   for (int idx = tid; idx < kC * kK; idx += kThreads) {
     const int j = idx / kK, dim = idx % kK;
-    s.right[j * kBPitch + dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
+    s.g[j][dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
   }
   __syncthreads();
-  for (int idx = tid; idx < kC * kV; idx += kThreads) {
-    const int j = idx / kV, dim = idx % kV;
-    s.g[j][dim] = s.beta[j] * __bfloat162float(s.v[j][dim]);
+  triangular_product(s, s.g, p.workspace.w + key_block, round, warp, lane);
+  __syncthreads();
+  // U = T (β v), β v read straight from global memory into the same buffer.
+  for (int idx = tid; idx < kC * kV / 8; idx += kThreads) {
+    const int j = idx / (kV / 8), col = 8 * (idx % (kV / 8));
+    const uint4 raw = *reinterpret_cast<const uint4*>(p.v_global + hv_offset(j) + col);
+    const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.g[j][col + e] = s.beta[j] * __bfloat162float(v[e]);
   }
   __syncthreads();
-
-  // [W | U] = T [β e^G ⊙ k | β v] in 3×TF32: warp w owns 32 columns (W's for w < 4, U's after),
-  // all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
-  {
-    const float* rhs = warp < 4 ? s.right : &s.g[0][0];
-    const int col0 = 32 * (warp % 4);
-    float* out = warp < 4 ? p.workspace.w + key_block : p.workspace.u + entry * kC * kV;
-#pragma unroll 1
-    for (int mt = 0; mt < kC / 16; ++mt) {
-      float acc[4][4] = {};
-      for (int k0 = 0; k0 < 16 * (mt + 1); k0 += 8) {
-        const int r = 16 * mt + group;
-        const float a[4] = {s.inverse[r][k0 + quad], s.inverse[r + 8][k0 + quad],
-                            s.inverse[r][k0 + quad + 4], s.inverse[r + 8][k0 + quad + 4]};
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const int col = col0 + 8 * nt + group;
-          const float b[2] = {rhs[(k0 + quad) * kBPitch + col], rhs[(k0 + quad + 4) * kBPitch + col]};
-          SplitTf32x3{}(acc[nt], a, b);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = 16 * mt + group + 8 * half, col = col0 + 8 * nt + 2 * quad;
-          float2 value = make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
-          if (warp < 4) value = make_float2(operand(value.x, round), operand(value.y, round));
-          *reinterpret_cast<float2*>(out + row * kK + col) = value;
-        }
-      }
-    }
-  }
+  triangular_product(s, s.g, p.workspace.u + entry * kC * kV, false, warp, lane);
 }
 
 __global__ void transition_operands_kernel(const ChunkPrefillProblem p, float* neg_k_to_end_t,
@@ -290,6 +311,13 @@ cudaError_t launch_chunk_intra(const ChunkPrefillProblem& problem, cudaStream_t 
   const int bytes = static_cast<int>(sizeof(IntraShared));
   if (const cudaError_t status = cudaFuncSetAttribute(
           chunk_intra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      status != cudaSuccess) {
+    return status;
+  }
+  // Two CTAs per SM need the largest shared-memory carve-out.
+  if (const cudaError_t status =
+          cudaFuncSetAttribute(chunk_intra_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
       status != cudaSuccess) {
     return status;
   }

@@ -25,14 +25,15 @@ using affine_merge_detail::to_tf32;
 constexpr int kC = kPrefillChunk;         // 64
 constexpr int kK = kPrefillKeyDim;        // 128
 constexpr int kV = kPrefillValueDim;      // 128
-constexpr int kTile = kPrefillValueTile;  // 32
 constexpr int kThreads = 256;
 constexpr int kRowPitch = kK + 4;    // W, Q_g
 constexpr int kKgPitch = kK + 8;     // K_g, read transposed
 constexpr int kAqkPitch = kC + 4;    // A_qk
-constexpr int kTilePitch = kTile + 8;  // S, V', U
 
+// kTile: the V columns of one CTA (32 or 64); S, V' and U rows are padded to kTile + 8.
+template <int kTile>
 struct StateShared {
+  static constexpr int kTilePitch = kTile + 8;
   float w[kC][kRowPitch];
   float q_decayed[kC][kRowPitch];
   float k_to_end[kC][kKgPitch];
@@ -96,12 +97,15 @@ __device__ __forceinline__ ChunkAddress chunk_address(const ChunkPrefillProblem&
           ws.a_qk + entry * kC * kC,      ws.decay_end + entry * kK};
 }
 
-__device__ __forceinline__ void load_first_operands(StateShared& s, const ChunkAddress& a) {
+template <int kTile>
+__device__ __forceinline__ void load_first_operands(StateShared<kTile>& s, const ChunkAddress& a) {
   copy_rows<kC, kK, kRowPitch>(s.w, a.w, kK);
-  copy_rows<kC, kTile, kTilePitch>(s.u, a.u, kV);
+  copy_rows<kC, kTile, kTile + 8>(s.u, a.u, kV);
 }
 
-__device__ __forceinline__ void load_second_operands(StateShared& s, const ChunkAddress& a) {
+template <int kTile>
+__device__ __forceinline__ void load_second_operands(StateShared<kTile>& s,
+                                                     const ChunkAddress& a) {
   copy_rows<kC, kK, kRowPitch>(s.q_decayed, a.q_decayed, kK);
   copy_rows<kC, kK, kKgPitch>(s.k_to_end, a.k_to_end, kK);
   copy_rows<kC, kC, kAqkPitch>(s.a_qk, a.a_qk, kC);
@@ -120,7 +124,8 @@ struct Mac {
   }
 };
 
-// B fragment (k rows k0 + quad, k0 + quad + 4; column n0 + group) of a (rows, 32) tile.
+// B fragment (k rows k0 + quad, k0 + quad + 4; column n0 + group) of a (rows, kTile) tile.
+template <int kTilePitch>
 __device__ __forceinline__ void b_fragment(const float (*tile)[kTilePitch], int k0, int n0,
                                            int lane, float (&b)[2]) {
   const int group = lane / 4, quad = lane % 4;
@@ -139,10 +144,12 @@ __device__ __forceinline__ void a_fragment(const float (*rows)[kPitchFloats], in
   a[3] = rows[m0 + group + 8][k0 + quad + 4];
 }
 
-template <ChainPrecision kPrecision>
+template <ChainPrecision kPrecision, int kTile>
 __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPrefillProblem p) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  StateShared& s = *reinterpret_cast<StateShared*>(shared_raw);
+  StateShared<kTile>& s = *reinterpret_cast<StateShared<kTile>*>(shared_raw);
+  constexpr int kOutTiles = kTile / 16;   // n-tiles of V' and O per warp (half the columns)
+  constexpr int kStateTiles = kTile / 8;  // n-tiles of the state per warp (all the columns)
   const Mac<kPrecision> mac;
   const int col0 = blockIdx.x * kTile, value_head = blockIdx.y, sequence = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -150,15 +157,15 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   const int value_heads = p.value_heads;
   const int chunks = p.tokens / kC;
   const int64_t pair = int64_t{sequence} * value_heads + value_head;
-  const int state_row0 = 16 * warp;        // this warp's 16 rows of the state, all 32 columns
+  const int state_row0 = 16 * warp;  // this warp's 16 rows of the state, all kTile columns
   const int out_row0 = 16 * (warp / 2);    // this warp's 16 rows of V' and O …
-  const int out_col0 = 16 * (warp % 2);    // … and 16 of their 32 columns
+  const int out_col0 = (kTile / 2) * (warp % 2);  // … and half of their columns
 
   // The state tile: st[nt] holds rows state_row0 + group (+ 8), columns 8 nt + 2 quad (+ 1).
-  float st[4][4];
+  float st[kStateTiles][4];
   auto for_state = [&](auto&& body) {
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
+    for (int nt = 0; nt < kStateTiles; ++nt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         body(nt, half, state_row0 + group + 8 * half, 8 * nt + 2 * quad);
@@ -200,22 +207,22 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
     wait_group<1>();  // W and U of this chunk
     __syncthreads();  // … from every thread, and the state tile written
 
-    // V' = U − W S: this warp's 16 × 16.
+    // V' = U − W S: this warp's 16 rows × kTile / 2 columns.
     {
-      float product[2][4] = {};
+      float product[kOutTiles][4] = {};
 #pragma unroll 4
       for (int k0 = 0; k0 < kK; k0 += 8) {
         float a[4];
         a_fragment(s.w, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+        for (int nt = 0; nt < kOutTiles; ++nt) {
           float b[2];
           b_fragment(s.state, k0, out_col0 + 8 * nt, lane, b);
           mac(product[nt], a, b);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < kOutTiles; ++nt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
@@ -235,13 +242,13 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 
     // O = Q_g S + A_qk V' (A_qk is lower triangular: columns past the warp's rows are zero).
     if (p.o_global != nullptr) {
-      float out[2][4] = {};
+      float out[kOutTiles][4] = {};
 #pragma unroll 4
       for (int k0 = 0; k0 < kK; k0 += 8) {
         float a[4];
         a_fragment(s.q_decayed, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+        for (int nt = 0; nt < kOutTiles; ++nt) {
           float b[2];
           b_fragment(s.state, k0, out_col0 + 8 * nt, lane, b);
           mac(out[nt], a, b);
@@ -251,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
         float a[4];
         a_fragment(s.a_qk, out_row0, k0, lane, a);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
+        for (int nt = 0; nt < kOutTiles; ++nt) {
           float b[2];
           b_fragment(s.v_new, k0, out_col0 + 8 * nt, lane, b);
           mac(out[nt], a, b);
@@ -259,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
       }
       const int64_t token0 = int64_t{sequence} * p.tokens + int64_t{chunk} * kC;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < kOutTiles; ++nt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
@@ -271,14 +278,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 
     // S ← e^{G_C} ⊙ S + K_gᵀ V': the product in a fresh accumulator, added in fp32.
     {
-      float product[4][4] = {};
+      float product[kStateTiles][4] = {};
 #pragma unroll 2
       for (int k0 = 0; k0 < kC; k0 += 8) {
         const int m = state_row0 + group;
         const float a[4] = {s.k_to_end[k0 + quad][m], s.k_to_end[k0 + quad][m + 8],
                             s.k_to_end[k0 + quad + 4][m], s.k_to_end[k0 + quad + 4][m + 8]};
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
+        for (int nt = 0; nt < kStateTiles; ++nt) {
           float b[2];
           b_fragment(s.v_new, k0, 8 * nt, lane, b);
           mac(product[nt], a, b);
@@ -312,17 +319,34 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   }
 }
 
-template <ChainPrecision kPrecision>
+template <ChainPrecision kPrecision, int kTile>
 cudaError_t launch_state(const ChunkPrefillProblem& problem, cudaStream_t stream) {
-  const int bytes = static_cast<int>(sizeof(StateShared));
-  if (const cudaError_t status = cudaFuncSetAttribute(
-          chunk_state_kernel<kPrecision>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const int bytes = static_cast<int>(sizeof(StateShared<kTile>));
+  if (const cudaError_t status =
+          cudaFuncSetAttribute(chunk_state_kernel<kPrecision, kTile>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       status != cudaSuccess) {
     return status;
   }
   const dim3 grid(kV / kTile, problem.value_heads, problem.batch);
-  chunk_state_kernel<kPrecision><<<grid, kThreads, bytes, stream>>>(problem);
+  chunk_state_kernel<kPrecision, kTile><<<grid, kThreads, bytes, stream>>>(problem);
   return cudaGetLastError();
+}
+
+// V tiles of 32 while (sequence, value head, tile) CTAs fit in one wave of the GPU; tiles of 64
+// beyond, which halves the CTAs and the re-reads of W, Q_g, K_g and A_qk per column.
+template <ChainPrecision kPrecision>
+cudaError_t launch_state_tiled(const ChunkPrefillProblem& problem, cudaStream_t stream) {
+  int device = 0, processors = 0;
+  if (const cudaError_t status = cudaGetDevice(&device); status != cudaSuccess) return status;
+  if (const cudaError_t status =
+          cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device);
+      status != cudaSuccess) {
+    return status;
+  }
+  const int64_t narrow_ctas = int64_t{problem.batch} * problem.value_heads * (kV / 32);
+  return narrow_ctas > processors ? launch_state<kPrecision, 64>(problem, stream)
+                                  : launch_state<kPrecision, 32>(problem, stream);
 }
 
 }  // namespace
@@ -330,8 +354,8 @@ cudaError_t launch_state(const ChunkPrefillProblem& problem, cudaStream_t stream
 cudaError_t launch_chunk_state(const ChunkPrefillProblem& problem, cudaStream_t stream) {
   if (chunk_prefill_shape_error(problem) != nullptr) return cudaErrorInvalidValue;
   return problem.precision == ChainPrecision::kTf32x3
-             ? launch_state<ChainPrecision::kTf32x3>(problem, stream)
-             : launch_state<ChainPrecision::kTf32>(problem, stream);
+             ? launch_state_tiled<ChainPrecision::kTf32x3>(problem, stream)
+             : launch_state_tiled<ChainPrecision::kTf32>(problem, stream);
 }
 
 cudaError_t launch_chunk_prefill(const ChunkPrefillProblem& problem, cudaStream_t stream) {
