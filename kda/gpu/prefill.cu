@@ -128,17 +128,17 @@ CpPrefillRun run_cp_prefill(GpuPrefill& prefill, int shards, const MergeForm& fo
   const int64_t entries = int64_t{chunks} * value_heads;
   DeviceBuffer<float> neg_kt(entries * kKeyDim * kChunkSize), diagonal(entries * kMatrix);
   DeviceBuffer<float> maps(entries * kMatrix);
-  KDA_CUDA_CHECK(cuda::launch_chunk_transition_operands(full, neg_kt.get(), diagonal.get(),
-                                                        cudaStreamLegacy));
+  KDA_CUDA_CHECK(
+      cuda::launch_chunk_transition_operands(full, neg_kt.get(), diagonal.get(), cudaStreamLegacy));
   constexpr int64_t kMaxBatch = 32768;
   for (int64_t first = 0; first < entries; first += kMaxBatch) {
     const int batch = static_cast<int>(std::min(kMaxBatch, entries - first));
-    KDA_CUDA_CHECK(form.launch(
-        merge(neg_kt.get() + first * kKeyDim * kChunkSize, kKeyDim * kChunkSize,
-              prefill.w.get() + first * kChunkSize * kKeyDim, kChunkSize * kKeyDim,
-              diagonal.get() + first * kMatrix, kMatrix, maps.get() + first * kMatrix, kMatrix,
-              batch, kKeyDim, kChunkSize, kKeyDim),
-        cudaStreamLegacy));
+    KDA_CUDA_CHECK(
+        form.launch(merge(neg_kt.get() + first * kKeyDim * kChunkSize, kKeyDim * kChunkSize,
+                          prefill.w.get() + first * kChunkSize * kKeyDim, kChunkSize * kKeyDim,
+                          diagonal.get() + first * kMatrix, kMatrix, maps.get() + first * kMatrix,
+                          kMatrix, batch, kKeyDim, kChunkSize, kKeyDim),
+                    cudaStreamLegacy));
   }
 
   // Each shard's M: the product of its chunk maps, all shards at once per head: (HV, P, K, K).
@@ -178,12 +178,12 @@ CpPrefillRun run_cp_prefill(GpuPrefill& prefill, int shards, const MergeForm& fo
                                  cudaStreamLegacy));
   for (int shard = 0; shard + 1 < shards; ++shard) {
     const int64_t here = int64_t{shard} * value_heads * kState;
-    KDA_CUDA_CHECK(form.launch(
-        merge(chain.get() + int64_t{shard} * kMatrix, int64_t{shards} * kMatrix,
-              starts.get() + here, kState, offsets.get() + here, kState,
-              starts.get() + here + value_heads * kState, kState, value_heads, kKeyDim, kKeyDim,
-              kValueDim),
-        cudaStreamLegacy));
+    KDA_CUDA_CHECK(
+        form.launch(merge(chain.get() + int64_t{shard} * kMatrix, int64_t{shards} * kMatrix,
+                          starts.get() + here, kState, offsets.get() + here, kState,
+                          starts.get() + here + value_heads * kState, kState, value_heads, kKeyDim,
+                          kKeyDim, kValueDim),
+                    cudaStreamLegacy));
   }
 
   // Phase 2: each shard's chunk pass from its start state writes its outputs.

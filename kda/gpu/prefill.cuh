@@ -41,7 +41,7 @@ class GpuPrefill {
 
   DeviceBuffer<uint16_t> q, k, v;  // bf16 bits
   DeviceBuffer<float> g, beta;
-  DeviceBuffer<float> o, state;  // (B, T, HV, V), (B, HV, K, V)
+  DeviceBuffer<float> o, state;                                    // (B, T, HV, V), (B, HV, K, V)
   DeviceBuffer<float> q_decayed, k_to_end, w, u, a_qk, decay_end;  // the workspace
 
  private:

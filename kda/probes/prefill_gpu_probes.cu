@@ -1,8 +1,8 @@
 // The chunked prefill's GPU probes (issue 26), compiled into `kda` where a CUDA compiler exists:
-//   loupe probe run chunk_gpu_vs_recurrent --set T=8192 --set H=32 --set HV=32 -- build/bin/kda probe
-//   loupe probe run chunk_gpu_vs_cpu -- build/bin/kda probe
-//   loupe probe run cp_gpu_vs_nocp --set precision=tf32_truncate -- build/bin/kda probe
-//   loupe probe run chunk_gpu --set T=65536 --set H=64 -- build/bin/kda probe
+//   loupe probe run chunk_gpu_vs_recurrent --set T=8192 --set H=32 --set HV=32 -- build/bin/kda
+//   probe loupe probe run chunk_gpu_vs_cpu -- build/bin/kda probe loupe probe run cp_gpu_vs_nocp
+//   --set precision=tf32_truncate -- build/bin/kda probe loupe probe run chunk_gpu --set T=65536
+//   --set H=64 -- build/bin/kda probe
 // The GPU reads q, k, v as bf16: every check declares them already rounded to bf16, so each path
 // sees the same numbers and a check measures the kernels, not the input conversion.
 // Without a device the checks stop with a subject error naming the missing device and the bench
@@ -35,7 +35,9 @@ using gpu::DeviceBuffer;
 
 constexpr int64_t kDim = 128;
 
-int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int hardware_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 template <class Body>
 auto on_device(const char* probe, Body body) {
@@ -65,11 +67,11 @@ Shape prefill_shape(const char* probe, int64_t batch, int64_t tokens, int64_t he
   if (batch < 1 || batch > 65535 || tokens < 64 || tokens % 64 != 0 || heads < 1 ||
       value_heads < heads || value_heads % heads != 0 || value_heads > 65535) {
     throw loupe::Error(loupe::ErrorCode::kUsage,
-                       std::string(probe) + ": B must be in [1, 65535], T a positive multiple of "
-                                            "64, HV a multiple of H (got B=" +
-                           std::to_string(batch) + ", T=" + std::to_string(tokens) +
-                           ", H=" + std::to_string(heads) + ", HV=" + std::to_string(value_heads) +
-                           ")",
+                       std::string(probe) +
+                           ": B must be in [1, 65535], T a positive multiple of "
+                           "64, HV a multiple of H (got B=" +
+                           std::to_string(batch) + ", T=" + std::to_string(tokens) + ", H=" +
+                           std::to_string(heads) + ", HV=" + std::to_string(value_heads) + ")",
                        "--set T=1024 --set H=2 --set HV=4");
   }
   return {batch, tokens, heads, value_heads, kDim, kDim};
@@ -175,8 +177,8 @@ void declare_single_pass(loupe::CheckSetup& setup, const char* probe, bool relat
   declare_prefill_inputs(setup, math::generate_inputs(shape, options));
   auto& o = setup.output<float>("o", {shape.batch, shape.tokens, shape.value_heads, kDim},
                                 {"B", "T", "HV", "V"});
-  auto& state = setup.output<float>("S", {shape.batch, shape.value_heads, kDim, kDim},
-                                    {"B", "HV", "K", "V"});
+  auto& state =
+      setup.output<float>("S", {shape.batch, shape.value_heads, kDim, kDim}, {"B", "HV", "K", "V"});
   o.along("T");
   for (auto* output : {&o, &state}) {
     if (relative_to_oracle) {
@@ -197,7 +199,8 @@ LOUPE_CHECK(chunk_gpu_vs_recurrent)
     .description(
         "CUDA chunked prefill (C = 64, bf16 q/k/v, fp32 state, tensor cores) against the token "
         "recurrence; reference: the fp64 recurrence rounded to bf16 (the bf16 floor); passes when "
-        "rms_ratio(GPU, fp64) <= rms_ratio(bf16 floor, fp64) and rms_ratio(GPU, floor) <= 2^-8; oracle: fp64 recurrence (needs a "
+        "rms_ratio(GPU, fp64) <= rms_ratio(bf16 floor, fp64) and rms_ratio(GPU, floor) <= 2^-8; "
+        "oracle: fp64 recurrence (needs a "
         "CUDA device)")
     .param("B", 1, {}, "batch")
     .param("T", 1024, {}, "tokens (a multiple of 64)")
@@ -213,7 +216,8 @@ LOUPE_CHECK(chunk_gpu_vs_recurrent)
       const Outputs<double>& exact = recurrence_fp64(io);
       auto round = [](const std::vector<double>& values) {
         std::vector<float> out(values.size());
-        for (size_t i = 0; i < values.size(); ++i) out[i] = bf16_rounded(static_cast<float>(values[i]));
+        for (size_t i = 0; i < values.size(); ++i)
+          out[i] = bf16_rounded(static_cast<float>(values[i]));
         return out;
       };
       write(io, "o", round(exact.o));
@@ -271,9 +275,8 @@ void write_cpu_chunk_at_shard_starts(loupe::CheckIo& io) {
 
 std::unique_ptr<gpu::GpuPrefill> uploaded_prefill(const loupe::CheckIo& io) {
   const auto& q_shape = io.input_tensor("q").shape();
-  auto prefill = std::make_unique<gpu::GpuPrefill>(
-      gpu::PrefillShape{1, static_cast<int>(q_shape[1]), static_cast<int>(q_shape[2]),
-                        static_cast<int>(q_shape[2])});
+  auto prefill = std::make_unique<gpu::GpuPrefill>(gpu::PrefillShape{
+      1, static_cast<int>(q_shape[1]), static_cast<int>(q_shape[2]), static_cast<int>(q_shape[2])});
   prefill->upload(io.input<float>("q"), io.input<float>("k"), io.input<float>("v"),
                   io.input<float>("g"), io.input<float>("beta"));
   return prefill;
@@ -398,7 +401,8 @@ LOUPE_BENCH(chunk_gpu)
     .description(
         "CUDA chunked prefill (chunk_intra + chunk_state), B = 1, H = HV, K = V = 128, bf16 q/k/v, "
         "fp32 g/beta/o/state; variants: the state pass in TF32 (baseline) and 3xTF32, and the two "
-        "kernels alone (intra: chunk_intra, state: chunk_state, TF32); CUDA-event timer, L2 flushed; bytes = inputs read once + o written (the floor, not the traffic); "
+        "kernels alone (intra: chunk_intra, state: chunk_state, TF32); CUDA-event timer, L2 "
+        "flushed; bytes = inputs read once + o written (the floor, not the traffic); "
         "flops = 2 x the multiply-adds the chunked form needs (needs a CUDA device)")
     .param("T", 8192, {}, "tokens (a multiple of 64)")
     .param("H", 32, {}, "heads (H = HV)")
@@ -423,12 +427,12 @@ LOUPE_BENCH(chunk_gpu)
         auto make = [shape, slow](uint64_t seed) {
           PrefillBenchWork work{std::make_unique<gpu::GpuPrefill>(shape)};
           gpu::GpuPrefill& p = *work.prefill;
-          fill_prefill_kernel<<<1024, 256>>>(
-              reinterpret_cast<__nv_bfloat16*>(p.q.get()),
-              reinterpret_cast<__nv_bfloat16*>(p.k.get()), static_cast<int64_t>(p.q.size()),
-              reinterpret_cast<__nv_bfloat16*>(p.v.get()), p.g.get(),
-              static_cast<int64_t>(p.v.size()), p.beta.get(), static_cast<int64_t>(p.beta.size()),
-              seed, slow);
+          fill_prefill_kernel<<<1024, 256>>>(reinterpret_cast<__nv_bfloat16*>(p.q.get()),
+                                             reinterpret_cast<__nv_bfloat16*>(p.k.get()),
+                                             static_cast<int64_t>(p.q.size()),
+                                             reinterpret_cast<__nv_bfloat16*>(p.v.get()), p.g.get(),
+                                             static_cast<int64_t>(p.v.size()), p.beta.get(),
+                                             static_cast<int64_t>(p.beta.size()), seed, slow);
           KDA_CUDA_CHECK(cudaGetLastError());
           // One untimed pass fills the workspace that the `state` variant starts from.
           p.launch(cuda::ChainPrecision::kTf32);
@@ -440,12 +444,12 @@ LOUPE_BENCH(chunk_gpu)
         };
         // The two kernels alone (TF32): where the time of a pass goes.
         auto intra = [](PrefillBenchWork& work) {
-          KDA_CUDA_CHECK(cuda::launch_chunk_intra(work.prefill->problem(cuda::ChainPrecision::kTf32),
-                                                  cudaStreamLegacy));
+          KDA_CUDA_CHECK(cuda::launch_chunk_intra(
+              work.prefill->problem(cuda::ChainPrecision::kTf32), cudaStreamLegacy));
         };
         auto state_pass = [](PrefillBenchWork& work) {
-          KDA_CUDA_CHECK(cuda::launch_chunk_state(work.prefill->problem(cuda::ChainPrecision::kTf32),
-                                                  cudaStreamLegacy));
+          KDA_CUDA_CHECK(cuda::launch_chunk_state(
+              work.prefill->problem(cuda::ChainPrecision::kTf32), cudaStreamLegacy));
         };
         // Verified: the final state (it depends on every chunk) and the last chunk's output.
         auto outputs = [shape](const PrefillBenchWork& work) {

@@ -1,12 +1,17 @@
 // kda/kernels/cuda/chunk_intra.cu — the parallel half of the chunked prefill (chunk_prefill.cuh):
-// one CTA of 256 threads per (sequence, chunk, value head), fp32 on the CUDA cores, writing the
-// chunk's Q_g, K_g, e^{G_C}, A_qk, W and U to the workspace.
+// one CTA of 256 threads per (sequence, chunk, value head), two CTAs per SM (109 KB of shared
+// memory each), writing the chunk's Q_g, K_g, e^{G_C}, A_qk, W and U to the workspace.
 // A_kk and A_qk come in block rows of 16 against the block's first token a0 (as kda's CPU chunk):
 // left factors e^{G_i − G_a0} ≤ 1 and right factors e^{G_a0 − G_j}, ≤ 1 for earlier blocks and at
 // most e^{span} inside the diagonal block, so each block row is one small product of bounded
-// factors. When a diagonal block's decay span exceeds kSafeSpan (fast-forgetting gates), its pairs
-// take one exp each instead. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses by
-// forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik X_kj).
+// factors, on the tensor cores in 3×TF32 (fp32-grade whatever the state pass's precision). When a
+// diagonal block's decay span exceeds kSafeSpan (fast-forgetting gates), its pairs take one exp
+// each instead, on the CUDA cores. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses
+// by forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik
+// X_kj), fp32 on the CUDA cores; [W | U] = T [β e^G ⊙ k | β v] in 3×TF32.
+// Measured (H200, kda/gpu/README.md): this kernel is three quarters of a pass at H = 64 and
+// latency-bound (a chain of short phases between barriers, ~0.26 µs per chunk and head over the
+// whole GPU): the next speed-up is here, not in the state pass.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
@@ -16,19 +21,19 @@ namespace {
 using affine_merge_detail::SplitTf32x3;
 using affine_merge_detail::to_tf32;
 
-constexpr int kC = kPrefillChunk;    // 64
-constexpr int kK = kPrefillKeyDim;   // 128
-constexpr int kV = kPrefillValueDim; // 128
+constexpr int kC = kPrefillChunk;     // 64
+constexpr int kK = kPrefillKeyDim;    // 128
+constexpr int kV = kPrefillValueDim;  // 128
 constexpr int kSub = 16;
-constexpr int kBlocks = kC / kSub;   // 4
+constexpr int kBlocks = kC / kSub;  // 4
 constexpr int kThreads = 256;
 // Shared-memory pitches (floats) that make a warp's mma fragment reads hit 32 distinct banks:
 // row-major A operands and B operands read transposed ([n][k]) need pitch ≡ 4 (mod 32); B
 // operands read as [k][n] need ≡ 8.
-constexpr int kHalfK = kK / 2;        // the factors of A_kk, A_qk go through in two halves of K
-constexpr int kFPitch = kHalfK + 4;   // 68: left factors, right factors read as [j][d]
-constexpr int kBPitch = kK + 8;       // 136: β e^G ⊙ k and β v, read as [j][col]
-constexpr int kCPitch = kC + 4;       // 68: A_kk, the inverse
+constexpr int kHalfK = kK / 2;       // the factors of A_kk, A_qk go through in two halves of K
+constexpr int kFPitch = kHalfK + 4;  // 68: left factors, right factors read as [j][d]
+constexpr int kBPitch = kK + 8;      // 136: β e^G ⊙ k and β v, read as [j][col]
+constexpr int kCPitch = kC + 4;      // 68: A_kk, the inverse
 // e^30 · e^-30 keeps every factor and product far from fp32's range limits.
 constexpr float kSafeSpan = 30.0f;
 
@@ -37,8 +42,8 @@ constexpr float kSafeSpan = 30.0f;
 struct IntraShared {
   float g[kC][kBPitch];  // G, the in-chunk cumulative log decay; then β e^G ⊙ k; then β v
   union {
-    float right[kC][kFPitch];     // right factors of a block row over one half of K
-    float inverse[kC][kCPitch];   // (I + A_kk)^{-1}, lower with a unit diagonal
+    float right[kC][kFPitch];    // right factors of a block row over one half of K
+    float inverse[kC][kCPitch];  // (I + A_kk)^{-1}, lower with a unit diagonal
   };
   float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
   float left_q[kSub][kFPitch];  // scale · q ⊙ e^{G_i − G_a0}
@@ -57,8 +62,9 @@ __device__ __forceinline__ float operand(float value, bool round) {
 
 // out (64 × 128, row-major in global memory) = T · rhs in 3×TF32: warp w owns columns 16 w … 16 w
 // + 15 and all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
-__device__ __forceinline__ void triangular_product(const IntraShared& s, const float (*rhs)[kBPitch],
-                                                   float* out, bool round, int warp, int lane) {
+__device__ __forceinline__ void triangular_product(const IntraShared& s,
+                                                   const float (*rhs)[kBPitch], float* out,
+                                                   bool round, int warp, int lane) {
   const int group = lane / 4, quad = lane % 4, col0 = 16 * warp;
 #pragma unroll 1
   for (int mt = 0; mt < kC / 16; ++mt) {
@@ -172,8 +178,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
       }
       for (int idx = tid; idx < right_rows * kHalfK; idx += kThreads) {
         const int j = idx / kHalfK, d = idx % kHalfK;
-        s.right[j][d] =
-            __bfloat162float(s.k[j][d0 + d]) * expf(s.g[row0][d0 + d] - s.g[j][d0 + d]);
+        s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(s.g[row0][d0 + d] - s.g[j][d0 + d]);
       }
       __syncthreads();
 #pragma unroll
@@ -182,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
         if (tile >= 2 * n_tiles) continue;
         const bool is_q = tile >= n_tiles;
         const int n0 = 8 * (is_q ? tile - n_tiles : tile);
-        const float (*left)[kFPitch] = is_q ? s.left_q : s.left_k;
+        const float(*left)[kFPitch] = is_q ? s.left_q : s.left_k;
 #pragma unroll 4
         for (int k0 = 0; k0 < kHalfK; k0 += 8) {
           const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
@@ -249,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
   __syncthreads();
   // Block rows 1..3: P = Σ_{k<row0} A[row0 + a][k] X[k][c], then X[row0 + a][c] = −X_ii P.
-  float (*partial)[kFPitch] = s.left_k;
+  float(*partial)[kFPitch] = s.left_k;
   for (int block = 1; block < kBlocks; ++block) {
     const int row0 = block * kSub;
     for (int idx = tid; idx < kSub * row0; idx += kThreads) {

@@ -3,17 +3,18 @@
 //   chunk_intra (chunk_intra.cu): one CTA per (sequence, chunk, value head), all chunks at once.
 //       G = cumsum(g); Q_g = scale · q ⊙ e^G, K_g = k ⊙ e^{G_C − G}, e^{G_C}; A_kk, A_qk from
 //       sub-blocks of 16 rows whose exponentials stay bounded (as kda's CPU chunk); T =
-//       (I + A_kk)^{-1} by forward substitution; W = T (β e^G ⊙ k), U = T (β v). fp32 on the
-//       CUDA cores; everything is written to the workspace.
-//   chunk_state (chunk_state.cu): one CTA per (sequence, value head, V tile of 32), walking the
-//       chunks in order with the state tile in registers and shared memory:
+//       (I + A_kk)^{-1} by blocks; W = T (β e^G ⊙ k), U = T (β v). The products on the tensor
+//       cores in 3×TF32, so the workspace is fp32-grade; everything is written to the workspace.
+//   chunk_state (chunk_state.cu): one CTA per (sequence, value head, V tile of 32 or 64), walking
+//       the chunks in order with the state tile in registers and shared memory:
 //       V' = U − W S;  O = Q_g S + A_qk V';  S ← Diag(e^{G_C}) S + K_gᵀ V'
-//       on the tensor cores (mma.sync m16n8k8) in TF32 (operands rounded to nearest) or 3×TF32
-//       (hi/lo split, as accurate as fp32 here): ChainPrecision. The diagonal decay is applied in
-//       fp32 outside the products, so TF32 never rounds the inherited state (incident 1).
+//       on the tensor cores (mma.sync m16n8k8) in TF32 (operands rounded to nearest, once, where
+//       they are stored) or 3×TF32 (hi/lo split, as accurate as fp32 here): ChainPrecision. The
+//       diagonal decay is applied in fp32 outside the products, so TF32 never rounds the inherited
+//       state (incident 1).
 // A CP shard pass is the same launch on a reshaped problem: one sequence of T tokens split into P
 // shards is, in memory, P sequences of T/P tokens (B, T, … layouts), so chunk_intra runs once and
-// chunk_state runs per shard with its start states in h0 (kda/gpu/cp_prefill.cu).
+// chunk_state runs per shard with its start states in h0 (kda/gpu/prefill.cu).
 // Thread-safety: launches are asynchronous on the given stream; problems are only read.
 // Ownership: every pointer is device memory owned by the caller.
 #pragma once
@@ -25,15 +26,17 @@
 
 namespace kda::kernels::cuda {
 
-inline constexpr int kPrefillChunk = 64;     // C
-inline constexpr int kPrefillKeyDim = 128;   // K (the only one compiled)
-inline constexpr int kPrefillValueDim = 128; // V
-inline constexpr int kPrefillValueTile = 32; // V columns per chunk_state CTA
+inline constexpr int kPrefillChunk = 64;      // C
+inline constexpr int kPrefillKeyDim = 128;    // K (the only one compiled)
+inline constexpr int kPrefillValueDim = 128;  // V
+inline constexpr int kPrefillValueTile = 32;  // V columns per chunk_state CTA
 
 enum class ChainPrecision { kTf32, kTf32x3 };
 
 // Per (sequence, chunk, value head) intermediates, chunk-major: entry e = (b · NC + c) · HV + hv
 // with NC = T / 64, so a reshaped problem (P sequences of T / P tokens) addresses the same entries.
+// With ChainPrecision::kTf32, Q_g, K_g, W and A_qk (tensor-core operands only) are stored rounded
+// to nearest TF32; U and e^{G_C} stay fp32.
 struct ChunkWorkspace {
   float* q_decayed = nullptr;  // (entries, C, K)  scale · q ⊙ e^G
   float* k_to_end = nullptr;   // (entries, C, K)  K_g = k ⊙ e^{G_C − G}

@@ -1,17 +1,19 @@
 // kda/kernels/cuda/chunk_state.cu — the sequential half of the chunked prefill
-// (chunk_prefill.cuh): one CTA of 4 warps per (sequence, value head, V tile of 32) walks the
-// chunks in order. Per chunk, on the tensor cores (mma.sync m16n8k8):
-//   V' = U − W S          warp w: rows 16w … 16w + 15 of V' (64 × 32), K = 128
-//   O  = Q_g S + A_qk V'  warp w: the same rows of O, straight to global memory
-//   S ← e^{G_C} ⊙ S + K_gᵀ V'   warp w: state rows 32w … 32w + 31, kept in registers
+// (chunk_prefill.cuh): one CTA of 8 warps per (sequence, value head, V tile) walks the chunks in
+// order. Per chunk, on the tensor cores (mma.sync m16n8k8):
+//   V' = U − W S          warp w: rows 16 (w / 2) … + 15, half the tile's columns, K = 128
+//   O  = Q_g S + A_qk V'  warp w: the same part of O, straight to global memory
+//   S ← e^{G_C} ⊙ S + K_gᵀ V'   warp w: state rows 16w … 16w + 15, kept in registers
 // The product K_gᵀ V' goes into a fresh accumulator and is added to the decayed state in fp32, so
 // the inherited state is never rounded by a tensor-core operand or accumulator (incident 1).
 // The state tile is mirrored into shared memory as the B operand of the next chunk's products.
+// V tiles of 32 columns while the CTAs fit in one wave of the GPU, else 64 (half the CTAs, and half
+// the re-reads of W, Q_g, K_g, A_qk per column): 161 or 190 KB of shared memory, one CTA per SM.
 // Loads: cp.async into one buffer per operand, each refilled for the next chunk right after its
 // last read in this one (W and U after V', the rest after the state update), so a chunk's loads
-// overlap the previous chunk's remaining products. 161 KB of shared memory: one CTA per SM.
+// overlap the previous chunk's remaining products.
 // Shared-memory pitches make every fragment read of a warp hit 32 distinct banks: row-major A
-// operands (W, Q_g: 132; A_qk: 68), the transposed A operand K_g (136), B operands (40).
+// operands (W, Q_g: 132; A_qk: 68), the transposed A operand K_g (136), B operands (tile + 8).
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
@@ -22,13 +24,13 @@ using affine_merge_detail::mma_tf32;
 using affine_merge_detail::SplitTf32x3;
 using affine_merge_detail::to_tf32;
 
-constexpr int kC = kPrefillChunk;         // 64
-constexpr int kK = kPrefillKeyDim;        // 128
-constexpr int kV = kPrefillValueDim;      // 128
+constexpr int kC = kPrefillChunk;     // 64
+constexpr int kK = kPrefillKeyDim;    // 128
+constexpr int kV = kPrefillValueDim;  // 128
 constexpr int kThreads = 256;
-constexpr int kRowPitch = kK + 4;    // W, Q_g
-constexpr int kKgPitch = kK + 8;     // K_g, read transposed
-constexpr int kAqkPitch = kC + 4;    // A_qk
+constexpr int kRowPitch = kK + 4;  // W, Q_g
+constexpr int kKgPitch = kK + 8;   // K_g, read transposed
+constexpr int kAqkPitch = kC + 4;  // A_qk
 
 // kTile: the V columns of one CTA (32 or 64); S, V' and U rows are padded to kTile + 8.
 template <int kTile>
@@ -50,8 +52,8 @@ struct StateShared {
 struct RoundedTf32 {
   __device__ __forceinline__ void operator()(float (&d)[4], const float (&a)[4],
                                              const float (&b)[2]) const {
-    const uint32_t a_bits[4] = {__float_as_uint(a[0]), __float_as_uint(a[1]),
-                                __float_as_uint(a[2]), __float_as_uint(a[3])};
+    const uint32_t a_bits[4] = {__float_as_uint(a[0]), __float_as_uint(a[1]), __float_as_uint(a[2]),
+                                __float_as_uint(a[3])};
     const uint32_t b_bits[2] = {__float_as_uint(b[0]), __float_as_uint(b[1])};
     mma_tf32(d, a_bits, b_bits);
   }
@@ -104,8 +106,7 @@ __device__ __forceinline__ void load_first_operands(StateShared<kTile>& s, const
 }
 
 template <int kTile>
-__device__ __forceinline__ void load_second_operands(StateShared<kTile>& s,
-                                                     const ChunkAddress& a) {
+__device__ __forceinline__ void load_second_operands(StateShared<kTile>& s, const ChunkAddress& a) {
   copy_rows<kC, kK, kRowPitch>(s.q_decayed, a.q_decayed, kK);
   copy_rows<kC, kK, kKgPitch>(s.k_to_end, a.k_to_end, kK);
   copy_rows<kC, kC, kAqkPitch>(s.a_qk, a.a_qk, kC);
@@ -157,8 +158,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   const int value_heads = p.value_heads;
   const int chunks = p.tokens / kC;
   const int64_t pair = int64_t{sequence} * value_heads + value_head;
-  const int state_row0 = 16 * warp;  // this warp's 16 rows of the state, all kTile columns
-  const int out_row0 = 16 * (warp / 2);    // this warp's 16 rows of V' and O …
+  const int state_row0 = 16 * warp;      // this warp's 16 rows of the state, all kTile columns
+  const int out_row0 = 16 * (warp / 2);  // this warp's 16 rows of V' and O …
   const int out_col0 = (kTile / 2) * (warp % 2);  // … and half of their columns
 
   // The state tile: st[nt] holds rows state_row0 + group (+ 8), columns 8 nt + 2 quad (+ 1).
@@ -196,9 +197,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   for (int chunk = 0; chunk < chunks; ++chunk) {
     if (p.record_global != nullptr && chunk % p.record_every == 0) {
       const int records = chunks / p.record_every;
-      float* record = p.record_global +
-                      ((int64_t{sequence} * records + chunk / p.record_every) * value_heads +
-                       value_head) * kK * kV + col0;
+      float* record =
+          p.record_global +
+          ((int64_t{sequence} * records + chunk / p.record_every) * value_heads + value_head) * kK *
+              kV +
+          col0;
       for_state([&](int nt, int half, int row, int col) {
         *reinterpret_cast<float2*>(record + row * kV + col) =
             make_float2(st[nt][2 * half], st[nt][2 * half + 1]);

@@ -71,8 +71,9 @@ TEST(PrefillGpuProbesTest, ATokenCountOffTheChunkGridIsRefusedNamingIt) {
   EXPECT_EQ(check.code, 2) << check.output;
   EXPECT_NE(check.output.find("T=100"), std::string::npos) << check.output;
   EXPECT_NE(check.output.find("multiple of 64"), std::string::npos) << check.output;
-  const Ran grouped = run(kda() + " probe run chunk_gpu_vs_cpu --set H=3 --set HV=4 --seed 1 --out " +
-                          testing::TempDir() + "prefill_bad_hv");
+  const Ran grouped =
+      run(kda() + " probe run chunk_gpu_vs_cpu --set H=3 --set HV=4 --seed 1 --out " +
+          testing::TempDir() + "prefill_bad_hv");
   EXPECT_EQ(grouped.code, 2) << grouped.output;
   EXPECT_NE(grouped.output.find("HV=4"), std::string::npos) << grouped.output;
 #endif
@@ -84,12 +85,13 @@ TEST(PrefillGpuProbesTest, WithoutADeviceTheBenchSkipsAndTheCheckSaysWhy) {
 #else
   if (loupe::cuda_device_available()) GTEST_SKIP() << "a CUDA device is present";
   const std::string dir = testing::TempDir() + "chunk_gpu_no_device";
-  const Ran bench = run(kda() + " probe run chunk_gpu --set T=1024 --set H=2 --seed 1 --out " + dir);
+  const Ran bench =
+      run(kda() + " probe run chunk_gpu --set T=1024 --set H=2 --seed 1 --out " + dir);
   ASSERT_EQ(bench.code, 0) << bench.output;
   EXPECT_NE(read_file(dir + "/observation.json").find("\"skipped\": \"no CUDA device\""),
             std::string::npos);
-  const Ran check = run(kda() + " probe run chunk_gpu_vs_recurrent --set T=128 --seed 1 --out " +
-                        dir + "2");
+  const Ran check =
+      run(kda() + " probe run chunk_gpu_vs_recurrent --set T=128 --seed 1 --out " + dir + "2");
   EXPECT_EQ(check.code, 3) << check.output;
   EXPECT_NE(check.output.find("no CUDA device"), std::string::npos) << check.output;
 #endif
