@@ -182,10 +182,11 @@ void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_i
   import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
 }
 
-Model load_traces(const std::vector<std::string>& paths) {
+Model load_traces(const std::vector<std::string>& paths, bool keep_args) {
   if (paths.empty()) throw Error(ErrorCode::kUsage, "no trace file given");
   Model model;
   ModelBuilder builder(model);
+  builder.keep_args(keep_args);
   for (size_t index = 0; index < paths.size(); ++index) {
     import_file(paths[index], builder, static_cast<uint32_t>(index));
   }

@@ -41,6 +41,7 @@ std::string read_trace_bytes(const std::string& path);
 
 // Imports every file into one model, aligns clocks where the files share a domain (the model's
 // `alignment` says what was done) and finishes it.
-Model load_traces(const std::vector<std::string>& paths);
+// `keep_args`: keep each slice's args object for export (trace/export); analyses do not need it.
+Model load_traces(const std::vector<std::string>& paths, bool keep_args = false);
 
 }  // namespace loupe::trace
