@@ -60,6 +60,16 @@ __device__ __forceinline__ float operand(float value, bool round) {
   return round ? __uint_as_float(to_tf32(value)) : value;
 }
 
+// 16 bytes global -> shared without a register round trip: every copy of a thread is in flight at
+// once, so the chunk's inputs cost one memory latency instead of one per loop trip.
+__device__ __forceinline__ void copy16(void* shared, const void* global) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+}
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
 // out (64 × 128, row-major in global memory) = T · rhs in 3×TF32: warp w owns columns 16 w … 16 w
 // + 15 and all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
 __device__ __forceinline__ void triangular_product(const IntraShared& s,
@@ -106,22 +116,25 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   auto qk_offset = [&](int row) { return ((token0 + row) * heads + head) * kK; };
   auto hv_offset = [&](int row) { return ((token0 + row) * value_heads + value_head) * kK; };
 
-  // Inputs: q, k as bf16 (16-byte loads), g as fp32, β.
-  for (int idx = tid; idx < kC * kK / 8; idx += kThreads) {
+  // Inputs: q, k as bf16, g as fp32 (16-byte asynchronous copies, all in flight together), β.
+  // Trip counts are compile-time constants (kThreads divides every extent) so loops unroll.
+#pragma unroll
+  for (int trip = 0; trip < kC * kK / 8 / kThreads; ++trip) {
+    const int idx = tid + trip * kThreads;
     const int row = idx / (kK / 8), col = 8 * (idx % (kK / 8));
-    *reinterpret_cast<uint4*>(&s.q[row][col]) =
-        *reinterpret_cast<const uint4*>(p.q_global + qk_offset(row) + col);
-    *reinterpret_cast<uint4*>(&s.k[row][col]) =
-        *reinterpret_cast<const uint4*>(p.k_global + qk_offset(row) + col);
+    copy16(&s.q[row][col], p.q_global + qk_offset(row) + col);
+    copy16(&s.k[row][col], p.k_global + qk_offset(row) + col);
   }
-  for (int idx = tid; idx < kC * kK / 4; idx += kThreads) {
+#pragma unroll
+  for (int trip = 0; trip < kC * kK / 4 / kThreads; ++trip) {
+    const int idx = tid + trip * kThreads;
     const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
-    *reinterpret_cast<float4*>(&s.g[row][col]) =
-        *reinterpret_cast<const float4*>(p.g_global + hv_offset(row) + col);
+    copy16(&s.g[row][col], p.g_global + hv_offset(row) + col);
   }
   if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
   if (tid < kBlocks) s.span[tid] = 0.0f;
   for (int idx = tid; idx < kC * kCPitch; idx += kThreads) (&s.a_kk[0][0])[idx] = 0.0f;
+  wait_copies();
   __syncthreads();
 
   // G = cumsum(g) per channel, and each diagonal block's decay span.
@@ -146,12 +159,18 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   const int64_t key_block = entry * kC * kK;
   float* q_decayed = p.workspace.q_decayed + key_block;
   float* k_to_end = p.workspace.k_to_end + key_block;
-  for (int idx = tid; idx < kC * kK; idx += kThreads) {
-    const int row = idx / kK, dim = idx % kK;
-    const float g = s.g[row][dim], g_end = s.g[kC - 1][dim];
-    q_decayed[idx] = operand(p.scale * __bfloat162float(s.q[row][dim]) * expf(g), round);
-    k_to_end[idx] = operand(__bfloat162float(s.k[row][dim]) * expf(g_end - g), round);
-    if (row == 0) p.workspace.decay_end[entry * kK + dim] = expf(g_end);
+  // Each thread keeps one channel (tid % 128) across its rows: e^{G_C} is read once.
+  {
+    const int dim = tid % kK;
+    const float g_end = s.g[kC - 1][dim];
+    if (tid < kK) p.workspace.decay_end[entry * kK + dim] = expf(g_end);
+#pragma unroll 8
+    for (int row = tid / kK; row < kC; row += kThreads / kK) {
+      const int idx = row * kK + dim;
+      const float g = s.g[row][dim];
+      q_decayed[idx] = operand(p.scale * __bfloat162float(s.q[row][dim]) * expf(g), round);
+      k_to_end[idx] = operand(__bfloat162float(s.k[row][dim]) * expf(g_end - g), round);
+    }
   }
 
   // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
@@ -170,12 +189,16 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     float acc[2][4] = {};
     for (int half_k = 0; half_k < 2; ++half_k) {
       const int d0 = half_k * kHalfK;
-      for (int idx = tid; idx < kSub * kHalfK; idx += kThreads) {
+#pragma unroll
+      for (int trip = 0; trip < kSub * kHalfK / kThreads; ++trip) {
+        const int idx = tid + trip * kThreads;
         const int i = idx / kHalfK, d = idx % kHalfK;
         const float factor = expf(s.g[row0 + i][d0 + d] - s.g[row0][d0 + d]);
         s.left_k[i][d] = __bfloat162float(s.k[row0 + i][d0 + d]) * factor;
         s.left_q[i][d] = p.scale * __bfloat162float(s.q[row0 + i][d0 + d]) * factor;
       }
+      // right_rows · kHalfK is a multiple of 4 · kThreads: four trips at a time.
+#pragma unroll 4
       for (int idx = tid; idx < right_rows * kHalfK; idx += kThreads) {
         const int j = idx / kHalfK, d = idx % kHalfK;
         s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(s.g[row0][d0 + d] - s.g[j][d0 + d]);
@@ -238,6 +261,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     }
   }
   __syncthreads();  // A_kk complete; the factors' memory becomes the inverse
+  // q is read no more: v (bf16) comes into its buffer while the inverse and W are computed.
+  __nv_bfloat16(*v_staged)[kK] = s.q;
+#pragma unroll
+  for (int trip = 0; trip < kC * kV / 8 / kThreads; ++trip) {
+    const int idx = tid + trip * kThreads;
+    const int j = idx / (kV / 8), col = 8 * (idx % (kV / 8));
+    copy16(&v_staged[j][col], p.v_global + hv_offset(j) + col);
+  }
 
   // T = (I + A_kk)^{-1}. Diagonal blocks: thread (block, column c) by forward substitution.
   for (int idx = tid; idx < kC * kCPitch; idx += kThreads) {
@@ -274,17 +305,22 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
 
   // W = T (β e^G ⊙ k), with β e^G ⊙ k written over G in place.
-  for (int idx = tid; idx < kC * kK; idx += kThreads) {
+#pragma unroll 8
+  for (int trip = 0; trip < kC * kK / kThreads; ++trip) {
+    const int idx = tid + trip * kThreads;
     const int j = idx / kK, dim = idx % kK;
     s.g[j][dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
   }
   __syncthreads();
   triangular_product(s, s.g, p.workspace.w + key_block, round, warp, lane);
+  wait_copies();  // this thread's v copies; the barrier makes everyone's visible
   __syncthreads();
-  // U = T (β v), β v read straight from global memory into the same buffer.
-  for (int idx = tid; idx < kC * kV / 8; idx += kThreads) {
+  // U = T (β v), β v from the staged bf16 v into the same buffer as β e^G ⊙ k.
+#pragma unroll
+  for (int trip = 0; trip < kC * kV / 8 / kThreads; ++trip) {
+    const int idx = tid + trip * kThreads;
     const int j = idx / (kV / 8), col = 8 * (idx % (kV / 8));
-    const uint4 raw = *reinterpret_cast<const uint4*>(p.v_global + hv_offset(j) + col);
+    const uint4 raw = *reinterpret_cast<const uint4*>(&v_staged[j][col]);
     const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&raw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) s.g[j][col + e] = s.beta[j] * __bfloat162float(v[e]);
