@@ -1,5 +1,5 @@
 // kda/kernels/cuda/chunk_intra.cu — the parallel half of the chunked prefill (chunk_prefill.cuh):
-// one CTA of 256 threads per (sequence, chunk, value head), two CTAs per SM (109 KB of shared
+// one CTA of 256 threads per (sequence, chunk, value head), two CTAs per SM (110 KB of shared
 // memory each), writing the chunk's Q_g, K_g, e^{G_C}, A_qk, W and U to the workspace.
 // A_kk and A_qk come in block rows of 16 against the block's first token a0 (as kda's CPU chunk):
 // left factors e^{G_i − G_a0} ≤ 1 and right factors e^{G_a0 − G_j}, ≤ 1 for earlier blocks and at
@@ -8,16 +8,20 @@
 // diagonal block's decay span exceeds kSafeSpan (fast-forgetting gates), its pairs take one exp
 // each instead, on the CUDA cores. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses
 // by forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik
-// X_kj), fp32 on the CUDA cores; [W | U] = T [β e^G ⊙ k | β v] in 3×TF32.
-// Measured (H200, kda/gpu/README.md): this kernel is three quarters of a pass at H = 64 and
-// latency-bound (a chain of short phases between barriers, ~0.26 µs per chunk and head over the
-// whole GPU): the next speed-up is here, not in the state pass.
+// X_kj), fp32 on the CUDA cores; [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in
+// 3×TF32, U as hi·v + lo·v (bf16 v is exact in TF32).
+// Inputs arrive by cp.async, every copy of a thread in flight at once; v is staged into q's buffer
+// (q is read no more) while the inverse runs. Measured (H200, kda/gpu/README.md): 1.14 → 1.04 ms
+// at T = 8192, H = 32 from the asynchronous loads alone (one memory latency per phase instead of
+// one per loop trip); the kernel remains a chain of short phases between barriers.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
 namespace kda::kernels::cuda {
 namespace {
 
+using affine_merge_detail::mma_tf32;
+using affine_merge_detail::split_tf32;
 using affine_merge_detail::SplitTf32x3;
 using affine_merge_detail::to_tf32;
 
@@ -34,13 +38,16 @@ constexpr int kHalfK = kK / 2;       // the factors of A_kk, A_qk go through in 
 constexpr int kFPitch = kHalfK + 4;  // 68: left factors, right factors read as [j][d]
 constexpr int kBPitch = kK + 8;      // 136: β e^G ⊙ k and β v, read as [j][col]
 constexpr int kCPitch = kC + 4;      // 68: A_kk, the inverse
+// bf16 q, then v (read as [j][col] B operands): 68 words a row, so the four k rows of a fragment
+// read fall on distinct banks.
+constexpr int kQPitch = kK + 8;
 // e^30 · e^-30 keeps every factor and product far from fp32's range limits.
 constexpr float kSafeSpan = 30.0f;
 
 // 109 KB, so two CTAs share an SM: the kernel is a chain of short phases between barriers, and a
 // second CTA fills the gaps of the first.
 struct IntraShared {
-  float g[kC][kBPitch];  // G, the in-chunk cumulative log decay; then β e^G ⊙ k; then β v
+  float g[kC][kBPitch];  // G, the in-chunk cumulative log decay; then e^G ⊙ k
   union {
     float right[kC][kFPitch];    // right factors of a block row over one half of K
     float inverse[kC][kCPitch];  // (I + A_kk)^{-1}, lower with a unit diagonal
@@ -48,7 +55,7 @@ struct IntraShared {
   float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
   float left_q[kSub][kFPitch];  // scale · q ⊙ e^{G_i − G_a0}
   float a_kk[kC][kCPitch];      // strictly lower, rows scaled by β
-  __nv_bfloat16 q[kC][kK];
+  __nv_bfloat16 q[kC][kQPitch];  // q; after A_kk, A_qk: v (bf16, staged by cp.async)
   __nv_bfloat16 k[kC][kK];
   float beta[kC];
   float span[kBlocks];  // max over channels of G_a0 − G_{a0+15}, as ordered bits (≥ 0)
@@ -70,24 +77,45 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
 }
 
-// out (64 × 128, row-major in global memory) = T · rhs in 3×TF32: warp w owns columns 16 w … 16 w
-// + 15 and all 64 rows; T is lower triangular, so rows 16 mt … take only k < 16 (mt + 1).
-__device__ __forceinline__ void triangular_product(const IntraShared& s,
-                                                   const float (*rhs)[kBPitch], float* out,
-                                                   bool round, int warp, int lane) {
+// [W | U] = T diag(β) [e^G ⊙ k | v] (64 × 128 each, row-major in global memory) in one pass over
+// T: warp w owns columns 16 w … 16 w + 15 of both; T is lower triangular, so rows 16 mt … take
+// only k < 16 (mt + 1). Each fragment of T is read, scaled by β (fp32) and split once for both
+// products. W's right side is fp32 (3×TF32); v is bf16, exact in TF32, so U needs only hi·v + lo·v.
+__device__ __forceinline__ void w_and_u_products(const IntraShared& s, float* w_out, float* u_out,
+                                                 bool round, int warp, int lane) {
   const int group = lane / 4, quad = lane % 4, col0 = 16 * warp;
 #pragma unroll 1
   for (int mt = 0; mt < kC / 16; ++mt) {
-    float acc[2][4] = {};
+    float acc_w[2][4] = {}, acc_u[2][4] = {};
     for (int k0 = 0; k0 < 16 * (mt + 1); k0 += 8) {
       const int r = 16 * mt + group;
-      const float a[4] = {s.inverse[r][k0 + quad], s.inverse[r + 8][k0 + quad],
-                          s.inverse[r][k0 + quad + 4], s.inverse[r + 8][k0 + quad + 4]};
+      const float beta0 = s.beta[k0 + quad], beta4 = s.beta[k0 + quad + 4];
+      const float a[4] = {s.inverse[r][k0 + quad] * beta0, s.inverse[r + 8][k0 + quad] * beta0,
+                          s.inverse[r][k0 + quad + 4] * beta4,
+                          s.inverse[r + 8][k0 + quad + 4] * beta4};
+      uint32_t a_hi[4], a_lo[4];
+      split_tf32(a, a_hi, a_lo);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int col = col0 + 8 * nt + group;
-        const float b[2] = {rhs[k0 + quad][col], rhs[k0 + quad + 4][col]};
-        SplitTf32x3{}(acc[nt], a, b);
+        const float b[2] = {s.g[k0 + quad][col], s.g[k0 + quad + 4][col]};
+        uint32_t b_hi[2], b_lo[2];
+        split_tf32(b, b_hi, b_lo);
+        float small[4] = {}, large[4] = {};
+        mma_tf32(small, a_lo, b_hi);
+        mma_tf32(small, a_hi, b_lo);
+        mma_tf32(large, a_hi, b_hi);
+        // A bf16's fp32 pattern is its 16 bits shifted up: a TF32 operand as it is.
+        const uint32_t v[2] = {uint32_t{__bfloat16_as_ushort(s.q[k0 + quad][col])} << 16,
+                               uint32_t{__bfloat16_as_ushort(s.q[k0 + quad + 4][col])} << 16};
+        float small_u[4] = {}, large_u[4] = {};
+        mma_tf32(small_u, a_lo, v);
+        mma_tf32(large_u, a_hi, v);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc_w[nt][i] += large[i] + small[i];
+          acc_u[nt][i] += large_u[i] + small_u[i];
+        }
       }
     }
 #pragma unroll
@@ -95,8 +123,10 @@ __device__ __forceinline__ void triangular_product(const IntraShared& s,
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = 16 * mt + group + 8 * half, col = col0 + 8 * nt + 2 * quad;
-        *reinterpret_cast<float2*>(out + row * kK + col) =
-            make_float2(operand(acc[nt][2 * half], round), operand(acc[nt][2 * half + 1], round));
+        *reinterpret_cast<float2*>(w_out + row * kK + col) = make_float2(
+            operand(acc_w[nt][2 * half], round), operand(acc_w[nt][2 * half + 1], round));
+        *reinterpret_cast<float2*>(u_out + row * kV + col) =
+            make_float2(acc_u[nt][2 * half], acc_u[nt][2 * half + 1]);
       }
     }
   }
@@ -133,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
   if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
   if (tid < kBlocks) s.span[tid] = 0.0f;
-  for (int idx = tid; idx < kC * kCPitch; idx += kThreads) (&s.a_kk[0][0])[idx] = 0.0f;
+  // A_kk needs no clearing: every entry read below (strictly lower) is written by the A phase.
   wait_copies();
   __syncthreads();
 
@@ -189,19 +219,19 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     float acc[2][4] = {};
     for (int half_k = 0; half_k < 2; ++half_k) {
       const int d0 = half_k * kHalfK;
+      // Each thread keeps one channel d (tid % 64) over rows tid / 64, + 4, …: G_a0 read once.
+      const int d = tid % kHalfK, i0 = tid / kHalfK;
+      const float g_a0 = s.g[row0][d0 + d];
 #pragma unroll
-      for (int trip = 0; trip < kSub * kHalfK / kThreads; ++trip) {
-        const int idx = tid + trip * kThreads;
-        const int i = idx / kHalfK, d = idx % kHalfK;
-        const float factor = expf(s.g[row0 + i][d0 + d] - s.g[row0][d0 + d]);
+      for (int i = i0; i < kSub; i += kThreads / kHalfK) {
+        const float factor = expf(s.g[row0 + i][d0 + d] - g_a0);
         s.left_k[i][d] = __bfloat162float(s.k[row0 + i][d0 + d]) * factor;
         s.left_q[i][d] = p.scale * __bfloat162float(s.q[row0 + i][d0 + d]) * factor;
       }
-      // right_rows · kHalfK is a multiple of 4 · kThreads: four trips at a time.
+      // right_rows is a multiple of 16: four trips at a time.
 #pragma unroll 4
-      for (int idx = tid; idx < right_rows * kHalfK; idx += kThreads) {
-        const int j = idx / kHalfK, d = idx % kHalfK;
-        s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(s.g[row0][d0 + d] - s.g[j][d0 + d]);
+      for (int j = i0; j < right_rows; j += kThreads / kHalfK) {
+        s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(g_a0 - s.g[j][d0 + d]);
       }
       __syncthreads();
 #pragma unroll
@@ -262,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
   __syncthreads();  // A_kk complete; the factors' memory becomes the inverse
   // q is read no more: v (bf16) comes into its buffer while the inverse and W are computed.
-  __nv_bfloat16(*v_staged)[kK] = s.q;
+  __nv_bfloat16(*v_staged)[kQPitch] = s.q;
 #pragma unroll
   for (int trip = 0; trip < kC * kV / 8 / kThreads; ++trip) {
     const int idx = tid + trip * kThreads;
@@ -270,13 +300,13 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     copy16(&v_staged[j][col], p.v_global + hv_offset(j) + col);
   }
 
-  // T = (I + A_kk)^{-1}. Diagonal blocks: thread (block, column c) by forward substitution.
-  for (int idx = tid; idx < kC * kCPitch; idx += kThreads) {
-    (&s.inverse[0][0])[idx] = idx / kCPitch == idx % kCPitch ? 1.0f : 0.0f;
-  }
-  __syncthreads();
+  // T = (I + A_kk)^{-1}. Diagonal blocks: thread (block, column c) by forward substitution,
+  // writing its whole column of the block (zeros above the unit diagonal), so nothing needs
+  // clearing first: blocks above the diagonal are never read, those below are written next.
   if (tid < kC) {
     const int base = (tid / kSub) * kSub, c = base + tid % kSub;
+    for (int r = base; r < c; ++r) s.inverse[r][c] = 0.0f;
+    s.inverse[c][c] = 1.0f;
     for (int r = c + 1; r < base + kSub; ++r) {
       float sum = 0.0f;
       for (int j = c; j < r; ++j) sum = fmaf(s.a_kk[r][j], s.inverse[j][c], sum);
@@ -304,29 +334,17 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     __syncthreads();
   }
 
-  // W = T (β e^G ⊙ k), with β e^G ⊙ k written over G in place.
+  // e^G ⊙ k written over G in place; then W = T diag(β) (e^G ⊙ k) and U = T diag(β) v together.
 #pragma unroll 8
   for (int trip = 0; trip < kC * kK / kThreads; ++trip) {
     const int idx = tid + trip * kThreads;
     const int j = idx / kK, dim = idx % kK;
-    s.g[j][dim] = s.beta[j] * expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
+    s.g[j][dim] = expf(s.g[j][dim]) * __bfloat162float(s.k[j][dim]);
   }
-  __syncthreads();
-  triangular_product(s, s.g, p.workspace.w + key_block, round, warp, lane);
   wait_copies();  // this thread's v copies; the barrier makes everyone's visible
   __syncthreads();
-  // U = T (β v), β v from the staged bf16 v into the same buffer as β e^G ⊙ k.
-#pragma unroll
-  for (int trip = 0; trip < kC * kV / 8 / kThreads; ++trip) {
-    const int idx = tid + trip * kThreads;
-    const int j = idx / (kV / 8), col = 8 * (idx % (kV / 8));
-    const uint4 raw = *reinterpret_cast<const uint4*>(&v_staged[j][col]);
-    const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s.g[j][col + e] = s.beta[j] * __bfloat162float(v[e]);
-  }
-  __syncthreads();
-  triangular_product(s, s.g, p.workspace.u + entry * kC * kV, false, warp, lane);
+  w_and_u_products(s, p.workspace.w + key_block, p.workspace.u + entry * kC * kV, round, warp,
+                   lane);
 }
 
 __global__ void transition_operands_kernel(const ChunkPrefillProblem p, float* neg_k_to_end_t,
