@@ -1,7 +1,10 @@
 // kda/kernels/cuda/chunk_intra.cu — the parallel half of the chunked prefill (chunk_prefill.cuh):
 // one CTA of 256 threads per (sequence, chunk, value head), two CTAs per SM (110 KB of shared
 // memory each), writing the chunk's Q_g, K_g, e^{G_C}, A_qk, W and U to the workspace.
-// A_kk and A_qk come in block rows of 16 against the block's first token a0 (as kda's CPU chunk):
+// A_kk and A_qk: when every |G| in the chunk is at most kSafeSpan (slowly decaying gates), as one
+// product over the whole lower triangle of factors k_i e^{G_i} and k_j e^{−G_j} (within e^{±30}),
+// made as the fragments are loaded (whole_chunk_a: no factor phases, no barriers). Otherwise
+// in block rows of 16 against the block's first token a0 (as kda's CPU chunk):
 // left factors e^{G_i − G_a0} ≤ 1 and right factors e^{G_a0 − G_j}, ≤ 1 for earlier blocks and at
 // most e^{span} inside the diagonal block, so each block row is one small product of bounded
 // factors, on the tensor cores in 3×TF32 (fp32-grade whatever the state pass's precision). When a
@@ -56,9 +59,10 @@ struct IntraShared {
   float left_q[kSub][kFPitch];  // scale · q ⊙ e^{G_i − G_a0}
   float a_kk[kC][kCPitch];      // strictly lower, rows scaled by β
   __nv_bfloat16 q[kC][kQPitch];  // q; after A_kk, A_qk: v (bf16, staged by cp.async)
-  __nv_bfloat16 k[kC][kK];
+  __nv_bfloat16 k[kC][kQPitch];  // pitch 68 words: fragment reads of k as A and B operands
   float beta[kC];
   float span[kBlocks];  // max over channels of G_a0 − G_{a0+15}, as ordered bits (≥ 0)
+  float magnitude;      // max over the chunk of |G|, as ordered bits
 };
 
 // The state pass reads Q_g, K_g, W and A_qk as tensor-core operands only: in TF32 they are stored
@@ -132,6 +136,82 @@ __device__ __forceinline__ void w_and_u_products(const IntraShared& s, float* w_
   }
 }
 
+// D += A · B in 3×TF32 on operands already split (as SplitTf32x3, without re-splitting).
+__device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&a_hi)[4],
+                                          const uint32_t (&a_lo)[4], const uint32_t (&b_hi)[2],
+                                          const uint32_t (&b_lo)[2]) {
+  float small[4] = {}, large[4] = {};
+  mma_tf32(small, a_lo, b_hi);
+  mma_tf32(small, a_hi, b_lo);
+  mma_tf32(large, a_hi, b_hi);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] += large[i] + small[i];
+}
+
+// A_kk (β-scaled rows, strictly lower, into shared memory) and A_qk (lower with the diagonal,
+// into `a_qk`) over the whole chunk when every |G| ≤ kSafeSpan: A[i][j] = Σ_d (k_i e^{G_i})_d
+// (k_j e^{−G_j})_d, each factor made from G as its fragment is loaded. Row block b (16 rows) has
+// 2 (b + 1) column tiles of 8; the 20 (block, tile) pairs are dealt to the 8 warps, at most 3
+// each, and each pair yields both A_kk's and A_qk's tile from one right-hand fragment.
+__device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float scale, bool round,
+                                              int warp, int lane) {
+  // warp → (row block, first tile, tiles): block 3 over warps 0-2, 2 over 3-4, 1 over 5-6, 0 on 7.
+  // One hex digit per warp, warp 0 lowest (indexing a table would put it in local memory).
+  constexpr uint32_t kBlockOf = 0x01122333u, kFirst = 0x02030630u, kCount = 0x22233233u;
+  const int group = lane / 4, quad = lane % 4;
+  auto digit = [warp](uint32_t table) { return static_cast<int>((table >> (4 * warp)) & 0xFu); };
+  const int row0 = 16 * digit(kBlockOf), first = digit(kFirst), count = digit(kCount);
+  float acc_k[3][4] = {}, acc_q[3][4] = {};
+#pragma unroll 2
+  for (int k0 = 0; k0 < kK; k0 += 8) {
+    float a_k[4], a_q[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row0 + group + 8 * (e % 2), dim = k0 + quad + 4 * (e / 2);
+      const float decay = expf(s.g[row][dim]);
+      a_k[e] = __bfloat162float(s.k[row][dim]) * decay;
+      a_q[e] = scale * __bfloat162float(s.q[row][dim]) * decay;
+    }
+    uint32_t k_hi[4], k_lo[4], q_hi[4], q_lo[4];
+    split_tf32(a_k, k_hi, k_lo);
+    split_tf32(a_q, q_hi, q_lo);
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+      if (t >= count) break;
+      const int j = 8 * (first + t) + group;
+      float b[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int dim = k0 + quad + 4 * e;
+        b[e] = __bfloat162float(s.k[j][dim]) * expf(-s.g[j][dim]);
+      }
+      uint32_t b_hi[2], b_lo[2];
+      split_tf32(b, b_hi, b_lo);
+      mma_split(acc_k[t], k_hi, k_lo, b_hi, b_lo);
+      mma_split(acc_q[t], q_hi, q_lo, b_hi, b_lo);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 3; ++t) {
+    if (t >= count) break;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + group + 8 * half;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = 8 * (first + t) + 2 * quad + e;
+        if (col < row) s.a_kk[row][col] = s.beta[row] * acc_k[t][2 * half + e];
+        a_qk[row * kC + col] = operand(col <= row ? acc_q[t][2 * half + e] : 0.0f, round);
+      }
+    }
+  }
+  // Above the diagonal blocks A_qk is zero: row block b, columns 16 (b + 1) … 63.
+  for (int idx = threadIdx.x; idx < kC * kC; idx += kThreads) {
+    const int row = idx / kC, col = idx % kC;
+    if (col >= 16 * (row / 16 + 1)) a_qk[idx] = 0.0f;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPrefillProblem p) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   IntraShared& s = *reinterpret_cast<IntraShared*>(shared_raw);
@@ -163,23 +243,29 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
   if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
   if (tid < kBlocks) s.span[tid] = 0.0f;
+  if (tid == 0) s.magnitude = 0.0f;
   // A_kk needs no clearing: every entry read below (strictly lower) is written by the A phase.
   wait_copies();
   __syncthreads();
 
   // G = cumsum(g) per channel, and each diagonal block's decay span.
   if (tid < kK) {
-    float sum = 0.0f;
+    float sum = 0.0f, magnitude = 0.0f;
     for (int row = 0; row < kC; ++row) {
       sum += s.g[row][tid];
       s.g[row][tid] = sum;
+      magnitude = fmaxf(magnitude, fabsf(sum));
     }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      magnitude = fmaxf(magnitude, __shfl_xor_sync(0xFFFFFFFFu, magnitude, offset));
+    }
+    // Non-negative floats order as their bit patterns (NaN too: it then takes the block path).
+    if (tid % 32 == 0) atomicMax(reinterpret_cast<int*>(&s.magnitude), __float_as_int(magnitude));
     for (int block = 0; block < kBlocks; ++block) {
       float span = fmaxf(s.g[block * kSub][tid] - s.g[block * kSub + kSub - 1][tid], 0.0f);
       for (int offset = 16; offset > 0; offset /= 2) {
         span = fmaxf(span, __shfl_xor_sync(0xFFFFFFFFu, span, offset));
       }
-      // Non-negative floats order as their bit patterns.
       if (tid % 32 == 0) atomicMax(reinterpret_cast<int*>(&s.span[block]), __float_as_int(span));
     }
   }
@@ -203,8 +289,13 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     }
   }
 
-  // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
   float* a_qk = p.workspace.a_qk + entry * kC * kC;
+  if (s.magnitude <= kSafeSpan) {
+    // Every |G| ≤ 30: the factors k_i e^{G_i} and k_j e^{−G_j} stay within e^{±30}, so the whole
+    // lower triangle is one product, its fragments made on the fly (no factor phases, no barrier).
+    whole_chunk_a(s, a_qk, p.scale, round, warp, lane);
+  } else {
+  // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
   for (int block = 0; block < kBlocks; ++block) {
     const int row0 = block * kSub;
     const bool factored = s.span[block] <= kSafeSpan;
@@ -289,6 +380,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
         a_qk[row * kC + col] = 0.0f;
       }
     }
+  }
   }
   __syncthreads();  // A_kk complete; the factors' memory becomes the inverse
   // q is read no more: v (bf16) comes into its buffer while the inverse and W are computed.
