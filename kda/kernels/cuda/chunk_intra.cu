@@ -14,9 +14,10 @@
 // X_kj), fp32 on the CUDA cores; [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in
 // 3×TF32, U as hi·v + lo·v (bf16 v is exact in TF32).
 // Inputs arrive by cp.async, every copy of a thread in flight at once; v is staged into q's buffer
-// (q is read no more) while the inverse runs. Measured (H200, kda/gpu/README.md): 1.14 → 1.04 ms
-// at T = 8192, H = 32 from the asynchronous loads alone (one memory latency per phase instead of
-// one per loop trip); the kernel remains a chain of short phases between barriers.
+// (q is read no more) while the inverse runs. Measured (H200, kda/gpu/README.md, T = 8192,
+// H = 32): 1.14 ms before; 1.04 ms with the asynchronous loads (one memory latency instead of one
+// per loop trip); 0.95 ms with W and U in one pass; 0.76 ms with whole_chunk_a (16 barriers and
+// the factor phases gone). What is left is the inverse (CUDA cores, 7 barriers) and W | U.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
@@ -56,8 +57,8 @@ struct IntraShared {
     float inverse[kC][kCPitch];  // (I + A_kk)^{-1}, lower with a unit diagonal
   };
   float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
-  float left_q[kSub][kFPitch];  // scale · q ⊙ e^{G_i − G_a0}
-  float a_kk[kC][kCPitch];      // strictly lower, rows scaled by β
+  float left_q[kSub][kFPitch];   // scale · q ⊙ e^{G_i − G_a0}
+  float a_kk[kC][kCPitch];       // strictly lower, rows scaled by β
   __nv_bfloat16 q[kC][kQPitch];  // q; after A_kk, A_qk: v (bf16, staged by cp.async)
   __nv_bfloat16 k[kC][kQPitch];  // pitch 68 words: fragment reads of k as A and B operands
   float beta[kC];
@@ -295,92 +296,92 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     // lower triangle is one product, its fragments made on the fly (no factor phases, no barrier).
     whole_chunk_a(s, a_qk, p.scale, round, warp, lane);
   } else {
-  // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
-  for (int block = 0; block < kBlocks; ++block) {
-    const int row0 = block * kSub;
-    const bool factored = s.span[block] <= kSafeSpan;
-    const int right_rows = factored ? row0 + kSub : row0;
-    for (int idx = tid; idx < kSub * kC; idx += kThreads) {
-      const int row = row0 + idx / kC, col = idx % kC;
-      if (col >= row0 + kSub) a_qk[row * kC + col] = 0.0f;
-    }
-    // Tiles of 16 × 8: the first right_rows / 8 are A_kk's, the next as many A_qk's; a warp
-    // holds at most two (16 tiles over 8 warps).
-    const int n_tiles = right_rows / 8;
-    float acc[2][4] = {};
-    for (int half_k = 0; half_k < 2; ++half_k) {
-      const int d0 = half_k * kHalfK;
-      // Each thread keeps one channel d (tid % 64) over rows tid / 64, + 4, …: G_a0 read once.
-      const int d = tid % kHalfK, i0 = tid / kHalfK;
-      const float g_a0 = s.g[row0][d0 + d];
+    // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
+    for (int block = 0; block < kBlocks; ++block) {
+      const int row0 = block * kSub;
+      const bool factored = s.span[block] <= kSafeSpan;
+      const int right_rows = factored ? row0 + kSub : row0;
+      for (int idx = tid; idx < kSub * kC; idx += kThreads) {
+        const int row = row0 + idx / kC, col = idx % kC;
+        if (col >= row0 + kSub) a_qk[row * kC + col] = 0.0f;
+      }
+      // Tiles of 16 × 8: the first right_rows / 8 are A_kk's, the next as many A_qk's; a warp
+      // holds at most two (16 tiles over 8 warps).
+      const int n_tiles = right_rows / 8;
+      float acc[2][4] = {};
+      for (int half_k = 0; half_k < 2; ++half_k) {
+        const int d0 = half_k * kHalfK;
+        // Each thread keeps one channel d (tid % 64) over rows tid / 64, + 4, …: G_a0 read once.
+        const int d = tid % kHalfK, i0 = tid / kHalfK;
+        const float g_a0 = s.g[row0][d0 + d];
 #pragma unroll
-      for (int i = i0; i < kSub; i += kThreads / kHalfK) {
-        const float factor = expf(s.g[row0 + i][d0 + d] - g_a0);
-        s.left_k[i][d] = __bfloat162float(s.k[row0 + i][d0 + d]) * factor;
-        s.left_q[i][d] = p.scale * __bfloat162float(s.q[row0 + i][d0 + d]) * factor;
-      }
-      // right_rows is a multiple of 16: four trips at a time.
+        for (int i = i0; i < kSub; i += kThreads / kHalfK) {
+          const float factor = expf(s.g[row0 + i][d0 + d] - g_a0);
+          s.left_k[i][d] = __bfloat162float(s.k[row0 + i][d0 + d]) * factor;
+          s.left_q[i][d] = p.scale * __bfloat162float(s.q[row0 + i][d0 + d]) * factor;
+        }
+        // right_rows is a multiple of 16: four trips at a time.
 #pragma unroll 4
-      for (int j = i0; j < right_rows; j += kThreads / kHalfK) {
-        s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(g_a0 - s.g[j][d0 + d]);
+        for (int j = i0; j < right_rows; j += kThreads / kHalfK) {
+          s.right[j][d] = __bfloat162float(s.k[j][d0 + d]) * expf(g_a0 - s.g[j][d0 + d]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int slot = 0; slot < 2; ++slot) {
+          const int tile = warp + slot * (kThreads / 32);
+          if (tile >= 2 * n_tiles) continue;
+          const bool is_q = tile >= n_tiles;
+          const int n0 = 8 * (is_q ? tile - n_tiles : tile);
+          const float(*left)[kFPitch] = is_q ? s.left_q : s.left_k;
+#pragma unroll 4
+          for (int k0 = 0; k0 < kHalfK; k0 += 8) {
+            const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
+                                left[group][k0 + quad + 4], left[group + 8][k0 + quad + 4]};
+            const float b[2] = {s.right[n0 + group][k0 + quad], s.right[n0 + group][k0 + quad + 4]};
+            SplitTf32x3{}(acc[slot], a, b);
+          }
+        }
+        __syncthreads();  // the factors are rewritten next
       }
-      __syncthreads();
 #pragma unroll
       for (int slot = 0; slot < 2; ++slot) {
         const int tile = warp + slot * (kThreads / 32);
         if (tile >= 2 * n_tiles) continue;
         const bool is_q = tile >= n_tiles;
         const int n0 = 8 * (is_q ? tile - n_tiles : tile);
-        const float(*left)[kFPitch] = is_q ? s.left_q : s.left_k;
-#pragma unroll 4
-        for (int k0 = 0; k0 < kHalfK; k0 += 8) {
-          const float a[4] = {left[group][k0 + quad], left[group + 8][k0 + quad],
-                              left[group][k0 + quad + 4], left[group + 8][k0 + quad + 4]};
-          const float b[2] = {s.right[n0 + group][k0 + quad], s.right[n0 + group][k0 + quad + 4]};
-          SplitTf32x3{}(acc[slot], a, b);
-        }
-      }
-      __syncthreads();  // the factors are rewritten next
-    }
 #pragma unroll
-    for (int slot = 0; slot < 2; ++slot) {
-      const int tile = warp + slot * (kThreads / 32);
-      if (tile >= 2 * n_tiles) continue;
-      const bool is_q = tile >= n_tiles;
-      const int n0 = 8 * (is_q ? tile - n_tiles : tile);
+        for (int half = 0; half < 2; ++half) {
+          const int row = row0 + group + 8 * half;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = row0 + group + 8 * half;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = n0 + 2 * quad + e;
-          const float value = acc[slot][2 * half + e];
-          if (!is_q) {
-            if (col < row) s.a_kk[row][col] = s.beta[row] * value;
-          } else {
-            a_qk[row * kC + col] = operand(col <= row ? value : 0.0f, round);
+          for (int e = 0; e < 2; ++e) {
+            const int col = n0 + 2 * quad + e;
+            const float value = acc[slot][2 * half + e];
+            if (!is_q) {
+              if (col < row) s.a_kk[row][col] = s.beta[row] * value;
+            } else {
+              a_qk[row * kC + col] = operand(col <= row ? value : 0.0f, round);
+            }
           }
         }
       }
-    }
-    if (!factored) {
-      // Strong decay inside the diagonal block: one exp per pair and channel, each at most 1.
-      const int i = tid / kSub, j = tid % kSub;
-      const int row = row0 + i, col = row0 + j;
-      if (j <= i) {
-        float pair_kk = 0.0f, pair_qk = 0.0f;
-        for (int dim = 0; dim < kK; ++dim) {
-          const float kj = __bfloat162float(s.k[col][dim]) * expf(s.g[row][dim] - s.g[col][dim]);
-          pair_kk = fmaf(__bfloat162float(s.k[row][dim]), kj, pair_kk);
-          pair_qk = fmaf(__bfloat162float(s.q[row][dim]), kj, pair_qk);
+      if (!factored) {
+        // Strong decay inside the diagonal block: one exp per pair and channel, each at most 1.
+        const int i = tid / kSub, j = tid % kSub;
+        const int row = row0 + i, col = row0 + j;
+        if (j <= i) {
+          float pair_kk = 0.0f, pair_qk = 0.0f;
+          for (int dim = 0; dim < kK; ++dim) {
+            const float kj = __bfloat162float(s.k[col][dim]) * expf(s.g[row][dim] - s.g[col][dim]);
+            pair_kk = fmaf(__bfloat162float(s.k[row][dim]), kj, pair_kk);
+            pair_qk = fmaf(__bfloat162float(s.q[row][dim]), kj, pair_qk);
+          }
+          if (j < i) s.a_kk[row][col] = s.beta[row] * pair_kk;
+          a_qk[row * kC + col] = operand(p.scale * pair_qk, round);
+        } else {
+          a_qk[row * kC + col] = 0.0f;
         }
-        if (j < i) s.a_kk[row][col] = s.beta[row] * pair_kk;
-        a_qk[row * kC + col] = operand(p.scale * pair_qk, round);
-      } else {
-        a_qk[row * kC + col] = 0.0f;
       }
     }
-  }
   }
   __syncthreads();  // A_kk complete; the factors' memory becomes the inverse
   // q is read no more: v (bf16) comes into its buffer while the inverse and W are computed.
