@@ -260,7 +260,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     for (int offset = 16; offset > 0; offset /= 2) {
       magnitude = fmaxf(magnitude, __shfl_xor_sync(0xFFFFFFFFu, magnitude, offset));
     }
-    // Non-negative floats order as their bit patterns (NaN too: it then takes the block path).
+    // Non-negative floats order as their bit patterns. (fmaxf drops a NaN G: its chunk then takes
+    // either path and its NaN reaches the outputs through the products all the same.)
     if (tid % 32 == 0) atomicMax(reinterpret_cast<int*>(&s.magnitude), __float_as_int(magnitude));
     for (int block = 0; block < kBlocks; ++block) {
       float span = fmaxf(s.g[block * kSub][tid] - s.g[block * kSub + kSub - 1][tid], 0.0f);
