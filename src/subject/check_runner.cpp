@@ -59,6 +59,8 @@ class CheckRun {
     check["outputs"] = outputs_json();
     check["has_oracle"] = static_cast<bool>(probe_.check_oracle);
 
+    if (options_.candidate_only) return run_candidate_only(std::move(check));
+
     Json runs = Json::array();
     for (const char* pass : {"candidate_first", "reference_first"}) {
       const bool candidate_first = std::string(pass) == "candidate_first";
@@ -129,6 +131,27 @@ class CheckRun {
   }
 
  private:
+  // A rank other than 0: the candidate calls rank 0 makes (one per order, then the repeats), in
+  // the same sequence, outputs discarded; what it records lets loupe confirm the rank computed on
+  // rank 0's inputs.
+  Json run_candidate_only(Json check) {
+    int calls = 0;
+    for (const char* pass : {"candidate_first", "reference_first"}) {
+      call_path(pass, "candidate");
+      ++calls;
+    }
+    for (int index = 1; index <= options_.repeat; ++index) {
+      call_path("repeat/" + std::to_string(index), "candidate");
+      ++calls;
+    }
+    check["candidate_calls"] = calls;
+    Json guards = Json::object();
+    guards["input_mutation"] = std::move(mutations_);
+    guards["output_unwritten"] = std::move(unwritten_);
+    check["guards"] = std::move(guards);
+    return check;
+  }
+
   void generate(CheckSetup& setup, uint64_t seed) {
     try {
       probe_.check_inputs(setup);
