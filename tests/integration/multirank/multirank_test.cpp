@@ -123,5 +123,37 @@ TEST_F(MultiRank, ALaunchWithRanksButNoRanksValueIsAUsageError) {
       << probe.err;
 }
 
+// The Required result of issue 22: four ranks, one slowed (a documented fault option), and the
+// analysis of the four traces names that rank as the straggler and its slow stage, as the top
+// finding. Both trace formats kda writes: Kineto JSON (rank from distributedInfo) and loupe's
+// binary trace (rank from the file name).
+TEST_F(MultiRank, ASlowedRankIsTheTopFindingStragglerWithItsSlowStage) {
+  std::vector<std::string> args = mpirun(4);
+  args.insert(args.end(), {KDA_EXECUTABLE, "dist", "cp", "--shape", kShape, "--decay", "slow",
+                           "--seed", "3", "--trace", path("traces"), "--slow-rank", "2",
+                           "--slow-ms", "400"});
+  const CliRun ranks = run(args);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.out << ranks.err;
+  for (const std::string extension : {".json", ".loupetrace"}) {
+    std::vector<std::string> analyze = {LOUPE_EXECUTABLE, "trace", "analyze"};
+    for (int rank = 0; rank < 4; ++rank) {
+      analyze.push_back(path("traces/rank-" + std::to_string(rank) + extension));
+    }
+    analyze.push_back("--json");
+    const CliRun run_analyze = run(analyze);
+    ASSERT_EQ(run_analyze.exit_code, 0) << run_analyze.out << run_analyze.err;
+    const Json& top = run_analyze.envelope["findings"][0];
+    EXPECT_EQ(top["id"], "trace.collectives.straggler") << extension << ": " << run_analyze.out;
+    EXPECT_EQ(top["where"]["path"], "cp_summaries") << extension;
+    EXPECT_EQ(top["where"]["coords"]["rank"], 2) << extension << ": " << top.dump();
+    EXPECT_NE(top["claim"].get<std::string>().find("rank 2 arrived last at"), std::string::npos);
+    const Json& collectives = run_analyze.envelope["data"]["collectives"];
+    ASSERT_EQ(collectives["ranks"].size(), 4u);
+    EXPECT_EQ(collectives["matched"], 2);  // the summaries' and the outputs' allgathers
+    EXPECT_EQ(collectives["file_ranks"][3]["source"],
+              extension == ".json" ? "distributedInfo" : "file name");
+  }
+}
+
 }  // namespace
 }  // namespace loupe
