@@ -109,10 +109,13 @@ Communicator& world(std::string_view backend) {
   const LaunchInfo launch = launch_from_environment();
   std::string chosen(backend);
   if (chosen == "auto") {
-#if KDA_HAVE_MPI
-    chosen = launch.world_size > 1 ? "mpi" : "self";
-#else
+    // MPI where it is built (mpirun, srun start it); else NCCL (torchrun-style rendezvous).
     chosen = "self";
+#if KDA_HAVE_NCCL
+    if (launch.world_size > 1) chosen = "nccl";
+#endif
+#if KDA_HAVE_MPI
+    if (launch.world_size > 1) chosen = "mpi";
 #endif
   }
   if (communicator != nullptr) {

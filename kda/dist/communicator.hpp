@@ -4,9 +4,10 @@
 // (mpirun, srun, torchrun-style RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), one process
 // per rank, never a launcher of kda's own. LaunchInfo says what the environment declared; a
 // Communicator moves bytes between the ranks. Backends: "self" (one rank, no library), "mpi"
-// (OpenMPI or any MPI; compiled in where CMake finds MPI, KDA_HAVE_MPI), "nccl" (GPUs; compiled
-// into CUDA builds where CMake finds NCCL, KDA_HAVE_NCCL). One interface, so the CP code path is the
-// same on every backend.
+// (OpenMPI or any MPI; compiled in where CMake finds MPI, KDA_HAVE_MPI), "nccl" (one GPU per
+// rank; compiled into CUDA builds where nccl.h is found, KDA_HAVE_NCCL; libnccl opened at run
+// time; ranks meet at MASTER_ADDR:MASTER_PORT). One interface, so the CP code path is the same on
+// every backend.
 // Thread-safety: a Communicator is used by one thread at a time (MPI is initialised with
 // MPI_THREAD_FUNNELED). world() initialises the process-wide communicator once; it is finalised
 // at exit.
@@ -48,8 +49,8 @@ class Communicator {
   virtual void barrier() = 0;
 };
 
-// The process-wide communicator. `backend`: "auto" (mpi when compiled in and the environment
-// declares more than one rank, else self), "self", "mpi", "nccl". Throws loupe::Error(kUsage)
+// The process-wide communicator. `backend`: "auto" (when the environment declares more than one
+// rank: mpi where compiled in, else nccl where compiled in; one rank: self), "self", "mpi", "nccl". Throws loupe::Error(kUsage)
 // when the backend is not compiled in, or the library's world disagrees with the environment
 // (e.g. RANK/WORLD_SIZE set but MPI started as a singleton), naming both.
 Communicator& world(std::string_view backend = "auto");
