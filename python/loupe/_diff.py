@@ -329,7 +329,8 @@ def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
 
 
 def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
-         along: Optional[str] = None, tol: Tol = None) -> DiffResult:
+         along: Optional[str] = None, tol: Tol = None, dims: Any = None,
+         parallel: Optional[str] = None, parallel_b: Optional[str] = None) -> DiffResult:
     """Compare ``actual`` with ``expected`` (and each with an ``oracle``): metrics, the worst
     coordinate, the slice holding the error, the error profile along ``along``, the first
     divergent entry. Runs in C++ (libloupe) on the arrays' own memory.
@@ -340,6 +341,11 @@ def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
     ``axes``: one name per dimension ("B,T,H,V" or a sequence). ``along``: the axis to profile.
     ``tol``: bounds such as ``{"rms_ratio": 1e-3}`` or ``"max_abs=1e-2"``; without it, an element
     is past tolerance when |a - b| > atol + rtol * |b| with assert_close's per-dtype defaults.
+    ``dims``/``parallel``/``parallel_b`` (paths only): put rank-sharded dump directories
+    (``rank-<r>/``) back together before comparing, as ``loupe diff --dims/--parallel``; ``dims``
+    is one spec for every tensor (``"b t(cp,zigzag) h(tp) d"``), a dict ``{name: spec}``, or a
+    list of ``"SPEC"``/``"NAME=SPEC"``; without them the dumps' ``loupe.dims``/``loupe.parallel``
+    metadata decide (docs/sharded-diff.md).
 
     Example::
 
@@ -347,11 +353,49 @@ def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
         >>> r.passed
         True
     """
-    return _run(actual, expected, oracle, _options(axes, along, tol, None, None,
-                                                   "loupe.diff(actual, expected%s%s%s)" % (
-                                                       ", axes=%r" % (axes,) if axes else "",
-                                                       ", along=%r" % along if along else "",
-                                                       ", tol=%r" % (tol,) if tol else "")))
+    options = _options(axes, along, tol, None, None,
+                       "loupe.diff(actual, expected%s%s%s)" % (
+                           ", axes=%r" % (axes,) if axes else "",
+                           ", along=%r" % along if along else "",
+                           ", tol=%r" % (tol,) if tol else ""))
+    if dims is not None or parallel is not None or parallel_b is not None:
+        if not (_is_path(actual) and _is_path(expected)):
+            raise UsageError("dims=, parallel= and parallel_b= put rank-sharded dump directories "
+                             "back together: actual and expected must be paths",
+                             "dump each rank into DIR/rank-<r>/ (loupe.dump does) and pass the "
+                             "two directories")
+        options.dims = _dims_list(dims)
+        options.parallel = _text_or_none(parallel, "parallel")
+        options.parallel_b = _text_or_none(parallel_b, "parallel_b")
+    return _run(actual, expected, oracle, options)
+
+
+def _dims_list(dims: Any) -> List[str]:
+    """dims= as `loupe diff --dims` values: "SPEC" for every tensor or "NAME=SPEC" for one."""
+    if dims is None:
+        return []
+    if isinstance(dims, str):
+        return [dims]
+    if isinstance(dims, Mapping):
+        items = []
+        for name, spec in dims.items():
+            if not isinstance(name, str) or not isinstance(spec, str):
+                raise UsageError("dims=%r: a dict maps tensor names to spec strings" % (dims,),
+                                 "e.g. dims={\"attn.o\": \"b t(cp,zigzag) h(tp) d\"}")
+            items.append("%s=%s" % (name, spec))
+        return items
+    if isinstance(dims, (list, tuple)) and all(isinstance(item, str) for item in dims):
+        return list(dims)
+    raise UsageError("dims=%r: expected a spec string, a dict {name: spec} or a list of "
+                     "\"SPEC\"/\"NAME=SPEC\" strings" % (dims,),
+                     "e.g. dims=\"b t(cp,zigzag) h(tp) d\"")
+
+
+def _text_or_none(value: Any, name: str) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    raise UsageError("%s=%r: expected groups as text such as \"tp=2,cp=4\"" % (name, value),
+                     "the first group varies fastest across ranks (docs/sharded-diff.md)")
 
 
 def _default_tolerance(dtype_a: str, dtype_b: str) -> Tuple[float, float]:

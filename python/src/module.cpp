@@ -121,6 +121,10 @@ struct DiffOptions {
   std::string label_b = "expected";
   std::optional<std::string> label_oracle;
   std::optional<std::string> reproduce;
+  // Sharded dump directories (docs/sharded-diff.md): `loupe diff --dims/--parallel/--parallel-b`.
+  std::vector<std::string> dims;
+  std::optional<std::string> parallel;
+  std::optional<std::string> parallel_b;
 };
 
 loupe::check::DiffRequest make_request(const DiffOptions& options) {
@@ -137,6 +141,9 @@ loupe::check::DiffRequest make_request(const DiffOptions& options) {
     request.tolerance = loupe::check::Tolerance{options.atol.value_or(0), options.rtol.value_or(0)};
   }
   request.reproduce = options.reproduce;
+  request.dims = options.dims;
+  request.parallel = options.parallel;
+  request.parallel_b = options.parallel_b;
   return request;
 }
 
@@ -284,7 +291,10 @@ PYBIND11_MODULE(_loupe, module) {
       .def_readwrite("label_a", &DiffOptions::label_a)
       .def_readwrite("label_b", &DiffOptions::label_b)
       .def_readwrite("label_oracle", &DiffOptions::label_oracle)
-      .def_readwrite("reproduce", &DiffOptions::reproduce);
+      .def_readwrite("reproduce", &DiffOptions::reproduce)
+      .def_readwrite("dims", &DiffOptions::dims)
+      .def_readwrite("parallel", &DiffOptions::parallel)
+      .def_readwrite("parallel_b", &DiffOptions::parallel_b);
 
   module.def("diff_arrays", &diff_arrays, py::arg("pairs"), py::arg("options"),
              "Compare named in-memory pairs; returns (envelope JSON, text summary).");

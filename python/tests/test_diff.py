@@ -182,3 +182,52 @@ def test_nan_positions_that_disagree_fail():
     assert result.tensors[0].metrics["nonfinite_mismatch"] == 1
     assert result.worst.index == (1,)
     assert math.isnan(result.worst.actual)
+
+
+def write_sharded(root, full, fault_rank=None):
+    """`full` (T, H) cut over tp=2 (H, natural) and cp=2 (T, zigzag) into rank-<r>/o.npy, tp
+    varying fastest: global rank r = tp_rank + 2 * cp_rank; cp rank c holds zigzag chunks c and
+    3 - c of T."""
+    chunks = np.split(full, 4, axis=0)
+    for cp_rank in range(2):
+        t_part = np.concatenate([chunks[cp_rank], chunks[3 - cp_rank]], axis=0)
+        for tp_rank, part in enumerate(np.split(t_part, 2, axis=1)):
+            rank = tp_rank + 2 * cp_rank
+            part = part.copy()
+            if rank == fault_rank:
+                part[5, 0] += 1.0  # the second zigzag chunk of this CP rank
+            (root / ("rank-%d" % rank)).mkdir(parents=True)
+            np.save(root / ("rank-%d" % rank) / "o.npy", part)
+
+
+def test_sharded_directories_are_unsharded_by_dims_and_parallel(tmp_path):
+    full = np.random.default_rng(3).standard_normal((16, 4)).astype(np.float32)
+    (tmp_path / "ref").mkdir()
+    np.save(tmp_path / "ref" / "o.npy", full)
+    write_sharded(tmp_path / "good", full)
+    write_sharded(tmp_path / "bad", full, fault_rank=2)
+    spec = "t(cp,zigzag) h(tp)"
+
+    good = loupe.diff(str(tmp_path / "good"), str(tmp_path / "ref"), dims=spec,
+                      parallel="tp=2,cp=2")
+    assert good.passed, good.summary
+    assert good.tensors[0].shape == (16, 4)
+    assert good.tensors[0].metrics["max_abs"] == 0.0
+
+    bad = loupe.diff(str(tmp_path / "bad"), str(tmp_path / "ref"), dims={"o.npy": spec},
+                     parallel="tp=2,cp=2")
+    assert not bad.passed
+    ranks = [f for f in bad.findings if f["id"].endswith(".rank")]
+    assert len(ranks) == 1, bad.findings
+    assert ranks[0]["where"]["params"] == {"tp_rank": 0, "cp_rank": 1}
+    # Rank 2 = (tp 0, cp 1); its row 5 is the 2nd row of zigzag chunk 2, so global t = 8 + 1.
+    assert bad.worst.coords == {"t": 9, "h": 0}
+    assert "--dims" in ranks[0]["reproduce"] and "--parallel tp=2,cp=2" in ranks[0]["reproduce"]
+
+
+def test_dims_on_arrays_is_a_usage_error():
+    a = np.zeros((4, 2), np.float32)
+    with pytest.raises(loupe.UsageError, match="must be paths"):
+        loupe.diff(a, a, dims="t(cp) h")
+    with pytest.raises(loupe.UsageError, match="dims=3"):
+        loupe.diff("x", "y", dims=3)

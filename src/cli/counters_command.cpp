@@ -23,6 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// ncu replays every profiled launch ~40 times; a decode loop launches thousands of kernels, so an
+// unbounded `-- CMD` ran past 8 minutes on kda_gpu. Without --launch-count, profile this many.
+constexpr int64_t kDefaultLaunchCount = 64;
+
 struct CountersOptions {
   std::vector<std::string> inputs;
   std::string kernel;
@@ -161,6 +165,8 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   StatsRegistry stats;
   counters::Profile profile;
   std::string run_id;
+  std::optional<int64_t> launch_cap;  // with -- CMD: what ncu was told to profile at most
+  bool launch_cap_is_default = false;
   if (!command.empty()) {
     if (!inputs.empty()) {
       throw Error(ErrorCode::kUsage, "give input files or a command after --, not both",
@@ -184,7 +190,9 @@ void run_counters(CountersOptions& options, CommandResult& result) {
     request.command = command;
     request.kernel_regex = options.kernel;
     request.launch_skip = options.launch_skip;
-    request.launch_count = options.launch_count;
+    request.launch_count = options.launch_count.value_or(kDefaultLaunchCount);
+    launch_cap = *request.launch_count;
+    launch_cap_is_default = !options.launch_count;
     request.sets = options.sets;
     request.report = home / "counters" / run_id;
     const fs::path report = counters::profile_command(ncu, request);
@@ -215,6 +223,13 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   Envelope envelope = counters::analysis_envelope(profile, analysis, stats);
   Json& data = envelope.data;
   if (!recorded.empty()) data["run"] = recorded;
+  // Said whenever the cap may have cut the profile short, so nobody reads 64 launches as the
+  // program's whole story.
+  const bool capped = launch_cap && static_cast<int64_t>(profile.launches.size()) >= *launch_cap;
+  if (launch_cap) {
+    data["launch_cap"] = {
+        {"count", *launch_cap}, {"default", launch_cap_is_default}, {"reached", capped}};
+  }
 
   if (options.json) {
     std::cout << render_envelope(envelope) << "\n";
@@ -224,6 +239,11 @@ void run_counters(CountersOptions& options, CommandResult& result) {
               << (profile.has_details ? "details" : "")
               << (profile.has_details && profile.has_raw ? " + " : "")
               << (profile.has_raw ? "raw" : "") << " page)\n";
+    if (capped) {
+      std::cout << "(ncu profiled the first " << *launch_cap << " matching launches"
+                << (launch_cap_is_default ? ", the default cap" : "")
+                << "; --launch-skip N --launch-count N choose others)\n";
+    }
     print_table(analysis.groups);
     print_findings(analysis.findings);
     if (analysis.findings_omitted > 0)
@@ -293,7 +313,7 @@ void add_counters_command(CLI::App& app, CommandResult& result) {
   counters->add_option("--launch-skip", options->launch_skip,
                        "with -- CMD: launches ncu skips before profiling");
   counters->add_option("--launch-count", options->launch_count,
-                       "with -- CMD: launches ncu profiles");
+                       "with -- CMD: launches ncu profiles (default 64)");
   counters->add_option("--set", options->sets,
                        "with -- CMD: an ncu section set added to the curated sections");
   counters->add_flag("--detail", options->detail, "every finding and every rule's advice");

@@ -1,5 +1,6 @@
-// `loupe ledger list|show|compare|export|import`: read the ledger of runs and move runs between
-// ledgers (src/ledger does the work).
+// `loupe ledger list|show|compare|export|import|trend`: read the ledger of runs and move runs
+// between ledgers (src/ledger does the work); `trend` follows one metric across the runs in commit
+// order (src/report/trend.hpp).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,8 @@
 #include "ledger/exchange.hpp"
 #include "ledger/ledger.hpp"
 #include "ledger/provenance.hpp"
+#include "report/model.hpp"
+#include "report/trend.hpp"
 
 namespace loupe::cli {
 namespace {
@@ -187,15 +190,81 @@ void add_import(CLI::App* ledger_app, CommandResult& result) {
   });
 }
 
+void add_trend(CLI::App* ledger_app, CommandResult& result) {
+  auto options = std::make_shared<LedgerOptions>();
+  auto request = std::make_shared<report::TrendRequest>();
+  auto html = std::make_shared<std::string>();
+  CLI::App* trend = ledger_app->add_subcommand(
+      "trend", "One metric across the recorded runs in commit order, with intervals and decisions");
+  trend
+      ->add_option("METRIC", request->metric,
+                   "a finding metric (ratio, rms_ratio, wall_s, ...) or gate:NAME")
+      ->required();
+  trend->add_option("--probe", request->probe, "only findings of this probe");
+  trend->add_option("--point", request->points, "K=V the finding's point must hold (repeatable)");
+  trend->add_option("--since", request->since, "only runs at this revision and after it");
+  trend->add_flag("--higher-is-better", request->higher_is_better,
+                  "a rise is an improvement (throughput); default: a rise is a regression");
+  trend
+      ->add_option("--threshold", request->threshold,
+                   "relative change that counts as a regression without intervals (default "
+                   "0.05)")
+      ->check(CLI::Range(0.0, 10.0));
+  trend->add_option("--html", *html, "also write a page with the plot (inline SVG)");
+  add_location_options(trend, *options);
+  trend->callback([options, request, html, &result] {
+    result.kind = "ledger.trend";
+    const ledger::Ledger ledger = open_existing(*options);
+    const report::Trend trend = report::build_trend(ledger, *request);
+    if (!html->empty()) report::write_text_file(*html, report::render_trend_html(trend));
+    if (options->json) {
+      Json points = Json::array();
+      size_t regressions = 0;
+      for (const auto& point : trend.points) {
+        regressions += point.regression ? 1 : 0;
+        points.push_back(
+            {{"run", point.run_id},
+             {"commit", point.commit},
+             {"started_at", point.started_at},
+             {"value", number_to_json(point.value)},
+             {"interval", point.interval ? Json::array({number_to_json(point.interval->low),
+                                                        number_to_json(point.interval->high)})
+                                         : Json(nullptr)},
+             {"where", point.where},
+             {"matches", point.matches},
+             {"hypotheses", point.annotations},
+             {"regression", point.regression},
+             {"reproduce", point.reproduce}});
+      }
+      Json data = {{"metric", request->metric},
+                   {"probe", request->probe},
+                   {"points_filter", request->points},
+                   {"history", trend.history},
+                   {"higher_is_better", request->higher_is_better},
+                   {"runs", points},
+                   {"regressions", regressions},
+                   {"runs_off_history", trend.runs_off_history},
+                   {"runs_without_value", trend.runs_without_value},
+                   {"html", html->empty() ? Json(nullptr) : Json(*html)}};
+      print_envelope("ledger.trend", Verdict::kNone, {}, std::move(data));
+    } else {
+      std::cout << report::render_trend_text(trend);
+      if (!html->empty()) std::cout << "plot: " << *html << "\n";
+    }
+  });
+}
+
 void add_ledger_command(CLI::App& app, CommandResult& result) {
   CLI::App* ledger_app = app.add_subcommand(
-      "ledger", "The record of runs: list, show, compare, export and import them");
+      "ledger",
+      "The record of runs: list, show, compare, export, import them, and a metric's trend");
   ledger_app->require_subcommand(1);
   add_list(ledger_app, result);
   add_show(ledger_app, result);
   add_compare(ledger_app, result);
   add_export(ledger_app, result);
   add_import(ledger_app, result);
+  add_trend(ledger_app, result);
 }
 
 }  // namespace

@@ -168,7 +168,7 @@ void add_trace_command(CLI::App& app, CommandResult& result) {
   export_command->add_flag("--json", options->json, "print one JSON envelope");
   export_command->callback([options, &result] {
     result.kind = "trace.export";
-    const trace::Model model = trace::load_traces(options->files);
+    const trace::Model model = trace::load_traces(options->files, /*keep_args=*/true);
     try {
       trace::export_chrome_json(model, options->chrome_out);
     } catch (const Error& error) {

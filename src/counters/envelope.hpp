@@ -1,5 +1,5 @@
-// counters/envelope.hpp — the envelopes `loupe counters` answers (kinds counters and
-// counters.diff), and the inputs it reads (CSV exports and .ncu-rep reports).
+// counters/envelope.hpp — the envelopes `loupe counters` and the MCP tool `counters` answer, and
+// the inputs they read (CSV exports and .ncu-rep reports).
 // Include only from .cpp files: it pulls in nlohmann-json (core/json.hpp).
 // Thread-safety: pure functions, except load_profile, which may start ncu for a report.
 #pragma once

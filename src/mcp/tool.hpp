@@ -87,7 +87,6 @@ struct Annotations {
 
 struct Tool {
   std::string name;  // [a-z0-9_], at most 64 characters
-  std::string title;
   std::string description;
   std::vector<Param> params;
   Annotations annotations;
@@ -101,7 +100,8 @@ struct Tool {
 
 // {"type": "object", "properties": ..., "required": [...], "additionalProperties": false}.
 Json input_schema(const Tool& tool);
-// {name, title, description, inputSchema, annotations} for tools/list.
+// {name, description, inputSchema, annotations} for tools/list (no title: the name says it, and
+// tools/list is paid for by every agent session; issue 19 caps it at 12,000 characters).
 Json tool_definition(const Tool& tool);
 
 // Throws Error(kUsage) naming the first argument that the input schema rejects, with the

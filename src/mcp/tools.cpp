@@ -9,6 +9,7 @@ const std::vector<Tool>& all_tools() {
     std::vector<Tool> list;
     add_run_tools(list);
     add_inspect_tools(list);
+    add_counters_tools(list);
 #ifndef LOUPE_MCP_NO_RESEARCH_TOOLS
     add_research_tools(list);
 #endif

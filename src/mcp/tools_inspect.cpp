@@ -214,10 +214,9 @@ Json compare_runs(const Json& arguments, CallContext& context) {
   return make_envelope("ledger.compare", Verdict::kNone, {}, std::move(data));
 }
 
-Tool read_only_tool(std::string name, std::string title, std::string kind) {
+Tool read_only_tool(std::string name, std::string kind) {
   Tool tool;
   tool.name = std::move(name);
-  tool.title = std::move(title);
   tool.envelope_kind = std::move(kind);
   tool.annotations = {true, false, true, false};
   return tool;
@@ -236,7 +235,7 @@ std::vector<Param> analysis_params() {
 }  // namespace
 
 void add_inspect_tools(std::vector<Tool>& tools) {
-  Tool diff = read_only_tool("diff_tensors", "Diff two tensor files", "diff");
+  Tool diff = read_only_tool("diff_tensors", "diff");
   diff.description =
       "Compares tensors (.npy, .safetensors, directories; rank-<r>/ shards joined by a dims "
       "spec, step-<s>/ steps aligned): first divergence, worst coordinate, error profile. Fails "
@@ -258,7 +257,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   diff.call = diff_tensors;
   tools.push_back(std::move(diff));
 
-  Tool analyze = read_only_tool("analyze_trace", "Analyse a trace", "trace.analyze");
+  Tool analyze = read_only_tool("analyze_trace", "trace.analyze");
   analyze.description =
       "Breakdown, overlap, lock holders and waiters, gaps of one workload's traces (loupe, "
       "Chrome/Kineto JSON, .gz).";
@@ -268,7 +267,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   analyze.call = analyze_trace;
   tools.push_back(std::move(analyze));
 
-  Tool trace_diff = read_only_tool("diff_traces", "Diff two traces", "trace.diff");
+  Tool trace_diff = read_only_tool("diff_traces", "trace.diff");
   trace_diff.description = "Compares trace B with baseline A: breakdown, overlap, locks, gaps.";
   trace_diff.params = {{"a", ParamType::kString, "baseline trace", true},
                        {"b", ParamType::kString, "trace B", true}};
@@ -280,7 +279,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   trace_diff.call = diff_traces;
   tools.push_back(std::move(trace_diff));
 
-  Tool list = read_only_tool("list_runs", "List recorded runs", "ledger.list");
+  Tool list = read_only_tool("list_runs", "ledger.list");
   list.description = "Recorded runs, newest first, with gate counts.";
   list.params = {
       home_param(),
@@ -291,7 +290,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   list.call = list_runs;
   tools.push_back(std::move(list));
 
-  Tool show = read_only_tool("show_run", "Show one recorded run", "ledger.show");
+  Tool show = read_only_tool("show_run", "ledger.show");
   show.description =
       "One recorded run: status, configuration, gate verdicts and rules, findings (fail first).";
   show.params = {{"run", ParamType::kString, "", true},
@@ -304,7 +303,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   show.call = show_run;
   tools.push_back(std::move(show));
 
-  Tool compare = read_only_tool("compare_runs", "Compare two recorded runs", "ledger.compare");
+  Tool compare = read_only_tool("compare_runs", "ledger.compare");
   compare.description =
       "Gates that flipped and findings that appeared or disappeared from baseline run A to B.";
   compare.params = {{"run_a", ParamType::kString, "baseline run", true},

@@ -198,10 +198,9 @@ Json match_skeletons(const Json& arguments, CallContext& context) {
   return out;
 }
 
-Tool make_tool(std::string name, std::string title, std::string kind, Annotations annotations) {
+Tool make_tool(std::string name, std::string kind, Annotations annotations) {
   Tool tool;
   tool.name = std::move(name);
-  tool.title = std::move(title);
   tool.envelope_kind = std::move(kind);
   tool.annotations = annotations;
   return tool;
@@ -214,8 +213,7 @@ constexpr Annotations kReadOnly{true, false, true, false};
 }  // namespace
 
 void add_research_tools(std::vector<Tool>& tools) {
-  Tool add = make_tool("add_hypothesis", "Add a hypothesis", "hypothesis.add",
-                       {false, false, false, false});
+  Tool add = make_tool("add_hypothesis", "hypothesis.add", {false, false, false, false});
   add.description = "Records a claim to test (status open); then link_run and decide_hypothesis.";
   add.params = {{"text", ParamType::kString, "the claim", true},
                 {"skeleton", ParamType::kString, "skeleton id it applies"},
@@ -226,8 +224,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   add.call = add_hypothesis;
   tools.push_back(std::move(add));
 
-  Tool link = make_tool("link_run", "Link a run to a hypothesis", "hypothesis.link",
-                        {false, false, true, false});
+  Tool link = make_tool("link_run", "hypothesis.link", {false, false, true, false});
   link.description =
       "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
   link.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
@@ -239,8 +236,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   link.call = link_run;
   tools.push_back(std::move(link));
 
-  Tool decide = make_tool("decide_hypothesis", "Decide a hypothesis", "hypothesis.decide",
-                          {false, false, false, false});
+  Tool decide = make_tool("decide_hypothesis", "hypothesis.decide", {false, false, false, false});
   decide.description =
       "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
       "changes in the objective's [review] categories stay needs-review until a person "
@@ -255,7 +251,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   decide.call = decide_hypothesis;
   tools.push_back(std::move(decide));
 
-  Tool list = make_tool("list_hypotheses", "List hypotheses", "hypothesis.list", kReadOnly);
+  Tool list = make_tool("list_hypotheses", "hypothesis.list", kReadOnly);
   list.description = "Hypotheses, oldest first, with status.";
   list.params = {{"status",
                   ParamType::kString,
@@ -269,7 +265,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   list.call = list_hypotheses;
   tools.push_back(std::move(list));
 
-  Tool show = make_tool("show_hypothesis", "Show a hypothesis", "hypothesis.show", kReadOnly);
+  Tool show = make_tool("show_hypothesis", "hypothesis.show", kReadOnly);
   show.description = "One hypothesis: text, skeleton, status, linked runs, decisions.";
   show.params = {
       {"hypothesis", ParamType::kInteger, "", true, {}, 1.0}, home_param(), ledger_param()};
@@ -277,15 +273,14 @@ void add_research_tools(std::vector<Tool>& tools) {
   show.call = show_hypothesis;
   tools.push_back(std::move(show));
 
-  Tool skeletons =
-      make_tool("list_skeletons", "List optimisation skeletons", "skeleton.list", kReadOnly);
+  Tool skeletons = make_tool("list_skeletons", "skeleton.list", kReadOnly);
   skeletons.description = "Validated optimisation moves, each with when it applies.";
   skeletons.params = {library_param(), detail_param("transformation, costs, evidence")};
   skeletons.narrow_hint = "read one with show_skeleton";
   skeletons.call = list_skeletons;
   tools.push_back(std::move(skeletons));
 
-  Tool skeleton = make_tool("show_skeleton", "Show one skeleton", "skeleton.show", kReadOnly);
+  Tool skeleton = make_tool("show_skeleton", "skeleton.show", kReadOnly);
   skeleton.description =
       "One skeleton: when it applies, the transformation, its costs, validation, evidence.";
   skeleton.params = {{"id", ParamType::kString, "skeleton id", true}, library_param()};
@@ -293,8 +288,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   skeleton.call = show_skeleton;
   tools.push_back(std::move(skeleton));
 
-  Tool match =
-      make_tool("match_skeletons", "Match skeletons to a run", "skeleton.match", kReadOnly);
+  Tool match = make_tool("match_skeletons", "skeleton.match", kReadOnly);
   match.description =
       "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
   match.params = {{"run", ParamType::kString, "", true},

@@ -182,7 +182,6 @@ Param detail_param(const std::string& what) {
 void add_run_tools(std::vector<Tool>& tools) {
   Tool run;
   run.name = "run_objective";
-  run.title = "Run an objective";
   run.description =
       "Runs an objective's cascade (checks, benches, scenarios), records the run, answers the "
       "gate verdicts and the findings behind failures. Long: progress, cancellable.";
@@ -206,7 +205,6 @@ void add_run_tools(std::vector<Tool>& tools) {
 
   Tool probe;
   probe.name = "run_probe";
-  probe.title = "Run one probe";
   probe.description =
       "Runs one probe of a subject at one point in a child process: a check's comparison or a "
       "bench's A/B verdict. Not recorded.";

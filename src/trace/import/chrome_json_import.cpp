@@ -459,7 +459,7 @@ simdjson::error_code read_fields(od::object event, EventFields& fields) {
 class ChromeReader {
  public:
   ChromeReader(const std::string& name, ModelBuilder& builder, uint32_t file_index)
-      : name_(name), builder_(builder), file_index_(file_index) {}
+      : name_(name), builder_(builder), file_index_(file_index), keep_args_(builder.keeps_args()) {}
 
   // Returns false with `failure` set when simdjson reports a structural problem.
   bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
@@ -527,6 +527,7 @@ class ChromeReader {
   std::vector<LocalSlice> slices_;
   std::vector<TrackState> track_state_;        // by TrackId
   std::vector<int8_t> category_class_;         // by StringId: -1 unknown, else kCategory* bits
+  const bool keep_args_;                       // ModelBuilder::keep_args: for export only
   std::string args_;                           // the slices' args objects, back to back
   std::vector<std::array<TrackId, 2>> lanes_;  // by main track: its python and annotation lanes
   std::vector<FlowPoint> flows_;
@@ -663,7 +664,7 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
         // Kept for export (Perfetto shows them); an empty object is not worth a row.
         const std::string_view args = fields.args_raw;
         uint64_t packed = 0;
-        if (args.size() > 2 && args.size() < (size_t{1} << 24)) {
+        if (keep_args_ && args.size() > 2 && args.size() < (size_t{1} << 24)) {
           packed = static_cast<uint64_t>(args_.size()) << 24 | args.size();
           args_.append(args);
         }

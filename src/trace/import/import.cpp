@@ -196,7 +196,8 @@ int rank_from_file_name(const std::string& path) {
 
 }  // namespace
 
-Model load_traces(const std::vector<std::string>& paths, const std::vector<int>& ranks) {
+Model load_traces(const std::vector<std::string>& paths, bool keep_args,
+                  const std::vector<int>& ranks) {
   if (paths.empty()) throw Error(ErrorCode::kUsage, "no trace file given");
   if (!ranks.empty() && ranks.size() != paths.size()) {
     throw Error(ErrorCode::kUsage,
@@ -206,6 +207,9 @@ Model load_traces(const std::vector<std::string>& paths, const std::vector<int>&
   }
   Model model;
   ModelBuilder builder(model);
+  // Several files are the ranks of one job: the collectives' analysis reads their process group
+  // from the args (Kineto's "Process Group Name"), so they are kept then.
+  builder.keep_args(keep_args || paths.size() > 1);
   for (size_t index = 0; index < paths.size(); ++index) {
     import_file(paths[index], builder, static_cast<uint32_t>(index));
   }

@@ -160,6 +160,35 @@ TEST_F(CountersCli, CommandRunsUnderNcuOnceAndReadsBothPages) {
             std::string::npos);
 }
 
+// Regression: without --launch-count ncu profiled every launch of kda_gpu and ran past 8 minutes.
+TEST_F(CountersCli, CommandWithoutLaunchCountProfilesTheDefaultCap) {
+  ProcessSpec spec;
+  spec.argv = {LOUPE_EXECUTABLE, "counters", "--home",           (dir_.path() / "home").string(),
+               "--json",         "--",       "build/bin/kda_gpu"};
+  spec.extra_env = {{"LOUPE_NCU", fake_ncu().string()}};
+  const auto run = run_cli(spec);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.envelope["data"]["launch_cap"],
+            Json({{"count", 64}, {"default", true}, {"reached", false}}));
+  std::ifstream log(dir_.path() / "argv.log");
+  std::string profile_line;
+  std::getline(log, profile_line);
+  EXPECT_NE(profile_line.find("--launch-count 64 --export"), std::string::npos) << profile_line;
+}
+
+TEST_F(CountersCli, ReachedLaunchCapIsSaid) {
+  ProcessSpec spec;
+  spec.argv = {LOUPE_EXECUTABLE, "counters", "--home", (dir_.path() / "home").string(),
+               "--launch-count", "2",        "--",     "build/bin/kda_gpu"};
+  spec.extra_env = {{"LOUPE_NCU", fake_ncu().string()}};
+  const auto run = run_cli(spec);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("(ncu profiled the first 2 matching launches; --launch-skip N "
+                         "--launch-count N choose others)"),
+            std::string::npos)
+      << run.out;
+}
+
 TEST_F(CountersCli, LaunchFiltersWithoutACommandAreAUsageError) {
   const auto run = run_loupe({"counters", details_.string(), "--launch-count", "3"});
   EXPECT_EQ(run.exit_code, 2);

@@ -34,7 +34,12 @@ try {
       // No outputSchema: every answer is the one loupe envelope (docs/formats.md), and tools/list
       // stays under 12,000 characters.
       assert.equal(tool.outputSchema, undefined, `${tool.name} declares no outputSchema`);
-      for (const hint of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]) {
+      // destructiveHint and idempotentHint mean something only when readOnlyHint is false (MCP's
+      // ToolAnnotations), so read-only tools leave them out (tools/list's budget, issue 24).
+      const hints = tool.annotations.readOnlyHint === true
+                        ? ["readOnlyHint", "openWorldHint"]
+                        : ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
+      for (const hint of hints) {
         assert.equal(typeof tool.annotations[hint], "boolean", `${tool.name} ${hint}`);
       }
       assert.ok(!/approve|review/.test(tool.name), `${tool.name}: no tool approves`);

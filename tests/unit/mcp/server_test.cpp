@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "loupe/tensor.hpp"
+#include "mcp/access.hpp"
 
 namespace loupe::mcp {
 namespace {
@@ -145,14 +146,17 @@ TEST_F(ServerTest, ToolsListHasFlatSchemasAndHonestAnnotations) {
       EXPECT_NE(property.value()["type"], "object") << name << "." << property.key();
     }
     EXPECT_FALSE(tool.contains("outputSchema")) << name;  // the envelope: docs/formats.md
-    for (const char* hint :
-         {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}) {
-      EXPECT_TRUE(tool["annotations"][hint].is_boolean()) << name << " " << hint;
-    }
-    // Read-only tools are idempotent and never destructive.
-    if (tool["annotations"]["readOnlyHint"] == true) {
-      EXPECT_EQ(tool["annotations"]["destructiveHint"], false) << name;
-      EXPECT_EQ(tool["annotations"]["idempotentHint"], true) << name;
+    // Every hint is stated where MCP gives it meaning: destructiveHint and idempotentHint only
+    // when readOnlyHint is false (a read-only tool is neither destructive nor has effects).
+    const Json& hints = tool["annotations"];
+    ASSERT_TRUE(hints["readOnlyHint"].is_boolean()) << name;
+    EXPECT_EQ(hints["openWorldHint"], false) << name;  // subjects run locally
+    if (hints["readOnlyHint"] == true) {
+      EXPECT_FALSE(hints.contains("destructiveHint")) << name;
+      EXPECT_FALSE(hints.contains("idempotentHint")) << name;
+    } else {
+      EXPECT_TRUE(hints["destructiveHint"].is_boolean()) << name;
+      EXPECT_TRUE(hints["idempotentHint"].is_boolean()) << name;
     }
   }
 }
@@ -248,6 +252,36 @@ TEST_F(ServerTest, AMissingInputFileIsAToolErrorNamingIt) {
   EXPECT_EQ(response["result"]["isError"], true);
   const std::string message = response["result"]["structuredContent"]["error"]["message"];
   EXPECT_NE(message.find("missing_a.npy"), std::string::npos) << message;
+}
+
+TEST_F(ServerTest, CountersReadsTheRealDecodeExportsAndCompares) {
+  const std::string fixtures = LOUPE_NCU_FIXTURES;
+  // The fixtures sit outside this test's project root: allowed the way --allow-path allows.
+  ServerSettings settings;
+  settings.home = home_;
+  settings.cwd = home_.parent_path();
+  settings.access = std::make_shared<const AccessPolicy>(
+      load_access_policy(settings.cwd, {home_, std::filesystem::path(fixtures)}));
+  server_ = std::make_unique<Server>(settings);
+  const Json details = fixtures + "/decode_details.csv.gz";
+  const Json raw = fixtures + "/decode_raw.csv.gz";
+  const Json one_kernel =
+      call("counters", {{"files", Json::array({details, raw})}, {"kernel", "merged"}});
+  const Json& envelope = one_kernel["result"]["structuredContent"];
+  EXPECT_EQ(one_kernel["result"]["isError"], false) << envelope.dump();
+  EXPECT_EQ(envelope["kind"], "counters");
+  EXPECT_EQ(envelope["data"]["kernels"].size(), 1u);
+  EXPECT_EQ(envelope["findings"][0]["id"], "counters.merged_v_decode_kernel.bound");
+  EXPECT_FALSE(envelope["data"]["kernels"][0].contains("stalls"));  // concise
+  const Json diff = call(
+      "counters",
+      {{"files", Json::array({details, raw})}, {"kernel", "tiled"}, {"compare_kernel", "merged"}});
+  EXPECT_EQ(diff["result"]["structuredContent"]["kind"], "counters.diff");
+  EXPECT_EQ(diff["result"]["structuredContent"]["findings"][0]["id"], "counters.diff.time");
+  const Json missing = call("counters", {{"files", Json::array({fixtures + "/missing.csv"})}});
+  EXPECT_EQ(missing["result"]["isError"], true);
+  const Json outside = call("counters", {{"files", Json::array({"/etc/passwd"})}});
+  EXPECT_EQ(outside["result"]["isError"], true);
 }
 
 TEST_F(ServerTest, DiffTensorsUnshardsRankDirectoriesByDimsAndNamesTheRank) {

@@ -1,0 +1,103 @@
+// bisect/bisect.hpp — `loupe bisect`: the first commit (or dependency version) at which one gate
+// of an objective goes bad, decided with the gate's own statistics at every step.
+//
+// Each commit is checked out in a git worktree of its own under <home>/bisect/builds/ (the
+// user's checkout is never touched) and built there with the build command; the worktree is the
+// commit's build cache, reused by every later bisect. Only the entries the gate reads run.
+//   check gates       the gate's own rule on the step's build: pass is good, fail is bad.
+//   bench, scenario   an interleaved A/B of the known-good build against the step's build, one
+//                     round (both builds, alternating which runs first) after another, until the
+//                     ratio's interval decides (bench::compare on the per-round values) or the
+//                     round budget is spent: SLOWER (worse) is bad, SAME or FASTER good,
+//                     AMBIGUOUS stays ambiguous.
+// Search (Search below): the bad end is verified first (an A/A range blames nothing); then the
+// commit nearest the middle of the bracket that has no verdict yet. An ambiguous or unbuildable
+// commit is set aside and never moves the bracket, so one noisy step cannot send the search the
+// wrong way; when only such commits are left, the ambiguous ones are run once more with twice the
+// rounds, and if that does not decide, the result names the candidates.
+// Errors: bad revisions, gates or options are Error(kUsage); a subject that fails is
+// Error(kSubject), as in `loupe run`.
+// Thread-safety: run_bisect runs on the calling thread; `interrupted` may be set from another.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/finding.hpp"
+#include "core/json.hpp"
+
+namespace loupe::bisect {
+
+enum class StepVerdict { kGood, kBad, kAmbiguous, kUnbuildable };
+// "good", "bad", "ambiguous", "unbuildable".
+std::string_view step_verdict_name(StepVerdict verdict);
+
+// The bisection over points 0..n-1, where 0 is the known-good end and n-1 the bad end (verified
+// by the caller before the search starts). Pure: tested on synthetic verdicts.
+class Search {
+ public:
+  // REQUIRES: points >= 2.
+  explicit Search(size_t points);
+  // The next point to evaluate, or nullopt when the bracket cannot be narrowed any more.
+  std::optional<size_t> next() const;
+  // REQUIRES: index < points. Only a good or bad verdict strictly inside the bracket moves it;
+  // recording a point again replaces its verdict (a retried ambiguous point).
+  void record(size_t index, StepVerdict verdict);
+  size_t last_good() const { return last_good_; }
+  size_t first_bad() const { return first_bad_; }
+  // Found: the first bad point's parent is decided good.
+  bool found() const { return first_bad_ == last_good_ + 1; }
+  // The points strictly inside the bracket that stayed ambiguous or unbuildable.
+  std::vector<size_t> undecided() const;
+
+ private:
+  std::vector<std::optional<StepVerdict>> verdicts_;
+  size_t last_good_ = 0;
+  size_t first_bad_ = 0;
+};
+
+struct Request {
+  std::string good;  // git revisions; with over_values, optional (default HEAD for both)
+  std::string bad;
+  std::filesystem::path objective;
+  std::string gate;
+  std::string config;  // a [[deployment]] or KEY=VALUE settings, as `loupe run --config`
+  // Run in each build's tree (sh -c) before its probes; empty: nothing to build. {NAME} is
+  // replaced by the value under test with over_values.
+  std::string build;
+  // The subject's working directory inside each build's tree, relative to the repository root;
+  // empty: the objective's own, mapped into the tree.
+  std::string subject_from;
+  // NAME=V1,V2,...: bisect over these values (V1 good, the last bad) at one commit instead of
+  // over commits.
+  std::string over_values;
+  int64_t max_builds = 0;  // stop when this many builds were run (0: no limit)
+  int64_t min_rounds = 5;  // A/B rounds before a bench or scenario step may be decided
+  int64_t max_rounds = 12;
+  std::optional<double> threshold;  // A/B threshold t; default: the entry's, else 0.02
+  double build_timeout_s = 3600;
+  std::optional<std::filesystem::path> home;
+  std::optional<std::filesystem::path> ledger;
+  std::filesystem::path cwd;  // where the repository and .loupe/ are found; empty: current
+  std::string command_line;   // how the user invoked it, for the reproduce lines
+  const std::atomic<bool>* interrupted = nullptr;
+  std::function<void(const std::string&)> progress;  // one line per event, no newline
+};
+
+struct Outcome {
+  Json data = Json::object();  // the envelope's data (docs/bisect.md)
+  std::vector<Finding> findings;
+  Verdict verdict = Verdict::kNone;  // fail: a first bad commit named; pass: none regressed
+  int exit_code = 0;                 // 1 when a commit is blamed or the search is inconclusive
+  std::string run_id;                // the ledger entry
+  std::string text;                  // the human report
+};
+
+Outcome run_bisect(const Request& request);
+
+}  // namespace loupe::bisect

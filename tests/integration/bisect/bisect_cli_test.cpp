@@ -1,0 +1,229 @@
+// `loupe bisect` on a scripted history (issue 25): eight commits of a small C++ subject, one a
+// ~5 % slowdown of its bench, one a numeric fault of its check. Each is found within
+// ceil(log2 8) + 2 = 5 builds' worth of points, an A/A range blames nothing, a second bisect
+// reuses every build, and --over-values finds the bad value of a build setting.
+// The tests share one repository and one build cache (SetUpTestSuite) and run in file order.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/process.hpp"
+#include "support/cli_run.hpp"
+#include "support/scratch_dir.hpp"
+
+namespace loupe {
+namespace {
+
+using test_support::CliRun;
+using test_support::ScratchDir;
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::trunc);
+  out << text;
+}
+
+std::string git(const std::filesystem::path& repo, const std::vector<std::string>& args) {
+  ProcessSpec spec;
+  spec.argv = {"git", "-C", repo.string()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.extra_env = {{"GIT_AUTHOR_NAME", "loupe test"},
+                    {"GIT_AUTHOR_EMAIL", "test@loupe"},
+                    {"GIT_COMMITTER_NAME", "loupe test"},
+                    {"GIT_COMMITTER_EMAIL", "test@loupe"}};
+  const ProcessResult result = run_process(spec);
+  EXPECT_TRUE(result.succeeded()) << args.front() << ": " << result.stderr_text;
+  std::string out = result.stdout_text;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+std::string knobs(int extra_work_percent, int sum_fault) {
+  // #ifndef: --over-values passes them with -D instead.
+  return "#pragma once\n#ifndef EXTRA_WORK_PERCENT\n#define EXTRA_WORK_PERCENT " +
+         std::to_string(extra_work_percent) + "\n#endif\n#ifndef SUM_FAULT\n#define SUM_FAULT " +
+         std::to_string(sum_fault) + "\n#endif\n";
+}
+
+constexpr const char* kObjective = R"(name = "bisect-subject"
+[subject]
+command = ["./subject"]
+working_dir = "."
+timeout_s = 60
+
+[[check]]
+probe = "sums"
+seed = 7
+
+[[bench]]
+probe = "chain"
+variants = ["reference", "chain"]
+threshold = 0.02
+budget_s = 0.25
+
+[[gate]]
+name = "sums_match"
+expr = "check.sums passes"
+
+[[gate]]
+name = "chain_time"
+expr = "bench.chain[chain].median_s <= 0.01"
+)";
+
+class BisectCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    scratch_ = new ScratchDir("bisect-cli");
+    repo_ = scratch_->path() / "repo";
+    std::filesystem::create_directories(repo_);
+    git(repo_, {"init", "-q", "-b", "main"});
+    write_file(repo_ / "subject.cpp", read_file(BISECT_SUBJECT_SOURCE));
+    write_file(repo_ / "loupe.toml", kObjective);
+    write_file(repo_ / ".gitignore", ".loupe/\nsubject\n");
+    // c0 good; c3 lengthens the chain by 5 %; c5 drops the last column of the float sums.
+    const std::vector<std::pair<std::string, std::string>> history = {
+        {"initial: sums and chain", knobs(0, 0)},
+        {"notes: how to build", ""},
+        {"notes: the probes", ""},
+        {"chain: five per cent more steps", knobs(5, 0)},
+        {"notes: the bench", ""},
+        {"sums: stop one column early", knobs(5, 1)},
+        {"notes: the check", ""},
+        {"notes: done", ""}};
+    int note = 0;
+    for (const auto& [message, knob_text] : history) {
+      if (!knob_text.empty()) {
+        write_file(repo_ / "knobs.hpp", knob_text);
+      } else {
+        write_file(repo_ / "NOTES", "note " + std::to_string(++note) + "\n");
+      }
+      git(repo_, {"add", "-A"});
+      git(repo_, {"commit", "-q", "-m", message});
+      commits_.push_back(git(repo_, {"rev-parse", "HEAD"}));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete scratch_;
+    scratch_ = nullptr;
+  }
+
+  static std::string build_command(const std::string& defines = "") {
+    return std::string("c++ -std=c++20 -O2 ") + defines + " -I" + LOUPE_INCLUDE_DIR +
+           " subject.cpp " + LIBLOUPE_ARCHIVE + " -lpthread -o subject";
+  }
+
+  static CliRun bisect(std::vector<std::string> arguments) {
+    ProcessSpec spec;
+    spec.argv = {LOUPE_EXECUTABLE, "bisect", "--objective", "loupe.toml", "--json"};
+    spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
+    spec.working_dir = repo_;
+    spec.timeout = std::chrono::seconds(400);
+    return test_support::run_cli(spec);
+  }
+
+  static inline ScratchDir* scratch_ = nullptr;
+  static inline std::filesystem::path repo_;
+  static inline std::vector<std::string> commits_;
+};
+
+TEST_F(BisectCli, NumericFaultIsFoundWithinFiveBuilds) {
+  const CliRun run = bisect({"--good", commits_[0], "--bad", commits_[7], "--gate", "sums_match",
+                             "--build", build_command()});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& data = run.envelope["data"];
+  EXPECT_EQ(run.envelope["verdict"], "fail");
+  EXPECT_EQ(data["first_bad"]["commit"], commits_[5]) << run.err;
+  EXPECT_EQ(data["parent"]["commit"], commits_[4]);
+  EXPECT_EQ(data["first_bad"]["evidence"]["verdict"], "bad");
+  EXPECT_EQ(data["first_bad"]["evidence"]["gate"]["verdict"], "fail");
+  EXPECT_EQ(data["parent"]["evidence"]["gate"]["verdict"], "pass");
+  EXPECT_LE(data["builds"].get<int>(), 5) << run.err;
+  EXPECT_EQ(data["builds"].get<int>(), data["points_evaluated"].get<int>());
+  EXPECT_EQ(run.envelope["findings"][0]["id"], "bisect.sums_match.first_bad");
+  // The user's checkout is untouched: still at the last commit, nothing modified.
+  EXPECT_EQ(git(repo_, {"rev-parse", "HEAD"}), commits_[7]);
+  EXPECT_EQ(git(repo_, {"status", "--porcelain", "--untracked-files=no"}), "");
+  // Recorded in the ledger with the gate's verdict.
+  const CliRun show =
+      test_support::run_cli({LOUPE_EXECUTABLE, "ledger", "show", data["run"].get<std::string>(),
+                             "--ledger", (repo_ / ".loupe" / "ledger.sqlite").string(), "--json"});
+  EXPECT_EQ(show.exit_code, 0) << show.out << show.err;
+  EXPECT_NE(show.out.find("bisect.sums_match.first_bad"), std::string::npos);
+}
+
+TEST_F(BisectCli, SecondBisectReusesEveryBuild) {
+  const CliRun run = bisect({"--good", commits_[0], "--bad", commits_[7], "--gate", "sums_match",
+                             "--build", build_command()});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope["data"]["first_bad"]["commit"], commits_[5]);
+  EXPECT_EQ(run.envelope["data"]["builds"], 0);
+  EXPECT_GE(run.envelope["data"]["builds_reused"].get<int>(), 3);
+}
+
+TEST_F(BisectCli, FivePercentSlowdownIsFoundWithinFiveBuildsWorthOfPoints) {
+  const CliRun run = bisect({"--good", commits_[0], "--bad", commits_[7], "--gate", "chain_time",
+                             "--build", build_command()});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& data = run.envelope["data"];
+  EXPECT_EQ(data["first_bad"]["commit"], commits_[3]) << run.err;
+  EXPECT_EQ(data["parent"]["commit"], commits_[2]);
+  const Json& ab = data["first_bad"]["evidence"]["ab"];
+  EXPECT_EQ(ab["verdict"], "SLOWER");
+  EXPECT_GT(ab["ci"][0].get<double>(), 1.0);
+  // The good end (the A side) plus the points evaluated: at most ceil(log2 8) + 2 builds' worth
+  // (an AMBIGUOUS point retried with more rounds reuses its build).
+  EXPECT_LE(data["points_evaluated"].get<int>() + 1, 5) << run.err;
+}
+
+TEST_F(BisectCli, AnAaRangeBlamesNothing) {
+  // c0..c2 change only notes: the bad end is not slower than the good one.
+  const CliRun run = bisect({"--good", commits_[0], "--bad", commits_[2], "--gate", "chain_time",
+                             "--build", build_command()});
+  ASSERT_LE(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(run.envelope["data"]["first_bad"].is_null()) << run.out << run.err;
+  EXPECT_NE(run.envelope["verdict"], "fail");
+  EXPECT_EQ(run.envelope["data"]["points_evaluated"], 1);  // the bad end only
+}
+
+TEST_F(BisectCli, OverValuesFindsTheFirstBadValue) {
+  const CliRun run = bisect({"--over-values", "fault=0,0,0,1,1", "--gate", "sums_match", "--build",
+                             build_command("-DSUM_FAULT={fault}")});
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& data = run.envelope["data"];
+  EXPECT_EQ(data["first_bad"]["value"], "1");
+  EXPECT_EQ(data["first_bad"]["evidence"]["index"], 3);
+  EXPECT_EQ(data["parent"]["evidence"]["index"], 2);
+}
+
+TEST_F(BisectCli, BadRequestsExitTwoNamingTheInput) {
+  CliRun run = bisect({"--good", commits_[7], "--bad", commits_[0], "--gate", "sums_match"});
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_NE(run.out.find("is not an ancestor"), std::string::npos) << run.out;
+  run = bisect({"--good", commits_[0], "--bad", commits_[7], "--gate", "no_such_gate"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("sums_match, chain_time"), std::string::npos) << run.out;
+  run = bisect({"--good", "nonsense-rev", "--bad", commits_[7], "--gate", "sums_match"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("--good nonsense-rev"), std::string::npos) << run.out;
+  run = bisect({"--over-values", "fault=0,1", "--gate", "sums_match", "--build", "true"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("does not mention {fault}"), std::string::npos) << run.out;
+  // A good end at which the check gate already fails.
+  run = bisect({"--good", commits_[5], "--bad", commits_[7], "--gate", "sums_match", "--build",
+                build_command()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.out.find("does not pass there"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace loupe
