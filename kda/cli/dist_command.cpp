@@ -102,7 +102,8 @@ int run_dist_cp(const DistArgs& args) {
   if (rank == 0 && !args.out_dir.empty()) {
     const fs::path out(args.out_dir);
     fs::create_directories(out);
-    write_npy(out / "o.npy", outputs.o, {shape.batch, shape.tokens, shape.value_heads, shape.value_dim});
+    write_npy(out / "o.npy", outputs.o,
+              {shape.batch, shape.tokens, shape.value_heads, shape.value_dim});
     write_npy(out / "S.npy", outputs.state,
               {shape.batch, shape.value_heads, shape.key_dim, shape.value_dim});
     write_npy(out / "S_shard_starts.npy", outputs.boundary_states,
@@ -132,8 +133,9 @@ void add_dist_command(CLI::App& app, int& exit_code) {
   dist->require_subcommand(1);
   auto args = std::make_shared<DistArgs>();
   CLI::App* cp = dist->add_subcommand(
-      "cp", "CP prefill: each rank owns pieces of the sequence; (M, H) summaries allgathered and "
-            "scanned on every rank");
+      "cp",
+      "CP prefill: each rank owns pieces of the sequence; (M, H) summaries allgathered and "
+      "scanned on every rank");
   cp->add_option("--shape", args->shape, "B,T,H,HV,K,V")->required()->delimiter(',');
   cp->add_option("--decay", args->decay, "slow | fast (kda generate's inputs)")
       ->check(CLI::IsMember({"slow", "fast"}));

@@ -121,8 +121,7 @@ Communicator& world(std::string_view backend) {
   if (communicator != nullptr) {
     if (chosen != opened) {
       throw loupe::Error(loupe::ErrorCode::kUsage,
-                         "kda: the " + opened + " communicator is open; cannot also open " +
-                             chosen,
+                         "kda: the " + opened + " communicator is open; cannot also open " + chosen,
                          "one backend per process");
     }
     return *communicator;
@@ -141,19 +140,19 @@ Communicator& world(std::string_view backend) {
 #if KDA_HAVE_MPI
     communicator = make_mpi_communicator(launch);
 #else
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "kda: the mpi backend is not compiled in (backends: " +
-                           compiled_backends() + ")",
-                       "install libopenmpi-dev and reconfigure");
+    throw loupe::Error(
+        loupe::ErrorCode::kUsage,
+        "kda: the mpi backend is not compiled in (backends: " + compiled_backends() + ")",
+        "install libopenmpi-dev and reconfigure");
 #endif
   } else if (chosen == "nccl") {
 #if KDA_HAVE_NCCL
     communicator = make_nccl_communicator(launch);
 #else
-    throw loupe::Error(loupe::ErrorCode::kUsage,
-                       "kda: the nccl backend is not compiled in (backends: " +
-                           compiled_backends() + ")",
-                       "build with CUDA and NCCL (make device-bundle)");
+    throw loupe::Error(
+        loupe::ErrorCode::kUsage,
+        "kda: the nccl backend is not compiled in (backends: " + compiled_backends() + ")",
+        "build with CUDA and NCCL (make device-bundle)");
 #endif
   } else {
     throw loupe::Error(loupe::ErrorCode::kUsage,

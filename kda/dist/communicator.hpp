@@ -50,9 +50,9 @@ class Communicator {
 };
 
 // The process-wide communicator. `backend`: "auto" (when the environment declares more than one
-// rank: mpi where compiled in, else nccl where compiled in; one rank: self), "self", "mpi", "nccl". Throws loupe::Error(kUsage)
-// when the backend is not compiled in, or the library's world disagrees with the environment
-// (e.g. RANK/WORLD_SIZE set but MPI started as a singleton), naming both.
+// rank: mpi where compiled in, else nccl where compiled in; one rank: self), "self", "mpi", "nccl".
+// Throws loupe::Error(kUsage) when the backend is not compiled in, or the library's world disagrees
+// with the environment (e.g. RANK/WORLD_SIZE set but MPI started as a singleton), naming both.
 Communicator& world(std::string_view backend = "auto");
 
 // The backends this build has, e.g. "self, mpi".

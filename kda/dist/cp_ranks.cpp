@@ -82,12 +82,12 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
   {
     std::optional<RankTrace::Scope> scope;
     if (trace != nullptr) {
-      scope.emplace(*trace, trace->open_collective("allgather", static_cast<int64_t>(summaries.size()),
-                                      static_cast<int64_t>(all_summaries.size()),
-                                      sizeof(Real) == 4 ? "float" : "double"));
+      scope.emplace(*trace,
+                    trace->open_collective("allgather", static_cast<int64_t>(summaries.size()),
+                                           static_cast<int64_t>(all_summaries.size()),
+                                           sizeof(Real) == 4 ? "float" : "double"));
     }
-    communicator.allgather(summaries.data(), summaries.size() * sizeof(Real),
-                           all_summaries.data());
+    communicator.allgather(summaries.data(), summaries.size() * sizeof(Real), all_summaries.data());
   }
 
   // 3. The scan, in sequence order, on every rank: start state of piece p, per pair.
@@ -97,14 +97,14 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
     for (size_t index = 0; index < held.size(); ++index) {
       for (int64_t pair = 0; pair < pairs; ++pair) {
         summary_of[static_cast<size_t>(held[index] * pairs + pair)] =
-            all_summaries.data() + (owner * slots_per_rank + static_cast<int64_t>(index) * pairs +
-                                    pair) * summary_size;
+            all_summaries.data() +
+            (owner * slots_per_rank + static_cast<int64_t>(index) * pairs + pair) * summary_size;
       }
     }
   }
   Outputs<Real> outputs;
-  outputs.boundary_states.assign(static_cast<size_t>(shape.batch * pieces * value_heads * state_size),
-                                 0);
+  outputs.boundary_states.assign(
+      static_cast<size_t>(shape.batch * pieces * value_heads * state_size), 0);
   auto start_state = [&](int piece, int64_t pair) {
     const int64_t batch_idx = pair / value_heads, value_head = pair % value_heads;
     return outputs.boundary_states.data() +
@@ -134,7 +134,8 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
     max_piece_tokens = std::max(max_piece_tokens, starts[piece + 1] - starts[piece]);
   outputs.o.assign(static_cast<size_t>(shape.batch * shape.tokens * token_size), 0);
   // Per rank, a fixed-size block: each owned piece's rows padded to the longest piece, then the
-  // final state (meaningful on the last piece's owner only), so one equal-size allgather carries it.
+  // final state (meaningful on the last piece's owner only), so one equal-size allgather carries
+  // it.
   const int64_t piece_block = shape.batch * max_piece_tokens * token_size;
   const int64_t rank_block = static_cast<int64_t>(mine.size()) * piece_block + pairs * state_size;
   std::vector<Real> block(static_cast<size_t>(rank_block), 0);
@@ -150,9 +151,9 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
                                      pair % value_heads, starts[piece], starts[piece + 1],
                                      state.data(), outputs.o.data());
       if (piece == pieces - 1) {
-        std::copy(state.begin(), state.end(),
-                  block.data() + static_cast<int64_t>(mine.size()) * piece_block +
-                      pair * state_size);
+        std::copy(
+            state.begin(), state.end(),
+            block.data() + static_cast<int64_t>(mine.size()) * piece_block + pair * state_size);
       }
     });
     for (size_t index = 0; index < mine.size(); ++index) {
@@ -185,7 +186,7 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
     std::optional<RankTrace::Scope> scope;
     if (trace != nullptr) {
       scope.emplace(*trace, trace->open_collective("allgather", rank_block, ranks * rank_block,
-                                      sizeof(Real) == 4 ? "float" : "double"));
+                                                   sizeof(Real) == 4 ? "float" : "double"));
     }
     communicator.allgather(block.data(), block.size() * sizeof(Real), all_blocks.data());
   }
@@ -199,7 +200,8 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
       for (int64_t batch_idx = 0; batch_idx < shape.batch; ++batch_idx) {
         std::copy_n(owner_block + static_cast<int64_t>(index) * piece_block +
                         batch_idx * max_piece_tokens * token_size,
-                    count, outputs.o.data() + (batch_idx * shape.tokens + starts[piece]) * token_size);
+                    count,
+                    outputs.o.data() + (batch_idx * shape.tokens + starts[piece]) * token_size);
       }
       if (piece == pieces - 1) {
         std::copy_n(owner_block + static_cast<int64_t>(held.size()) * piece_block,
@@ -212,8 +214,7 @@ Outputs<Real> cp_across_ranks(const Inputs<Real>& inputs, const KernelOptions& o
 
 template Outputs<float> cp_across_ranks(const Inputs<float>&, const KernelOptions&, Communicator&,
                                         const RankedCpOptions&, std::vector<float>*);
-template Outputs<double> cp_across_ranks(const Inputs<double>&, const KernelOptions&,
-                                         Communicator&, const RankedCpOptions&,
-                                         std::vector<double>*);
+template Outputs<double> cp_across_ranks(const Inputs<double>&, const KernelOptions&, Communicator&,
+                                         const RankedCpOptions&, std::vector<double>*);
 
 }  // namespace kda::dist

@@ -19,9 +19,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "kda/dist/communicator.hpp"
 #include "loupe/error.hpp"
@@ -60,8 +60,8 @@ const NcclApi& nccl() {
     auto resolve = [&](auto& slot, const char* symbol) {
       slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(::dlsym(library, symbol));
       if (slot == nullptr) {
-        throw loupe::Error(loupe::ErrorCode::kUsage,
-                           "kda nccl: " + name + " has no " + symbol, "use NCCL 2.x");
+        throw loupe::Error(loupe::ErrorCode::kUsage, "kda nccl: " + name + " has no " + symbol,
+                           "use NCCL 2.x");
       }
     };
     resolve(loaded.get_unique_id, "ncclGetUniqueId");
@@ -92,7 +92,8 @@ void send_all(int fd, const void* data, size_t bytes) {
   const char* at = static_cast<const char*>(data);
   while (bytes > 0) {
     const ssize_t sent = ::send(fd, at, bytes, MSG_NOSIGNAL);
-    if (sent <= 0) throw loupe::Error(loupe::ErrorCode::kSubject, "kda nccl: rendezvous send failed");
+    if (sent <= 0)
+      throw loupe::Error(loupe::ErrorCode::kSubject, "kda nccl: rendezvous send failed");
     at += sent;
     bytes -= static_cast<size_t>(sent);
   }
@@ -177,7 +178,8 @@ ncclUniqueId rendezvous(const LaunchInfo& launch) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(const LaunchInfo& launch) : rank_(launch.rank), size_(launch.world_size) {
+  explicit NcclCommunicator(const LaunchInfo& launch)
+      : rank_(launch.rank), size_(launch.world_size) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       throw loupe::Error(loupe::ErrorCode::kSubject, "kda nccl: no CUDA device",
@@ -200,7 +202,8 @@ class NcclCommunicator final : public Communicator {
 
   void allgather(const void* in, size_t bytes, void* out) override {
     reserve(bytes);
-    check_cuda(cudaMemcpyAsync(send_, in, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    check_cuda(cudaMemcpyAsync(send_, in, bytes, cudaMemcpyHostToDevice, stream_),
+               "cudaMemcpyAsync");
     check_nccl(nccl().all_gather(send_, receive_, bytes, ncclUint8, comm_, stream_),
                "ncclAllGather");
     check_cuda(cudaMemcpyAsync(out, receive_, bytes * static_cast<size_t>(size_),

@@ -39,17 +39,16 @@ size_t RankTrace::open_stage(const std::string& name) {
   return open(name, "\"rank\": " + std::to_string(rank_));
 }
 
-size_t RankTrace::open_collective(const std::string& op, int64_t in_elements,
-                                  int64_t out_elements, const std::string& dtype) {
+size_t RankTrace::open_collective(const std::string& op, int64_t in_elements, int64_t out_elements,
+                                  const std::string& dtype) {
   std::string ranks;
   for (int rank = 0; rank < world_size_; ++rank) ranks += (rank ? ", " : "") + std::to_string(rank);
-  std::string args = "\"Collective name\": \"" + op + "\", \"In msg nelems\": " +
-                     std::to_string(in_elements) + ", \"Out msg nelems\": " +
-                     std::to_string(out_elements) + ", \"dtype\": \"" + dtype +
-                     "\", \"Group size\": " + std::to_string(world_size_) +
-                     ", \"Process Group Name\": \"0\", \"Process Group Ranks\": \"[" + ranks +
-                     "]\", \"Seq\": " + std::to_string(collectives_++) +
-                     ", \"rank\": " + std::to_string(rank_);
+  std::string args =
+      "\"Collective name\": \"" + op + "\", \"In msg nelems\": " + std::to_string(in_elements) +
+      ", \"Out msg nelems\": " + std::to_string(out_elements) + ", \"dtype\": \"" + dtype +
+      "\", \"Group size\": " + std::to_string(world_size_) +
+      ", \"Process Group Name\": \"0\", \"Process Group Ranks\": \"[" + ranks +
+      "]\", \"Seq\": " + std::to_string(collectives_++) + ", \"rank\": " + std::to_string(rank_);
   return open(backend_ + ":" + op, std::move(args));
 }
 
@@ -70,7 +69,8 @@ void RankTrace::write_kineto_json(const std::filesystem::path& path) const {
   char number[64];
   for (const Event& event : events_) {
     // Kineto writes µs relative to baseTimeNanoseconds; three decimals keep whole ns.
-    std::snprintf(number, sizeof number, "%.3f", static_cast<double>(event.start_ns - base_ns_) / 1e3);
+    std::snprintf(number, sizeof number, "%.3f",
+                  static_cast<double>(event.start_ns - base_ns_) / 1e3);
     out << ",\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" << event.name
         << "\", \"pid\": " << pid_ << ", \"tid\": " << tid_ << ", \"ts\": " << number;
     std::snprintf(number, sizeof number, "%.3f",

@@ -243,20 +243,20 @@ LOUPE_CHECK(cp_ranks_vs_nocp)
       dist::Communicator& world = dist::world("auto");
       const int64_t ranks = io.point().get_int("ranks");
       if (world.size() != ranks) {
-        throw loupe::Error(
-            loupe::ErrorCode::kUsage,
-            "cp_ranks_vs_nocp at ranks=" + std::to_string(ranks) + " runs in a world of " +
-                std::to_string(world.size()) + " rank(s)",
-            "launch one process per rank: loupe probe run cp_ranks_vs_nocp --launch "
-            "\"mpirun -n {ranks} --oversubscribe\" --set ranks=" +
-                std::to_string(ranks) + " ... -- build/bin/kda probe");
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "cp_ranks_vs_nocp at ranks=" + std::to_string(ranks) +
+                               " runs in a world of " + std::to_string(world.size()) + " rank(s)",
+                           "launch one process per rank: loupe probe run cp_ranks_vs_nocp --launch "
+                           "\"mpirun -n {ranks} --oversubscribe\" --set ranks=" +
+                               std::to_string(ranks) + " ... -- build/bin/kda probe");
       }
       dist::RankedCpOptions options;
       options.precision = math::parse_precision(io.point().get_string("precision"));
       options.order = io.point().get_string("order");
       KernelOptions kernel_options;
       kernel_options.threads = 1;  // one process per rank already
-      const auto out = dist::cp_across_ranks(read_inputs<float>(io), kernel_options, world, options);
+      const auto out =
+          dist::cp_across_ranks(read_inputs<float>(io), kernel_options, world, options);
       write(io, "S", out.boundary_states);
       write(io, "o", out.o);
     })

@@ -1,8 +1,8 @@
 // `loupe probe list|run -- SUBJECT...`: run a subject's probes as a child process and decide
 // from what it wrote (src/probe/runner.hpp does the work).
 #include <iostream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "core/json.hpp"

@@ -118,9 +118,10 @@ void add_analysis_options(CLI::App* command, TraceOptions& options) {
   command->add_option("--window", options.window, "CLASS: also per instance of this class");
   command->add_option("--gap-threshold", options.gap_threshold,
                       "shortest idle interval reported (default 100us)");
-  command->add_option("--rank", options.ranks,
-                      "R,R,...: the rank of each file, in order (overrides distributedInfo and "
-                      "the file name; -1 keeps them)")
+  command
+      ->add_option("--rank", options.ranks,
+                   "R,R,...: the rank of each file, in order (overrides distributedInfo and "
+                   "the file name; -1 keeps them)")
       ->delimiter(',');
   command->add_flag("--detail", options.detail, "every finding and table row");
   command->add_flag("--json", options.json, "print one JSON envelope");
@@ -139,7 +140,8 @@ void add_trace_command(CLI::App& app, CommandResult& result) {
   analyze->callback([options, &result] {
     result.kind = "trace.analyze";
     const trace::AnalyzeRequest request = make_request(*options);
-    const trace::Model model = trace::load_traces(options->files, options->ranks);
+    const trace::Model model =
+        trace::load_traces(options->files, /*keep_args=*/false, options->ranks);
     Envelope envelope = trace::analyze(model, request);
     for (Finding& finding : envelope.findings)
       finding.reproduce = reproduce_line("analyze", *options);

@@ -254,8 +254,8 @@ std::vector<std::string> launch_words(const RunRequest& request) {
   for (auto& word : words) {
     const size_t at = word.find("{ranks}");
     if (at == std::string::npos) continue;
-    if (!ranks || ranks->empty() ||
-        ranks->find_first_not_of("0123456789") != std::string::npos || std::stoll(*ranks) < 1) {
+    if (!ranks || ranks->empty() || ranks->find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(*ranks) < 1) {
       throw Error(ErrorCode::kUsage,
                   "--launch '" + word + "' uses {ranks}, but the point sets " +
                       (ranks ? "ranks=" + *ranks + ", not a positive integer" : "no ranks"),

@@ -7,10 +7,10 @@
 // directory to analyze_observation. Everything that decides — comparisons (src/check), bench
 // statistics and verdicts (src/bench), guard findings — happens here, from files, never in the
 // subject's process. `loupe probe run` and the objective cascade both call these functions.
-// Errors: Error(kUsage) when the subject exits 2 or a launch's {ranks} has no `ranks` value (its message is carried over), SubjectFailure
-// (an Error(kSubject) with a finding) when it crashes, times out, passes its memory limit or
-// floods its output, Error(kSubject) when it writes no readable observation.
-// Thread-safety: no shared state; one call per thread.
+// Errors: Error(kUsage) when the subject exits 2 or a launch's {ranks} has no `ranks` value (its
+// message is carried over), SubjectFailure (an Error(kSubject) with a finding) when it crashes,
+// times out, passes its memory limit or floods its output, Error(kSubject) when it writes no
+// readable observation. Thread-safety: no shared state; one call per thread.
 #pragma once
 
 #include <cstdint>

@@ -142,7 +142,7 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
   return outputs;
 }
 
-#define KDA_CP_PIECES(Real)                                                                      \
+#define KDA_CP_PIECES(Real)                                                                        \
   template void cp_piece_summary(const Inputs<Real>&, Real, const SequenceSpan&, int64_t, int64_t, \
                                  int64_t, math::DotPrecision, bool, Real*, Real*);                 \
   template void cp_merge_step(math::DotPrecision, int64_t, int64_t, const Real*, const Real*,      \

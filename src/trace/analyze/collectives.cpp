@@ -28,7 +28,8 @@ std::string arg_string(std::string_view args, std::string_view key) {
   if (at == std::string_view::npos) return {};
   if (args[at] == '"') {
     const size_t end = args.find('"', at + 1);
-    return end == std::string_view::npos ? std::string() : std::string(args.substr(at + 1, end - at - 1));
+    return end == std::string_view::npos ? std::string()
+                                         : std::string(args.substr(at + 1, end - at - 1));
   }
   const size_t end = args.find_first_of(",}", at);
   return std::string(args.substr(at, end == std::string_view::npos ? args.size() - at : end - at));
@@ -133,8 +134,8 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       rank.clock_uncertainty_ns =
           std::max(rank.clock_uncertainty_ns, std::abs(offset - rank.clock_offset_ns));
     }
-    worst_uncertainty = std::max(worst_uncertainty, std::max(std::abs(rank.clock_offset_ns),
-                                                             rank.clock_uncertainty_ns));
+    worst_uncertainty = std::max(
+        worst_uncertainty, std::max(std::abs(rank.clock_offset_ns), rank.clock_uncertainty_ns));
   }
   // Arrivals are compared on the shared clock when the files have one; otherwise each rank's
   // times are shifted by its offset from the collectives' ends.
@@ -144,18 +145,21 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   {
     char text[256];
     uint64_t samples = 0;
-    for (const RankCollectives& rank : out.per_rank) samples = std::max(samples, rank.clock_samples);
+    for (const RankCollectives& rank : out.per_rank)
+      samples = std::max(samples, rank.clock_samples);
     if (samples == 0) {
       out.clock = "no collective matched across ranks: the ranks' clocks are not compared";
     } else if (shared_clock) {
       std::snprintf(text, sizeof text,
                     "the ranks share one clock domain; the ends of %llu matched collectives "
                     "agree within %s (uncertainty of arrival times)",
-                    static_cast<unsigned long long>(samples), format_duration(worst_uncertainty).c_str());
+                    static_cast<unsigned long long>(samples),
+                    format_duration(worst_uncertainty).c_str());
       out.clock = text;
     } else {
       int64_t spread = 0;
-      for (const RankCollectives& rank : out.per_rank) spread = std::max(spread, rank.clock_uncertainty_ns);
+      for (const RankCollectives& rank : out.per_rank)
+        spread = std::max(spread, rank.clock_uncertainty_ns);
       std::snprintf(text, sizeof text,
                     "the ranks' clocks differ: aligned on the ends of %llu matched collectives "
                     "(median offset per rank), uncertainty ±%s",
@@ -177,7 +181,8 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     }
     instance.last_rank = out.ranks[last_at];
     instance.skew_ns = last - first;
-    for (size_t at = 0; at < ranks; ++at) instance.imposed_ns += last - arrival(at, instance.slices[at]);
+    for (size_t at = 0; at < ranks; ++at)
+      instance.imposed_ns += last - arrival(at, instance.slices[at]);
     if (!instance.decides) continue;
     for (size_t at = 0; at < ranks; ++at) {
       RankCollectives& rank = out.per_rank[at];
@@ -202,7 +207,8 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     for (size_t at = 0; at < ranks; ++at) {
       const SliceId id = instance.slices[at];
       comm[at].push_back({model.slices.start_ns[id], model.slices.end_ns[id]});
-      comm_tracks[at][model.slices.track[id]] += model.slices.end_ns[id] - model.slices.start_ns[id];
+      comm_tracks[at][model.slices.track[id]] +=
+          model.slices.end_ns[id] - model.slices.start_ns[id];
     }
   }
   for (SliceId id = 0; id < model.slices.size(); ++id) {
@@ -245,7 +251,8 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       if (!instance.decides || instance.last_rank != straggler.rank) continue;
       straggler.max_skew_ns = std::max(straggler.max_skew_ns, instance.skew_ns);
       const SliceId before = slice_before(model, index, instance.slices[worst]);
-      const std::string name = before == kNoSlice ? "(nothing traced)" : std::string(model.slice_name(before));
+      const std::string name =
+          before == kNoSlice ? "(nothing traced)" : std::string(model.slice_name(before));
       before_by_name[name] += instance.imposed_ns;
       if (heaviest == nullptr || instance.imposed_ns > heaviest->imposed_ns) heaviest = &instance;
     }

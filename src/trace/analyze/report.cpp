@@ -513,9 +513,8 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
       finding.where.thread = model.track_label(model.slices.track[straggler.collective_slice]);
     }
     if (straggler.before_slice != kNoSlice) {
-      finding.where.interval_ns =
-          relative(model, {model.slices.start_ns[straggler.before_slice],
-                           model.slices.end_ns[straggler.before_slice]});
+      finding.where.interval_ns = relative(model, {model.slices.start_ns[straggler.before_slice],
+                                                   model.slices.end_ns[straggler.before_slice]});
       finding.evidence.events.push_back(slice_ref(model, straggler.before_slice));
     }
     if (straggler.collective_slice != kNoSlice) {
@@ -548,12 +547,11 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
   if (exposed != nullptr) {
     Finding finding = trace_finding("trace.collectives.comm_exposed", Severity::kInfo);
     const int64_t exposed_ns = exposed->comm_ns - exposed->comm_hidden_ns;
-    finding.claim = "rank " + std::to_string(exposed->rank) + ": " + format_duration(exposed_ns) +
-                    " of its " + format_duration(exposed->comm_ns) +
-                    " of communication is exposed (" +
-                    percent(ratio(exposed->comm_hidden_ns, exposed->comm_ns)) +
-                    " hidden by compute); " + format_duration(exposed->waited_ns) +
-                    " of it waiting for later ranks";
+    finding.claim =
+        "rank " + std::to_string(exposed->rank) + ": " + format_duration(exposed_ns) + " of its " +
+        format_duration(exposed->comm_ns) + " of communication is exposed (" +
+        percent(ratio(exposed->comm_hidden_ns, exposed->comm_ns)) + " hidden by compute); " +
+        format_duration(exposed->waited_ns) + " of it waiting for later ranks";
     finding.where.coords.emplace_back("rank", exposed->rank);
     if (exposed->track != kNoTrack) finding.where.thread = model.track_label(exposed->track);
     finding.evidence.metrics = {{"comm_ns", static_cast<double>(exposed->comm_ns)},
@@ -571,8 +569,9 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
                     " collectives have no counterpart on every rank (the ranks ran different "
                     "numbers of them in a group): matched up to the shortest rank's count";
     finding.evidence.metrics = {{"unmatched", static_cast<double>(collectives.unmatched)}};
-    finding.next = "give every rank's trace for the same time window (a rank's trace cut short "
-                   "or a rank missing a step shows like this)";
+    finding.next =
+        "give every rank's trace for the same time window (a rank's trace cut short "
+        "or a rank missing a step shows like this)";
     findings.push_back(std::move(finding));
   }
 }
@@ -1032,9 +1031,8 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
     truncated |= by_skew.size() > rows;
     Json file_ranks = Json::array();
     for (const FileInfo& info : model.files) {
-      file_ranks.push_back({{"file", info.path},
-                            {"rank", info.rank},
-                            {"source", info.rank_source}});
+      file_ranks.push_back(
+          {{"file", info.path}, {"rank", info.rank}, {"source", info.rank_source}});
     }
     data["collectives"] = {{"ranks", ranks},
                            {"instances", instances},

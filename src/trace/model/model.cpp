@@ -106,7 +106,8 @@ std::string Model::track_label(TrackId id) const {
     label += "]";
   }
   label += " (" + track.pid + "/" + track.tid + ")";
-  if (multi_rank() && track_rank(id) >= 0) label = "rank " + std::to_string(track_rank(id)) + ": " + label;
+  if (multi_rank() && track_rank(id) >= 0)
+    label = "rank " + std::to_string(track_rank(id)) + ": " + label;
   return label;
 }
 

@@ -159,7 +159,9 @@ struct Model {
   // of several ranks, prefixed "rank R: " (tracks are read grouped by rank).
   std::string track_label(TrackId id) const;
   // The rank of the file the track came from; -1 when unknown.
-  int track_rank(TrackId id) const { return files.empty() ? -1 : files[tracks[id].file_index].rank; }
+  int track_rank(TrackId id) const {
+    return files.empty() ? -1 : files[tracks[id].file_index].rank;
+  }
   // Two or more distinct ranks among the files.
   bool multi_rank() const;
 };

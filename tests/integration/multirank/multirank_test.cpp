@@ -37,7 +37,9 @@ class MultiRank : public ::testing::Test {
   static std::vector<std::string> mpirun(int ranks) {
     return {KDA_MPIRUN, "-n", std::to_string(ranks), "--oversubscribe", "--allow-run-as-root"};
   }
-  static CliRun run(std::vector<std::string> args) { return run_cli(std::move(args), std::chrono::seconds(240)); }
+  static CliRun run(std::vector<std::string> args) {
+    return run_cli(std::move(args), std::chrono::seconds(240));
+  }
   static std::string path(const std::string& name) { return (root_ / name).string(); }
   static std::vector<char> bytes_of(const fs::path& file) {
     const Tensor tensor = read_npy(file);
@@ -61,22 +63,24 @@ TEST_F(MultiRank, CpAcrossFourRanksIsBitIdenticalToTheOneProcessCpInBothOrders) 
                              path("ranks_" + order), "--dump-shards", path("shards_" + order)});
     const CliRun ranks = run(args);
     ASSERT_EQ(ranks.exit_code, 0) << ranks.out << ranks.err;
-    EXPECT_NE(ranks.out.find("kda dist cp: 4 ranks (mpi), " +
-                             std::string(order == "zigzag" ? "8 pieces (zigzag)" : "4 pieces (natural)")),
-              std::string::npos)
+    EXPECT_NE(
+        ranks.out.find("kda dist cp: 4 ranks (mpi), " +
+                       std::string(order == "zigzag" ? "8 pieces (zigzag)" : "4 pieces (natural)")),
+        std::string::npos)
         << ranks.out;
-    const CliRun one = run({KDA_EXECUTABLE, "kernel", "cp", "--in", path("in"), "--out",
-                            path("one_" + order), "--shards", "4", "--shard-order", order,
-                            "--dump-shards", path("one_shards_" + order), "--precision", "tf32_rz",
-                            "--threads", "1"});
+    const CliRun one =
+        run({KDA_EXECUTABLE, "kernel", "cp", "--in", path("in"), "--out", path("one_" + order),
+             "--shards", "4", "--shard-order", order, "--dump-shards", path("one_shards_" + order),
+             "--precision", "tf32_rz", "--threads", "1"});
     ASSERT_EQ(one.exit_code, 0) << one.err;
     for (const char* file : {"o.npy", "S.npy", "S_shard_starts.npy"}) {
-      EXPECT_EQ(bytes_of(root_ / ("ranks_" + order) / file), bytes_of(root_ / ("one_" + order) / file))
+      EXPECT_EQ(bytes_of(root_ / ("ranks_" + order) / file),
+                bytes_of(root_ / ("one_" + order) / file))
           << order << " " << file;
     }
     // Each rank's own dump carries its rank and the layout; loupe diff puts them back together.
-    const CliRun diff = run({LOUPE_EXECUTABLE, "diff", path("shards_" + order),
-                             path("one_shards_" + order), "--json"});
+    const CliRun diff = run(
+        {LOUPE_EXECUTABLE, "diff", path("shards_" + order), path("one_shards_" + order), "--json"});
     ASSERT_EQ(diff.exit_code, 0) << diff.out << diff.err;
     EXPECT_EQ(diff.envelope["verdict"], "pass");
   }
@@ -85,10 +89,26 @@ TEST_F(MultiRank, CpAcrossFourRanksIsBitIdenticalToTheOneProcessCpInBothOrders) 
 TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
   for (const std::string precision : {"tf32_rz", "tf32x3"}) {
     const CliRun probe =
-        run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home", path("home"),
-             "--launch", KDA_MPIRUN + std::string(" -n {ranks} --oversubscribe --allow-run-as-root"),
-             "--set", "ranks=4", "--set", "T=8192", "--set", "precision=" + precision, "--seed",
-             "11", "--json", "--", KDA_EXECUTABLE, "probe"});
+        run({LOUPE_EXECUTABLE,
+             "probe",
+             "run",
+             "cp_ranks_vs_nocp",
+             "--home",
+             path("home"),
+             "--launch",
+             KDA_MPIRUN + std::string(" -n {ranks} --oversubscribe --allow-run-as-root"),
+             "--set",
+             "ranks=4",
+             "--set",
+             "T=8192",
+             "--set",
+             "precision=" + precision,
+             "--seed",
+             "11",
+             "--json",
+             "--",
+             KDA_EXECUTABLE,
+             "probe"});
     ASSERT_EQ(probe.exit_code, precision == "tf32_rz" ? 1 : 0) << probe.out << probe.err;
     EXPECT_EQ(probe.envelope["verdict"], precision == "tf32_rz" ? "fail" : "pass");
     // Every rank's observation was gathered: rank 0 ran both orders' candidates and the
@@ -106,18 +126,18 @@ TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
 }
 
 TEST_F(MultiRank, ARanksPointRunWithoutALauncherIsAUsageErrorNamingTheLaunch) {
-  const CliRun probe = run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home",
-                            path("home"), "--set", "ranks=4", "--set", "T=1024", "--", KDA_EXECUTABLE,
-                            "probe"});
+  const CliRun probe =
+      run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home", path("home"), "--set",
+           "ranks=4", "--set", "T=1024", "--", KDA_EXECUTABLE, "probe"});
   EXPECT_EQ(probe.exit_code, 2) << probe.out << probe.err;
   EXPECT_NE(probe.err.find("runs in a world of 1 rank(s)"), std::string::npos) << probe.err;
   EXPECT_NE(probe.err.find("--launch"), std::string::npos) << probe.err;
 }
 
 TEST_F(MultiRank, ALaunchWithRanksButNoRanksValueIsAUsageError) {
-  const CliRun probe = run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home",
-                            path("home"), "--launch", "mpirun -n {ranks}", "--", KDA_EXECUTABLE,
-                            "probe"});
+  const CliRun probe =
+      run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home", path("home"), "--launch",
+           "mpirun -n {ranks}", "--", KDA_EXECUTABLE, "probe"});
   EXPECT_EQ(probe.exit_code, 2) << probe.out << probe.err;
   EXPECT_NE(probe.err.find("uses {ranks}, but the point sets no ranks"), std::string::npos)
       << probe.err;
@@ -129,9 +149,9 @@ TEST_F(MultiRank, ALaunchWithRanksButNoRanksValueIsAUsageError) {
 // binary trace (rank from the file name).
 TEST_F(MultiRank, ASlowedRankIsTheTopFindingStragglerWithItsSlowStage) {
   std::vector<std::string> args = mpirun(4);
-  args.insert(args.end(), {KDA_EXECUTABLE, "dist", "cp", "--shape", kShape, "--decay", "slow",
-                           "--seed", "3", "--trace", path("traces"), "--slow-rank", "2",
-                           "--slow-ms", "400"});
+  args.insert(args.end(),
+              {KDA_EXECUTABLE, "dist", "cp", "--shape", kShape, "--decay", "slow", "--seed", "3",
+               "--trace", path("traces"), "--slow-rank", "2", "--slow-ms", "400"});
   const CliRun ranks = run(args);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.out << ranks.err;
   for (const std::string extension : {".json", ".loupetrace"}) {

@@ -86,8 +86,8 @@ TEST(CpAcrossRanks, EveryRankHoldsTheOneProcessCpBitForBitInBothOrders) {
     const auto results = run_ranks(inputs, 4, options);
     KernelOptions one;
     one.threads = 1;
-    const Outputs<float> expected = kernels::cpu::cp(
-        inputs, one, {order == "zigzag" ? 8 : 4, math::DotPrecision::kTf32Rz});
+    const Outputs<float> expected =
+        kernels::cpu::cp(inputs, one, {order == "zigzag" ? 8 : 4, math::DotPrecision::kTf32Rz});
     for (const auto& [outputs, local] : results) {
       EXPECT_EQ(outputs.o, expected.o) << order;
       EXPECT_EQ(outputs.state, expected.state) << order;

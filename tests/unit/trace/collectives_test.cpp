@@ -48,13 +48,14 @@ class Collectives : public ::testing::Test {
     text += "\"traceEvents\": [";
     for (size_t index = 0; index < events.size(); ++index) {
       const Event& event = events[index];
-      text += std::string(index ? ", " : "") + "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" +
-              event.name + "\", \"pid\": 10, \"tid\": 10, \"ts\": " + std::to_string(event.ts_us) +
-              ", \"dur\": " + std::to_string(event.dur_us) +
-              (event.name.rfind("mpi:", 0) == 0
-                   ? ", \"args\": {\"Collective name\": \"allgather\", \"Process Group Name\": \"0\"}"
-                   : "") +
-              "}";
+      text +=
+          std::string(index ? ", " : "") + "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" +
+          event.name + "\", \"pid\": 10, \"tid\": 10, \"ts\": " + std::to_string(event.ts_us) +
+          ", \"dur\": " + std::to_string(event.dur_us) +
+          (event.name.rfind("mpi:", 0) == 0
+               ? ", \"args\": {\"Collective name\": \"allgather\", \"Process Group Name\": \"0\"}"
+               : "") +
+          "}";
     }
     text += "]}";
     const fs::path path = dir_ / name;
@@ -68,14 +69,23 @@ class Collectives : public ::testing::Test {
                                        int64_t rank1_shift_us = 0, int64_t base = 1'000'000'000) {
     const double shift = static_cast<double>(rank1_shift_us);
     return {write(stem + "0.json", with_info ? 0 : -1,
-                  {{"work", 0, 100}, {"mpi:allgather", 100, 300}, {"work2", 400, 50},
-                   {"mpi:allgather", 450, 50}}, base),
+                  {{"work", 0, 100},
+                   {"mpi:allgather", 100, 300},
+                   {"work2", 400, 50},
+                   {"mpi:allgather", 450, 50}},
+                  base),
             write(stem + "1.json", with_info ? 1 : -1,
-                  {{"work", shift + 0, 150}, {"mpi:allgather", shift + 150, 250},
-                   {"work2", shift + 400, 80}, {"mpi:allgather", shift + 480, 20}}, base),
+                  {{"work", shift + 0, 150},
+                   {"mpi:allgather", shift + 150, 250},
+                   {"work2", shift + 400, 80},
+                   {"mpi:allgather", shift + 480, 20}},
+                  base),
             write(stem + "2.json", with_info ? 2 : -1,
-                  {{"work", 0, 390}, {"mpi:allgather", 390, 10}, {"work2", 400, 40},
-                   {"mpi:allgather", 440, 60}}, base)};
+                  {{"work", 0, 390},
+                   {"mpi:allgather", 390, 10},
+                   {"work2", 400, 40},
+                   {"mpi:allgather", 440, 60}},
+                  base)};
   }
 
   static const Finding* find(const Envelope& envelope, const std::string& id) {
@@ -160,7 +170,7 @@ TEST_F(Collectives, RankComesFromDistributedInfoThenTheFileNameAndRankOverridesB
   }
   {
     // --rank 2,1,0: the slow file is now rank 0, and the finding says so.
-    const Model model = load_traces(three_ranks(true, "x"), {2, 1, 0});
+    const Model model = load_traces(three_ranks(true, "x"), false, {2, 1, 0});
     EXPECT_EQ(model.files[0].rank, 2);
     EXPECT_EQ(model.files[0].rank_source, "--rank");
     EXPECT_EQ(rank_of(analyze(model, {}).findings.front()), 0);
@@ -170,7 +180,7 @@ TEST_F(Collectives, RankComesFromDistributedInfoThenTheFileNameAndRankOverridesB
 TEST_F(Collectives, RankGivenForTheWrongNumberOfFilesIsAUsageError) {
   const std::vector<std::string> files = three_ranks();
   try {
-    load_traces(files, {0, 1});
+    load_traces(files, false, {0, 1});
     FAIL() << "expected an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ErrorCode::kUsage);
@@ -196,8 +206,11 @@ TEST_F(Collectives, ClocksThatDifferAreAlignedOnTheCollectivesEnds) {
 TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
   std::vector<std::string> files = three_ranks();
   files[1] = write("r1.json", 1,
-                   {{"work", 0, 150}, {"mpi:allgather", 150, 250}, {"work2", 400, 80},
-                    {"mpi:allgather", 480, 20}, {"mpi:allgather", 600, 20}});
+                   {{"work", 0, 150},
+                    {"mpi:allgather", 150, 250},
+                    {"work2", 400, 80},
+                    {"mpi:allgather", 480, 20},
+                    {"mpi:allgather", 600, 20}});
   const Envelope envelope = analyze(load_traces(files), {});
   EXPECT_EQ(envelope.data["collectives"]["unmatched"], 1);
   const Finding* unmatched = find(envelope, "trace.collectives.unmatched");
