@@ -101,11 +101,32 @@ std::unique_ptr<Communicator> make_self_communicator() {
   return std::make_unique<SelfCommunicator>();
 }
 
+namespace {
+
+struct World {
+  std::mutex mutex;
+  std::unique_ptr<Communicator> communicator;
+  std::string opened;
+};
+
+World& the_world() {
+  static World world;
+  return world;
+}
+
+}  // namespace
+
+void finalize_world() {
+  World& state = the_world();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.communicator.reset();
+}
+
 Communicator& world(std::string_view backend) {
-  static std::mutex mutex;
-  static std::unique_ptr<Communicator> communicator;
-  static std::string opened;
-  std::lock_guard<std::mutex> lock(mutex);
+  World& state = the_world();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::unique_ptr<Communicator>& communicator = state.communicator;
+  std::string& opened = state.opened;
   const LaunchInfo launch = launch_from_environment();
   std::string chosen(backend);
   if (chosen == "auto") {

@@ -55,6 +55,11 @@ class Communicator {
 // with the environment (e.g. RANK/WORLD_SIZE set but MPI started as a singleton), naming both.
 Communicator& world(std::string_view backend = "auto");
 
+// Shuts the process-wide communicator down (MPI_Finalize for mpi). For a process that ends with
+// _exit, where no atexit handler runs: the child loupe's runtime runs a check path in
+// (loupe::at_path_process_exit). No-op when none is open.
+void finalize_world();
+
 // The backends this build has, e.g. "self, mpi".
 std::string compiled_backends();
 

@@ -65,6 +65,11 @@ class MpiCommunicator final : public Communicator {
           "cannot start MPI: use the nccl backend there");
     }
   }
+  ~MpiCommunicator() override {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (!finalised) MPI_Finalize();
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view backend() const override { return "mpi"; }

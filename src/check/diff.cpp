@@ -134,8 +134,22 @@ bool open_layered(Source& source, const std::string& side) {
   for (const auto& item : fs::directory_iterator(source.path)) {
     if (!item.is_directory()) continue;
     const std::string file_name = item.path().filename().string();
-    if (auto rank = numbered(file_name, "rank-")) ranks[*rank] = item.path();
-    if (auto step = numbered(file_name, "step-")) steps[*step] = item.path();
+    for (auto [prefix, parts] : {std::pair{"rank-", &ranks}, {"step-", &steps}}) {
+      const auto number = numbered(file_name, prefix);
+      if (!number) continue;
+      // rank-1/ and rank-01/ both read as 1: one must not silently replace the other.
+      const auto [where, added] = parts->emplace(*number, item.path());
+      if (!added) {
+        std::string first = where->second.filename().string(), second = file_name;
+        if (second < first) std::swap(first, second);
+        throw Error(ErrorCode::kInput,
+                    side + " (" + source.path.string() + "): " + first + "/ and " + second +
+                        "/ are both " + prefix + std::to_string(*number) +
+                        "; expected one directory per number",
+                    "remove or rename one of them (loupe.dump writes rank-<r>/ without leading "
+                    "zeros)");
+      }
+    }
   }
   if (ranks.empty() && steps.empty()) return false;
   if (!ranks.empty() && !steps.empty()) {

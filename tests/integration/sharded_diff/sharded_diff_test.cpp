@@ -240,6 +240,16 @@ TEST_F(ShardedDiff, BadShardsExitTwoNamingRankAndAxis) {
                 "rank-0/ is missing (found rank-1/); expected rank-0/, rank-1/, ... without a gap"),
             std::string::npos)
       << missing.out;
+
+  // Regression: rank-01/ beside rank-1/ read as the same rank and one silently replaced the other.
+  fs::copy(path("tp_bad_dump") + "/rank-1", path("tp_bad_dump") + "/rank-0");
+  fs::copy(path("tp_bad_dump") + "/rank-1", path("tp_bad_dump") + "/rank-01");
+  const CliRun twice = diff({path("tp_bad_dump"), path("ref")});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.envelope["error"]["message"].get<std::string>().find(
+                "rank-01/ and rank-1/ are both rank-1; expected one directory per number"),
+            std::string::npos)
+      << twice.out;
 }
 
 }  // namespace
