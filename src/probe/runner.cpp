@@ -479,14 +479,15 @@ RunOutcome run_probe(const RunRequest& request) {
   // Whatever ends the call before the observation is in place, the staging folder goes.
   StagingCleanup cleanup{staging, {}};
 
-  std::vector<std::string> subject = request.subject_command;
+  std::vector<std::string> subject_argv = request.subject_command;
   // The subject runs in its private directory: a relative path to it must not change meaning.
-  if (subject.front().find('/') != std::string::npos &&
-      std::filesystem::path(subject.front()).is_relative()) {
-    subject.front() = (std::filesystem::current_path() / subject.front()).lexically_normal().string();
+  if (subject_argv.front().find('/') != std::string::npos &&
+      std::filesystem::path(subject_argv.front()).is_relative()) {
+    subject_argv.front() =
+        (std::filesystem::current_path() / subject_argv.front()).lexically_normal().string();
   }
   std::vector<std::string> argv = launch_words(request);
-  argv.insert(argv.end(), subject.begin(), subject.end());
+  argv.insert(argv.end(), subject_argv.begin(), subject_argv.end());
   argv.insert(argv.end(), {"run", request.probe});
   for (const auto& set : request.sets) argv.insert(argv.end(), {"--set", set});
   argv.insert(argv.end(), {"--seed", std::to_string(seed)});
