@@ -103,7 +103,8 @@ class CheckRun {
       // Across ranks the candidate's collective library starts once per rank: both orders and
       // the repeats in one child (candidate, reference, reference, candidate, repeats), the
       // candidate calls in the order every other rank makes them.
-      std::vector<JobCall> calls = {first_calls[0], first_calls[1],
+      std::vector<JobCall> calls = {first_calls[0],
+                                    first_calls[1],
                                     {"reference_first", "reference"},
                                     {"reference_first", "candidate"}};
       calls.insert(calls.end(), first_calls.begin() + 2, first_calls.end());
