@@ -88,7 +88,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   for (size_t index = 11; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
-  // Every kda probe but the GPU ones is gated.
+  // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 8u);
 
   ASSERT_EQ(objective.deployment_keys.size(), 6u);
