@@ -38,6 +38,11 @@ class BenchRunner {
   Json result() const;
 
  private:
+  // The counters pass (RunOptions::counters_pass): the selected variants' calls, untimed.
+  void run_counters_pass(const ErasedBench& bench);
+  Json counters_pass_ = nullptr;
+
+ private:
   // The content-cache probe: per variant, batches on fresh inputs alternated with batches whose
   // every input set repeats the content of one already timed (separate buffers).
   void time_replays(const ErasedBench& bench, uint64_t seen_seed);
@@ -180,6 +185,10 @@ void BenchRunner::exec(ErasedBench bench) {
                   "bench '" + probe_.name + "': variant '" + name + "' is declared twice");
     }
     variants_.push_back({name, {}, {}, {}, 0, 0, {}});
+  }
+  if (options_.counters_pass > 0) {
+    run_counters_pass(bench);
+    return;
   }
   std::mt19937_64 rng(subject::derive_seed(options_.seed, 2));
 
@@ -327,6 +336,40 @@ void BenchRunner::exec(ErasedBench bench) {
   files_.add(samples_file_, "samples");
 }
 
+void BenchRunner::run_counters_pass(const ErasedBench& bench) {
+  std::vector<size_t> selected;
+  for (size_t variant = 0; variant < bench.variants.size(); ++variant) {
+    if (options_.counters_variant.empty() ||
+        bench.variants[variant].first == options_.counters_variant) {
+      selected.push_back(variant);
+    }
+  }
+  if (selected.empty()) {
+    std::string names;
+    for (const auto& samples : variants_) names += (names.empty() ? "" : ", ") + samples.name;
+    throw Error(ErrorCode::kUsage,
+                "--counters-variant '" + options_.counters_variant + "': bench '" + probe_.name +
+                    "' has no such variant; the variants are: " + names);
+  }
+  // No timer runs and no sample is kept: the profiler replays each launch many times, so what it
+  // sees is never a timing. Fresh inputs per call, seeded like the timed calls, so the kernel
+  // moves the same bytes as it does when timed.
+  Json variants = Json::array();
+  for (size_t variant : selected) {
+    const auto& call = bench.variants[variant].second;
+    for (int64_t index = 0; index < options_.counters_pass; ++index) {
+      std::shared_ptr<void> work =
+          bench.make(subject::derive_seed(options_.seed, 1000 + next_work_++));
+      call(work.get());
+    }
+    variants.push_back(bench.variants[variant].first);
+  }
+  counters_pass_ = Json::object();
+  counters_pass_["calls"] = options_.counters_pass;
+  counters_pass_["variants"] = std::move(variants);
+  stop_reason_ = "counters_pass";
+}
+
 void BenchRunner::time_replays(const ErasedBench& bench, uint64_t seen_seed) {
   // A few pairs: enough for a complete separation of the two sets to mean something (1 in 70 by
   // chance at four pairs), bounded to about a tenth of the budget.
@@ -467,6 +510,7 @@ Json BenchRunner::result() const {
   bench["timer_method"] = std::move(method);
   bench["replays"] = replays_;
   bench["roofline"] = roofline_;
+  bench["counters_pass"] = counters_pass_;
   return bench;
 }
 
