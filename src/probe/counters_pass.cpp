@@ -38,7 +38,8 @@ std::string shell_quote(const std::string& text) {
     return text;
   }
   std::string out = "'";
-  for (char character : text) out += character == '\'' ? std::string("'\\''") : std::string(1, character);
+  for (char character : text)
+    out += character == '\'' ? std::string("'\\''") : std::string(1, character);
   return out + "'";
 }
 
@@ -142,8 +143,9 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
   command.insert(command.end(), {"run", request.probe});
   const Json params = observation.value("params", Json::object());
   for (const auto& [name, value] : params.items()) {
-    command.insert(command.end(),
-                   {"--set", name + "=" + value_to_string(value_from_json(value, "params." + name))});
+    command.insert(
+        command.end(),
+        {"--set", name + "=" + value_to_string(value_from_json(value, "params." + name))});
   }
   command.insert(command.end(),
                  {"--seed", std::to_string(seed), "--counters-pass", std::to_string(ask.launches),
@@ -240,8 +242,8 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
         finding.claim = "variant " + variant + " declares " + number_text(declared) +
                         " bytes per call but its kernels moved " + number_text(measured) +
                         " DRAM bytes per call (ncu): " + number_text(ratio) +
-                        "x the declared, beyond the ±" +
-                        number_text(kBytesRatioTolerance * 100) + " % tolerance";
+                        "x the declared, beyond the ±" + number_text(kBytesRatioTolerance * 100) +
+                        " % tolerance";
         finding.next = ratio < 1 ? "the body declares traffic it does not move (or the data stays "
                                    "in L2): correct set_bytes_per_call, or check the timed call "
                                    "does the work"
@@ -275,21 +277,21 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
         finding.claim = "superseded by the measured DRAM bytes (" + number_text(measured) +
                         " per call, ncu): " + finding.claim;
       }
-      data["roofline"] = {{"implied_bytes_per_s", implied},
-                          {"device_bytes_per_s", rate},
-                          {"margin", margin}};
+      data["roofline"] = {
+          {"implied_bytes_per_s", implied}, {"device_bytes_per_s", rate}, {"margin", margin}};
       if (implied > rate * margin) {
         Finding finding = base;
         finding.id = roofline_id;
         finding.severity = Severity::kFail;
         finding.claim = "variant " + variant + " moved " + number_text(measured) +
-                        " DRAM bytes per call (measured by ncu) in " +
-                        number_text(median * 1e9) + " ns: " + number_text(implied) + " B/s, " +
-                        number_text(implied / rate) + "x what the device (" +
-                        roofline.value("device", std::string()) + ") reaches (" +
-                        number_text(rate) + " B/s): the timed call cannot be doing that work";
-        finding.next = "check that the timed call is the one profiled and that it completes "
-                       "inside the timer";
+                        " DRAM bytes per call (measured by ncu) in " + number_text(median * 1e9) +
+                        " ns: " + number_text(implied) + " B/s, " + number_text(implied / rate) +
+                        "x what the device (" + roofline.value("device", std::string()) +
+                        ") reaches (" + number_text(rate) +
+                        " B/s): the timed call cannot be doing that work";
+        finding.next =
+            "check that the timed call is the one profiled and that it completes "
+            "inside the timer";
         finding.evidence.metrics = {{"implied_per_s", implied},
                                     {"measured_per_s", rate},
                                     {"margin", margin},
@@ -305,7 +307,8 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
   }
   outcome.findings.insert(outcome.findings.end(), added.begin(), added.end());
   bool failed = false;
-  for (const auto& finding : outcome.findings) failed = failed || finding.severity == Severity::kFail;
+  for (const auto& finding : outcome.findings)
+    failed = failed || finding.severity == Severity::kFail;
   if (failed) {
     outcome.verdict = Verdict::kFail;
     outcome.exit_code = 1;

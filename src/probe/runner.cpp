@@ -552,9 +552,9 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     // Refused before anything runs: a missing ncu or a bad regex found after minutes of sampling
     // would waste them.
     if (request.counters->launches < 1 || request.counters->launches > 10000) {
-      throw Error(ErrorCode::kUsage,
-                  "--counters-launches " + std::to_string(request.counters->launches) +
-                      ": expected a count of calls from 1 to 10000");
+      throw Error(ErrorCode::kUsage, "--counters-launches " +
+                                         std::to_string(request.counters->launches) +
+                                         ": expected a count of calls from 1 to 10000");
     }
     counters::make_regex(request.counters->kernel_regex, "--counters");
     counters::find_ncu();

@@ -41,9 +41,9 @@ class BenchAttach : public ::testing::Test {
 
   // DRAM bytes per launch on the raw page, as ncu prints them.
   fs::path fake_ncu(const std::string& read_kbytes, const std::string& write_bytes) {
-    std::ofstream(dir_.path() / "details.csv") << kDetailsHeader << launch_rows(0, kMerged)
-                                               << launch_rows(1, kMerged)
-                                               << launch_rows(2, kMerged);
+    std::ofstream(dir_.path() / "details.csv")
+        << kDetailsHeader << launch_rows(0, kMerged) << launch_rows(1, kMerged)
+        << launch_rows(2, kMerged);
     std::ofstream(dir_.path() / "raw.csv")
         << raw_page({"dram__bytes_read.sum", "dram__bytes_write.sum"}, {"Kbyte", "byte"},
                     {{kMerged, {read_kbytes, write_bytes}},
@@ -55,7 +55,8 @@ class BenchAttach : public ::testing::Test {
     out << "#!/bin/sh\necho \"$@\" >> '" << log << "'\n"
         << "page=''; export=''\n"
         << "while [ $# -gt 0 ]; do case \"$1\" in --page) page=\"$2\"; shift ;;"
-        << " --export) export=\"$2\"; shift ;; --force-overwrite) shift; break ;; esac; shift; done\n"
+        << " --export) export=\"$2\"; shift ;; --force-overwrite) shift; break ;; esac; shift; "
+           "done\n"
         << "if [ -n \"$export\" ]; then \"$@\" > '" << (dir_.path() / "pass.out").string()
         << "'; echo \"pass exit $?\" >> '" << log << "'; : > \"$export.ncu-rep\"; exit 0; fi\n"
         << "if [ \"$page\" = details ]; then cat '" << (dir_.path() / "details.csv").string()
@@ -68,9 +69,10 @@ class BenchAttach : public ::testing::Test {
   test_support::CliRun probe_run(const std::string& ncu, std::vector<std::string> extra,
                                  const std::string& probe = "squares") {
     ProcessSpec spec;
-    spec.argv = {LOUPE_EXECUTABLE, "probe",  "run",    probe,  "--set",
-                 "size=4096",      "--seed", "3",      "--budget", "0.3",
-                 "--home",         (dir_.path() / "home").string(), "--json"};
+    spec.argv = {LOUPE_EXECUTABLE, "probe",     "run",    probe,
+                 "--set",          "size=4096", "--seed", "3",
+                 "--budget",       "0.3",       "--home", (dir_.path() / "home").string(),
+                 "--json"};
     spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
     spec.argv.insert(spec.argv.end(), {"--", BENCH_SUBJECT});
     spec.extra_env = {{"LOUPE_NCU", ncu}};
@@ -92,7 +94,8 @@ TEST_F(BenchAttach, CountersPassRunsUnderNcuAfterTheVerdictAndAddsTheClause) {
   const fs::path ncu = fake_ncu("16.384", "0");
   const auto run = probe_run(ncu.string(), {"--counters", "merged", "--counters-launches", "3"});
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
-  const fs::path point = fs::path(run.envelope["data"]["observation"].get<std::string>()).parent_path();
+  const fs::path point =
+      fs::path(run.envelope["data"]["observation"].get<std::string>()).parent_path();
 
   // ncu profiled one process: the subject's counters pass, with the kernel filter and the count.
   const auto log = lines_of(dir_.path() / "argv.log");
@@ -113,8 +116,8 @@ TEST_F(BenchAttach, CountersPassRunsUnderNcuAfterTheVerdictAndAddsTheClause) {
   EXPECT_EQ(log[1], "pass exit 0");
   EXPECT_EQ(log[2], "--import " + (point / "counters" / "report.ncu-rep").string() +
                         " --csv --page details");
-  EXPECT_EQ(log[3], "--import " + (point / "counters" / "report.ncu-rep").string() +
-                        " --csv --page raw");
+  EXPECT_EQ(log[3],
+            "--import " + (point / "counters" / "report.ncu-rep").string() + " --csv --page raw");
 
   // The pass timed nothing and wrote no samples; the timed run was not the profiled one.
   const Json pass = read_json(point / "counters" / "pass" / "observation.json");
@@ -138,7 +141,7 @@ TEST_F(BenchAttach, CountersPassRunsUnderNcuAfterTheVerdictAndAddsTheClause) {
   const std::string claim = (*comparison)["claim"];
   const std::string clause =
       ((*comparison)["id"] == "bench.squares.faster" ? std::string(", and now ")
-                                                      : std::string("; double is ")) +
+                                                     : std::string("; double is ")) +
       "DRAM-bound at 93.1 % of peak (merged_v_decode, ncu): little left to gain";
   ASSERT_GE(claim.size(), clause.size());
   EXPECT_EQ(claim.substr(claim.size() - clause.size()), clause);
@@ -170,17 +173,23 @@ TEST_F(BenchAttach, RefusedBeforeAnythingRuns) {
   const fs::path ncu = fake_ncu("16.384", "0");
   const auto scenario = probe_run(ncu.string(), {"--counters", "merged"}, "pipeline");
   EXPECT_EQ(scenario.exit_code, 2);
-  EXPECT_NE(scenario.envelope["error"]["message"].get<std::string>().find("--counters: probe 'pipeline' is not a bench; expected a bench"),
+  EXPECT_NE(scenario.envelope["error"]["message"].get<std::string>().find(
+                "--counters: probe 'pipeline' is not a bench; expected a bench"),
             std::string::npos)
       << scenario.out;
-  const auto launches = probe_run(ncu.string(), {"--counters", "merged", "--counters-launches", "0"});
+  const auto launches =
+      probe_run(ncu.string(), {"--counters", "merged", "--counters-launches", "0"});
   EXPECT_EQ(launches.exit_code, 2);
-  EXPECT_NE(launches.envelope["error"]["message"].get<std::string>().find("--counters-launches 0: expected a count of calls from 1 to 10000"),
+  EXPECT_NE(launches.envelope["error"]["message"].get<std::string>().find(
+                "--counters-launches 0: expected a count of calls from 1 to 10000"),
             std::string::npos)
       << launches.out;
   const auto regex = probe_run(ncu.string(), {"--counters", "merged("});
   EXPECT_EQ(regex.exit_code, 2);
-  EXPECT_NE(regex.envelope["error"]["message"].get<std::string>().find("--counters 'merged(' is not a regex"), std::string::npos) << regex.out;
+  EXPECT_NE(regex.envelope["error"]["message"].get<std::string>().find(
+                "--counters 'merged(' is not a regex"),
+            std::string::npos)
+      << regex.out;
   const auto no_ncu = probe_run("", {"--counters", "merged"});
   EXPECT_EQ(no_ncu.exit_code, 2);
   EXPECT_EQ(no_ncu.envelope["error"]["message"],
