@@ -189,9 +189,9 @@ void BenchRunner::run_counters_pass(const ErasedBench& bench) {
     }
   }
   if (selected.empty()) {
-    throw Error(ErrorCode::kUsage,
-                "--counters-variant '" + options_.counters_variant + "': bench '" + probe_.name +
-                    "' has no such variant; the variants are: " + names);
+    throw Error(ErrorCode::kUsage, "--counters-variant '" + options_.counters_variant +
+                                       "': bench '" + probe_.name +
+                                       "' has no such variant; the variants are: " + names);
   }
   // No timer runs and no sample is kept: the profiler replays each launch many times, so what it
   // sees is never a timing. Fresh inputs per call, seeded like the timed calls, so the kernel
