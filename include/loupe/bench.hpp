@@ -15,6 +15,10 @@
 //       });
 //
 // What the runtime does inside exec (measurement.md), so no author has to:
+//  - each variant runs in a child process of its own (the body runs there too, once per
+//    variant: it must declare the same variants each time); the subject's runtime process drives
+//    them, checks every batch's time against its own clock and the child's CPU time, and accounts
+//    CPU off the timed path, child processes, affinity and priority (docs/security.md);
 //  - every timed call gets a fresh input set, built from a fresh seed outside the timed region,
 //    so nothing can be cached by pointer or by content;
 //  - warm-up, then samples (each one timed batch of calls, sized to about a millisecond) with
@@ -22,8 +26,9 @@
 //    variant's median is within --precision (default 1 %) or --budget seconds (default 2) are
 //    spent;
 //  - the thread count is read before and after every sample (work hidden on another thread);
-//  - a few timed calls per variant, chosen at random, have their outputs written next to the
-//    outputs of the same variant run untimed on the same inputs, for loupe to compare;
+//  - at least two timed calls per variant, chosen at random, have their outputs written next to
+//    the outputs of the same variant and of the baseline (the first variant) run untimed on the
+//    same inputs, for loupe to compare; the outputs accessor's own time is measured;
 //  - after sampling, a few batches on inputs that repeat content already timed (in buffers of
 //    their own) alternate with batches on fresh inputs: a body much faster on the repeats
 //    replays results it cached (guard.content_cache);
@@ -149,9 +154,12 @@ class BenchState {
   // roofline guard: a variant faster than this machine can move the bytes or do the flops fails.
   void set_bytes_per_call(double bytes);
   void set_flops_per_call(double flops);
-  // Replaces the steady-clock timer (before exec).
+  // Replaces the steady-clock timer (before exec). Only loupe's own timers are used: the
+  // CUDA-event timer (make_cuda_event_timer); any other is refused (guard.foreign_timer) and the
+  // steady clock times the bench.
   void set_timer(std::unique_ptr<Timer> timer);
-  // How loupe compares a verified timed call with the untimed run (default rms_ratio <= 1e-6).
+  // How loupe compares a verified timed call with the untimed run and with the baseline's
+  // (default rms_ratio <= 1e-6). Before exec.
   void set_verify_tolerance(std::string metric, double bound);
 
   // Measures the variants (the first is the baseline every other one is compared with).

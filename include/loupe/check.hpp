@@ -14,21 +14,27 @@
 //       .oracle([](loupe::CheckIo& io) { sum_rows_fp64(io.input<float>("x"),
 //       io.output<double>("y")); });
 //
-// The paths are given the inputs, never the seed. The runtime (in the subject process) applies
-// the guards and writes every output as .npy; `loupe` compares them with src/check and decides:
+// The paths are given the inputs, never the seed. Each pass runs in a child process of the
+// subject's runtime process (docs/security.md), which applies the guards, takes the outputs back
+// and writes every output as .npy once no child is left; `loupe` compares them with src/check
+// and decides:
 //  - inputs are checksummed before and after every path (input_mutation);
-//  - outputs handed to a path are filled with a poison NaN first (output_unwritten counts what
-//    is still poison afterwards);
+//  - outputs handed to a path are filled with NaN poison drawn per run and per element
+//    (output_unwritten counts what is still poison afterwards);
+//  - the floating-point environment, affinity and priority are checked and restored after every
+//    path (environment); processes a path leaves behind are killed and named (child_process);
 //  - both orders run: candidate then reference, reference then candidate (order_dependence);
 //  - a path may return its own buffer with bind_output; a candidate buffer overlapping an input
 //    or another path's output is recorded (output_alias);
 //  - the reference also runs on inputs from a second seed, so loupe can flag a reference output
 //    that is near-constant, near-zero or the same for both seeds (cannot_discriminate);
-//  - `run --repeat N` runs the candidate N more times on the same inputs (nondeterminism).
+//  - the candidate runs 2 more times on the same inputs in the process of its first call
+//    (`run --repeat N` changes it; nondeterministic).
 // From those files loupe also fails NaN/Inf where the reference is finite (nonfinite), an error
-// against the oracle far beyond the output dtype's arithmetic (precision), flags a check whose
-// tolerance a constant output would meet (cannot_discriminate), and runs one of the probe's
-// hidden points, drawn in secret, next to the points asked for (hidden_point).
+// against the oracle far beyond the output dtype's arithmetic (precision), one element far off
+// while the tolerances pass (worst_element), flags a check whose tolerance a constant output
+// would meet (cannot_discriminate), and runs one more point with a seed it draws in secret (a
+// hidden point or range, else the first point), passed like any other (hidden_point).
 // The oracle writes its floating-point outputs in float64, so it can be more precise than both.
 // Thread-safety: a CheckSetup / CheckIo belongs to the one call it is handed to.
 #pragma once
@@ -64,6 +70,7 @@ struct CheckOutput {
   std::string profile_axis;       // the axis of the error profile; empty for none
   std::vector<CheckTolerance> tolerances;
   std::string stored_in;  // the narrower format the candidate keeps this output in on purpose
+  double worst_element_bound = 0;  // the worst-element bound; 0: loupe's default (docs/security.md)
 
   // The axis along which loupe takes this output's error profile (T for sequences).
   // REQUIRES: `axis` is one of `axes`.
@@ -76,6 +83,9 @@ struct CheckOutput {
   // The candidate stores this output in a narrower format on purpose ("bfloat16", "int8", ...):
   // the precision guard, which rejects silent narrowing, leaves this output to its tolerances.
   CheckOutput& stored_narrow(std::string format);
+  // Fail iff some element's |candidate - reference| exceeds `bound` × the reference's rms, even
+  // when every tolerance passes (one wrong element hides in an rms). Loupe's default is 0.5.
+  CheckOutput& worst_element(double bound);
 };
 
 // Handed to the input generator: the point, the seed, and the place to declare inputs and outputs.

@@ -32,7 +32,9 @@
 // probes into the executable itself: a static library's object holding only registrations is
 // dropped by the linker (as with GoogleTest), unless linked whole-archive.
 // Thread-safety: registration happens during static initialisation, before main; the registry is
-// read-only afterwards. Probe bodies run on the thread that called subject_main.
+// read-only afterwards. Check paths and bench bodies run in child processes forked from the thread
+// that called subject_main (docs/security.md); `run` ends the process with _exit once the
+// observation is written, so no static destructor of the subject runs after it.
 #pragma once
 
 #include <cstdint>
@@ -92,14 +94,22 @@ class ScenarioState;
 
 namespace detail {
 
+// An integer parameter's range loupe draws hidden values from (ProbeBuilder::hidden_range).
+struct HiddenRange {
+  std::string name;
+  int64_t low = 0;
+  int64_t high = 0;
+};
+
 // What a registration macro records. Read by the runtime; subjects never touch it directly.
 struct ProbeDefinition {
   std::string name;
   ProbeKind kind = ProbeKind::kCheck;
   std::string description;
   std::vector<ParamSpec> params;
-  // Points `list` does not show; `run --hidden` draws one (and a seed) from a secret seed.
+  // Points loupe may add to a check's run (ProbeBuilder::hidden_point, hidden_range).
   std::vector<Params> hidden_points;
+  std::vector<HiddenRange> hidden_ranges;
   std::string file;
   int line = 0;
   std::function<void(CheckSetup&)> check_inputs;
@@ -165,11 +175,21 @@ class ProbeBuilder {
     return self();
   }
 
-  // A point `list` does not show, run only by `run --hidden` (loupe asks for it), with values
-  // that need not be in the allowed sets: shapes the author of a candidate never saw.
+  // A point loupe may add to a check's run, with values that need not be in the allowed sets.
+  // loupe passes it exactly like an asked point (`--set`, with a seed it draws in secret) and
+  // says afterwards that it was hidden. Its values are in the source, so a candidate's author
+  // can read them: prefer hidden_range, whose values nobody knows before the run.
   // Parameters the point leaves out take their defaults.
   Derived& hidden_point(Params point) {
     definition_->hidden_points.push_back(std::move(point));
+    return self();
+  }
+
+  // Integer parameter `name` may take any value in [low, high] at a hidden point: loupe draws
+  // one in secret for each run (other parameters keep their defaults), and the subject accepts
+  // it outside the allowed set.
+  Derived& hidden_range(std::string name, int64_t low, int64_t high) {
+    definition_->hidden_ranges.push_back({std::move(name), low, high});
     return self();
   }
 

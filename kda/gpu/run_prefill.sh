@@ -2,7 +2,10 @@
 # kda/gpu/run_prefill.sh — issue 26's measurements of the chunked prefill on the GPU machine, from a
 # device bundle (scripts/device-bundle):
 #   kda/gpu/run_prefill.sh BUNDLE [STAGE...]   stages: checks, large, cp, bench (default: all four),
-#                                              or final (a short check of each, then the bench)
+#                                              or final (a short check of each, then the bench),
+#                                              or speed (GVA check, the two target shapes, CP),
+#                                              or pick (GVA check and the two target shapes)
+# BENCH_BUDGET (seconds per bench point, default 2) shortens the final stage's bench.
 # Every probe runs through loupe (`loupe probe run ... -- kda probe`) with a fixed seed. Writes under
 # $OUT (else build/prefill-run): prefill.txt (everything printed), observations.tgz (loupe's
 # observation envelopes, without the tensors). Exit status: 1 when any probe run failed, else 0.
@@ -51,12 +54,25 @@ for stage in "${stages[@]}"; do
     final)
       run chunk_gpu_vs_recurrent --set T=1024 --set H=2 --set HV=4 --set precision=tf32,tf32x3 \
         --set decay=fast,slow
-      run chunk_gpu --set T=1024,8192,65536 --set H=16,32,64 --budget 2
+      run chunk_gpu --set T=1024,8192,65536 --set H=16,32,64 --budget "${BENCH_BUDGET:-2}"
       run cp_gpu_vs_nocp --set T=65536 --set shards=8 --set precision=tf32_truncate,tf32x3
       run chunk_gpu_vs_cpu --set precision=tf32,tf32x3 --set decay=slow,fast
       run chunk_gpu_vs_recurrent --no-hidden --set T=8192 --zip H=16,32,64 --zip HV=16,32,64
       ;;
-    *) echo "run_prefill.sh: unknown stage $stage (expected checks, large, cp, bench, final)" >&2
+    speed)
+      # One change's quick verdict: correct on GVA, timed at the issue's two target shapes, CP.
+      run chunk_gpu_vs_recurrent --set T=1024 --set H=2 --set HV=4 --set precision=tf32,tf32x3 \
+        --set decay=fast,slow
+      run chunk_gpu --zip T=8192,65536 --zip H=32,64 --budget 2
+      run cp_gpu_vs_nocp --set T=65536 --set shards=8 --set precision=tf32_truncate,tf32x3
+      ;;
+    pick)
+      # Which of several builds to measure fully: correct on GVA (exit 0), and its two timings.
+      run chunk_gpu_vs_recurrent --set T=1024 --set H=2 --set HV=4 --set precision=tf32,tf32x3 \
+        --set decay=fast,slow
+      run chunk_gpu --zip T=8192,65536 --zip H=32,64 --budget 1
+      ;;
+    *) echo "run_prefill.sh: unknown stage $stage (expected checks, large, cp, bench, final, speed, pick)" >&2
        exit 2 ;;
   esac
 done

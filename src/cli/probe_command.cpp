@@ -29,6 +29,7 @@ struct ProbeOptions {
   std::string home;
   std::string memory;
   bool no_hidden = false;
+  bool no_sandbox = false;
   bool json = false;
 };
 
@@ -145,7 +146,9 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
                   "SIZE (512M, 2G): kill the subject when its process group's resident memory "
                   "passes it (exit 3)");
   run->add_flag("--no-hidden", options->no_hidden,
-                "checks: do not add one of the probe's hidden points to the run");
+                "checks: do not add the hidden run (a hidden point, or a secret seed)");
+  run->add_flag("--no-sandbox", options->no_sandbox,
+                "run the subject outside bubblewrap (docs/security.md)");
   run->add_option("--home", options->home,
                   "where observations go (default .loupe/ at the git root)");
   run->add_flag("--json", options->json, "print one JSON envelope");
@@ -169,6 +172,7 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
       request.memory_limit_bytes = parse_byte_size("--memory", options->memory);
     }
     request.add_hidden_point = !options->no_hidden;
+    request.sandbox = !options->no_sandbox;
     if (!options->home.empty()) request.home = options->home;
     request.subject_command = options->subject;
     request.pass_env = options->pass_env;

@@ -411,6 +411,11 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.run_id = staging_id;
   request.subject_command = subject_command(objective.subject);
   request.pass_env = objective.subject.pass_env;
+  // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
+  // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
+  // tests/integration/run catches; until that is understood the cascade runs subjects as
+  // before, locally and through the Slurm executor alike (docs/security.md, "The sandbox").
+  request.sandbox = false;
   for (const auto& [metric, limit] : entry.tolerances) {
     std::ostringstream text;
     text << metric << "=" << std::setprecision(17) << limit;

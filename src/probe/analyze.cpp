@@ -5,7 +5,10 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
+#include <tuple>
 
 #include "bench/compare.hpp"
 #include "bench/report.hpp"
@@ -291,7 +294,10 @@ std::vector<std::pair<std::string, int>> narrower_formats(DType dtype) {
   return {};
 }
 
-// How many finite non-zero elements have their `bits` lowest mantissa bits all zero.
+// How many finite non-zero elements lie within kNarrowSlack units in the last place of a value of
+// the narrower format: their `bits` lowest mantissa bits are all zero, or nearly (a result nudged
+// an ulp or two off the narrow grid is still a narrow result).
+constexpr uint64_t kNarrowSlack = 4;
 int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
   int64_t narrow = 0;
   *considered = 0;
@@ -301,7 +307,8 @@ int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
       ++*considered;
       uint32_t word;
       std::memcpy(&word, &value, sizeof word);
-      if ((word & ((uint32_t{1} << bits) - 1)) == 0) ++narrow;
+      const uint32_t low = word & ((uint32_t{1} << bits) - 1);
+      if (low <= kNarrowSlack || low >= (uint32_t{1} << bits) - kNarrowSlack) ++narrow;
     }
   } else if (tensor.dtype() == DType::kF64) {
     for (double value : tensor.data<double>()) {
@@ -309,7 +316,8 @@ int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
       ++*considered;
       uint64_t word;
       std::memcpy(&word, &value, sizeof word);
-      if ((word & ((uint64_t{1} << bits) - 1)) == 0) ++narrow;
+      const uint64_t low = word & ((uint64_t{1} << bits) - 1);
+      if (low <= kNarrowSlack || low >= (uint64_t{1} << bits) - kNarrowSlack) ++narrow;
     }
   }
   return narrow;
@@ -319,9 +327,10 @@ int64_t count_narrow(const Tensor& tensor, int bits, int64_t* considered) {
 //  - fail: nearly every candidate element is exactly representable in a narrower format (its
 //    low mantissa bits are zero, as a bf16 result widened to float32 leaves them; arithmetic at
 //    the declared dtype leaves that in about 1 element of 2^bits) while the reference's are not;
-//  - warn: the candidate's error against the oracle is many times the reference's own and a
-//    thousand times the dtype's unit roundoff: a narrower arithmetic inside, or an algorithm
-//    that loses that much.
+//  - fail: the candidate's error against the oracle is more than kOverReference (64) times the
+//    reference's own and kOverRoundoff (1024) times the dtype's unit roundoff: a narrower
+//    arithmetic inside, or an algorithm that loses that much (an output whose declared
+//    tolerance_vs_oracle allows more is judged by that tolerance instead).
 // It judges a silent downgrade even when the declared tolerance is loose enough to pass it.
 void guard_precision(const Context& context, const Json& output, const std::string& name,
                      const Tensor& candidate, const Tensor& reference,
@@ -339,7 +348,9 @@ void guard_precision(const Context& context, const Json& output, const std::stri
         static_cast<double>(candidate_narrow) / static_cast<double>(candidate_considered);
     const double reference_share =
         static_cast<double>(reference_narrow) / static_cast<double>(reference_considered);
-    if (candidate_share < 0.9 || reference_share > 0.1) continue;
+    // Half the elements narrow is already a narrow computation (bf16 on most rows); arithmetic
+    // at the declared dtype leaves about 1 in 2^bits there.
+    if (candidate_share < 0.5 || reference_share > 0.1) continue;
     // A constant or few-valued output (say 1000.0 everywhere) is exactly representable without
     // having been computed narrowly: that is cannot_discriminate's business, not this guard's.
     std::vector<double> values;
@@ -353,8 +364,9 @@ void guard_precision(const Context& context, const Json& output, const std::stri
         context, Layer::kCheck, "guard.precision", Severity::kFail,
         "candidate output " + name + " is declared " + dtype + " but " +
             std::to_string(candidate_narrow) + " of its " + std::to_string(candidate_considered) +
-            " non-zero elements are exactly " + format + " values (the low " +
-            std::to_string(bits) + " mantissa bits zero; " + std::to_string(reference_narrow) +
+            " non-zero elements are " + format + " values, or within " +
+            std::to_string(kNarrowSlack) + " ulps of one (the low " + std::to_string(bits) +
+            " mantissa bits zero or nearly; " + std::to_string(reference_narrow) +
             " of the reference's): it was computed in " + format + ", not " + dtype,
         "candidate." + name,
         "look for a cast to " + format + " inside the candidate; compute at " + dtype +
@@ -368,6 +380,12 @@ void guard_precision(const Context& context, const Json& output, const std::stri
   constexpr double kOverReference = 64;
   constexpr double kOverRoundoff = 1024;
   if (!comparison.oracle) return;
+  for (const auto& tolerance : output.value("tolerances", Json::array())) {
+    if (tolerance.value("relative_to_oracle", false) &&
+        tolerance.value("bound", 0.0) > kOverReference) {
+      return;  // the author allows more error against the oracle, on purpose
+    }
+  }
   const std::optional<double> roundoff = unit_roundoff(dtype);
   if (!roundoff) return;
   const double candidate_error =
@@ -380,7 +398,7 @@ void guard_precision(const Context& context, const Json& output, const std::stri
     return;
   }
   Finding finding = make_finding(
-      context, Layer::kCheck, "guard.precision", Severity::kWarn,
+      context, Layer::kCheck, "guard.precision", Severity::kFail,
       "candidate output " + name + " is declared " + dtype +
           " but its rms ratio against the oracle (" + format_number(candidate_error) + ") is " +
           format_number(candidate_error / std::max(reference_error, 1e-300)) +
@@ -394,6 +412,80 @@ void guard_precision(const Context& context, const Json& output, const std::stri
   finding.evidence.metrics = {{"candidate_vs_oracle", candidate_error},
                               {"reference_vs_oracle", reference_error},
                               {"unit_roundoff", *roundoff}};
+  analysis.findings.push_back(std::move(finding));
+}
+
+// Guard: one element far off hides in an rms (one element off by 2.5x the output's rms among
+// 65,536 moves rms_ratio by 1 %). Fails when the worst |candidate - reference| exceeds the
+// output's worst-element bound (default kWorstElementBound, or kWorstPerTolerance times a
+// declared rms_ratio tolerance when that is larger; CheckOutput::worst_element sets it) times
+// the reference's rms and kConcentration times the error's own rms (so an error spread evenly,
+// as quantisation spreads it, is left to the tolerances), whatever the tolerances say.
+constexpr double kWorstElementBound = 0.5;
+constexpr double kConcentration = 16;
+constexpr double kWorstPerTolerance = 20;
+
+void guard_worst_element(const Context& context, const Json& output, const std::string& name,
+                         const std::vector<std::string>& axes, const Tensor& candidate,
+                         const Tensor& reference, Analysis& analysis) {
+  if (candidate.shape() != reference.shape() || reference.numel() == 0) return;
+  if (!dtype_is_floating(reference.dtype())) return;
+  double sum_squares = 0;
+  int64_t finite = 0;
+  for (int64_t index = 0; index < reference.numel(); ++index) {
+    const double value = reference.element_as_double(index);
+    if (!std::isfinite(value)) continue;
+    sum_squares += value * value;
+    ++finite;
+  }
+  if (finite == 0) return;
+  const double scale = std::sqrt(sum_squares / static_cast<double>(finite));
+  if (!(scale > 0)) return;
+  double worst = 0, error_squares = 0;
+  int64_t at = -1, compared = 0;
+  for (int64_t index = 0; index < reference.numel(); ++index) {
+    const double b = reference.element_as_double(index);
+    const double a = candidate.element_as_double(index);
+    if (!std::isfinite(a) || !std::isfinite(b)) continue;  // nonfinite's business
+    const double error = std::fabs(a - b);
+    error_squares += error * error;
+    ++compared;
+    if (error > worst) {
+      worst = error;
+      at = index;
+    }
+  }
+  // A loose rms tolerance (a quantised path) loosens the default with it.
+  double bound = kWorstElementBound;
+  for (const auto& tolerance : output.value("tolerances", Json::array())) {
+    if (tolerance.value("metric", "") == "rms_ratio" &&
+        !tolerance.value("relative_to_oracle", false)) {
+      bound = std::max(bound, kWorstPerTolerance * tolerance.value("bound", 0.0));
+    }
+  }
+  bound = output.value("worst_element_bound", bound);
+  if (at < 0 || worst <= bound * scale) return;
+  // Concentrated: an error spread over the output (a coarser arithmetic, quantisation) has its
+  // worst element a few times its rms; a few wrong elements stand far above it.
+  const double error_rms = std::sqrt(error_squares / static_cast<double>(compared));
+  if (worst <= kConcentration * error_rms) return;
+  check::Coords coords;
+  const std::string where = coords_text(candidate, at, axes, &coords);
+  Finding finding = make_finding(
+      context, Layer::kCheck, "guard.worst_element", Severity::kFail,
+      "candidate output " + name + " is off by " + format_number(worst) + " at " + where + " (" +
+          format_number(candidate.element_as_double(at)) + " vs " +
+          format_number(reference.element_as_double(at)) + "), " + format_number(worst / scale) +
+          "x the reference's rms (" + format_number(scale) + "); the bound is " +
+          format_number(bound) + "x: one element this wrong is wrong whatever the rms says",
+      "candidate." + name,
+      "look at that element's computation; if the output is meant to be this coarse, set "
+      ".worst_element(bound) on it");
+  finding.where.coords = coords;
+  finding.evidence.metrics = {{"worst_abs", worst},
+                              {"reference_rms", scale},
+                              {"worst_over_rms", worst / scale},
+                              {"bound", bound}};
   analysis.findings.push_back(std::move(finding));
 }
 
@@ -532,6 +624,10 @@ void analyze_check(const ObservationReader& reader, const Context& context,
       if (pass == "candidate_first") {
         guard_nonfinite(context, check, name, axes, candidate, reference, analysis);
         guard_precision(context, output, name, candidate, reference, comparison, analysis);
+        // Only where the tolerances pass: a failed tolerance already says the output is wrong.
+        if (!check::diverged(comparison, bounds)) {
+          guard_worst_element(context, output, name, axes, candidate, reference, analysis);
+        }
       }
     }
 
@@ -664,6 +760,30 @@ void analyze_check(const ObservationReader& reader, const Context& context,
                          entry.value("aliases", "") + " (" + entry.value("pass", "") + " pass)",
                      entry.value("path", "") + "." + entry.value("output", ""),
                      "return a buffer the path owns, or write into io.output()"));
+  }
+
+  // A path that changed the floating-point state, the affinity, the priority or the thread
+  // count: undone before the next path ran, and a failure for the candidate (the reference is
+  // the harness's own: a warning).
+  for (const auto& entry : guards.value("environment", Json::array())) {
+    const std::string path = entry.value("path", "");
+    analysis.findings.push_back(make_finding(
+        context, Layer::kCheck, "guard.environment",
+        path == "candidate" ? Severity::kFail : Severity::kWarn,
+        "the " + path + " path changed the " + entry.value("change", "") + " (" +
+            entry.value("pass", "") + " pass); the runtime put it back before the next path",
+        path, "leave the floating-point state, affinity, priority and threads as they were"));
+  }
+  for (const auto& entry : guards.value("stray_processes", Json::array())) {
+    std::string names;
+    for (const auto& item : entry.value("processes", Json::array())) {
+      names += (names.empty() ? "" : ", ") + item.get<std::string>();
+    }
+    analysis.findings.push_back(make_finding(
+        context, Layer::kCheck, "guard.child_process", Severity::kFail,
+        "after " + entry.value("after", std::string("a path")) +
+            ", processes it started were still running (" + names + "); they were killed",
+        "candidate", "a path must not leave processes behind"));
   }
 
   // Determinism over --repeat.
@@ -958,6 +1078,169 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     analysis.findings.push_back(std::move(finding));
   }
 
+  // Guards on what the runtime process measured around each variant's process.
+  // Only loupe's own timers: any other could report whatever it likes.
+  if (!bench_json.value("timer_is_loupes", true)) {
+    analysis.findings.push_back(make_finding(
+        context, Layer::kBench, "guard.foreign_timer", Severity::kFail,
+        "the body set its own timer (" + bench_json.value("timer", std::string()) + ", type " +
+            bench_json.value("timer_type", std::string()) +
+            "); only loupe's timers (the steady clock, make_cuda_event_timer) may time a bench. "
+            "The samples were taken with the steady clock instead",
+        "", "remove set_timer, or use loupe::make_cuda_event_timer()"));
+  }
+  const Json accounting = samples_json.value("accounting", Json::array());
+  double baseline_prepare_per_call = -1;
+  std::set<std::string> off_path;
+  for (const auto& account : accounting) {
+    const std::string name = account.value("variant", "");
+    // Work off the timed path: CPU the variant's process used while it was asked to do nothing
+    // (threads or helpers working between its batches, or while another variant was timed).
+    const double idle_cpu = account.value("idle_cpu_s", 0.0);
+    const double idle_wall = account.value("idle_wall_s", 0.0);
+    const double run_cpu = account.value("run_cpu_s", 0.0);
+    const double others_cpu = account.value("cpu_while_others_timed_s", 0.0);
+    const double others_wall = account.value("wall_while_others_timed_s", 0.0);
+    const double prepared = std::max(1.0, account.value("prepared_calls", 1.0));
+    const double prepare_per_call = account.value("prepare_cpu_s", 0.0) / prepared;
+    if (baseline_prepare_per_call < 0) baseline_prepare_per_call = prepare_per_call;
+    double timed_thread_cpu = 0, other_threads_cpu = 0;
+    std::string busiest;
+    double busiest_cpu = 0;
+    for (const auto& thread : account.value("threads", Json::array())) {
+      const double cpu = thread.value("cpu_s", 0.0);
+      if (thread.value("timed", false)) {
+        timed_thread_cpu += cpu;
+        continue;
+      }
+      other_threads_cpu += cpu;
+      if (cpu > busiest_cpu) {
+        busiest_cpu = cpu;
+        busiest = thread.value("name", std::string()) + " (tid " +
+                  std::to_string(thread.value("tid", 0)) + ")";
+      }
+    }
+    std::string why;
+    // Each command costs the child a few microseconds the runtime cannot attribute (the wake-up,
+    // the answer): allowed for, with the rest of the idle time's CPU.
+    const double commands = account.value("commands", 0.0);
+    const double idle_allowance = 0.02 * idle_wall + 2e-3 + 30e-6 * commands;
+    if (other_threads_cpu > 0.05 * run_cpu + 1e-3) {
+      why = "threads other than the timed one, alive through sampling, used " +
+            format_number(other_threads_cpu * 1e3) + " ms of CPU against the process's " +
+            format_number(run_cpu * 1e3) + " ms inside its timed batches (busiest: " + busiest +
+            "); threads a call starts and joins are not counted here";
+    } else if (idle_cpu > idle_allowance && idle_cpu > 0.02 * run_cpu) {
+      why = "its process used " + format_number(idle_cpu * 1e3) +
+            " ms of CPU while it had no "
+            "command (" +
+            format_number(idle_wall * 1e3) + " ms), " + format_number(others_cpu * 1e3) +
+            " ms of it while another variant was timed";
+    } else if (prepare_per_call > 3 * baseline_prepare_per_call + 50e-6) {
+      why = "its process used " + format_number(prepare_per_call * 1e6) +
+            " us of CPU per input set built, against the baseline's " +
+            format_number(baseline_prepare_per_call * 1e6) +
+            " us for the same inputs: work was done while its inputs were built";
+    }
+    if (!why.empty()) {
+      off_path.insert(name);
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.off_path_work", Severity::kFail,
+          "variant " + name + ": work runs off the timed path: " + why, name,
+          "do all of a call's work inside the call; join every thread before it returns");
+      finding.evidence.metrics = {{"other_threads_cpu_s", other_threads_cpu},
+                                  {"timed_thread_cpu_s", timed_thread_cpu},
+                                  {"idle_cpu_s", idle_cpu},
+                                  {"idle_wall_s", idle_wall},
+                                  {"cpu_while_others_timed_s", others_cpu},
+                                  {"wall_while_others_timed_s", others_wall},
+                                  {"prepare_cpu_per_call_s", prepare_per_call}};
+      analysis.findings.push_back(std::move(finding));
+    }
+    std::vector<std::string> processes =
+        account.value("child_processes", std::vector<std::string>{});
+    const double waited = account.value("waited_children_cpu_s", 0.0);
+    if (!processes.empty() || waited > 0) {
+      std::string list;
+      for (size_t item = 0; item < processes.size() && item < 5; ++item) {
+        list += (list.empty() ? "" : ", ") + processes[item];
+      }
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.child_process", Severity::kFail,
+          "variant " + name + ": " +
+              (processes.empty() ? std::string()
+                                 : "child processes existed during its samples (" + list + ")") +
+              (!processes.empty() && waited > 0 ? "; " : "") +
+              (waited > 0
+                   ? "children it waited for used " + format_number(waited * 1e3) + " ms of CPU"
+                   : std::string()) +
+              ": work the timer does not see",
+          name, "do the work in the timed call's own process");
+      finding.evidence.metrics = {{"waited_children_cpu_s", waited}};
+      analysis.findings.push_back(std::move(finding));
+    }
+    for (const auto& change : account.value("environment_changes", std::vector<std::string>{})) {
+      analysis.findings.push_back(make_finding(
+          context, Layer::kBench, "guard.environment", Severity::kFail,
+          "variant " + name + "'s process had its " + change +
+              " changed during sampling: a state that changes its speed or the others'",
+          name, "leave affinity and priority as they were"));
+    }
+  }
+  const double cores = std::max(1.0, static_cast<double>(std::thread::hardware_concurrency()));
+  for (size_t index = 0; index < variants.size(); ++index) {
+    const auto& entry = samples_json.at("variants")[index];
+    const auto windows = entry.value("window_s", std::vector<double>{});
+    const auto cpu = entry.value("window_cpu_s", std::vector<double>{});
+    const double calls = std::max(1.0, samples_json.value("calls_per_sample", 1.0));
+    // The child reads the clock around its batch; the runtime process's window from "run" to
+    // the answer must contain that interval, and the CPU the child used in the window must fit
+    // in it (on every core at most).
+    int64_t outside = 0, overfull = 0;
+    for (size_t sample = 0;
+         sample < variants[index].samples.size() && sample < windows.size() &&
+         sample < cpu.size() && bench_json.value("timer", "") == "cpu_steady_clock";
+         ++sample) {
+      const double reported = variants[index].samples[sample] * calls;
+      if (reported > windows[sample] + 20e-6) ++outside;
+      // A variant already caught working on other threads fills the window with their CPU.
+      if (!off_path.count(variants[index].name) && cpu[sample] > 1.25 * cores * reported + 200e-6) {
+        ++overfull;
+      }
+    }
+    if (outside + overfull > 0) {
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.timing", Severity::kFail,
+          "variant " + variants[index].name + ": in " + std::to_string(outside + overfull) +
+              " of " + std::to_string(variants[index].samples.size()) +
+              " samples the batch time its process reported does not fit what the runtime "
+              "measured around it (" +
+              std::to_string(outside) +
+              " longer than the runtime's "
+              "window, " +
+              std::to_string(overfull) +
+              " shorter than the CPU time the process used): the timing was tampered with",
+          variants[index].name, "nothing in a variant's process may write loupe's timings");
+      finding.evidence.metrics = {{"outside_window", static_cast<double>(outside)},
+                                  {"cpu_beyond_time", static_cast<double>(overfull)}};
+      analysis.findings.push_back(std::move(finding));
+    }
+  }
+  for (const auto& change : samples_json.value("runtime_environment_changes", Json::array())) {
+    analysis.findings.push_back(
+        make_finding(context, Layer::kBench, "guard.environment", Severity::kFail,
+                     "the runtime process (the timer) had its " + change.get<std::string>() +
+                         " changed during sampling, by a variant's process; it was put back",
+                     "", "a variant must not touch other processes"));
+  }
+  for (const auto& stray : samples_json.value("left_running", Json::array())) {
+    analysis.findings.push_back(
+        make_finding(context, Layer::kBench, "guard.child_process", Severity::kFail,
+                     "a variant's process left " + stray.get<std::string>() +
+                         " running after it quit; it was killed",
+                     "", "join and wait for everything a variant starts"));
+  }
+
   // Guard: timed calls must produce what the same variant produces untimed.
   const Json tolerance = bench_json.value("verify_tolerance", Json::object());
   const std::string metric_text = tolerance.value("metric", "rms_ratio");
@@ -969,23 +1252,164 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   }
   const std::vector<check::Bound> bounds = {{*metric, tolerance.value("bound", 1e-6)}};
   int verified = 0, failed = 0;
+  // Per variant: (seed, timed outputs, what to compare them with) of every verified call: the
+  // baseline's outputs on the same inputs, or the variant's own untimed ones for the baseline.
+  std::map<std::string, std::vector<std::tuple<uint64_t, std::map<std::string, Tensor>,
+                                               std::map<std::string, Tensor>>>>
+      seen;
+  std::map<std::string, std::vector<double>> deferred;      // accessor's own seconds per call
+  std::map<std::string, std::vector<double>> accessor_cpu;  // its process's CPU seconds in it
+  std::map<std::string, double> call_seconds;
   for (const auto& entry : bench_json.value("verified", Json::array())) {
+    const std::string variant_name = entry.value("variant", "");
+    std::map<std::string, Tensor> timed_outputs, untimed_outputs;
     for (const auto& [name, timed_file] : entry.at("timed").items()) {
       ++verified;
       const Tensor timed = reader.tensor(timed_file.get<std::string>());
       const Tensor untimed = reader.tensor(entry.at("untimed").at(name).get<std::string>());
+      timed_outputs.emplace(name, timed);
+      if (!entry.contains("reference")) untimed_outputs.emplace(name, untimed);
       const auto comparison = check::compare_tensors(name, timed, untimed, nullptr, {});
-      if (!check::diverged(comparison, bounds)) continue;
-      ++failed;
-      Finding finding =
-          make_finding(context, Layer::kBench, "guard.verify_mismatch", Severity::kFail,
-                       "variant " + entry.value("variant", "") + ": timed call in sample " +
-                           std::to_string(entry.value("sample", 0)) + " produced output " + name +
-                           " unlike the same variant run untimed on the same inputs (" +
-                           check::comparison_headline(comparison) + ")",
-                       entry.value("variant", "") + "." + name,
-                       "a timed call must do the full work: no caching or skipping between calls");
-      finding.where.coords = comparison.localisation.worst_coords;
+      if (check::diverged(comparison, bounds)) {
+        ++failed;
+        Finding finding = make_finding(
+            context, Layer::kBench, "guard.verify_mismatch", Severity::kFail,
+            "variant " + variant_name + ": timed call in sample " +
+                std::to_string(entry.value("sample", 0)) + " produced output " + name +
+                " unlike the same variant run untimed on the same inputs (" +
+                check::comparison_headline(comparison) + ")",
+            variant_name + "." + name,
+            "a timed call must do the full work: no caching or skipping between calls");
+        finding.where.coords = comparison.localisation.worst_coords;
+        analysis.findings.push_back(std::move(finding));
+      }
+      // Against the baseline (the first variant) run untimed on the same inputs: a variant
+      // that is consistently wrong agrees with itself, not with the baseline.
+      if (entry.contains("reference") && entry["reference"].contains(name)) {
+        const Tensor reference = reader.tensor(entry["reference"][name].get<std::string>());
+        untimed_outputs.emplace(name, reference);
+        check::TensorComparison against;
+        try {
+          against = check::compare_tensors(name, timed, reference, nullptr, {});
+        } catch (const Error& error) {
+          against.metrics.rms_ratio = INFINITY;
+          against.metrics.max_abs = INFINITY;
+        }
+        if (check::diverged(against, bounds)) {
+          ++failed;
+          Finding finding = make_finding(
+              context, Layer::kBench, "guard.verify_reference", Severity::kFail,
+              "variant " + variant_name + ": timed call in sample " +
+                  std::to_string(entry.value("sample", 0)) + " produced output " + name +
+                  " unlike the baseline " + variants[0].name + " on the same inputs (" +
+                  check::comparison_headline(against) + ", bound " + metric_text +
+                  " <= " + format_number(bounds[0].limit) + ")",
+              variant_name + "." + name,
+              "the variants must compute the same thing; if they differ in precision on "
+              "purpose, state.set_verify_tolerance(metric, bound)");
+          finding.where.coords = against.localisation.worst_coords;
+          analysis.findings.push_back(std::move(finding));
+        }
+      }
+    }
+    seen[variant_name].emplace_back(entry.value("seed", uint64_t{0}), std::move(timed_outputs),
+                                    std::move(untimed_outputs));
+    // The accessor's own time, less twice a plain copy of what it returned (it builds tensors:
+    // a copy or two is what an honest accessor costs).
+    const double own = entry.value("accessor_s", 0.0) - 2 * entry.value("copy_s", 0.0);
+    deferred[variant_name].push_back(own);
+    if (entry.contains("accessor_cpu_s")) {
+      accessor_cpu[variant_name].push_back(entry.value("accessor_cpu_s", 0.0));
+    }
+    call_seconds[variant_name] = entry.value("call_s", 0.0);
+  }
+  // Guard: two verified calls on different inputs gave bit-identical outputs while the baseline
+  // on those inputs did not (for the baseline itself: while its untimed runs did not): the timed
+  // calls return something that does not depend on their inputs.
+  for (const auto& [variant_name, calls] : seen) {
+    bool reported = false;
+    for (size_t i = 0; i < calls.size() && !reported; ++i) {
+      for (size_t j = i + 1; j < calls.size() && !reported; ++j) {
+        if (std::get<0>(calls[i]) == std::get<0>(calls[j])) continue;
+        bool timed_same = !std::get<1>(calls[i]).empty();
+        bool untimed_same = true;
+        for (const auto& [name, tensor] : std::get<1>(calls[i])) {
+          auto other = std::get<1>(calls[j]).find(name);
+          timed_same = timed_same && other != std::get<1>(calls[j]).end() &&
+                       first_difference(tensor, other->second) < 0;
+          auto untimed_a = std::get<2>(calls[i]).find(name);
+          auto untimed_b = std::get<2>(calls[j]).find(name);
+          untimed_same = untimed_same && untimed_a != std::get<2>(calls[i]).end() &&
+                         untimed_b != std::get<2>(calls[j]).end() &&
+                         first_difference(untimed_a->second, untimed_b->second) < 0;
+        }
+        if (!timed_same || untimed_same) continue;
+        reported = true;
+        analysis.findings.push_back(make_finding(
+            context, Layer::kBench, "guard.constant_output", Severity::kFail,
+            "variant " + variant_name + ": timed calls on inputs from seeds " +
+                std::to_string(std::get<0>(calls[i])) + " and " +
+                std::to_string(std::get<0>(calls[j])) +
+                " gave bit-identical outputs, where the baseline's differ: they do not depend "
+                "on their inputs",
+            variant_name, "a timed call must compute its outputs from its own inputs"));
+      }
+    }
+  }
+  // Guard: the outputs accessor does the work the timed call skipped (materialising a timed
+  // call's outputs costs far more than copying them, and more than the call itself).
+  std::set<std::string> flagged_deferral;
+  for (const auto& [variant_name, owns] : deferred) {
+    if (owns.empty()) continue;
+    // The least of them: a preempted accessor only looks slower, deferred work is always there.
+    const double median = *std::min_element(owns.begin(), owns.end());
+    const double call = call_seconds[variant_name];
+    if (!(median > std::max(4.0 * call, 20e-6))) continue;
+    Finding finding = make_finding(
+        context, Layer::kBench, "guard.deferred_output", Severity::kFail,
+        "variant " + variant_name + ": its outputs accessor takes " + format_number(median * 1e6) +
+            " us beyond a copy of the outputs, " +
+            format_number(call > 0 ? median / call : INFINITY) + "x the timed call (" +
+            format_number(call * 1e6) +
+            " us): the work is done when the outputs are read, "
+            "outside the timed region",
+        variant_name, "compute the outputs inside the timed call; the accessor should only copy");
+    finding.evidence.metrics = {{"accessor_own_s", median}, {"call_s", call}};
+    analysis.findings.push_back(std::move(finding));
+    flagged_deferral.insert(variant_name);
+  }
+  // The same guard against the baseline: variants return the same outputs, so an accessor that
+  // costs more CPU than the baseline's does part of the call's work. CPU rather than wall time
+  // (preemption does not add to it), the least of the verified calls (page faults and cold
+  // caches only add); allowed: a quarter of the variant's call and of the baseline's accessor,
+  // and 10 us. What a variant can still hide there is under a quarter of its call's work.
+  const auto baseline_cpu = accessor_cpu.find(variants[0].name);
+  if (baseline_cpu != accessor_cpu.end() && !baseline_cpu->second.empty()) {
+    const double base = *std::min_element(baseline_cpu->second.begin(), baseline_cpu->second.end());
+    for (const auto& [variant_name, cpus] : accessor_cpu) {
+      if (variant_name == variants[0].name || cpus.empty() ||
+          flagged_deferral.count(variant_name)) {
+        continue;
+      }
+      const double own = *std::min_element(cpus.begin(), cpus.end());
+      const double call = call_seconds[variant_name];
+      const double allowed = 0.25 * call + 0.25 * base + 10e-6;
+      if (!(own - base > allowed)) continue;
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.deferred_output", Severity::kFail,
+          "variant " + variant_name + ": its outputs accessor uses " + format_number(own * 1e6) +
+              " us of CPU against the baseline " + variants[0].name + "'s " +
+              format_number(base * 1e6) + " us for the same outputs; the " +
+              format_number((own - base) * 1e6) + " us more exceed the " +
+              format_number(allowed * 1e6) + " us allowed (a quarter of its timed call of " +
+              format_number(call * 1e6) +
+              " us, a quarter of the baseline's accessor, 10 us): part of the work is done when "
+              "the outputs are read, outside the timed region",
+          variant_name, "compute the outputs inside the timed call; the accessor should only copy");
+      finding.evidence.metrics = {{"accessor_cpu_s", own},
+                                  {"baseline_accessor_cpu_s", base},
+                                  {"call_s", call},
+                                  {"allowed_s", allowed}};
       analysis.findings.push_back(std::move(finding));
     }
   }
@@ -1057,6 +1481,24 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
     }
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput, context.observation_file + ": " + json_error_text(error));
+  }
+
+  // Guard: a thread already ran in the runtime process when the run began, started before main
+  // by a static initialiser: code the runtime cannot keep away from its files.
+  const Json runtime = observation.value("runtime", Json::object());
+  const int64_t threads_at_start = runtime.value("threads_at_start", int64_t{1});
+  // Info only: libraries start threads before main too (kda's has one), so it is a fact to
+  // weigh, not a verdict; the seal catches what such a thread changes in the files.
+  if (threads_at_start > 1 && (kind == "check" || kind == "bench")) {
+    Finding finding = make_finding(
+        context, kind == "check" ? Layer::kCheck : Layer::kBench, "guard.runtime_thread",
+        Severity::kInfo,
+        "the subject's runtime process already had " + std::to_string(threads_at_start) +
+            " threads when the run began: something started a thread before main (a library or a "
+            "static initialiser); such code runs next to the files loupe decides from",
+        "", "start no thread before main; start it inside a path or a variant");
+    finding.evidence.metrics = {{"threads_at_start", static_cast<double>(threads_at_start)}};
+    analysis.findings.push_back(std::move(finding));
   }
 
   RunOutcome outcome;

@@ -1,10 +1,12 @@
 // Running a subject as a child process and placing its observation (see runner.hpp).
 #include "probe/runner.hpp"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "core/home.hpp"
 #include "core/limits.hpp"
 #include "core/process.hpp"
+#include "core/sha256.hpp"
 
 namespace loupe::probe {
 namespace {
@@ -38,12 +41,16 @@ struct Limits {
   double timeout_s = 600;
   uint64_t memory_limit_bytes = 0;
   size_t output_limit_bytes = size_t{1} << 20;
-  std::vector<std::string> pass_env;  // beyond subject_environment_allowlist()
+  std::optional<std::filesystem::path> working_dir;  // the run's private directory
+  std::vector<std::string> sandbox;                  // a prefix (bwrap ...) or empty
+  std::vector<std::string> pass_env;                 // beyond subject_environment_allowlist()
 };
 
 ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
   ProcessSpec spec;
-  spec.argv = std::move(argv);
+  spec.argv = limits.sandbox;
+  spec.argv.insert(spec.argv.end(), argv.begin(), argv.end());
+  spec.working_dir = limits.working_dir;
   spec.timeout = std::chrono::nanoseconds(static_cast<int64_t>(limits.timeout_s * 1e9));
   spec.stdout_limit = limits.output_limit_bytes;
   spec.stderr_limit = limits.output_limit_bytes;
@@ -60,7 +67,7 @@ ProcessResult run_subject(std::vector<std::string> argv, const Limits& limits) {
     // Nothing ran: the command after -- is wrong, which is bad usage, not a subject failure.
     if (error.code() != ErrorCode::kSubject) throw;
     throw Error(ErrorCode::kUsage,
-                "subject command '" + spec.argv.front() + "' (the first word after --): " +
+                "subject command '" + argv.front() + "' (the first word after --): " +
                     error.message() + "; expected an executable (a path, or a name on PATH)",
                 "loupe probe list -- build/bin/kda probe");
   }
@@ -181,6 +188,119 @@ Json read_json_file(const std::filesystem::path& path) {
   }
 }
 
+// Whether bubblewrap can run a sandbox here (it needs unprivileged user namespaces, which some
+// containers refuse): answered once per process by running `true` inside one.
+std::optional<std::string> sandbox_unavailable_reason() {
+  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
+    ProcessSpec probe;
+    probe.argv = {"bwrap",
+                  "--ro-bind",
+                  "/",
+                  "/",
+                  "--dev-bind",
+                  "/dev",
+                  "/dev",
+                  "--proc",
+                  "/proc",
+                  "--unshare-net",
+                  "--unshare-pid",
+                  "--die-with-parent",
+                  "true"};
+    probe.timeout = std::chrono::seconds(10);
+    try {
+      const ProcessResult result = run_process(probe);
+      if (result.succeeded()) return std::nullopt;
+      return "bwrap is installed but cannot create a sandbox here (" + result.describe() +
+             (result.stderr_tail().empty() ? "" : ": " + result.stderr_tail(2, 300)) + ")";
+    } catch (const Error&) {
+      return std::string("bwrap (Debian package bubblewrap) is not installed");
+    }
+  }();
+  return reason;
+}
+
+// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp, only the run's own
+// directory writable, no network.
+std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
+                                        const std::filesystem::path& run_directory,
+                                        const std::vector<std::string>& subject_command) {
+  // /dev is bound whole: a GPU subject needs its device nodes.
+  const std::string hidden = std::filesystem::absolute(home).string();
+  std::vector<std::string> prefix = {"bwrap",
+                                     "--ro-bind",
+                                     "/",
+                                     "/",
+                                     "--dev-bind",
+                                     "/dev",
+                                     "/dev",
+                                     "--proc",
+                                     "/proc",
+                                     "--tmpfs",
+                                     "/tmp",
+                                     "--tmpfs",
+                                     hidden,
+                                     "--bind",
+                                     run_directory.string(),
+                                     run_directory.string(),
+                                     "--chdir",
+                                     run_directory.string(),
+                                     "--unshare-net",
+                                     "--unshare-pid",
+                                     "--die-with-parent"};
+  // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
+  // (the file itself when it lies in /tmp directly) is bound read-only, before the run
+  // directory's writable bind so that one stays on top.
+  std::vector<std::string> binds;
+  for (const auto& arg : subject_command) {
+    std::error_code error;
+    if (arg.empty() || arg[0] == '-') continue;
+    const std::filesystem::path path = std::filesystem::absolute(arg, error);
+    if (error || !std::filesystem::exists(path, error)) continue;
+    const std::string folder = path.parent_path().string();
+    const std::string bound = folder == "/tmp" ? path.string() : folder;
+    if (bound.rfind("/tmp/", 0) != 0) continue;
+    binds.insert(binds.end(), {"--ro-bind", bound, bound});
+  }
+  const auto run_bind = std::find(prefix.begin(), prefix.end(), std::string("--bind"));
+  prefix.insert(run_bind, binds.begin(), binds.end());
+  prefix.push_back("--");
+  return prefix;
+}
+
+// Checks every file of the observation against the digests the subject's runtime sent down its
+// stdout (a pipe no child of the runtime holds). Returns what differs, empty when all agree.
+std::vector<std::string> broken_seal(const std::filesystem::path& dir, const Json& seal) {
+  std::vector<std::string> broken;
+  for (const auto& [relative, digest] : seal.items()) {
+    std::ifstream in(dir / relative, std::ios::binary);
+    if (!in) {
+      broken.push_back(relative + " (missing)");
+      continue;
+    }
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    if (!digest.is_string() || sha256_hex(bytes.str()) != digest.get<std::string>()) {
+      broken.push_back(relative);
+    }
+  }
+  return broken;
+}
+
+// The subject's one-line JSON answer on stdout (the last line that parses), or null.
+Json subject_reply(const std::string& stdout_text) {
+  Json reply = nullptr;
+  std::istringstream lines(stdout_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    try {
+      reply = Json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return reply;
+}
+
 }  // namespace
 
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
@@ -258,18 +378,26 @@ RunOutcome run_probe(const RunRequest& request) {
     seed = ((static_cast<uint64_t>(entropy()) << 32) ^ entropy()) % 1000000000ull;
   }
 
-  // The point's directory name needs the full point, which only the subject knows (defaults,
-  // hidden points): it writes into a staging directory that is renamed afterwards.
+  // The subject writes into a private directory outside loupe's home, which is also its
+  // working directory: it is not told where the home (and earlier runs' outputs) is. The
+  // directory is moved into the home once the subject has said which point it ran.
   const std::filesystem::path probe_dir = run_dir(home, run_id) / request.probe;
   check_under_home(probe_dir, home, "the probe's folder");
-  const std::filesystem::path staging = probe_dir / (".running-" + std::to_string(getpid()));
-  std::filesystem::remove_all(staging);
-  std::filesystem::create_directories(staging);
-  // Whatever ends the call before the observation is in place, the staging folder goes, and so
-  // do the folders it alone needed.
-  StagingCleanup cleanup{staging, {probe_dir, run_dir(home, run_id)}};
+  std::string pattern = (std::filesystem::temp_directory_path() / "loupe-run-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw Error(ErrorCode::kSubject, "cannot create a private directory for the subject under " +
+                                         std::filesystem::temp_directory_path().string());
+  }
+  const std::filesystem::path staging = pattern;
+  // Whatever ends the call before the observation is in place, the staging folder goes.
+  StagingCleanup cleanup{staging, {}};
 
   std::vector<std::string> argv = request.subject_command;
+  // The subject runs in its private directory: a relative path to it must not change meaning.
+  if (argv.front().find('/') != std::string::npos &&
+      std::filesystem::path(argv.front()).is_relative()) {
+    argv.front() = (std::filesystem::current_path() / argv.front()).lexically_normal().string();
+  }
   argv.insert(argv.end(), {"run", request.probe});
   for (const auto& set : request.sets) argv.insert(argv.end(), {"--set", set});
   argv.insert(argv.end(), {"--seed", std::to_string(seed)});
@@ -296,6 +424,20 @@ RunOutcome run_probe(const RunRequest& request) {
   limits.memory_limit_bytes = request.memory_limit_bytes;
   limits.output_limit_bytes = request.output_limit_bytes;
   limits.pass_env = request.pass_env;
+  limits.working_dir = staging;
+  std::optional<std::string> sandbox_missing;
+  const char* no_sandbox = std::getenv("LOUPE_NO_SANDBOX");
+  if (no_sandbox != nullptr && *no_sandbox != '\0') {
+    sandbox_missing = "turned off (LOUPE_NO_SANDBOX)";
+  } else if (request.sandbox) {
+    sandbox_missing = sandbox_unavailable_reason();
+    std::filesystem::create_directories(home);  // bwrap hides it: it must exist
+    if (!sandbox_missing) {
+      limits.sandbox = sandbox_prefix(home, staging, request.subject_command);
+    }
+  } else {
+    sandbox_missing = "turned off (--no-sandbox)";
+  }
   const ProcessResult result = run_subject(argv, limits);
   {
     std::ofstream stderr_file(staging / "stderr.txt");
@@ -309,10 +451,15 @@ RunOutcome run_probe(const RunRequest& request) {
     throw_for_failure(result, argv, limits, request.probe, request.layer.value_or(Layer::kCheck));
   } catch (const SubjectFailure& failure) {
     // A crash's stderr is evidence: it stays next to where the point would have been.
+    std::filesystem::create_directories(probe_dir);
     const std::filesystem::path kept =
         probe_dir / ("failed-" + std::to_string(getpid()) + ".stderr.txt");
     std::error_code ignored;
     std::filesystem::rename(staging / "stderr.txt", kept, ignored);
+    if (ignored) {  // another filesystem
+      std::filesystem::copy_file(staging / "stderr.txt", kept,
+                                 std::filesystem::copy_options::overwrite_existing, ignored);
+    }
     Finding finding = failure.finding();
     finding.evidence.files.push_back(kept.string());
     throw SubjectFailure(
@@ -321,6 +468,14 @@ RunOutcome run_probe(const RunRequest& request) {
         std::move(finding));
   }
 
+  // The seal first: nothing of the observation is read before its digests are checked.
+  const Json reply = subject_reply(result.stdout_text);
+  const Json seal = reply.is_object() ? reply.value("seal", Json(nullptr)) : Json(nullptr);
+  // A subject that speaks the protocol through files (examples/python-subject) sends no seal:
+  // its files are taken as written, and the outcome says so.
+  const bool sealed = seal.is_object() && seal.contains("observation.json");
+  std::vector<std::string> tampered;
+  if (sealed) tampered = broken_seal(staging, seal);
   Json observation = read_json_file(staging / "observation.json");
   Params params;
   std::optional<int64_t> hidden_point;
@@ -345,15 +500,55 @@ RunOutcome run_probe(const RunRequest& request) {
   check_under_home(point_dir, home, "the point's folder");
   std::filesystem::remove_all(point_dir);
   std::filesystem::create_directories(point_dir.parent_path());
-  std::filesystem::rename(staging, point_dir);
-  cleanup.release();
+  std::error_code moved;
+  std::filesystem::rename(staging, point_dir, moved);
+  if (moved) {  // another filesystem: copy (the cleanup removes the staging folder)
+    std::filesystem::copy(staging, point_dir, std::filesystem::copy_options::recursive);
+  } else {
+    cleanup.release();
+  }
 
   AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = reproduce_command(request.probe, params, seed, hidden_point, request.repeat,
                                         request.subject_command);
   analyze.bootstrap_seed = seed;
-  RunOutcome outcome = analyze_observation(point_dir, analyze);
+  RunOutcome outcome;
+  try {
+    outcome = analyze_observation(point_dir, analyze);
+  } catch (const Error&) {
+    // Evidence that was tampered with may not even parse: the seal's finding is the verdict.
+    if (tampered.empty()) throw;
+    outcome.observation_dir = point_dir;
+  }
   outcome.data["run"] = run_id;
+  const Layer layer = request.layer.value_or(Layer::kCheck);
+  const std::string subject =
+      std::filesystem::path(request.subject_command.front()).filename().string();
+  if (!tampered.empty()) {
+    std::string list;
+    for (const auto& item : tampered) list += (list.empty() ? "" : ", ") + item;
+    Finding finding;
+    finding.id = std::string(layer_name(layer)) + "." + request.probe + ".guard.evidence_sealed";
+    finding.layer = layer;
+    finding.severity = Severity::kFail;
+    finding.claim =
+        "the observation does not match the digests the subject's runtime sealed it "
+        "with (" +
+        list + "): something changed the evidence after it was written";
+    finding.where.subject = subject;
+    finding.where.probe = request.probe;
+    finding.where.params = params;
+    finding.evidence.files = {(point_dir / "observation.json").string()};
+    finding.next = "nothing may write into the observation directory but loupe's runtime";
+    finding.reproduce = analyze.reproduce;
+    outcome.findings.push_back(std::move(finding));
+    outcome.verdict = Verdict::kFail;
+    outcome.exit_code = 1;
+    outcome.summary +=
+        "  fail " + outcome.findings.back().id + ": " + outcome.findings.back().claim + "\n";
+  }
+  outcome.data["sandbox"] = sandbox_missing ? Json(*sandbox_missing) : Json("bwrap");
+  outcome.data["sealed"] = sealed;
   return outcome;
 }
 
@@ -441,10 +636,12 @@ std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string
 
 namespace {
 
-// What the subject declares about one probe: its layer and how many hidden points it has.
+// What the subject declares about one probe: its layer and its hidden points and ranges.
 struct Declared {
   std::optional<Layer> layer;
   int64_t hidden_points = 0;
+  Json hidden_point_values = Json::array();  // one object of NAME: value per point
+  Json hidden_ranges = Json::array();        // {"name", "low", "high"}
 };
 
 Declared declared(const RunRequest& request) {
@@ -468,6 +665,8 @@ Declared declared(const RunRequest& request) {
     if (kind == "scenario") out.layer = Layer::kScenario;
     const Json count = probe.value("hidden_points", Json(0));
     if (count.is_number_integer()) out.hidden_points = count.get<int64_t>();
+    out.hidden_point_values = probe.value("hidden_point_values", Json::array());
+    out.hidden_ranges = probe.value("hidden_ranges", Json::array());
   }
   return out;
 }
@@ -499,10 +698,15 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
   }
   const Params hidden_params = params_of_outcome(hidden);
   const Json info = hidden.data.value("hidden", Json(nullptr));
-  const std::string which = info.is_object()
-                                ? " (hidden point " + info.value("index", Json(0)).dump() + " of " +
-                                      info.value("of", Json(0)).dump() + ")"
-                                : "";
+  std::string which;
+  if (info.is_object() && info.contains("index")) {
+    which = " (hidden point " + info.value("index", Json(0)).dump() + " of " +
+            info.value("of", Json(0)).dump() + ")";
+  } else if (info.is_object() && info.contains("drawn_from")) {
+    which = " (drawn from the probe's hidden ranges)";
+  } else if (info.is_object() && info.contains("secret_seed_only")) {
+    which = " (a shown point, with a seed drawn in secret)";
+  }
   Finding finding;
   finding.id = "check." + request.probe + ".guard.hidden_point";
   finding.layer = Layer::kCheck;
@@ -513,7 +717,9 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
   finding.where.params = hidden_params;
   finding.evidence.files = {hidden.data.value("observation", "")};
   finding.reproduce = first_reproduce(hidden);
-  const std::string at = params_to_string(hidden_params) + which;
+  const std::string at =
+      params_to_string(hidden_params) + which +
+      (info.is_object() && info.contains("seed") ? ", seed " + info["seed"].dump() : std::string());
   if (hidden.verdict == Verdict::kFail) {
     finding.severity = Severity::kFail;
     finding.claim =
@@ -553,13 +759,64 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     point_request.sets = sets;
     sweep.points.push_back(run_probe(point_request));
   }
-  // A check with hidden points also runs one the candidate's author never saw; the subject
-  // draws it in secret and the observation reveals it.
-  if (may_add_hidden && probe_declared.hidden_points > 0 && probe_declared.layer == Layer::kCheck) {
+  // Every check also runs one point the candidate's author never saw, with a seed loupe draws
+  // in secret (even when --seed pins the others'): one of the probe's hidden points or a value
+  // drawn from its hidden ranges when it declares any, else the first point again. It is passed
+  // exactly like an asked point (--set, --seed), and revealed only afterwards.
+  if (may_add_hidden && probe_declared.layer == Layer::kCheck) {
+    std::random_device entropy;
+    std::mt19937_64 secret((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
     RunRequest hidden_request = point_request;
-    hidden_request.sets.clear();
-    hidden_request.hidden = true;
-    sweep.hidden.push_back(run_probe(hidden_request));
+    hidden_request.seed = secret() % 1000000000ull;
+    const bool old_subject =
+        probe_declared.hidden_points > 0 && probe_declared.hidden_point_values.size() !=
+                                                static_cast<size_t>(probe_declared.hidden_points);
+    const size_t declared_points = probe_declared.hidden_point_values.size();
+    const size_t choices = declared_points + (probe_declared.hidden_ranges.empty() ? 0 : 1);
+    Json reveal = Json::object();
+    if (old_subject) {
+      // A subject built before hidden points were listed: it draws one itself.
+      hidden_request.sets.clear();
+      hidden_request.hidden = true;
+    } else if (choices > 0) {
+      const size_t choice = static_cast<size_t>(secret() % choices);
+      std::vector<std::string> sets;
+      Json values = Json::object();
+      if (choice < declared_points) {
+        for (const auto& [name, value] : probe_declared.hidden_point_values[choice].items()) {
+          sets.push_back(name + "=" + value_to_string(value_from_json(value, "hidden." + name)));
+          values[name] = value;
+        }
+        reveal["index"] = choice;
+        reveal["of"] = declared_points;
+      } else {
+        for (const auto& range : probe_declared.hidden_ranges) {
+          const int64_t low = range.value("low", int64_t{0});
+          const int64_t high = std::max(low, range.value("high", int64_t{0}));
+          const int64_t value =
+              low + static_cast<int64_t>(secret() % static_cast<uint64_t>(high - low + 1));
+          sets.push_back(range.value("name", std::string()) + "=" + std::to_string(value));
+          values[range.value("name", std::string())] = value;
+        }
+        reveal["drawn_from"] = probe_declared.hidden_ranges;
+      }
+      reveal["point"] = std::move(values);
+      hidden_request.sets = std::move(sets);
+    } else {
+      hidden_request.sets = points.front();
+      reveal["secret_seed_only"] = true;
+    }
+    RunOutcome hidden = run_probe(hidden_request);
+    if (!old_subject) {
+      reveal["seed"] = *hidden_request.seed;
+      hidden.data["hidden"] = reveal;
+      const std::filesystem::path observation_file = hidden.observation_dir / "observation.json";
+      Json observation = read_json_file(observation_file);
+      observation["hidden"] = reveal;
+      std::ofstream out(observation_file);
+      out << observation.dump(1) << "\n";
+    }
+    sweep.hidden.push_back(std::move(hidden));
     sweep.findings.push_back(hidden_point_finding(request, sweep.points, sweep.hidden.back()));
   }
 

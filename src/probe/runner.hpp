@@ -51,6 +51,9 @@ struct RunRequest {
   // run_sweep: when the probe declares hidden points and none was asked for, also run one drawn
   // by the subject in secret, revealed in its observation afterwards (DESIGN.md, "Seeds").
   bool add_hidden_point = true;
+  // Run the subject inside bubblewrap where it works (docs/security.md): read-only system,
+  // loupe's home hidden, private /tmp, only its run directory writable, no network.
+  bool sandbox = true;
   // The probe's layer when known (the findings of a failed subject carry it); check otherwise.
   std::optional<Layer> layer;
   std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root

@@ -1,26 +1,71 @@
-// The bench sampler: fresh inputs per timed call, warm-up, interleaved randomised blocks,
-// thread counts, verification of a few timed calls. Writes raw samples; decides no verdict.
+// The bench sampler. Each variant runs in a child process of its own (bench_channel.hpp); this
+// process (the runtime process) builds nothing and calls nothing of the body's: it tells the
+// children what to do, times their batches on its own steady clock, accounts the CPU time of
+// every child, and writes the raw samples. It decides no verdict.
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <random>
 #include <thread>
+#include <typeinfo>
 
 #include "bench/stopping.hpp"
 #include "loupe/bench.hpp"
+#include "subject/bench_channel.hpp"
+#include "subject/isolation.hpp"
 #include "subject/runtime.hpp"
 
 namespace loupe {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The CPU time of the calling process, all its threads (the variant's process when a child
+// calls it).
+double own_process_cpu_s() {
+  timespec now{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+void copy_text(char* into, size_t capacity, const std::string& text) {
+  std::snprintf(into, capacity, "%s", text.c_str());
+}
+
+// Whether a timer is one of loupe's own: the steady clock, or the CUDA-event timer of
+// src/bench/cuda (a class in loupe's namespace, recognised by its type's name, since libloupe does
+// not link CUDA). Any other timer could report whatever it likes.
+bool timer_is_loupes(const Timer& timer) {
+  if (typeid(timer) == typeid(SteadyClockTimer)) return true;
+  const std::string type = typeid(timer).name();
+  return timer.name() == "cuda_events" && type.rfind("N5loupe", 0) == 0 &&
+         type.find("14CudaEventTimerE") != std::string::npos;
+}
+
+}  // namespace
+
 namespace detail {
 
+// The child's side: collects what the body declares, then serves the runtime's commands for one
+// variant.
 class BenchRunner {
  public:
   BenchRunner(const ProbeDefinition& probe, const subject::RunOptions& options,
-              subject::ObservationFiles& files)
-      : probe_(probe), options_(options), files_(files) {}
+              subject::BenchControl* control, std::byte* area, size_t variant)
+      : probe_(probe), options_(options), control_(control), area_(area), variant_(variant) {}
 
   void skip(std::string reason) {
     skipped_ = true;
@@ -35,132 +80,66 @@ class BenchRunner {
     verify_bound_ = bound;
   }
   void exec(ErasedBench bench);
-  Json result() const;
+  // After the body returned: what it declared, for a body that skipped or never called exec.
+  void declare_end();
 
  private:
-  // The content-cache probe: per variant, batches on fresh inputs alternated with batches whose
-  // every input set repeats the content of one already timed (separate buffers).
-  void time_replays(const ErasedBench& bench, uint64_t seen_seed);
-  // What this machine can do at the declared work: the best streaming-read rate over a buffer of
-  // bytes_per_call bytes, and the rate of a chain-parallel multiply-add loop.
-  void measure_roofline();
-  Json replays_ = Json::array();
-  Json roofline_ = nullptr;
-
- private:
-  struct VariantSamples {
-    std::string name;
-    std::vector<double> seconds_per_call;
-    std::vector<int64_t> threads_before;
-    std::vector<int64_t> threads_after;
-    int verified = 0;
-    size_t forced_verify_at = 0;
-    std::map<std::string, std::vector<double>> facts;  // the timer's per-sample facts
-  };
-
-  // Times `calls` calls, each on a fresh input set; returns the seconds and, in `chosen_seed` /
-  // `chosen_work`, one of the calls picked at random for verification.
-  double time_calls(const ErasedBench& bench, size_t variant, size_t calls, uint64_t* chosen_seed,
-                    std::shared_ptr<void>* chosen_work);
-  void verify(const ErasedBench& bench, size_t variant, uint64_t seed,
-              const std::shared_ptr<void>& timed_work);
+  void declare(const ErasedBench* bench);
+  void serve(const ErasedBench& bench);
+  void wait_command(uint32_t last);
 
   const ProbeDefinition& probe_;
   const subject::RunOptions& options_;
-  subject::ObservationFiles& files_;
+  subject::BenchControl* control_;
+  std::byte* area_;
+  size_t variant_;
   bool skipped_ = false;
   std::string skip_reason_;
+  bool executed_ = false;
   double bytes_per_call_ = 0;
   double flops_per_call_ = 0;
   std::unique_ptr<Timer> timer_ = std::make_unique<SteadyClockTimer>();
   std::string verify_metric_ = "rms_ratio";
   double verify_bound_ = 1e-6;
-  bool executed_ = false;
-  uint64_t next_work_ = 0;
-  size_t calls_per_sample_ = 1;
-  double warmup_s_ = 0;
-  double sampling_s_ = 0;
-  std::string stop_reason_;
-  std::vector<double> stop_half_widths_;  // per decided quantity: the one median, or each ratio
-  std::vector<double> stop_effects_;
-  std::vector<VariantSamples> variants_;
-  std::vector<std::vector<int>> block_orders_;
-  Json verified_ = Json::array();
-  std::map<std::string, int64_t> dropped_;  // samples the timer rejected, by reason
-  std::string samples_file_;
-  std::vector<uint64_t> last_seeds_;  // the seeds of the last timed batch
 };
 
-}  // namespace detail
-
-namespace {
-
-int64_t thread_count() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoll(line.substr(8));
+void BenchRunner::declare(const ErasedBench* bench) {
+  subject::BenchControl& control = *control_;
+  control.executed = bench != nullptr;
+  control.skipped = skipped_;
+  copy_text(control.skip_reason, sizeof control.skip_reason, skip_reason_);
+  control.variant_count = bench == nullptr ? 0 : static_cast<uint32_t>(bench->variants.size());
+  if (bench != nullptr) {
+    for (size_t index = 0; index < bench->variants.size() && index < subject::kMaxVariants;
+         ++index) {
+      copy_text(control.variant_names[index], subject::kNameBytes, bench->variants[index].first);
+    }
+    control.has_outputs = static_cast<bool>(bench->outputs);
   }
-  return -1;
+  control.bytes_per_call = bytes_per_call_;
+  control.flops_per_call = flops_per_call_;
+  copy_text(control.timer_name, sizeof control.timer_name, std::string(timer_->name()));
+  copy_text(control.timer_type, sizeof control.timer_type, typeid(*timer_).name());
+  control.timer_is_loupes = timer_is_loupes(*timer_);
+  control.timer_is_device = control.timer_is_loupes && timer_->name() == "cuda_events";
+  copy_text(control.verify_metric, sizeof control.verify_metric, verify_metric_);
+  control.verify_bound = verify_bound_;
+  Json method = Json::object();
+  for (const auto& [key, value] : timer_->method()) method[key] = value;
+  copy_text(control.timer_method, sizeof control.timer_method, method.dump());
+  control.declared = true;
+  control.answer.store(1, std::memory_order_release);
+  subject::futex_wake(control.answer);
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+void BenchRunner::declare_end() {
+  if (!control_->declared) declare(nullptr);
 }
 
-}  // namespace
-
-namespace detail {
-
-double BenchRunner::time_calls(const ErasedBench& bench, size_t variant, size_t calls,
-                               uint64_t* chosen_seed, std::shared_ptr<void>* chosen_work) {
-  // A fresh input set per timed call, built before the clock starts.
-  std::vector<std::shared_ptr<void>> works;
-  std::vector<uint64_t> seeds;
-  works.reserve(calls);
-  seeds.reserve(calls);
-  for (size_t index = 0; index < calls; ++index) {
-    seeds.push_back(subject::derive_seed(options_.seed, 1000 + next_work_++));
-    works.push_back(bench.make(seeds.back()));
+void BenchRunner::wait_command(uint32_t last) {
+  while (control_->command.load(std::memory_order_acquire) == last) {
+    subject::futex_wait(control_->command, last, 0.1);
   }
-  const auto& call = bench.variants[variant].second;
-  timer_->start();
-  for (auto& work : works) call(work.get());
-  const double elapsed = timer_->stop();
-  // Any call of the batch may be the one verified, so a body cannot be honest only on the last.
-  const size_t chosen = static_cast<size_t>(subject::derive_seed(seeds.back(), 3) % calls);
-  last_seeds_ = seeds;
-  if (chosen_seed != nullptr) *chosen_seed = seeds[chosen];
-  if (chosen_work != nullptr) *chosen_work = works[chosen];
-  return elapsed;
-}
-
-void BenchRunner::verify(const ErasedBench& bench, size_t variant, uint64_t seed,
-                         const std::shared_ptr<void>& timed_work) {
-  VariantSamples& samples = variants_[variant];
-  const std::vector<NamedTensor> timed = bench.outputs(timed_work.get());
-  std::shared_ptr<void> fresh = bench.make(seed);
-  bench.variants[variant].second(fresh.get());
-  const std::vector<NamedTensor> untimed = bench.outputs(fresh.get());
-  Json entry = Json::object();
-  entry["variant"] = samples.name;
-  entry["sample"] = samples.seconds_per_call.size() - 1;
-  entry["seed"] = seed;
-  Json timed_files = Json::object();
-  Json untimed_files = Json::object();
-  const std::string stem =
-      "verify/" + samples.name + "." + std::to_string(samples.seconds_per_call.size() - 1);
-  for (const auto& output : timed) {
-    timed_files[output.name] = files_.write_tensor(stem + ".timed." + output.name, output.tensor);
-  }
-  for (const auto& output : untimed) {
-    untimed_files[output.name] =
-        files_.write_tensor(stem + ".untimed." + output.name, output.tensor);
-  }
-  entry["timed"] = std::move(timed_files);
-  entry["untimed"] = std::move(untimed_files);
-  verified_.push_back(std::move(entry));
-  ++samples.verified;
 }
 
 void BenchRunner::exec(ErasedBench bench) {
@@ -173,195 +152,165 @@ void BenchRunner::exec(ErasedBench bench) {
   if (bench.variants.empty()) {
     throw Error(ErrorCode::kInternal, "bench '" + probe_.name + "': exec with no variants");
   }
+  if (bench.variants.size() > subject::kMaxVariants) {
+    throw Error(ErrorCode::kInternal, "bench '" + probe_.name + "': more than " +
+                                          std::to_string(subject::kMaxVariants) + " variants");
+  }
   for (const auto& [name, call] : bench.variants) {
     if (std::count_if(bench.variants.begin(), bench.variants.end(),
                       [&](const auto& other) { return other.first == name; }) > 1) {
       throw Error(ErrorCode::kInternal,
                   "bench '" + probe_.name + "': variant '" + name + "' is declared twice");
     }
-    variants_.push_back({name, {}, {}, {}, 0, 0, {}});
   }
-  std::mt19937_64 rng(subject::derive_seed(options_.seed, 2));
+  declare(&bench);
+  if (variant_ >= bench.variants.size()) return;
+  serve(bench);
+}
 
-  // Warm-up: every variant at least twice and for a tenth of the budget (at most 0.5 s), which
-  // also sizes the batch of calls one sample times to about a millisecond.
-  const double warmup_start = now_s();
-  const double warmup_budget = std::min(0.5, 0.1 * options_.budget_s);
-  std::vector<double> call_times;
-  double make_seconds = 0;
-  int64_t makes = 0;
-  for (size_t variant = 0; variant < bench.variants.size(); ++variant) {
-    const double variant_start = now_s();
-    for (int call = 0; call < 2 || now_s() - variant_start < warmup_budget / bench.variants.size();
-         ++call) {
-      const double before_make = now_s();
-      const double seconds = time_calls(bench, variant, 1, nullptr, nullptr);
-      make_seconds += now_s() - before_make - seconds;
-      ++makes;
-      call_times.push_back(seconds);
-      if (call > 1000) break;
-    }
-  }
-  std::sort(call_times.begin(), call_times.end());
-  const double typical_call = call_times[call_times.size() / 2];
-  const double typical_make = make_seconds / static_cast<double>(std::max<int64_t>(makes, 1));
-  // About a millisecond of calls per sample, but never so many that building their fresh inputs
-  // takes more than a twentieth of the budget.
-  constexpr double kTargetSampleSeconds = 1e-3;
-  const double by_time = typical_call > 0 ? std::ceil(kTargetSampleSeconds / typical_call) : 1e4;
-  const double by_inputs =
-      typical_make > 0 ? std::floor(0.05 * options_.budget_s / typical_make) : 1e4;
-  calls_per_sample_ = static_cast<size_t>(std::clamp(std::min(by_time, by_inputs), 1.0, 10000.0));
-  warmup_s_ = now_s() - warmup_start;
-
-  constexpr size_t kMinSamples = 10;  // the stopping rule's default minimum
-  constexpr int64_t kMaxSamples = 100000;
-  constexpr int kMaxVerified = 3;
-  for (auto& samples : variants_) samples.forced_verify_at = rng() % kMinSamples;
-  const double start = now_s();
-  std::vector<int> order(bench.variants.size());
-  for (size_t index = 0; index < order.size(); ++index) order[index] = static_cast<int>(index);
+void BenchRunner::serve(const ErasedBench& bench) {
+  subject::BenchControl& control = *control_;
+  const auto& call = bench.variants[variant_].second;
+  std::vector<std::shared_ptr<void>> works;
+  std::vector<NamedTensor> last_outputs;
+  uint32_t last = 1;
   while (true) {
-    std::shuffle(order.begin(), order.end(), rng);
-    block_orders_.push_back(order);
-    for (int variant : order) {
-      VariantSamples& samples = variants_[variant];
-      uint64_t last_seed = 0;
-      std::shared_ptr<void> last_work;
-      const int64_t before = thread_count();
-      const double elapsed = time_calls(bench, variant, calls_per_sample_, &last_seed, &last_work);
-      const int64_t after = thread_count();
-      // A sample the timer rejects (the GPU clock throttled under it) is counted, not kept —
-      // unless rejections outnumber kept samples, where dropping would bias what remains.
-      const std::string drop = timer_->drop_reason();
-      if (!drop.empty() &&
-          dropped_[drop] <
-              std::max<int64_t>(10, static_cast<int64_t>(samples.seconds_per_call.size()))) {
-        ++dropped_[drop];
-        continue;
+    // The child sleeps between commands, "run" included: the runtime reads its CPU clock
+    // between commands, and the kernel counts a thread that is on a CPU (spinning) only up to its
+    // last scheduler tick, which moved up to a tick of CPU from one interval into the next and
+    // made honest variants look like work off the timed path (or timing tampered with) under
+    // load. The wake-up's latency falls before the batch's first timestamp.
+    wait_command(last);
+    last = control.command.load(std::memory_order_acquire);
+    const subject::BenchOp op = control.op;
+    control.failed = false;
+    try {
+      switch (op) {
+        case subject::BenchOp::kPrepare:
+          works.clear();
+          for (uint64_t index = 0; index < control.calls; ++index) {
+            works.push_back(bench.make(
+                control.repeat
+                    ? control.repeat_seed
+                    : subject::derive_seed(options_.seed, 1000 + control.first_work + index)));
+          }
+          break;
+        case subject::BenchOp::kRun:
+          if (control.timer_is_device) {
+            timer_->start();
+            for (auto& work : works) call(work.get());
+            control.timer_seconds = timer_->stop();
+            copy_text(control.drop_reason, sizeof control.drop_reason, timer_->drop_reason());
+            const auto facts = timer_->sample_facts();
+            control.fact_count = static_cast<uint32_t>(std::min<size_t>(facts.size(), 8));
+            for (uint32_t index = 0; index < control.fact_count; ++index) {
+              copy_text(control.fact_names[index], subject::kNameBytes, facts[index].first);
+              control.fact_values[index] = facts[index].second;
+            }
+          } else {
+            control.batch_start = now_s();
+            for (auto& work : works) call(work.get());
+            control.batch_end = now_s();
+          }
+          break;
+        case subject::BenchOp::kMaterialise: {
+          // CPU time as well as wall time: preemption under load stretches the wall time of an
+          // honest accessor, never the CPU its process spends in it.
+          const double cpu_start = own_process_cpu_s();
+          const double start = now_s();
+          last_outputs = bench.outputs(works.at(control.chosen).get());
+          const double materialised = now_s();
+          control.accessor_cpu_s = own_process_cpu_s() - cpu_start;
+          control.output_bytes =
+              subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
+          control.accessor_s = materialised - start;
+          control.serialise_s = now_s() - materialised;
+          break;
+        }
+        case subject::BenchOp::kCopy: {
+          const double start = now_s();
+          control.output_bytes =
+              subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
+          control.serialise_s = now_s() - start;
+          break;
+        }
+        case subject::BenchOp::kUntimed: {
+          std::shared_ptr<void> work = bench.make(control.seed);
+          call(work.get());
+          control.output_bytes =
+              subject::write_tensors(bench.outputs(work.get()), area_, subject::kOutputAreaBytes);
+          break;
+        }
+        case subject::BenchOp::kCeiling: {
+          Json ceiling = Json::object();
+          if (auto device = timer_->ceiling(bytes_per_call_)) {
+            ceiling["device"] = device->device;
+            ceiling["method"] = device->method;
+            ceiling["bytes_per_s"] = device->bytes_per_s;
+            ceiling["margin"] = device->margin;
+          }
+          copy_text(control.ceiling, sizeof control.ceiling, ceiling.dump());
+          break;
+        }
+        case subject::BenchOp::kQuit:
+        case subject::BenchOp::kNone:
+          break;
       }
-      for (const auto& [fact, value] : timer_->sample_facts()) {
-        samples.facts[fact].push_back(value);
-      }
-      samples.seconds_per_call.push_back(elapsed / static_cast<double>(calls_per_sample_));
-      samples.threads_before.push_back(before);
-      samples.threads_after.push_back(after);
-      const size_t index = samples.seconds_per_call.size() - 1;
-      const bool chosen = index == samples.forced_verify_at || rng() % 16 == 0;
-      if (bench.outputs && chosen && samples.verified < kMaxVerified) {
-        verify(bench, variant, last_seed, last_work);
-      }
+    } catch (const std::exception& error) {
+      control.failed = true;
+      copy_text(control.message, sizeof control.message,
+                "bench '" + probe_.name + "', variant '" + bench.variants[variant_].first +
+                    "': " + error.what());
     }
-    // The bench layer's stopping rule (src/bench/stopping.hpp, compiled into libloupe): every
-    // variant's ratio to the first (or the one variant's median) within precision, or the
-    // budget spent.
-    const double elapsed = now_s() - warmup_start;  // the budget includes the warm-up
-    bench::StoppingRule rule;
-    rule.precision = options_.precision;
-    rule.budget_s = options_.budget_s;
-    rule.max_samples = kMaxSamples;
-    std::vector<bench::StopDecision> decisions;
-    if (variants_.size() == 1) {
-      decisions.push_back(bench::should_stop(variants_[0].seconds_per_call, elapsed, rule));
-    }
-    for (size_t variant = 1; variant < variants_.size(); ++variant) {
-      decisions.push_back(bench::should_stop_ab(
-          variants_[0].seconds_per_call, variants_[variant].seconds_per_call, elapsed, rule));
-    }
-    bool all_precise = true;
-    std::optional<bench::StopDecision> forced;
-    for (const auto& decision : decisions) {
-      all_precise = all_precise && decision.reason == bench::StopReason::kPrecisionReached;
-      if (decision.reason == bench::StopReason::kBudgetSpent ||
-          decision.reason == bench::StopReason::kSampleCapReached) {
-        forced = decision;
-      }
-    }
-    if (all_precise || forced) {
-      stop_reason_ = std::string(bench::stop_reason_name(
-          all_precise ? bench::StopReason::kPrecisionReached : forced->reason));
-      for (const auto& decision : decisions) {
-        stop_half_widths_.push_back(decision.relative_half_width);
-        stop_effects_.push_back(decision.minimum_detectable_effect);
-      }
-      break;
-    }
-  }
-  sampling_s_ = now_s() - start;
-  if (!last_seeds_.empty()) time_replays(bench, last_seeds_.front());
-  if (bytes_per_call_ > 0 || flops_per_call_ > 0) measure_roofline();
-
-  // A variant that ran out of budget before any sample was verified still gets one timed call
-  // checked, so the guard never silently does nothing.
-  if (bench.outputs) {
-    for (size_t variant = 0; variant < variants_.size(); ++variant) {
-      if (variants_[variant].verified > 0) continue;
-      uint64_t chosen_seed = 0;
-      std::shared_ptr<void> chosen_work;
-      time_calls(bench, variant, calls_per_sample_, &chosen_seed, &chosen_work);
-      verify(bench, variant, chosen_seed, chosen_work);
-    }
-  }
-
-  Json samples_json = Json::object();
-  samples_json["unit"] = "seconds_per_call";
-  samples_json["calls_per_sample"] = calls_per_sample_;
-  Json variants = Json::array();
-  for (const auto& samples : variants_) {
-    Json entry = Json::object();
-    entry["name"] = samples.name;
-    entry["samples"] = samples.seconds_per_call;
-    entry["threads_before"] = samples.threads_before;
-    entry["threads_after"] = samples.threads_after;
-    for (const auto& [fact, values] : samples.facts) entry[fact] = values;
-    variants.push_back(std::move(entry));
-  }
-  samples_json["variants"] = std::move(variants);
-  samples_json["block_orders"] = block_orders_;
-  samples_file_ = "samples.json";
-  std::ofstream out(files_.dir() / samples_file_);
-  out << samples_json.dump() << "\n";
-  if (!out) {
-    throw Error(ErrorCode::kSubject, "cannot write " + (files_.dir() / samples_file_).string());
-  }
-  files_.add(samples_file_, "samples");
-}
-
-void BenchRunner::time_replays(const ErasedBench& bench, uint64_t seen_seed) {
-  // A few pairs: enough for a complete separation of the two sets to mean something (1 in 70 by
-  // chance at four pairs), bounded to about a tenth of the budget.
-  const double batch_s =
-      variants_.empty() || variants_[0].seconds_per_call.empty()
-          ? 0
-          : variants_[0].seconds_per_call.back() * static_cast<double>(calls_per_sample_);
-  const int pairs = static_cast<int>(std::clamp(
-      batch_s > 0 ? std::floor(0.1 * options_.budget_s / (2.0 * batch_s * variants_.size())) : 6.0,
-      4.0, 6.0));
-  for (size_t variant = 0; variant < variants_.size(); ++variant) {
-    std::vector<double> fresh, repeated;
-    const auto& call = bench.variants[variant].second;
-    for (int pair = 0; pair < pairs; ++pair) {
-      fresh.push_back(time_calls(bench, variant, calls_per_sample_, nullptr, nullptr) /
-                      static_cast<double>(calls_per_sample_));
-      // The same content as a set timed before, in buffers of its own.
-      std::vector<std::shared_ptr<void>> works;
-      for (size_t index = 0; index < calls_per_sample_; ++index) {
-        works.push_back(bench.make(seen_seed));
-      }
-      timer_->start();
-      for (auto& work : works) call(work.get());
-      repeated.push_back(timer_->stop() / static_cast<double>(calls_per_sample_));
-    }
-    Json entry = Json::object();
-    entry["variant"] = variants_[variant].name;
-    entry["seen_seed"] = seen_seed;
-    entry["fresh"] = fresh;
-    entry["repeated"] = repeated;
-    replays_.push_back(std::move(entry));
+    control.answer.store(last, std::memory_order_release);
+    subject::futex_wake(control.answer);
+    if (op == subject::BenchOp::kQuit || control.failed) return;
   }
 }
 
+}  // namespace detail
+
+namespace subject {
 namespace {
+
+// One variant's child and everything measured about it.
+struct VariantChild {
+  std::string name;
+  pid_t pid = -1;
+  pid_t first_pid = -1;  // pid, kept after the child is reaped
+  std::unique_ptr<SharedRegion> region;
+  BenchControl* control = nullptr;
+  std::byte* area = nullptr;
+  uint32_t sequence = 1;
+  uint64_t commands = 0;  // during the sampling phase
+  std::vector<double> seconds_per_call;
+  std::vector<int64_t> threads_before, threads_after;
+  std::vector<double> windows, window_cpu;  // per sample: the runtime's window, the child's CPU
+  std::map<std::string, std::vector<double>> facts;
+  int verified = 0;
+  size_t forced_verify_at = 0;
+  double last_batch_s = 0;
+  // CPU accounting (seconds), from the child's process CPU clock read by the runtime.
+  double cpu_start = 0, cpu_end = 0;
+  double run_cpu = 0, run_wall = 0;
+  double prepare_cpu = 0, prepare_wall = 0;
+  uint64_t prepared_calls = 0;
+  double other_cpu = 0, other_wall = 0;
+  double waited_start = 0, waited_end = 0;
+  std::map<pid_t, std::pair<std::string, double>> threads_start, threads_end;
+  double cpu_while_others_timed = 0, wall_while_others_timed = 0;
+  std::vector<std::string> descendants;  // processes seen under it during sampling
+  ExecEnvironment environment;           // affinity and priority when it declared
+  std::vector<std::string> environment_changes;
+};
+
+struct Verified {
+  size_t variant;
+  size_t sample;
+  uint64_t seed;
+  double materialise_s, materialise_cpu_s, copy_s, call_s;
+  std::vector<NamedTensor> timed, untimed, reference;
+};
 
 // The best of a few streaming reads of `bytes` bytes just written, as make() leaves its inputs.
 double best_read_rate(size_t bytes) {
@@ -407,82 +356,659 @@ double best_flop_rate() {
   return best;
 }
 
-}  // namespace
+class Supervisor {
+ public:
+  Supervisor(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
+             ObservationFiles& files)
+      : probe_(probe),
+        point_(point),
+        options_(options),
+        files_(files),
+        rng_(derive_seed(options.seed, 2)) {}
 
-void BenchRunner::measure_roofline() {
+  ~Supervisor() {
+    for (auto& child : children_) {
+      if (child.pid > 0) kill_child(child.pid);
+    }
+  }
+
+  Json run();
+
+ private:
+  void spawn(size_t variant);
+  void await_declared(VariantChild& child);
+  void await(VariantChild& child, uint32_t sequence, double expected_s);
+  // Sends `op`, waits for the answer; returns the wall seconds on this process's clock and
+  // adds the child's CPU seconds to *cpu.
+  double command(VariantChild& child, BenchOp op, double expected_s, double* cpu);
+  // One timed batch of `calls` calls on fresh input sets (or on copies of `repeat_seed`'s).
+  // `record`: keep its window, CPU and thread counts with the samples (not for replay batches).
+  double sample(size_t variant, size_t calls, std::optional<uint64_t> repeat_seed,
+                uint64_t* first_seed, bool record = true);
+  void verify(size_t variant, size_t calls, uint64_t first_work, double call_s);
+  void check_environment(VariantChild& child);
+  Json measure_roofline();
+  std::vector<pid_t> pids(pid_t except) const;
+
+  const detail::ProbeDefinition& probe_;
+  const Point& point_;
+  const RunOptions& options_;
+  ObservationFiles& files_;
+  std::mt19937_64 rng_;
+  std::vector<VariantChild> children_;
+  ExecEnvironment own_environment_;
+  std::vector<std::string> own_environment_changes_;
+  bool device_timer_ = false;
+  uint64_t next_work_ = 0;
+  uint64_t last_first_work_ = 0;
+  size_t calls_per_sample_ = 1;
+  std::vector<Verified> verified_;
+  std::map<std::string, int64_t> dropped_;
+  std::vector<std::string> strays_;
+};
+
+void Supervisor::spawn(size_t variant) {
+  VariantChild child;
+  child.region = std::make_unique<SharedRegion>(sizeof(BenchControl) + 64 + kOutputAreaBytes,
+                                                /*reserve=*/false);
+  child.control = new (child.region->data()) BenchControl();
+  child.area = child.region->data() + (sizeof(BenchControl) + 63) / 64 * 64;
+  child.control->command.store(1);
+  BenchControl* control = child.control;
+  std::byte* area = child.area;
+  const detail::ProbeDefinition& probe = probe_;
+  const Point& point = point_;
+  const RunOptions& options = options_;
+  child.pid = fork_child([&probe, &point, &options, control, area, variant]() -> int {
+    detail::BenchRunner runner(probe, options, control, area, variant);
+    BenchState state(point, runner);
+    try {
+      probe.bench_body(state);
+      runner.declare_end();
+    } catch (const std::exception& error) {
+      control->failed = true;
+      copy_text(control->message, sizeof control->message,
+                "bench '" + probe.name + "': the body threw: " + error.what());
+      control->answer.store(1);
+      futex_wake(control->answer);
+      return 3;
+    }
+    return 0;
+  });
+  child.first_pid = child.pid;
+  children_.push_back(std::move(child));
+  await_declared(children_.back());
+}
+
+void Supervisor::await_declared(VariantChild& child) {
+  while (child.control->answer.load(std::memory_order_acquire) == 0) {
+    futex_wait(child.control->answer, 0, 0.05);
+    int status = 0;
+    if (child.control->answer.load() == 0 && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      child.pid = -1;
+      throw Error(ErrorCode::kSubject,
+                  "bench '" + probe_.name + "': a variant's process ended before exec (" +
+                      (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                           : "status " + std::to_string(WEXITSTATUS(status))) +
+                      ")");
+    }
+  }
+  if (child.control->failed) {
+    throw Error(ErrorCode::kSubject, std::string(child.control->message));
+  }
+}
+
+void Supervisor::await(VariantChild& child, uint32_t sequence, double expected_s) {
+  auto done = [&] { return child.control->answer.load(std::memory_order_acquire) == sequence; };
+  if (done()) return;
+  // Sleep through most of a batch whose length is known, then watch for the answer closely, so
+  // the end of the interval is read within a few microseconds without holding a core meanwhile.
+  if (expected_s > 300e-6) futex_wait(child.control->answer, sequence - 1, 0.7 * expected_s);
+  const double spin_until = now_s() + std::max(0.5 * expected_s, 200e-6);
+  while (!done() && now_s() < spin_until) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  while (!done()) {
+    futex_wait(child.control->answer, sequence - 1, 0.05);
+    int status = 0;
+    if (!done() && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+      child.pid = -1;
+      throw Error(
+          ErrorCode::kSubject,
+          "bench '" + probe_.name + "': variant '" + child.name + "''s process " +
+              (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                   : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+              " while it ran the body",
+          "run the probe directly (SUBJECT run ...) to see the failure");
+    }
+  }
+}
+
+double Supervisor::command(VariantChild& child, BenchOp op, double expected_s, double* cpu) {
+  child.control->op = op;
+  ++child.commands;
+  const uint32_t sequence = ++child.sequence;
+  const double cpu_before = process_cpu_seconds(child.pid);
+  const double start = now_s();
+  child.control->command.store(sequence, std::memory_order_release);
+  futex_wake(child.control->command);
+  await(child, sequence, expected_s);
+  const double wall = now_s() - start;
+  if (cpu != nullptr) {
+    *cpu += std::max(0.0, settled_process_cpu_seconds(child.pid, 2e-3) - cpu_before);
+  }
+  if (child.control->failed) throw Error(ErrorCode::kSubject, std::string(child.control->message));
+  return wall;
+}
+
+void Supervisor::check_environment(VariantChild& child) {
+  const ExecEnvironment now = capture_environment(child.pid);
+  ExecEnvironment expected = child.environment;
+  expected.threads = now.threads;  // thread counts are the thread_count guard's
+  for (const auto& change : environment_changes(expected, now)) {
+    if (std::find(child.environment_changes.begin(), child.environment_changes.end(), change) ==
+        child.environment_changes.end()) {
+      child.environment_changes.push_back(change);
+    }
+  }
+  const ExecEnvironment own = capture_environment(::getpid());
+  ExecEnvironment own_expected = own_environment_;
+  own_expected.threads = own.threads;
+  for (const auto& change : environment_changes(own_expected, own)) {
+    if (std::find(own_environment_changes_.begin(), own_environment_changes_.end(), change) ==
+        own_environment_changes_.end()) {
+      own_environment_changes_.push_back(change);
+      // Put the timer's process back as it was, so later samples are not slowed.
+      if (!own_environment_.cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int cpu : own_environment_.cpus) CPU_SET(cpu, &set);
+        ::sched_setaffinity(0, sizeof set, &set);
+      }
+    }
+  }
+}
+
+std::vector<pid_t> Supervisor::pids(pid_t except) const {
+  std::vector<pid_t> out;
+  for (const auto& child : children_) {
+    if (child.pid > 0 && child.pid != except) out.push_back(child.pid);
+  }
+  return out;
+}
+
+double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> repeat_seed,
+                          uint64_t* first_seed, bool record) {
+  VariantChild& child = children_[variant];
+  BenchControl& control = *child.control;
+  control.calls = calls;
+  control.repeat = repeat_seed.has_value();
+  control.repeat_seed = repeat_seed.value_or(0);
+  control.first_work = next_work_;
+  if (!repeat_seed) {
+    last_first_work_ = next_work_;
+    next_work_ += calls;
+  }
+  if (first_seed != nullptr) *first_seed = derive_seed(options_.seed, 1000 + control.first_work);
+  // The slow readings (/proc) come first, so that "run" follows "prepare"'s answer at once,
+  // while the child is still watching for it.
+  check_environment(child);
+  for (pid_t descendant : children_of(child.pid)) {
+    child.descendants.push_back("pid " + std::to_string(descendant));
+  }
+  const int64_t before = thread_count(child.pid);
+  child.prepare_wall += command(child, BenchOp::kPrepare, 0, &child.prepare_cpu);
+  child.prepared_calls += calls;
+  std::vector<double> others_before;
+  for (const auto& other : children_) others_before.push_back(process_cpu_seconds(other.pid));
+  const double cpu_before = child.run_cpu;
+  const double wall = command(child, BenchOp::kRun, child.last_batch_s, &child.run_cpu);
+  const int64_t after = thread_count(child.pid);
+  if (record) {
+    child.windows.push_back(wall);
+    child.window_cpu.push_back(child.run_cpu - cpu_before);
+  }
+  for (size_t index = 0; index < children_.size(); ++index) {
+    if (index == variant) continue;
+    children_[index].cpu_while_others_timed +=
+        std::max(0.0, process_cpu_seconds(children_[index].pid) - others_before[index]);
+    children_[index].wall_while_others_timed += wall;
+  }
+  for (pid_t descendant : children_of(child.pid)) {
+    child.descendants.push_back("pid " + std::to_string(descendant));
+  }
+  child.run_wall += wall;
+  child.last_batch_s = wall;
+  if (record) {
+    child.threads_before.push_back(before);
+    child.threads_after.push_back(after);
+  }
+  return device_timer_ ? control.timer_seconds : control.batch_end - control.batch_start;
+}
+
+void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, double call_s) {
+  VariantChild& child = children_[variant];
+  Verified entry;
+  entry.variant = variant;
+  entry.sample = child.seconds_per_call.size() - 1;
+  // Any call of the batch may be the one verified, so a body cannot be honest only on the last.
+  const size_t chosen = static_cast<size_t>(rng_() % calls);
+  entry.seed = derive_seed(options_.seed, 1000 + first_work + chosen);
+  entry.call_s = call_s;
+  child.control->chosen = chosen;
+  // The timed call's outputs, materialised by the body's accessor; then the cost of a plain copy
+  // of the same tensors, so work hidden in the accessor shows.
+  child.other_wall += command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
+  entry.materialise_s = child.control->accessor_s;
+  entry.materialise_cpu_s = child.control->accessor_cpu_s;
+  entry.timed = read_tensors(child.area, child.control->output_bytes);
+  child.other_wall += command(child, BenchOp::kCopy, 0, &child.other_cpu);
+  entry.copy_s = child.control->serialise_s;
+  child.control->seed = entry.seed;
+  child.other_wall += command(child, BenchOp::kUntimed, 0, &child.other_cpu);
+  entry.untimed = read_tensors(child.area, child.control->output_bytes);
+  if (variant != 0) {
+    VariantChild& baseline = children_[0];
+    baseline.control->seed = entry.seed;
+    baseline.other_wall += command(baseline, BenchOp::kUntimed, 0, &baseline.other_cpu);
+    entry.reference = read_tensors(baseline.area, baseline.control->output_bytes);
+  }
+  verified_.push_back(std::move(entry));
+  ++child.verified;
+}
+
+Json Supervisor::run() {
+  own_environment_ = capture_environment(::getpid());
+  spawn(0);
+  BenchControl& first = *children_[0].control;
+  Json bench = Json::object();
+  bench["skipped"] = first.skipped ? Json(std::string(first.skip_reason)) : Json(nullptr);
+  bench["executed"] = first.executed;
+  if (first.skipped || !first.executed) {
+    kill_child(children_[0].pid);
+    children_[0].pid = -1;
+    if (!first.skipped) {
+      throw Error(ErrorCode::kInternal,
+                  "bench '" + probe_.name + "': the body neither called exec nor skip",
+                  "call state.exec(make, variants) or state.skip(\"reason\")");
+    }
+    return bench;
+  }
+  const size_t variant_count = first.variant_count;
+  children_[0].name = first.variant_names[0];
+  for (size_t variant = 1; variant < variant_count; ++variant) {
+    spawn(variant);
+    children_[variant].name = first.variant_names[variant];
+    if (std::string(children_[variant].control->variant_names[variant]) !=
+        children_[variant].name) {
+      throw Error(ErrorCode::kInternal, "bench '" + probe_.name +
+                                            "': the body declares different variants when run "
+                                            "again; its variants must not depend on state");
+    }
+  }
+  device_timer_ = first.timer_is_device;
+  // This process's timed sleeps (its wait for a batch's end) wake when asked, not 50 us later;
+  // set after the children are forked, which keep the default.
+  ::prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
+  for (auto& child : children_) {
+    child.environment = capture_environment(child.pid);
+    child.cpu_start = process_cpu_seconds(child.pid);
+    child.waited_start = waited_children_cpu_seconds(child.pid);
+  }
+
+  // Warm-up: every variant at least twice and for a tenth of the budget (at most 0.5 s), which
+  // also sizes the batch of calls one sample times to about a millisecond.
+  const double warmup_start = now_s();
+  const double warmup_budget = std::min(0.5, 0.1 * options_.budget_s);
+  std::vector<double> call_times;
+  double make_seconds = 0;
+  uint64_t makes = 0;
+  for (size_t variant = 0; variant < variant_count; ++variant) {
+    const double variant_start = now_s();
+    for (int call = 0; call < 2 || now_s() - variant_start < warmup_budget / variant_count;
+         ++call) {
+      const double prepare_before = children_[variant].prepare_wall;
+      call_times.push_back(sample(variant, 1, std::nullopt, nullptr));
+      make_seconds += children_[variant].prepare_wall - prepare_before;
+      ++makes;
+      if (call > 1000) break;
+    }
+  }
+  for (auto& child : children_) {
+    child.threads_before.clear();
+    child.threads_after.clear();
+    child.windows.clear();
+    child.window_cpu.clear();
+    child.descendants.clear();
+  }
+  std::sort(call_times.begin(), call_times.end());
+  const double typical_call = call_times[call_times.size() / 2];
+  const double typical_make = make_seconds / static_cast<double>(std::max<uint64_t>(makes, 1));
+  constexpr double kTargetSampleSeconds = 1e-3;
+  const double by_time = typical_call > 0 ? std::ceil(kTargetSampleSeconds / typical_call) : 1e4;
+  const double by_inputs =
+      typical_make > 0 ? std::floor(0.05 * options_.budget_s / typical_make) : 1e4;
+  calls_per_sample_ = static_cast<size_t>(std::clamp(std::min(by_time, by_inputs), 1.0, 10000.0));
+  const double warmup_s = now_s() - warmup_start;
+  // The accounting of the sampling phase starts here: warm-up (first calls, lazy set-up) is not
+  // judged.
+  for (auto& child : children_) {
+    child.cpu_start = process_cpu_seconds(child.pid);
+    child.threads_start = thread_cpu_seconds(child.pid);
+    child.run_cpu = child.run_wall = child.prepare_cpu = child.prepare_wall = 0;
+    child.other_cpu = child.other_wall = 0;
+    child.prepared_calls = 0;
+    child.commands = 0;
+    child.cpu_while_others_timed = child.wall_while_others_timed = 0;
+  }
+
+  constexpr size_t kMinSamples = 10;
+  constexpr int64_t kMaxSamples = 100000;
+  constexpr int kMaxVerified = 3;
+  const bool has_outputs = first.has_outputs;
+  for (auto& child : children_) child.forced_verify_at = rng_() % kMinSamples;
+  const double start = now_s();
+  std::vector<int> order(variant_count);
+  for (size_t index = 0; index < order.size(); ++index) order[index] = static_cast<int>(index);
+  std::vector<std::vector<int>> block_orders;
+  std::string stop_reason;
+  std::vector<double> stop_half_widths, stop_effects;
+  while (true) {
+    std::shuffle(order.begin(), order.end(), rng_);
+    block_orders.push_back(order);
+    for (int variant : order) {
+      VariantChild& child = children_[variant];
+      const uint64_t first_work = next_work_;
+      const double elapsed = sample(variant, calls_per_sample_, std::nullopt, nullptr);
+      const std::string drop = device_timer_ ? std::string(child.control->drop_reason) : "";
+      if (!drop.empty() &&
+          dropped_[drop] <
+              std::max<int64_t>(10, static_cast<int64_t>(child.seconds_per_call.size()))) {
+        ++dropped_[drop];
+        child.threads_before.pop_back();
+        child.threads_after.pop_back();
+        child.windows.pop_back();
+        child.window_cpu.pop_back();
+        continue;
+      }
+      if (device_timer_) {
+        for (uint32_t index = 0; index < child.control->fact_count; ++index) {
+          child.facts[child.control->fact_names[index]].push_back(
+              child.control->fact_values[index]);
+        }
+      }
+      const double per_call = elapsed / static_cast<double>(calls_per_sample_);
+      child.seconds_per_call.push_back(per_call);
+      const size_t index = child.seconds_per_call.size() - 1;
+      const bool chosen = index == child.forced_verify_at || rng_() % 16 == 0;
+      if (has_outputs && chosen && child.verified < kMaxVerified) {
+        verify(variant, calls_per_sample_, first_work, per_call);
+      }
+    }
+    const double elapsed = now_s() - warmup_start;
+    bench::StoppingRule rule;
+    rule.precision = options_.precision;
+    rule.budget_s = options_.budget_s;
+    rule.max_samples = kMaxSamples;
+    std::vector<bench::StopDecision> decisions;
+    if (children_.size() == 1) {
+      decisions.push_back(bench::should_stop(children_[0].seconds_per_call, elapsed, rule));
+    }
+    for (size_t variant = 1; variant < children_.size(); ++variant) {
+      decisions.push_back(bench::should_stop_ab(
+          children_[0].seconds_per_call, children_[variant].seconds_per_call, elapsed, rule));
+    }
+    bool all_precise = true;
+    std::optional<bench::StopDecision> forced;
+    for (const auto& decision : decisions) {
+      all_precise = all_precise && decision.reason == bench::StopReason::kPrecisionReached;
+      if (decision.reason == bench::StopReason::kBudgetSpent ||
+          decision.reason == bench::StopReason::kSampleCapReached) {
+        forced = decision;
+      }
+    }
+    if (all_precise || forced) {
+      stop_reason = std::string(bench::stop_reason_name(
+          all_precise ? bench::StopReason::kPrecisionReached : forced->reason));
+      for (const auto& decision : decisions) {
+        stop_half_widths.push_back(decision.relative_half_width);
+        stop_effects.push_back(decision.minimum_detectable_effect);
+      }
+      break;
+    }
+  }
+  const double sampling_s = now_s() - start;
+
+  // The content-cache probe: per variant, batches on fresh inputs alternated with batches whose
+  // every input set repeats the content of one already timed (in buffers of their own).
+  Json replays = Json::array();
+  {
+    const uint64_t seen_seed = derive_seed(options_.seed, 1000 + last_first_work_);
+    const double batch_s =
+        children_[0].seconds_per_call.empty()
+            ? 0
+            : children_[0].seconds_per_call.back() * static_cast<double>(calls_per_sample_);
+    const int pairs = static_cast<int>(std::clamp(
+        batch_s > 0 ? std::floor(0.1 * options_.budget_s / (2.0 * batch_s * variant_count)) : 6.0,
+        4.0, 6.0));
+    for (size_t variant = 0; variant < variant_count; ++variant) {
+      std::vector<double> fresh, repeated;
+      for (int pair = 0; pair < pairs; ++pair) {
+        fresh.push_back(sample(variant, calls_per_sample_, std::nullopt, nullptr, false) /
+                        static_cast<double>(calls_per_sample_));
+        repeated.push_back(sample(variant, calls_per_sample_, seen_seed, nullptr, false) /
+                           static_cast<double>(calls_per_sample_));
+      }
+      Json entry = Json::object();
+      entry["variant"] = children_[variant].name;
+      entry["seen_seed"] = seen_seed;
+      entry["fresh"] = fresh;
+      entry["repeated"] = repeated;
+      replays.push_back(std::move(entry));
+    }
+  }
+  // A variant that ran out of budget before any sample was verified still gets one timed call
+  // checked (two calls per variant at least, so outputs equal for different inputs show).
+  if (has_outputs) {
+    for (size_t variant = 0; variant < variant_count; ++variant) {
+      while (children_[variant].verified < 2) {
+        const uint64_t first_work = next_work_;
+        const double elapsed = sample(variant, calls_per_sample_, std::nullopt, nullptr, false);
+        verify(variant, calls_per_sample_, first_work,
+               elapsed / static_cast<double>(calls_per_sample_));
+      }
+    }
+  }
+  Json roofline = nullptr;
+  if (first.bytes_per_call > 0 || first.flops_per_call > 0) roofline = measure_roofline();
+
+  // The end of the sampling phase's accounting, then every child is told to quit and reaped.
+  const double phase_wall = now_s() - start;
+  for (auto& child : children_) {
+    child.cpu_end = process_cpu_seconds(child.pid);
+    child.waited_end = waited_children_cpu_seconds(child.pid);
+    child.threads_end = thread_cpu_seconds(child.pid);
+    check_environment(child);
+  }
+  for (auto& child : children_) {
+    command(child, BenchOp::kQuit, 0, nullptr);
+    const ChildEnd end = reap_child(child.pid, pids(child.pid));
+    child.pid = -1;
+    for (const auto& stray : end.strays) strays_.push_back(child.name + ": " + stray);
+  }
+
+  // Files, now that no child is left to read or change them.
+  Json verified_json = Json::array();
+  for (const auto& entry : verified_) {
+    const VariantChild& child = children_[entry.variant];
+    Json item = Json::object();
+    item["variant"] = child.name;
+    item["sample"] = entry.sample;
+    item["seed"] = entry.seed;
+    item["call_s"] = entry.call_s;
+    // The accessor's own time on a timed call, and a plain copy of the tensors it returned.
+    item["accessor_s"] = entry.materialise_s;
+    item["accessor_cpu_s"] = entry.materialise_cpu_s;
+    item["copy_s"] = entry.copy_s;
+    const std::string stem = "verify/" + child.name + "." + std::to_string(entry.sample);
+    auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
+      Json files = Json::object();
+      for (const auto& output : tensors) {
+        files[output.name] =
+            files_.write_tensor(stem + "." + kind + "." + output.name, output.tensor);
+      }
+      return files;
+    };
+    item["timed"] = write("timed", entry.timed);
+    item["untimed"] = write("untimed", entry.untimed);
+    if (entry.variant != 0) item["reference"] = write("reference", entry.reference);
+    verified_json.push_back(std::move(item));
+  }
+
+  Json samples_json = Json::object();
+  samples_json["unit"] = "seconds_per_call";
+  samples_json["calls_per_sample"] = calls_per_sample_;
+  Json variants = Json::array();
+  Json accounting = Json::array();
+  for (const auto& child : children_) {
+    Json entry = Json::object();
+    entry["name"] = child.name;
+    entry["samples"] = child.seconds_per_call;
+    entry["threads_before"] = child.threads_before;
+    entry["threads_after"] = child.threads_after;
+    // Per batch (seconds, not per call): the runtime process's window around it, and the CPU
+    // time the child used in that window.
+    entry["window_s"] = child.windows;
+    entry["window_cpu_s"] = child.window_cpu;
+    for (const auto& [fact, values] : child.facts) entry[fact] = values;
+    variants.push_back(std::move(entry));
+    Json account = Json::object();
+    account["variant"] = child.name;
+    account["cpu_s"] = child.cpu_end - child.cpu_start;
+    account["run_cpu_s"] = child.run_cpu;
+    account["run_wall_s"] = child.run_wall;
+    account["prepare_cpu_s"] = child.prepare_cpu;
+    account["prepare_wall_s"] = child.prepare_wall;
+    account["prepared_calls"] = child.prepared_calls;
+    account["other_cpu_s"] = child.other_cpu;
+    account["commands"] = child.commands;
+    const double idle_cpu =
+        (child.cpu_end - child.cpu_start) - child.run_cpu - child.prepare_cpu - child.other_cpu;
+    account["idle_cpu_s"] = std::max(0.0, idle_cpu);
+    account["idle_wall_s"] =
+        std::max(0.0, phase_wall - child.run_wall - child.prepare_wall - child.other_wall);
+    account["cpu_while_others_timed_s"] = child.cpu_while_others_timed;
+    account["wall_while_others_timed_s"] = child.wall_while_others_timed;
+    account["waited_children_cpu_s"] = std::max(0.0, child.waited_end - child.waited_start);
+    std::vector<std::string> descendants = child.descendants;
+    std::sort(descendants.begin(), descendants.end());
+    descendants.erase(std::unique(descendants.begin(), descendants.end()), descendants.end());
+    account["child_processes"] = descendants;
+    account["environment_changes"] = child.environment_changes;
+    // Threads that lived through the sampling phase, with the CPU each used in it: the timed
+    // thread (the process's first) and any other, which can only have worked off the timed path
+    // or beside it (threads a call starts and joins are not among them).
+    Json threads = Json::array();
+    for (const auto& [tid, end] : child.threads_end) {
+      const auto start = child.threads_start.find(tid);
+      if (start == child.threads_start.end()) continue;
+      Json thread = Json::object();
+      thread["tid"] = tid;
+      thread["name"] = end.first;
+      thread["timed"] = tid == child.first_pid;
+      thread["cpu_s"] = std::max(0.0, end.second - start->second.second);
+      threads.push_back(std::move(thread));
+    }
+    account["threads"] = std::move(threads);
+    accounting.push_back(std::move(account));
+  }
+  samples_json["variants"] = std::move(variants);
+  samples_json["block_orders"] = block_orders;
+  samples_json["accounting"] = std::move(accounting);
+  samples_json["runtime_environment_changes"] = own_environment_changes_;
+  samples_json["left_running"] = strays_;
+  const std::string samples_file = "samples.json";
+  {
+    std::ofstream out(files_.dir() / samples_file);
+    out << samples_json.dump() << "\n";
+    if (!out) {
+      throw Error(ErrorCode::kSubject, "cannot write " + (files_.dir() / samples_file).string());
+    }
+  }
+  files_.add(samples_file, "samples");
+
+  bench["timer"] = std::string(first.timer_name);
+  bench["timer_type"] = std::string(first.timer_type);
+  bench["timer_is_loupes"] = first.timer_is_loupes;
+  bench["timed_by"] =
+      device_timer_ ? "cuda_events in the variant's process" : "the runtime process's steady clock";
+  bench["bytes_per_call"] = first.bytes_per_call;
+  bench["flops_per_call"] = first.flops_per_call;
+  bench["precision"] = options_.precision;
+  bench["budget_s"] = options_.budget_s;
+  bench["calls_per_sample"] = calls_per_sample_;
+  bench["warmup_s"] = warmup_s;
+  bench["sampling_s"] = sampling_s;
+  bench["stop_reason"] = stop_reason;
+  bench["stop_relative_half_width"] = stop_half_widths;
+  bench["stop_minimum_detectable_effect"] = stop_effects;
+  Json names = Json::array();
+  for (const auto& child : children_) names.push_back(child.name);
+  bench["variants"] = std::move(names);
+  bench["samples_file"] = samples_file;
+  Json tolerance = Json::object();
+  tolerance["metric"] = std::string(first.verify_metric);
+  tolerance["bound"] = first.verify_bound;
+  bench["verify_tolerance"] = std::move(tolerance);
+  bench["verified"] = std::move(verified_json);
+  Json dropped = Json::object();
+  for (const auto& [reason, count] : dropped_) dropped[reason] = count;
+  bench["dropped_samples"] = std::move(dropped);
+  Json method = Json::object();
+  try {
+    method = Json::parse(std::string(first.timer_method));
+  } catch (const nlohmann::json::exception&) {
+    method = Json::object();
+  }
+  bench["timer_method"] = std::move(method);
+  bench["replays"] = std::move(replays);
+  bench["roofline"] = std::move(roofline);
+  return bench;
+}
+
+Json Supervisor::measure_roofline() {
+  const BenchControl& first = *children_[0].control;
   Json roofline = Json::object();
-  if (auto ceiling = timer_->ceiling(bytes_per_call_)) {
-    // The body runs on another device: its rate, not this CPU's, bounds the claim; no flop
-    // ceiling is measured there.
-    roofline["device"] = ceiling->device;
-    roofline["method"] = ceiling->method;
-    roofline["hardware_threads"] = 1;
-    roofline["read_bytes_per_s"] = ceiling->bytes_per_s;
-    roofline["read_margin"] = ceiling->margin;
-    roofline_ = std::move(roofline);
-    return;
+  if (device_timer_) {
+    command(children_[0], BenchOp::kCeiling, 0, &children_[0].other_cpu);
+    Json ceiling = Json::parse(std::string(children_[0].control->ceiling));
+    if (ceiling.contains("device")) {
+      // The body runs on another device: its rate, not this CPU's, bounds the claim; no flop
+      // ceiling is measured there.
+      roofline["device"] = ceiling["device"];
+      roofline["method"] = ceiling["method"];
+      roofline["hardware_threads"] = 1;
+      roofline["read_bytes_per_s"] = ceiling["bytes_per_s"];
+      roofline["read_margin"] = ceiling["margin"];
+      return roofline;
+    }
   }
   roofline["method"] =
       "one thread: best of 7 streaming reads of a just-written buffer of bytes_per_call bytes "
       "(8 integer lanes); best of 5 runs of 8 multiply-add chains";
   roofline["hardware_threads"] = std::max(1u, std::thread::hardware_concurrency());
-  if (bytes_per_call_ > 0) {
-    const size_t bytes = static_cast<size_t>(std::min(bytes_per_call_, 1024.0 * 1024 * 1024));
+  if (first.bytes_per_call > 0) {
+    const size_t bytes = static_cast<size_t>(std::min(first.bytes_per_call, 1024.0 * 1024 * 1024));
     roofline["read_working_set_bytes"] = bytes;
     roofline["read_bytes_per_s"] = best_read_rate(bytes);
   }
-  if (flops_per_call_ > 0) roofline["flops_per_s"] = best_flop_rate();
-  roofline_ = std::move(roofline);
+  if (first.flops_per_call > 0) roofline["flops_per_s"] = best_flop_rate();
+  return roofline;
 }
 
-Json BenchRunner::result() const {
-  Json bench = Json::object();
-  bench["skipped"] = skipped_ ? Json(skip_reason_) : Json(nullptr);
-  bench["executed"] = executed_;
-  bench["timer"] = std::string(timer_->name());
-  bench["bytes_per_call"] = bytes_per_call_;
-  bench["flops_per_call"] = flops_per_call_;
-  bench["precision"] = options_.precision;
-  bench["budget_s"] = options_.budget_s;
-  bench["calls_per_sample"] = calls_per_sample_;
-  bench["warmup_s"] = warmup_s_;
-  bench["sampling_s"] = sampling_s_;
-  bench["stop_reason"] = stop_reason_;
-  bench["stop_relative_half_width"] = stop_half_widths_;
-  bench["stop_minimum_detectable_effect"] = stop_effects_;
-  Json names = Json::array();
-  for (const auto& samples : variants_) names.push_back(samples.name);
-  bench["variants"] = std::move(names);
-  bench["samples_file"] = samples_file_;
-  Json tolerance = Json::object();
-  tolerance["metric"] = verify_metric_;
-  tolerance["bound"] = verify_bound_;
-  bench["verify_tolerance"] = std::move(tolerance);
-  bench["verified"] = verified_;
-  Json dropped = Json::object();
-  for (const auto& [reason, count] : dropped_) dropped[reason] = count;
-  bench["dropped_samples"] = std::move(dropped);
-  Json method = Json::object();
-  for (const auto& [key, value] : timer_->method()) method[key] = value;
-  bench["timer_method"] = std::move(method);
-  bench["replays"] = replays_;
-  bench["roofline"] = roofline_;
-  return bench;
-}
-
-}  // namespace detail
-
-void BenchState::skip(std::string reason) { runner_->skip(std::move(reason)); }
-bool BenchState::skipped() const { return runner_->skipped(); }
-void BenchState::set_bytes_per_call(double bytes) { runner_->set_bytes(bytes); }
-void BenchState::set_flops_per_call(double flops) { runner_->set_flops(flops); }
-void BenchState::set_timer(std::unique_ptr<Timer> timer) { runner_->set_timer(std::move(timer)); }
-void BenchState::set_verify_tolerance(std::string metric, double bound) {
-  runner_->set_verify_tolerance(std::move(metric), bound);
-}
-void BenchState::exec_erased(detail::ErasedBench bench) { runner_->exec(std::move(bench)); }
-
-namespace subject {
+}  // namespace
 
 Json run_bench(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
                ObservationFiles& files) {
@@ -490,19 +1016,7 @@ Json run_bench(const detail::ProbeDefinition& probe, const Point& point, const R
     throw Error(ErrorCode::kInternal, "bench '" + probe.name + "' has no body",
                 "add .body([](loupe::BenchState& state) { ... state.exec(...); })");
   }
-  detail::BenchRunner runner(probe, options, files);
-  BenchState state(point, runner);
-  probe.bench_body(state);
-  if (!state.skipped()) {
-    Json result = runner.result();
-    if (!result["executed"].get<bool>()) {
-      throw Error(ErrorCode::kInternal,
-                  "bench '" + probe.name + "': the body neither called exec nor skip",
-                  "call state.exec(make, variants) or state.skip(\"reason\")");
-    }
-    return result;
-  }
-  return runner.result();
+  return Supervisor(probe, point, options, files).run();
 }
 
 Json run_scenario(const detail::ProbeDefinition& probe, const Point& point,
@@ -537,4 +1051,15 @@ Json run_scenario(const detail::ProbeDefinition& probe, const Point& point,
 }
 
 }  // namespace subject
+
+void BenchState::skip(std::string reason) { runner_->skip(std::move(reason)); }
+bool BenchState::skipped() const { return runner_->skipped(); }
+void BenchState::set_bytes_per_call(double bytes) { runner_->set_bytes(bytes); }
+void BenchState::set_flops_per_call(double flops) { runner_->set_flops(flops); }
+void BenchState::set_timer(std::unique_ptr<Timer> timer) { runner_->set_timer(std::move(timer)); }
+void BenchState::set_verify_tolerance(std::string metric, double bound) {
+  runner_->set_verify_tolerance(std::move(metric), bound);
+}
+void BenchState::exec_erased(detail::ErasedBench bench) { runner_->exec(std::move(bench)); }
+
 }  // namespace loupe

@@ -38,6 +38,14 @@ CheckOutput& CheckOutput::tolerance_vs_oracle(std::string metric, double factor)
   return *this;
 }
 
+CheckOutput& CheckOutput::worst_element(double bound) {
+  if (!(bound > 0)) {
+    throw Error(ErrorCode::kInternal, "output '" + name + "': worst_element bound must be > 0");
+  }
+  worst_element_bound = bound;
+  return *this;
+}
+
 CheckOutput& CheckOutput::stored_narrow(std::string format) {
   stored_in = std::move(format);
   return *this;

@@ -4,8 +4,12 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <optional>
+
 #include "loupe/check.hpp"
 #include "subject/guards.hpp"
+#include "subject/isolation.hpp"
 #include "subject/runtime.hpp"
 
 namespace loupe::subject {
@@ -26,10 +30,35 @@ struct Range {
 
 // One call of one path: the buffers it was handed, what it bound, and its outputs afterwards.
 struct PathCall {
+  std::string path;
   std::vector<NamedTensor> handed;   // poisoned buffers given to the path
   std::vector<const void*> bound;    // what bind_output pointed at, per output
   std::vector<NamedTensor> outputs;  // the result: the handed buffer or a copy of the bound one
 };
+
+// One path call a child makes, in order.
+struct JobCall {
+  std::string pass;
+  std::string path;
+};
+
+// What a child hands back: its calls' outputs, and what the guards saw next to them.
+struct JobResult {
+  std::vector<PathCall> calls;
+  Json guards = Json::object();
+};
+
+// The head of a job's shared region: the JSON the child writes (its guards, or its error), and
+// the call it is in, for the message when it crashes.
+struct JobHeader {
+  uint64_t json_size;
+  char current[120];
+};
+constexpr size_t kJobJsonBytes = size_t{1} << 20;
+
+// What a bound output is recorded as once its pointer, which meant something only in the child,
+// has been reduced to "bound or not".
+const char kBoundMarker = 0;
 
 DType output_dtype(const CheckOutput& output, bool oracle) {
   return oracle && dtype_is_floating(output.dtype) ? DType::kF64 : output.dtype;
@@ -59,72 +88,73 @@ class CheckRun {
     check["outputs"] = outputs_json();
     check["has_oracle"] = static_cast<bool>(probe_.check_oracle);
 
-    Json runs = Json::array();
-    for (const char* pass : {"candidate_first", "reference_first"}) {
-      const bool candidate_first = std::string(pass) == "candidate_first";
-      std::vector<Range> pass_ranges;
-      const char* order[2] = {candidate_first ? "candidate" : "reference",
-                              candidate_first ? "reference" : "candidate"};
-      std::vector<PathCall> calls;
-      for (const char* path : order) {
-        calls.push_back(call_path(pass, path));
-        runs.push_back(record_call(pass, path, calls.back()));
-      }
-      check_aliasing(pass, order, calls);
+    // Every path runs in a child process (isolation.hpp): the candidate never shares a process
+    // with the files, and whatever it leaves behind ends with its child. The files are written
+    // only after the last child is gone, so no path can read another's output from disk.
+    const int repeats = std::max(options_.repeat, 0);
+    std::vector<JobCall> first_calls = {{"candidate_first", "candidate"},
+                                        {"candidate_first", "reference"}};
+    for (int index = 1; index <= repeats; ++index) {
+      first_calls.push_back({"repeat/" + std::to_string(index), "candidate"});
     }
-    if (probe_.check_oracle) {
-      PathCall call = call_path("oracle", "oracle");
-      runs.push_back(record_call("oracle", "oracle", call));
-    }
-    check["runs"] = std::move(runs);
-
+    JobResult first = run_job(first_calls, inputs_);
+    JobResult second =
+        run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}}, inputs_);
+    std::optional<JobResult> oracle_result;
+    if (probe_.check_oracle) oracle_result = run_job({{"oracle", "oracle"}}, inputs_);
     // The reference on inputs from a second seed: loupe flags a reference whose output does not
     // depend on its inputs.
     const uint64_t alt_seed = derive_seed(options_.seed, 1);
+    CheckSetup alt_setup(point_, alt_seed);
+    generate(alt_setup, alt_seed);
+    JobResult alt_result = run_job({{"alt_seed", "reference"}}, alt_setup.inputs());
+
+    Json runs = Json::array();
+    for (size_t index = 0; index < 2; ++index) {
+      runs.push_back(record_call("candidate_first", first.calls[index].path, first.calls[index]));
+    }
+    for (const auto& call : second.calls)
+      runs.push_back(record_call("reference_first", call.path, call));
+    if (oracle_result) runs.push_back(record_call("oracle", "oracle", oracle_result->calls[0]));
+    check["runs"] = std::move(runs);
     {
-      CheckSetup alt_setup(point_, alt_seed);
-      generate(alt_setup, alt_seed);
-      std::vector<NamedTensor> alt_outputs = handed_buffers(false);
-      CheckIo io(point_, alt_setup.inputs(), alt_outputs);
-      invoke(probe_.check_reference, io, "alt_seed", "reference");
-      PathCall call{alt_outputs, {}, {}};
-      for (size_t index = 0; index < outputs_.size(); ++index)
-        call.bound.push_back(io.bound(index));
-      collect(call);
       Json alt = Json::object();
       alt["seed"] = alt_seed;
       Json files = Json::object();
-      for (const auto& output : call.outputs) {
+      for (const auto& output : alt_result.calls[0].outputs) {
         files[output.name] =
             files_.write_tensor("alt_seed/reference." + output.name, output.tensor);
       }
       alt["outputs"] = std::move(files);
       check["alt_seed"] = std::move(alt);
     }
-
-    if (options_.repeat > 0) {
-      Json repeats = Json::array();
-      for (int index = 1; index <= options_.repeat; ++index) {
+    if (repeats > 0) {
+      Json repeat_files = Json::array();
+      for (int index = 1; index <= repeats; ++index) {
         const std::string pass = "repeat/" + std::to_string(index);
-        PathCall call = call_path(pass, "candidate");
         Json files = Json::object();
-        for (const auto& output : call.outputs) {
+        for (const auto& output : first.calls[1 + index].outputs) {
           files[output.name] =
               files_.write_tensor(pass + "/candidate." + output.name, output.tensor);
         }
-        repeats.push_back(std::move(files));
+        repeat_files.push_back(std::move(files));
       }
       Json repeat = Json::object();
-      repeat["count"] = options_.repeat;
-      repeat["outputs"] = std::move(repeats);
+      repeat["count"] = repeats;
+      repeat["outputs"] = std::move(repeat_files);
       check["repeat"] = std::move(repeat);
     }
+    for (const JobResult* job : {&first, &second, &alt_result}) absorb(*job);
+    if (oracle_result) absorb(*oracle_result);
 
     Json guards = Json::object();
     guards["input_mutation"] = std::move(mutations_);
     guards["output_unwritten"] = std::move(unwritten_);
     guards["output_alias"] = std::move(aliases_);
+    guards["environment"] = std::move(environment_);
+    guards["stray_processes"] = std::move(strays_);
     check["guards"] = std::move(guards);
+    check["poison"] = "NaN, payload and sign drawn per element from a secret of the run";
     return check;
   }
 
@@ -170,7 +200,7 @@ class CheckRun {
     for (const auto& output : outputs_) {
       Tensor tensor(output_dtype(output, oracle), output.shape);
       tensor.axes = output.axes;
-      fill_poison(tensor);
+      fill_poison(tensor, options_.poison_key);
       buffers.push_back({output.name, std::move(tensor)});
     }
     return buffers;
@@ -210,6 +240,7 @@ class CheckRun {
   PathCall call_path(const std::string& pass, const std::string& path) {
     const bool oracle = path == "oracle";
     PathCall call;
+    call.path = path;
     call.handed = handed_buffers(oracle);
     CheckIo io(point_, inputs_, call.handed);
     const auto& function = path == "candidate"   ? probe_.check_candidate
@@ -236,7 +267,7 @@ class CheckRun {
     }
     // Elements still holding the poison were never written.
     for (size_t index = 0; index < call.outputs.size(); ++index) {
-      const int64_t poisoned = count_poison(call.outputs[index].tensor);
+      const int64_t poisoned = count_poison(call.outputs[index].tensor, options_.poison_key);
       if (poisoned == 0) continue;
       Json entry = Json::object();
       entry["pass"] = pass;
@@ -268,8 +299,7 @@ class CheckRun {
   }
 
   // A bound output may not overlap an input or another path's output of the same pass.
-  void check_aliasing(const std::string& pass, const char* const order[2],
-                      const std::vector<PathCall>& calls) {
+  void check_aliasing(const std::string& pass, const std::vector<PathCall>& calls) {
     std::vector<Range> ranges;
     for (const auto& input : inputs_) {
       ranges.push_back({"input", input.name, input.tensor.bytes(), input.tensor.nbytes()});
@@ -280,13 +310,13 @@ class CheckRun {
         const void* begin = call.bound[index] != nullptr
                                 ? call.bound[index]
                                 : static_cast<const void*>(call.handed[index].tensor.bytes());
-        ranges.push_back({order[call_index], call.handed[index].name, begin,
-                          call.handed[index].tensor.nbytes()});
+        ranges.push_back(
+            {call.path, call.handed[index].name, begin, call.handed[index].tensor.nbytes()});
       }
     }
     for (size_t call_index = 0; call_index < calls.size(); ++call_index) {
       const PathCall& call = calls[call_index];
-      const std::string path = order[call_index];
+      const std::string path = call.path;
       // The guard protects against the candidate; the reference's own buffers are trusted.
       if (path != "candidate") continue;
       for (size_t index = 0; index < call.handed.size(); ++index) {
@@ -304,6 +334,169 @@ class CheckRun {
           aliases_.push_back(std::move(entry));
         }
       }
+    }
+  }
+
+  // Runs `calls` in a child forked for them, on `inputs`, and takes back their outputs and the
+  // guards' records. The child's error (an exception from a path) is rethrown here; a crash is
+  // an Error(kSubject) naming the call it happened in.
+  JobResult run_job(const std::vector<JobCall>& calls, const std::vector<NamedTensor>& inputs) {
+    std::vector<size_t> offsets;
+    size_t total = sizeof(JobHeader) + kJobJsonBytes;
+    for (const auto& call : calls) {
+      for (const auto& output : outputs_) {
+        offsets.push_back(total);
+        const size_t bytes = static_cast<size_t>(
+            Tensor(output_dtype(output, call.path == "oracle"), output.shape).nbytes());
+        total += (bytes + 63) / 64 * 64;
+      }
+    }
+    SharedRegion region(total);
+    const pid_t pid = fork_child([&] { return execute_job(calls, inputs, offsets, region); });
+    const ChildEnd end = reap_child(pid);
+    JobHeader header{};
+    std::memcpy(&header, region.data(), sizeof header);
+    header.current[sizeof header.current - 1] = '\0';
+    Json written = Json::object();
+    if (header.json_size > 0 && header.json_size <= kJobJsonBytes) {
+      try {
+        written = Json::parse(std::string(
+            reinterpret_cast<const char*>(region.data() + sizeof(JobHeader)), header.json_size));
+      } catch (const nlohmann::json::exception&) {
+        written = Json::object();
+      }
+    }
+    if (written.contains("error") && written["error"].is_object()) {
+      const Json& error = written["error"];
+      throw Error(
+          static_cast<ErrorCode>(error.value("code", static_cast<int>(ErrorCode::kSubject))),
+          error.value("message", std::string()), error.value("hint", std::string()));
+    }
+    if (!end.exited_zero || !written.contains("guards")) {
+      throw Error(ErrorCode::kSubject,
+                  "check '" + probe_.name + "': the child process running " +
+                      std::string(header.current) + " " + end.how,
+                  "run the probe directly (SUBJECT run ...) to see the failure");
+    }
+    JobResult result;
+    result.guards = written["guards"];
+    if (!end.strays.empty()) {
+      Json stray = Json::object();
+      stray["after"] = std::string(header.current);
+      stray["processes"] = end.strays;
+      result.guards["stray_processes"] = Json::array({stray});
+    }
+    const Json& bound = written.at("bound");
+    size_t slot = 0;
+    for (size_t call_index = 0; call_index < calls.size(); ++call_index) {
+      PathCall call;
+      call.path = calls[call_index].path;
+      for (size_t index = 0; index < outputs_.size(); ++index, ++slot) {
+        const auto& output = outputs_[index];
+        Tensor tensor(output_dtype(output, call.path == "oracle"), output.shape);
+        tensor.axes = output.axes;
+        std::memcpy(tensor.mutable_bytes(), region.data() + offsets[slot], tensor.nbytes());
+        call.outputs.push_back({output.name, std::move(tensor)});
+        call.bound.push_back(bound[call_index][index].get<bool>() ? &kBoundMarker : nullptr);
+      }
+      result.calls.push_back(std::move(call));
+    }
+    return result;
+  }
+
+  // In the child: the calls, their guards, and the outputs copied into the region.
+  int execute_job(const std::vector<JobCall>& calls, const std::vector<NamedTensor>& inputs,
+                  const std::vector<size_t>& offsets, SharedRegion& region) {
+    JobHeader header{};
+    auto publish = [&](const Json& json) {
+      const std::string text = json.dump();
+      header.json_size = text.size() <= kJobJsonBytes ? text.size() : 0;
+      if (header.json_size > 0) {
+        std::memcpy(region.data() + sizeof(JobHeader), text.data(), text.size());
+      }
+      std::memcpy(region.data(), &header, sizeof header);
+    };
+    try {
+      inputs_ = inputs;
+      pristine_.clear();
+      input_checksums_.clear();
+      for (const auto& input : inputs_) {
+        Tensor copy(input.tensor.dtype(), input.tensor.shape());
+        std::memcpy(copy.mutable_bytes(), input.tensor.bytes(), input.tensor.nbytes());
+        pristine_.push_back(std::move(copy));
+        input_checksums_.push_back(checksum(input.tensor));
+      }
+      const ExecEnvironment base = capture_environment();
+      std::vector<PathCall> done;
+      Json bound = Json::array();
+      size_t slot = 0;
+      for (const auto& call : calls) {
+        const std::string current = "the " + call.path + " path (" + call.pass + " pass)";
+        std::snprintf(header.current, sizeof header.current, "%s", current.c_str());
+        std::memcpy(region.data(), &header, sizeof header);
+        PathCall result = call_path(call.pass, call.path);
+        // A path must leave the floating-point state, the affinity and the priority as it found
+        // them; a change is recorded against it and undone for the next path.
+        ExecEnvironment after = capture_environment();
+        // A library may start a thread on first use and keep it (a BLAS pool): the thread
+        // count is not part of what a path must leave as it found it.
+        after.threads = base.threads;
+        for (const auto& change : environment_changes(base, after)) {
+          Json entry = Json::object();
+          entry["pass"] = call.pass;
+          entry["path"] = call.path;
+          entry["change"] = change;
+          environment_.push_back(std::move(entry));
+        }
+        restore_environment(base);
+        Json call_bound = Json::array();
+        for (size_t index = 0; index < result.outputs.size(); ++index, ++slot) {
+          const Tensor& tensor = result.outputs[index].tensor;
+          std::memcpy(region.data() + offsets[slot], tensor.bytes(), tensor.nbytes());
+          call_bound.push_back(result.bound[index] != nullptr);
+        }
+        bound.push_back(std::move(call_bound));
+        done.push_back(std::move(result));
+      }
+      if (done.size() >= 2 &&
+          (calls[0].pass == "candidate_first" || calls[0].pass == "reference_first")) {
+        check_aliasing(calls[0].pass, {done[0], done[1]});
+      }
+      Json json = Json::object();
+      Json guards = Json::object();
+      guards["input_mutation"] = mutations_;
+      guards["output_unwritten"] = unwritten_;
+      guards["output_alias"] = aliases_;
+      guards["environment"] = environment_;
+      json["guards"] = std::move(guards);
+      json["bound"] = std::move(bound);
+      publish(json);
+      return 0;
+    } catch (const Error& error) {
+      Json json = Json::object();
+      Json detail = Json::object();
+      detail["code"] = static_cast<int>(error.code());
+      detail["message"] = error.message();
+      detail["hint"] = error.hint();
+      json["error"] = std::move(detail);
+      publish(json);
+      return 3;
+    }
+  }
+
+  // Adds a job's guard records to the check's.
+  void absorb(const JobResult& job) {
+    for (const char* name : {"input_mutation", "output_unwritten", "output_alias"}) {
+      Json& into = std::string(name) == "input_mutation"     ? mutations_
+                   : std::string(name) == "output_unwritten" ? unwritten_
+                                                             : aliases_;
+      for (const auto& entry : job.guards.value(name, Json::array())) into.push_back(entry);
+    }
+    for (const auto& entry : job.guards.value("environment", Json::array())) {
+      environment_.push_back(entry);
+    }
+    for (const auto& entry : job.guards.value("stray_processes", Json::array())) {
+      strays_.push_back(entry);
     }
   }
 
@@ -331,6 +524,7 @@ class CheckRun {
       entry["axes"] = output.axes;
       entry["profile_axis"] = output.profile_axis;
       if (!output.stored_in.empty()) entry["stored_in"] = output.stored_in;
+      if (output.worst_element_bound > 0) entry["worst_element_bound"] = output.worst_element_bound;
       Json tolerances = Json::array();
       for (const auto& tolerance : output.tolerances) {
         Json item = Json::object();
@@ -356,6 +550,8 @@ class CheckRun {
   Json mutations_ = Json::array();
   Json unwritten_ = Json::array();
   Json aliases_ = Json::array();
+  Json environment_ = Json::array();
+  Json strays_ = Json::array();
 };
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "core/sha256.hpp"
 #include "subject/guards.hpp"
 #include "subject/runtime.hpp"
 
@@ -82,6 +84,7 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
     write_safetensors(path, {{std::filesystem::path(stem).filename().string(), tensor}});
   }
   by_checksum_.emplace(sum, Written{tensor.dtype(), tensor.shape(), file});
+  digest(file);
   Json entry = Json::object();
   entry["path"] = file;
   entry["kind"] = "tensor";
@@ -91,7 +94,15 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
   return file;
 }
 
+void ObservationFiles::digest(const std::string& relative_path) {
+  std::ifstream in(dir_ / relative_path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  digests_[relative_path] = sha256_hex(bytes.str());
+}
+
 void ObservationFiles::add(std::string relative_path, std::string kind) {
+  digest(relative_path);
   Json entry = Json::object();
   entry["path"] = std::move(relative_path);
   entry["kind"] = std::move(kind);

@@ -12,14 +12,16 @@
 
 namespace loupe::subject {
 
-// Fills every element with the poison pattern of its dtype: a quiet NaN with a payload no
-// arithmetic produces (float32 0x7FC0DEAD, float64 0x7FF8DEADDEADDEAD, float16 0x7E5A,
-// bfloat16 0x7FDA, fp8 0x7F) or, for integers and bool, every bit set.
+// Fills every element with poison drawn from `key` (a secret of the run) and the element's index:
+// a NaN of either sign whose payload is random and never the one arithmetic produces (fp8
+// e4m3, which has one NaN, gets that one), or, for integers and bool, every bit set (a random
+// integer would be a value a path may legitimately write). Nothing but NaN-ness is shared from
+// one run, or one element, to the next, so a path cannot recognise a pattern.
 // REQUIRES: the tensor owns its storage.
-void fill_poison(Tensor& tensor);
+void fill_poison(Tensor& tensor, uint64_t key);
 
-// How many elements still hold the poison pattern bit for bit.
-int64_t count_poison(const Tensor& tensor);
+// How many elements still hold their poison bit for bit.
+int64_t count_poison(const Tensor& tensor, uint64_t key);
 
 // A 64-bit checksum of the bytes (FNV-1a over 8-byte words, then the tail).
 uint64_t checksum_bytes(const std::byte* data, size_t size);

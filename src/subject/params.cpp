@@ -105,6 +105,18 @@ Params resolve_point(const detail::ProbeDefinition& probe, const std::vector<std
     if (!spec.allowed.empty()) {
       bool allowed = false;
       for (const auto& candidate : spec.allowed) allowed = allowed || same_value(candidate, *value);
+      // Values of hidden points, and of hidden ranges, are accepted like allowed ones: loupe
+      // passes a hidden point exactly like an asked one.
+      for (const auto& hidden : probe.hidden_points) {
+        for (const auto& [hidden_name, hidden_value] : hidden) {
+          allowed = allowed || (hidden_name == name && same_value(hidden_value, *value));
+        }
+      }
+      for (const auto& range : probe.hidden_ranges) {
+        const auto* number = std::get_if<int64_t>(&*value);
+        allowed = allowed || (range.name == name && number != nullptr && *number >= range.low &&
+                              *number <= range.high);
+      }
       if (!allowed) {
         throw Error(ErrorCode::kUsage,
                     "probe '" + probe.name + "': parameter '" + name + "' = " + text +

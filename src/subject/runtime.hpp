@@ -21,7 +21,12 @@ namespace loupe::subject {
 struct RunOptions {
   std::filesystem::path out_dir;
   uint64_t seed = 0;
-  int repeat = 0;           // checks: extra candidate runs on the same inputs
+  // Checks: extra candidate calls on the same inputs, in the process of its first call (a
+  // candidate right only for its first calls fails). On by default: `run --repeat 0` turns
+  // them off.
+  int repeat = 2;
+  // Draws the poison of every output buffer (guards.hpp); secret, never written anywhere.
+  uint64_t poison_key = 0;
   double precision = 0.01;  // benches: target relative CI half-width of each median
   double budget_s = 2.0;    // benches: time budget for sampling at this point
 };
@@ -39,8 +44,11 @@ class ObservationFiles {
   // Records a file the probe wrote itself, relative to dir().
   void add(std::string relative_path, std::string kind);
   const Json& listing() const { return listing_; }
+  // SHA-256 of each file, taken as it was written (the seal: subject_main.cpp).
+  const std::map<std::string, std::string>& digests() const { return digests_; }
 
  private:
+  void digest(const std::string& relative_path);
   // What was written, without keeping the data in memory: a candidate match (same checksum) is
   // confirmed byte for byte against the file.
   struct Written {
@@ -51,6 +59,7 @@ class ObservationFiles {
   std::filesystem::path dir_;
   std::multimap<uint64_t, Written> by_checksum_;
   Json listing_ = Json::array();
+  std::map<std::string, std::string> digests_;
 };
 
 Json run_check(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,

@@ -1,4 +1,5 @@
 // The standard subject command line: `list` and `run`. The only place the runtime catches.
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -6,7 +7,10 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <sstream>
 
+#include "core/sha256.hpp"
+#include "subject/isolation.hpp"
 #include "subject/runtime.hpp"
 
 namespace loupe::detail {
@@ -62,8 +66,25 @@ Json list_json(const std::string& program) {
     }
     entry["params"] = std::move(params);
     entry["has_oracle"] = static_cast<bool>(probe->check_oracle);
-    // Only how many: the points themselves are revealed in the observation of a hidden run.
     entry["hidden_points"] = probe->hidden_points.size();
+    // The values too (they are in the source): loupe passes a hidden point with --set, exactly
+    // like an asked one, so nothing in the argv says which run is hidden.
+    Json hidden_values = Json::array();
+    for (const auto& point : probe->hidden_points) {
+      Json values = Json::object();
+      for (const auto& [name, value] : point) values[name] = value_to_json(value);
+      hidden_values.push_back(std::move(values));
+    }
+    entry["hidden_point_values"] = std::move(hidden_values);
+    Json ranges = Json::array();
+    for (const auto& range : probe->hidden_ranges) {
+      Json item = Json::object();
+      item["name"] = range.name;
+      item["low"] = range.low;
+      item["high"] = range.high;
+      ranges.push_back(std::move(item));
+    }
+    entry["hidden_ranges"] = std::move(ranges);
     probes.push_back(std::move(entry));
   }
   Json out = Json::object();
@@ -180,9 +201,19 @@ int run_command(const std::string& program, const std::vector<std::string>& args
     throw Error(ErrorCode::kUsage, "run: --out DIR is required", std::string(kUsage));
   }
 
+  // Before any path runs: children cannot reach into this process, and what they orphan comes
+  // back to it. A thread already running here was started before main, by a static initialiser.
+  // Scenarios are not adversarial and run in this process as before (their timings, lock
+  // contention included, must not change).
+  const int64_t threads_at_start = probe.kind == ProbeKind::kScenario
+                                       ? subject::thread_count(0)
+                                       : subject::harden_runtime_process();
+
   // The secret: the seed (and hidden point) the candidate's author cannot know in advance.
   std::random_device entropy;
   const uint64_t secret = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  options.poison_key =
+      subject::derive_seed((static_cast<uint64_t>(entropy()) << 32) ^ entropy(), 11);
   Json hidden_json = nullptr;
   const Params* hidden_point = nullptr;
   if (hidden && !probe.hidden_points.empty()) {
@@ -224,6 +255,9 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   observation["argv"] = std::move(argv);
   observation["started_at"] = utc_now();
   observation["environment"] = subject::environment_fingerprint(build);
+  Json runtime = Json::object();
+  runtime["threads_at_start"] = threads_at_start;
+  runtime["isolation"] = "fork per path and per bench variant; timing by the runtime process";
 
   const auto start = std::chrono::steady_clock::now();
   Json section;
@@ -246,21 +280,30 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   observation["metrics"] = std::move(metrics);
   observation[std::string(probe_kind_name(probe.kind))] = std::move(section);
   observation["files"] = files.listing();
+  observation["runtime"] = std::move(runtime);
   // Written by loupe after the subject exits: its verdict's findings and the stderr tail.
   observation["findings"] = Json::array();
   observation["stderr_tail"] = nullptr;
 
   const std::filesystem::path path = options.out_dir / "observation.json";
+  const std::string observation_text = observation.dump(1) + "\n";
   {
     std::ofstream out(path);
-    out << observation.dump(1) << "\n";
+    out << observation_text;
     if (!out) throw Error(ErrorCode::kSubject, "cannot write " + path.string());
   }
+  // The seal: a digest of every file, sent down the pipe to loupe, which no child holds. loupe
+  // recomputes them before it reads anything, so a file changed after this point is caught.
+  // Each digest was taken as its file was written, from the bytes this process wrote.
+  Json seal = Json::object();
+  seal["observation.json"] = sha256_hex(observation_text);
+  for (const auto& [relative, digest] : files.digests()) seal[relative] = digest;
   if (json) {
     Json reply = Json::object();
     reply["probe"] = probe.name;
     reply["observation"] = path.string();
     reply["seed"] = options.seed;
+    reply["seal"] = std::move(seal);
     std::cout << reply.dump() << "\n";
   } else {
     std::cout << "wrote " << path.string() << "\n";
@@ -270,7 +313,27 @@ int run_command(const std::string& program, const std::vector<std::string>& args
 
 }  // namespace
 
+namespace {
+int run_subject_inner(const std::string& program, const std::vector<std::string>& args,
+                      const BuildInfo& build);
+}  // namespace
+
 int run_subject(std::string program, const std::vector<std::string>& args, const BuildInfo& build) {
+  const int code = run_subject_inner(program, args, build);
+  if (!args.empty() && args[0] == "run") {
+    // A run ends here, not by returning to main: no atexit handler and no static destructor of
+    // the subject runs after the observation is sealed.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  return code;
+}
+
+namespace {
+int run_subject_inner(const std::string& program, const std::vector<std::string>& args,
+                      const BuildInfo& build) {
   bool json = false;
   for (const auto& arg : args) json = json || arg == "--json";
   try {
@@ -317,5 +380,7 @@ int run_subject(std::string program, const std::vector<std::string>& args, const
     return 3;
   }
 }
+
+}  // namespace
 
 }  // namespace loupe::detail

@@ -32,9 +32,10 @@ loupe::CheckOutput& rows_setup(loupe::CheckSetup& setup) {
 }
 
 void rows_tight(loupe::CheckSetup& setup) { rows_setup(setup).tolerance("rms_ratio", 1e-6); }
-// A tolerance loose enough for bf16 arithmetic: only the oracle can tell the precision.
+// A tolerance loose enough for bf16 arithmetic (its rms ratio is about 1e-2, on every seed the
+// hidden run may draw): only the oracle can tell the precision.
 void rows_loose_with_oracle(loupe::CheckSetup& setup) {
-  rows_setup(setup).tolerance("rms_ratio", 1e-2);
+  rows_setup(setup).tolerance("rms_ratio", 3e-2);
 }
 
 void sum_sequential(std::span<const float> x, std::span<float> y) {

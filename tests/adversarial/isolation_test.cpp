@@ -35,7 +35,8 @@ bool gone_soon(pid_t pid) {
 using IsolationTest = LoupeCliTest;
 
 TEST_F(IsolationTest, HungSubjectAndItsGrandchildAreKilledAtTheTimeout) {
-  const CliRun run = probe_run(UNRULY_SUBJECT, {"hang", "--timeout", "1"});
+  // Outside the sandbox: the pids the subject prints must be this namespace's to be checked.
+  const CliRun run = probe_run(UNRULY_SUBJECT, {"hang", "--timeout", "1", "--no-sandbox"});
   EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
   EXPECT_EQ(run.envelope.at("verdict"), "error");
   EXPECT_EQ(run.envelope.at("error").at("code"), "subject");

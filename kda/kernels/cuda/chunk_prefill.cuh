@@ -1,10 +1,11 @@
 // kda/kernels/cuda/chunk_prefill.cuh — the chunked KDA prefill on the GPU (reference/kda.md,
 // "Chunkwise form"), chunks of C = 64 tokens, K = V = 128, in two launches:
 //   chunk_intra (chunk_intra.cu): one CTA per (sequence, chunk, value head), all chunks at once.
-//       G = cumsum(g); Q_g = scale · q ⊙ e^G, K_g = k ⊙ e^{G_C − G}, e^{G_C}; A_kk, A_qk from
-//       sub-blocks of 16 rows whose exponentials stay bounded (as kda's CPU chunk); T =
-//       (I + A_kk)^{-1} by blocks; W = T (β e^G ⊙ k), U = T (β v). The products on the tensor
-//       cores in 3×TF32, so the workspace is fp32-grade; everything is written to the workspace.
+//       G = cumsum(g); Q_g = scale · q ⊙ e^G, K_g = k ⊙ e^{G_C − G}, e^{G_C}; A_kk, A_qk as one
+//       product of k e^G and k e^{−G} when every |G| ≤ 30, else from sub-blocks of 16 rows whose
+//       exponentials stay bounded (as kda's CPU chunk); T = (I + A_kk)^{-1} by blocks;
+//       W = T diag(β) (e^G ⊙ k), U = T diag(β) v. The products on the tensor cores in 3×TF32, so
+//       the workspace is fp32-grade; everything is written to the workspace.
 //   chunk_state (chunk_state.cu): one CTA per (sequence, value head, V tile of 32 or 64), walking
 //       the chunks in order with the state tile in registers and shared memory:
 //       V' = U − W S;  O = Q_g S + A_qk V';  S ← Diag(e^{G_C}) S + K_gᵀ V'

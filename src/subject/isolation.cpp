@@ -1,0 +1,340 @@
+// Child processes, shared mappings and the execution environment (see isolation.hpp).
+#include "subject/isolation.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cfenv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+#include "loupe/error.hpp"
+
+namespace loupe::subject {
+
+SharedRegion::SharedRegion(size_t bytes, bool reserve) : size_(std::max<size_t>(bytes, 1)) {
+  void* mapping = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS | (reserve ? 0 : MAP_NORESERVE), -1, 0);
+  if (mapping == MAP_FAILED) {
+    throw Error(ErrorCode::kSubject,
+                "cannot map " + std::to_string(size_) +
+                    " bytes of shared memory for a child path: " + std::strerror(errno));
+  }
+  data_ = static_cast<std::byte*>(mapping);
+}
+
+SharedRegion::~SharedRegion() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+int64_t harden_runtime_process() {
+  const int64_t threads = thread_count(0);
+  // Not dumpable: /proc/PID/mem, fd/ and environ of this process are closed to processes of the
+  // same uid (the children), and ptrace is refused.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Everything a child starts and orphans comes back to this process, to be found and killed.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  return threads;
+}
+
+pid_t fork_child(const std::function<int()>& body) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw Error(ErrorCode::kSubject,
+                std::string("cannot fork a child for a path: ") + std::strerror(errno));
+  }
+  if (pid > 0) {
+    ::setpgid(pid, pid);  // also in the child: whichever runs first
+    return pid;
+  }
+  ::setpgid(0, 0);
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  // The child may be dumpable again (a debugger can attach to it); the runtime stays closed.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  // Ends with the runtime: a child orphaned by a crash of the runtime does not run on.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  int code = 3;
+  try {
+    code = body();
+  } catch (...) {
+    code = 3;
+  }
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string process_name(pid_t pid) {
+  std::string name = read_text("/proc/" + std::to_string(pid) + "/comm");
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return name.empty() ? "?" : name;
+}
+
+// The fields of /proc/PID/stat after the command name; empty when the process is gone.
+std::vector<std::string> stat_fields(pid_t pid) {
+  const std::string text = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = text.rfind(')');
+  std::vector<std::string> fields;
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  while (rest >> field) fields.push_back(field);
+  return fields;  // fields[0] is the state (field 3 of the man page)
+}
+
+void kill_and_collect(std::vector<std::string>& strays, pid_t pid) {
+  strays.push_back("pid " + std::to_string(pid) + " (" + process_name(pid) + ")");
+  ::kill(pid, SIGKILL);
+}
+
+}  // namespace
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> children;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return children;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::istringstream list(read_text(task_dir + "/" + entry->d_name + "/children"));
+    pid_t child = 0;
+    while (list >> child) children.push_back(child);
+  }
+  ::closedir(dir);
+  return children;
+}
+
+ChildEnd reap_child(pid_t pid, const std::vector<pid_t>& keep) {
+  ChildEnd end;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    end.exited_zero = WEXITSTATUS(status) == 0;
+    end.how = "exited with status " + std::to_string(WEXITSTATUS(status));
+  } else if (WIFSIGNALED(status)) {
+    end.how = "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+              strsignal(WTERMSIG(status)) + ")";
+  }
+  // What it left: members of its process group, and orphans re-parented to this process.
+  if (::kill(-pid, 0) == 0) {
+    end.strays.push_back("process group " + std::to_string(pid));
+    ::kill(-pid, SIGKILL);
+  }
+  for (int round = 0; round < 4; ++round) {
+    std::vector<pid_t> orphans;
+    for (pid_t orphan : children_of(::getpid())) {
+      if (std::find(keep.begin(), keep.end(), orphan) == keep.end()) orphans.push_back(orphan);
+    }
+    if (orphans.empty()) break;
+    for (pid_t orphan : orphans) {
+      // Descendants first would be tidier; SIGKILL of the orphan re-parents its own children
+      // to this process, which the next round finds.
+      kill_and_collect(end.strays, orphan);
+    }
+    for (pid_t orphan : orphans) ::waitpid(orphan, nullptr, 0);
+  }
+  return end;
+}
+
+void kill_child(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  (void)reap_child(pid);
+}
+
+int64_t thread_count(pid_t pid) {
+  const std::string path =
+      pid == 0 ? std::string("/proc/self/status") : "/proc/" + std::to_string(pid) + "/status";
+  std::ifstream status(path);
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+double process_cpu_seconds(pid_t pid) {
+  clockid_t clock = 0;
+  if (::clock_getcpuclockid(pid, &clock) != 0) return -1;
+  timespec now{};
+  if (::clock_gettime(clock, &now) != 0) return -1;
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+double settled_process_cpu_seconds(pid_t pid, double max_wait_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_wait_s);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::vector<std::string> fields = stat_fields(pid);
+    if (fields.empty() || fields[0] != "R") break;
+    ::sched_yield();
+  }
+  return process_cpu_seconds(pid);
+}
+
+std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid) {
+  std::map<pid_t, std::pair<std::string, double>> threads;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return threads;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string base = task_dir + "/" + entry->d_name;
+    std::istringstream schedstat(read_text(base + "/schedstat"));
+    double nanoseconds = 0;
+    if (!(schedstat >> nanoseconds)) continue;
+    std::string name = read_text(base + "/comm");
+    while (!name.empty() && name.back() == '\n') name.pop_back();
+    threads[static_cast<pid_t>(std::stol(entry->d_name))] = {name, nanoseconds * 1e-9};
+  }
+  ::closedir(dir);
+  return threads;
+}
+
+double waited_children_cpu_seconds(pid_t pid) {
+  const std::vector<std::string> fields = stat_fields(pid);
+  // cutime and cstime are fields 16 and 17 of the man page: [13] and [14] here.
+  if (fields.size() < 15) return -1;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return (std::stod(fields[13]) + std::stod(fields[14])) / ticks;
+}
+
+ExecEnvironment capture_environment(pid_t pid) {
+  ExecEnvironment environment;
+  if (pid == 0) {
+    environment.rounding = std::fegetround();
+#if defined(__x86_64__) || defined(__i386__)
+    // The control bits only: the exception flags (bits 0-5) change with ordinary arithmetic.
+    environment.fp_control = _mm_getcsr() & ~uint32_t{0x3F};
+    uint16_t x87 = 0;
+    asm volatile("fnstcw %0" : "=m"(x87));
+    environment.x87_control = x87;
+#endif
+    fenv_t whole;
+    std::fegetenv(&whole);
+    environment.fenv.resize(sizeof whole);
+    std::memcpy(environment.fenv.data(), &whole, sizeof whole);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(pid, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) environment.cpus.push_back(cpu);
+    }
+  }
+  errno = 0;
+  environment.nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(pid));
+  environment.threads = thread_count(pid);
+  return environment;
+}
+
+namespace {
+
+std::string rounding_name(int mode) {
+  switch (mode) {
+    case FE_TONEAREST:
+      return "to-nearest";
+    case FE_UPWARD:
+      return "upward";
+    case FE_DOWNWARD:
+      return "downward";
+    case FE_TOWARDZERO:
+      return "toward-zero";
+    default:
+      return std::to_string(mode);
+  }
+}
+
+std::string hex(uint32_t value) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, "0x%04x", value);
+  return buffer;
+}
+
+std::string cpu_list(const std::vector<int>& cpus) {
+  std::string text;
+  for (int cpu : cpus) text += (text.empty() ? "" : ",") + std::to_string(cpu);
+  return "{" + text + "}";
+}
+
+}  // namespace
+
+std::vector<std::string> environment_changes(const ExecEnvironment& before,
+                                             const ExecEnvironment& after) {
+  std::vector<std::string> changes;
+  if (before.rounding != after.rounding) {
+    changes.push_back("rounding mode " + rounding_name(before.rounding) + " -> " +
+                      rounding_name(after.rounding));
+  }
+  if (before.fp_control != after.fp_control) {
+    std::string what = "MXCSR " + hex(before.fp_control) + " -> " + hex(after.fp_control);
+    const uint32_t changed = before.fp_control ^ after.fp_control;
+    if (changed & 0x8000u)
+      what += " (flush-to-zero " + std::string(after.fp_control & 0x8000u ? "on" : "off") + ")";
+    if (changed & 0x40u)
+      what += " (denormals-are-zero " + std::string(after.fp_control & 0x40u ? "on" : "off") + ")";
+    changes.push_back(what);
+  }
+  if (before.x87_control != after.x87_control) {
+    changes.push_back("x87 control word " + hex(before.x87_control) + " -> " +
+                      hex(after.x87_control));
+  }
+  if (before.cpus != after.cpus) {
+    changes.push_back("CPU affinity " + cpu_list(before.cpus) + " -> " + cpu_list(after.cpus));
+  }
+  if (before.nice != after.nice) {
+    changes.push_back("scheduling priority (nice) " + std::to_string(before.nice) + " -> " +
+                      std::to_string(after.nice));
+  }
+  if (before.threads != after.threads) {
+    changes.push_back("thread count " + std::to_string(before.threads) + " -> " +
+                      std::to_string(after.threads));
+  }
+  return changes;
+}
+
+void restore_environment(const ExecEnvironment& environment) {
+  if (environment.fenv.size() == sizeof(fenv_t)) {
+    fenv_t whole;
+    std::memcpy(&whole, environment.fenv.data(), sizeof whole);
+    std::fesetenv(&whole);
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr((_mm_getcsr() & 0x3Fu) | environment.fp_control);
+#endif
+  if (!environment.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : environment.cpus) CPU_SET(cpu, &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+  }
+  ::setpriority(PRIO_PROCESS, 0, environment.nice);  // refused when lowering without privilege
+}
+
+}  // namespace loupe::subject

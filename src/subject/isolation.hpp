@@ -1,0 +1,97 @@
+// subject/isolation.hpp — keeping the evidence out of the candidate's reach (docs/security.md).
+//
+// The process that runs `SUBJECT run` (the runtime process) never calls a path, a bench variant
+// or its input builder itself: each runs in a child forked for it, which hands its results back
+// through an anonymous shared mapping and ends with _exit (no atexit handler, no static
+// destructor). The runtime process keeps the files, the samples, the clock and its stdout (the
+// pipe to loupe) to itself; it is not dumpable, so a child cannot open its /proc/PID/mem or fd/,
+// and it is the subreaper of everything its children start, so nothing a child leaves behind
+// outlives the run unseen.
+// Linux only. Thread-safety: call from the runtime's one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loupe::subject {
+
+// An anonymous MAP_SHARED mapping, zero-filled, visible to children forked after it is made.
+// `reserve` false: MAP_NORESERVE, pages are committed only when touched.
+class SharedRegion {
+ public:
+  explicit SharedRegion(size_t bytes, bool reserve = true);
+  ~SharedRegion();
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Once, before any probe code runs: not dumpable, subreaper. Returns the threads this process
+// had at that moment (1 unless something started a thread before main: static initialisers).
+int64_t harden_runtime_process();
+
+// Forks. The child gets its own process group and its stdout pointed at stderr (the pipe to
+// loupe stays the runtime's), runs `body` and _exits with its result (3 when it throws).
+pid_t fork_child(const std::function<int()>& body);
+
+struct ChildEnd {
+  bool exited_zero = false;
+  std::string how;                  // "exited with status 3", "was killed by signal 11 (...)"
+  std::vector<std::string> strays;  // "pid 123 (name)": what it left running, now killed
+};
+// Waits for `pid`, then kills what it left behind (its process group, and any process
+// re-parented to this one, other than the children in `keep`) and names it.
+ChildEnd reap_child(pid_t pid, const std::vector<pid_t>& keep = {});
+// SIGKILLs a running child and its process group; waits for it.
+void kill_child(pid_t pid);
+
+// The direct children of every thread of `pid` (/proc/PID/task/*/children).
+std::vector<pid_t> children_of(pid_t pid);
+// Threads of `pid` (0: this process), from /proc/PID/status; -1 when unreadable.
+int64_t thread_count(pid_t pid = 0);
+// CPU seconds used so far by every thread of `pid` (nanosecond resolution), -1 when gone.
+// Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
+// used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.
+double process_cpu_seconds(pid_t pid);
+// process_cpu_seconds once `pid`'s first thread has left the CPU (it answered and is about to
+// wait), or after `max_wait_s`: the reading at the end of a command, so that none of the
+// command's CPU is counted in the interval after it.
+double settled_process_cpu_seconds(pid_t pid, double max_wait_s);
+// CPU seconds used so far by each thread of `pid` (tid -> (name, seconds)), from
+// /proc/PID/task/TID/schedstat: exact for a thread that is not running at that moment.
+std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid);
+// CPU seconds of `pid`'s children that it has waited for (clock-tick resolution), from
+// /proc/PID/stat; -1 when gone.
+double waited_children_cpu_seconds(pid_t pid);
+
+// What one path can change that would alter the next one's arithmetic or speed.
+struct ExecEnvironment {
+  int rounding = 0;             // fegetround()
+  uint32_t fp_control = 0;      // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
+  uint32_t x87_control = 0;     // x87 control word, x86 only
+  std::vector<int> cpus;        // the affinity mask
+  int nice = 0;                 // scheduling priority
+  int64_t threads = 0;          // thread count
+  std::vector<std::byte> fenv;  // the whole fenv_t, to restore it
+};
+// Of this process (pid 0) or, without the floating-point state, of another.
+ExecEnvironment capture_environment(pid_t pid = 0);
+// Sentences naming each difference ("rounding mode to-nearest -> upward").
+std::vector<std::string> environment_changes(const ExecEnvironment& before,
+                                             const ExecEnvironment& after);
+// Puts this process's floating-point state and affinity back (and its nice value where allowed).
+void restore_environment(const ExecEnvironment& environment);
+
+}  // namespace loupe::subject
