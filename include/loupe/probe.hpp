@@ -250,6 +250,13 @@ int subject_main(int argc, char** argv);
 // put the subject interface under a subcommand (`kda probe list`).
 int subject_main(std::string program, const std::vector<std::string>& args);
 
+// Registers `hook` to run when the child process a check path or bench body runs in ends (it
+// ends with _exit: atexit handlers and static destructors never run there), for a library that
+// must be shut down before its process ends, e.g. MPI_Finalize in a candidate that runs across
+// ranks (docs/multi-rank.md). Registered from inside a path, it lives in that child only. Hooks
+// run once, the last registered first; one that throws is skipped.
+void at_path_process_exit(std::function<void()> hook);
+
 namespace detail {
 struct BuildInfo {
   std::string compiler;

@@ -22,6 +22,9 @@ void add_serve_command(CLI::App& app, int& exit_code);
 // `kda prefill ...` and `kda decode ...`: the KDA model alone (kda/model/model.hpp).
 void add_model_commands(CLI::App& app, int& exit_code);
 
+// `kda dist cp ...`: CP prefill across the ranks of mpirun / srun / torchrun-style env (kda/dist).
+void add_dist_command(CLI::App& app, int& exit_code);
+
 // `kda probe list|run ...`: the loupe subject interface (loupe::subject_main).
 void add_probe_command(CLI::App& app, int& exit_code);
 

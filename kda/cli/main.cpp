@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kda::cli::add_generate_command(app, exit_code);
   kda::cli::add_serve_command(app, exit_code);
   kda::cli::add_model_commands(app, exit_code);
+  kda::cli::add_dist_command(app, exit_code);
   kda::cli::add_probe_command(app, exit_code);
   try {
     app.parse(argc, argv);

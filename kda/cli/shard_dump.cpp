@@ -149,6 +149,17 @@ void dump_cp_shards(const fs::path& dir, const Shape& shape, const Outputs<Real>
 }
 
 template <class Real>
+void dump_cp_rank(const fs::path& dir, const Shape& shape, const std::vector<Real>& local_o,
+                  int ranks, int rank, const std::string& order) {
+  const std::string dims = order == "zigzag" ? "b t(cp,zigzag) h v" : "b t(cp) h v";
+  const int64_t local_tokens =
+      static_cast<int64_t>(local_o.size()) / (shape.batch * shape.value_heads * shape.value_dim);
+  write_tensor(rank_dir(dir, rank) / "o.safetensors", "o", local_o.data(),
+               {shape.batch, local_tokens, shape.value_heads, shape.value_dim},
+               rank_metadata(dims, "cp", ranks, rank));
+}
+
+template <class Real>
 Outputs<Real> run_and_dump_tp(const fs::path& dir, const Inputs<Real>& inputs,
                               const KernelOptions& options, int ranks, int fault_rank) {
   const Shape& shape = inputs.shape;
@@ -265,6 +276,8 @@ template void dump_cp_shards(const fs::path&, const Shape&, const Outputs<float>
                              const std::string&);
 template void dump_cp_shards(const fs::path&, const Shape&, const Outputs<double>&, int,
                              const std::string&);
+template void dump_cp_rank(const fs::path&, const Shape&, const std::vector<float>&, int, int,
+                           const std::string&);
 template Outputs<float> run_and_dump_tp(const fs::path&, const Inputs<float>&, const KernelOptions&,
                                         int, int);
 template Outputs<double> run_and_dump_tp(const fs::path&, const Inputs<double>&,

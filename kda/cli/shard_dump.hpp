@@ -57,6 +57,12 @@ template <class Real>
 void dump_cp_shards(const std::filesystem::path& dir, const Shape& shape,
                     const Outputs<Real>& outputs, int ranks, const std::string& order);
 
+// DIR/rank-<rank>/o.safetensors from one rank's own rows of o (its pieces in sequence order,
+// (B, T_local, HV, V)), as each rank of a multi-rank run writes it (kda dist cp --dump-shards).
+template <class Real>
+void dump_cp_rank(const std::filesystem::path& dir, const Shape& shape,
+                  const std::vector<Real>& local_o, int ranks, int rank, const std::string& order);
+
 // Runs the chunked pass with value heads split over `ranks` (rank `fault_rank` reading the next
 // head's gates; -1 for none), writes DIR/rank-<r>/{o,S,o_proj}.safetensors and returns the
 // assembled outputs. Throws loupe::Error(kUsage) unless H % ranks == 0 and HV % ranks == 0.

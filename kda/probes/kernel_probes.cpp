@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kda/dist/communicator.hpp"
+#include "kda/dist/cp_ranks.hpp"
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/kernels/cpu/cp.hpp"
 #include "kda/kernels/cpu/decode.hpp"
@@ -86,11 +88,10 @@ void write_o_and_state_at_dtype(loupe::CheckIo& io, Kernel kernel) {
 
 // The non-CP chunked pass, recording the states where cp's shards start (S) and the output (o).
 template <class Real>
-void write_chunk_at_shard_starts(loupe::CheckIo& io) {
+void write_chunk_at_shard_starts(loupe::CheckIo& io, int shards) {
   const Inputs<Real> inputs = read_inputs<Real>(io);
   KernelOptions options = two_threads();
-  options.boundary_tokens = kernels::cpu::cp_shard_starts(
-      inputs.shape.tokens, static_cast<int>(io.point().get_int("shards")));
+  options.boundary_tokens = kernels::cpu::cp_shard_starts(inputs.shape.tokens, shards);
   const auto out = kernels::cpu::chunk(inputs, options);
   write(io, "S", out.boundary_states);
   write(io, "o", out.o);
@@ -176,7 +177,9 @@ LOUPE_CHECK(cp_vs_nocp)
           .along("T")
           .tolerance("rms_ratio", 2e-6);
     })
-    .reference([](loupe::CheckIo& io) { write_chunk_at_shard_starts<float>(io); })
+    .reference([](loupe::CheckIo& io) {
+      write_chunk_at_shard_starts<float>(io, static_cast<int>(io.point().get_int("shards")));
+    })
     .candidate([](loupe::CheckIo& io) {
       const auto out =
           kernels::cpu::cp(read_inputs<float>(io), two_threads(),
@@ -185,7 +188,88 @@ LOUPE_CHECK(cp_vs_nocp)
       write(io, "S", out.boundary_states);
       write(io, "o", out.o);
     })
-    .oracle([](loupe::CheckIo& io) { write_chunk_at_shard_starts<double>(io); });
+    .oracle([](loupe::CheckIo& io) {
+      write_chunk_at_shard_starts<double>(io, static_cast<int>(io.point().get_int("shards")));
+    });
+
+namespace {
+
+// The pieces a CP run over `ranks` ranks cuts the sequence into (zigzag: two per rank).
+int cp_pieces(const loupe::Point& point) {
+  const int ranks = static_cast<int>(point.get_int("ranks"));
+  return point.get_string("order") == "zigzag" ? 2 * ranks : ranks;
+}
+
+}  // namespace
+
+// The same comparison with the CP candidate spread over processes: every rank a launcher started
+// runs the candidate (kda/dist: its pieces' (M, H), an allgather, the scan, its outputs, an
+// allgather); rank 0 alone runs the reference and the oracle (loupe's subject runtime). Run it
+// with `loupe probe run cp_ranks_vs_nocp --launch "mpirun -n {ranks} --oversubscribe"
+// --set ranks=4 ... -- build/bin/kda probe` (docs/multi-rank.md).
+LOUPE_CHECK(cp_ranks_vs_nocp)
+    .description(
+        "context-parallel prefill across ranks (MPI; every rank a process) against the "
+        "one-process chunked pass: states at every piece start and the output; oracle: fp64")
+    .param("T", 16384, {}, "tokens")
+    .param("ranks", 4, {}, "CP ranks: the launcher must start this many (--launch ... {ranks})")
+    .param("order", "natural", {"natural", "zigzag"}, "rank r holds piece r, or r and 2W-1-r")
+    .param("precision", "ieee", {"ieee", "bf16", "tf32_rz", "tf32_rne", "tf32x3"},
+           "dot precision of the (M, H) products and the scan")
+    .param("decay", "slow", {"slow", "fast"}, "slow: rates in [1e-6, 1e-1]; fast: -5 sigmoid")
+    .param("H", 1, {}, "heads (H = HV, K = V = 128)")
+    .inputs([](loupe::CheckSetup& setup) {
+      const auto& p = setup.point();
+      const Shape shape{1, p.get_int("T"), p.get_int("H"), p.get_int("H"), kDim, kDim};
+      math::GeneratorOptions options;
+      options.decay = math::parse_decay(p.get_string("decay"));
+      options.seed = setup.seed();
+      declare_inputs(setup, math::generate_inputs(shape, options));
+      setup
+          .add_output("S", loupe::DType::kF32, {cp_pieces(p), shape.value_heads, kDim, kDim},
+                      {"P", "HV", "K", "V"})
+          .along("P")
+          .tolerance("rms_ratio", 2e-6);
+      setup
+          .add_output("o", loupe::DType::kF32, {1, shape.tokens, shape.value_heads, kDim},
+                      {"B", "T", "HV", "V"})
+          .along("T")
+          .tolerance("rms_ratio", 2e-6);
+    })
+    .reference([](loupe::CheckIo& io) {
+      write_chunk_at_shard_starts<float>(io, cp_pieces(io.point()));
+    })
+    .candidate([](loupe::CheckIo& io) {
+      dist::Communicator& world = dist::world("auto");
+      // The runtime ends this path's process with _exit: MPI must be finalised before, or
+      // mpirun counts the rank as failed. Once per process (a static of this child).
+      static const bool finalised_at_exit = [] {
+        loupe::at_path_process_exit([] { dist::finalize_world(); });
+        return true;
+      }();
+      (void)finalised_at_exit;
+      const int64_t ranks = io.point().get_int("ranks");
+      if (world.size() != ranks) {
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "cp_ranks_vs_nocp at ranks=" + std::to_string(ranks) +
+                               " runs in a world of " + std::to_string(world.size()) + " rank(s)",
+                           "launch one process per rank: loupe probe run cp_ranks_vs_nocp --launch "
+                           "\"mpirun -n {ranks} --oversubscribe\" --set ranks=" +
+                               std::to_string(ranks) + " ... -- build/bin/kda probe");
+      }
+      dist::RankedCpOptions options;
+      options.precision = math::parse_precision(io.point().get_string("precision"));
+      options.order = io.point().get_string("order");
+      KernelOptions kernel_options;
+      kernel_options.threads = 1;  // one process per rank already
+      const auto out =
+          dist::cp_across_ranks(read_inputs<float>(io), kernel_options, world, options);
+      write(io, "S", out.boundary_states);
+      write(io, "o", out.o);
+    })
+    .oracle([](loupe::CheckIo& io) {
+      write_chunk_at_shard_starts<double>(io, cp_pieces(io.point()));
+    });
 
 namespace {
 

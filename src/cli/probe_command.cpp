@@ -2,6 +2,7 @@
 // from what it wrote (src/probe/runner.hpp does the work).
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.hpp"
 #include "core/json.hpp"
@@ -18,6 +19,7 @@ struct ProbeOptions {
   std::vector<std::string> tolerances;
   std::vector<std::string> subject;
   std::vector<std::string> pass_env;
+  std::string launch;
   int64_t seed = -1;
   int64_t hidden_point = -1;
   bool hidden = false;
@@ -155,6 +157,10 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   run->add_option("--env", options->pass_env,
                   "NAME or PREFIX*: also pass this variable of loupe's environment to the "
                   "subject (repeatable; docs/security.md lists those always passed)");
+  run->add_option("--launch", options->launch,
+                  "checks across ranks: a launcher put before the subject, split at spaces; "
+                  "{ranks} takes --set ranks=N (\"mpirun -n {ranks} --oversubscribe\"; "
+                  "docs/multi-rank.md)");
   run->add_option("subject", options->subject, "the subject command, after --")->required();
   run->callback([options, &result] {
     result.kind = "probe.run";
@@ -175,6 +181,10 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     request.sandbox = !options->no_sandbox;
     if (!options->home.empty()) request.home = options->home;
     request.subject_command = options->subject;
+    {
+      std::istringstream words(options->launch);
+      for (std::string word; words >> word;) request.launch.push_back(word);
+    }
     request.pass_env = options->pass_env;
     request.analyze.tolerances = options->tolerances;
     request.analyze.threshold = options->threshold;

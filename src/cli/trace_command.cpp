@@ -20,6 +20,7 @@ struct TraceOptions {
   bool detail = false;
   bool json = false;
   std::string chrome_out;
+  std::vector<int> ranks;  // --rank: one per file
 };
 
 trace::AnalyzeRequest make_request(const TraceOptions& options) {
@@ -52,6 +53,11 @@ std::string quote(const std::string& text) {
 std::string reproduce_line(const std::string& verb, const TraceOptions& options) {
   std::string line = "loupe trace " + verb;
   for (const std::string& file : options.files) line += " " + quote(file);
+  if (!options.ranks.empty()) {
+    std::string list;
+    for (int rank : options.ranks) list += (list.empty() ? "" : ",") + std::to_string(rank);
+    line += " --rank " + list;
+  }
   for (const std::string& text : options.classes) line += " --class " + quote(text);
   if (!options.overlap.empty()) line += " --overlap " + quote(options.overlap);
   if (!options.window.empty()) line += " --window " + quote(options.window);
@@ -79,6 +85,18 @@ void print(const Envelope& envelope, bool json) {
   if (envelope.data.contains("alignment")) {
     std::cout << "clocks: " << envelope.data["alignment"].get<std::string>() << "\n";
   }
+  if (envelope.data.contains("collectives")) {
+    const Json& collectives = envelope.data["collectives"];
+    std::cout << "ranks: " << collectives["clock"].get<std::string>() << "\n";
+    for (const Json& rank : collectives["ranks"]) {
+      std::cout << "  rank " << rank["rank"].get<int>() << ": "
+                << rank["collectives"].get<uint64_t>() << " collectives, last at "
+                << rank["arrived_last"].get<uint64_t>() << ", communication "
+                << trace::format_duration(rank["comm_ns"].get<int64_t>()) << " (exposed "
+                << trace::format_duration(rank["exposed_ns"].get<int64_t>()) << ", waiting "
+                << trace::format_duration(rank["waited_ns"].get<int64_t>()) << ")\n";
+    }
+  }
   for (size_t index = 0; index < static_cast<size_t>(Stat::kCount); ++index) {
     const auto stat = static_cast<Stat>(index);
     if (envelope.stats.count(stat) == 0) continue;
@@ -100,6 +118,11 @@ void add_analysis_options(CLI::App* command, TraceOptions& options) {
   command->add_option("--window", options.window, "CLASS: also per instance of this class");
   command->add_option("--gap-threshold", options.gap_threshold,
                       "shortest idle interval reported (default 100us)");
+  command
+      ->add_option("--rank", options.ranks,
+                   "R,R,...: the rank of each file, in order (overrides distributedInfo and "
+                   "the file name; -1 keeps them)")
+      ->delimiter(',');
   command->add_flag("--detail", options.detail, "every finding and table row");
   command->add_flag("--json", options.json, "print one JSON envelope");
 }
@@ -117,7 +140,8 @@ void add_trace_command(CLI::App& app, CommandResult& result) {
   analyze->callback([options, &result] {
     result.kind = "trace.analyze";
     const trace::AnalyzeRequest request = make_request(*options);
-    const trace::Model model = trace::load_traces(options->files);
+    const trace::Model model =
+        trace::load_traces(options->files, /*keep_args=*/false, options->ranks);
     Envelope envelope = trace::analyze(model, request);
     for (Finding& finding : envelope.findings)
       finding.reproduce = reproduce_line("analyze", *options);

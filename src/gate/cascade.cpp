@@ -67,7 +67,8 @@ void add_check_metrics(const Json& comparisons, std::vector<MetricValue>& metric
 }
 
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
-                            const std::vector<std::string>& subject) {
+                            const std::vector<std::string>& subject,
+                            const std::vector<std::string>& launch = {}) {
   PointResult point;
   point.layer = task.layer;
   point.entry = task.entry;
@@ -124,7 +125,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
       error ? subject
             : subject_for_reproduce(subject, resolve_home(std::nullopt, cwd).parent_path());
   point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt, 0,
-                                             shown_subject);
+                                             shown_subject, launch);
   // The probe's own findings name the subject as it was run; show it as the point does.
   auto subject_tail = [](const std::vector<std::string>& argv) {
     const std::string line = probe::reproduce_command("p", {}, 0, std::nullopt, 0, argv);
@@ -410,6 +411,7 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.home = std::filesystem::absolute(home);
   request.run_id = staging_id;
   request.subject_command = subject_command(objective.subject);
+  request.launch = objective.subject.launch;
   request.pass_env = objective.subject.pass_env;
   // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
   // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
@@ -448,12 +450,13 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   std::filesystem::remove_all(run_dir(home, request.run_id), ignored);
 
   // Analysed again where it now lies, so that every path in its findings is true.
-  PointResult seeded = to_point_result(task, repeat, outcome, request.subject_command);
+  PointResult seeded =
+      to_point_result(task, repeat, outcome, request.subject_command, request.launch);
   probe::AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = seeded.reproduce;
   analyze.bootstrap_seed = seeded.seed;
   outcome = probe::analyze_observation(final_dir, analyze);
-  return to_point_result(task, repeat, outcome, request.subject_command);
+  return to_point_result(task, repeat, outcome, request.subject_command, request.launch);
 }
 
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,

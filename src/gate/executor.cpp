@@ -208,6 +208,7 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   request.run_id = point.at("staging_id").get<std::string>();
   request.subject_command = point.at("subject").get<std::vector<std::string>>();
   request.pass_env = point.value("pass_env", std::vector<std::string>{});
+  request.launch = point.value("launch", std::vector<std::string>{});
   // As the cascade decided for the point (point_run_request); a spec without it is sandboxed.
   request.sandbox = point.value("sandbox", true);
   request.analyze.tolerances = point.at("tolerances").get<std::vector<std::string>>();

@@ -41,7 +41,8 @@ using Reader = config::TomlReader;
 SubjectSpec read_subject(const Reader& reader, const toml::table& table,
                          const std::filesystem::path& base) {
   const std::string path = "subject";
-  reader.allow_keys(table, path, {"command", "working_dir", "environment", "env", "timeout_s"});
+  reader.allow_keys(table, path,
+                    {"command", "working_dir", "environment", "env", "timeout_s", "launch"});
   SubjectSpec subject;
   const toml::node& command = reader.required(table, "command", path);
   if (command.is_string()) {
@@ -54,6 +55,20 @@ SubjectSpec read_subject(const Reader& reader, const toml::table& table,
   }
   if (subject.command.empty()) {
     reader.fail(command, "subject.command", "expected the subject's command line, found nothing");
+  }
+  if (const toml::node* launch = table.get("launch")) {
+    if (launch->is_string()) {
+      std::istringstream words(launch->as_string()->get());
+      for (std::string word; words >> word;) subject.launch.push_back(word);
+    } else if (launch->is_array()) {
+      subject.launch = reader.strings_of(*launch, "subject.launch");
+    } else {
+      reader.expected(*launch, "subject.launch", "a string or an array of strings");
+    }
+    if (subject.launch.empty()) {
+      reader.fail(*launch, "subject.launch",
+                  "expected a launcher's command line (\"mpirun -n {ranks}\"), found nothing");
+    }
   }
   if (auto dir = reader.optional_string(table, "working_dir", path)) {
     subject.working_dir = (base / *dir).lexically_normal();

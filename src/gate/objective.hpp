@@ -41,6 +41,9 @@ struct SubjectSpec {
   // subject_environment_allowlist): names, or prefixes ending in '*' ("HF_*").
   std::vector<std::string> pass_env;
   double timeout_s = 600;  // per probe point
+  // A launcher put before the command for checks across ranks, split at whitespace; "{ranks}"
+  // takes the point's `ranks` parameter ("mpirun -n {ranks} --oversubscribe"; docs/multi-rank.md).
+  std::vector<std::string> launch;
   bool operator==(const SubjectSpec&) const = default;
 };
 

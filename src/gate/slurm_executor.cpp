@@ -56,6 +56,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   point["staging_id"] = request.run_id;
   point["subject"] = request.subject_command;
   point["pass_env"] = request.pass_env;
+  if (!request.launch.empty()) point["launch"] = request.launch;
   point["sandbox"] = request.sandbox;
   point["tolerances"] = request.analyze.tolerances;
   point["threshold"] = request.analyze.threshold;

@@ -305,8 +305,14 @@ Json subject_reply(const std::string& stdout_text) {
 
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
                               const std::optional<int64_t>& hidden_point, int repeat,
-                              const std::vector<std::string>& subject_command) {
+                              const std::vector<std::string>& subject_command,
+                              const std::vector<std::string>& launch) {
   std::vector<std::string> argv = {"loupe", "probe", "run", probe};
+  if (!launch.empty()) {
+    std::string words;
+    for (const auto& word : launch) words += (words.empty() ? "" : " ") + word;
+    argv.insert(argv.end(), {"--launch", words});
+  }
   if (hidden_point) {
     argv.push_back("--hidden-point");
     argv.push_back(std::to_string(*hidden_point));
@@ -358,6 +364,87 @@ Json list_probes(const std::vector<std::string>& subject_command, double timeout
   }
 }
 
+// The launcher's words with {ranks} replaced by the point's `ranks` (from --set ranks=N).
+std::vector<std::string> launch_words(const RunRequest& request) {
+  std::vector<std::string> words = request.launch;
+  std::optional<std::string> ranks;
+  for (const auto& set : request.sets) {
+    if (set.rfind("ranks=", 0) == 0) ranks = set.substr(6);
+  }
+  for (auto& word : words) {
+    const size_t at = word.find("{ranks}");
+    if (at == std::string::npos) continue;
+    if (!ranks || ranks->empty() || ranks->find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(*ranks) < 1) {
+      throw Error(ErrorCode::kUsage,
+                  "--launch '" + word + "' uses {ranks}, but the point sets " +
+                      (ranks ? "ranks=" + *ranks + ", not a positive integer" : "no ranks"),
+                  "add --set ranks=N (the probe's parameter the launcher honours)");
+    }
+    word.replace(at, 7, *ranks);
+  }
+  return words;
+}
+
+// A multi-rank check: rank 0's observation says how many ranks ran (launch.world_size); every
+// other rank must have written DIR/rank-<r>/observation.json for the same probe, point and seed,
+// from inputs with rank 0's checksums. Their summary goes into observation["ranks"].
+void gather_ranks(const std::filesystem::path& staging, Json& observation) {
+  if (!observation.contains("launch") || !observation["launch"].is_object()) return;
+  const Json& launch = observation["launch"];
+  const int64_t world = launch.value("world_size", int64_t{1});
+  Json ranks = Json::array();
+  Json first = Json::object();
+  first["rank"] = 0;
+  first["wall_s"] = observation.value("wall_s", 0.0);
+  first["source"] = launch.value("source", std::string());
+  ranks.push_back(std::move(first));
+  auto checksums = [](const Json& rank_observation) {
+    std::vector<std::string> out;
+    if (!rank_observation.contains("check")) return out;
+    for (const auto& input : rank_observation["check"].value("inputs", Json::array())) {
+      out.push_back(input.value("name", std::string()) + ":" +
+                    input.value("checksum", std::string()));
+    }
+    return out;
+  };
+  const std::vector<std::string> expected = checksums(observation);
+  for (int64_t rank = 1; rank < world; ++rank) {
+    const std::filesystem::path path =
+        staging / ("rank-" + std::to_string(rank)) / "observation.json";
+    if (!std::filesystem::exists(path)) {
+      throw Error(ErrorCode::kSubject,
+                  "rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                      " wrote no observation (" + path.string() + ")",
+                  "every rank must see the same --out DIR: on several hosts, a shared file "
+                  "system (docs/multi-rank.md)");
+    }
+    const Json other = read_json_file(path);
+    for (const char* key : {"probe", "params", "seed"}) {
+      if (other.value(key, Json()) != observation.value(key, Json())) {
+        throw Error(ErrorCode::kSubject, path.string() + ": " + key + " " +
+                                             other.value(key, Json()).dump() + " differs from " +
+                                             "rank 0's " + observation.value(key, Json()).dump());
+      }
+    }
+    if (checksums(other) != expected) {
+      throw Error(ErrorCode::kSubject,
+                  path.string() + ": rank " + std::to_string(rank) +
+                      " computed on inputs whose checksums differ from rank 0's",
+                  "every rank must generate its inputs from the seed alone");
+    }
+    Json entry = Json::object();
+    entry["rank"] = rank;
+    entry["wall_s"] = other.value("wall_s", 0.0);
+    if (other.contains("check")) {
+      entry["candidate_calls"] = other["check"].value("candidate_calls", 0);
+      entry["input_mutation"] = other["check"]["guards"].value("input_mutation", Json::array());
+    }
+    ranks.push_back(std::move(entry));
+  }
+  observation["ranks"] = std::move(ranks);
+}
+
 RunOutcome run_probe(const RunRequest& request) {
   if (request.subject_command.empty()) {
     throw Error(ErrorCode::kUsage, "no subject command after --",
@@ -392,12 +479,15 @@ RunOutcome run_probe(const RunRequest& request) {
   // Whatever ends the call before the observation is in place, the staging folder goes.
   StagingCleanup cleanup{staging, {}};
 
-  std::vector<std::string> argv = request.subject_command;
+  std::vector<std::string> subject_argv = request.subject_command;
   // The subject runs in its private directory: a relative path to it must not change meaning.
-  if (argv.front().find('/') != std::string::npos &&
-      std::filesystem::path(argv.front()).is_relative()) {
-    argv.front() = (std::filesystem::current_path() / argv.front()).lexically_normal().string();
+  if (subject_argv.front().find('/') != std::string::npos &&
+      std::filesystem::path(subject_argv.front()).is_relative()) {
+    subject_argv.front() =
+        (std::filesystem::current_path() / subject_argv.front()).lexically_normal().string();
   }
+  std::vector<std::string> argv = launch_words(request);
+  argv.insert(argv.end(), subject_argv.begin(), subject_argv.end());
   argv.insert(argv.end(), {"run", request.probe});
   for (const auto& set : request.sets) argv.insert(argv.end(), {"--set", set});
   argv.insert(argv.end(), {"--seed", std::to_string(seed)});
@@ -491,6 +581,7 @@ RunOutcome run_probe(const RunRequest& request) {
     throw Error(ErrorCode::kInput, (staging / "observation.json").string() +
                                        ": bad params/hidden: " + json_error_text(error));
   }
+  gather_ranks(staging, observation);
   {
     std::ofstream out(staging / "observation.json");
     out << observation.dump(1) << "\n";
@@ -510,7 +601,7 @@ RunOutcome run_probe(const RunRequest& request) {
 
   AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = reproduce_command(request.probe, params, seed, hidden_point, request.repeat,
-                                        request.subject_command);
+                                        request.subject_command, request.launch);
   analyze.bootstrap_seed = seed;
   RunOutcome outcome;
   try {
@@ -521,6 +612,7 @@ RunOutcome run_probe(const RunRequest& request) {
     outcome.observation_dir = point_dir;
   }
   outcome.data["run"] = run_id;
+  if (observation.contains("ranks")) outcome.data["ranks"] = observation["ranks"];
   const Layer layer = request.layer.value_or(Layer::kCheck);
   const std::string subject =
       std::filesystem::path(request.subject_command.front()).filename().string();

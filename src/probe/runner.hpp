@@ -7,10 +7,10 @@
 // directory to analyze_observation. Everything that decides — comparisons (src/check), bench
 // statistics and verdicts (src/bench), guard findings — happens here, from files, never in the
 // subject's process. `loupe probe run` and the objective cascade both call these functions.
-// Errors: Error(kUsage) when the subject exits 2 (its message is carried over), SubjectFailure
-// (an Error(kSubject) with a finding) when it crashes, times out, passes its memory limit or
-// floods its output, Error(kSubject) when it writes no readable observation.
-// Thread-safety: no shared state; one call per thread.
+// Errors: Error(kUsage) when the subject exits 2 or a launch's {ranks} has no `ranks` value (its
+// message is carried over), SubjectFailure (an Error(kSubject) with a finding) when it crashes,
+// times out, passes its memory limit or floods its output, Error(kSubject) when it writes no
+// readable observation. Thread-safety: no shared state; one call per thread.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +59,11 @@ struct RunRequest {
   std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root
   std::string run_id;                         // empty: a new one
   std::vector<std::string> subject_command;
+  // A launcher put in front of the subject command for a multi-rank check (docs/multi-rank.md):
+  // e.g. {"mpirun", "-n", "{ranks}", "--oversubscribe"}; "{ranks}" takes the point's `ranks`
+  // value from `sets`. Every rank runs the subject; rank 0's observation is the point's, the
+  // others' (DIR/rank-<r>/) are gathered and checked against it.
+  std::vector<std::string> launch;
   // Variables of loupe's environment the subject also gets, beyond
   // core/process.hpp's subject_environment_allowlist() (names, or prefixes ending in '*').
   std::vector<std::string> pass_env;
@@ -131,9 +136,10 @@ RunOutcome run_probe(const RunRequest& request);
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options);
 
 // "loupe probe run PROBE --set T=16384 --seed 7 -- build/bin/kda probe": every parameter of the
-// point, so the command stays true if defaults change.
+// point, so the command stays true if defaults change; `launch` adds --launch "WORDS".
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
                               const std::optional<int64_t>& hidden_point, int repeat,
-                              const std::vector<std::string>& subject_command);
+                              const std::vector<std::string>& subject_command,
+                              const std::vector<std::string>& launch = {});
 
 }  // namespace loupe::probe

@@ -92,14 +92,32 @@ class CheckRun {
     // with the files, and whatever it leaves behind ends with its child. The files are written
     // only after the last child is gone, so no path can read another's output from disk.
     const int repeats = std::max(options_.repeat, 0);
+    if (options_.candidate_only) return run_candidate_only(std::move(check), repeats);
     std::vector<JobCall> first_calls = {{"candidate_first", "candidate"},
                                         {"candidate_first", "reference"}};
     for (int index = 1; index <= repeats; ++index) {
       first_calls.push_back({"repeat/" + std::to_string(index), "candidate"});
     }
-    JobResult first = run_job(first_calls, inputs_);
-    JobResult second =
-        run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}}, inputs_);
+    JobResult first, second;
+    if (options_.multi_rank) {
+      // Across ranks the candidate's collective library starts once per rank: both orders and
+      // the repeats in one child (candidate, reference, reference, candidate, repeats), the
+      // candidate calls in the order every other rank makes them.
+      std::vector<JobCall> calls = {first_calls[0],
+                                    first_calls[1],
+                                    {"reference_first", "reference"},
+                                    {"reference_first", "candidate"}};
+      calls.insert(calls.end(), first_calls.begin() + 2, first_calls.end());
+      JobResult all = run_job(calls, inputs_);
+      first.guards = all.guards;
+      first.calls = {all.calls[0], all.calls[1]};
+      first.calls.insert(first.calls.end(), all.calls.begin() + 4, all.calls.end());
+      second.calls = {all.calls[2], all.calls[3]};
+    } else {
+      first = run_job(first_calls, inputs_);
+      second =
+          run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}}, inputs_);
+    }
     std::optional<JobResult> oracle_result;
     if (probe_.check_oracle) oracle_result = run_job({{"oracle", "oracle"}}, inputs_);
     // The reference on inputs from a second seed: loupe flags a reference whose output does not
@@ -159,6 +177,27 @@ class CheckRun {
   }
 
  private:
+  // A rank other than 0: the candidate calls rank 0 makes (one per order, then the repeats), in
+  // one child, outputs discarded; what it records lets loupe confirm the rank computed on rank
+  // 0's inputs.
+  Json run_candidate_only(Json check, int repeats) {
+    std::vector<JobCall> calls = {{"candidate_first", "candidate"},
+                                  {"reference_first", "candidate"}};
+    for (int index = 1; index <= repeats; ++index) {
+      calls.push_back({"repeat/" + std::to_string(index), "candidate"});
+    }
+    const JobResult result = run_job(calls, inputs_);
+    absorb(result);
+    check["candidate_calls"] = calls.size();
+    Json guards = Json::object();
+    guards["input_mutation"] = std::move(mutations_);
+    guards["output_unwritten"] = std::move(unwritten_);
+    guards["environment"] = std::move(environment_);
+    guards["stray_processes"] = std::move(strays_);
+    check["guards"] = std::move(guards);
+    return check;
+  }
+
   void generate(CheckSetup& setup, uint64_t seed) {
     try {
       probe_.check_inputs(setup);

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -107,6 +109,43 @@ void ObservationFiles::add(std::string relative_path, std::string kind) {
   entry["path"] = std::move(relative_path);
   entry["kind"] = std::move(kind);
   listing_.push_back(std::move(entry));
+}
+
+LaunchRank launch_rank_from_environment() {
+  static constexpr std::pair<const char*, const char*> kSchemes[] = {
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS"},
+      {"RANK", "WORLD_SIZE"},
+  };
+  auto number = [](const char* name, const char* text) {
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || errno != 0 || value < 0 || value > (1 << 20)) {
+      throw Error(ErrorCode::kUsage,
+                  std::string("environment variable ") + name + "='" + text +
+                      "': expected a non-negative integer",
+                  "the launcher sets it (mpirun, srun, torchrun); unset it to run one rank");
+    }
+    return static_cast<int>(value);
+  };
+  LaunchRank launch;
+  for (const auto& [rank_name, size_name] : kSchemes) {
+    const char* rank = std::getenv(rank_name);
+    const char* size = std::getenv(size_name);
+    if (rank == nullptr || size == nullptr || *rank == '\0' || *size == '\0') continue;
+    launch.rank = number(rank_name, rank);
+    launch.world_size = number(size_name, size);
+    launch.source = rank_name;
+    if (launch.world_size < 1 || launch.rank >= launch.world_size) {
+      throw Error(ErrorCode::kUsage, std::string("environment: ") + rank_name + "=" + rank +
+                                         " with " + size_name + "=" + size +
+                                         ": the rank must lie in [0, size)");
+    }
+    break;
+  }
+  return launch;
 }
 
 }  // namespace loupe::subject

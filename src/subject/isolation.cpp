@@ -53,6 +53,24 @@ int64_t harden_runtime_process() {
   return threads;
 }
 
+// The hooks of at_path_process_exit (probe.hpp), run in fork_child's child before its _exit.
+static std::vector<std::function<void()>>& path_process_exit_hooks() {
+  static std::vector<std::function<void()>> hooks;
+  return hooks;
+}
+
+static void run_path_process_exit_hooks() {
+  auto& hooks = path_process_exit_hooks();
+  while (!hooks.empty()) {
+    std::function<void()> hook = std::move(hooks.back());
+    hooks.pop_back();
+    try {
+      hook();
+    } catch (...) {
+    }
+  }
+}
+
 pid_t fork_child(const std::function<int()>& body) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -77,6 +95,7 @@ pid_t fork_child(const std::function<int()>& body) {
   } catch (...) {
     code = 3;
   }
+  run_path_process_exit_hooks();
   std::fflush(stderr);
   ::_exit(code);
 }
@@ -338,3 +357,11 @@ void restore_environment(const ExecEnvironment& environment) {
 }
 
 }  // namespace loupe::subject
+
+namespace loupe {
+
+void at_path_process_exit(std::function<void()> hook) {
+  subject::path_process_exit_hooks().push_back(std::move(hook));
+}
+
+}  // namespace loupe

@@ -20,6 +20,13 @@ namespace loupe::subject {
 
 struct RunOptions {
   std::filesystem::path out_dir;
+  // A rank other than 0 of a multi-rank launch (docs/multi-rank.md): a check runs only its
+  // candidate calls, in rank 0's order, so the candidate's collectives meet; rank 0 alone runs
+  // the reference, the oracle and the second seed, and writes the tensors.
+  bool candidate_only = false;
+  // Any rank of a multi-rank launch: every candidate call of the rank runs in one child process,
+  // since a collective library (MPI) starts once per rank and cannot start again in a later child.
+  bool multi_rank = false;
   uint64_t seed = 0;
   // Checks: extra candidate calls on the same inputs, in the process of its first call (a
   // candidate right only for its first calls fails). On by default: `run --repeat 0` turns
@@ -72,6 +79,17 @@ Json run_scenario(const detail::ProbeDefinition& probe, const Point& point,
 // The seed the second reference run (cannot-discriminate guard) uses, and the seeds of a bench's
 // input sets: splitmix64 steps, so every seed follows from the one recorded.
 uint64_t derive_seed(uint64_t seed, uint64_t stream);
+
+// The rank a launcher gave this process (mpirun, srun, torchrun-style RANK/WORLD_SIZE), read
+// the way kda/dist reads it: OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
+// SLURM_PROCID/SLURM_STEP_NUM_TASKS, RANK/WORLD_SIZE. Without any: rank 0 of 1.
+// Throws Error(kUsage) naming the variable when a value is not a rank of its world.
+struct LaunchRank {
+  int rank = 0;
+  int world_size = 1;
+  std::string source = "none";
+};
+LaunchRank launch_rank_from_environment();
 
 // cpu model, cores, os, kernel, compiler, build type, hostname.
 Json environment_fingerprint(const detail::BuildInfo& build);

@@ -226,10 +226,36 @@ int run_command(const std::string& program, const std::vector<std::string>& args
     for (const auto& [name, value] : *hidden_point) values[name] = value_to_json(value);
     hidden_json["point"] = std::move(values);
   }
+  // A multi-rank launch runs this command once per rank: every rank must draw the same inputs,
+  // rank 0 writes the observation, the others write theirs to DIR/rank-<r>/ for loupe to gather.
+  const subject::LaunchRank launch = subject::launch_rank_from_environment();
+  if (launch.world_size > 1) {
+    if (probe.kind != ProbeKind::kCheck) {
+      throw Error(ErrorCode::kUsage,
+                  "run: probe '" + probe.name + "' is a " +
+                      std::string(probe_kind_name(probe.kind)) + "; a multi-rank launch (" +
+                      launch.source + ", " + std::to_string(launch.world_size) +
+                      " ranks) runs checks only",
+                  "run benches and scenarios without a launcher");
+    }
+    if (!seed || (hidden && !hidden_index)) {
+      throw Error(ErrorCode::kUsage,
+                  "run: a multi-rank launch needs --seed (and --hidden-point rather than "
+                  "--hidden): every rank must generate the same inputs",
+                  "loupe probe run --launch passes the seed it drew");
+    }
+  }
   const Point point(subject::resolve_point(probe, sets, hidden_point));
   const std::string seed_source = seed ? "given" : "drawn";
   options.seed = seed ? *seed : subject::derive_seed(secret, 7);
   options.out_dir = *out_dir;
+  if (launch.rank > 0) {
+    options.out_dir /= "rank-" + std::to_string(launch.rank);
+    options.candidate_only = true;
+  }
+  if (launch.world_size > 1) {
+    options.multi_rank = true;
+  }
 
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
@@ -255,6 +281,13 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   observation["argv"] = std::move(argv);
   observation["started_at"] = utc_now();
   observation["environment"] = subject::environment_fingerprint(build);
+  if (launch.world_size > 1) {
+    Json launch_json = Json::object();
+    launch_json["rank"] = launch.rank;
+    launch_json["world_size"] = launch.world_size;
+    launch_json["source"] = launch.source;
+    observation["launch"] = std::move(launch_json);
+  }
   Json runtime = Json::object();
   runtime["threads_at_start"] = threads_at_start;
   runtime["isolation"] = "fork per path and per bench variant; timing by the runtime process";
@@ -292,6 +325,7 @@ int run_command(const std::string& program, const std::vector<std::string>& args
     out << observation_text;
     if (!out) throw Error(ErrorCode::kSubject, "cannot write " + path.string());
   }
+  if (launch.rank > 0) return 0;  // rank 0 alone answers on stdout
   // The seal: a digest of every file, sent down the pipe to loupe, which no child holds. loupe
   // recomputes them before it reads anything, so a file changed after this point is caught.
   // Each digest was taken as its file was written, from the bytes this process wrote.

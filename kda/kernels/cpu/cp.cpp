@@ -19,6 +19,47 @@ std::vector<int64_t> cp_shard_starts(int64_t tokens, int shards) {
 }
 
 template <class Real>
+void cp_piece_summary(const Inputs<Real>& inputs, Real scale, const SequenceSpan& span,
+                      int64_t value_head, int64_t begin, int64_t end, math::DotPrecision precision,
+                      bool need_chain, Real* m, Real* h) {
+  const int64_t key_dim = inputs.shape.key_dim;
+  const int64_t transition_size = key_dim * key_dim;
+  std::fill_n(m, transition_size, Real(0));
+  std::fill_n(h, key_dim * inputs.shape.value_dim, Real(0));
+  for (int64_t dim = 0; dim < key_dim; ++dim) m[dim * key_dim + dim] = 1;
+  std::vector<Real> m_chunk(static_cast<size_t>(transition_size)), product(m_chunk.size());
+  ChunkPass<Real> pass(inputs, scale);
+  for (int64_t offset = begin; offset < end; offset += kChunkSize) {
+    pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
+    if (need_chain) {
+      pass.transition(precision, m_chunk.data());
+      math::precision_gemm(precision, false, false, key_dim, key_dim, key_dim, Real(1),
+                           m_chunk.data(), key_dim, m, key_dim, Real(0), product.data(), key_dim);
+      std::copy(product.begin(), product.end(), m);
+    }
+    pass.apply(h, nullptr);
+  }
+}
+
+template <class Real>
+void cp_merge_step(math::DotPrecision precision, int64_t key_dim, int64_t value_dim, const Real* m,
+                   const Real* previous, const Real* h, Real* next) {
+  math::precision_gemm(precision, false, false, key_dim, value_dim, key_dim, Real(1), m, key_dim,
+                       previous, value_dim, Real(0), next, value_dim);
+  for (int64_t idx = 0; idx < key_dim * value_dim; ++idx) next[idx] += h[idx];
+}
+
+template <class Real>
+void cp_piece_outputs(const Inputs<Real>& inputs, Real scale, const SequenceSpan& span,
+                      int64_t value_head, int64_t begin, int64_t end, Real* state, Real* o) {
+  ChunkPass<Real> pass(inputs, scale);
+  for (int64_t offset = begin; offset < end; offset += kChunkSize) {
+    pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
+    pass.apply(state, o);
+  }
+}
+
+template <class Real>
 Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
                  const CpOptions& cp_options) {
   validate_inputs(inputs);
@@ -55,26 +96,10 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
   parallel_for(pairs * shards, options.threads, [&](int64_t item) {
     const auto [pair, shard] = pair_shard(item);
     if (shard == shards - 1) return;
-    const SequenceSpan& span = spans[static_cast<size_t>(pair / value_heads)];
-    const int64_t value_head = pair % value_heads;
-    const bool need_chain = shard > 0 || !inputs.h0.empty();
-    Real* m_acc = chain.data() + item * transition_size;
-    Real* h_state = offsets.data() + item * state_size;
-    std::fill_n(m_acc, transition_size, Real(0));
-    for (int64_t dim = 0; dim < key_dim; ++dim) m_acc[dim * key_dim + dim] = 1;
-    std::vector<Real> m_chunk(static_cast<size_t>(transition_size)), product(m_chunk.size());
-    ChunkPass<Real> pass(inputs, scale);
-    for (int64_t offset = starts[shard]; offset < starts[shard + 1]; offset += kChunkSize) {
-      pass.prepare(span, value_head, offset, std::min(kChunkSize, starts[shard + 1] - offset));
-      if (need_chain) {
-        pass.transition(precision, m_chunk.data());
-        math::precision_gemm(precision, false, false, key_dim, key_dim, key_dim, Real(1),
-                             m_chunk.data(), key_dim, m_acc, key_dim, Real(0), product.data(),
-                             key_dim);
-        std::copy(product.begin(), product.end(), m_acc);
-      }
-      pass.apply(h_state, nullptr);
-    }
+    cp_piece_summary(inputs, scale, spans[static_cast<size_t>(pair / value_heads)],
+                     pair % value_heads, starts[shard], starts[shard + 1], precision,
+                     shard > 0 || !inputs.h0.empty(), chain.data() + item * transition_size,
+                     offsets.data() + item * state_size);
   });
 
   // Merge: S_{r+1} = M_r S_r + H_r, per pair, at the chosen precision.
@@ -83,13 +108,9 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
     if (!inputs.h0.empty()) std::copy_n(inputs.h0.data() + pair * state_size, state_size, first);
     for (int64_t shard = 0; shard + 1 < shards; ++shard) {
       const int64_t item = pair * shards + shard;
-      const Real* previous = starts_state.data() + item * state_size;
-      Real* next = starts_state.data() + (item + 1) * state_size;
-      math::precision_gemm(precision, false, false, key_dim, value_dim, key_dim, Real(1),
-                           chain.data() + item * transition_size, key_dim, previous, value_dim,
-                           Real(0), next, value_dim);
-      const Real* h_state = offsets.data() + item * state_size;
-      for (int64_t idx = 0; idx < state_size; ++idx) next[idx] += h_state[idx];
+      cp_merge_step(precision, key_dim, value_dim, chain.data() + item * transition_size,
+                    starts_state.data() + item * state_size, offsets.data() + item * state_size,
+                    starts_state.data() + (item + 1) * state_size);
     }
   }
 
@@ -101,11 +122,8 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
     std::vector<Real> state(starts_state.begin() + item * state_size,
                             starts_state.begin() + (item + 1) * state_size);
     if (shard == cp_options.lost_start_state_shard) std::fill(state.begin(), state.end(), Real(0));
-    ChunkPass<Real> pass(inputs, scale);
-    for (int64_t offset = starts[shard]; offset < starts[shard + 1]; offset += kChunkSize) {
-      pass.prepare(span, value_head, offset, std::min(kChunkSize, starts[shard + 1] - offset));
-      pass.apply(state.data(), outputs.o.data());
-    }
+    cp_piece_outputs(inputs, scale, span, value_head, starts[shard], starts[shard + 1],
+                     state.data(), outputs.o.data());
     if (shard == shards - 1) {
       std::copy(state.begin(), state.end(), outputs.state.begin() + pair * state_size);
     }
@@ -123,6 +141,17 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
   }
   return outputs;
 }
+
+#define KDA_CP_PIECES(Real)                                                                        \
+  template void cp_piece_summary(const Inputs<Real>&, Real, const SequenceSpan&, int64_t, int64_t, \
+                                 int64_t, math::DotPrecision, bool, Real*, Real*);                 \
+  template void cp_merge_step(math::DotPrecision, int64_t, int64_t, const Real*, const Real*,      \
+                              const Real*, Real*);                                                 \
+  template void cp_piece_outputs(const Inputs<Real>&, Real, const SequenceSpan&, int64_t, int64_t, \
+                                 int64_t, Real*, Real*);
+KDA_CP_PIECES(float)
+KDA_CP_PIECES(double)
+#undef KDA_CP_PIECES
 
 template Outputs<float> cp(const Inputs<float>&, const KernelOptions&, const CpOptions&);
 template Outputs<double> cp(const Inputs<double>&, const KernelOptions&, const CpOptions&);

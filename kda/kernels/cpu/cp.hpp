@@ -38,4 +38,28 @@ template <class Real>
 Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
                  const CpOptions& cp_options);
 
+// The three steps of cp(), one piece of one (sequence, value head) at a time, so the multi-rank
+// CP (kda/dist/cp_ranks.hpp) runs the very same arithmetic as the threads of cp(): its result is
+// bit-identical to cp() over the same pieces.
+//
+// The (M, H) summary of tokens [begin, end) (sequence-relative, multiples of 64 but the last):
+// h = the chunked pass from a zero state (K, V); m = the product of the chunks' transitions read
+// at `precision` (K, K), or the identity when `need_chain` is false (a piece whose M multiplies
+// only the zero state: the first one without h0).
+template <class Real>
+void cp_piece_summary(const Inputs<Real>& inputs, Real scale, const SequenceSpan& span,
+                      int64_t value_head, int64_t begin, int64_t end, math::DotPrecision precision,
+                      bool need_chain, Real* m, Real* h);
+
+// next = m · previous + h, the product's operands read at `precision`.
+template <class Real>
+void cp_merge_step(math::DotPrecision precision, int64_t key_dim, int64_t value_dim, const Real* m,
+                   const Real* previous, const Real* h, Real* next);
+
+// The chunked pass over [begin, end) from `state` (K, V; updated in place to the piece's end
+// state), writing the piece's rows of `o`, the (B, T, HV, V) output of the whole batch.
+template <class Real>
+void cp_piece_outputs(const Inputs<Real>& inputs, Real scale, const SequenceSpan& span,
+                      int64_t value_head, int64_t begin, int64_t end, Real* state, Real* o);
+
 }  // namespace kda::kernels::cpu

@@ -285,6 +285,57 @@ struct TrackGaps {
 std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
                                     const TrackIndex* index = nullptr);
 
+// Collectives across the ranks of one job (docs/multi-rank.md), when the files hold two or more
+// ranks. A collective is a slice named nccl:* (Kineto's host op), ncclDevKernel_* / ncclKernel_*
+// (its GPU kernel), mpi:* or MPI_* (kda's MPI calls, MPI profilers). Per rank, the collectives of
+// one group — host ops or GPU kernels, per process group (args "Process Group Name") — are put in
+// start order and the n-th of every rank are matched (NCCL runs a group's collectives in the same
+// order on every rank). Arrival = start; the last arriver holds the others: imposed wait =
+// Σ over the other ranks of (last arrival − their arrival). GPU kernel groups decide when present
+// (a host op only enqueues), host groups otherwise.
+struct CollectiveInstance {
+  std::string group;            // "kernel pg 0", "host pg 0"
+  uint64_t index = 0;           // n-th of its group
+  std::vector<SliceId> slices;  // per rank, in Collectives::ranks order
+  int last_rank = -1;
+  int64_t skew_ns = 0;  // last arrival − first arrival (clock-corrected)
+  int64_t imposed_ns = 0;
+  bool decides = false;  // of the groups the straggler and overlap use
+};
+struct RankCollectives {
+  int rank = -1;
+  TrackId track = kNoTrack;  // where most of its deciding collectives ran
+  uint64_t collectives = 0, arrived_last = 0;
+  int64_t comm_ns = 0;               // union of its deciding collectives
+  int64_t comm_hidden_ns = 0;        // ... under its own compute
+  int64_t waited_ns = 0;             // its arrival to the last arrival, summed
+  int64_t imposed_ns = 0;            // the others' wait for it
+  int64_t clock_offset_ns = 0;       // median (end − reference rank's end) of matched collectives
+  int64_t clock_uncertainty_ns = 0;  // largest deviation from that median
+  uint64_t clock_samples = 0;
+};
+struct Straggler {
+  int rank = -1;
+  uint64_t arrived_last = 0, collectives = 0;
+  int64_t imposed_ns = 0, max_skew_ns = 0;
+  std::string before;               // what it ran just before the collectives it held up
+  int64_t before_share_ns = 0;      // the imposed wait behind which `before` came
+  SliceId before_slice = kNoSlice;  // at the collective with the most imposed wait
+  SliceId collective_slice = kNoSlice;
+  int64_t before_ns = 0;                 // that slice's duration
+  int64_t before_median_others_ns = -1;  // the same stage before the same collective elsewhere
+  uint64_t before_others = 0;
+};
+struct Collectives {
+  std::vector<int> ranks;  // distinct, ascending; empty unless two or more
+  std::vector<CollectiveInstance> instances;
+  std::vector<RankCollectives> per_rank;  // in `ranks` order
+  std::optional<Straggler> straggler;
+  uint64_t unmatched = 0;  // collectives past the shortest rank's count in their group
+  std::string clock;       // how the ranks' clocks relate, with the uncertainty
+};
+Collectives compute_collectives(const Model& model, const TrackIndex& index);
+
 // The whole `loupe trace analyze` answer: findings and data, bounded unless request.detail.
 Envelope analyze(const Model& model, const AnalyzeRequest& request);
 // `loupe trace diff`: B against A.

@@ -88,6 +88,7 @@ struct Analysis {
   std::optional<Overlap> overlap;
   Locks locks;
   std::vector<TrackGaps> gaps;
+  Collectives collectives;
   StatsRegistry stats;
 };
 
@@ -135,6 +136,7 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const T
   }
   analysis.locks = compute_locks(model, analysis.stats, &index);
   analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index);
+  analysis.collectives = compute_collectives(model, index);
   return analysis;
 }
 
@@ -152,6 +154,8 @@ std::string zones_phrase(const std::vector<std::pair<std::string, int64_t>>& zon
 // threads, launch and step statistics, then the descriptive findings and warm-up last.
 int rank_of(const Finding& finding) {
   const std::string& id = finding.id;
+  // Across ranks, the rank holding everyone up comes before anything within one rank.
+  if (id == "trace.collectives.straggler") return -1;
   if (id.rfind("trace.overlap.", 0) == 0) return 0;
   if (id == "trace.locks.contention") return 1;
   if (id == "trace.locks.gil_inferred") return 2;
@@ -173,7 +177,7 @@ int64_t impact_of(const Finding& finding) {
   }
   for (const auto& [name, value] : finding.evidence.metrics) {
     if (name == "wait_ns" || name == "exposed_ns" || name == "host_wait_ns" || name == "idle_ns" ||
-        name == "exposed_a_ns") {
+        name == "exposed_a_ns" || name == "imposed_wait_ns") {
       return static_cast<int64_t>(value);
     }
   }
@@ -483,6 +487,95 @@ void add_warmup_finding(const Model& model, const Analysis& analysis,
   findings.push_back(std::move(finding));
 }
 
+void add_collective_findings(const Model& model, const Analysis& analysis,
+                             std::vector<Finding>& findings) {
+  const Collectives& collectives = analysis.collectives;
+  if (collectives.ranks.empty()) return;
+  if (collectives.straggler) {
+    const Straggler& straggler = *collectives.straggler;
+    Finding finding = trace_finding("trace.collectives.straggler", Severity::kWarn);
+    const std::string rank = "rank " + std::to_string(straggler.rank);
+    finding.claim = rank + " arrived last at " + std::to_string(straggler.arrived_last) + " of " +
+                    std::to_string(straggler.collectives) +
+                    " collectives, keeping the other ranks waiting " +
+                    format_duration(straggler.imposed_ns) + " in all (skew up to " +
+                    format_duration(straggler.max_skew_ns) + "); just before, it was in " +
+                    display(straggler.before);
+    if (straggler.before_median_others_ns >= 0) {
+      finding.claim += ": " + format_duration(straggler.before_ns) + " on " + rank +
+                       " against a median of " +
+                       format_duration(straggler.before_median_others_ns) + " on the other " +
+                       std::to_string(straggler.before_others) + " ranks";
+    }
+    finding.where.path = straggler.before;
+    finding.where.coords.emplace_back("rank", straggler.rank);
+    if (straggler.collective_slice != kNoSlice) {
+      finding.where.thread = model.track_label(model.slices.track[straggler.collective_slice]);
+    }
+    if (straggler.before_slice != kNoSlice) {
+      finding.where.interval_ns = relative(model, {model.slices.start_ns[straggler.before_slice],
+                                                   model.slices.end_ns[straggler.before_slice]});
+      finding.evidence.events.push_back(slice_ref(model, straggler.before_slice));
+    }
+    if (straggler.collective_slice != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, straggler.collective_slice));
+    }
+    finding.evidence.metrics = {{"rank", static_cast<double>(straggler.rank)},
+                                {"arrived_last", static_cast<double>(straggler.arrived_last)},
+                                {"collectives", static_cast<double>(straggler.collectives)},
+                                {"imposed_wait_ns", static_cast<double>(straggler.imposed_ns)},
+                                {"max_skew_ns", static_cast<double>(straggler.max_skew_ns)},
+                                {"before_ns", static_cast<double>(straggler.before_ns)}};
+    if (straggler.before_median_others_ns >= 0) {
+      finding.evidence.metrics.emplace_back("before_median_others_ns",
+                                            static_cast<double>(straggler.before_median_others_ns));
+    }
+    finding.next = "find why " + display(straggler.before) + " is slower on " + rank +
+                   " (its share of the work, its device, what else runs there); balance or speed "
+                   "it up, then rerun and compare the ranks' traces";
+    findings.push_back(std::move(finding));
+  }
+  // The rank whose communication is least hidden by compute.
+  const RankCollectives* exposed = nullptr;
+  for (const RankCollectives& rank : collectives.per_rank) {
+    if (rank.comm_ns == 0) continue;
+    if (exposed == nullptr ||
+        rank.comm_ns - rank.comm_hidden_ns > exposed->comm_ns - exposed->comm_hidden_ns) {
+      exposed = &rank;
+    }
+  }
+  if (exposed != nullptr) {
+    Finding finding = trace_finding("trace.collectives.comm_exposed", Severity::kInfo);
+    const int64_t exposed_ns = exposed->comm_ns - exposed->comm_hidden_ns;
+    finding.claim =
+        "rank " + std::to_string(exposed->rank) + ": " + format_duration(exposed_ns) + " of its " +
+        format_duration(exposed->comm_ns) + " of communication is exposed (" +
+        percent(ratio(exposed->comm_hidden_ns, exposed->comm_ns)) + " hidden by compute); " +
+        format_duration(exposed->waited_ns) + " of it waiting for later ranks";
+    finding.where.coords.emplace_back("rank", exposed->rank);
+    if (exposed->track != kNoTrack) finding.where.thread = model.track_label(exposed->track);
+    finding.evidence.metrics = {{"comm_ns", static_cast<double>(exposed->comm_ns)},
+                                {"comm_hidden_ns", static_cast<double>(exposed->comm_hidden_ns)},
+                                {"exposed_ns", static_cast<double>(exposed_ns)},
+                                {"waited_ns", static_cast<double>(exposed->waited_ns)}};
+    finding.next =
+        "overlap communication with independent work (start the collective earlier, split it), "
+        "or remove the wait for late ranks first (trace.collectives.straggler)";
+    findings.push_back(std::move(finding));
+  }
+  if (collectives.unmatched > 0) {
+    Finding finding = trace_finding("trace.collectives.unmatched", Severity::kWarn);
+    finding.claim = std::to_string(collectives.unmatched) +
+                    " collectives have no counterpart on every rank (the ranks ran different "
+                    "numbers of them in a group): matched up to the shortest rank's count";
+    finding.evidence.metrics = {{"unmatched", static_cast<double>(collectives.unmatched)}};
+    finding.next =
+        "give every rank's trace for the same time window (a rank's trace cut short "
+        "or a rank missing a step shows like this)";
+    findings.push_back(std::move(finding));
+  }
+}
+
 void add_findings(const Model& model, const TrackIndex& index, const Analysis& analysis,
                   const AnalyzeRequest& request, std::vector<Finding>& findings) {
   const int64_t span = model.end_ns - model.start_ns;
@@ -687,6 +780,19 @@ void add_findings(const Model& model, const TrackIndex& index, const Analysis& a
     findings.push_back(std::move(finding));
   }
   add_warmup_finding(model, analysis, findings);
+  add_collective_findings(model, analysis, findings);
+  // Across ranks every finding says whose: the rank of its first evidence event (or its thread).
+  if (model.multi_rank()) {
+    for (Finding& finding : findings) {
+      bool has_rank = false;
+      for (const auto& [name, value] : finding.where.coords) has_rank |= name == "rank";
+      if (has_rank || finding.evidence.events.empty()) continue;
+      const SliceId first = static_cast<SliceId>(finding.evidence.events.front().id);
+      if (first >= model.slices.size()) continue;
+      const int rank = model.track_rank(model.slices.track[first]);
+      if (rank >= 0) finding.where.coords.emplace_back("rank", rank);
+    }
+  }
   std::stable_sort(findings.begin(), findings.end(), [](const Finding& left, const Finding& right) {
     if (severity_rank(left.severity) != severity_rank(right.severity)) {
       return severity_rank(left.severity) < severity_rank(right.severity);
@@ -887,6 +993,54 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
     }
   }
   data["gil_inferred"] = gil;
+  if (!analysis.collectives.ranks.empty()) {
+    const Collectives& collectives = analysis.collectives;
+    Json ranks = Json::array();
+    for (const RankCollectives& rank : collectives.per_rank) {
+      std::string file;
+      for (const FileInfo& info : model.files) {
+        if (info.rank == rank.rank) file = info.path;
+      }
+      ranks.push_back({{"rank", rank.rank},
+                       {"file", file},
+                       {"collectives", rank.collectives},
+                       {"arrived_last", rank.arrived_last},
+                       {"comm_ns", rank.comm_ns},
+                       {"comm_hidden_ns", rank.comm_hidden_ns},
+                       {"exposed_ns", rank.comm_ns - rank.comm_hidden_ns},
+                       {"waited_ns", rank.waited_ns},
+                       {"imposed_wait_ns", rank.imposed_ns},
+                       {"clock_offset_ns", rank.clock_offset_ns},
+                       {"clock_uncertainty_ns", rank.clock_uncertainty_ns}});
+    }
+    Json instances = Json::array();
+    std::vector<const CollectiveInstance*> by_skew;
+    for (const CollectiveInstance& instance : collectives.instances) by_skew.push_back(&instance);
+    std::stable_sort(by_skew.begin(), by_skew.end(), [](const auto* left, const auto* right) {
+      return left->skew_ns > right->skew_ns;
+    });
+    for (size_t index = 0; index < by_skew.size() && index < rows; ++index) {
+      const CollectiveInstance& instance = *by_skew[index];
+      instances.push_back({{"group", instance.group},
+                           {"index", instance.index},
+                           {"name", display(model.slice_name(instance.slices[0]))},
+                           {"last_rank", instance.last_rank},
+                           {"skew_ns", instance.skew_ns},
+                           {"imposed_wait_ns", instance.imposed_ns}});
+    }
+    truncated |= by_skew.size() > rows;
+    Json file_ranks = Json::array();
+    for (const FileInfo& info : model.files) {
+      file_ranks.push_back(
+          {{"file", info.path}, {"rank", info.rank}, {"source", info.rank_source}});
+    }
+    data["collectives"] = {{"ranks", ranks},
+                           {"instances", instances},
+                           {"matched", collectives.instances.size()},
+                           {"unmatched", collectives.unmatched},
+                           {"clock", collectives.clock},
+                           {"file_ranks", file_ranks}};
+  }
   if (analysis.gpu.present) {
     data["gpu"] = gpu_json(model, analysis.gpu, request, rows, truncated);
   }

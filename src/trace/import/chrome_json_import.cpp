@@ -472,6 +472,8 @@ class ChromeReader {
   bool has_base_time() const { return has_base_time_; }
   int64_t offset() const { return has_base_time_ ? base_time_ns_ : 0; }
   uint64_t events() const { return events_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
 
  private:
   struct TrackState {
@@ -505,6 +507,7 @@ class ChromeReader {
   size_t objects_ = 0;   // of those, objects
   bool has_base_time_ = false;
   int64_t base_time_ns_ = 0;
+  int rank_ = -1, world_size_ = 0;
   uint64_t events_ = 0;
   uint64_t order_ = 0;
   size_t error_offset_ = SIZE_MAX;  // set when the fallback failed inside an event
@@ -818,7 +821,24 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
           has_base_time_ = true;
         }
         kineto_ = true;
-      } else if (key == "schemaVersion" || key == "deviceProperties" || key == "distributedInfo") {
+      } else if (key == "distributedInfo") {
+        kineto_ = true;
+        // {"rank": R, "world_size": W, ...}: the rank this file holds. Anything else in it is
+        // read by nobody yet; a malformed one leaves the rank unknown.
+        od::object info;
+        if (!field.value().get_object().get(info)) {
+          for (auto member : info) {
+            std::string_view member_key;
+            if (member.unescaped_key().get(member_key)) break;
+            int64_t number = 0;
+            if (member_key == "rank" && !member.value().get_int64().get(number)) {
+              rank_ = static_cast<int>(number);
+            } else if (member_key == "world_size" && !member.value().get_int64().get(number)) {
+              world_size_ = static_cast<int>(number);
+            }
+          }
+        }
+      } else if (key == "schemaVersion" || key == "deviceProperties") {
         kineto_ = true;
       }
     }
@@ -1088,6 +1108,11 @@ void import_text(std::string_view text, size_t capacity, std::string* owned,
   info.clock_domain = reader->has_base_time() ? "kineto-base" : "unknown";
   info.offset_ns = reader->offset();
   info.events = reader->events();
+  if (reader->rank() >= 0) {
+    info.rank = reader->rank();
+    info.rank_source = "distributedInfo";
+    info.world_size = reader->world_size();
+  }
   model.files.push_back(std::move(info));
 }
 

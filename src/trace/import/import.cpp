@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <set>
 
 #include "loupe/error.hpp"
@@ -182,13 +183,45 @@ void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_i
   import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
 }
 
-Model load_traces(const std::vector<std::string>& paths, bool keep_args) {
+namespace {
+
+// "rank-3", "rank_3", "rank3", "RANK.3" in the file's name (not its folders): the rank, or -1.
+int rank_from_file_name(const std::string& path) {
+  static const std::regex pattern("rank[-_.]?([0-9]{1,6})", std::regex::icase);
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::smatch match;
+  if (!std::regex_search(name, match, pattern)) return -1;
+  return std::stoi(match[1].str());
+}
+
+}  // namespace
+
+Model load_traces(const std::vector<std::string>& paths, bool keep_args,
+                  const std::vector<int>& ranks) {
   if (paths.empty()) throw Error(ErrorCode::kUsage, "no trace file given");
+  if (!ranks.empty() && ranks.size() != paths.size()) {
+    throw Error(ErrorCode::kUsage,
+                "--rank gives " + std::to_string(ranks.size()) + " ranks for " +
+                    std::to_string(paths.size()) + " trace files",
+                "one rank per file, in the files' order: --rank 0,1,2,3");
+  }
   Model model;
   ModelBuilder builder(model);
-  builder.keep_args(keep_args);
+  // Several files are the ranks of one job: the collectives' analysis reads their process group
+  // from the args (Kineto's "Process Group Name"), so they are kept then.
+  builder.keep_args(keep_args || paths.size() > 1);
   for (size_t index = 0; index < paths.size(); ++index) {
     import_file(paths[index], builder, static_cast<uint32_t>(index));
+  }
+  for (size_t index = 0; index < model.files.size(); ++index) {
+    FileInfo& file = model.files[index];
+    if (!ranks.empty() && ranks[index] >= 0) {
+      file.rank = ranks[index];
+      file.rank_source = "--rank";
+    } else if (file.rank < 0) {
+      file.rank = rank_from_file_name(file.path);
+      if (file.rank >= 0) file.rank_source = "file name";
+    }
   }
   // Each importer maps its file onto its clock domain (loupe binary: CLOCK_MONOTONIC ns; Kineto
   // with baseTimeNanoseconds: that base added). Files of one domain need no shift; files of

@@ -41,7 +41,12 @@ std::string read_trace_bytes(const std::string& path);
 
 // Imports every file into one model, aligns clocks where the files share a domain (the model's
 // `alignment` says what was done) and finishes it.
-// `keep_args`: keep each slice's args object for export (trace/export); analyses do not need it.
-Model load_traces(const std::vector<std::string>& paths, bool keep_args = false);
+// `keep_args`: keep each slice's args object for export (trace/export); the analyses of one file
+// do not need it (several files keep it: the collectives across ranks read the process group).
+// `ranks` (empty, or one per path; -1 keeps what the file says) overrides each file's rank.
+// A file whose rank neither distributedInfo nor `ranks` gives takes it from its name (rank-3,
+// rank_3, rank3) when the name says. Throws Error(kUsage) when `ranks` has the wrong length.
+Model load_traces(const std::vector<std::string>& paths, bool keep_args = false,
+                  const std::vector<int>& ranks = {});
 
 }  // namespace loupe::trace

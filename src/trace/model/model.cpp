@@ -106,7 +106,19 @@ std::string Model::track_label(TrackId id) const {
     label += "]";
   }
   label += " (" + track.pid + "/" + track.tid + ")";
+  if (multi_rank() && track_rank(id) >= 0)
+    label = "rank " + std::to_string(track_rank(id)) + ": " + label;
   return label;
+}
+
+bool Model::multi_rank() const {
+  int first = -1;
+  for (const FileInfo& file : files) {
+    if (file.rank < 0) continue;
+    if (first < 0) first = file.rank;
+    if (file.rank != first) return true;
+  }
+  return false;
 }
 
 TrackId ModelBuilder::track(uint32_t file_index, TrackKind kind, std::string_view pid,

@@ -127,6 +127,11 @@ struct FileInfo {
   int64_t offset_ns = 0;     // added to the file's timestamps
   uint64_t events = 0;
   uint64_t dropped_by_recorder = 0;
+  // The rank of a multi-rank job this file holds: from Kineto's distributedInfo, else the file
+  // name (rank-3, rank_3, rank3), else `--rank`, which overrides both; -1 when none says.
+  int rank = -1;
+  std::string rank_source;  // "distributedInfo", "file name", "--rank", or empty
+  int world_size = 0;       // distributedInfo.world_size when given
 };
 
 struct Model {
@@ -150,8 +155,15 @@ struct Model {
     if (slices.args.empty()) return {};
     return std::string_view(args_text).substr(slices.args[id] >> 24, slices.args[id] & 0xFFFFFF);
   }
-  // "name (pid/tid)", "name [python] (pid/tid)" for a lane; unique within the model.
+  // "name (pid/tid)", "name [python] (pid/tid)" for a lane; unique within the model. In a model
+  // of several ranks, prefixed "rank R: " (tracks are read grouped by rank).
   std::string track_label(TrackId id) const;
+  // The rank of the file the track came from; -1 when unknown.
+  int track_rank(TrackId id) const {
+    return files.empty() ? -1 : files[tracks[id].file_index].rank;
+  }
+  // Two or more distinct ranks among the files.
+  bool multi_rank() const;
 };
 
 // Builds a Model. Slices may be added in any order; finish() sorts and nests them.

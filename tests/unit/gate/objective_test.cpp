@@ -122,12 +122,22 @@ TEST(ObjectiveTest, TheSmokeObjectiveParses) {
   EXPECT_NE(objective.find_deployment("fixed"), nullptr);
 }
 
+TEST(ObjectiveTest, TheMultiRankObjectiveParsesItsLauncher) {
+  const Objective objective = parse_objective_file(kSourceDir / "examples/kda/multirank.toml");
+  EXPECT_EQ(objective.subject.launch,
+            (std::vector<std::string>{"mpirun", "-n", "{ranks}", "--oversubscribe",
+                                      "--allow-run-as-root"}));
+  EXPECT_EQ(objective.checks.size(), 2u);
+  EXPECT_EQ(objective.gates.size(), 2u);
+}
+
 TEST(ObjectiveTest, DefaultsAndAStringCommand) {
   const Objective objective = parse_objective(kBase, "dir/obj.toml");
   EXPECT_EQ(objective.cascade, CascadeMode::kStopAtFirstFailure);
   EXPECT_EQ(objective.subject.command, (std::vector<std::string>{"build/bin/kda", "probe"}));
   EXPECT_FALSE(objective.subject.working_dir.has_value());
   EXPECT_EQ(objective.subject.timeout_s, 600);
+  EXPECT_TRUE(objective.subject.launch.empty());
   EXPECT_EQ(objective.checks[0].repeats, 1);
   EXPECT_FALSE(objective.checks[0].seed.has_value());
   EXPECT_EQ(objective.checks[0].line, 4);
@@ -205,7 +215,15 @@ TEST(ObjectiveErrorsTest, Subject) {
             "obj.toml:3: subject.environment.A: expected a string, found an integer");
   EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\ncwd = \".\"\n[[check]]\nprobe = \"p\"\n"),
             "obj.toml:3: subject.cwd: unknown key; expected one of command, working_dir, "
-            "environment, env, timeout_s");
+            "environment, env, timeout_s, launch");
+  // issue 22: a launcher for checks across ranks, a string split at spaces or an array.
+  EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\nlaunch = 4\n[[check]]\nprobe = \"p\"\n"),
+            "obj.toml:3: subject.launch: expected a string or an array of strings, found an "
+            "integer");
+  EXPECT_EQ(
+      config_error("[subject]\ncommand = \"kda\"\nlaunch = \" \"\n[[check]]\nprobe = \"p\"\n"),
+      "obj.toml:3: subject.launch: expected a launcher's command line (\"mpirun -n "
+      "{ranks}\"), found nothing");
   // issue 17: variables passed on from loupe's environment are names or prefixes ending in '*'.
   EXPECT_EQ(config_error("[subject]\ncommand = \"kda\"\nenv = [\"HF_*\", \"1BAD\"]\n[[check]]\n"
                          "probe = \"p\"\n"),

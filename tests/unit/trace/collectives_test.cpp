@@ -1,0 +1,232 @@
+// Traces of several ranks read as one job: where each file's rank comes from, collectives matched
+// across ranks, the straggler and what it ran just before, communication hidden by compute, and
+// the clocks compared on the collectives' ends. Hand-written Kineto traces, exact expectations.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::trace {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kUs = 1000;
+
+struct Event {
+  std::string name;
+  double ts_us, dur_us;
+};
+
+class Collectives : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("loupe-collectives-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A Kineto-style file of one rank: `rank` < 0 leaves distributedInfo out; `base` < 0 leaves
+  // baseTimeNanoseconds out (the clock domain is then unknown).
+  std::string write(const std::string& name, int rank, const std::vector<Event>& events,
+                    int64_t base = 1'000'000'000) {
+    std::string text = "{\"schemaVersion\": 1, ";
+    if (rank >= 0) {
+      text += "\"distributedInfo\": {\"backend\": \"mpi\", \"rank\": " + std::to_string(rank) +
+              ", \"world_size\": 3}, ";
+    }
+    if (base >= 0) text += "\"baseTimeNanoseconds\": " + std::to_string(base) + ", ";
+    text += "\"traceEvents\": [";
+    for (size_t index = 0; index < events.size(); ++index) {
+      const Event& event = events[index];
+      text +=
+          std::string(index ? ", " : "") + "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" +
+          event.name + "\", \"pid\": 10, \"tid\": 10, \"ts\": " + std::to_string(event.ts_us) +
+          ", \"dur\": " + std::to_string(event.dur_us) +
+          (event.name.rfind("mpi:", 0) == 0
+               ? ", \"args\": {\"Collective name\": \"allgather\", \"Process Group Name\": \"0\"}"
+               : "") +
+          "}";
+    }
+    text += "]}";
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+
+  // Rank 2 runs `work` for 390 us, the others 100 and 150: it arrives last at the first
+  // allgather; rank 1 arrives last at the second, by a little.
+  std::vector<std::string> three_ranks(bool with_info = true, const std::string& stem = "r",
+                                       int64_t rank1_shift_us = 0, int64_t base = 1'000'000'000) {
+    const double shift = static_cast<double>(rank1_shift_us);
+    return {write(stem + "0.json", with_info ? 0 : -1,
+                  {{"work", 0, 100},
+                   {"mpi:allgather", 100, 300},
+                   {"work2", 400, 50},
+                   {"mpi:allgather", 450, 50}},
+                  base),
+            write(stem + "1.json", with_info ? 1 : -1,
+                  {{"work", shift + 0, 150},
+                   {"mpi:allgather", shift + 150, 250},
+                   {"work2", shift + 400, 80},
+                   {"mpi:allgather", shift + 480, 20}},
+                  base),
+            write(stem + "2.json", with_info ? 2 : -1,
+                  {{"work", 0, 390},
+                   {"mpi:allgather", 390, 10},
+                   {"work2", 400, 40},
+                   {"mpi:allgather", 440, 60}},
+                  base)};
+  }
+
+  static const Finding* find(const Envelope& envelope, const std::string& id) {
+    for (const Finding& finding : envelope.findings) {
+      if (finding.id == id) return &finding;
+    }
+    return nullptr;
+  }
+  static double metric(const Finding& finding, const std::string& name) {
+    for (const auto& [key, value] : finding.evidence.metrics) {
+      if (key == name) return value;
+    }
+    ADD_FAILURE() << "no metric " << name << " in " << finding.id;
+    return -1;
+  }
+  static int rank_of(const Finding& finding) {
+    for (const auto& [key, value] : finding.where.coords) {
+      if (key == "rank") return static_cast<int>(value);
+    }
+    return -1;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Collectives, TheStragglerIsTheRankWhoseLateArrivalsHeldTheOthersLongestAndNamesItsStage) {
+  const Model model = load_traces(three_ranks());
+  const Envelope envelope = analyze(model, {});
+  ASSERT_FALSE(envelope.findings.empty());
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.collectives.straggler");
+  EXPECT_EQ(rank_of(top), 2);
+  EXPECT_EQ(top.where.path, "work");
+  // First allgather: arrivals 100, 150, 390 us: skew 290 us, the others waited 290 + 240 us.
+  EXPECT_EQ(metric(top, "arrived_last"), 1);
+  EXPECT_EQ(metric(top, "collectives"), 2);
+  EXPECT_EQ(metric(top, "imposed_wait_ns"), 530 * kUs);
+  EXPECT_EQ(metric(top, "max_skew_ns"), 290 * kUs);
+  EXPECT_EQ(metric(top, "before_ns"), 390 * kUs);
+  EXPECT_EQ(metric(top, "before_median_others_ns"), 125 * kUs);
+  EXPECT_EQ(top.claim,
+            "rank 2 arrived last at 1 of 2 collectives, keeping the other ranks waiting 530 us in "
+            "all (skew up to 290 us); just before, it was in work: 390 us on rank 2 against a "
+            "median of 125 us on the other 2 ranks");
+  ASSERT_EQ(top.evidence.events.size(), 2u);
+  EXPECT_EQ(top.evidence.events[0].name, "work");
+  EXPECT_EQ(top.evidence.events[0].track, "rank 2: thread 10 (10/10)");
+  EXPECT_EQ(top.evidence.events[1].name, "mpi:allgather");
+
+  const Json& ranks = envelope.data["collectives"]["ranks"];
+  ASSERT_EQ(ranks.size(), 3u);
+  // Rank 0: 300 + 50 us in collectives, none hidden (its work runs between them), and it waited
+  // 290 us at the first and 30 us at the second for the last arriver.
+  EXPECT_EQ(ranks[0]["comm_ns"], 350 * kUs);
+  EXPECT_EQ(ranks[0]["comm_hidden_ns"], 0);
+  EXPECT_EQ(ranks[0]["waited_ns"], 320 * kUs);
+  EXPECT_EQ(ranks[1]["arrived_last"], 1);
+  EXPECT_EQ(ranks[1]["imposed_wait_ns"], 70 * kUs);
+  EXPECT_EQ(ranks[2]["imposed_wait_ns"], 530 * kUs);
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 2);
+  EXPECT_EQ(envelope.data["collectives"]["unmatched"], 0);
+  EXPECT_EQ(envelope.data["collectives"]["clock"],
+            "the ranks share one clock domain; the ends of 2 matched collectives agree within "
+            "0 ns (uncertainty of arrival times)");
+  const Finding* exposed = find(envelope, "trace.collectives.comm_exposed");
+  ASSERT_NE(exposed, nullptr);
+  EXPECT_EQ(rank_of(*exposed), 0);
+  EXPECT_EQ(metric(*exposed, "exposed_ns"), 350 * kUs);
+}
+
+TEST_F(Collectives, RankComesFromDistributedInfoThenTheFileNameAndRankOverridesBoth) {
+  {
+    const Model model = load_traces(three_ranks(true, "trace_"));
+    for (const FileInfo& file : model.files) EXPECT_EQ(file.rank_source, "distributedInfo");
+    EXPECT_EQ(model.files[2].rank, 2);
+  }
+  {
+    const Model model = load_traces(three_ranks(false, "job.rank-"));
+    for (const FileInfo& file : model.files) EXPECT_EQ(file.rank_source, "file name");
+    EXPECT_EQ(model.files[1].rank, 1);
+    EXPECT_EQ(analyze(model, {}).findings.front().id, "trace.collectives.straggler");
+  }
+  {
+    // --rank 2,1,0: the slow file is now rank 0, and the finding says so.
+    const Model model = load_traces(three_ranks(true, "x"), false, {2, 1, 0});
+    EXPECT_EQ(model.files[0].rank, 2);
+    EXPECT_EQ(model.files[0].rank_source, "--rank");
+    EXPECT_EQ(rank_of(analyze(model, {}).findings.front()), 0);
+  }
+}
+
+TEST_F(Collectives, RankGivenForTheWrongNumberOfFilesIsAUsageError) {
+  const std::vector<std::string> files = three_ranks();
+  try {
+    load_traces(files, false, {0, 1});
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "--rank gives 2 ranks for 3 trace files");
+  }
+}
+
+TEST_F(Collectives, ClocksThatDifferAreAlignedOnTheCollectivesEnds) {
+  // No baseTimeNanoseconds: nothing says how the files' clocks relate. Rank 1's clock runs
+  // 1000 us ahead; aligned on the collectives' ends, the answer is the one of a shared clock.
+  const Model model = load_traces(three_ranks(true, "r", 1000, -1));
+  const Envelope envelope = analyze(model, {});
+  const Finding& top = envelope.findings.front();
+  EXPECT_EQ(top.id, "trace.collectives.straggler");
+  EXPECT_EQ(rank_of(top), 2);
+  EXPECT_EQ(metric(top, "imposed_wait_ns"), 530 * kUs);
+  EXPECT_EQ(envelope.data["collectives"]["ranks"][1]["clock_offset_ns"], 1000 * kUs);
+  EXPECT_EQ(envelope.data["collectives"]["clock"],
+            "the ranks' clocks differ: aligned on the ends of 2 matched collectives (median "
+            "offset per rank), uncertainty ±0 ns");
+}
+
+TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
+  std::vector<std::string> files = three_ranks();
+  files[1] = write("r1.json", 1,
+                   {{"work", 0, 150},
+                    {"mpi:allgather", 150, 250},
+                    {"work2", 400, 80},
+                    {"mpi:allgather", 480, 20},
+                    {"mpi:allgather", 600, 20}});
+  const Envelope envelope = analyze(load_traces(files), {});
+  EXPECT_EQ(envelope.data["collectives"]["unmatched"], 1);
+  const Finding* unmatched = find(envelope, "trace.collectives.unmatched");
+  ASSERT_NE(unmatched, nullptr);
+  EXPECT_EQ(metric(*unmatched, "unmatched"), 1);
+  EXPECT_EQ(envelope.findings.front().id, "trace.collectives.straggler");
+}
+
+TEST_F(Collectives, OneRankAloneHasNoCollectivesAndKeepsItsTrackLabels) {
+  const Model model = load_traces({three_ranks()[0]});
+  EXPECT_FALSE(model.multi_rank());
+  const Envelope envelope = analyze(model, {});
+  EXPECT_FALSE(envelope.data.contains("collectives"));
+  EXPECT_EQ(find(envelope, "trace.collectives.straggler"), nullptr);
+  EXPECT_EQ(model.track_label(0), "thread 10 (10/10)");
+}
+
+}  // namespace
+}  // namespace loupe::trace
