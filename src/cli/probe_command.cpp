@@ -33,6 +33,8 @@ struct ProbeOptions {
   bool no_hidden = false;
   bool no_sandbox = false;
   bool json = false;
+  std::string counters;
+  int64_t counters_launches = 1;
 };
 
 // A subject that crashed, hung or was killed at a limit: exit 3 with the finding that says which.
@@ -154,6 +156,11 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   run->add_option("--home", options->home,
                   "where observations go (default .loupe/ at the git root)");
   run->add_flag("--json", options->json, "print one JSON envelope");
+  run->add_option("--counters", options->counters,
+                  "benches: after the verdict, run the candidate variant once more under ncu, "
+                  "untimed, and add the counters of the kernels matching REGEX");
+  run->add_option("--counters-launches", options->counters_launches,
+                  "calls of the counters pass, and launches ncu profiles (default 1)");
   run->add_option("--env", options->pass_env,
                   "NAME or PREFIX*: also pass this variable of loupe's environment to the "
                   "subject (repeatable; docs/security.md lists those always passed)");
@@ -188,6 +195,12 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     request.pass_env = options->pass_env;
     request.analyze.tolerances = options->tolerances;
     request.analyze.threshold = options->threshold;
+    if (!options->counters.empty()) {
+      request.counters = probe::CountersAttachment{options->counters, options->counters_launches};
+    } else if (options->counters_launches != 1) {
+      throw Error(ErrorCode::kUsage, "--counters-launches needs --counters REGEX",
+                  "loupe probe run BENCH --counters KERNEL_REGEX --counters-launches N -- SUBJECT");
+    }
     probe::SweepOutcome sweep;
     try {
       sweep = probe::run_sweep(request, options->zips);

@@ -1,4 +1,5 @@
 // `loupe skeleton list|show|match`: the optimisation skeleton library (src/skeleton does the work).
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -183,7 +184,11 @@ void add_match(CLI::App* parent, CommandResult& result) {
                 << skeleton::find_skeleton(library, entry.skeleton_id)->title << "\n";
       for (size_t reason = 0; reason < entry.reasons.size() && reason < kMaxReasonsShown;
            ++reason) {
-        std::cout << "   - " << entry.reasons[reason] << "\n";
+        const bool inferred = std::find(entry.inferred.begin(), entry.inferred.end(),
+                                        entry.reasons[reason]) != entry.inferred.end();
+        // Issue 25: a condition met by a correlation says so.
+        std::cout << "   - " << entry.reasons[reason]
+                  << (inferred ? "  [inferred: verify before relying on it]" : "") << "\n";
       }
       if (entry.reasons.size() > kMaxReasonsShown) {
         std::cout << "   - ... " << entry.reasons.size() - kMaxReasonsShown << " more (--json)\n";

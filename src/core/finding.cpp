@@ -30,6 +30,7 @@ constexpr std::array<std::string_view, 5> kVerdictNames = {"pass", "fail", "inco
                                                            "none"};
 constexpr std::array<std::string_view, 4> kGateVerdictNames = {"pass", "fail", "inconclusive",
                                                                "not-run"};
+constexpr std::array<std::string_view, 3> kEvidenceKindNames = {"measured", "inferred", "verified"};
 
 }  // namespace
 
@@ -49,6 +50,28 @@ Severity parse_severity(std::string_view text) {
 }
 Verdict parse_verdict(std::string_view text) {
   return parse_word<Verdict>(text, kVerdictNames, "verdict");
+}
+
+std::string_view evidence_kind_name(EvidenceKind kind) {
+  return kEvidenceKindNames[static_cast<size_t>(kind)];
+}
+
+EvidenceKind parse_evidence_kind(std::string_view text) {
+  return parse_word<EvidenceKind>(text, kEvidenceKindNames, "evidence kind");
+}
+
+EvidenceKind evidence_kind(const Finding& finding) {
+  if (finding.evidence.kind) return *finding.evidence.kind;
+  return finding.layer == Layer::kTrace || finding.layer == Layer::kCounters
+             ? EvidenceKind::kInferred
+             : EvidenceKind::kMeasured;
+}
+
+std::string verification_experiment(const Finding& finding) {
+  if (evidence_kind(finding) != EvidenceKind::kInferred) return "";
+  if (!finding.next.empty()) return finding.next;
+  return "a controlled A/B that changes only the suspected cause (a bench or scenario gate "
+         "against a baseline run), linked to both runs through a hypothesis";
 }
 
 }  // namespace loupe

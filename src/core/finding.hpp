@@ -22,15 +22,23 @@ enum class Severity { kFail, kWarn, kInfo };
 // Verdict of a command or envelope; gates use GateVerdict.
 enum class Verdict { kPass, kFail, kInconclusive, kError, kNone };
 enum class GateVerdict { kPass, kFail, kInconclusive, kNotRun };
+// What a finding can support (issue 25): measured — a comparison or a statistic on controlled
+// inputs (checks, benches, scenario metrics); inferred — a correlation read from observations
+// (trace analyses, counter patterns, an inferred GIL), which cannot establish a cause alone;
+// verified — a controlled A/B that changed only the suspected cause, linked through a hypothesis.
+enum class EvidenceKind { kMeasured, kInferred, kVerified };
 
 std::string_view layer_name(Layer layer);
 std::string_view severity_name(Severity severity);
 std::string_view verdict_name(Verdict verdict);
 std::string_view gate_verdict_name(GateVerdict verdict);
+// "measured", "inferred", "verified".
+std::string_view evidence_kind_name(EvidenceKind kind);
 // Parsers throw Error(kInput) naming the text and the accepted words.
 Layer parse_layer(std::string_view text);
 Severity parse_severity(std::string_view text);
 Verdict parse_verdict(std::string_view text);
+EvidenceKind parse_evidence_kind(std::string_view text);
 
 // A trace event cited as evidence.
 struct EventRef {
@@ -57,6 +65,8 @@ struct Evidence {
   std::vector<std::pair<std::string, double>> metrics;  // names fixed in docs/formats.md
   std::vector<EventRef> events;
   std::vector<std::string> files;
+  // Set by the producer when the layer's default is wrong; evidence_kind() reads it.
+  std::optional<EvidenceKind> kind;
   bool operator==(const Evidence&) const = default;
 };
 
@@ -71,5 +81,12 @@ struct Finding {
   std::string reproduce;  // the exact command, seed included
   bool operator==(const Finding&) const = default;
 };
+
+// The finding's evidence kind: as set, else by its layer (trace and counters: inferred; checks,
+// benches, scenarios: measured).
+EvidenceKind evidence_kind(const Finding& finding);
+// For an inferred finding: the experiment that would verify it (the finding's own `next` when it
+// names one, else the controlled A/B to run). Empty for measured and verified findings.
+std::string verification_experiment(const Finding& finding);
 
 }  // namespace loupe

@@ -109,15 +109,23 @@ json finding_to_json(const Finding& finding) {
                       {"start_ns", event.start_ns},
                       {"end_ns", event.end_ns}});
   }
+  // kind (and verify_with for inferred findings) were added by issue 25: readers of older
+  // documents without them take the layer's default.
+  json evidence = {{"metrics", std::move(metrics)},
+                   {"events", std::move(events)},
+                   {"files", finding.evidence.files},
+                   {"kind", evidence_kind_name(evidence_kind(finding))}};
+  // An inferred finding's `next` is the experiment that would verify it; one without a `next`
+  // names the controlled A/B here (not repeated otherwise: answers have a byte budget).
+  if (evidence_kind(finding) == EvidenceKind::kInferred && finding.next.empty()) {
+    evidence["verify_with"] = verification_experiment(finding);
+  }
   return {{"id", finding.id},
           {"layer", layer_name(finding.layer)},
           {"severity", severity_name(finding.severity)},
           {"claim", finding.claim},
           {"where", std::move(where)},
-          {"evidence",
-           {{"metrics", std::move(metrics)},
-            {"events", std::move(events)},
-            {"files", finding.evidence.files}}},
+          {"evidence", std::move(evidence)},
           {"next", finding.next},
           {"reproduce", finding.reproduce}};
 }
@@ -175,6 +183,16 @@ Finding finding_from_json(const json& object) {
   for (const json& file : require(evidence, "files")) {
     if (!file.is_string()) throw Error(ErrorCode::kInput, "evidence.files must hold strings");
     finding.evidence.files.push_back(file.get<std::string>());
+  }
+  if (evidence.contains("kind")) {
+    if (!evidence["kind"].is_string()) {
+      throw Error(ErrorCode::kInput, "field 'evidence.kind' must be a string");
+    }
+    const EvidenceKind kind = parse_evidence_kind(evidence["kind"].get<std::string>());
+    // Kept only when it differs from the layer's default, so a document read back compares equal.
+    Finding probe = finding;
+    probe.evidence.kind.reset();
+    if (kind != evidence_kind(probe)) finding.evidence.kind = kind;
   }
   return finding;
 }

@@ -488,6 +488,16 @@ std::string bound_next(std::string_view name) {
          "flight (occupancy, ILP, more blocks) helps — see the stall reasons";
 }
 
+}  // namespace
+
+std::optional<BoundSummary> bound_of(const KernelGroup& group) {
+  const auto binding = binding_of(group);
+  if (!binding) return std::nullopt;
+  return BoundSummary{std::string(binding->name), binding->pct, std::string(binding->top)};
+}
+
+namespace {
+
 std::optional<Finding> bound_finding(const KernelGroup& group, const AnalyzeOptions& options) {
   const auto binding = binding_of(group);
   if (!binding) return std::nullopt;

@@ -143,6 +143,16 @@ Analysis analyze(const Profile& profile, const AnalyzeOptions& options);
 // The findings of one kernel, in the order bound, occupancy, stalls, bytes, advice.
 std::vector<Finding> kernel_findings(const KernelGroup& group, const AnalyzeOptions& options);
 
+// The binding limit of a group, as its `bound` finding states it: the unit with the highest share
+// of its peak ("DRAM", "L2", "L1", "SM"), or "latency" when none reaches kBoundThresholdPct
+// (then `top` names the highest unit); nullopt when no speed-of-light share was measured.
+struct BoundSummary {
+  std::string limit;
+  double pct = 0;
+  std::string top;
+};
+std::optional<BoundSummary> bound_of(const KernelGroup& group);
+
 struct DiffSide {
   std::string label;  // "A" / "B" or the file name
   KernelGroup group;

@@ -285,16 +285,17 @@ std::string markdown_with(const Bundle& bundle, const Caps& caps) {
     }
   };
 
-  out << "\n### Gates\n| gate | before | after | key statistic before → after | reproduce |\n"
-      << "|---|---|---|---|---|\n";
+  out << "\n### Gates\n| gate | before | after | evidence | key statistic before → after | "
+         "reproduce |\n"
+      << "|---|---|---|---|---|---|\n";
   size_t shown = 0;
   for (const auto& gate : bundle.gates) {
     if (shown++ >= caps.gates) break;
     const bool changed = gate.before != gate.after;
     out << "| " << (changed ? "**" + cell(gate.name) + "**" : cell(gate.name)) << " | "
         << verdict_text(gate.before) << " | " << verdict_text(gate.after) << " | "
-        << cell(gate.statistic_before, 80) << " → " << cell(gate.statistic_after, 80) << " | "
-        << code(bundle.compare_command) << " |\n";
+        << evidence_kind_name(gate.kind) << " | " << cell(gate.statistic_before, 80) << " → "
+        << cell(gate.statistic_after, 80) << " | " << code(bundle.compare_command) << " |\n";
   }
   more(bundle.gates.size(), std::min(bundle.gates.size(), caps.gates), "gates");
 
@@ -337,9 +338,12 @@ std::string markdown_with(const Bundle& bundle, const Caps& caps) {
     size_t count = 0;
     for (const auto& finding : list) {
       if (count++ >= caps.findings) break;
-      out << "- " << severity_name(finding.severity) << " `" << cell(finding.id, 120)
-          << "`: " << cell(finding.claim, 300) << " — reproduce: " << code(finding.reproduce)
-          << "\n";
+      const std::string verify = verification_experiment(finding);
+      out << "- " << severity_name(finding.severity) << " "
+          << evidence_kind_name(evidence_kind(finding)) << " `" << cell(finding.id, 120)
+          << "`: " << cell(finding.claim, 300)
+          << (verify.empty() ? "" : " — verify with: " + cell(verify, 200))
+          << " — reproduce: " << code(finding.reproduce) << "\n";
     }
     more(list.size(), std::min(list.size(), caps.findings), "findings");
   };
@@ -511,6 +515,21 @@ Bundle build_bundle(const ledger::Ledger& ledger, const std::string& base_run,
       }
     }
     bundle.hypotheses.push_back(line);
+    // The two runs are this hypothesis's A/B: what changed between them is verified evidence.
+    bool base_is_baseline = false;
+    bool candidate_is_candidate = false;
+    for (const auto& link : hypothesis.links) {
+      base_is_baseline =
+          base_is_baseline || (link.run_id == base_run && link.role == ledger::LinkRole::kBaseline);
+      candidate_is_candidate =
+          candidate_is_candidate ||
+          (link.run_id == candidate_run && link.role == ledger::LinkRole::kCandidate);
+    }
+    if (base_is_baseline && candidate_is_candidate) {
+      for (auto& gate : bundle.gates) {
+        if (gate.before != gate.after) gate.kind = EvidenceKind::kVerified;
+      }
+    }
   }
   return bundle;
 }
@@ -601,10 +620,11 @@ std::string render_html(const Bundle& bundle) {
   auto findings = [&](const std::vector<Finding>& list, const char* title) {
     if (list.empty()) return;
     out << "<h2>" << title
-        << "</h2>\n<table><tr><th>severity</th><th>id</th><th>claim</th>"
+        << "</h2>\n<table><tr><th>severity</th><th>evidence</th><th>id</th><th>claim</th>"
            "<th>next</th><th>reproduce</th></tr>\n";
     for (const auto& finding : list) {
-      out << "<tr><td>" << severity_name(finding.severity) << "</td><td>" << html_cell(finding.id)
+      out << "<tr><td>" << severity_name(finding.severity) << "</td><td>"
+          << evidence_kind_name(evidence_kind(finding)) << "</td><td>" << html_cell(finding.id)
           << "</td><td>" << html_cell(finding.claim) << "</td><td>" << html_cell(finding.next)
           << "</td>" << code_cell(finding.reproduce) << "</tr>\n";
     }
@@ -666,6 +686,7 @@ Json bundle_to_json(const Bundle& bundle) {
     gates.push_back({{"name", gate.name},
                      {"before", optional_verdict(gate.before)},
                      {"after", optional_verdict(gate.after)},
+                     {"evidence", std::string(evidence_kind_name(gate.kind))},
                      {"statistic_before", gate.statistic_before},
                      {"statistic_after", gate.statistic_after}});
   }

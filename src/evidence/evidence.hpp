@@ -42,6 +42,9 @@ struct GateLine {
   std::string statistic_before;  // report::key_statistic; "-" when absent
   std::string statistic_after;
   std::string rule_after;
+  // Issue 25: verified when the gate changed between runs a hypothesis links as its baseline and
+  // candidate (the controlled A/B of that change), else measured.
+  EvidenceKind kind = EvidenceKind::kMeasured;
 };
 
 // One bench comparison at one point, on each side.

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <utility>
 #include <variant>
 
 #include "core/json.hpp"
 #include "core/process.hpp"
 #include "gate/objective.hpp"
+#include "ledger/exchange.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::hypothesis {
@@ -249,6 +251,49 @@ DecideOutcome decide(ledger::Ledger& ledger, int64_t hypothesis_id, ledger::Deci
                     std::to_string(hypothesis_id) + " RUN --as baseline`");
   }
   const ledger::RunRecord baseline = ledger.get_run(*baseline_id);
+
+  // Issue 25: a correlation is not a cause. When no gate changed between the baseline and the
+  // candidate and no measured finding did, what changed is inferred evidence only (a lock wait
+  // gone from a trace, a counter pattern): nothing has been shown under control yet.
+  bool measured_change = false;
+  for (const auto& gate : candidate->gates) {
+    const auto before =
+        std::find_if(baseline.gates.begin(), baseline.gates.end(),
+                     [&](const ledger::GateRecord& record) { return record.name == gate.name; });
+    if (before == baseline.gates.end() || before->verdict != gate.verdict) measured_change = true;
+  }
+  std::vector<const Finding*> inferred_changes;
+  auto notable = [](const Finding& finding) { return finding.severity != Severity::kInfo; };
+  auto keys_of = [&](const ledger::RunRecord& run) {
+    std::set<std::string> keys;
+    for (const auto& finding : run.findings) {
+      if (notable(finding)) keys.insert(ledger::finding_key(finding));
+    }
+    return keys;
+  };
+  const std::set<std::string> before_keys = keys_of(baseline);
+  const std::set<std::string> after_keys = keys_of(*candidate);
+  for (const ledger::RunRecord* run : {&baseline, &std::as_const(*candidate)}) {
+    const std::set<std::string>& other = run == &baseline ? after_keys : before_keys;
+    for (const auto& finding : run->findings) {
+      if (!notable(finding) || other.count(ledger::finding_key(finding))) continue;
+      if (evidence_kind(finding) == EvidenceKind::kInferred) {
+        inferred_changes.push_back(&finding);
+      } else {
+        measured_change = true;
+      }
+    }
+  }
+  if (!measured_change && !inferred_changes.empty()) {
+    throw Error(ErrorCode::kUsage,
+                name + ": retain refused: between baseline " + baseline.id + " and candidate " +
+                    candidate->id + " no gate and no measured finding changed; what changed is " +
+                    std::to_string(inferred_changes.size()) +
+                    " inferred finding(s) (first: " + inferred_changes.front()->id +
+                    "), and correlations in traces or counters cannot establish a cause",
+                "verify it first: " + verification_experiment(*inferred_changes.front()) +
+                    "; a gate that measures it makes the evidence measured");
+  }
 
   // Evidence loupe did not produce here (an edited export can claim anything) is for a person to
   // weigh: a decision resting on an imported run needs review.

@@ -3,7 +3,10 @@
 //
 // A hypothesis links baseline and candidate runs and ends in a decision. Retain is refused
 // (Error(kUsage), naming each candidate run and the gate that did not pass) unless a linked
-// candidate run completed with every gate passing, and a baseline run is linked. What changed
+// candidate run completed with every gate passing, and a baseline run is linked; and it is
+// refused when no gate and no measured finding changed between the baseline and the candidate
+// while inferred findings did (trace, counters: correlations), naming the experiment that would
+// verify them. What changed
 // between the baseline and that candidate — the paths in the diff between their recorded commits,
 // the dirty paths either run recorded, and the deployment settings whose values differ in their
 // recorded configurations — is matched against the candidate objective's [review] categories

@@ -1034,7 +1034,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     finding_context.reproduce = context.reproduce;
     finding_context.files = {context.observation_file};
     analysis.bench_comparisons.push_back(
-        {comparison, finding_context, analysis.findings.size(), comparison_list.size()});
+        {comparison, finding_context, analysis.findings.size(), comparison_list.size(), ""});
     analysis.findings.push_back(bench::comparison_finding(comparison, finding_context));
     Json entry = bench::comparison_to_json(comparison);
     entry["a"] = variants[0].name;

@@ -16,6 +16,9 @@
 #include "core/limits.hpp"
 #include "core/process.hpp"
 #include "core/sha256.hpp"
+#include "counters/analyze.hpp"
+#include "counters/ncu.hpp"
+#include "probe/counters_pass.hpp"
 
 namespace loupe::probe {
 namespace {
@@ -641,6 +644,9 @@ RunOutcome run_probe(const RunRequest& request) {
   }
   outcome.data["sandbox"] = sandbox_missing ? Json(*sandbox_missing) : Json("bwrap");
   outcome.data["sealed"] = sealed;
+  // After the verdict, never during: the counters pass is a separate, untimed process. Not on
+  // evidence that failed its seal: its verdict stands alone.
+  if (request.counters && tampered.empty()) attach_counters(request, seed, outcome);
   return outcome;
 }
 
@@ -841,10 +847,26 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
   RunRequest point_request = request;
   if (point_request.run_id.empty()) point_request.run_id = new_run_id();
   const bool may_add_hidden = request.add_hidden_point && !request.hidden && !request.hidden_point;
+  if (request.counters) {
+    // Refused before anything runs: a missing ncu or a bad regex found after minutes of sampling
+    // would waste them.
+    if (request.counters->launches < 1 || request.counters->launches > 10000) {
+      throw Error(ErrorCode::kUsage, "--counters-launches " +
+                                         std::to_string(request.counters->launches) +
+                                         ": expected a count of calls from 1 to 10000");
+    }
+    counters::make_regex(request.counters->kernel_regex, "--counters");
+    counters::find_ncu();
+  }
   Declared probe_declared;
-  if (may_add_hidden || !request.layer) {
+  if (may_add_hidden || !request.layer || request.counters) {
     probe_declared = declared(request);
     if (!point_request.layer) point_request.layer = probe_declared.layer;
+  }
+  if (request.counters && point_request.layer && *point_request.layer != Layer::kBench) {
+    throw Error(ErrorCode::kUsage,
+                "--counters: probe '" + request.probe + "' is not a bench; expected a bench",
+                "counters attach to a bench's timed call");
   }
   SweepOutcome sweep;
   for (const auto& sets : points) {
@@ -925,6 +947,7 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
         record.comparison = comparisons[index++];
         point.findings[record.finding_index] =
             bench::comparison_finding(record.comparison, record.context);
+        point.findings[record.finding_index].claim += record.counters_clause;
         if (point.data.contains("comparisons") &&
             record.data_index < point.data["comparisons"].size()) {
           Json& entry = point.data["comparisons"][record.data_index];

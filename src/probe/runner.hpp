@@ -34,6 +34,14 @@ struct AnalyzeOptions {
   std::string reproduce;
 };
 
+// A bench's counters pass (docs/counters.md, "Bench attachment"): after the verdict, the subject
+// runs once more under ncu with --counters-pass, untimed, and the kernel's counter findings join
+// the point's.
+struct CountersAttachment {
+  std::string kernel_regex;  // ncu --kernel-name regex:R, and the filter of the findings
+  int64_t launches = 1;      // calls of the pass, and ncu --launch-count
+};
+
 struct RunRequest {
   std::string probe;
   std::vector<std::string> sets;  // NAME=VALUE, validated by the subject
@@ -68,6 +76,7 @@ struct RunRequest {
   // core/process.hpp's subject_environment_allowlist() (names, or prefixes ending in '*').
   std::vector<std::string> pass_env;
   AnalyzeOptions analyze;
+  std::optional<CountersAttachment> counters;  // benches only
 };
 
 // A bench A/B comparison with what is needed to restate its finding after the false-discovery
@@ -77,6 +86,9 @@ struct BenchComparisonRecord {
   bench::FindingContext context;
   size_t finding_index = 0;  // in RunOutcome::findings
   size_t data_index = 0;     // in RunOutcome::data["comparisons"]
+  // What the counters pass adds to the finding's claim (", and now DRAM-bound at 93.1 % of
+  // peak: ..."); kept so that a restated finding keeps it.
+  std::string counters_clause;
 };
 
 struct RunOutcome {

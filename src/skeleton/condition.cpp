@@ -469,6 +469,7 @@ Evaluation evaluate_finding(const Condition& atom, const std::vector<Finding>& f
               std::string(compare_op_text(atom.op)) + " " + operand_text(atom);
   }
   if (matches > 1) reason += " (+" + std::to_string(matches - 1) + " more)";
+  if (evidence_kind(*best) == EvidenceKind::kInferred) result.inferred.push_back(reason);
   result.reasons.push_back(std::move(reason));
   return result;
 }
@@ -622,6 +623,7 @@ Evaluation evaluate(const Condition& condition, const std::vector<Finding>& find
         result.weight += inner.weight;
         result.strongest = stronger(result.strongest, inner.strongest);
         for (auto& reason : inner.reasons) result.reasons.push_back(std::move(reason));
+        for (auto& reason : inner.inferred) result.inferred.push_back(std::move(reason));
       }
       return result;
     }

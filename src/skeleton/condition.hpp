@@ -73,6 +73,9 @@ struct Evaluation {
   // weight (fail 1.0, warn 0.7, info 0.5), each param atom 0.5, `not` nothing; `and` sums its
   // operands, `or` takes its strongest operand that holds.
   double weight = 0;
+  // The reasons (above) that cite an inferred finding (core/finding.hpp evidence_kind): a
+  // condition resting on them holds by correlation only.
+  std::vector<std::string> inferred;
 };
 
 // `settings` are the run's deployment settings (its recorded config).

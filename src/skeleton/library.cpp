@@ -235,7 +235,7 @@ std::vector<Match> match_run(const std::vector<Skeleton>& library, const ledger:
     Evaluation evaluation = evaluate(skeleton.condition, run.findings, settings);
     if (!evaluation.holds) continue;
     matches.push_back({skeleton.id, evidence_weight(skeleton.strength) * evaluation.weight,
-                       std::move(evaluation.reasons)});
+                       std::move(evaluation.reasons), std::move(evaluation.inferred)});
   }
   std::stable_sort(matches.begin(), matches.end(), [](const Match& a, const Match& b) {
     if (a.score != b.score) return a.score > b.score;
@@ -282,7 +282,10 @@ Json skeleton_to_json(const Skeleton& skeleton, bool detail) {
 }
 
 Json match_to_json(const Match& match) {
-  return {{"skeleton", match.skeleton_id}, {"score", match.score}, {"reasons", match.reasons}};
+  return {{"skeleton", match.skeleton_id},
+          {"score", match.score},
+          {"reasons", match.reasons},
+          {"inferred", match.inferred}};
 }
 
 }  // namespace loupe::skeleton

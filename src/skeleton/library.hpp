@@ -92,7 +92,8 @@ struct Match {
   // evidence_weight(strength) × the condition's Evaluation::weight (condition.hpp): stronger
   // evidence and more, more severe confirming findings rank higher.
   double score = 0;
-  std::vector<std::string> reasons;  // one per condition atom that held, with ids and values
+  std::vector<std::string> reasons;   // one per condition atom that held, with ids and values
+  std::vector<std::string> inferred;  // those of `reasons` that rest on inferred findings
   bool operator==(const Match&) const = default;
 };
 

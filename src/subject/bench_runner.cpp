@@ -82,9 +82,13 @@ class BenchRunner {
   void exec(ErasedBench bench);
   // After the body returned: what it declared, for a body that skipped or never called exec.
   void declare_end();
+  // The counters pass's record ({calls, variants}) once exec ran one; null otherwise.
+  const Json& counters_pass() const { return counters_pass_; }
 
  private:
   void declare(const ErasedBench* bench);
+  // The counters pass (RunOptions::counters_pass): the selected variants' calls, untimed.
+  void run_counters_pass(const ErasedBench& bench);
   void serve(const ErasedBench& bench);
   void wait_command(uint32_t last);
 
@@ -101,6 +105,7 @@ class BenchRunner {
   std::unique_ptr<Timer> timer_ = std::make_unique<SteadyClockTimer>();
   std::string verify_metric_ = "rms_ratio";
   double verify_bound_ = 1e-6;
+  Json counters_pass_ = nullptr;
 };
 
 void BenchRunner::declare(const ErasedBench* bench) {
@@ -163,9 +168,47 @@ void BenchRunner::exec(ErasedBench bench) {
                   "bench '" + probe_.name + "': variant '" + name + "' is declared twice");
     }
   }
+  if (options_.counters_pass > 0) {
+    run_counters_pass(bench);
+    declare(&bench);
+    return;
+  }
   declare(&bench);
   if (variant_ >= bench.variants.size()) return;
   serve(bench);
+}
+
+void BenchRunner::run_counters_pass(const ErasedBench& bench) {
+  std::vector<size_t> selected;
+  std::string names;
+  for (size_t variant = 0; variant < bench.variants.size(); ++variant) {
+    names += (names.empty() ? "" : ", ") + bench.variants[variant].first;
+    if (options_.counters_variant.empty() ||
+        bench.variants[variant].first == options_.counters_variant) {
+      selected.push_back(variant);
+    }
+  }
+  if (selected.empty()) {
+    throw Error(ErrorCode::kUsage, "--counters-variant '" + options_.counters_variant +
+                                       "': bench '" + probe_.name +
+                                       "' has no such variant; the variants are: " + names);
+  }
+  // No timer runs and no sample is kept: the profiler replays each launch many times, so what it
+  // sees is never a timing. Fresh inputs per call, seeded like the timed calls, so the kernel
+  // moves the bytes it moves when timed.
+  Json variants = Json::array();
+  uint64_t work = 0;
+  for (size_t variant : selected) {
+    const auto& call = bench.variants[variant].second;
+    for (int64_t index = 0; index < options_.counters_pass; ++index) {
+      std::shared_ptr<void> input = bench.make(subject::derive_seed(options_.seed, 1000 + work++));
+      call(input.get());
+    }
+    variants.push_back(bench.variants[variant].first);
+  }
+  counters_pass_ = Json::object();
+  counters_pass_["calls"] = options_.counters_pass;
+  counters_pass_["variants"] = std::move(variants);
 }
 
 void BenchRunner::serve(const ErasedBench& bench) {
@@ -1015,6 +1058,36 @@ Json run_bench(const detail::ProbeDefinition& probe, const Point& point, const R
   if (!probe.bench_body) {
     throw Error(ErrorCode::kInternal, "bench '" + probe.name + "' has no body",
                 "add .body([](loupe::BenchState& state) { ... state.exec(...); })");
+  }
+  if (options.counters_pass > 0) {
+    // The counters pass runs the body in this process: it is profiled, never timed, so the
+    // children that keep a timed variant apart have nothing to protect here.
+    auto control = std::make_unique<BenchControl>();
+    detail::BenchRunner runner(probe, options, control.get(), nullptr, SIZE_MAX);
+    BenchState state(point, runner);
+    probe.bench_body(state);
+    runner.declare_end();
+    if (!control->skipped && !control->executed) {
+      throw Error(ErrorCode::kInternal,
+                  "bench '" + probe.name + "': the body neither called exec nor skip",
+                  "call state.exec(make, variants) or state.skip(\"reason\")");
+    }
+    Json bench = Json::object();
+    bench["skipped"] = control->skipped ? Json(std::string(control->skip_reason)) : Json(nullptr);
+    bench["executed"] = control->executed;
+    Json names = Json::array();
+    for (uint32_t index = 0; index < control->variant_count && index < kMaxVariants; ++index) {
+      names.push_back(std::string(control->variant_names[index]));
+    }
+    bench["variants"] = std::move(names);
+    bench["timer"] = std::string(control->timer_name);
+    bench["bytes_per_call"] = control->bytes_per_call;
+    bench["flops_per_call"] = control->flops_per_call;
+    bench["samples_file"] = "";
+    bench["stop_reason"] = "counters_pass";
+    bench["sampling_s"] = 0.0;
+    bench["counters_pass"] = runner.counters_pass();
+    return bench;
   }
   return Supervisor(probe, point, options, files).run();
 }

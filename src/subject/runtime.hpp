@@ -36,6 +36,11 @@ struct RunOptions {
   uint64_t poison_key = 0;
   double precision = 0.01;  // benches: target relative CI half-width of each median
   double budget_s = 2.0;    // benches: time budget for sampling at this point
+  // benches: the counters pass (docs/counters.md, "Bench attachment"): when > 0, each selected
+  // variant's call runs this many times on fresh inputs with no timer and no samples, for ncu
+  // to profile in this process while the timed samples come from another.
+  int64_t counters_pass = 0;
+  std::string counters_variant;  // empty: every variant, in declaration order
 };
 
 // Every file a probe writes into the observation directory, listed for observation.json.

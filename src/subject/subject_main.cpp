@@ -19,7 +19,7 @@ namespace {
 constexpr std::string_view kUsage =
     "usage: SUBJECT list [--json]\n"
     "       SUBJECT run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]\n"
-    "                   [--repeat N]\n"
+    "                   [--repeat N] [--counters-pass N [--counters-variant NAME]]\n"
     "                   [--precision P] [--budget SECONDS] --out DIR [--json]";
 
 std::string probe_names() {
@@ -186,6 +186,16 @@ int run_command(const std::string& program, const std::vector<std::string>& args
       options.precision = parse_positive(flag, next());
     } else if (flag == "--budget") {
       options.budget_s = parse_positive(flag, next());
+    } else if (flag == "--counters-pass") {
+      const std::string& text = next();
+      const uint64_t calls = parse_unsigned(flag, text);
+      if (calls < 1 || calls > 10000) {
+        throw Error(ErrorCode::kUsage,
+                    "--counters-pass " + text + ": expected a count of calls from 1 to 10000");
+      }
+      options.counters_pass = static_cast<int64_t>(calls);
+    } else if (flag == "--counters-variant") {
+      options.counters_variant = next();
     } else if (flag == "--json") {
       continue;
     } else {
@@ -193,12 +203,22 @@ int run_command(const std::string& program, const std::vector<std::string>& args
                   "run: unknown option '" + flag +
                       "'; the options are --set, --seed, --hidden, --hidden-point, --repeat, "
                       "--precision, "
-                      "--budget, --out, --json",
+                      "--budget, --counters-pass, --counters-variant, --out, --json",
                   std::string(kUsage));
     }
   }
   if (!out_dir) {
     throw Error(ErrorCode::kUsage, "run: --out DIR is required", std::string(kUsage));
+  }
+  if (options.counters_pass > 0 && probe.kind != ProbeKind::kBench) {
+    throw Error(ErrorCode::kUsage,
+                "--counters-pass: probe '" + probe.name + "' is a " +
+                    std::string(probe_kind_name(probe.kind)) + "; expected a bench",
+                "counters attach to a bench's timed call");
+  }
+  if (!options.counters_variant.empty() && options.counters_pass == 0) {
+    throw Error(ErrorCode::kUsage, "--counters-variant needs --counters-pass N",
+                std::string(kUsage));
   }
 
   // Before any path runs: children cannot reach into this process, and what they orphan comes

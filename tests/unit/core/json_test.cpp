@@ -44,6 +44,38 @@ TEST(FindingJson, RoundTripKeepsEveryFieldAndParameterOrder) {
   EXPECT_EQ(json["evidence"]["metrics"]["max_abs"], "inf");
 }
 
+// Issue 25: every finding says what kind of evidence it is; inferred ones name the experiment
+// that would verify them. Documents from before the field read back with the layer's default.
+TEST(FindingJson, EvidenceKindByLayerAndVerifyWithForInferred) {
+  Finding check = sample_finding();
+  Json json = finding_to_json(check);
+  EXPECT_EQ(json["evidence"]["kind"], "measured");
+  EXPECT_FALSE(json["evidence"].contains("verify_with"));
+
+  Finding trace = sample_finding();
+  trace.layer = Layer::kTrace;
+  json = finding_to_json(trace);
+  EXPECT_EQ(json["evidence"]["kind"], "inferred");
+  EXPECT_FALSE(json["evidence"].contains("verify_with"));  // its `next` names the experiment
+  EXPECT_EQ(verification_experiment(trace), "rerun with precision=tf32x3");
+  trace.next.clear();
+  json = finding_to_json(trace);
+  EXPECT_EQ(json["evidence"]["verify_with"].get<std::string>().rfind("a controlled A/B", 0), 0u);
+  EXPECT_EQ(verification_experiment(trace), json["evidence"]["verify_with"]);
+
+  Finding verified = sample_finding();
+  verified.evidence.kind = EvidenceKind::kVerified;
+  json = Json::parse(finding_to_json(verified).dump());
+  EXPECT_EQ(json["evidence"]["kind"], "verified");
+  EXPECT_EQ(finding_from_json(json), verified);
+
+  json = finding_to_json(check);
+  json["evidence"].erase("kind");  // a document from before issue 25
+  EXPECT_EQ(finding_from_json(json), check);
+  json["evidence"]["kind"] = "guessed";
+  EXPECT_THROW(finding_from_json(json), Error);
+}
+
 TEST(FindingJson, NanMetricRoundTripsAsString) {
   Finding finding = sample_finding();
   finding.evidence.metrics = {{"rms_ratio", std::numeric_limits<double>::quiet_NaN()}};

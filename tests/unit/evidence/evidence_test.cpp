@@ -114,6 +114,10 @@ TEST_F(EvidenceTest, PairsGatesBenchesAndChecksOfTheTwoRuns) {
   EXPECT_DOUBLE_EQ(bundle.checks[0].before->metrics[0].second, 0.026);
   EXPECT_DOUBLE_EQ(bundle.checks[0].after->metrics[0].second, 1.1e-7);
   ASSERT_EQ(bundle.trace_findings.size(), 1u);
+  EXPECT_EQ(bundle.gates[0].kind, EvidenceKind::kMeasured);  // no hypothesis links the runs
+  const std::string markdown = render_markdown(bundle);
+  EXPECT_NE(markdown.find("- warn inferred `trace.diff.locks`"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("verify with: a controlled A/B"), std::string::npos) << markdown;
   EXPECT_EQ(bundle.base.command, "loupe run /repo/examples/kda/loupe.toml --config incident");
   EXPECT_EQ(bundle.compare_command, "loupe ledger compare r-base r-cand");
   EXPECT_TRUE(bundle.hypotheses.empty());
@@ -176,6 +180,9 @@ TEST_F(EvidenceTest, SaysWhetherTheLinkingHypothesisNeedsReview) {
   Bundle bundle = build_bundle(ledger_, "r-base", "r-cand", {});
   ASSERT_EQ(bundle.hypotheses.size(), 1u);
   EXPECT_TRUE(bundle.hypotheses[0].review_required);
+  // Issue 25: the gate that flipped between the hypothesis's baseline and candidate is verified.
+  EXPECT_EQ(bundle.gates[0].kind, EvidenceKind::kVerified);
+  EXPECT_NE(render_markdown(bundle).find("| fail | pass | verified |"), std::string::npos);
   EXPECT_EQ(bundle.hypotheses[0].review, "numerics: precision changed");
   EXPECT_NE(render_markdown(bundle).find("review **required**"), std::string::npos);
   ledger_.approve_review(id, "alice", "t");

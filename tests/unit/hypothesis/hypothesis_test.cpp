@@ -200,6 +200,55 @@ TEST_F(HypothesisTest, RetainIsRefusedWithoutABaselineRun) {
             "checked against the review boundary");
 }
 
+// Issue 25: a correlation in a trace is not a cause. Both runs pass every gate and only a trace
+// finding went away: retain rests on inferred evidence alone.
+TEST_F(HypothesisTest, RetainIsRefusedOnInferredEvidenceAlone) {
+  Finding lock;
+  lock.id = "trace.diff.locks";
+  lock.layer = Layer::kTrace;
+  lock.severity = Severity::kWarn;
+  lock.claim = "kv_transfer's wait on interpreter_lock went from 0 ns to 120 ms";
+  lock.next = "run the scenario with the lock released around the wait, against this run";
+  ledger::RunRecord base = record("base-unused", kAllPass);
+  base.id = "base";
+  base.findings = {lock};
+  ledger_->insert_run(base);
+  record("cand", kAllPass);
+  const int64_t id = hypothesis_with("base", "cand");
+  try {
+    decide(*ledger_, id, DecisionKind::kRetain, "the lock is the cause", "agent", repo());
+    FAIL() << "retain was recorded";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(),
+              "hypothesis 1: retain refused: between baseline base and candidate cand no gate and "
+              "no measured finding changed; what changed is 1 inferred finding(s) (first: "
+              "trace.diff.locks), and correlations in traces or counters cannot establish a "
+              "cause");
+    EXPECT_EQ(error.hint(),
+              "verify it first: run the scenario with the lock released around the wait, against "
+              "this run; a gate that measures it makes the evidence measured");
+  }
+  EXPECT_EQ(ledger_->find_hypothesis(id)->decisions.size(), 0u);
+  // Revise and reject claim nothing: they stay open.
+  EXPECT_EQ(decide_error(id, DecisionKind::kRevise), "no error");
+}
+
+// The same trace finding gone, but a gate flipped too: measured evidence, retain is recorded.
+TEST_F(HypothesisTest, RetainWithAMeasuredChangeBesideTheInferredOneIsRecorded) {
+  Finding lock;
+  lock.id = "trace.diff.locks";
+  lock.layer = Layer::kTrace;
+  lock.severity = Severity::kWarn;
+  ledger::RunRecord base = record("base-unused", {GateVerdict::kFail, GateVerdict::kPass});
+  base.id = "base";
+  base.findings = {lock};
+  ledger_->insert_run(base);
+  record("cand", kAllPass);
+  const int64_t id = hypothesis_with("base", "cand");
+  EXPECT_EQ(decide(*ledger_, id, DecisionKind::kRetain, "gate passes", "agent", repo()).recorded,
+            DecisionKind::kRetain);
+}
+
 TEST_F(HypothesisTest, RetainIsRecordedWhenNothingCrossesTheBoundary) {
   record("base", kAllPass);
   write("README.md", "changed docs only\n");

@@ -170,6 +170,7 @@ TEST(LibraryTest, DefaultLibraryDirHonoursTheEnvironment) {
 Finding make_finding(std::string id, Severity severity,
                      std::vector<std::pair<std::string, double>> metrics, Params params) {
   Finding finding;
+  finding.layer = parse_layer(id.substr(0, id.find('.')));  // as the producers set it
   finding.id = std::move(id);
   finding.severity = severity;
   finding.evidence.metrics = std::move(metrics);
@@ -230,7 +231,13 @@ TEST(LibraryTest, MatchRanksTheThreeIncidentFixesFirstAndSaysWhy) {
   EXPECT_EQ(match_to_json(matches[2]).dump(),
             "{\"skeleton\":\"merged-v-decode\",\"score\":1.0,\"reasons\":[\"param decode_kernel = "
             "tiled (deployment setting) == \\\"tiled\\\"\",\"finding bench.decode.faster (info) "
-            "at batch=32,H=4: ratio 0.146 < 0.95\"]}");
+            "at batch=32,H=4: ratio 0.146 < 0.95\"],\"inferred\":[]}");
+  // Issue 25: the lock skeleton's conditions rest on trace findings, which are inferred.
+  EXPECT_TRUE(matches[0].inferred.empty());
+  ASSERT_FALSE(matches[1].inferred.empty());
+  for (const auto& reason : matches[1].inferred) {
+    EXPECT_EQ(reason.rfind("finding trace.", 0), 0u) << reason;
+  }
 }
 
 TEST(LibraryTest, NoIncidentFixMatchesTheFixedConfiguration) {
