@@ -251,8 +251,7 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                      "--unshare-pid",
                                      "--die-with-parent"};
   // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
-  // (the file itself when it lies in /tmp directly) is bound read-only, before the run
-  // directory's writable bind so that one stays on top.
+  // (the file itself when it lies in /tmp directly) is bound read-only.
   std::vector<std::string> binds;
   for (const auto& arg : subject_command) {
     std::error_code error;
@@ -264,8 +263,31 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
     if (bound.rfind("/tmp/", 0) != 0) continue;
     binds.insert(binds.end(), {"--ro-bind", bound, bound});
   }
-  const auto run_bind = std::find(prefix.begin(), prefix.end(), std::string("--bind"));
-  prefix.insert(run_bind, binds.begin(), binds.end());
+  // The same for the code the subject loads from /tmp without naming it: a checkout under /tmp
+  // (the working directory) and the search paths it inherits — a Python subject's module on
+  // PYTHONPATH, a library on LD_LIBRARY_PATH. Hidden, the subject crashed before its first probe.
+  std::vector<std::string> folders;
+  std::error_code cwd_error;
+  folders.push_back(std::filesystem::current_path(cwd_error).string());
+  for (const char* name : {"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    std::string_view rest(value);
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      folders.emplace_back(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  for (const std::string& folder : folders) {
+    std::error_code error;
+    if (folder.rfind("/tmp/", 0) != 0 || !std::filesystem::is_directory(folder, error)) continue;
+    binds.insert(binds.end(), {"--ro-bind", folder, folder});
+  }
+  // Right after the private /tmp: before the tmpfs that hides loupe's home (a checkout under /tmp
+  // holds .loupe/) and before the run directory's writable bind, so both stay on top.
+  const auto private_tmp = std::find(prefix.begin(), prefix.end(), std::string("/tmp")) + 1;
+  prefix.insert(private_tmp, binds.begin(), binds.end());
   prefix.push_back("--");
   return prefix;
 }
