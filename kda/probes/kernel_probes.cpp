@@ -113,6 +113,36 @@ void write_chunk_at_shard_starts(loupe::CheckIo& io, int shards) {
   write(io, "o", out.o);
 }
 
+// The inputs and outputs of a CP check cutting the sequence into `pieces`: S, the states at every
+// piece start (profiled along P), and o, the output (along T), both bounded at rms_ratio 2e-6.
+void declare_cp_io(loupe::CheckSetup& setup, int64_t pieces) {
+  const auto& p = setup.point();
+  const Shape shape{1, p.get_int("T"), p.get_int("H"), p.get_int("H"), kDim, kDim};
+  math::GeneratorOptions options;
+  options.decay = math::parse_decay(p.get_string("decay"));
+  options.seed = setup.seed();
+  declare_inputs(setup, math::generate_inputs(shape, options));
+  setup
+      .add_output("S", loupe::DType::kF32, {pieces, shape.value_heads, kDim, kDim},
+                  {"P", "HV", "K", "V"})
+      .along("P")
+      .tolerance("rms_ratio", 2e-6);
+  setup
+      .add_output("o", loupe::DType::kF32, {1, shape.tokens, shape.value_heads, kDim},
+                  {"B", "T", "HV", "V"})
+      .along("T")
+      .tolerance("rms_ratio", 2e-6);
+}
+
+// A CP check's oracle: the fp64 token recurrence at the piece starts. Not the fp64 chunked pass:
+// a fault in the chunk code would move reference and oracle together and cancel out.
+void write_recurrence_at_shard_starts(loupe::CheckIo& io, int pieces) {
+  const int64_t tokens = io.input_tensor("q").shape()[1];
+  const OracleOutputs out = prefill_oracle(io, kernels::cpu::cp_shard_starts(tokens, pieces));
+  write(io, "S", out.boundary_states);
+  write(io, "o", out.o);
+}
+
 }  // namespace
 
 LOUPE_CHECK(chunk_vs_recurrent)
@@ -178,25 +208,7 @@ LOUPE_CHECK(cp_vs_nocp)
            "dot precision of the (M, H) products and the merge")
     .param("decay", "slow", {"slow", "fast"}, "slow: rates in [1e-6, 1e-1]; fast: -5 sigmoid")
     .param("H", 1, {}, "heads (H = HV, K = V = 128)")
-    .inputs([](loupe::CheckSetup& setup) {
-      const auto& p = setup.point();
-      const Shape shape{1, p.get_int("T"), p.get_int("H"), p.get_int("H"), kDim, kDim};
-      math::GeneratorOptions options;
-      options.decay = math::parse_decay(p.get_string("decay"));
-      options.seed = setup.seed();
-      declare_inputs(setup, math::generate_inputs(shape, options));
-      const int64_t shards = p.get_int("shards");
-      setup
-          .add_output("S", loupe::DType::kF32, {shards, shape.value_heads, kDim, kDim},
-                      {"P", "HV", "K", "V"})
-          .along("P")
-          .tolerance("rms_ratio", 2e-6);
-      setup
-          .add_output("o", loupe::DType::kF32, {1, shape.tokens, shape.value_heads, kDim},
-                      {"B", "T", "HV", "V"})
-          .along("T")
-          .tolerance("rms_ratio", 2e-6);
-    })
+    .inputs([](loupe::CheckSetup& setup) { declare_cp_io(setup, setup.point().get_int("shards")); })
     .reference([](loupe::CheckIo& io) {
       write_chunk_at_shard_starts<float>(io, static_cast<int>(io.point().get_int("shards")));
     })
@@ -208,15 +220,8 @@ LOUPE_CHECK(cp_vs_nocp)
       write(io, "S", out.boundary_states);
       write(io, "o", out.o);
     })
-    // Not the fp64 chunked pass: a fault in the chunk code would move reference and oracle
-    // together and cancel out of the comparison.
     .oracle([](loupe::CheckIo& io) {
-      const int64_t tokens = io.input_tensor("q").shape()[1];
-      const std::vector<int64_t> starts =
-          kernels::cpu::cp_shard_starts(tokens, static_cast<int>(io.point().get_int("shards")));
-      const OracleOutputs out = prefill_oracle(io, starts);
-      write(io, "S", out.boundary_states);
-      write(io, "o", out.o);
+      write_recurrence_at_shard_starts(io, static_cast<int>(io.point().get_int("shards")));
     });
 
 namespace {
@@ -245,24 +250,7 @@ LOUPE_CHECK(cp_ranks_vs_nocp)
            "dot precision of the (M, H) products and the scan")
     .param("decay", "slow", {"slow", "fast"}, "slow: rates in [1e-6, 1e-1]; fast: -5 sigmoid")
     .param("H", 1, {}, "heads (H = HV, K = V = 128)")
-    .inputs([](loupe::CheckSetup& setup) {
-      const auto& p = setup.point();
-      const Shape shape{1, p.get_int("T"), p.get_int("H"), p.get_int("H"), kDim, kDim};
-      math::GeneratorOptions options;
-      options.decay = math::parse_decay(p.get_string("decay"));
-      options.seed = setup.seed();
-      declare_inputs(setup, math::generate_inputs(shape, options));
-      setup
-          .add_output("S", loupe::DType::kF32, {cp_pieces(p), shape.value_heads, kDim, kDim},
-                      {"P", "HV", "K", "V"})
-          .along("P")
-          .tolerance("rms_ratio", 2e-6);
-      setup
-          .add_output("o", loupe::DType::kF32, {1, shape.tokens, shape.value_heads, kDim},
-                      {"B", "T", "HV", "V"})
-          .along("T")
-          .tolerance("rms_ratio", 2e-6);
-    })
+    .inputs([](loupe::CheckSetup& setup) { declare_cp_io(setup, cp_pieces(setup.point())); })
     .reference([](loupe::CheckIo& io) {
       write_chunk_at_shard_starts<float>(io, cp_pieces(io.point()));
     })
@@ -295,12 +283,7 @@ LOUPE_CHECK(cp_ranks_vs_nocp)
       write(io, "o", out.o);
     })
     .oracle([](loupe::CheckIo& io) {
-      const int64_t tokens = io.input_tensor("q").shape()[1];
-      const std::vector<int64_t> starts =
-          kernels::cpu::cp_shard_starts(tokens, cp_pieces(io.point()));
-      const OracleOutputs out = prefill_oracle(io, starts);
-      write(io, "S", out.boundary_states);
-      write(io, "o", out.o);
+      write_recurrence_at_shard_starts(io, cp_pieces(io.point()));
     });
 
 namespace {
