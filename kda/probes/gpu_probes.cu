@@ -31,6 +31,7 @@
 #include "kda/kernels/cpu/decode.hpp"
 #include "kda/kernels/cuda/decode.cuh"
 #include "kda/math/generator.hpp"
+#include "kda/probes/with_device.cuh"
 
 namespace kda::probes {
 namespace {
@@ -39,23 +40,6 @@ namespace cuda = kda::kernels::cuda;
 using gpu::DeviceBuffer;
 
 constexpr int64_t kDim = 128;
-
-// Runs `body`, turning the harness's CUDA failures into the subject errors loupe reports (exit 3).
-template <class Body>
-auto with_device(const char* probe, Body body) {
-  if (!loupe::cuda_device_available()) {
-    throw loupe::Error(loupe::ErrorCode::kSubject,
-                       std::string(probe) + ": no CUDA device (the GPU path cannot run here)",
-                       "run on the GPU machine (scripts/gpu-validate); CPU probes run anywhere");
-  }
-  try {
-    return body();
-  } catch (const gpu::CudaFailure& failure) {
-    throw loupe::Error(loupe::ErrorCode::kSubject, std::string(probe) + ": " + failure.what(),
-                       "rerun alone on the device; `compute-sanitizer build/bin/kda probe run " +
-                           std::string(probe) + " ...` localises a bad access");
-  }
-}
 
 __nv_bfloat16* as_bf16(DeviceBuffer<uint16_t>& buffer) {
   return reinterpret_cast<__nv_bfloat16*>(buffer.get());

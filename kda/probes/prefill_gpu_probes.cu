@@ -26,6 +26,7 @@
 #include "kda/kernels/cpu/cp.hpp"
 #include "kda/kernels/cpu/recurrent.hpp"
 #include "kda/math/generator.hpp"
+#include "kda/probes/with_device.cuh"
 
 namespace kda::probes {
 namespace {
@@ -37,22 +38,6 @@ constexpr int64_t kDim = 128;
 
 int hardware_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-template <class Body>
-auto on_device(const char* probe, Body body) {
-  if (!loupe::cuda_device_available()) {
-    throw loupe::Error(loupe::ErrorCode::kSubject,
-                       std::string(probe) + ": no CUDA device (the GPU path cannot run here)",
-                       "run on the GPU machine; the CPU probes run anywhere");
-  }
-  try {
-    return body();
-  } catch (const gpu::CudaFailure& failure) {
-    throw loupe::Error(loupe::ErrorCode::kSubject, std::string(probe) + ": " + failure.what(),
-                       "rerun alone on the device; `compute-sanitizer build/bin/kda probe run " +
-                           std::string(probe) + " ...` localises a bad access");
-  }
 }
 
 cuda::ChainPrecision parse_chain(const std::string& name) {
@@ -147,7 +132,7 @@ const Outputs<double>& recurrence_fp64(const loupe::CheckIo& io) {
 
 // The GPU pass over the check's inputs: o and the final state.
 void run_gpu_prefill(loupe::CheckIo& io, const char* probe) {
-  on_device(probe, [&] {
+  with_device(probe, [&] {
     const auto& q_shape = io.input_tensor("q").shape();
     const auto& v_shape = io.input_tensor("v").shape();
     gpu::GpuPrefill prefill({static_cast<int>(q_shape[0]), static_cast<int>(q_shape[1]),
@@ -326,7 +311,7 @@ LOUPE_CHECK(cp_gpu_vs_nocp)
           .tolerance("rms_ratio", 1e-5);
     })
     .reference([](loupe::CheckIo& io) {
-      on_device("cp_gpu_vs_nocp", [&] {
+      with_device("cp_gpu_vs_nocp", [&] {
         auto prefill = uploaded_prefill(io);
         const auto run =
             gpu::run_nocp_prefill(*prefill, static_cast<int>(io.point().get_int("shards")),
@@ -337,7 +322,7 @@ LOUPE_CHECK(cp_gpu_vs_nocp)
       });
     })
     .candidate([](loupe::CheckIo& io) {
-      on_device("cp_gpu_vs_nocp", [&] {
+      with_device("cp_gpu_vs_nocp", [&] {
         auto prefill = uploaded_prefill(io);
         const gpu::MergeForm* form = gpu::find_merge_form(io.point().get_string("precision"));
         const auto run =
@@ -415,7 +400,7 @@ LOUPE_BENCH(chunk_gpu)
       const int64_t tokens = state.get_int("T"), heads = state.get_int("H");
       prefill_shape("chunk_gpu", 1, tokens, heads, heads);
       const bool slow = state.get_string("decay") == "slow";
-      on_device("chunk_gpu", [&] {
+      with_device("chunk_gpu", [&] {
         loupe::CudaTimerOptions timer;
         timer.flush_l2 = true;
         state.set_timer(loupe::make_cuda_event_timer(timer));
