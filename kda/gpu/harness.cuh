@@ -98,7 +98,7 @@ std::string json_number(double value);
 
 // One result line of any mode: its JSON record and whether it passed (checks and gated targets).
 struct Result {
-  std::string mode;  // "check", "cp_drift", "decode_timing", "environment"
+  std::string mode;  // "check", "cp_drift", "decode_timing", "prefill", "environment"
   std::string name;
   bool gated = false;
   bool passed = true;
@@ -112,12 +112,14 @@ struct HarnessOptions {
   // --time at these shapes only (empty: the default sweep). Lets a profiler such as ncu see the
   // launches of one serving shape without skipping through the others.
   std::vector<int> batches;
-  std::vector<int> head_counts;
+  std::vector<int> head_counts;   // --time and --prefill (H = HV there)
+  std::vector<int> token_counts;  // --prefill at these T only (empty: 1024, 8192, 65536)
 };
 
 // The modes; each appends its results and prints one line per result as it goes.
 void run_checks(const HarnessOptions& options, std::vector<Result>& results);
 void run_cp_drift(const HarnessOptions& options, std::vector<Result>& results);
 void run_decode_timing(const HarnessOptions& options, std::vector<Result>& results);
+void run_prefill_check(const HarnessOptions& options, std::vector<Result>& results);
 
 }  // namespace kda::gpu

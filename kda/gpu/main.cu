@@ -1,9 +1,10 @@
 // kda/gpu/main.cu — kda_gpu: checks and times kda's CUDA kernels on one GPU, standalone.
-//   kda_gpu [--check] [--cp] [--time] [--quick] [--seed N] [--samples N] [--json FILE]
-// With no mode flag it runs all three. Prints one line per result, a compact summary last, and
-// writes every result (raw timing samples included) to the JSON file.
-// Exit: 0 every check passed; 1 a check failed; 2 bad usage; 3 a CUDA call failed;
-// 4 no usable CUDA device: none, or not sm_90 (nothing ran — callers skip on this code).
+//   kda_gpu [--check] [--cp] [--time] [--prefill] [--quick] [--seed N] [--samples N] [--json FILE]
+// With no mode flag it runs the first three (--prefill, minutes at full size, only when asked).
+// Prints one line per result, a compact summary last, and writes every result (raw timing samples
+// included) to the JSON file. Exit: 0 every check passed; 1 a check failed; 2 bad usage; 3 a CUDA
+// call failed; 4 no usable CUDA device: none, or not sm_90 (nothing ran — callers skip on this
+// code).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -90,15 +91,19 @@ using kda::gpu::Result;
 
 void print_usage() {
   std::printf(
-      "usage: kda_gpu [--check] [--cp] [--time] [--quick] [--batch B]... [--heads H]... [--seed "
-      "N]\n"
-      "               [--samples N] [--json FILE]\n"
+      "usage: kda_gpu [--check] [--cp] [--time] [--prefill] [--quick] [--batch B]... [--heads "
+      "H]...\n"
+      "               [--tokens T]... [--seed N] [--samples N] [--json FILE]\n"
       "  --check    every CUDA kernel against the fp64 CPU reference\n"
       "  --cp       incident 1: CP merge drift of TF32 / 3xTF32 / fp32 on hardware\n"
       "  --time     decode timing, tiled vs merged, batch {1,8,32,128,256} x H {32,64}\n"
       "  --quick    fewer points (a smoke run)\n"
+      "  --prefill  the chunked prefill vs the fp64 recurrence and its bf16 floor, T {1024,8192,"
+      "65536}\n"
+      "             x H {16,32,64}, slow and fast gates, and GVA (H=2, HV=4)\n"
       "  --batch B, --heads H  time only these shapes (repeatable; e.g. for ncu)\n"
-      "  (no mode flag: all three)\n");
+      "  --tokens T, --heads H  --prefill at these T and H only (repeatable)\n"
+      "  (no mode flag: --check --cp --time)\n");
 }
 
 // Finds the timing record of (batch, H, mode) by its name.
@@ -152,6 +157,24 @@ void print_summary(const std::vector<Result>& results, std::vector<Target>& targ
     if (result.gated && !result.passed && result.mode != "decode_timing") {
       std::printf("  FAILED: %s %s\n", result.mode.c_str(), result.name.c_str());
     }
+  }
+  bool any_prefill = false;
+  for (const auto& result : results) {
+    if (result.mode != "prefill") continue;
+    if (!any_prefill) {
+      std::printf(
+          "prefill vs fp64 recurrence (rms ratio; /floor = the GPU's error over the bf16 "
+          "floor's):\n  %-34s %-10s %-10s %-7s %-10s %-7s\n",
+          "point", "o gpu", "o floor", "/floor", "S gpu", "/floor");
+    }
+    any_prefill = true;
+    const std::string json = result.record.str();
+    std::printf("  %-34s %-10.3e %-10.3e %-7.3f %-10.3e %-7.3f %s\n", result.name.c_str(),
+                number_after(json, "o_rms_ratio_gpu_vs_fp64"),
+                number_after(json, "o_rms_ratio_floor_vs_fp64"),
+                number_after(json, "o_gpu_over_floor"),
+                number_after(json, "state_rms_ratio_gpu_vs_fp64"),
+                number_after(json, "state_gpu_over_floor"), result.passed ? "pass" : "FAIL");
   }
   bool any_cp = false;
   for (const auto& result : results) {
@@ -237,7 +260,7 @@ void print_summary(const std::vector<Result>& results, std::vector<Target>& targ
 int main(int argc, char** argv) {
   using namespace kda::gpu;
   HarnessOptions options;
-  bool check = false, cp = false, time = false;
+  bool check = false, cp = false, time = false, prefill = false;
   std::string json_path = "kda_gpu.json";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -254,6 +277,8 @@ int main(int argc, char** argv) {
       cp = true;
     } else if (arg == "--time") {
       time = true;
+    } else if (arg == "--prefill") {
+      prefill = true;
     } else if (arg == "--quick") {
       options.quick = true;
     } else if (arg == "--seed") {
@@ -276,6 +301,18 @@ int main(int argc, char** argv) {
       }
       (flag == "--batch" ? options.batches : options.head_counts)
           .push_back(static_cast<int>(number));
+    } else if (arg == "--tokens") {
+      const std::string text = value("--tokens");
+      char* end = nullptr;
+      const long number = std::strtol(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || number < 64 || number > 1048576 ||
+          number % 64 != 0) {
+        std::fprintf(stderr,
+                     "kda_gpu: --tokens expects a multiple of 64 in [64, 1048576], got '%s'\n",
+                     text.c_str());
+        return 2;
+      }
+      options.token_counts.push_back(static_cast<int>(number));
     } else if (arg == "--json") {
       json_path = value("--json");
     } else if (arg == "--help" || arg == "-h") {
@@ -287,7 +324,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!check && !cp && !time) check = cp = time = true;
+  if (!check && !cp && !time && !prefill) check = cp = time = true;
 
   int device_count = 0;
   if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
@@ -335,6 +372,7 @@ int main(int argc, char** argv) {
     if (check) run_checks(options, results);
     if (cp) run_cp_drift(options, results);
     if (time) run_decode_timing(options, results);
+    if (prefill) run_prefill_check(options, results);
   } catch (const CudaFailure& failure) {
     std::printf("kda_gpu: CUDA failure: %s\n", failure.what());
     exit_code = 3;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace kda::gpu {
@@ -320,6 +322,75 @@ void incident1_chunk_maps(uint64_t seed, GateKind gate, int num_chunks, int thre
                        h_all.data() + static_cast<int64_t>(chunk_index) * kKeyDim * kValueDim);
     }
   });
+}
+
+PrefillInputs prefill_inputs(uint64_t seed, GateKind gate, int batch, int tokens, int heads,
+                             int value_heads, int threads) {
+  if (batch < 1 || tokens < kChunkSize || tokens % kChunkSize != 0 || heads < 1 ||
+      value_heads < heads || value_heads % heads != 0) {
+    throw std::invalid_argument(
+        "prefill_inputs: B >= 1, T a positive multiple of 64 and HV a "
+        "multiple of H (got B=" +
+        std::to_string(batch) + ", T=" + std::to_string(tokens) + ", H=" + std::to_string(heads) +
+        ", HV=" + std::to_string(value_heads) + ")");
+  }
+  PrefillInputs in;
+  in.batch = batch, in.tokens = tokens, in.heads = heads, in.value_heads = value_heads;
+  const int64_t rows = int64_t{batch} * tokens;
+  in.q.resize(static_cast<size_t>(rows * heads * kKeyDim));
+  in.k.resize(in.q.size());
+  in.v.resize(static_cast<size_t>(rows * value_heads * kValueDim));
+  in.g.resize(static_cast<size_t>(rows * value_heads * kKeyDim));
+  in.beta.resize(static_cast<size_t>(rows * value_heads));
+  auto bf16 = [](double value) {
+    return bf16_bits_to_float(to_bf16_bits(static_cast<float>(value)));
+  };
+  // A stream per (sequence, head) and kind: its own subspace basis and decay rates.
+  auto stream_seed = [seed](int b, int head, uint64_t kind) {
+    uint64_t x = seed ^ (kind * 0xA0761D6478BD642Full) ^
+                 (0xE7037ED1A0B428DBull * static_cast<uint64_t>(int64_t{b} * 65536 + head + 1));
+    return splitmix64(x);
+  };
+  const int chunks = tokens / kChunkSize;
+  // Work items: (b, chunk) pairs; each fills every head's rows of its 64 tokens.
+  parallel_ranges(batch * chunks, threads, [&](int begin, int end) {
+    std::vector<double> q_row(kKeyDim);
+    for (int item = begin; item < end; ++item) {
+      const int b = item / chunks, chunk = item % chunks;
+      const int64_t first = int64_t{b} * tokens + int64_t{chunk} * kChunkSize;
+      for (int h = 0; h < heads; ++h) {
+        const ChunkInputs keys = incident1_chunk(stream_seed(b, h, 1), gate, chunk);
+        uint64_t q_seed = stream_seed(b, h, 2) ^ (0xD1B54A32D192ED03ull * (chunk + 1ull));
+        Random q_random(splitmix64(q_seed));
+        for (int c = 0; c < kChunkSize; ++c) {
+          const int64_t row = ((first + c) * heads + h) * kKeyDim;
+          double norm2 = 0;
+          for (int d = 0; d < kKeyDim; ++d) {
+            q_row[d] = q_random.normal();
+            norm2 += q_row[d] * q_row[d];
+          }
+          for (int d = 0; d < kKeyDim; ++d) {
+            in.q[row + d] = bf16(q_row[d] / std::sqrt(norm2));
+            in.k[row + d] = bf16(keys.k[c * kKeyDim + d]);
+          }
+        }
+      }
+      for (int hv = 0; hv < value_heads; ++hv) {
+        const ChunkInputs values = incident1_chunk(stream_seed(b, hv, 3), gate, chunk);
+        for (int c = 0; c < kChunkSize; ++c) {
+          const int64_t row = (first + c) * value_heads + hv;
+          for (int e = 0; e < kValueDim; ++e) {
+            in.v[row * kValueDim + e] = bf16(values.v[c * kValueDim + e]);
+          }
+          for (int d = 0; d < kKeyDim; ++d) {
+            in.g[row * kKeyDim + d] = static_cast<float>(values.g[c * kKeyDim + d]);
+          }
+          in.beta[row] = static_cast<float>(values.beta[c]);
+        }
+      }
+    }
+  });
+  return in;
 }
 
 std::map<int, std::vector<double>> chain_states(const std::vector<double>& m_all,

@@ -87,6 +87,22 @@ std::map<int, std::vector<double>> chain_states(const std::vector<double>& m_all
                                                 const std::vector<double>& h_all, int num_chunks,
                                                 const std::vector<int>& boundaries, int threads);
 
+// The chunked prefill's inputs for `kda_gpu --prefill`, (B, T, H, HV, K = V = 128): the incident-1
+// stream above, one stream per (sequence, head) for q and k and one per (sequence, value head) for
+// v, g and β, so the rows of every chunk can be drawn on any thread in any order with the same
+// result; q ~ N(0, 1) per channel, L2-normalised. q, k and v are rounded to bf16 (what the GPU
+// reads), so the fp64 recurrence and the GPU see the same numbers. REQUIRES: T a multiple of 64,
+// HV a multiple of H (std::invalid_argument otherwise).
+struct PrefillInputs {
+  int batch = 0, tokens = 0, heads = 0, value_heads = 0;
+  std::vector<float> q, k;  // (B, T, H, K)
+  std::vector<float> v;     // (B, T, HV, V)
+  std::vector<float> g;     // (B, T, HV, K), log decay
+  std::vector<float> beta;  // (B, T, HV)
+};
+PrefillInputs prefill_inputs(uint64_t seed, GateKind gate, int batch, int tokens, int heads,
+                             int value_heads, int threads);
+
 // rms(x − y) / rms(y); NaN when x holds a NaN (so any `ratio <= tolerance` test fails).
 double rms_ratio(const double* x, const double* y, int64_t n);
 double rms_ratio(const float* x, const double* y, int64_t n);

@@ -5,6 +5,9 @@
 #                                              or final (a short check of each, then the bench),
 #                                              or speed (GVA check, the two target shapes, CP),
 #                                              or pick (GVA check and the two target shapes)
+#   large: the fp64-recurrence check at T = 65536, H = HV = 16, 32 and 64 (slow gates), the three
+#          at once (each needs a few single-threaded passes of loupe's runtime over GBs of
+#          tensors; the oracle uses every core), each in large_h<H>.txt; ~30 GB of RAM and /tmp
 # BENCH_BUDGET (seconds per bench point, default 2) shortens the final stage's bench.
 # Every probe runs through loupe (`loupe probe run ... -- kda probe`) with a fixed seed. Writes under
 # $OUT (else build/prefill-run): prefill.txt (everything printed), observations.tgz (loupe's
@@ -23,11 +26,22 @@ log="$out/prefill.txt"
 status=0
 
 run() {
-  echo "### loupe probe run $*" | tee -a "$log"
+  echo "### loupe probe run $* ($(date +%s))" | tee -a "$log"
   "$bin/loupe" probe run --home "$home" --seed 26 "$@" -- "$bin/kda" probe 2>&1 | tee -a "$log"
   local code=${PIPESTATUS[0]}
-  echo "### exit $code" | tee -a "$log"
+  echo "### exit $code ($(date +%s))" | tee -a "$log"
   [[ $code -eq 0 ]] || status=1
+}
+
+# run_alone LOG ARGS...: one probe run into its own log, for runs started side by side.
+run_alone() {
+  local own="$1"
+  shift
+  {
+    echo "### loupe probe run $* ($(date +%s))"
+    "$bin/loupe" probe run --home "$home" --seed 26 "$@" -- "$bin/kda" probe 2>&1
+    echo "### exit $? ($(date +%s))"
+  } >"$own"
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
@@ -42,7 +56,13 @@ for stage in "${stages[@]}"; do
       run chunk_gpu_vs_recurrent --no-hidden --set T=1024,8192 --zip H=16,32,64 --zip HV=16,32,64
       ;;
     large)
-      run chunk_gpu_vs_recurrent --no-hidden --set T=65536 --set H=16 --set HV=16 --set decay=slow
+      for heads in 16 32 64; do
+        run_alone "$out/large_h$heads.txt" chunk_gpu_vs_recurrent --no-hidden --set T=65536 \
+          --set H=$heads --set HV=$heads --set decay=slow &
+      done
+      wait
+      cat "$out"/large_h*.txt >>"$log"
+      for heads in 16 32 64; do grep -q "^### exit 0 " "$out/large_h$heads.txt" || status=1; done
       ;;
     cp)
       run cp_gpu_vs_nocp --set T=65536 --set shards=8 --set precision=tf32_truncate,tf32x3,fp32

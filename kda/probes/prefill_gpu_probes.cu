@@ -12,9 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,8 +23,8 @@
 #include "kda/gpu/reference.hpp"
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/kernels/cpu/cp.hpp"
-#include "kda/kernels/cpu/recurrent.hpp"
 #include "kda/math/generator.hpp"
+#include "kda/probes/oracle.hpp"
 #include "kda/probes/with_device.cuh"
 
 namespace kda::probes {
@@ -107,27 +106,17 @@ KernelOptions all_threads() {
   return options;
 }
 
-// The fp64 token recurrence of the check's inputs. The reference and the oracle both need it, on
-// the same inputs, so the last one is kept (keyed by an FNV-1a hash of every input).
-const Outputs<double>& recurrence_fp64(const loupe::CheckIo& io) {
-  static std::mutex mutex;
-  static uint64_t cached_key = 0;
-  static std::shared_ptr<Outputs<double>> cached;
-  uint64_t key = 1469598103934665603ull;
-  for (const char* name : {"q", "k", "v", "g", "beta"}) {
-    for (const float value : io.input<float>(name)) {
-      uint32_t bits;
-      std::memcpy(&bits, &value, sizeof(bits));
-      key = (key ^ bits) * 1099511628211ull;
-    }
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!cached || cached_key != key) {
-    cached = std::make_shared<Outputs<double>>(
-        kernels::cpu::recurrent(read_prefill_inputs<double>(io), all_threads()));
-    cached_key = key;
-  }
-  return *cached;
+// The fp64 token recurrence of the check's inputs (oracle.hpp: the independent formulation, not
+// kda's CPU kernel), on every hardware thread: at T = 65536, HV = 64 that is 2.7e11 double
+// operations, minutes on one thread. Not cached: the reference and the oracle run in different
+// children, and hashing 8 GB of inputs to find that out cost more than it saved.
+OracleOutputs recurrence_fp64(const loupe::CheckIo& io) {
+  const auto& q_shape = io.input_tensor("q").shape();
+  const auto& v_shape = io.input_tensor("v").shape();
+  const Shape shape{q_shape[0], q_shape[1], q_shape[2], v_shape[2], kDim, kDim};
+  return oracle_recurrence(shape, io.input<float>("q"), io.input<float>("k"), io.input<float>("v"),
+                           io.input<float>("g"), io.input<float>("beta"), OracleForms{}, {},
+                           hardware_threads());
 }
 
 // The GPU pass over the check's inputs: o and the final state.
@@ -198,7 +187,7 @@ LOUPE_CHECK(chunk_gpu_vs_recurrent)
       declare_single_pass(setup, "chunk_gpu_vs_recurrent", true, 1.0);
     })
     .reference([](loupe::CheckIo& io) {
-      const Outputs<double>& exact = recurrence_fp64(io);
+      const OracleOutputs exact = recurrence_fp64(io);
       auto round = [](const std::vector<double>& values) {
         std::vector<float> out(values.size());
         for (size_t i = 0; i < values.size(); ++i)
@@ -210,7 +199,7 @@ LOUPE_CHECK(chunk_gpu_vs_recurrent)
     })
     .candidate([](loupe::CheckIo& io) { run_gpu_prefill(io, "chunk_gpu_vs_recurrent"); })
     .oracle([](loupe::CheckIo& io) {
-      const Outputs<double>& exact = recurrence_fp64(io);
+      const OracleOutputs exact = recurrence_fp64(io);
       write(io, "o", exact.o);
       write(io, "S", exact.state);
     });
@@ -369,6 +358,30 @@ __global__ void fill_prefill_kernel(__nv_bfloat16* q, __nv_bfloat16* k, int64_t 
   }
 }
 
+// Pinned host memory for the bench's outputs accessor, allocated before exec: a pageable copy is
+// staged by the driver, and a cudaMallocHost inside the accessor costs milliseconds; either can
+// take several times a short timed call, which guard.deferred_output reads as work done outside
+// the timer (seen on the H200 at T = 1024: 2.4 ms beyond a copy, 24x the `state` call).
+class PinnedStaging {
+ public:
+  explicit PinnedStaging(int64_t count) : count_(count) {
+    KDA_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(float)));
+  }
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging() { cudaFreeHost(data_); }
+  // Copies `count` (<= the staging's size) device floats into `out`.
+  void copy(const float* device, int64_t count, float* out) const {
+    if (count > count_) throw std::logic_error("PinnedStaging::copy: more than was allocated");
+    KDA_CUDA_CHECK(cudaMemcpy(data_, device, count * sizeof(float), cudaMemcpyDeviceToHost));
+    std::copy(data_, data_ + count, out);
+  }
+
+ private:
+  float* data_ = nullptr;
+  int64_t count_ = 0;
+};
+
 struct PrefillBenchWork {
   std::unique_ptr<gpu::GpuPrefill> prefill;
 };
@@ -437,19 +450,22 @@ LOUPE_BENCH(chunk_gpu)
               work.prefill->problem(cuda::ChainPrecision::kTf32), cudaStreamLegacy));
         };
         // Verified: the final state (it depends on every chunk) and the last chunk's output.
-        auto outputs = [shape](const PrefillBenchWork& work) {
-          const std::vector<float> final_state = work.prefill->state.download();
-          const int64_t last_rows = int64_t{64} * shape.value_heads * kDim;
-          std::vector<float> last(static_cast<size_t>(last_rows));
-          KDA_CUDA_CHECK(cudaMemcpy(last.data(),
-                                    work.prefill->o.get() + work.prefill->o.size() - last_rows,
-                                    last_rows * sizeof(float), cudaMemcpyDeviceToHost));
-          loupe::Tensor s(loupe::DType::kF32, {static_cast<int64_t>(final_state.size())});
-          std::copy(final_state.begin(), final_state.end(), s.mutable_data<float>().begin());
+        const int64_t last_rows = int64_t{64} * shape.value_heads * kDim;
+        const int64_t state_size = int64_t{shape.value_heads} * kDim * kDim;
+        auto staging = std::make_shared<PinnedStaging>(std::max(last_rows, state_size));
+        auto outputs = [last_rows, staging](const PrefillBenchWork& work) {
+          const gpu::GpuPrefill& p = *work.prefill;
+          loupe::Tensor s(loupe::DType::kF32, {static_cast<int64_t>(p.state.size())});
+          staging->copy(p.state.get(), s.numel(), s.mutable_data<float>().data());
           loupe::Tensor o(loupe::DType::kF32, {last_rows});
-          std::copy(last.begin(), last.end(), o.mutable_data<float>().begin());
+          staging->copy(p.o.get() + p.o.size() - last_rows, last_rows,
+                        o.mutable_data<float>().data());
           return std::vector<loupe::NamedTensor>{{"S", s}, {"o_last_chunk", o}};
         };
+        // Every variant is checked against tf32 on the same inputs: 3xTF32 differs from TF32 by
+        // TF32's own error (1.3e-3 against fp64 at T = 65536 with slow gates, kda_gpu --prefill),
+        // so the default 1e-6 would fail it; 4e-3 is 3x that, still far below a wrong pass.
+        state.set_verify_tolerance("rms_ratio", 4e-3);
         state.exec(make,
                    {{"tf32", run(cuda::ChainPrecision::kTf32)},
                     {"tf32x3", run(cuda::ChainPrecision::kTf32x3)},

@@ -451,6 +451,10 @@ const std::vector<std::string>& subject_environment_allowlist() {
       // Accelerators and numeric libraries: which device, how many threads.
       "CUDA_*", "NVIDIA_*", "NCCL_*", "CUBLAS_*", "CUDNN_*", "HIP_*", "ROCR_*", "OMP_*",
       "OPENBLAS_*", "MKL_*", "GOMP_*", "KMP_*",
+      // NVIDIA's profilers around loupe (ncu ... loupe probe run): their injection reaches the
+      // subject through the driver, and without these (NV_TPS_LAUNCH_TOKEN, NV_NSIGHT_INJECTION_*,
+      // NVIDIA-PROCESS-TRACKING-*) it cannot connect: the subject crashed (SIGSEGV, H200).
+      "NV_*", "NVIDIA-*",
       // Python subjects, and sanitizer builds (their reports must reach the test).
       "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "CONDA_PREFIX",
       "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "MSAN_OPTIONS", "LOUPE_*"};

@@ -20,6 +20,7 @@
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "gate/executor.hpp"
+#include "probe/counters_pass.hpp"
 #include "probe/runner.hpp"
 
 namespace loupe::gate {
@@ -569,6 +570,9 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   // The bench's sampling budget and precision reach the subject as --budget/--precision.
   request.budget_s = entry.budget_s;
   request.precision = entry.precision;
+  if (entry.counters) {
+    request.counters = probe::CountersAttachment{entry.counters->kernel, entry.counters->launches};
+  }
   return request;
 }
 
@@ -598,6 +602,9 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   analyze.reproduce = seeded.reproduce;
   analyze.bootstrap_seed = seeded.seed;
   outcome = probe::analyze_observation(final_dir, analyze);
+  // The analysis rebuilds the findings from the observation; the counters pass's come back from
+  // what it kept in the point's counters/ folder.
+  if (request.counters) probe::apply_counters(request, outcome);
   return to_point_result(task, repeat, outcome, request.subject_command, request.launch);
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -132,7 +133,7 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
                                       "zip",   "repeats", "seed"};
   if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds"});
   if (layer == Layer::kBench) {
-    allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision"});
+    allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision", "counters"});
   }
   if (layer == Layer::kScenario) allowed.push_back("threshold");
   reader.allow_keys(table, path, allowed);
@@ -270,6 +271,34 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
                       value_to_string(Value(value)));
     }
     entry.precision = value;
+  }
+  if (const toml::node* counters = table.get("counters")) {
+    const std::string key = child(path, "counters");
+    const toml::table& spec = reader.table_of(*counters, key);
+    reader.allow_keys(spec, key, {"kernel", "launches"});
+    EntryCounters parsed;
+    const toml::node& kernel = reader.required(spec, "kernel", key);
+    parsed.kernel = reader.string_of(kernel, child(key, "kernel"));
+    bool valid = !parsed.kernel.empty();
+    try {
+      if (valid) std::regex(parsed.kernel, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      valid = false;
+    }
+    if (!valid) {
+      reader.fail(kernel, child(key, "kernel"),
+                  "expected an ECMAScript regex of the kernel name (\"merged_v_decode\"), found '" +
+                      parsed.kernel + "'");
+    }
+    if (const toml::node* launches = spec.get("launches")) {
+      parsed.launches = reader.integer_of(*launches, child(key, "launches"));
+      if (parsed.launches < 1 || parsed.launches > 10000) {
+        reader.fail(*launches, child(key, "launches"),
+                    "expected 1 to 10000 untimed calls (ncu's --launch-count), found " +
+                        std::to_string(parsed.launches));
+      }
+    }
+    entry.counters = std::move(parsed);
   }
   return entry;
 }

@@ -87,6 +87,14 @@ struct ParamAxis {
   bool operator==(const ParamAxis&) const = default;
 };
 
+// A bench entry's `counters = { kernel = "REGEX", launches = N }`: after each point's verdict, the
+// subject runs once more under ncu, untimed (docs/counters.md, "Bench attachment").
+struct EntryCounters {
+  std::string kernel;    // ECMAScript regex on the kernel name (ncu's --kernel-name regex:)
+  int64_t launches = 1;  // untimed calls of the last variant, and ncu's --launch-count
+  bool operator==(const EntryCounters&) const = default;
+};
+
 // A [[check]], [[bench]] or [[scenario]] entry.
 struct ProbeEntry {
   Layer layer = Layer::kCheck;
@@ -109,6 +117,7 @@ struct ProbeEntry {
   // Checks: seeds per point (seed, seed+1, ... when `seed` is set; drawn otherwise). The gates
   // see every seed's values, so a fault that shows on one seed in ten is not left to luck.
   int64_t seeds = 1;
+  std::optional<EntryCounters> counters;  // benches
   bool operator==(const ProbeEntry&) const = default;
 };
 

@@ -126,7 +126,7 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
     return;
   }
   const fs::path observation_file = outcome.observation_dir / "observation.json";
-  Json observation = read_json(observation_file);
+  const Json observation = read_json(observation_file);
   const Json bench = observation.value("bench", Json::object());
   const Json variant_names = bench.value("variants", Json::array());
   if (variant_names.empty() || !variant_names.back().is_string()) {
@@ -158,9 +158,39 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
   const fs::path ncu = counters::find_ncu();
   const fs::path report = counters::profile_command(ncu, profile_request);
   const counters::Pages pages = counters::import_report(ncu, report);
-  // Kept as CSV next to the report: `loupe counters` reads them again without ncu.
+  // Kept as CSV next to the report: `loupe counters` reads them again without ncu, and so does
+  // apply_counters when the point is analysed again where it finally lies.
   write_text(dir / "details.csv", pages.details);
   write_text(dir / "raw.csv", pages.raw);
+  Json pass = Json::object();
+  pass["variant"] = variant;
+  pass["report"] = report.filename().string();
+  pass["ncu_argv"] = counters::profile_argv(ncu, profile_request);
+  write_text(dir / kCountersPassFile, pass.dump(1) + "\n");
+  apply_counters(request, outcome);
+}
+
+void apply_counters(const RunRequest& request, RunOutcome& outcome) {
+  const CountersAttachment& ask = *request.counters;
+  const fs::path dir = outcome.observation_dir / "counters";
+  const fs::path observation_file = outcome.observation_dir / "observation.json";
+  // A point the bench skipped has no pass to apply.
+  if (!fs::exists(dir / kCountersPassFile)) return;
+  const Json pass = read_json(dir / kCountersPassFile);
+  Json observation = read_json(observation_file);
+  const Json bench = observation.value("bench", Json::object());
+  const Json params = observation.value("params", Json::object());
+  const std::string variant = pass.value("variant", std::string());
+  const auto read_page = [&](const char* name) {
+    std::ifstream in(dir / name);
+    if (!in) throw Error(ErrorCode::kInput, "cannot read " + (dir / name).string());
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  counters::Pages pages;
+  pages.details = read_page("details.csv");
+  pages.raw = read_page("raw.csv");
 
   StatsRegistry stats;
   counters::Profile profile;
@@ -180,9 +210,9 @@ void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outco
   data["kernel"] = ask.kernel_regex;
   data["launches"] = ask.launches;
   data["variant"] = variant;
-  data["report"] = report.string();
+  data["report"] = (dir / pass.value("report", std::string("report.ncu-rep"))).string();
   data["files"] = {(dir / "details.csv").string(), (dir / "raw.csv").string()};
-  data["ncu_argv"] = counters::profile_argv(ncu, profile_request);
+  data["ncu_argv"] = pass.value("ncu_argv", Json::array());
   Json kernels = Json::array();
   for (const auto& group : analysis.groups) kernels.push_back(counters::group_to_json(group));
   data["kernels"] = std::move(kernels);

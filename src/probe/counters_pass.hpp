@@ -32,9 +32,19 @@ inline constexpr double kBytesRatioTolerance = 0.25;
 std::string counters_clause(const counters::BoundSummary& bound, const std::string& kernel,
                             bench::AbVerdict verdict, const std::string& variant);
 
-// REQUIRES: request.counters; outcome is the analysed bench point run with `seed`. Adds the
-// findings, the clause and data["counters"] to `outcome`, and the findings to its
-// observation.json.
+// The pass's record in <point>/counters/: the variant profiled, the report's file name and the ncu
+// command line that ran.
+inline constexpr const char* kCountersPassFile = "pass.json";
+
+// REQUIRES: request.counters; outcome is the analysed bench point run with `seed`. Runs the pass,
+// keeps both CSV pages and pass.json in <point>/counters/, then apply_counters.
 void attach_counters(const RunRequest& request, uint64_t seed, RunOutcome& outcome);
+
+// REQUIRES: request.counters. From what attach_counters kept in outcome.observation_dir/counters/
+// (no ncu needed): adds the findings, the clause and data["counters"] to `outcome`, and the
+// findings to its observation.json. The cascade calls it again after analysing a point where it
+// finally lies (the analysis rebuilds the findings from the observation, without the counters').
+// Nothing when the folder holds no pass (the bench skipped the point).
+void apply_counters(const RunRequest& request, RunOutcome& outcome);
 
 }  // namespace loupe::probe

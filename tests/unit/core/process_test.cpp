@@ -342,5 +342,21 @@ TEST(ProcessEnvironment, TheSubjectAllowlistKeepsDevicesLocaleAndThreadsNotSecre
   }
 }
 
+// Regression (issue 24, H200): `ncu ... loupe probe run BENCH -- kda probe` crashed the subject
+// with SIGSEGV: ncu's injection reached it, the variables it connects with did not. These are what
+// ncu 2025.3.1 adds to a program's environment.
+TEST(ProcessEnvironment, NcuAroundLoupeReachesTheSubjectWithItsInjectionVariables) {
+  const auto& allowed = subject_environment_allowlist();
+  for (const char* name :
+       {"NV_TPS_LAUNCH_TOKEN", "NV_NSIGHT_INJECTION_PORT_BASE",
+        "NV_NSIGHT_INJECTION_TRANSPORT_TYPE", "NV_COMPUTE_PROFILER_PERFWORKS_DIR",
+        "NV_CUDA_START_SUSPENDED", "NVIDIA_PROCESS_INJECTION_CRASH_REPORTING",
+        "NVIDIA-PROCESS-TRACKING-CONFIGURATION", "NVIDIA-PROCESS-TRACKING-FILTER",
+        "CUDA_INJECTION64_PATH"}) {
+    EXPECT_TRUE(environment_allowed(name, allowed)) << name;
+  }
+  EXPECT_FALSE(environment_allowed("NVTOKEN", allowed));
+}
+
 }  // namespace
 }  // namespace loupe

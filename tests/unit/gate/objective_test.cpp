@@ -1,6 +1,8 @@
 #include "gate/objective.hpp"
 
+#include "gate/executor.hpp"
 #include "gate/gate_eval.hpp"
+#include "gate/plan.hpp"
 
 #include <gtest/gtest.h>
 
@@ -263,7 +265,8 @@ TEST(ObjectiveErrorsTest, ProbeEntries) {
             "params, zip, repeats, seed, tolerances, seeds");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
             "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, variants, threshold, budget_s, precision");
+            "description, params, zip, repeats, seed, variants, threshold, budget_s, precision, "
+            "counters");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
             "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
             "description, params, zip, repeats, seed, tolerances, seeds");
@@ -329,6 +332,63 @@ TEST(ObjectiveTest, BenchBudgetAndPrecision) {
   EXPECT_EQ(objective.benches[0].budget_s, 8.0);
   EXPECT_EQ(objective.benches[0].precision, 0.005);
   EXPECT_EQ(objective.checks[0].budget_s, std::nullopt);
+}
+
+// Issue 24: a bench entry asks for the counters pass the CLI's --counters/--counters-launches give.
+TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
+  const Objective objective =
+      parse_objective(kBase +
+                          "[[bench]]\nprobe = \"decode_gpu\"\n"
+                          "counters = { kernel = \"merged_v_decode\", launches = 3 }\n",
+                      "obj.toml");
+  ASSERT_EQ(objective.benches.size(), 1u);
+  ASSERT_TRUE(objective.benches[0].counters.has_value());
+  EXPECT_EQ(objective.benches[0].counters->kernel, "merged_v_decode");
+  EXPECT_EQ(objective.benches[0].counters->launches, 3);
+  EXPECT_FALSE(objective.checks[0].counters.has_value());
+
+  PlanTask task;
+  task.layer = Layer::kBench;
+  task.entry = task.probe = "decode_gpu";
+  const probe::RunRequest request =
+      point_run_request(objective, "/tmp/home", "run/.staging", 0, task, objective.benches[0], 0);
+  ASSERT_TRUE(request.counters.has_value());
+  EXPECT_EQ(request.counters->kernel_regex, "merged_v_decode");
+  EXPECT_EQ(request.counters->launches, 3);
+  // launches defaults to one untimed call; an entry without counters runs no pass.
+  const Objective plain =
+      parse_objective(kBase +
+                          "[[bench]]\nprobe = \"decode_gpu\"\ncounters = { kernel = \"decode\" }\n"
+                          "[[bench]]\nprobe = \"other\"\n",
+                      "obj.toml");
+  EXPECT_EQ(plain.benches[0].counters->launches, 1);
+  task.entry = task.probe = "other";
+  EXPECT_FALSE(
+      point_run_request(plain, "/tmp/home", "run/.staging", 0, task, plain.benches[1], 0).counters);
+}
+
+TEST(ObjectiveErrorsTest, BenchCounters) {
+  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\ncounters = { kernel = \"k\" }\n"),
+            "obj.toml:9: check[1].counters: unknown key; expected one of probe, name, "
+            "description, params, zip, repeats, seed, tolerances, seeds");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = \"merged\"\n"),
+            "obj.toml:9: bench[0].counters: expected a table, found a string");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { launches = 2 }\n"),
+            "obj.toml:9: bench[0].counters.kernel: missing; this key is required");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"a(\" }\n"),
+            "obj.toml:9: bench[0].counters.kernel: expected an ECMAScript regex of the kernel "
+            "name (\"merged_v_decode\"), found 'a('");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"\" }\n"),
+            "obj.toml:9: bench[0].counters.kernel: expected an ECMAScript regex of the kernel "
+            "name (\"merged_v_decode\"), found ''");
+  EXPECT_EQ(config_error(kBase +
+                         "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"k\", launches = 0 }\n"),
+            "obj.toml:9: bench[0].counters.launches: expected 1 to 10000 untimed calls (ncu's "
+            "--launch-count), found 0");
+  EXPECT_EQ(config_error(kBase +
+                         "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"k\", sections = 1 }\n"),
+            "obj.toml:9: bench[0].counters.sections: unknown key; expected one of kernel, "
+            "launches");
 }
 
 // Gates refer to what the file declares: lines 7-12 add a bench with variants.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace kda::gpu {
@@ -96,6 +97,56 @@ TEST(Bf16Test, RoundsToNearestEven) {
   EXPECT_EQ(to_bf16_bits(1.0f), 0x3F80);
   EXPECT_EQ(bf16_bits_to_float(to_bf16_bits(1.0f + 0x1.0p-8f)), 1.0f);  // tie → even
   EXPECT_EQ(bf16_bits_to_float(to_bf16_bits(1.0f + 0x1.8p-8f)), 1.0f + 0x1.0p-7f);
+}
+
+// kda_gpu --prefill's inputs: drawn per (sequence, chunk) on any number of threads with the same
+// result; q, k, v already bf16 (what the GPU reads); q and k unit rows; GVA layout.
+TEST(PrefillInputsTest, ThreadsChangeNothingAndRowsAreBf16UnitVectors) {
+  const PrefillInputs one = prefill_inputs(26, GateKind::kSlowDecay, 2, 192, 2, 4, 1);
+  const PrefillInputs many = prefill_inputs(26, GateKind::kSlowDecay, 2, 192, 2, 4, 5);
+  EXPECT_EQ(many.q, one.q);
+  EXPECT_EQ(many.k, one.k);
+  EXPECT_EQ(many.v, one.v);
+  EXPECT_EQ(many.g, one.g);
+  EXPECT_EQ(many.beta, one.beta);
+  ASSERT_EQ(one.q.size(), size_t{2 * 192 * 2 * kKeyDim});
+  ASSERT_EQ(one.v.size(), size_t{2 * 192 * 4 * kValueDim});
+  ASSERT_EQ(one.g.size(), size_t{2 * 192 * 4 * kKeyDim});
+  ASSERT_EQ(one.beta.size(), size_t{2 * 192 * 4});
+  for (const std::vector<float>* values : {&one.q, &one.k, &one.v}) {
+    for (float value : *values) ASSERT_EQ(bf16_bits_to_float(to_bf16_bits(value)), value);
+  }
+  for (const std::vector<float>* rows : {&one.q, &one.k}) {
+    for (size_t row = 0; row < rows->size() / kKeyDim; ++row) {
+      double norm2 = 0;
+      for (int d = 0; d < kKeyDim; ++d)
+        norm2 += double((*rows)[row * kKeyDim + d]) * (*rows)[row * kKeyDim + d];
+      ASSERT_NEAR(std::sqrt(norm2), 1.0, 0.01) << row;  // bf16 rounding of a unit row
+    }
+  }
+  // Slow gates: each channel's decay rate holds over T; β in (0, 1).
+  for (int hv = 0; hv < 4; ++hv) {
+    for (int d = 0; d < kKeyDim; ++d) {
+      const float first = one.g[(0 * 4 + hv) * kKeyDim + d];
+      EXPECT_LT(first, 0.0f);
+      EXPECT_EQ(one.g[(191 * 4 + hv) * kKeyDim + d], first);
+    }
+  }
+  for (float b : one.beta) {
+    EXPECT_GT(b, 0.0f);
+    EXPECT_LT(b, 1.0f);
+  }
+  // Another seed, other sequences and heads: other numbers.
+  const PrefillInputs other = prefill_inputs(27, GateKind::kSlowDecay, 2, 192, 2, 4, 1);
+  EXPECT_NE(other.q, one.q);
+  EXPECT_NE(std::vector<float>(one.k.begin(), one.k.begin() + kKeyDim),
+            std::vector<float>(one.k.begin() + kKeyDim, one.k.begin() + 2 * kKeyDim));
+}
+
+TEST(PrefillInputsTest, ShapesTheKernelsCannotRunAreRefused) {
+  EXPECT_THROW(prefill_inputs(1, GateKind::kFastForget, 1, 100, 2, 4, 1), std::invalid_argument);
+  EXPECT_THROW(prefill_inputs(1, GateKind::kFastForget, 1, 128, 2, 3, 1), std::invalid_argument);
+  EXPECT_THROW(prefill_inputs(1, GateKind::kFastForget, 0, 128, 2, 4, 1), std::invalid_argument);
 }
 
 }  // namespace
