@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/process.hpp"
+#include "scripted_history.hpp"
 #include "support/cli_run.hpp"
 #include "support/scratch_dir.hpp"
 
@@ -21,39 +22,10 @@ namespace {
 using test_support::CliRun;
 using test_support::ScratchDir;
 
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::trunc);
-  out << text;
-}
-
-std::string git(const std::filesystem::path& repo, const std::vector<std::string>& args) {
-  ProcessSpec spec;
-  spec.argv = {"git", "-C", repo.string()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.extra_env = {{"GIT_AUTHOR_NAME", "loupe test"},
-                    {"GIT_AUTHOR_EMAIL", "test@loupe"},
-                    {"GIT_COMMITTER_NAME", "loupe test"},
-                    {"GIT_COMMITTER_EMAIL", "test@loupe"}};
-  const ProcessResult result = run_process(spec);
-  EXPECT_TRUE(result.succeeded()) << args.front() << ": " << result.stderr_text;
-  std::string out = result.stdout_text;
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
-}
-
-std::string knobs(int extra_work_percent, int sum_fault) {
-  // #ifndef: --over-values passes them with -D instead.
-  return "#pragma once\n#ifndef EXTRA_WORK_PERCENT\n#define EXTRA_WORK_PERCENT " +
-         std::to_string(extra_work_percent) + "\n#endif\n#ifndef SUM_FAULT\n#define SUM_FAULT " +
-         std::to_string(sum_fault) + "\n#endif\n";
-}
+using test_support::git;
+using test_support::knobs;
+using test_support::read_file;
+using test_support::write_file;
 
 constexpr const char* kObjective = R"(name = "bisect-subject"
 [subject]
@@ -85,32 +57,17 @@ class BisectCli : public ::testing::Test {
   static void SetUpTestSuite() {
     scratch_ = new ScratchDir("bisect-cli");
     repo_ = scratch_->path() / "repo";
-    std::filesystem::create_directories(repo_);
-    git(repo_, {"init", "-q", "-b", "main"});
-    write_file(repo_ / "subject.cpp", read_file(BISECT_SUBJECT_SOURCE));
-    write_file(repo_ / "loupe.toml", kObjective);
-    write_file(repo_ / ".gitignore", ".loupe/\nsubject\n");
     // c0 good; c3 lengthens the chain by 5 %; c5 drops the last column of the float sums.
-    const std::vector<std::pair<std::string, std::string>> history = {
-        {"initial: sums and chain", knobs(0, 0)},
-        {"notes: how to build", ""},
-        {"notes: the probes", ""},
-        {"chain: five per cent more steps", knobs(5, 0)},
-        {"notes: the bench", ""},
-        {"sums: stop one column early", knobs(5, 1)},
-        {"notes: the check", ""},
-        {"notes: done", ""}};
-    int note = 0;
-    for (const auto& [message, knob_text] : history) {
-      if (!knob_text.empty()) {
-        write_file(repo_ / "knobs.hpp", knob_text);
-      } else {
-        write_file(repo_ / "NOTES", "note " + std::to_string(++note) + "\n");
-      }
-      git(repo_, {"add", "-A"});
-      git(repo_, {"commit", "-q", "-m", message});
-      commits_.push_back(git(repo_, {"rev-parse", "HEAD"}));
-    }
+    commits_ =
+        test_support::commit_scripted_history(repo_, BISECT_SUBJECT_SOURCE, kObjective,
+                                              {{"initial: sums and chain", knobs(0, 0)},
+                                               {"notes: how to build", ""},
+                                               {"notes: the probes", ""},
+                                               {"chain: five per cent more steps", knobs(5, 0)},
+                                               {"notes: the bench", ""},
+                                               {"sums: stop one column early", knobs(5, 1)},
+                                               {"notes: the check", ""},
+                                               {"notes: done", ""}});
   }
   static void TearDownTestSuite() {
     delete scratch_;
@@ -118,8 +75,7 @@ class BisectCli : public ::testing::Test {
   }
 
   static std::string build_command(const std::string& defines = "") {
-    return std::string("c++ -std=c++20 -O2 ") + defines + " -I" + LOUPE_INCLUDE_DIR +
-           " subject.cpp " + LIBLOUPE_ARCHIVE + " -lpthread -o subject";
+    return test_support::subject_build_command(defines);
   }
 
   static CliRun bisect(std::vector<std::string> arguments,
