@@ -223,8 +223,8 @@ TEST_F(EvidenceTest, AnInferenceTheHypothesisABRemovedIsVerified) {
   using Kinds = std::vector<std::string>;
   EXPECT_EQ(kinds(), (Kinds{"trace.diff.span inferred", "trace.gaps.idle inferred",
                             "trace.gaps.idle inferred", "trace.locks.contention inferred"}));
-  const int64_t id = ledger_.add_hypothesis("the dispatch lock delays kv_transfer", std::nullopt,
-                                            "t");
+  const int64_t id =
+      ledger_.add_hypothesis("the dispatch lock delays kv_transfer", std::nullopt, "t");
   ledger_.link_run(id, "r-base", ledger::LinkRole::kBaseline, "t");
   ledger_.link_run(id, "r-cand", ledger::LinkRole::kCandidate, "t");
   EXPECT_EQ(kinds(), (Kinds{"trace.diff.span inferred", "trace.gaps.idle inferred",
@@ -232,8 +232,9 @@ TEST_F(EvidenceTest, AnInferenceTheHypothesisABRemovedIsVerified) {
   const Bundle bundle = build_bundle(ledger_, "r-base", "r-cand", {});
   for (const auto& finding : bundle.trace_findings) {
     if (finding.id != "trace.locks.contention") continue;
-    EXPECT_EQ(finding.claim, contention.claim + " [verified: absent from candidate r-cand, the A/B "
-                                                "of hypothesis H" +
+    EXPECT_EQ(finding.claim, contention.claim +
+                                 " [verified: absent from candidate r-cand, the A/B "
+                                 "of hypothesis H" +
                                  std::to_string(id) + " against baseline r-base]");
     EXPECT_EQ(verification_experiment(finding), "");
   }
