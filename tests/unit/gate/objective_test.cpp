@@ -229,7 +229,7 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
   EXPECT_EQ(config_error("bogus = 1\n" + kBase),
             "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
             "check, bench, scenario, gate, deployment_key, deployment, review, coverage, "
-            "executor");
+            "executor, build");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
             "params, zip, repeats, seed, tolerances, seeds");
