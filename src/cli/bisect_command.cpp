@@ -1,7 +1,7 @@
-// `loupe bisect --good REV --bad REV --objective FILE --gate NAME [--build CMD, else the
-// objective's [build]]
+// `loupe bisect --good REV --bad REV --objective FILE --gate NAME [--build CMD]
 // [--subject-from DIR] [--over-values NAME=V1,V2,...] [--max-builds N] [--json]`: the first
-// commit (or dependency value) at which the gate goes bad (src/bisect). Progress lines on stderr;
+// commit (or dependency value) at which the gate goes bad (src/bisect); without --build, the
+// objective's [build] command builds each commit. Progress lines on stderr;
 // the result on stdout (a report, or one envelope with --json), recorded in the ledger.
 // Exit: 0 nothing regressed in the range, 1 a first bad commit named or the search inconclusive,
 // 2 bad usage (revisions, gate, options), 3 a subject failed outside the search's steps.
