@@ -123,6 +123,21 @@ TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
     if (precision == "tf32_rz") {
       EXPECT_EQ(probe.envelope["findings"][0]["id"], "check.cp_ranks_vs_nocp.mismatch");
     }
+    // The hidden run: one of the probe's shorter lengths, at the asked ranks and precision (the
+    // launcher needs the ranks; the check is of the asked merge), with the visible verdict.
+    const Json& hidden = probe.envelope["data"]["hidden_runs"];
+    ASSERT_EQ(hidden.size(), 1u) << probe.out;
+    const Json& params = hidden[0]["params"];
+    EXPECT_EQ(params["ranks"], 4);
+    EXPECT_EQ(params["precision"], precision);
+    EXPECT_TRUE(params["T"] == 8192 || params["T"] == 12288) << params.dump();
+    std::string hidden_severity;
+    for (const auto& finding : probe.envelope["findings"]) {
+      if (finding["id"] == "check.cp_ranks_vs_nocp.guard.hidden_point") {
+        hidden_severity = finding["severity"];
+      }
+    }
+    EXPECT_EQ(hidden_severity, precision == "tf32_rz" ? "fail" : "info");
   }
 }
 
