@@ -20,6 +20,7 @@
 #include "kda/kernels/cpu/replay.hpp"
 #include "kda/math/generator.hpp"
 #include "kda/probes/oracle.hpp"
+#include "kda/probes/rank_world.hpp"
 
 namespace kda::probes {
 namespace {
@@ -261,23 +262,7 @@ LOUPE_CHECK(cp_ranks_vs_nocp)
       write_chunk_at_shard_starts<float>(io, cp_pieces(io.point()));
     })
     .candidate([](loupe::CheckIo& io) {
-      dist::Communicator& world = dist::world("auto");
-      // The runtime ends this path's process with _exit: MPI must be finalised before, or
-      // mpirun counts the rank as failed. Once per process (a static of this child).
-      static const bool finalised_at_exit = [] {
-        loupe::at_path_process_exit([] { dist::finalize_world(); });
-        return true;
-      }();
-      (void)finalised_at_exit;
-      const int64_t ranks = io.point().get_int("ranks");
-      if (world.size() != ranks) {
-        throw loupe::Error(loupe::ErrorCode::kUsage,
-                           "cp_ranks_vs_nocp at ranks=" + std::to_string(ranks) +
-                               " runs in a world of " + std::to_string(world.size()) + " rank(s)",
-                           "launch one process per rank: loupe probe run cp_ranks_vs_nocp --launch "
-                           "\"mpirun -n {ranks} --oversubscribe\" --set ranks=" +
-                               std::to_string(ranks) + " ... -- build/bin/kda probe");
-      }
+      dist::Communicator& world = launched_world(io.point(), "cp_ranks_vs_nocp");
       dist::RankedCpOptions options;
       options.precision = math::parse_precision(io.point().get_string("precision"));
       options.order = io.point().get_string("order");

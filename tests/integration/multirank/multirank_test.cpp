@@ -141,6 +141,41 @@ TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
   }
 }
 
+// TP across ranks: four processes, each with one head of every layer and 64 vocabulary rows, give
+// the one-process model's logits and residual streams, bit for bit at this point.
+TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
+  std::vector<std::string> args = mpirun(4);
+  args.insert(args.end(), {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--out", path("tp4")});
+  const CliRun ranks = run(args);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.out << ranks.err;
+  EXPECT_NE(ranks.out.find("kda dist tp: 4 ranks (mpi), rank 0 holds 1 of 4 heads per layer and "
+                           "64 of 256 vocabulary rows"),
+            std::string::npos)
+      << ranks.out;
+  const CliRun one = run({KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--backend", "self",
+                          "--out", path("tp1")});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const char* file : {"logits.npy", "hidden.npy"}) {
+    EXPECT_EQ(bytes_of(root_ / "tp4" / file), bytes_of(root_ / "tp1" / file)) << file;
+  }
+
+  std::vector<std::string> launch = mpirun(4);
+  launch[2] = "{ranks}";
+  std::string launch_words;
+  for (const auto& word : launch) launch_words += (launch_words.empty() ? "" : " ") + word;
+  const CliRun probe =
+      run({LOUPE_EXECUTABLE, "probe", "run", "tp_ranks_vs_notp", "--home", path("home"),
+           "--launch", launch_words, "--set", "ranks=4", "--seed", "5", "--json", "--",
+           KDA_EXECUTABLE, "probe"});
+  ASSERT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+  EXPECT_EQ(probe.envelope["verdict"], "pass");
+  EXPECT_EQ(probe.envelope["data"]["ranks"].size(), 4u) << probe.out;
+  const Json& hidden = probe.envelope["data"]["hidden_runs"];
+  ASSERT_EQ(hidden.size(), 1u);
+  EXPECT_EQ(hidden[0]["params"]["ranks"], 4);
+  EXPECT_EQ(hidden[0]["params"]["prompt_len"], 45);
+}
+
 TEST_F(MultiRank, ARanksPointRunWithoutALauncherIsAUsageErrorNamingTheLaunch) {
   const CliRun probe =
       run({LOUPE_EXECUTABLE, "probe", "run", "cp_ranks_vs_nocp", "--home", path("home"), "--set",
