@@ -168,8 +168,8 @@ int run_dist_tp(const TpArgs& args) {
   }
   if (rank == 0) {
     const std::vector<int64_t> heads = model::tensor_parallel_starts(config.heads, ranks, "heads");
-    const std::vector<int64_t> vocab = model::tensor_parallel_starts(
-        config.vocab, ranks, "vocabulary rows", model::kVocabGranule);
+    const std::vector<int64_t> vocab =
+        model::tensor_parallel_starts(config.vocab, ranks, "vocabulary rows", model::kVocabGranule);
     if (args.json) {
       std::printf(
           "{\"kda\": \"dist tp\", \"backend\": \"%s\", \"ranks\": %d, \"heads_per_rank0\": "

@@ -191,7 +191,7 @@ void Model::project(const Layer& layer, const float* normed, int64_t sequences, 
                     std::vector<float>& v, std::vector<float>& g_raw, std::vector<float>& b_raw,
                     int64_t head_begin, int64_t head_end) const {
   const int64_t rows = sequences * tokens, key_dim = config_.head_dim;
-  const int64_t kw = config_.key_width();                  // H·K, the whole layer's width
+  const int64_t kw = config_.key_width();                      // H·K, the whole layer's width
   const int64_t local_kw = (head_end - head_begin) * key_dim;  // these heads' width
   const int64_t channel_begin = head_begin * key_dim;
   const int64_t channels = 3 * local_kw, width = config_.conv_width;

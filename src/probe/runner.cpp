@@ -864,7 +864,7 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
 }  // namespace
 
 std::vector<std::string> hidden_run_sets(const std::vector<std::string>& asked,
-                                      const std::vector<std::string>& hidden) {
+                                         const std::vector<std::string>& hidden) {
   auto name_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
   std::vector<std::string> sets;
   for (const auto& set : asked) {

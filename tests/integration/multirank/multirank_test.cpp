@@ -152,8 +152,8 @@ TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
                            "64 of 256 vocabulary rows"),
             std::string::npos)
       << ranks.out;
-  const CliRun one = run({KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--backend", "self",
-                          "--out", path("tp1")});
+  const CliRun one = run(
+      {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--backend", "self", "--out", path("tp1")});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   for (const char* file : {"logits.npy", "hidden.npy"}) {
     EXPECT_EQ(bytes_of(root_ / "tp4" / file), bytes_of(root_ / "tp1" / file)) << file;
@@ -163,10 +163,9 @@ TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
   launch[2] = "{ranks}";
   std::string launch_words;
   for (const auto& word : launch) launch_words += (launch_words.empty() ? "" : " ") + word;
-  const CliRun probe =
-      run({LOUPE_EXECUTABLE, "probe", "run", "tp_ranks_vs_notp", "--home", path("home"),
-           "--launch", launch_words, "--set", "ranks=4", "--seed", "5", "--json", "--",
-           KDA_EXECUTABLE, "probe"});
+  const CliRun probe = run({LOUPE_EXECUTABLE, "probe", "run", "tp_ranks_vs_notp", "--home",
+                            path("home"), "--launch", launch_words, "--set", "ranks=4", "--seed",
+                            "5", "--json", "--", KDA_EXECUTABLE, "probe"});
   ASSERT_EQ(probe.exit_code, 0) << probe.out << probe.err;
   EXPECT_EQ(probe.envelope["verdict"], "pass");
   EXPECT_EQ(probe.envelope["data"]["ranks"].size(), 4u) << probe.out;

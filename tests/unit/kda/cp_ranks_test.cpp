@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "kda/kernels/cpu/cp.hpp"
-#include "thread_communicator.hpp"
 #include "kda/math/generator.hpp"
 #include "loupe/error.hpp"
+#include "thread_communicator.hpp"
 
 namespace kda::dist {
 namespace {

@@ -142,7 +142,8 @@ TEST(TpAcrossRanks, AGatherThatMisplacesTheHeadBlocksIsFarOutsideTheBound) {
         const int64_t width = starts.back(), half = starts[1];
         if (half * 2 != width) return;  // only the equal head blocks are swapped
         for (int64_t row = 0; row < rows; ++row) {
-          std::swap_ranges(full + row * width, full + row * width + half, full + row * width + half);
+          std::swap_ranges(full + row * width, full + row * width + half,
+                           full + row * width + half);
         }
       };
       results[rank].logits = model.prefill_tensor_parallel(prompts, 2, 40, swapped);
