@@ -236,6 +236,13 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                      "--dev-bind",
                                      "/dev",
                                      "/dev",
+                                     // A private /dev/shm: in its own pid namespace every
+                                     // sandboxed mpirun has the same pid, so OpenMPI gives two
+                                     // concurrent runs one job id and their ranks' shared-memory
+                                     // segments collided (segfaults). A subject's ranks all run
+                                     // inside its sandbox and still share this one.
+                                     "--tmpfs",
+                                     "/dev/shm",
                                      "--proc",
                                      "/proc",
                                      "--tmpfs",
