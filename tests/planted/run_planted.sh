@@ -29,11 +29,18 @@ declare -A expect=(
   [decode_merged_slow]="decode_not_slower_than_baseline"
   [chunk_prefill_slow]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
   [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  [decode_head_map]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
+  [decode_tail_tile]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
+  [replay_ring_reversed]="replay_matches_decode replay_error_not_above_baseline"
+  [state_cache_slot_scale]="state_cache_within_tolerance state_cache_error_not_above_baseline"
+  [w8a8_tensor_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
 )
 faults=("$@")
 if [[ ${#faults[@]} -eq 0 ]]; then
   faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
-          state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold)
+          state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
+          decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
+          w8a8_tensor_scale)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }

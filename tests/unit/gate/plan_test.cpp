@@ -195,7 +195,9 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
             (std::vector<LeftOutEntry>{{Layer::kCheck, "w8a8", "w8a8_vs_fp32", "w8a8=off"}}));
   EXPECT_EQ(render_plan(plan, objective, 50),
             "plan for " + kDemo.string() +
-                ", configuration shards=8, cache=int8; by default w8a8=off: 17 tasks\n"
+                ", configuration shards=8, cache=int8; by default w8a8=off: 19 tasks\n"
+                "  check     decode_recurrence        decode_vs_recurrence        variant=merged\n"
+                "  check     decode_recurrence        decode_vs_recurrence        variant=tiled\n"
                 "  check     decode_kernels_agree     decode_tiled_vs_merged      (defaults)\n"
                 "  check     replay                   replay_vs_decode            L=4,steps=37\n"
                 "  check     replay                   replay_vs_decode            L=8,steps=37\n"
