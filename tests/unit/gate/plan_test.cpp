@@ -243,6 +243,7 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
       checks.push_back(task.entry + " " + params_to_string(task.params));
   }
   EXPECT_EQ(checks, (std::vector<std::string>{
+                        "decode_recurrence variant=merged", "decode_recurrence variant=tiled",
                         "decode_kernels_agree ", "replay L=4,steps=37", "replay L=8,steps=37",
                         "w8a8 ", "state_cache cache=int8", "disaggregated_integrity ", "chunk ",
                         "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
