@@ -258,10 +258,26 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         // A gate within the build waits only for the candidate's points; one against the
         // baseline also for the baseline's.
         const bool needs_baseline = baseline != nullptr && is_baseline_gate(spec.expression);
+        int64_t still_to_run = 0;
         for (const auto& [entry_layer, entry] : entries) {
           auto found = remaining.find(entry);
-          if (entry_layer != layer || found == remaining.end() || found->second > 0) return;
+          if (entry_layer != layer || found == remaining.end()) return;
+          still_to_run += found->second;
           if (needs_baseline && baseline_remaining[entry] > 0) return;
+        }
+        if (still_to_run > 0) {
+          // A check gate that every point must satisfy is false once one point breaks it, and
+          // no later point can make it true: decide it now, so the failure shows while the
+          // entry's remaining points (its slower ones, often) still run.
+          if (!fails_at_any_point(spec.expression)) return;
+          GateResult early = evaluate_gate(spec, objective, plan, result.points, nullptr);
+          if (early.verdict != GateVerdict::kFail) return;
+          early.rule += " (decided at the first point that broke it; " +
+                        std::to_string(still_to_run) + " more point(s) still to run)";
+          failing.push_back(early.name);
+          gates[index] = std::move(early);
+          announce(index);
+          return;
         }
       }
       if (layer == Layer::kBench) {

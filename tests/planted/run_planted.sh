@@ -34,13 +34,16 @@ declare -A expect=(
   [replay_ring_reversed]="replay_matches_decode replay_error_not_above_baseline"
   [state_cache_slot_scale]="state_cache_within_tolerance state_cache_error_not_above_baseline"
   [w8a8_tensor_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
+  [cp_chain_order]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
+  [cp_outputs_dead_transition]="cp_prefill_not_slower_than_baseline"
+  [transfer_lock_per_layer]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
 )
 faults=("$@")
 if [[ ${#faults[@]} -eq 0 ]]; then
   faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
           state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
           decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
-          w8a8_tensor_scale)
+          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }

@@ -47,10 +47,10 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   ASSERT_EQ(objective.checks.size(), 9u);
   EXPECT_EQ(objective.checks[0].probe, "decode_vs_recurrence");
   EXPECT_EQ(objective.checks[1].probe, "decode_tiled_vs_merged");
-  EXPECT_EQ(objective.checks[2].name, "replay");
+  EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
   EXPECT_EQ(objective.checks[3].probe, "w8a8_vs_fp32");
   EXPECT_EQ(objective.checks[4].name, "state_cache");
-  EXPECT_EQ(objective.checks[5].probe, "disaggregated_vs_colocated");
+  EXPECT_EQ(objective.checks[5].name, "replay");
   EXPECT_EQ(objective.checks[6].probe, "chunk_vs_recurrent");
   const ProbeEntry& cp = objective.checks[7];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
