@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,8 @@
 #include "core/limits.hpp"
 #include "gate/executor.hpp"
 #include "probe/runner.hpp"
+#include "trace/import/import.hpp"
+#include "trace/model/model.hpp"
 
 namespace loupe::gate {
 namespace {
@@ -71,6 +74,59 @@ void add_check_metrics(const Json& comparisons, std::vector<MetricValue>& metric
     }
   }
 }
+
+// A scenario's traces give its point lock-hold metrics (lock_hold_metrics). A hold that grew
+// shows against the baseline build even when nobody waited during it, so a latent hold is gated
+// before it bites. The median is the one to gate on a shared machine: one preemption inside a
+// hold moves the longest by milliseconds, the median not at all.
+void add_lock_metrics(PointResult& point) {
+  if (point.traces.empty()) return;
+  for (MetricValue& metric : lock_hold_metrics(point.traces)) {
+    point.metrics.push_back(std::move(metric));
+  }
+}
+
+}  // namespace
+
+std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& traces) {
+  std::vector<MetricValue> out;
+  trace::Model model;
+  try {
+    model = trace::load_traces(traces);
+  } catch (const Error&) {
+    return out;  // an unreadable trace is the trace analysis' finding, not a metric
+  }
+  auto metric_name = [](std::string name) {
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    return name;
+  };
+  StatsRegistry stats;
+  // LOCK -> its holds; THREAD_LOCK -> that thread's holds of it.
+  std::map<std::string, std::vector<int64_t>> by_lock, by_thread;
+  for (const trace::LockSpan& span : trace::derive_lock_spans(model, stats)) {
+    if (!span.hold) continue;
+    const std::string lock = metric_name(model.tracks[span.lock].name);
+    const std::string thread = metric_name(model.tracks[span.thread].name);
+    by_lock[lock].push_back(span.end_ns - span.start_ns);
+    by_thread[thread + "_" + lock].push_back(span.end_ns - span.start_ns);
+  }
+  auto seconds = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
+  for (const auto& [name, list] : by_lock) {
+    out.push_back(
+        {"", name + "_max_hold_s", seconds(*std::max_element(list.begin(), list.end()))});
+  }
+  // The median per thread only: over all threads it mixes unlike holds.
+  for (auto& [name, list] : by_thread) {
+    std::sort(list.begin(), list.end());
+    out.push_back({"", name + "_max_hold_s", seconds(list.back())});
+    out.push_back({"", name + "_median_hold_s", seconds(list[list.size() / 2])});
+  }
+  return out;
+}
+
+namespace {
 
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject,
@@ -130,6 +186,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
       for (const auto& trace : traces) {
         point.traces.push_back((outcome.observation_dir / trace.get<std::string>()).string());
       }
+      add_lock_metrics(point);
     }
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput,

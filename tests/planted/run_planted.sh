@@ -28,7 +28,7 @@ declare -A expect=(
   [w8a8_clip]="w8a8_within_tolerance w8a8_error_not_above_baseline"
   [decode_merged_slow]="decode_not_slower_than_baseline"
   [chunk_prefill_slow]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
-  [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline transfer_lock_hold_not_above_baseline"
   [decode_head_map]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
   [decode_tail_tile]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
   [replay_ring_reversed]="replay_matches_decode replay_error_not_above_baseline"
@@ -36,20 +36,25 @@ declare -A expect=(
   [w8a8_tensor_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
   [cp_chain_order]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
   [cp_outputs_dead_transition]="cp_prefill_not_slower_than_baseline"
-  [transfer_lock_per_layer]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  [transfer_lock_per_layer]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline transfer_lock_hold_not_above_baseline"
+  # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
+  [none]="-"
 )
 faults=("$@")
 if [[ ${#faults[@]} -eq 0 ]]; then
   faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
           state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
           decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
-          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer)
+          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer none)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }
 done
-min_detected=${MIN_DETECTED:-${#faults[@]}}
-min_localised=${MIN_LOCALISED:-${#faults[@]}}
+planted=0
+for fault in "${faults[@]}"; do [[ $fault == none ]] || planted=$((planted + 1)); done
+min_detected=${MIN_DETECTED:-$planted}
+min_localised=${MIN_LOCALISED:-$planted}
+false_alarm=0
 
 rm -rf "$work" && mkdir -p "$work"
 # The objective at the depth of examples/kda/ so that working_dir still names the repository.
@@ -73,6 +78,14 @@ for fault in "${faults[@]}"; do
   gate=$(sed -E 's/^\[ *[0-9.]+ s\] gate ([A-Za-z0-9_-]+): FAIL.*/\1/' <<<"$first")
   seconds=$(sed -E 's/^\[ *([0-9.]+) s\].*/\1/' <<<"$first")
   is_detected=no is_localised=no
+  if [[ $fault == none ]]; then
+    # The unpatched build against itself: a failing gate is a false alarm; exit 1 without one
+    # (an inconclusive gate) is not.
+    if [[ -n $first ]]; then false_alarm=1; is_detected="FALSE-ALARM"; fi
+    printf '%-26s %-9s %-9s %-8s %s\n' "(control: no fault)" "$is_detected" - "${seconds:--}" \
+      "${gate:-(none; exit $status)}"
+    continue
+  fi
   if [[ $status == 1 && -n $first ]]; then
     is_detected=yes
     detected=$((detected + 1))
@@ -89,8 +102,8 @@ median=-
 if [[ ${#times[@]} -gt 0 ]]; then
   median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}')
 fi
-echo "detected $detected of ${#faults[@]}, localised $localised (top-1), median time to the first failing gate ${median} s"
-if (( detected < min_detected || localised < min_localised )); then
-  echo "planted faults: below the bar (detected >= $min_detected, localised >= $min_localised)" >&2
+echo "detected $detected of $planted, localised $localised (top-1), median time to the first failing gate ${median} s"
+if (( detected < min_detected || localised < min_localised || false_alarm )); then
+  echo "planted faults: below the bar (detected >= $min_detected, localised >= $min_localised, no false alarm)" >&2
   exit 1
 fi

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -587,4 +588,21 @@ TEST(SubjectForReproduce, FoldersUnderTheProjectRootAreRelative) {
 }
 
 }  // namespace
+// tests/golden/trace/locks_binary: prefill holds "interpreter" 1100-9300 ns, transfer 9300-9500.
+TEST(LockHoldMetricsTest, EachLockAndEachHolderOfItFromTheTrace) {
+  const std::string trace =
+      std::string(LOUPE_SOURCE_DIR) + "/tests/golden/trace/locks_binary/input.loupetrace";
+  std::vector<std::string> shown;
+  for (const MetricValue& metric : lock_hold_metrics({trace})) {
+    EXPECT_EQ(metric.variant, "");
+    shown.push_back(metric.name + "=" + std::to_string(std::lround(metric.value * 1e9)) + "ns");
+  }
+  EXPECT_EQ(shown, (std::vector<std::string>{
+                       "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
+                       "prefill_interpreter_median_hold_s=8200ns",
+                       "transfer_interpreter_max_hold_s=200ns",
+                       "transfer_interpreter_median_hold_s=200ns"}));
+  EXPECT_TRUE(lock_hold_metrics({"/nonexistent/trace.loupetrace"}).empty());
+}
+
 }  // namespace loupe::gate

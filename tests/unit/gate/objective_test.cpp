@@ -73,11 +73,12 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.benches[0].precision, 0.02);
   EXPECT_EQ(objective.benches[1].probe, "chunk_prefill");
   EXPECT_EQ(objective.benches[2].probe, "cp_prefill");
+  EXPECT_EQ(objective.benches[2].budget_s, 8.0);
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 27u);
+  ASSERT_EQ(objective.gates.size(), 29u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -90,6 +91,8 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   for (size_t index = 12; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
+  EXPECT_EQ(gate_expression_to_string(objective.gates[27].expression),
+            "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 8u);
 
