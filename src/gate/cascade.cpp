@@ -301,6 +301,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     std::set<std::string> controlled;  // bench entries whose false-discovery control is done
     std::vector<std::string> failing;
+    std::vector<size_t> decided_early;  // check gates decided FAIL before their entries' last point
     // Decides the gate now when every entry it reads has run all its points.
     auto decide = [&](size_t index, bool layer_done) {
       if (gates[index]) return;
@@ -332,6 +333,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           early.rule += " (decided at the first point that broke it; " +
                         std::to_string(still_to_run) + " more point(s) still to run)";
           failing.push_back(early.name);
+          decided_early.push_back(index);
           gates[index] = std::move(early);
           announce(index);
           return;
@@ -506,6 +508,12 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       }
       control_bench_false_discovery(rest);
       for (size_t at = 0; at < places.size(); ++at) result.points[places[at]] = std::move(rest[at]);
+    }
+    // Printed at the first point that broke them; the record holds every point's evidence (a
+    // FAIL stays a FAIL: no later point can make such a gate pass).
+    for (size_t index : decided_early) {
+      GateResult full = evaluate_gate(objective.gates[index], objective, plan, result.points);
+      if (full.verdict == GateVerdict::kFail) gates[index] = std::move(full);
     }
     for (size_t index : layer_gates) decide(index, true);
     std::vector<std::string> failed_points;

@@ -138,21 +138,27 @@ TEST_F(CascadeTest, EachGateIsAnnouncedTheMomentItsEntriesHaveRun) {
 TEST_F(CascadeTest, OneFailingPointDecidesACheckGateBeforeTheEntrysOtherPointsRun) {
   // "every point within the bound" is false after the first point breaks it: the gate is
   // announced then, while the check's second point (T=4096) still has to run. The layer still
-  // runs that point, and the cascade stops after it.
+  // runs that point, the recorded gate holds both, and the cascade stops after the layer.
   std::vector<std::string> log;
+  std::string announced;
   CascadeOptions options;
   options.gate_decided = [&](const GateResult& gate) {
     log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)) +
                   " after " + std::to_string(subject_.calls.size()) + " points");
+    if (gate.name == "drift") announced = gate.rule;
   };
   const auto result = run("stop", 1e-2, options);
   EXPECT_EQ(log, (std::vector<std::string>{"gate drift fail after 1 points",
                                            "gate merged_not_slower not-run after 2 points",
                                            "gate prefill_wall not-run after 2 points"}));
-  EXPECT_EQ(result.gates[0].rule,
+  EXPECT_EQ(announced,
             "fail: the largest check.cp_vs_nocp.rms_ratio over 1 value(s) is 0.01 at T=1024, "
             "not <= 2.00e-06 (decided at the first point that broke it; 1 more point(s) still to "
             "run)");
+  EXPECT_EQ(result.gates[0].verdict, GateVerdict::kFail);
+  EXPECT_EQ(result.gates[0].rule,
+            "fail: the largest check.cp_vs_nocp.rms_ratio over 2 value(s) is 0.01 at T=1024, "
+            "not <= 2.00e-06");
   EXPECT_EQ(subject_.calls.size(), 2u);
   EXPECT_EQ(cascade_exit_code(result), 1);
 }
