@@ -114,8 +114,7 @@ std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& trace
   }
   auto seconds = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
   for (const auto& [name, list] : by_lock) {
-    out.push_back(
-        {"", name + "_max_hold_s", seconds(*std::max_element(list.begin(), list.end()))});
+    out.push_back({"", name + "_max_hold_s", seconds(*std::max_element(list.begin(), list.end()))});
   }
   // The median per thread only: over all threads it mixes unlike holds.
   for (auto& [name, list] : by_thread) {

@@ -603,11 +603,11 @@ TEST(LockHoldMetricsTest, EachLockAndEachHolderOfItFromTheTrace) {
     EXPECT_EQ(metric.variant, "");
     shown.push_back(metric.name + "=" + std::to_string(std::lround(metric.value * 1e9)) + "ns");
   }
-  EXPECT_EQ(shown, (std::vector<std::string>{
-                       "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
-                       "prefill_interpreter_median_hold_s=8200ns",
-                       "transfer_interpreter_max_hold_s=200ns",
-                       "transfer_interpreter_median_hold_s=200ns"}));
+  EXPECT_EQ(shown,
+            (std::vector<std::string>{
+                "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
+                "prefill_interpreter_median_hold_s=8200ns", "transfer_interpreter_max_hold_s=200ns",
+                "transfer_interpreter_median_hold_s=200ns"}));
   EXPECT_TRUE(lock_hold_metrics({"/nonexistent/trace.loupetrace"}).empty());
 }
 

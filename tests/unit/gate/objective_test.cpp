@@ -91,8 +91,9 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   for (size_t index = 12; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
-  EXPECT_EQ(gate_expression_to_string(objective.gates[27].expression),
-            "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
+  EXPECT_EQ(
+      gate_expression_to_string(objective.gates[27].expression),
+      "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 8u);
 

@@ -246,8 +246,7 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
                         "decode_recurrence variant=merged", "decode_recurrence variant=tiled",
                         "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
                         "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37",
-                        "chunk T=512",
-                        "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+                        "chunk T=512", "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
                         "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
                         "cp_control T=4096,shards=8,precision=tf32x3,decay=fast"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
