@@ -1,6 +1,8 @@
 // The terminal and Markdown renderings of the report model.
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "check/compare.hpp"
 #include "report/model.hpp"
@@ -177,7 +179,9 @@ std::string render_terminal(const Model& model) {
         out << (point.regression ? "  ! " : "    ") << point.commit.substr(0, 12) << "  "
             << point.run_id << "  " << trend_value(point)
             << (point.regression ? "  REGRESSION" : "")
-            << (point.run_id == header.run_id ? "  (this run)" : "") << "\n";
+            << (point.run_id == header.run_id ? "  (this run)" : "");
+        for (const auto& annotation : point.annotations) out << "  " << annotation;
+        out << "\n";
       }
     }
     if (!trend_left_out(model.trends).empty()) out << "  " << trend_left_out(model.trends) << "\n";
@@ -283,11 +287,15 @@ std::string render_markdown(const Model& model) {
         << "| gate | commit | run | estimate [CI] | |\n|---|---|---|---|---|\n";
     for (const auto& entry : model.trends.gates) {
       for (const auto& point : entry.trend.points) {
+        std::vector<std::string> marks;
+        if (point.regression) marks.push_back("**regression**");
+        if (point.run_id == header.run_id) marks.push_back("this run");
+        for (const auto& annotation : point.annotations) marks.push_back(md_text(annotation));
+        std::string mark_text;
+        for (const auto& mark : marks) mark_text += (mark_text.empty() ? "" : "; ") + mark;
         out << "| " << md_text(entry.gate) << " | " << md_code(point.commit.substr(0, 12)) << " | "
-            << md_code(point.run_id) << " | " << md_text(trend_value(point)) << " | "
-            << (point.regression ? "**regression**" : "")
-            << (point.regression && point.run_id == header.run_id ? ", " : "")
-            << (point.run_id == header.run_id ? "this run" : "") << " |\n";
+            << md_code(point.run_id) << " | " << md_text(trend_value(point)) << " | " << mark_text
+            << " |\n";
       }
     }
     out << "\n";

@@ -155,6 +155,22 @@ TEST(EvidenceCli, RunsThreeRestsEachBenchRatioOnThreeRecordedRuns) {
   const std::string markdown = data["markdown"];
   EXPECT_NE(markdown.find(sides[0] + " + 2 runs"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find(", 3 runs"), std::string::npos) << markdown;
+
+  // The report's trends section (issue 25) on the same runs: the candidate's gate across the 3
+  // runs of its own configuration only (the base's configuration is another trajectory).
+  const CliRun report = run_loupe({"report", sides[1], "--home", home, "--json"});
+  const CliRun shown = run_loupe({"ledger", "show", sides[1], "--home", home, "--json"});
+  if (shown.envelope["data"]["run"]["git"]["commit"].get<std::string>().empty()) {
+    GTEST_SKIP() << "the runs were recorded outside a git repository: no commit order";
+  }
+  const Json& trends = report.envelope["data"]["trends"];
+  ASSERT_FALSE(trends.empty()) << report.out;
+  std::vector<std::string> runs;
+  for (const auto& point : trends[0]["points"]) runs.push_back(point["run"]);
+  std::vector<std::string> expected = data["candidate"]["runs"];
+  std::sort(runs.begin(), runs.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(runs, expected) << trends.dump();
 }
 
 }  // namespace

@@ -161,7 +161,8 @@ void expect_golden(const std::string& name, const std::string& actual) {
 }
 
 // Issue 25: `loupe report RUN` shows each gate's trajectory across the objective's runs — in
-// commit order, the newest max_points, regressions marked, the reported run pointed out, a gate
+// commit order, the newest max_points, regressions marked, the reported run pointed out, the
+// hypothesis that produced a step with its decision, a gate
 // with one run and a gate past max_gates left out and said, runs of another objective or another
 // configuration ignored.
 TEST_F(TrendTest, ReportSectionGolden) {
@@ -179,6 +180,11 @@ TEST_F(TrendTest, ReportSectionGolden) {
   ledger::RunRecord fixed = run_at("r-fixed", commits_[3], "2026-12-01T16:00:00Z", 7.0, 6.0, 8.0);
   fixed.config_json = R"({"name": "fixed"})";
   ledger_.insert_run(fixed);
+
+  // The step a hypothesis produced is annotated with it and its decision.
+  const int64_t hypothesis = ledger_.add_hypothesis("tiled decode", std::nullopt, "t");
+  ledger_.link_run(hypothesis, "r-c2", ledger::LinkRole::kCandidate, "t");
+  ledger_.add_decision(hypothesis, ledger::DecisionKind::kReject, "slower", "me", "t");
 
   TrendSectionRequest request;
   request.gates = {{"decode_fast", false}, {"decode_wall", false}, {"third", false}};
