@@ -52,13 +52,15 @@ SliceId slice_before(const Model& model, const TrackIndex& index, SliceId id) {
   const SliceId parent = model.slices.parent[id];
   const int64_t start = model.slices.start_ns[id];
   const std::vector<SliceId>& slices = index.slices(track);
-  const auto by_start = [&](SliceId slice, int64_t ts) { return model.slices.start_ns[slice] < ts; };
-  const auto first = parent == kNoSlice
-                         ? slices.begin()
-                         : std::lower_bound(slices.begin(), slices.end(),
-                                            model.slices.start_ns[parent], by_start);
-  auto at = std::upper_bound(slices.begin(), slices.end(), start,
-                             [&](int64_t ts, SliceId slice) { return ts < model.slices.start_ns[slice]; });
+  const auto by_start = [&](SliceId slice, int64_t ts) {
+    return model.slices.start_ns[slice] < ts;
+  };
+  const auto first = parent == kNoSlice ? slices.begin()
+                                        : std::lower_bound(slices.begin(), slices.end(),
+                                                           model.slices.start_ns[parent], by_start);
+  auto at = std::upper_bound(slices.begin(), slices.end(), start, [&](int64_t ts, SliceId slice) {
+    return ts < model.slices.start_ns[slice];
+  });
   while (at != first) {
     const SliceId other = *--at;
     if (other == id || model.slices.parent[other] != parent) continue;
