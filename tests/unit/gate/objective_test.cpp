@@ -97,7 +97,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
       gate_expression_to_string(objective.gates[27].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
-  EXPECT_EQ(objective.coverage_ungated.size(), 8u);
+  EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)
 
   ASSERT_EQ(objective.deployment_keys.size(), 6u);
   const DeploymentKey& cache = objective.deployment_keys[2];
