@@ -341,6 +341,10 @@ class Bisector {
   int64_t rounds_scale_ = 1;  // 2 when ambiguous points are retried
   AbMetric metric_;
   std::vector<std::string> observations_;
+  // --build and --subject-from, else the objective's [build] table.
+  std::string build_;
+  std::string subject_from_;
+  double build_timeout_s_ = 3600;
 };
 
 Tree Bisector::prepare(const Point& point) {
@@ -359,9 +363,8 @@ Tree Bisector::prepare(const Point& point) {
         "checking out " + point.commit.substr(0, 12));
     std::filesystem::remove(stamp, ignored);
   }
-  const std::string build = over_.name.empty()
-                                ? request_.build
-                                : replace_all(request_.build, "{" + over_.name + "}", point.value);
+  const std::string build =
+      over_.name.empty() ? build_ : replace_all(build_, "{" + over_.name + "}", point.value);
   if (std::filesystem::exists(stamp) && read_text(stamp) == build) {
     tree.reused = true;
     ++builds_reused_;
@@ -377,7 +380,7 @@ Tree Bisector::prepare(const Point& point) {
   ProcessSpec spec = shell_command(build);
   spec.working_dir = tree.dir;
   spec.timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double>(request_.build_timeout_s));
+      std::chrono::duration<double>(build_timeout_s_));
   spec.extra_env = {{"LOUPE_BISECT_COMMIT", point.commit}};
   if (!over_.name.empty()) spec.extra_env.emplace_back("LOUPE_BISECT_VALUE", point.value);
   const ProcessResult result = run_process(spec);
@@ -435,7 +438,7 @@ std::vector<Finding> notable_findings(const gate::GateResult& gate,
 Bisector::Evaluation Bisector::evaluate_check(const Point& point, const Tree& tree) {
   Evaluation out;
   const gate::Objective objective =
-      objective_in_tree(objective_, repo_, cwd_, tree.dir, request_.subject_from);
+      objective_in_tree(objective_, repo_, cwd_, tree.dir, subject_from_);
   std::vector<gate::PointResult> results;
   try {
     results = run_tasks(objective, run_id_ + "/" + sanitize(point.label()), INT64_MAX);
@@ -469,9 +472,9 @@ Bisector::Evaluation Bisector::evaluate_check(const Point& point, const Tree& tr
 Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree) {
   Evaluation out;
   const gate::Objective good_objective =
-      objective_in_tree(objective_, repo_, cwd_, good_tree_->dir, request_.subject_from);
+      objective_in_tree(objective_, repo_, cwd_, good_tree_->dir, subject_from_);
   const gate::Objective step_objective =
-      objective_in_tree(objective_, repo_, cwd_, tree.dir, request_.subject_from);
+      objective_in_tree(objective_, repo_, cwd_, tree.dir, subject_from_);
   std::vector<double> good_values;
   std::vector<double> step_values;
   std::vector<gate::PointResult> last_step_results;
@@ -615,6 +618,14 @@ Outcome Bisector::run() {
                 "--gate " + request_.gate + ": " + objective_file.string() + " has no such gate",
                 "its gates: " + names);
   }
+  build_ = request_.build;
+  subject_from_ = request_.subject_from;
+  build_timeout_s_ = request_.build_timeout_s;
+  if (build_.empty() && objective_.build) {
+    build_ = objective_.build->command;
+    build_timeout_s_ = objective_.build->timeout_s;
+    if (subject_from_.empty()) subject_from_ = objective_.build->subject_from;
+  }
   layer_ = gate::gate_layer(gate_->expression);
   plan_ = gate::make_plan(objective_, gate::resolve_configuration(objective_, request_.config));
   // The entries the gate reads (gate/gate_eval.hpp; the layer is the gate's).
@@ -642,7 +653,7 @@ Outcome Bisector::run() {
   // first-parent line, or the values at one commit.
   if (!request_.over_values.empty()) {
     over_ = parse_over_values(request_.over_values);
-    if (request_.build.find("{" + over_.name + "}") == std::string::npos) {
+    if (build_.find("{" + over_.name + "}") == std::string::npos) {
       throw Error(
           ErrorCode::kUsage,
           "--over-values " + over_.name + ": --build does not mention {" + over_.name + "}",

@@ -67,11 +67,11 @@ struct Request {
   std::filesystem::path objective;
   std::string gate;
   std::string config;  // a [[deployment]] or KEY=VALUE settings, as `loupe run --config`
-  // Run in each build's tree (sh -c) before its probes; empty: nothing to build. {NAME} is
-  // replaced by the value under test with over_values.
+  // Run in each build's tree (sh -c) before its probes; empty: the objective's [build] command,
+  // else nothing to build. {NAME} is replaced by the value under test with over_values.
   std::string build;
   // The subject's working directory inside each build's tree, relative to the repository root;
-  // empty: the objective's own, mapped into the tree.
+  // empty: the objective's [build] subject_from, else its subject's folder mapped into the tree.
   std::string subject_from;
   // NAME=V1,V2,...: bisect over these values (V1 good, the last bad) at one commit instead of
   // over commits.
@@ -80,7 +80,7 @@ struct Request {
   int64_t min_rounds = 5;  // A/B rounds before a bench or scenario step may be decided
   int64_t max_rounds = 12;
   std::optional<double> threshold;  // A/B threshold t; default: the entry's, else 0.02
-  double build_timeout_s = 3600;
+  double build_timeout_s = 3600;    // when `build` is given; else [build] timeout_s
   std::optional<std::filesystem::path> home;
   std::optional<std::filesystem::path> ledger;
   std::filesystem::path cwd;  // where the repository and .loupe/ are found; empty: current

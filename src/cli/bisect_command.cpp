@@ -1,6 +1,7 @@
 // `loupe bisect --good REV --bad REV --objective FILE --gate NAME [--build CMD]
 // [--subject-from DIR] [--over-values NAME=V1,V2,...] [--max-builds N] [--json]`: the first
-// commit (or dependency value) at which the gate goes bad (src/bisect). Progress lines on stderr;
+// commit (or dependency value) at which the gate goes bad (src/bisect); without --build, the
+// objective's [build] command builds each commit. Progress lines on stderr;
 // the result on stdout (a report, or one envelope with --json), recorded in the ledger.
 // Exit: 0 nothing regressed in the range, 1 a first bad commit named or the search inconclusive,
 // 2 bad usage (revisions, gate, options), 3 a subject failed outside the search's steps.
@@ -34,7 +35,8 @@ void add_bisect_command(CLI::App& app, CommandResult& result) {
   command->add_option("--config", options->request.config,
                       "a [[deployment]] name or KEY=VALUE settings, as loupe run --config");
   command->add_option("--build", options->request.build,
-                      "shell command that builds a checkout (run in its tree; cached per commit)");
+                      "shell command that builds a checkout (run in its tree; cached per commit; "
+                      "default: the objective's [build] command)");
   command->add_option("--subject-from", options->request.subject_from,
                       "the subject's folder relative to the repository root (default: the "
                       "objective's)");

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <variant>
 
 #include "cli/commands.hpp"
 #include "core/home.hpp"
@@ -34,7 +35,8 @@ struct ReportOptions {
 // The ledger keeps no gate layers; the objective does. They are taken from it only when it is
 // the file the run used (same content hash), so a later edit cannot relabel an old run.
 void add_objective_context(const ledger::RunRecord& run, report::BuildOptions& options,
-                           std::vector<std::string>& notes) {
+                           std::vector<std::string>& notes,
+                           std::vector<std::pair<std::string, bool>>& higher_is_better) {
   // A run without gates (`loupe counters --record`) needs no layers, and its "objective" is the
   // export it read.
   if (run.gates.empty()) return;
@@ -54,6 +56,10 @@ void add_objective_context(const ledger::RunRecord& run, report::BuildOptions& o
     options.title = objective.name;
     for (const auto& gate : objective.gates) {
       options.gate_layers.emplace_back(gate.name, gate::gate_layer(gate.expression));
+      const auto* bound = std::get_if<gate::MetricBound>(&gate.expression);
+      higher_is_better.emplace_back(
+          gate.name, bound != nullptr && (bound->comparison == gate::Comparison::kGreater ||
+                                          bound->comparison == gate::Comparison::kGreaterEqual));
     }
   } catch (const Error& parse_error) {
     notes.push_back("gate layers are unknown: the objective does not parse: " +
@@ -100,14 +106,33 @@ void add_report_command(CLI::App& app, CommandResult& result) {
                   "`loupe run OBJECTIVE` records runs there; pass --ledger FILE or --home DIR to "
                   "read another");
     }
-    const ledger::RunRecord run = ledger::Ledger::open_read_only(ledger_file).get_run(options->run);
+    const ledger::Ledger ledger = ledger::Ledger::open_read_only(ledger_file);
+    const ledger::RunRecord run = ledger.get_run(options->run);
 
     report::BuildOptions build;
     build.ledger_file = ledger_file.string();
     std::vector<std::string> notes;
-    add_objective_context(run, build, notes);
+    std::vector<std::pair<std::string, bool>> directions;
+    add_objective_context(run, build, notes, directions);
     report::Model model = report::build_model(run, build);
     model.notes.insert(model.notes.begin(), notes.begin(), notes.end());
+    // Each gate's trajectory across the objective's runs (lower is better unless the objective
+    // bounds the gate from below).
+    report::TrendSectionRequest trends;
+    trends.objective_path = run.objective_path;
+    trends.config_json = run.config_json;
+    trends.repo = std::filesystem::current_path();
+    for (const auto& gate : run.gates) {
+      bool higher = false;
+      for (const auto& [name, direction] : directions)
+        higher = higher || (name == gate.name && direction);
+      trends.gates.emplace_back(gate.name, higher);
+    }
+    // A run recorded outside a repository has no place in a commit order: no section to give.
+    if (!run.git.commit.empty()) {
+      model.trends = report::build_trend_section(ledger, trends);
+      if (!model.trends.note.empty()) model.notes.push_back(model.trends.note);
+    }
 
     std::string html_file;
     if (!options->html.empty()) {
@@ -138,6 +163,26 @@ void add_report_command(CLI::App& app, CommandResult& result) {
       data["plots"] = {{"profiles", model.profiles.size()},
                        {"sweeps", model.sweeps.size()},
                        {"timelines", model.timelines.size()}};
+      Json trend_rows = Json::array();
+      for (const auto& entry : model.trends.gates) {
+        Json points = Json::array();
+        for (const auto& point : entry.trend.points) {
+          points.push_back(
+              {{"run", point.run_id},
+               {"commit", point.commit},
+               {"estimate", number_to_json(point.value)},
+               {"interval", point.interval ? Json::array({number_to_json(point.interval->low),
+                                                          number_to_json(point.interval->high)})
+                                           : Json(nullptr)},
+               {"regression", point.regression}});
+        }
+        trend_rows.push_back({{"gate", entry.gate},
+                              {"higher_is_better", entry.trend.request.higher_is_better},
+                              {"older_runs_omitted", entry.points_omitted},
+                              {"regressions", entry.regressions},
+                              {"points", std::move(points)}});
+      }
+      data["trends"] = std::move(trend_rows);
       data["notes"] = model.notes;
       data["html"] = html_file.empty() ? Json(nullptr) : Json(html_file);
       if (options->markdown) data["markdown"] = report::render_markdown(model);

@@ -115,6 +115,35 @@ std::string key_of(const Finding& finding) {
   return probe_of(finding) + "@" + params_to_string(finding.where.params);
 }
 
+// Where a finding was made: the same id at the same place is the same statement in two runs.
+std::string place_of(const Finding& finding) {
+  return finding.id + "|" + finding.where.path + "|" + params_to_string(finding.where.params) +
+         "|" + finding.where.thread.value_or("");
+}
+
+// An inferred finding of the hypothesis's baseline that its candidate no longer makes: the
+// controlled A/B of the hypothesized change removed it, which a correlation alone could not show
+// (DESIGN.md's evidence kinds). It becomes verified, saying by which hypothesis and runs.
+void verify_removed_inferences(Bundle& bundle, const ledger::RunRecord& baseline,
+                               const ledger::RunRecord& candidate, int64_t hypothesis) {
+  std::set<std::string> after;
+  for (const auto& finding : candidate.findings) after.insert(place_of(finding));
+  std::set<std::string> before;
+  for (const auto& finding : baseline.findings) before.insert(place_of(finding));
+  for (auto* list : {&bundle.trace_findings, &bundle.counter_findings}) {
+    for (auto& finding : *list) {
+      if (evidence_kind(finding) != EvidenceKind::kInferred) continue;
+      const std::string place = place_of(finding);
+      if (!before.count(place) || after.count(place)) continue;
+      finding.evidence.kind = EvidenceKind::kVerified;
+      finding.claim += " [verified: absent from candidate " + candidate.id +
+                       ", the A/B of hypothesis H" + std::to_string(hypothesis) +
+                       " against baseline " + baseline.id + "]";
+      finding.next.clear();
+    }
+  }
+}
+
 Side side_of(const ledger::RunRecord& run, const std::vector<std::string>& repeats,
              const std::string& ledger_argument) {
   Side side;
@@ -532,6 +561,7 @@ Bundle build_bundle(const ledger::Ledger& ledger, const std::string& base_run,
       for (auto& gate : bundle.gates) {
         if (gate.before != gate.after) gate.kind = EvidenceKind::kVerified;
       }
+      verify_removed_inferences(bundle, base.front(), candidate.front(), hypothesis.id);
     }
   }
   return bundle;

@@ -110,6 +110,33 @@ SubjectSpec read_subject(const Reader& reader, const toml::table& table,
   return subject;
 }
 
+BuildSpec read_build(const Reader& reader, const toml::table& table) {
+  reader.allow_keys(table, "build", {"command", "subject_from", "timeout_s"});
+  BuildSpec build;
+  build.command = reader.required_text(table, "command", "build");
+  if (const toml::node* from = table.get("subject_from")) {
+    build.subject_from = reader.string_of(*from, "build.subject_from");
+    const std::filesystem::path path(build.subject_from);
+    // A folder inside the checkout: bisect maps it into each commit's tree.
+    const bool escapes = std::any_of(
+        path.begin(), path.end(), [](const std::filesystem::path& part) { return part == ".."; });
+    if (build.subject_from.empty() || path.is_absolute() || escapes) {
+      reader.fail(*from, "build.subject_from",
+                  "expected a folder relative to the repository root, without '..', found '" +
+                      build.subject_from + "'");
+    }
+  }
+  if (const toml::node* timeout = table.get("timeout_s")) {
+    build.timeout_s = reader.number_of(*timeout, "build.timeout_s");
+    if (!(build.timeout_s > 0)) {
+      reader.fail(
+          *timeout, "build.timeout_s",
+          "expected a number of seconds above 0, found " + value_to_string(Value(build.timeout_s)));
+    }
+  }
+  return build;
+}
+
 std::vector<Value> axis_values(const Reader& reader, const toml::node& node, const std::string& key,
                                bool require_list) {
   if (!node.is_array()) {
@@ -782,9 +809,10 @@ Objective parse_objective_file(const std::filesystem::path& file) {
 Objective parse_objective(std::string_view text, const std::filesystem::path& file) {
   const Reader reader(file.string(), std::string(kHint));
   const toml::table root = reader.parse(text);
-  reader.allow_keys(root, "",
-                    {"name", "description", "cascade", "subject", "check", "bench", "scenario",
-                     "gate", "deployment_key", "deployment", "review", "coverage", "executor"});
+  reader.allow_keys(
+      root, "",
+      {"name", "description", "cascade", "subject", "check", "bench", "scenario", "gate",
+       "deployment_key", "deployment", "review", "coverage", "executor", "build"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -816,6 +844,9 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   }
   if (const toml::node* executor = root.get("executor")) {
     objective.executor = read_executor_spec(reader, reader.table_of(*executor, "executor"));
+  }
+  if (const toml::node* build = root.get("build")) {
+    objective.build = read_build(reader, reader.table_of(*build, "build"));
   }
   const std::filesystem::path base = file.parent_path();
   objective.subject =

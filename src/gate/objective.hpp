@@ -169,6 +169,17 @@ struct ReviewCategory {
   bool operator==(const ReviewCategory&) const = default;
 };
 
+// [build]: how a checkout of the repository is built, so that `loupe bisect` (and its MCP tool,
+// which may not take a shell command from a client) can build each commit it tests.
+struct BuildSpec {
+  std::string command;  // run with `sh -c` in the root of each checkout
+  // The subject's folder in a checkout, relative to the repository root; empty: the subject's
+  // working_dir mapped into the checkout.
+  std::string subject_from;
+  double timeout_s = 3600;
+  bool operator==(const BuildSpec&) const = default;
+};
+
 struct Objective {
   std::filesystem::path file;
   std::string name;
@@ -185,7 +196,8 @@ struct Objective {
   // [coverage] ungated: probes of the subject no gate is meant to cover, each with the reason
   // (a GPU probe on a machine without one); every other ungated probe is a coverage finding.
   std::vector<std::pair<std::string, std::string>> coverage_ungated;
-  ExecutorSpec executor;  // [executor]; `loupe run --executor ...` overrides it
+  ExecutorSpec executor;           // [executor]; `loupe run --executor ...` overrides it
+  std::optional<BuildSpec> build;  // [build]; `loupe bisect --build CMD` overrides it
 
   // The entries of one layer (kTrace has none).
   const std::vector<ProbeEntry>& entries(Layer layer) const;

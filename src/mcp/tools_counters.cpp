@@ -85,8 +85,8 @@ void add_counters_tools(std::vector<Tool>& tools) {
   tool.envelope_kind = "counters";
   tool.annotations = {true, false, true, false};
   tool.description =
-      "Nsight Compute CSV exports (.gz, .ncu-rep) per kernel: the binding limit and its share of "
-      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; with compare_*: two kernels side "
+      "Nsight Compute exports (CSV, .gz, .ncu-rep) per kernel: binding limit and share of "
+      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; compare_*: two kernels side "
       "by side.";
   tool.params = {
       {"files", ParamType::kStringArray, "exports of one run (details and/or raw page)", true},

@@ -237,8 +237,8 @@ std::vector<Param> analysis_params() {
 void add_inspect_tools(std::vector<Tool>& tools) {
   Tool diff = read_only_tool("diff_tensors", "diff");
   diff.description =
-      "Compares tensors (.npy, .safetensors, directories; rank-<r>/ shards joined by a dims "
-      "spec, step-<s>/ steps aligned): first divergence, worst coordinate, error profile. Fails "
+      "Compares tensors (.npy, .safetensors, folders; rank-<r>/ shards joined by dims, "
+      "step-<s>/ aligned): first divergence, worst coordinate, error profile. Fails "
       "past per-dtype tolerances, on nothing compared or unmatched names.";
   diff.params = {
       {"a", ParamType::kString, "candidate file or directory", true},
@@ -272,7 +272,8 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   trace_diff.params = {{"a", ParamType::kString, "baseline trace", true},
                        {"b", ParamType::kString, "trace B", true}};
   for (auto& param : analysis_params()) {
-    if (param.name == "classes") param.description = "as in analyze_trace";
+    // The same arguments as analyze_trace's: described once, there.
+    if (param.name != "detail") param.description = "as in analyze_trace";
     trace_diff.params.push_back(std::move(param));
   }
   trace_diff.narrow_hint = "select fewer slices with classes";

@@ -229,7 +229,7 @@ void add_research_tools(std::vector<Tool>& tools) {
       "Links a run to a hypothesis as baseline (before the change) or candidate (after).";
   link.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
                  {"run", ParamType::kString, "", true},
-                 {"role", ParamType::kString, "the run's role", true, {"baseline", "candidate"}},
+                 {"role", ParamType::kString, "", true, {"baseline", "candidate"}},
                  home_param(),
                  ledger_param()};
   link.narrow_hint = "show_hypothesis answers one hypothesis";
@@ -241,12 +241,11 @@ void add_research_tools(std::vector<Tool>& tools) {
       "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
       "changes in the objective's [review] categories stay needs-review until a person "
       "approves.";
-  decide.params = {
-      {"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
-      {"decision", ParamType::kString, "the decision", true, {"retain", "revise", "reject"}},
-      {"why", ParamType::kString, "the evidence, in a sentence", true},
-      home_param(),
-      ledger_param()};
+  decide.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
+                   {"decision", ParamType::kString, "", true, {"retain", "revise", "reject"}},
+                   {"why", ParamType::kString, "the evidence, in a sentence", true},
+                   home_param(),
+                   ledger_param()};
   decide.narrow_hint = "show_hypothesis answers one hypothesis";
   decide.call = decide_hypothesis;
   tools.push_back(std::move(decide));

@@ -1,9 +1,13 @@
-// run_objective and run_probe: the long tools. Both call the operations the CLI calls
-// (gate::run_and_record, probe::run_probe) and stop when the call is cancelled.
+// run_objective, run_probe and bisect: the long tools. Each calls the operation its CLI command
+// calls (gate::run_and_record, probe::run_probe, bisect::run_bisect) and stops when cancelled.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <string_view>
 
+#include "bisect/bisect.hpp"
 #include "core/limits.hpp"
+#include "gate/objective.hpp"
 #include "gate/recorded_run.hpp"
 #include "mcp/access.hpp"
 #include "mcp/tools.hpp"
@@ -169,6 +173,73 @@ Json run_probe(const Json& arguments, CallContext& context) {
   return out;
 }
 
+// A revision as git names one (a hash, a branch, HEAD~3, v1.2^{commit}); never an option: bisect
+// passes it to git as an argument, and "--output=FILE" would be one.
+std::string revision_argument(const Json& arguments, const std::string& name) {
+  const std::string revision = *string_argument(arguments, name);
+  const bool valid = !revision.empty() && revision.size() <= 200 && revision.front() != '-' &&
+                     std::all_of(revision.begin(), revision.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) ||
+                              std::string_view("._/~^@{}-").find(c) != std::string_view::npos;
+                     });
+  if (!valid) {
+    throw Error(ErrorCode::kUsage,
+                "bisect: argument '" + name + "' is \"" + revision.substr(0, 200) +
+                    "\", not a git revision",
+                "give a commit hash, branch, tag or HEAD~N: letters, digits and ._/~^@{}- , not "
+                "starting with '-'");
+  }
+  return revision;
+}
+
+// The per-round values of every A/B step: the answer is the verdicts, ratios and intervals
+// (`loupe bisect --json` keeps the samples).
+void drop_round_values(Json& node) {
+  if (node.is_object()) {
+    node.erase("good_values");
+    node.erase("step_values");
+    for (auto& [key, value] : node.items()) drop_round_values(value);
+  } else if (node.is_array()) {
+    for (auto& value : node) drop_round_values(value);
+  }
+}
+
+Json bisect_commits(const Json& arguments, CallContext& context) {
+  bisect::Request request;
+  request.objective = resolve_path(context.settings, *string_argument(arguments, "objective"));
+  request.gate = *string_argument(arguments, "gate");
+  request.good = revision_argument(arguments, "good");
+  request.bad = revision_argument(arguments, "bad");
+  if (auto max_builds = integer_argument(arguments, "max_builds")) request.max_builds = *max_builds;
+  // A client may not send a shell command (access.hpp): the builds are the objective's [build]
+  // command, which the project wrote, as run_objective runs only the subject it declares.
+  if (!gate::parse_objective_file(request.objective).build) {
+    throw Error(ErrorCode::kUsage,
+                "bisect: " + request.objective.string() +
+                    " has no [build] table, and a client may not send a build command",
+                "add [build] command = \"...\" (how a checkout is built; docs/objective.md) to the "
+                "objective, or run loupe bisect --build CMD on the command line");
+  }
+  request.home = home_dir(context.settings, arguments);
+  request.cwd = context.settings.cwd;
+  request.interrupted = context.cancelled;
+  request.command_line = "mcp bisect";
+  // Progress has no total: the steps a search takes depend on its verdicts.
+  double events = 0;
+  request.progress = [&context, &events](const std::string& line) {
+    context.progress(++events, std::nullopt, line);
+  };
+  context.progress(0, std::nullopt, "bisect " + request.good + ".." + request.bad);
+  const bisect::Outcome outcome = bisect::run_bisect(request);
+  Envelope envelope;
+  envelope.kind = "bisect";
+  envelope.verdict = outcome.verdict;
+  envelope.findings = outcome.findings;
+  envelope.data = outcome.data;
+  drop_round_values(envelope.data);
+  return envelope_to_json(envelope);
+}
+
 }  // namespace
 
 Param home_param() { return {"home", ParamType::kString, ""}; }
@@ -183,17 +254,17 @@ void add_run_tools(std::vector<Tool>& tools) {
   Tool run;
   run.name = "run_objective";
   run.description =
-      "Runs an objective's cascade (checks, benches, scenarios), records the run, answers the "
-      "gate verdicts and the findings behind failures. Long: progress, cancellable.";
+      "Runs an objective's cascade, records the run, answers the gate verdicts and the findings "
+      "behind failures. Long, cancellable.";
   run.params = {
-      {"objective", ParamType::kString, "objective TOML, e.g. examples/kda/smoke.toml", true},
+      {"objective", ParamType::kString, "e.g. examples/kda/smoke.toml", true},
       {"config", ParamType::kString, "[[deployment]] name, K=V,... or NAME,K=V"},
       {"only", ParamType::kString, "run this layer only", false, {"check", "bench", "scenario"}},
-      {"all", ParamType::kBoolean, "run every layer even after one fails"},
+      {"all", ParamType::kBoolean, "go on past a failing layer"},
       {"sets", ParamType::kNameValues, "probe parameter overrides, e.g. {\"T\": 2048}"},
       home_param(),
       ledger_param(),
-      detail_param("20 findings, every gate's statistics, every task")};
+      detail_param("20 findings, gate statistics, tasks")};
   // Runs the subject an objective declares: a program that may change anything its user can.
   run.annotations = {false, true, false, false};
   run.long_running = true;
@@ -206,25 +277,24 @@ void add_run_tools(std::vector<Tool>& tools) {
   Tool probe;
   probe.name = "run_probe";
   probe.description =
-      "Runs one probe of a subject at one point in a child process: a check's comparison or a "
-      "bench's A/B verdict. Not recorded.";
+      "One probe at one point in a child process: a check's comparison or a bench's A/B "
+      "verdict. Not recorded.";
   probe.params = {
-      {"probe", ParamType::kString, "probe name, e.g. cp_vs_nocp", true},
+      {"probe", ParamType::kString, "e.g. cp_vs_nocp", true},
       {"subject", ParamType::kStringArray, "command line, e.g. [\"build/bin/kda\", \"probe\"]",
        true},
       {"sets", ParamType::kNameValues, "parameters, e.g. {\"T\": 2048, \"shards\": 4}"},
-      {"seed", ParamType::kInteger, "input seed (default: drawn, recorded)", false, {}, 0.0},
+      {"seed", ParamType::kInteger, "default: drawn, recorded", false, {}, 0.0},
       {"hidden", ParamType::kBoolean, "run a hidden point drawn at random"},
       {"repeat",
        ParamType::kInteger,
-       "checks: rerun the candidate N times (determinism)",
+       "checks: rerun the candidate N times",
        false,
        {},
        0.0,
        1000.0},
-      {"tolerances", ParamType::kNameValues,
-       "metric bounds replacing the probe's, e.g. {\"rms_ratio\": 1e-5}"},
-      {"timeout_s", ParamType::kNumber, "kill the subject after (default 600)", false, {}, 0.001},
+      {"tolerances", ParamType::kNameValues, "replace the probe's, e.g. {\"rms_ratio\": 1e-5}"},
+      {"timeout_s", ParamType::kNumber, "default 600", false, {}, 0.001},
       home_param(),
       detail_param("20 findings")};
   probe.annotations = {false, true, false, false};
@@ -233,6 +303,25 @@ void add_run_tools(std::vector<Tool>& tools) {
   probe.narrow_hint = "set the point's parameters with sets, or read one output with diff_tensors";
   probe.call = run_probe;
   tools.push_back(std::move(probe));
+
+  Tool bisect;
+  bisect.name = "bisect";
+  bisect.description =
+      "First commit in good..bad where a gate goes bad (A/B per step), built by the objective's "
+      "[build]. Long.";
+  bisect.params = {{"objective", ParamType::kString, "", true},
+                   {"gate", ParamType::kString, "", true},
+                   {"good", ParamType::kString, "", true},
+                   {"bad", ParamType::kString, "", true},
+                   {"max_builds", ParamType::kInteger, "", false, {}, 1.0},
+                   home_param()};
+  // Builds and runs what the objective declares, and adds git worktrees under the home.
+  bisect.annotations = {false, true, false, false};
+  bisect.long_running = true;
+  bisect.envelope_kind = "bisect";
+  bisect.narrow_hint = "show_run {run} reads the recorded result";
+  bisect.call = bisect_commits;
+  tools.push_back(std::move(bisect));
 }
 
 }  // namespace loupe::mcp

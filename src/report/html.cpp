@@ -548,6 +548,26 @@ std::string render_html(const Model& model) {
     render_speed_of_light(out, model.speed_of_light);
   }
 
+  if (!model.trends.gates.empty()) {
+    // The page of `loupe ledger trend` per gate: the plot, regressions in red.
+    out << "<h2>Trends</h2>\n<p class=\"note\">Each gate's estimate across this objective's "
+           "recorded runs, in commit order; red marks a regression (worse than the run before, "
+           "the intervals apart; without intervals, by more than 5 %).</p>\n";
+    for (const auto& entry : model.trends.gates) {
+      out << "<h3>" << html_escape(entry.gate) << " ("
+          << (entry.trend.request.higher_is_better ? "higher" : "lower") << " is better, "
+          << entry.trend.points.size() << " runs, " << entry.regressions << " regression(s))</h3>\n"
+          << render_trend_svg(entry.trend);
+      if (entry.points_omitted > 0) {
+        out << "<p class=\"note\">" << entry.points_omitted << " older run(s) not drawn.</p>\n";
+      }
+    }
+    if (model.trends.gates_omitted > 0) {
+      out << "<p class=\"note\">" << model.trends.gates_omitted
+          << " more gate(s) not drawn: <code>loupe ledger trend gate:NAME</code> draws any.</p>\n";
+    }
+  }
+
   out << "<h2>Top findings</h2>\n";
   if (model.findings.empty()) out << "<p class=\"note\">No fail or warn findings.</p>\n";
   std::string previous_reproduce;

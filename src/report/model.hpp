@@ -27,6 +27,7 @@
 #include "core/finding.hpp"
 #include "core/stats_registry.hpp"
 #include "ledger/ledger.hpp"
+#include "report/trend.hpp"
 
 namespace loupe::report {
 
@@ -170,6 +171,9 @@ struct Model {
   size_t timelines_omitted = 0;
   std::vector<std::string> notes;  // what could not be read or drawn, and why
   StatsRegistry stats;             // repairs made while reading the scenario traces
+  // Each gate across the objective's recorded runs; filled by `loupe report` (build_trend_section
+  // needs the ledger and git, build_model neither), empty otherwise.
+  TrendSection trends;
 };
 
 struct BuildOptions {

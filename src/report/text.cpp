@@ -1,6 +1,8 @@
 // The terminal and Markdown renderings of the report model.
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "check/compare.hpp"
 #include "report/model.hpp"
@@ -108,6 +110,34 @@ std::string_view gate_legend() {
          "and SLOWER or FASTER beyond it; n=: the points (or paired runs) the gate decided from";
 }
 
+std::string trend_value(const TrendPoint& point) {
+  std::string text = check::format_number(point.value);
+  if (point.interval) {
+    text += " [" + check::format_number(point.interval->low) + ", " +
+            check::format_number(point.interval->high) + "]";
+  }
+  return text;
+}
+
+std::string trend_heading(const GateTrend& entry) {
+  return entry.gate + " (" + (entry.trend.request.higher_is_better ? "higher" : "lower") +
+         " is better; " + std::to_string(entry.trend.points.size()) + " runs" +
+         (entry.points_omitted > 0 ? ", " + std::to_string(entry.points_omitted) + " older" : "") +
+         ", " + std::to_string(entry.regressions) + " regression" +
+         (entry.regressions == 1 ? "" : "s") + ")";
+}
+
+std::string trend_left_out(const TrendSection& section) {
+  return section.gates_omitted > 0
+             ? std::to_string(section.gates_omitted) +
+                   " more gate(s) not shown: loupe ledger trend gate:NAME draws any"
+             : "";
+}
+
+constexpr std::string_view kTrendCaption =
+    "each gate's estimate across this objective's recorded runs, in commit order; a regression "
+    "is worse than the run before, the intervals apart (without intervals: by more than 5 %)";
+
 std::string render_terminal(const Model& model) {
   std::ostringstream out;
   const Header& header = model.header;
@@ -140,6 +170,21 @@ std::string render_terminal(const Model& model) {
   if (model.findings_total > model.findings.size()) {
     out << "  (" << model.findings_total - model.findings.size()
         << " more findings: `loupe ledger show " << header.run_id << "` lists all)\n";
+  }
+  if (!model.trends.gates.empty()) {
+    out << "\ntrends: " << kTrendCaption << "\n";
+    for (const auto& entry : model.trends.gates) {
+      out << "  " << trend_heading(entry) << "\n";
+      for (const auto& point : entry.trend.points) {
+        out << (point.regression ? "  ! " : "    ") << point.commit.substr(0, 12) << "  "
+            << point.run_id << "  " << trend_value(point)
+            << (point.regression ? "  REGRESSION" : "")
+            << (point.run_id == header.run_id ? "  (this run)" : "");
+        for (const auto& annotation : point.annotations) out << "  " << annotation;
+        out << "\n";
+      }
+    }
+    if (!trend_left_out(model.trends).empty()) out << "  " << trend_left_out(model.trends) << "\n";
   }
   const auto omitted = omissions(model);
   const auto stats = nonzero_stats(model.stats);
@@ -234,6 +279,30 @@ std::string render_markdown(const Model& model) {
     for (const auto& timeline : model.timelines) {
       out << "- " << md_code(timeline.probe + " " + timeline.point) << ": "
           << md_text(timeline.caption) << "\n";
+    }
+  }
+  if (!model.trends.gates.empty()) {
+    out << "\n#### Trends\n\n"
+        << md_text(std::string(kTrendCaption)) << ".\n\n"
+        << "| gate | commit | run | estimate [CI] | |\n|---|---|---|---|---|\n";
+    for (const auto& entry : model.trends.gates) {
+      for (const auto& point : entry.trend.points) {
+        std::vector<std::string> marks;
+        if (point.regression) marks.push_back("**regression**");
+        if (point.run_id == header.run_id) marks.push_back("this run");
+        for (const auto& annotation : point.annotations) marks.push_back(md_text(annotation));
+        std::string mark_text;
+        for (const auto& mark : marks) mark_text += (mark_text.empty() ? "" : "; ") + mark;
+        out << "| " << md_text(entry.gate) << " | " << md_code(point.commit.substr(0, 12)) << " | "
+            << md_code(point.run_id) << " | " << md_text(trend_value(point)) << " | " << mark_text
+            << " |\n";
+      }
+    }
+    out << "\n";
+    for (const auto& entry : model.trends.gates)
+      out << "- " << md_text(trend_heading(entry)) << "\n";
+    if (!trend_left_out(model.trends).empty()) {
+      out << "- " << md_text(trend_left_out(model.trends)) << "\n";
     }
   }
   const auto omitted = omissions(model);

@@ -134,7 +134,11 @@ Trend build_trend(const ledger::Ledger& ledger, const TrendRequest& request) {
       ++trend.runs_without_value;
       continue;
     }
+    if (!request.objective_path.empty() && summary.objective_path != request.objective_path) {
+      continue;
+    }
     const ledger::RunRecord run = ledger.get_run(summary.id);
+    if (!request.config_json.empty() && run.config_json != request.config_json) continue;
     const auto at = order.find(run.git.commit);
     if (run.git.commit.empty() || at == order.end()) {
       ++trend.runs_off_history;
@@ -213,6 +217,43 @@ Trend build_trend(const ledger::Ledger& ledger, const TrendRequest& request) {
     trend.points.push_back(std::move(point));
   }
   return trend;
+}
+
+TrendSection build_trend_section(const ledger::Ledger& ledger, const TrendSectionRequest& request) {
+  TrendSection section;
+  for (const auto& [gate, higher_is_better] : request.gates) {
+    if (section.gates.size() == request.max_gates) {
+      ++section.gates_omitted;
+      continue;
+    }
+    TrendRequest trend_request;
+    trend_request.metric = "gate:" + gate;
+    trend_request.higher_is_better = higher_is_better;
+    trend_request.repo = request.repo;
+    trend_request.max_runs = request.max_runs;
+    trend_request.objective_path = request.objective_path;
+    trend_request.config_json = request.config_json;
+    GateTrend entry;
+    entry.gate = gate;
+    try {
+      entry.trend = build_trend(ledger, trend_request);
+    } catch (const Error& error) {
+      // Outside a repository (or with git missing) runs have no commit order to plot.
+      section.note = "no trends: " + error.message();
+      section.gates.clear();
+      return section;
+    }
+    // One run is no trajectory: the gate table already says its value.
+    if (entry.trend.points.size() < 2) continue;
+    std::vector<TrendPoint>& points = entry.trend.points;
+    if (points.size() > request.max_points) {
+      entry.points_omitted = points.size() - request.max_points;
+      points.erase(points.begin(), points.begin() + static_cast<ptrdiff_t>(entry.points_omitted));
+    }
+    for (const auto& point : points) entry.regressions += point.regression ? 1 : 0;
+    section.gates.push_back(std::move(entry));
+  }
+  return section;
 }
 
 std::string render_trend_text(const Trend& trend) {

@@ -33,6 +33,8 @@ struct TrendRequest {
   double threshold = 0.05;
   std::filesystem::path repo;  // where git runs; empty: the current folder
   size_t max_runs = 2000;      // runs read from the ledger, newest first
+  std::string objective_path;  // only runs of this objective, as recorded (empty: any)
+  std::string config_json;     // only runs of this configuration, as recorded (empty: any)
 };
 
 struct TrendPoint {
@@ -65,5 +67,33 @@ std::string render_trend_text(const Trend& trend);
 // table.
 std::string render_trend_html(const Trend& trend);
 std::string render_trend_svg(const Trend& trend);
+
+// The trends section of `loupe report RUN`: each gate of the run's objective across the
+// objective's recorded runs (gate:NAME above), in commit order, the last `max_points` of each.
+struct TrendSectionRequest {
+  std::vector<std::pair<std::string, bool>> gates;  // name, higher_is_better, in report order
+  std::string objective_path;                       // the run's, as recorded
+  std::string config_json;     // the run's: another configuration's runs are another trajectory
+  std::filesystem::path repo;  // where git runs
+  size_t max_gates = 6;
+  size_t max_points = 8;
+  size_t max_runs = 200;  // the newest runs of the ledger read for each gate
+};
+
+struct GateTrend {
+  std::string gate;
+  Trend trend;                // its points cut to the newest max_points in commit order
+  size_t points_omitted = 0;  // older points left out
+  size_t regressions = 0;     // among the points shown
+};
+
+struct TrendSection {
+  std::vector<GateTrend> gates;  // gates recorded by fewer than two runs are left out
+  size_t gates_omitted = 0;      // not examined: past max_gates shown
+  std::string note;              // why there is no section (no git history); empty otherwise
+};
+
+// Never throws for want of a history: a git failure becomes `note`. REQUIRES: `ledger` is open.
+TrendSection build_trend_section(const ledger::Ledger& ledger, const TrendSectionRequest& request);
 
 }  // namespace loupe::report

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/process.hpp"
+#include "scripted_history.hpp"
 #include "support/cli_run.hpp"
 #include "support/scratch_dir.hpp"
 
@@ -21,39 +22,10 @@ namespace {
 using test_support::CliRun;
 using test_support::ScratchDir;
 
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::trunc);
-  out << text;
-}
-
-std::string git(const std::filesystem::path& repo, const std::vector<std::string>& args) {
-  ProcessSpec spec;
-  spec.argv = {"git", "-C", repo.string()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.extra_env = {{"GIT_AUTHOR_NAME", "loupe test"},
-                    {"GIT_AUTHOR_EMAIL", "test@loupe"},
-                    {"GIT_COMMITTER_NAME", "loupe test"},
-                    {"GIT_COMMITTER_EMAIL", "test@loupe"}};
-  const ProcessResult result = run_process(spec);
-  EXPECT_TRUE(result.succeeded()) << args.front() << ": " << result.stderr_text;
-  std::string out = result.stdout_text;
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
-}
-
-std::string knobs(int extra_work_percent, int sum_fault) {
-  // #ifndef: --over-values passes them with -D instead.
-  return "#pragma once\n#ifndef EXTRA_WORK_PERCENT\n#define EXTRA_WORK_PERCENT " +
-         std::to_string(extra_work_percent) + "\n#endif\n#ifndef SUM_FAULT\n#define SUM_FAULT " +
-         std::to_string(sum_fault) + "\n#endif\n";
-}
+using test_support::git;
+using test_support::knobs;
+using test_support::read_file;
+using test_support::write_file;
 
 constexpr const char* kObjective = R"(name = "bisect-subject"
 [subject]
@@ -85,32 +57,17 @@ class BisectCli : public ::testing::Test {
   static void SetUpTestSuite() {
     scratch_ = new ScratchDir("bisect-cli");
     repo_ = scratch_->path() / "repo";
-    std::filesystem::create_directories(repo_);
-    git(repo_, {"init", "-q", "-b", "main"});
-    write_file(repo_ / "subject.cpp", read_file(BISECT_SUBJECT_SOURCE));
-    write_file(repo_ / "loupe.toml", kObjective);
-    write_file(repo_ / ".gitignore", ".loupe/\nsubject\n");
     // c0 good; c3 lengthens the chain by 5 %; c5 drops the last column of the float sums.
-    const std::vector<std::pair<std::string, std::string>> history = {
-        {"initial: sums and chain", knobs(0, 0)},
-        {"notes: how to build", ""},
-        {"notes: the probes", ""},
-        {"chain: five per cent more steps", knobs(5, 0)},
-        {"notes: the bench", ""},
-        {"sums: stop one column early", knobs(5, 1)},
-        {"notes: the check", ""},
-        {"notes: done", ""}};
-    int note = 0;
-    for (const auto& [message, knob_text] : history) {
-      if (!knob_text.empty()) {
-        write_file(repo_ / "knobs.hpp", knob_text);
-      } else {
-        write_file(repo_ / "NOTES", "note " + std::to_string(++note) + "\n");
-      }
-      git(repo_, {"add", "-A"});
-      git(repo_, {"commit", "-q", "-m", message});
-      commits_.push_back(git(repo_, {"rev-parse", "HEAD"}));
-    }
+    commits_ =
+        test_support::commit_scripted_history(repo_, BISECT_SUBJECT_SOURCE, kObjective,
+                                              {{"initial: sums and chain", knobs(0, 0)},
+                                               {"notes: how to build", ""},
+                                               {"notes: the probes", ""},
+                                               {"chain: five per cent more steps", knobs(5, 0)},
+                                               {"notes: the bench", ""},
+                                               {"sums: stop one column early", knobs(5, 1)},
+                                               {"notes: the check", ""},
+                                               {"notes: done", ""}});
   }
   static void TearDownTestSuite() {
     delete scratch_;
@@ -118,13 +75,13 @@ class BisectCli : public ::testing::Test {
   }
 
   static std::string build_command(const std::string& defines = "") {
-    return std::string("c++ -std=c++20 -O2 ") + defines + " -I" + LOUPE_INCLUDE_DIR +
-           " subject.cpp " + LIBLOUPE_ARCHIVE + " -lpthread -o subject";
+    return test_support::subject_build_command(defines);
   }
 
-  static CliRun bisect(std::vector<std::string> arguments) {
+  static CliRun bisect(std::vector<std::string> arguments,
+                       const std::string& objective = "loupe.toml") {
     ProcessSpec spec;
-    spec.argv = {LOUPE_EXECUTABLE, "bisect", "--objective", "loupe.toml", "--json"};
+    spec.argv = {LOUPE_EXECUTABLE, "bisect", "--objective", objective, "--json"};
     spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
     spec.working_dir = repo_;
     spec.timeout = std::chrono::seconds(400);
@@ -203,6 +160,90 @@ TEST_F(BisectCli, OverValuesFindsTheFirstBadValue) {
   EXPECT_EQ(data["first_bad"]["value"], "1");
   EXPECT_EQ(data["first_bad"]["evidence"]["index"], 3);
   EXPECT_EQ(data["parent"]["evidence"]["index"], 2);
+}
+
+// The objective's [build] table replaces --build: the same command, so the trees a bisect with
+// --build built are reused (their stamps hold that command) and nothing is built.
+TEST_F(BisectCli, ObjectiveBuildTableReplacesTheBuildOption) {
+  const CliRun with_option = bisect({"--good", commits_[0], "--bad", commits_[7], "--gate",
+                                     "sums_match", "--build", build_command()});
+  ASSERT_EQ(with_option.exit_code, 1) << with_option.out << with_option.err;
+  write_file(repo_ / "built.toml",
+             std::string(kObjective) + "\n[build]\ncommand = \"" + build_command() + "\"\n");
+  const CliRun run =
+      bisect({"--good", commits_[0], "--bad", commits_[7], "--gate", "sums_match"}, "built.toml");
+  ASSERT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(run.envelope["data"]["first_bad"]["commit"], commits_[5]);
+  EXPECT_EQ(run.envelope["data"]["builds"], 0) << run.err;
+  // The reproduce line needs no --build: the objective carries it.
+  EXPECT_EQ(run.envelope["findings"][0]["reproduce"].get<std::string>().find("--build"),
+            std::string::npos);
+}
+
+// Issue 25: the MCP tool `bisect` through `loupe mcp` over stdio, as a client calls it: progress
+// notifications while it runs, then the bounded envelope naming the first bad commit. The builds
+// are the objective's [build] command (a client sends none).
+TEST_F(BisectCli, McpToolNamesTheFirstBadCommitWithProgress) {
+  write_file(repo_ / "built.toml",
+             std::string(kObjective) + "\n[build]\ncommand = \"" + build_command() + "\"\n");
+  const Json call = {{"jsonrpc", "2.0"},
+                     {"id", 2},
+                     {"method", "tools/call"},
+                     {"params",
+                      {{"name", "bisect"},
+                       {"arguments",
+                        {{"objective", "built.toml"},
+                         {"gate", "sums_match"},
+                         {"good", commits_[0]},
+                         {"bad", commits_[7]}}},
+                       {"_meta", {{"progressToken", "b1"}}}}}};
+  write_file(scratch_->path() / "requests.jsonl",
+             std::string(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{)"
+                         R"("protocolVersion":"2025-06-18","capabilities":{},)"
+                         R"("clientInfo":{"name":"bisect-test","version":"1"}}})") +
+                 "\n" + R"({"jsonrpc":"2.0","method":"notifications/initialized"})" + "\n" +
+                 call.dump() + "\n");
+  // stdin stays open until the answer arrives: EOF would cancel the running call.
+  const std::filesystem::path fifo = scratch_->path() / "mcp.in";
+  const std::filesystem::path out = scratch_->path() / "mcp.out";
+  const std::string script =
+      "rm -f '" + fifo.string() + "' && mkfifo '" + fifo.string() + "' || exit 2; '" +
+      LOUPE_EXECUTABLE + "' mcp < '" + fifo.string() + "' > '" + out.string() +
+      "' & pid=$!; exec 3> '" + fifo.string() + "'; cat '" +
+      (scratch_->path() / "requests.jsonl").string() +
+      "' >&3; while kill -0 $pid 2>/dev/null && ! grep -q '\"id\":2,\"result\"' '" + out.string() +
+      "'; do sleep 0.2; done; exec 3>&-; wait $pid";
+  ProcessSpec spec = shell_command(script);
+  spec.working_dir = repo_;
+  spec.timeout = std::chrono::seconds(300);
+  const ProcessResult result = run_process(spec);
+  ASSERT_TRUE(result.succeeded()) << result.describe() << result.stderr_text;
+  std::istringstream lines(read_file(out));
+  Json answer;
+  std::vector<double> progress;
+  for (std::string line; std::getline(lines, line);) {
+    const Json message = Json::parse(line);
+    if (message.value("method", "") == "notifications/progress") {
+      EXPECT_EQ(message["params"]["progressToken"], "b1");
+      progress.push_back(message["params"]["progress"].get<double>());
+    } else if (message.contains("id") && message["id"] == 2) {
+      answer = message["result"];
+    }
+  }
+  ASSERT_TRUE(answer.is_object()) << read_file(out);
+  EXPECT_FALSE(answer["isError"].get<bool>()) << answer.dump();
+  const Json& envelope = answer["structuredContent"];
+  EXPECT_EQ(envelope["kind"], "bisect");
+  EXPECT_EQ(envelope["verdict"], "fail");
+  EXPECT_EQ(envelope["data"]["first_bad"]["commit"], commits_[5]) << envelope.dump();
+  EXPECT_EQ(envelope["findings"][0]["id"], "bisect.sums_match.first_bad");
+  EXPECT_LE(answer["content"][0]["text"].get<std::string>().size(), 32000u);
+  // One notification at the start and one per build, step and round line: increasing.
+  ASSERT_GE(progress.size(), 3u);
+  for (size_t index = 1; index < progress.size(); ++index) {
+    EXPECT_GT(progress[index], progress[index - 1]);
+  }
+  EXPECT_EQ(git(repo_, {"rev-parse", "HEAD"}), commits_[7]);
 }
 
 TEST_F(BisectCli, BadRequestsExitTwoNamingTheInput) {

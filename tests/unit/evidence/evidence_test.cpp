@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -188,6 +189,57 @@ TEST_F(EvidenceTest, SaysWhetherTheLinkingHypothesisNeedsReview) {
   ledger_.approve_review(id, "alice", "t");
   bundle = build_bundle(ledger_, "r-base", "r-cand", {});
   EXPECT_FALSE(bundle.hypotheses[0].review_required);
+}
+
+// Issue 25: an inferred finding (a correlation in a trace) becomes verified when the controlled
+// A/B of a hypothesis — its baseline and candidate runs — removes it; one the candidate still
+// makes, or one only the candidate makes, stays inferred; without the hypothesis, nothing is
+// verified.
+TEST_F(EvidenceTest, AnInferenceTheHypothesisABRemovedIsVerified) {
+  Finding contention;
+  contention.id = "trace.locks.contention";
+  contention.layer = Layer::kTrace;
+  contention.severity = Severity::kWarn;
+  contention.claim = "kv_transfer waits 120 ms on interpreter_lock held by dispatch";
+  contention.where.thread = "kv_transfer";
+  contention.next = "A/B: release interpreter_lock around the dispatch copy";
+  Finding gap = contention;
+  gap.id = "trace.gaps.idle";
+  gap.claim = "the GPU stream idles 40 ms between decode steps";
+  Finding fresh = contention;
+  fresh.id = "trace.diff.span";
+  fresh.claim = "prefill spans 3 % longer";
+  const ledger::GateRecord gate = {"transfer_overlaps", GateVerdict::kPass, R"({"n": 1})", "r"};
+  ledger_.insert_run(run_record("r-base", "incident", gate, {contention, gap}));
+  ledger_.insert_run(run_record("r-cand", "fixed", gate, {gap, fresh}));
+  auto kinds = [&] {
+    std::vector<std::string> out;
+    for (const auto& finding : build_bundle(ledger_, "r-base", "r-cand", {}).trace_findings) {
+      out.push_back(finding.id + " " + std::string(evidence_kind_name(evidence_kind(finding))));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  using Kinds = std::vector<std::string>;
+  EXPECT_EQ(kinds(), (Kinds{"trace.diff.span inferred", "trace.gaps.idle inferred",
+                            "trace.gaps.idle inferred", "trace.locks.contention inferred"}));
+  const int64_t id =
+      ledger_.add_hypothesis("the dispatch lock delays kv_transfer", std::nullopt, "t");
+  ledger_.link_run(id, "r-base", ledger::LinkRole::kBaseline, "t");
+  ledger_.link_run(id, "r-cand", ledger::LinkRole::kCandidate, "t");
+  EXPECT_EQ(kinds(), (Kinds{"trace.diff.span inferred", "trace.gaps.idle inferred",
+                            "trace.gaps.idle inferred", "trace.locks.contention verified"}));
+  const Bundle bundle = build_bundle(ledger_, "r-base", "r-cand", {});
+  for (const auto& finding : bundle.trace_findings) {
+    if (finding.id != "trace.locks.contention") continue;
+    EXPECT_EQ(finding.claim, contention.claim +
+                                 " [verified: absent from candidate r-cand, the A/B "
+                                 "of hypothesis H" +
+                                 std::to_string(id) + " against baseline r-base]");
+    EXPECT_EQ(verification_experiment(finding), "");
+  }
+  EXPECT_NE(render_markdown(bundle).find("verified `trace.locks.contention`"), std::string::npos)
+      << render_markdown(bundle);
 }
 
 TEST_F(EvidenceTest, RepeatedRunsGiveTheMedianRatioOverRuns) {

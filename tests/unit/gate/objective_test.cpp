@@ -160,6 +160,37 @@ TEST(ObjectiveTest, DefaultsAndAStringCommand) {
   EXPECT_EQ(objective.file, "dir/obj.toml");
 }
 
+// [build] lets `loupe bisect` (and its MCP tool, which takes no shell command from a client)
+// build each commit from what the objective says.
+TEST(ObjectiveTest, BuildTableSaysHowACheckoutIsBuilt) {
+  EXPECT_FALSE(parse_objective(kBase, "obj.toml").build.has_value());
+  const Objective objective =
+      parse_objective(kBase +
+                          "[build]\ncommand = \"make -j2 subject\"\nsubject_from = \"tools/sub\"\n"
+                          "timeout_s = 90\n",
+                      "obj.toml");
+  ASSERT_TRUE(objective.build.has_value());
+  EXPECT_EQ(objective.build->command, "make -j2 subject");
+  EXPECT_EQ(objective.build->subject_from, "tools/sub");
+  EXPECT_EQ(objective.build->timeout_s, 90);
+  EXPECT_EQ(parse_objective(kBase + "[build]\ncommand = \"make\"\n", "obj.toml").build->timeout_s,
+            3600);
+}
+
+TEST(ObjectiveTest, BuildTableMistakesNameTheKey) {
+  EXPECT_EQ(config_error(kBase + "[build]\nsubject_from = \"x\"\n"),
+            "obj.toml:7: build.command: missing; this key is required");
+  EXPECT_EQ(config_error(kBase + "[build]\ncommand = \"  \"\n"),
+            "obj.toml:8: build.command: expected a non-empty string");
+  EXPECT_EQ(config_error(kBase + "[build]\ncommand = \"make\"\nsubject_from = \"../up\"\n"),
+            "obj.toml:9: build.subject_from: expected a folder relative to the repository root, "
+            "without '..', found '../up'");
+  EXPECT_EQ(config_error(kBase + "[build]\ncommand = \"make\"\ntimeout_s = 0\n"),
+            "obj.toml:9: build.timeout_s: expected a number of seconds above 0, found 0");
+  EXPECT_EQ(config_error(kBase + "[build]\ncommand = \"make\"\ncmd = \"x\"\n"),
+            "obj.toml:9: build.cmd: unknown key; expected one of command, subject_from, timeout_s");
+}
+
 TEST(ObjectiveTest, PointsAreTheProductOfParamsTimesTheZippedRows) {
   const Objective objective = parse_objective(kBase + R"([[bench]]
 probe = "decode"
@@ -198,7 +229,7 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
   EXPECT_EQ(config_error("bogus = 1\n" + kBase),
             "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
             "check, bench, scenario, gate, deployment_key, deployment, review, coverage, "
-            "executor");
+            "executor, build");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
             "params, zip, repeats, seed, tolerances, seeds");

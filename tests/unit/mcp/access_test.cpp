@@ -203,9 +203,55 @@ TEST_F(AccessTest, Issue17AMessageNestedHundredThousandDeepIsAParseError) {
   EXPECT_EQ(Json::parse(ping.front())["result"], Json::object());
 }
 
+// Issue 25: a build command is arbitrary shell, so the bisect tool takes none from the client:
+// it builds with the objective's [build] command and refuses an objective without one, before
+// any git or build runs. A revision is never passed to git as an option.
+TEST_F(AccessTest, BisectBuildsOnlyWhatTheObjectiveDeclares) {
+  start();
+  write(root_ / "plain.toml", "[subject]\ncommand = \"./subject\"\n[[check]]\nprobe = \"sums\"\n");
+  Json out = call(
+      "bisect", {{"objective", "plain.toml"}, {"gate", "g"}, {"good", "HEAD~3"}, {"bad", "HEAD"}});
+  ASSERT_EQ(out["error"]["code"], "usage") << out.dump();
+  EXPECT_EQ(out["error"]["message"],
+            "bisect: " + (root_ / "plain.toml").string() +
+                " has no [build] table, and a client may not send a build command");
+  EXPECT_FALSE(fs::exists(root_ / ".loupe" / "bisect"));
+
+  out = call(
+      "bisect",
+      {{"objective", "plain.toml"}, {"gate", "g"}, {"good", "--output=/tmp/x"}, {"bad", "HEAD"}});
+  EXPECT_EQ(out["error"]["message"],
+            "bisect: argument 'good' is \"--output=/tmp/x\", not a git revision")
+      << out.dump();
+  out = call("bisect",
+             {{"objective", "plain.toml"}, {"gate", "g"}, {"good", "HEAD"}, {"bad", "a b"}});
+  EXPECT_EQ(out["error"]["message"], "bisect: argument 'bad' is \"a b\", not a git revision");
+  // The objective must lie inside the project, as for run_objective.
+  write(outside_ / "built.toml",
+        "[subject]\ncommand = \"x\"\n[[check]]\nprobe = \"p\"\n"
+        "[build]\ncommand = \"touch pwned\"\n");
+  out = call("bisect", {{"objective", (outside_ / "built.toml").string()},
+                        {"gate", "g"},
+                        {"good", "HEAD~1"},
+                        {"bad", "HEAD"}});
+  EXPECT_EQ(out["error"]["code"], "usage");
+  EXPECT_NE(out["error"]["message"].get<std::string>().find("outside the project root"),
+            std::string::npos)
+      << out.dump();
+  // No build argument exists to send one.
+  out = call("bisect", {{"objective", "plain.toml"},
+                        {"gate", "g"},
+                        {"good", "HEAD~1"},
+                        {"bad", "HEAD"},
+                        {"build", "touch pwned"}});
+  EXPECT_EQ(out["error"]["code"], "usage");
+  EXPECT_FALSE(fs::exists(root_ / "pwned"));
+}
+
 TEST_F(AccessTest, TheRunToolsAreAnnotatedDestructive) {
   for (const auto& tool : all_tools()) {
-    const bool runs_a_subject = tool.name == "run_objective" || tool.name == "run_probe";
+    const bool runs_a_subject =
+        tool.name == "run_objective" || tool.name == "run_probe" || tool.name == "bisect";
     EXPECT_EQ(tool.annotations.destructive, runs_a_subject) << tool.name;
     if (runs_a_subject) {
       EXPECT_FALSE(tool.annotations.read_only) << tool.name;

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/process.hpp"
 #include "ledger/ledger.hpp"
+#include "report/model.hpp"
 #include "support/scratch_dir.hpp"
 
 namespace loupe::report {
@@ -19,10 +22,14 @@ std::string git(const std::filesystem::path& repo, const std::vector<std::string
   ProcessSpec spec;
   spec.argv = {"git", "-C", repo.string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  // Fixed dates: the same empty commits get the same hashes on every run (the golden files
+  // below name them).
   spec.extra_env = {{"GIT_AUTHOR_NAME", "t"},
                     {"GIT_AUTHOR_EMAIL", "t@t"},
                     {"GIT_COMMITTER_NAME", "t"},
-                    {"GIT_COMMITTER_EMAIL", "t@t"}};
+                    {"GIT_COMMITTER_EMAIL", "t@t"},
+                    {"GIT_AUTHOR_DATE", "2026-12-01T10:00:00Z"},
+                    {"GIT_COMMITTER_DATE", "2026-12-01T10:00:00Z"}};
   const ProcessResult result = run_process(spec);
   EXPECT_TRUE(result.succeeded()) << result.stderr_text;
   std::string out = result.stdout_text;
@@ -38,6 +45,7 @@ ledger::RunRecord run_at(const std::string& id, const std::string& commit,
   run.ended_at = started_at;
   run.status = ledger::RunStatus::kCompleted;
   run.objective_path = "/o.toml";
+  run.config_json = R"({"name": "incident"})";
   run.git.commit = commit;
   Finding finding;
   finding.id = "bench.decode.same";
@@ -136,6 +144,85 @@ TEST_F(TrendTest, SinceAndHigherIsBetterAndGates) {
   EXPECT_FALSE(trend.points[1].interval);
   EXPECT_FALSE(trend.points[1].regression);  // 0.8 after 1.0: lower is better
   EXPECT_EQ(trend.points[1].where, "gate decode_fast");
+}
+
+// The rendering of a golden file under tests/golden/report; LOUPE_UPDATE_GOLDEN=1 rewrites it.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::filesystem::path file =
+      std::filesystem::path(LOUPE_SOURCE_DIR) / "tests" / "golden" / "report" / name;
+  if (std::getenv("LOUPE_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << actual;
+  }
+  std::ifstream in(file, std::ios::binary);
+  ASSERT_TRUE(in) << file << " is missing: run with LOUPE_UPDATE_GOLDEN=1";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << name;
+}
+
+// Issue 25: `loupe report RUN` shows each gate's trajectory across the objective's runs — in
+// commit order, the newest max_points, regressions marked, the reported run pointed out, the
+// hypothesis that produced a step with its decision, a gate
+// with one run and a gate past max_gates left out and said, runs of another objective or another
+// configuration ignored.
+TEST_F(TrendTest, ReportSectionGolden) {
+  ledger_.insert_run(run_at("r-c0", commits_[0], "2026-12-01T11:00:00Z", 1.00, 0.98, 1.02));
+  ledger_.insert_run(run_at("r-c1", commits_[1], "2026-12-01T12:00:00Z", 0.90, 0.88, 0.92));
+  ledger_.insert_run(run_at("r-c2", commits_[2], "2026-12-01T13:00:00Z", 1.30, 1.25, 1.35));
+  ledger::RunRecord current = run_at("r-c3", commits_[3], "2026-12-01T14:00:00Z", 1.28, 1.2, 1.31);
+  // A gate only this run recorded: one run is no trajectory.
+  current.gates.push_back(
+      {"decode_wall", GateVerdict::kFail, R"({"estimate": 0.5, "interval": [0.45, 0.55]})", "r"});
+  ledger_.insert_run(current);
+  ledger::RunRecord other = run_at("r-other", commits_[3], "2026-12-01T15:00:00Z", 9.0, 8.0, 10.0);
+  other.objective_path = "/another.toml";
+  ledger_.insert_run(other);
+  ledger::RunRecord fixed = run_at("r-fixed", commits_[3], "2026-12-01T16:00:00Z", 7.0, 6.0, 8.0);
+  fixed.config_json = R"({"name": "fixed"})";
+  ledger_.insert_run(fixed);
+
+  // The step a hypothesis produced is annotated with it and its decision.
+  const int64_t hypothesis = ledger_.add_hypothesis("tiled decode", std::nullopt, "t");
+  ledger_.link_run(hypothesis, "r-c2", ledger::LinkRole::kCandidate, "t");
+  ledger_.add_decision(hypothesis, ledger::DecisionKind::kReject, "slower", "me", "t");
+
+  TrendSectionRequest request;
+  request.gates = {{"decode_fast", false}, {"decode_wall", false}, {"third", false}};
+  request.objective_path = "/o.toml";
+  request.config_json = current.config_json;
+  request.repo = repo_;
+  request.max_points = 3;
+  request.max_gates = 1;
+  Model model;
+  model.header.run_id = "r-c3";
+  model.header.title = "decode";
+  model.header.objective_path = "/o.toml";
+  model.header.configuration = "(ad hoc)";
+  model.header.status = "completed";
+  model.header.verdict = Verdict::kFail;
+  model.gates = {{"decode_fast", Layer::kBench, GateVerdict::kPass, "1.28", "r"}};
+  model.trends = build_trend_section(ledger_, request);
+  ASSERT_EQ(model.trends.gates.size(), 1u);  // decode_wall and third: past max_gates
+  EXPECT_EQ(model.trends.gates_omitted, 2u);
+  EXPECT_EQ(model.trends.gates[0].points_omitted, 1u);
+  // c2: 1.3 after 0.9 (no interval recorded: worse by more than 5 %); c3 improves on c2.
+  EXPECT_EQ(model.trends.gates[0].regressions, 1u);
+  expect_golden("trend_section.txt", render_terminal(model));
+  expect_golden("trend_section.md", render_markdown(model));
+  const std::string html = render_html(model);
+  EXPECT_NE(html.find("<h2>Trends</h2>"), std::string::npos);
+  EXPECT_NE(html.find("2 more gate(s) not drawn"), std::string::npos);
+  // A gate only one run recorded has no trajectory: left out, not counted as cut.
+  request.max_gates = 6;
+  const TrendSection all = build_trend_section(ledger_, request);
+  ASSERT_EQ(all.gates.size(), 1u);
+  EXPECT_EQ(all.gates_omitted, 0u);
+
+  // Outside a repository there is no commit order: a note, no section.
+  request.repo = scratch_.path();
+  const TrendSection none = build_trend_section(ledger_, request);
+  EXPECT_TRUE(none.gates.empty());
+  EXPECT_EQ(none.note.rfind("no trends: listing the history of HEAD: git", 0), 0u) << none.note;
 }
 
 TEST_F(TrendTest, BadRequestsAreUsageErrors) {
