@@ -44,10 +44,16 @@ Linear::Linear(int64_t out_features, int64_t in_features, std::vector<float> wei
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y) const {
-  if (rows == 0) return;
+  forward_rows(x, rows, 0, out_, y);
+}
+
+void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64_t out_end,
+                          float* y) const {
+  const int64_t width = out_end - out_begin;
+  if (rows == 0 || width == 0) return;
   if (!w8a8_) {
-    math::gemm<float>(false, true, rows, out_, in_, 1.0f, x, in_, weight_.data(), in_, 0.0f, y,
-                      out_);
+    math::gemm<float>(false, true, rows, width, in_, 1.0f, x, in_, weight_.data() + out_begin * in_,
+                      in_, 0.0f, y, width);
     return;
   }
   std::vector<int8_t> x_int8(in_);
@@ -57,14 +63,15 @@ void Linear::forward(const float* x, int64_t rows, float* y) const {
     if (fault("w8a8_clip")) {
       for (int8_t& value : x_int8) value = static_cast<int8_t>(std::clamp<int>(value, -111, 111));
     }
-    for (int64_t out_idx = 0; out_idx < out_; ++out_idx) {
+    for (int64_t out_idx = out_begin; out_idx < out_end; ++out_idx) {
       const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
       int32_t accumulator = 0;
       for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
         accumulator +=
             static_cast<int32_t>(x_int8[in_idx]) * static_cast<int32_t>(weight_row[in_idx]);
       }
-      y[row * out_ + out_idx] = static_cast<float>(accumulator) * x_scale * weight_scale_[out_idx];
+      y[row * width + out_idx - out_begin] =
+          static_cast<float>(accumulator) * x_scale * weight_scale_[out_idx];
     }
   }
 }

@@ -794,6 +794,25 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
 
 }  // namespace
 
+std::vector<std::string> hidden_run_sets(const std::vector<std::string>& asked,
+                                         const std::vector<std::string>& hidden) {
+  auto name_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
+  std::vector<std::string> sets;
+  for (const auto& set : asked) {
+    const auto replaced = std::find_if(hidden.begin(), hidden.end(), [&](const std::string& value) {
+      return name_of(value) == name_of(set);
+    });
+    sets.push_back(replaced == hidden.end() ? set : *replaced);
+  }
+  for (const auto& value : hidden) {
+    const bool asked_it = std::any_of(asked.begin(), asked.end(), [&](const std::string& set) {
+      return name_of(set) == name_of(value);
+    });
+    if (!asked_it) sets.push_back(value);
+  }
+  return sets;
+}
+
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
   const auto points = expand_sweep(request.sets, zips);
@@ -828,8 +847,11 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
   }
   // Every check also runs one point the candidate's author never saw, with a seed loupe draws
   // in secret (even when --seed pins the others'): one of the probe's hidden points or a value
-  // drawn from its hidden ranges when it declares any, else the first point again. It is passed
-  // exactly like an asked point (--set, --seed), and revealed only afterwards.
+  // drawn from its hidden ranges when it declares any, else the first point again. The hidden
+  // values replace the first point's; the parameters they leave out keep the first point's
+  // values (the precision, the ranks the launcher starts), so the hidden run checks the same
+  // configuration at another shape. It is passed exactly like an asked point (--set, --seed),
+  // and revealed only afterwards.
   if (may_add_hidden && probe_declared.layer == Layer::kCheck) {
     std::random_device entropy;
     std::mt19937_64 secret((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
@@ -868,7 +890,7 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
         reveal["drawn_from"] = probe_declared.hidden_ranges;
       }
       reveal["point"] = std::move(values);
-      hidden_request.sets = std::move(sets);
+      hidden_request.sets = hidden_run_sets(points.front(), sets);
     } else {
       hidden_request.sets = points.front();
       reveal["secret_seed_only"] = true;

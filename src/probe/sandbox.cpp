@@ -13,6 +13,9 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::vector<std::string>& subject_command) {
   // /dev is bound whole: a GPU subject needs its device nodes.
   const std::string hidden = std::filesystem::absolute(home).string();
+  // A private /dev/shm: in its own pid namespace every sandboxed mpirun has the same pid, so
+  // OpenMPI gave two concurrent runs one job id and their ranks' shared-memory segments collided
+  // (segfaults). A subject's ranks all run inside its sandbox and still share this one.
   std::vector<std::string> prefix = {"bwrap",
                                      "--ro-bind",
                                      "/",
@@ -20,6 +23,8 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                      "--dev-bind",
                                      "/dev",
                                      "/dev",
+                                     "--tmpfs",
+                                     "/dev/shm",
                                      "--proc",
                                      "/proc",
                                      "--tmpfs",

@@ -143,8 +143,10 @@ TEST(ObjectiveTest, TheMultiRankObjectiveParsesItsLauncher) {
   EXPECT_EQ(objective.subject.launch,
             (std::vector<std::string>{"mpirun", "-n", "{ranks}", "--oversubscribe",
                                       "--allow-run-as-root"}));
-  EXPECT_EQ(objective.checks.size(), 2u);
-  EXPECT_EQ(objective.gates.size(), 2u);
+  // CP at tf32x3 and tf32_rz, and TP; a gate on each.
+  EXPECT_EQ(objective.checks.size(), 3u);
+  EXPECT_EQ(objective.gates.size(), 3u);
+  EXPECT_EQ(objective.checks[2].probe, "tp_ranks_vs_notp");
 }
 
 TEST(ObjectiveTest, DefaultsAndAStringCommand) {

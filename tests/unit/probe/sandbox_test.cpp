@@ -106,6 +106,9 @@ TEST_F(SandboxPrefixTest, FoldersUnderTmpAreBoundAfterThePrivateTmpAndBeforeTheH
   ASSERT_NE(hidden_home, std::string::npos);
   ASSERT_NE(writable_run, std::string::npos);
   EXPECT_LT(hidden_home, writable_run);
+  // A private /dev/shm, after /dev is bound (concurrent sandboxed mpiruns collided there).
+  EXPECT_GT(position(prefix, "--tmpfs", "/dev/shm"), position(prefix, "--dev-bind", "/dev"));
+  EXPECT_NE(position(prefix, "--tmpfs", "/dev/shm"), std::string::npos);
   for (const fs::path& folder : {root_ / "bin", checkout(), root_ / "py", root_ / "lib"}) {
     const size_t bound = position(prefix, "--ro-bind", folder.string());
     ASSERT_NE(bound, std::string::npos) << folder;
