@@ -57,8 +57,23 @@ void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64
     return;
   }
   std::vector<int8_t> x_int8(in_);
+  // Planted fault w8a8_tensor_scale: one activation scale for all rows (the largest row's), not
+  // one per row, so rows of small magnitude keep few significant bits.
+  float tensor_scale = 0.0f;
+  if (fault("w8a8_tensor_scale")) {
+    float max_abs = 0.0f;
+    for (int64_t idx = 0; idx < rows * in_; ++idx) max_abs = std::max(max_abs, std::fabs(x[idx]));
+    tensor_scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+  }
   for (int64_t row = 0; row < rows; ++row) {
-    const float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    if (tensor_scale > 0.0f) {
+      x_scale = tensor_scale;
+      for (int64_t idx = 0; idx < in_; ++idx) {
+        x_int8[idx] = static_cast<int8_t>(
+            std::clamp(std::round(x[row * in_ + idx] / tensor_scale), -127.0f, 127.0f));
+      }
+    }
     // Planted fault w8a8_clip: activations clipped at 7/8 of their int8 range.
     if (fault("w8a8_clip")) {
       for (int8_t& value : x_int8) value = static_cast<int8_t>(std::clamp<int>(value, -111, 111));
