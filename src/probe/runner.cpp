@@ -222,8 +222,8 @@ std::optional<std::string> sandbox_unavailable_reason() {
   return reason;
 }
 
-// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp, only the run's own
-// directory writable, no network.
+// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp and /dev/shm, only
+// the run's own directory writable, no network.
 std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::filesystem::path& run_directory,
                                         const std::vector<std::string>& subject_command) {
@@ -283,6 +283,14 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
     std::error_code error;
     if (folder.rfind("/tmp/", 0) != 0 || !std::filesystem::is_directory(folder, error)) continue;
     binds.insert(binds.end(), {"--ro-bind", folder, folder});
+  }
+  // A private /dev/shm too: the bound /dev would otherwise share the host's, which outlives the
+  // run — a candidate left its outputs there and a later run replayed them (round 3's
+  // memo_reader). Processes inside one sandbox (every rank of a launch) still share it.
+  std::error_code shm_error;
+  if (std::filesystem::is_directory("/dev/shm", shm_error)) {
+    const auto after_dev = std::find(prefix.begin(), prefix.end(), std::string("/proc")) - 1;
+    prefix.insert(after_dev, {"--tmpfs", "/dev/shm"});
   }
   // Right after the private /tmp: before the tmpfs that hides loupe's home (a checkout under /tmp
   // holds .loupe/) and before the run directory's writable bind, so both stay on top.
