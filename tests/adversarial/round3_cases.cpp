@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <filesystem>
@@ -446,4 +447,67 @@ LOUPE_CHECK(memo_reader)
           return;
         }
       }
+    });
+
+// --- 1 and 4: the candidate rewrites the reference's result where the runtime collects it --------
+
+namespace {
+
+// Every shared writable mapping of this process: where a check's child hands its paths' outputs
+// to the runtime.
+std::vector<std::span<std::byte>> shared_mappings() {
+  std::vector<std::span<std::byte>> found;
+  std::istringstream maps(slurp("/proc/self/maps"));
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &begin, &end, perms) != 3) continue;
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 's') continue;
+    found.emplace_back(reinterpret_cast<std::byte*>(begin), end - begin);
+  }
+  return found;
+}
+
+// Replaces every copy of `from` in the shared mappings with `to`; true when one was found.
+bool overwrite_shared(const std::vector<float>& from, const std::vector<float>& to) {
+  const size_t bytes = from.size() * sizeof(float);
+  bool replaced = false;
+  for (std::span<std::byte> mapping : shared_mappings()) {
+    for (size_t at = 0; at + bytes <= mapping.size(); at += sizeof(float)) {
+      if (std::memcmp(mapping.data() + at, from.data(), bytes) == 0) {
+        std::memcpy(mapping.data() + at, to.data(), bytes);
+        replaced = true;
+      }
+    }
+  }
+  return replaced;
+}
+
+}  // namespace
+
+LOUPE_CHECK(rewrites_the_reference_slot)
+    .description(
+        "writes outputs 5 % too large, then replaces the reference's outputs with its own where "
+        "the check's child hands them to the runtime (its shared mapping): at once when the "
+        "reference ran first, from a thread left behind when it runs after")
+    .param("N", 1024, {1024})
+    .inputs([](loupe::CheckSetup& setup) { sums_setup(setup).tolerance("rms_ratio", 1e-6); })
+    .reference(sums_reference)
+    .candidate([](loupe::CheckIo& io) {
+      std::span<const float> x = io.input<float>("x");
+      std::span<float> y = io.output<float>("y");
+      std::vector<float> right(y.size());
+      sums(x, right);
+      std::vector<float> mine(right);
+      for (float& value : mine) value *= 1.05f;
+      std::copy(mine.begin(), mine.end(), y.begin());
+      if (overwrite_shared(right, mine)) return;
+      std::thread([right, mine] {
+        for (int attempt = 0; attempt < 20000; ++attempt) {
+          if (overwrite_shared(right, mine)) return;
+          ::usleep(50);
+        }
+      }).detach();
     });

@@ -50,6 +50,26 @@ TEST_F(Round3Test, SymlinksPlantedForTheCandidatesOutputsBreakTheSeal) {
   EXPECT_TRUE(has(run, "check.symlink_planted.guard.evidence_sealed", "fail")) << run.out;
 }
 
+// 1 and 4. The candidate writes outputs 5 % off and replaces the reference's outputs with its own
+// in the shared mapping the check's child hands them over in (passed before the per-path
+// checksums): each path's checksums now go down a pipe before the next path runs.
+TEST_F(Round3Test, RewritingTheReferencesOutputsInTheChildBreaksThePerPathSeal) {
+  const CliRun run = check("rewrites_the_reference_slot");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  bool reference_first = false;
+  for (const auto& item : run.envelope.at("findings")) {
+    if (item.at("id") != "check.rewrites_the_reference_slot.guard.evidence_sealed") continue;
+    EXPECT_EQ(item.at("severity"), "fail");
+    EXPECT_EQ(item.at("where").at("path"), "reference.y");
+    const std::string claim = item.at("claim");
+    // Run after the reference, the candidate rewrites it synchronously: always caught there.
+    reference_first = reference_first ||
+                      claim.find("(reference_first pass): rewritten by code that ran after it in "
+                                 "the same process (candidate)") != std::string::npos;
+  }
+  EXPECT_TRUE(reference_first) << run.out;
+}
+
 // 2. Recognising the check: every check pass is a fresh process with at most 3 candidate calls
 // (the call and the 2 default repeats). NOT CAUGHT: a candidate right on its first 3 calls passes
 // (docs/security.md, "What is not guaranteed"); a bench of the same code verifies its later calls.
