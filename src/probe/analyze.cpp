@@ -870,13 +870,15 @@ void analyze_check(const ObservationReader& reader, const Context& context,
                   (record == "missing" ? " has no checksum record"
                                        : " changed after the path returned and its checksum was "
                                          "sent") +
-                  " (" + entry.value("pass", "") + " pass): rewritten by code that ran after it in "
-                  "the same process (" + entry.value("by", "") + ")";
-    analysis.findings.push_back(make_finding(
-        context, Layer::kCheck, "guard.evidence_sealed", Severity::kFail, claim,
-        entry.value("path", "") + (entry.value("output", "").empty() ? "" : "." +
-                                   entry.value("output", "")),
-        "a path may write only its own outputs, and nothing after it returns"));
+                  " (" + entry.value("pass", "") +
+                  " pass): rewritten by code that ran after it in "
+                  "the same process (" +
+                  entry.value("by", "") + ")";
+    analysis.findings.push_back(
+        make_finding(context, Layer::kCheck, "guard.evidence_sealed", Severity::kFail, claim,
+                     entry.value("path", "") +
+                         (entry.value("output", "").empty() ? "" : "." + entry.value("output", "")),
+                     "a path may write only its own outputs, and nothing after it returns"));
   }
 
   // A path that changed the floating-point state, the affinity, the priority or the thread

@@ -402,8 +402,8 @@ class CheckRun {
     // rewrites_the_reference_slot).
     int seal[2] = {-1, -1};
     if (::pipe2(seal, O_CLOEXEC) != 0) {
-      throw Error(ErrorCode::kSubject, std::string("cannot create a pipe for a check's child: ") +
-                                           std::strerror(errno));
+      throw Error(ErrorCode::kSubject,
+                  std::string("cannot create a pipe for a check's child: ") + std::strerror(errno));
     }
     const pid_t pid = fork_child([&] {
       ::close(seal[0]);

@@ -78,11 +78,11 @@ double waited_children_cpu_seconds(pid_t pid);
 
 // What one path can change that would alter the next one's arithmetic or speed.
 struct ExecEnvironment {
-  int rounding = 0;             // fegetround()
-  uint32_t fp_control = 0;      // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
-  uint32_t x87_control = 0;     // x87 control word, x86 only
-  std::vector<int> cpus;        // the affinity mask
-  int nice = 0;                 // scheduling priority
+  int rounding = 0;          // fegetround()
+  uint32_t fp_control = 0;   // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
+  uint32_t x87_control = 0;  // x87 control word, x86 only
+  std::vector<int> cpus;     // the affinity mask
+  int nice = 0;              // scheduling priority
   // The scheduling policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE...): SCHED_IDLE leaves the nice
   // value alone but runs a process only when nothing else wants the CPU (round 3's
   // idle_class_sibling); -1 when it cannot be read.

@@ -2,21 +2,21 @@
 // the guards as they stand after round 2, two or more per class, none a copy of an earlier one.
 // Each description says what it does and what catches it (or that nothing does yet);
 // round3_test.cpp asserts the outcome. Linked into loupe_adversarial_subject.
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <loupe/probe.hpp>
 
+#include <dirent.h>
 #include <atomic>
 #include <cfenv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -122,7 +122,8 @@ const bool static_copier_started = [] {
       std::error_code error;
       for (const char* pass : {"candidate_first", "reference_first"}) {
         const fs::path dir = fs::current_path(error) / pass;
-        if (fs::exists(dir / "reference.y.npy", error) && fs::exists(dir / "candidate.y.npy", error)) {
+        if (fs::exists(dir / "reference.y.npy", error) &&
+            fs::exists(dir / "candidate.y.npy", error)) {
           fs::copy_file(dir / "reference.y.npy", dir / "candidate.y.npy",
                         fs::copy_options::overwrite_existing, error);
         }
@@ -364,7 +365,8 @@ namespace {
 void sums_off_evenly(loupe::CheckIo& io) {
   std::span<float> y = io.output<float>("y");
   sums(io.input<float>("x"), y);
-  for (size_t row = 0; row < y.size(); ++row) y[row] += (row % 2 == 0 ? 1.0f : -1.0f) * 0.009f * 8.0f;
+  for (size_t row = 0; row < y.size(); ++row)
+    y[row] += (row % 2 == 0 ? 1.0f : -1.0f) * 0.009f * 8.0f;
 }
 
 }  // namespace

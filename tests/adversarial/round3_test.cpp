@@ -63,9 +63,10 @@ TEST_F(Round3Test, RewritingTheReferencesOutputsInTheChildBreaksThePerPathSeal) 
     EXPECT_EQ(item.at("where").at("path"), "reference.y");
     const std::string claim = item.at("claim");
     // Run after the reference, the candidate rewrites it synchronously: always caught there.
-    reference_first = reference_first ||
-                      claim.find("(reference_first pass): rewritten by code that ran after it in "
-                                 "the same process (candidate)") != std::string::npos;
+    reference_first =
+        reference_first || claim.find(
+                               "(reference_first pass): rewritten by code that ran after it in "
+                               "the same process (candidate)") != std::string::npos;
   }
   EXPECT_TRUE(reference_first) << run.out;
 }
@@ -78,8 +79,8 @@ TEST_F(Round3Test, RightOnItsFirstThreeCallsStillPasses) {
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
   // --repeat 3 gives it a fourth call, and it is caught.
-  const CliRun more = probe_run(ADVERSARIAL_SUBJECT,
-                                {"right_first_three", "--seed", "5", "--repeat", "3"});
+  const CliRun more =
+      probe_run(ADVERSARIAL_SUBJECT, {"right_first_three", "--seed", "5", "--repeat", "3"});
   EXPECT_EQ(more.exit_code, 1) << more.out << more.err;
   EXPECT_TRUE(has(more, "check.right_first_three.nondeterministic", "fail")) << more.out;
 }
