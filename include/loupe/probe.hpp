@@ -179,14 +179,15 @@ class ProbeBuilder {
   // loupe passes it exactly like an asked point (`--set`, with a seed it draws in secret) and
   // says afterwards that it was hidden. Its values are in the source, so a candidate's author
   // can read them: prefer hidden_range, whose values nobody knows before the run.
-  // Parameters the point leaves out take their defaults.
+  // Parameters the point leaves out keep the asked point's values (their defaults when none was
+  // asked): the hidden run checks the asked configuration at another shape.
   Derived& hidden_point(Params point) {
     definition_->hidden_points.push_back(std::move(point));
     return self();
   }
 
   // Integer parameter `name` may take any value in [low, high] at a hidden point: loupe draws
-  // one in secret for each run (other parameters keep their defaults), and the subject accepts
+  // one in secret for each run (other parameters keep the asked values), and the subject accepts
   // it outside the allowed set.
   Derived& hidden_range(std::string name, int64_t low, int64_t high) {
     definition_->hidden_ranges.push_back({std::move(name), low, high});

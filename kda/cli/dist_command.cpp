@@ -1,7 +1,9 @@
-// `kda dist cp ...`: CP prefill across the ranks a launcher started (kda/dist). Every rank runs
-// this same command line; nothing here starts processes.
+// `kda dist cp ...` and `kda dist tp ...`: CP prefill, and the tensor-parallel model prefill,
+// across the ranks a launcher started (kda/dist). Every rank runs this same command line;
+// nothing here starts processes.
 //   mpirun -n 4 --oversubscribe build/bin/kda dist cp --shape 1,65536,1,1,128,128
 //       --precision tf32_rz --out cp --dump-shards shards --trace traces [--slow-rank 2]
+//   mpirun -n 4 --oversubscribe build/bin/kda dist tp --heads 4 --out tp
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +16,9 @@
 #include "kda/dist/communicator.hpp"
 #include "kda/dist/cp_ranks.hpp"
 #include "kda/dist/rank_trace.hpp"
+#include "kda/dist/tp_ranks.hpp"
 #include "kda/math/generator.hpp"
+#include "kda/model/model.hpp"
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
 #include "loupe/trace.hpp"
@@ -125,6 +129,67 @@ int run_dist_cp(const DistArgs& args) {
   return 0;
 }
 
+struct TpArgs {
+  int64_t heads = 4, head_dim = 64, layers = 2, vocab = 256, requests = 2, prompt_len = 64;
+  uint64_t model_seed = 0, prompt_seed = 1;
+  bool w8a8 = false;
+  std::string backend = "auto";
+  std::string out_dir;
+  bool json = false;
+};
+
+int run_dist_tp(const TpArgs& args) {
+  model::ModelConfig config;
+  config.heads = args.heads;
+  config.head_dim = args.head_dim;
+  config.layers = args.layers;
+  config.vocab = args.vocab;
+  config.w8a8 = args.w8a8;
+  config.seed = args.model_seed;
+  const model::Model model(config);  // validates the sizes (exit 2 naming the field)
+  dist::Communicator& communicator = dist::world(args.backend);
+  const int rank = communicator.rank(), ranks = communicator.size();
+  // Every rank holds the prompts, as every rank of an engine does.
+  const std::vector<int32_t> prompts =
+      model::generate_prompts(args.requests, args.prompt_len, config.vocab, args.prompt_seed);
+  std::vector<float> hidden;
+  communicator.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<float> logits = dist::tp_prefill_across_ranks(
+      model, prompts, args.requests, args.prompt_len, communicator, &hidden);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rank == 0 && !args.out_dir.empty()) {
+    const fs::path out(args.out_dir);
+    fs::create_directories(out);
+    write_npy(out / "logits.npy", logits, {args.requests, config.vocab});
+    write_npy(out / "hidden.npy", hidden,
+              {config.layers, args.requests * args.prompt_len, config.hidden});
+  }
+  if (rank == 0) {
+    const std::vector<int64_t> heads = model::tensor_parallel_starts(config.heads, ranks, "heads");
+    const std::vector<int64_t> vocab =
+        model::tensor_parallel_starts(config.vocab, ranks, "vocabulary rows", model::kVocabGranule);
+    if (args.json) {
+      std::printf(
+          "{\"kda\": \"dist tp\", \"backend\": \"%s\", \"ranks\": %d, \"heads_per_rank0\": "
+          "%lld, \"vocab_rows_rank0\": %lld, \"model\": \"%s\", \"wall_s\": %.6f}\n",
+          std::string(communicator.backend()).c_str(), ranks,
+          static_cast<long long>(heads[1] - heads[0]), static_cast<long long>(vocab[1] - vocab[0]),
+          config.to_string().c_str(), seconds);
+    } else {
+      std::printf(
+          "kda dist tp: %d ranks (%s), rank 0 holds %lld of %lld heads per layer and %lld of "
+          "%lld vocabulary rows; %lld prompts of %lld tokens: %.3f s\n",
+          ranks, std::string(communicator.backend()).c_str(),
+          static_cast<long long>(heads[1] - heads[0]), static_cast<long long>(config.heads),
+          static_cast<long long>(vocab[1] - vocab[0]), static_cast<long long>(config.vocab),
+          static_cast<long long>(args.requests), static_cast<long long>(args.prompt_len), seconds);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_dist_command(CLI::App& app, int& exit_code) {
@@ -158,6 +223,26 @@ void add_dist_command(CLI::App& app, int& exit_code) {
   cp->add_option("--threads", args->threads, "threads per rank (default 1)");
   cp->add_flag("--json", args->json, "rank 0 prints one JSON object");
   cp->callback([args, &exit_code] { exit_code = run_dist_cp(*args); });
+
+  auto tp_args = std::make_shared<TpArgs>();
+  CLI::App* tp = dist->add_subcommand(
+      "tp",
+      "tensor-parallel model prefill: each rank owns a share of every layer's heads and of the "
+      "LM head's vocabulary; the heads' outputs and the logits allgathered");
+  tp->add_option("--heads", tp_args->heads, "heads per KDA layer (default 4; at least the ranks)");
+  tp->add_option("--head-dim", tp_args->head_dim, "K = V (default 64)");
+  tp->add_option("--layers", tp_args->layers, "layers (default 2)");
+  tp->add_option("--vocab", tp_args->vocab, "vocabulary (default 256)");
+  tp->add_option("--requests", tp_args->requests, "prompts (default 2)");
+  tp->add_option("--prompt-len", tp_args->prompt_len, "tokens per prompt (default 64)");
+  tp->add_option("--model-seed", tp_args->model_seed, "the weights' seed (default 0)");
+  tp->add_option("--seed", tp_args->prompt_seed, "the prompts' seed (default 1)");
+  tp->add_flag("--w8a8", tp_args->w8a8, "W8A8 linear layers");
+  tp->add_option("--backend", tp_args->backend, "auto | self | mpi | nccl");
+  tp->add_option("--out", tp_args->out_dir,
+                 "rank 0 writes logits.npy (requests, vocab) and hidden.npy (layers, rows, D)");
+  tp->add_flag("--json", tp_args->json, "rank 0 prints one JSON object");
+  tp->callback([tp_args, &exit_code] { exit_code = run_dist_tp(*tp_args); });
 }
 
 }  // namespace kda::cli

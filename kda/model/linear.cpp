@@ -44,27 +44,49 @@ Linear::Linear(int64_t out_features, int64_t in_features, std::vector<float> wei
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y) const {
-  if (rows == 0) return;
+  forward_rows(x, rows, 0, out_, y);
+}
+
+void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64_t out_end,
+                          float* y) const {
+  const int64_t width = out_end - out_begin;
+  if (rows == 0 || width == 0) return;
   if (!w8a8_) {
-    math::gemm<float>(false, true, rows, out_, in_, 1.0f, x, in_, weight_.data(), in_, 0.0f, y,
-                      out_);
+    math::gemm<float>(false, true, rows, width, in_, 1.0f, x, in_, weight_.data() + out_begin * in_,
+                      in_, 0.0f, y, width);
     return;
   }
   std::vector<int8_t> x_int8(in_);
+  // Planted fault w8a8_tensor_scale: one activation scale for all rows (the largest row's), not
+  // one per row, so rows of small magnitude keep few significant bits.
+  float tensor_scale = 0.0f;
+  if (fault("w8a8_tensor_scale")) {
+    float max_abs = 0.0f;
+    for (int64_t idx = 0; idx < rows * in_; ++idx) max_abs = std::max(max_abs, std::fabs(x[idx]));
+    tensor_scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+  }
   for (int64_t row = 0; row < rows; ++row) {
-    const float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    float x_scale = quantize_row_int8(std::span<const float>(x + row * in_, in_), x_int8);
+    if (tensor_scale > 0.0f) {
+      x_scale = tensor_scale;
+      for (int64_t idx = 0; idx < in_; ++idx) {
+        x_int8[idx] = static_cast<int8_t>(
+            std::clamp(std::round(x[row * in_ + idx] / tensor_scale), -127.0f, 127.0f));
+      }
+    }
     // Planted fault w8a8_clip: activations clipped at 7/8 of their int8 range.
     if (fault("w8a8_clip")) {
       for (int8_t& value : x_int8) value = static_cast<int8_t>(std::clamp<int>(value, -111, 111));
     }
-    for (int64_t out_idx = 0; out_idx < out_; ++out_idx) {
+    for (int64_t out_idx = out_begin; out_idx < out_end; ++out_idx) {
       const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
       int32_t accumulator = 0;
       for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
         accumulator +=
             static_cast<int32_t>(x_int8[in_idx]) * static_cast<int32_t>(weight_row[in_idx]);
       }
-      y[row * out_ + out_idx] = static_cast<float>(accumulator) * x_scale * weight_scale_[out_idx];
+      y[row * width + out_idx - out_begin] =
+          static_cast<float>(accumulator) * x_scale * weight_scale_[out_idx];
     }
   }
 }

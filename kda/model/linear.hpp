@@ -21,6 +21,12 @@ class Linear {
 
   // y (rows, out) = x (rows, in) Wᵀ.
   void forward(const float* x, int64_t rows, float* y) const;
+  // y (rows, out_end − out_begin) = x (rows, in) W[out_begin:out_end]ᵀ: only the output channels
+  // [out_begin, out_end), each the same dot product over `in` that forward() computes (a
+  // tensor-parallel rank's share of a layer split by output channel).
+  // REQUIRES: 0 <= out_begin <= out_end <= out_features().
+  void forward_rows(const float* x, int64_t rows, int64_t out_begin, int64_t out_end,
+                    float* y) const;
 
   int64_t out_features() const { return out_; }
   int64_t in_features() const { return in_; }

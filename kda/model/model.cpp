@@ -98,6 +98,27 @@ std::vector<int32_t> argmax_rows(std::span<const float> logits, int64_t vocab) {
   return tokens;
 }
 
+std::vector<int64_t> tensor_parallel_starts(int64_t count, int ranks, const char* what,
+                                            int64_t granule) {
+  if (ranks < 1 || count < ranks) {
+    throw loupe::Error(loupe::ErrorCode::kUsage,
+                       "kda model: " + std::to_string(count) + " " + what +
+                           " cannot be split over " + std::to_string(ranks) +
+                           " tensor-parallel ranks",
+                       std::string("every rank needs at least one: use at most ") +
+                           std::to_string(count) + " ranks, or more " + what);
+  }
+  // Whole granules while every rank still gets one, single items otherwise.
+  if (count < granule * ranks) granule = 1;
+  const int64_t units = (count + granule - 1) / granule;
+  std::vector<int64_t> starts(static_cast<size_t>(ranks) + 1, 0);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const int64_t share = units / ranks + (rank < units % ranks ? 1 : 0);
+    starts[rank + 1] = std::min(count, starts[rank] + share * granule);
+  }
+  return starts;
+}
+
 std::vector<int32_t> generate_prompts(int64_t requests, int64_t tokens, int64_t vocab,
                                       uint64_t seed) {
   math::NormalStream stream(seed ^ 0x70726f6d70747300ull);
@@ -167,31 +188,39 @@ std::vector<float> Model::embed(std::span<const int32_t> tokens) const {
 
 void Model::project(const Layer& layer, const float* normed, int64_t sequences, int64_t tokens,
                     std::vector<float*>& conv_history, std::vector<float>& q, std::vector<float>& k,
-                    std::vector<float>& v, std::vector<float>& g_raw,
-                    std::vector<float>& b_raw) const {
-  const int64_t rows = sequences * tokens, kw = config_.key_width();
-  const int64_t channels = config_.conv_channels(), width = config_.conv_width;
-  std::vector<float> raw(rows * channels);  // (rows, [q | k | v])
+                    std::vector<float>& v, std::vector<float>& g_raw, std::vector<float>& b_raw,
+                    int64_t head_begin, int64_t head_end) const {
+  const int64_t rows = sequences * tokens, key_dim = config_.head_dim;
+  const int64_t kw = config_.key_width();                      // H·K, the whole layer's width
+  const int64_t local_kw = (head_end - head_begin) * key_dim;  // these heads' width
+  const int64_t channel_begin = head_begin * key_dim;
+  const int64_t channels = 3 * local_kw, width = config_.conv_width;
+  std::vector<float> raw(rows * channels);  // (rows, [q | k | v]) of these heads
   {
-    std::vector<float> part(rows * kw);
+    std::vector<float> part(rows * local_kw);
     const Linear* projections[3] = {&layer.q_proj, &layer.k_proj, &layer.v_proj};
     for (int part_idx = 0; part_idx < 3; ++part_idx) {
-      projections[part_idx]->forward(normed, rows, part.data());
+      projections[part_idx]->forward_rows(normed, rows, channel_begin, channel_begin + local_kw,
+                                          part.data());
       for (int64_t row = 0; row < rows; ++row) {
-        std::copy_n(part.data() + row * kw, kw, raw.data() + row * channels + part_idx * kw);
+        std::copy_n(part.data() + row * local_kw, local_kw,
+                    raw.data() + row * channels + part_idx * local_kw);
       }
     }
   }
-  q.resize(rows * kw);
-  k.resize(rows * kw);
-  v.resize(rows * kw);
+  q.resize(rows * local_kw);
+  k.resize(rows * local_kw);
+  v.resize(rows * local_kw);
   const int64_t history = width - 1;
   for (int64_t seq = 0; seq < sequences; ++seq) {
     float* past = conv_history[seq];  // (history, channels), oldest first
     for (int64_t token = 0; token < tokens; ++token) {
       const int64_t row = seq * tokens + token;
       for (int64_t channel = 0; channel < channels; ++channel) {
-        const float* weight = layer.conv_weight.data() + channel * width;
+        const int64_t part_idx = channel / local_kw, column = channel % local_kw;
+        // The layer's convolution channel: q, k, v blocks of H·K, these heads at channel_begin.
+        const float* weight =
+            layer.conv_weight.data() + (part_idx * kw + channel_begin + column) * width;
         float sum = 0.0f;
         for (int64_t tap = 0; tap < width; ++tap) {
           const int64_t source = token - history + tap;  // token index of this tap
@@ -200,9 +229,8 @@ void Model::project(const Layer& layer, const float* normed, int64_t sequences, 
           sum += weight[tap] * input;
         }
         const float activated = silu(sum);
-        const int64_t part_idx = channel / kw, column = channel % kw;
         std::vector<float>& target = part_idx == 0 ? q : (part_idx == 1 ? k : v);
-        target[row * kw + column] = activated;
+        target[row * local_kw + column] = activated;
       }
     }
     // The new history: the last `history` raw inputs, reaching into the old one for short inputs.
@@ -217,19 +245,29 @@ void Model::project(const Layer& layer, const float* normed, int64_t sequences, 
     }
     std::copy(next.begin(), next.end(), past);
   }
-  g_raw.resize(rows * kw);
-  layer.g_proj.forward(normed, rows, g_raw.data());
-  b_raw.resize(rows * config_.heads);
-  layer.b_proj.forward(normed, rows, b_raw.data());
+  g_raw.resize(rows * local_kw);
+  layer.g_proj.forward_rows(normed, rows, channel_begin, channel_begin + local_kw, g_raw.data());
+  b_raw.resize(rows * (head_end - head_begin));
+  layer.b_proj.forward_rows(normed, rows, head_begin, head_end, b_raw.data());
 }
 
 void Model::finish_attention(const Layer& layer, const float* normed, const float* o, int64_t rows,
-                             float* hidden) const {
-  const int64_t kw = config_.key_width(), v_dim = config_.head_dim, d = config_.hidden;
-  std::vector<float> gated(rows * kw), gate(rows * kw);
-  rms_norm(o, rows * config_.heads, v_dim, layer.out_norm.data(), gated.data());
-  layer.out_gate.forward(normed, rows, gate.data());
+                             float* hidden, int64_t head_begin, int64_t head_end,
+                             const TensorParallel* tp) const {
+  const int64_t v_dim = config_.head_dim, d = config_.hidden, kw = config_.key_width();
+  const int64_t local_kw = (head_end - head_begin) * v_dim, channel_begin = head_begin * v_dim;
+  std::vector<float> gated(rows * local_kw), gate(rows * local_kw);
+  rms_norm(o, rows * (head_end - head_begin), v_dim, layer.out_norm.data(), gated.data());
+  layer.out_gate.forward_rows(normed, rows, channel_begin, channel_begin + local_kw, gate.data());
   for (size_t idx = 0; idx < gated.size(); ++idx) gated[idx] *= math::sigmoid(gate[idx]);
+  if (tp != nullptr) {
+    // Every rank's heads side by side: the output projection mixes all of them.
+    std::vector<int64_t> starts = tensor_parallel_starts(config_.heads, tp->ranks, "heads");
+    for (int64_t& start : starts) start *= v_dim;
+    std::vector<float> all_heads(rows * kw);
+    tp->gather(gated.data(), rows, starts, all_heads.data());
+    gated = std::move(all_heads);
+  }
   std::vector<float> projected(rows * d);
   layer.o_proj.forward(gated.data(), rows, projected.data());
   for (size_t idx = 0; idx < projected.size(); ++idx) hidden[idx] += projected[idx];
@@ -237,31 +275,45 @@ void Model::finish_attention(const Layer& layer, const float* normed, const floa
 
 void Model::attention_prefill(int64_t layer_idx, int64_t requests, int64_t tokens, float* hidden,
                               std::vector<LayerState>& states) const {
+  attention_prefill_heads(layer_idx, requests, tokens, hidden, states, nullptr);
+}
+
+void Model::attention_prefill_heads(int64_t layer_idx, int64_t requests, int64_t tokens,
+                                    float* hidden, std::vector<LayerState>& states,
+                                    const TensorParallel* tp) const {
   const Layer& layer = layers_.at(layer_idx);
-  const int64_t rows = requests * tokens, d = config_.hidden, kw = config_.key_width();
-  const int64_t heads = config_.heads, key_dim = config_.head_dim;
+  const int64_t rows = requests * tokens, d = config_.hidden, key_dim = config_.head_dim;
+  int64_t head_begin = 0, head_end = config_.heads;
+  if (tp != nullptr) {
+    const std::vector<int64_t> starts = tensor_parallel_starts(config_.heads, tp->ranks, "heads");
+    head_begin = starts[tp->rank];
+    head_end = starts[tp->rank + 1];
+  }
+  const int64_t heads = head_end - head_begin, local_kw = heads * key_dim;
   std::vector<float> normed(rows * d);
   rms_norm(hidden, rows, d, layer.attn_norm.data(), normed.data());
   states.assign(requests, LayerState{});
   std::vector<float*> conv_history(requests);
   for (int64_t request = 0; request < requests; ++request) {
-    states[request].conv.assign((config_.conv_width - 1) * config_.conv_channels(), 0.0f);
+    states[request].conv.assign((config_.conv_width - 1) * 3 * local_kw, 0.0f);
     conv_history[request] = states[request].conv.data();
   }
   Inputs<float> inputs;
   inputs.shape = Shape{requests, tokens, heads, heads, key_dim, key_dim};
   std::vector<float> g_raw, b_raw;
   project(layer, normed.data(), requests, tokens, conv_history, inputs.q, inputs.k, inputs.v, g_raw,
-          b_raw);
+          b_raw, head_begin, head_end);
   math::l2_normalize_rows(std::span<float>(inputs.q), key_dim);
   math::l2_normalize_rows(std::span<float>(inputs.k), key_dim);
-  inputs.g.resize(rows * kw);
+  inputs.g.resize(rows * local_kw);
   for (int64_t row = 0; row < rows; ++row) {
     for (int64_t head = 0; head < heads; ++head) {
+      const int64_t layer_head = head_begin + head;
       for (int64_t channel = 0; channel < key_dim; ++channel) {
         const int64_t idx = (row * heads + head) * key_dim + channel;
-        inputs.g[idx] = math::log_decay(math::GateForm::kSoftplus, g_raw[idx], layer.a_log[head],
-                                        layer.dt_bias[head * key_dim + channel]);
+        inputs.g[idx] =
+            math::log_decay(math::GateForm::kSoftplus, g_raw[idx], layer.a_log[layer_head],
+                            layer.dt_bias[layer_head * key_dim + channel]);
       }
     }
   }
@@ -279,7 +331,7 @@ void Model::attention_prefill(int64_t layer_idx, int64_t requests, int64_t token
     states[request].recurrent.assign(outputs.state.begin() + request * state_size,
                                      outputs.state.begin() + (request + 1) * state_size);
   }
-  finish_attention(layer, normed.data(), outputs.o.data(), rows, hidden);
+  finish_attention(layer, normed.data(), outputs.o.data(), rows, hidden, head_begin, head_end, tp);
 }
 
 void Model::attention_decode(int64_t layer_idx, float* hidden,
@@ -298,7 +350,7 @@ void Model::attention_decode(int64_t layer_idx, float* hidden,
               state.begin() + seq * state_size);
   }
   std::vector<float> q, k, v, g_raw, b_raw;
-  project(layer, normed.data(), n, 1, conv_history, q, k, v, g_raw, b_raw);
+  project(layer, normed.data(), n, 1, conv_history, q, k, v, g_raw, b_raw, 0, heads);
   kernels::cpu::DecodeParams<float> params;
   params.gate_form = math::GateForm::kSoftplus;
   params.beta_form = math::BetaForm::kSigmoid;
@@ -313,7 +365,7 @@ void Model::attention_decode(int64_t layer_idx, float* hidden,
     std::copy(state.begin() + seq * state_size, state.begin() + (seq + 1) * state_size,
               states[seq]->recurrent.begin());
   }
-  finish_attention(layer, normed.data(), o.data(), n, hidden);
+  finish_attention(layer, normed.data(), o.data(), n, hidden, 0, heads, nullptr);
 }
 
 MoeBatch Model::moe_dispatch(int64_t layer_idx, const float* hidden, int64_t rows) const {
@@ -406,14 +458,38 @@ std::vector<float> Model::logits(const float* hidden, int64_t rows) const {
 std::vector<float> Model::prefill(std::span<const int32_t> prompts, int64_t requests,
                                   int64_t tokens, StateCache& cache,
                                   std::vector<float>* hidden_per_layer) const {
+  return prefill_layers(prompts, requests, tokens, &cache, nullptr, hidden_per_layer);
+}
+
+std::vector<float> Model::prefill_tensor_parallel(std::span<const int32_t> prompts,
+                                                  int64_t requests, int64_t tokens,
+                                                  const TensorParallel& tp,
+                                                  std::vector<float>* hidden_per_layer) const {
+  if (tp.rank < 0 || tp.rank >= tp.ranks || !tp.gather) {
+    throw loupe::Error(loupe::ErrorCode::kInternal,
+                       "kda model: tensor-parallel rank " + std::to_string(tp.rank) + " of " +
+                           std::to_string(tp.ranks) + (tp.gather ? "" : " without a gather"));
+  }
+  // Refused before any collective: a rank without heads would leave the others waiting.
+  tensor_parallel_starts(config_.heads, tp.ranks, "heads");
+  tensor_parallel_starts(config_.vocab, tp.ranks, "vocabulary rows", kVocabGranule);
+  return prefill_layers(prompts, requests, tokens, nullptr, &tp, hidden_per_layer);
+}
+
+std::vector<float> Model::prefill_layers(std::span<const int32_t> prompts, int64_t requests,
+                                         int64_t tokens, StateCache* cache,
+                                         const TensorParallel* tp,
+                                         std::vector<float>* hidden_per_layer) const {
   const int64_t rows = requests * tokens, d = config_.hidden;
   std::vector<float> hidden = embed(prompts);
   if (hidden_per_layer) hidden_per_layer->clear();
   std::vector<LayerState> states;
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
-    attention_prefill(layer, requests, tokens, hidden.data(), states);
-    for (int64_t request = 0; request < requests; ++request) {
-      cache.store(request, layer, states[request]);
+    attention_prefill_heads(layer, requests, tokens, hidden.data(), states, tp);
+    if (cache != nullptr) {
+      for (int64_t request = 0; request < requests; ++request) {
+        cache->store(request, layer, states[request]);
+      }
     }
     MoeBatch batch = moe_dispatch(layer, hidden.data(), rows);
     moe_experts(layer, batch);
@@ -427,7 +503,17 @@ std::vector<float> Model::prefill(std::span<const int32_t> prompts, int64_t requ
     std::copy_n(hidden.data() + ((request + 1) * tokens - 1) * d, d,
                 last_rows.data() + request * d);
   }
-  return logits(last_rows.data(), requests);
+  if (tp == nullptr) return logits(last_rows.data(), requests);
+  // The LM head by vocabulary rows: each rank its slice, gathered into whole rows.
+  std::vector<float> normed(requests * d), out(requests * config_.vocab);
+  rms_norm(last_rows.data(), requests, d, final_norm_.data(), normed.data());
+  const std::vector<int64_t> starts =
+      tensor_parallel_starts(config_.vocab, tp->ranks, "vocabulary rows", kVocabGranule);
+  std::vector<float> slice(requests * (starts[tp->rank + 1] - starts[tp->rank]));
+  lm_head_.forward_rows(normed.data(), requests, starts[tp->rank], starts[tp->rank + 1],
+                        slice.data());
+  tp->gather(slice.data(), requests, starts, out.data());
+  return out;
 }
 
 std::vector<float> Model::decode_step(std::span<const int32_t> tokens,

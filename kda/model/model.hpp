@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,31 @@ struct ModelConfig {
   void validate() const;
   std::string to_string() const;
 };
+
+// One rank's share of a tensor-parallel forward (kda/dist/tp_ranks.hpp): rank `rank` of `ranks`
+// owns the heads [head_starts[rank], head_starts[rank + 1]) of every KDA layer (their q, k, v,
+// gate, beta and output-gate channels, convolution, recurrence and norm) and the vocabulary rows
+// [vocab_starts[rank], vocab_starts[rank + 1]) of the LM head. `gather` assembles a
+// (rows, starts.back()) matrix on every rank from every rank's column block: given this rank's
+// block (rows, starts[rank + 1] − starts[rank]) and every rank's column starts (ranks + 1), it
+// writes the whole matrix to `full`. A collective: every rank calls it in the same order.
+struct TensorParallel {
+  int rank = 0;
+  int ranks = 1;
+  std::function<void(const float* block, int64_t rows, std::span<const int64_t> starts,
+                     float* full)>
+      gather;
+};
+
+// Contiguous near-equal shares of `count` items over `ranks`, in whole `granule`s of items (the
+// last share ends at `count`) when every rank still gets one, else in single items: ranks + 1
+// starts. Throws loupe::Error(kUsage) naming `what` when count < ranks.
+std::vector<int64_t> tensor_parallel_starts(int64_t count, int ranks, const char* what,
+                                            int64_t granule = 1);
+// The LM head's vocabulary shares are cut at multiples of this many rows (as engines pad the
+// vocabulary to a multiple of 64 or 128 per rank): each rank's slice then starts where the BLAS
+// starts a block of the whole matrix, and every logit is summed as in the one-process head.
+inline constexpr int64_t kVocabGranule = 64;
 
 // The MoE state of one layer for a batch of token rows, between the three steps.
 struct MoeBatch {
@@ -96,6 +122,18 @@ class Model {
   std::vector<float> prefill(std::span<const int32_t> prompts, int64_t requests, int64_t tokens,
                              StateCache& cache,
                              std::vector<float>* hidden_per_layer = nullptr) const;
+  // prefill()'s logits and residual streams with the heads of every layer and the LM head's
+  // vocabulary split over the ranks of `tp` (tensor parallelism): each rank projects, convolves,
+  // runs the recurrence and normalises its heads only; `tp.gather` assembles the gated attention
+  // output (rows, H·K) before the output projection and the logits (rows, vocab) after the LM
+  // head. The output projection, the MoE and the norms run whole on every rank. Each element is
+  // computed by the same arithmetic as in prefill(), so the result equals prefill()'s bit for bit
+  // wherever the BLAS sums a dot product the same way in a narrower matrix, and within fp32
+  // rounding where its tail kernels do not (tests/unit/kda/tp_ranks_test.cpp, probe
+  // tp_ranks_vs_notp). The per-layer states stay with the ranks' heads and are not returned.
+  std::vector<float> prefill_tensor_parallel(std::span<const int32_t> prompts, int64_t requests,
+                                             int64_t tokens, const TensorParallel& tp,
+                                             std::vector<float>* hidden_per_layer = nullptr) const;
   // One decode step for the given requests from their cached states (advanced in the cache).
   // Returns logits (requests.size(), vocab).
   std::vector<float> decode_step(std::span<const int32_t> tokens, std::span<const int64_t> requests,
@@ -118,11 +156,22 @@ class Model {
   // Projections and convolution shared by prefill and decode: q, k, v (after conv + SiLU), the
   // raw gate and the raw beta for `rows` rows of normed input, per sequence of `tokens` rows,
   // continuing from (and updating) each sequence's conv history.
+  // The heads [head_begin, head_end) only (all of them outside tensor parallelism): q, k, v,
+  // g_raw (rows, heads·K), b_raw (rows, heads), conv history (history, 3·heads·K).
   void project(const Layer& layer, const float* normed, int64_t sequences, int64_t tokens,
                std::vector<float*>& conv_history, std::vector<float>& q, std::vector<float>& k,
-               std::vector<float>& v, std::vector<float>& g_raw, std::vector<float>& b_raw) const;
+               std::vector<float>& v, std::vector<float>& g_raw, std::vector<float>& b_raw,
+               int64_t head_begin, int64_t head_end) const;
+  // o (rows, heads, V) of the heads [head_begin, head_end): norm and output gate, then (with
+  // `tp`) the gather of every rank's heads, the output projection and the residual.
   void finish_attention(const Layer& layer, const float* normed, const float* o, int64_t rows,
-                        float* hidden) const;
+                        float* hidden, int64_t head_begin, int64_t head_end,
+                        const TensorParallel* tp) const;
+  void attention_prefill_heads(int64_t layer, int64_t requests, int64_t tokens, float* hidden,
+                               std::vector<LayerState>& states, const TensorParallel* tp) const;
+  std::vector<float> prefill_layers(std::span<const int32_t> prompts, int64_t requests,
+                                    int64_t tokens, StateCache* cache, const TensorParallel* tp,
+                                    std::vector<float>* hidden_per_layer) const;
   void run_expert(const Expert& expert, const float* x, int64_t rows, float* y) const;
 
   ModelConfig config_;

@@ -1,6 +1,8 @@
 #include "kda/model/state_cache.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <span>
 #include <string>
 
@@ -84,6 +86,16 @@ void StateCache::store(int64_t request, int64_t layer, const LayerState& state) 
         slot.scales[row] = quantize_row_int8(
             std::span<const float>(values).subspan(row * row_length_, row_length_),
             std::span<int8_t>(slot.int8).subspan(row * row_length_, row_length_));
+      }
+      // Planted fault state_cache_slot_scale: one scale for the whole slot (its largest row's),
+      // not one per row: rows of small magnitude keep few significant bits.
+      if (fault("state_cache_slot_scale") && rows > 0) {
+        const float scale = *std::max_element(slot.scales.begin(), slot.scales.end());
+        for (size_t idx = 0; idx < values.size(); ++idx) {
+          slot.int8[idx] =
+              static_cast<int8_t>(std::clamp(std::round(values[idx] / scale), -127.0f, 127.0f));
+        }
+        std::fill(slot.scales.begin(), slot.scales.end(), scale);
       }
       // Planted fault state_cache_drop_bit: the lowest bit of every int8 is lost (7 bits).
       if (fault("state_cache_drop_bit")) {

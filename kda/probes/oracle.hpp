@@ -53,6 +53,7 @@ inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float
   out.state.assign(static_cast<size_t>(B * HV * K * V), 0.0);
   out.boundary_states.assign(static_cast<size_t>(B * P * HV * K * V), 0.0);
   std::vector<double> state(static_cast<size_t>(K * V)), q_t(K), k_t(K), predicted(V);
+  std::vector<double> error(V), output(V);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hv = 0; hv < HV; ++hv) {
       const int64_t h = hv / group;
@@ -77,6 +78,12 @@ inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float
           math::l2_normalize(k_t.data(), K);
         }
         const double beta_t = math::beta_value<double>(forms.beta, beta[(b * T + t) * HV + hv]);
+        // Two sweeps over the state's rows instead of four: the decay with the prediction
+        // S^T k, then the update with the output S^T (scale q). Each sum still runs over d in
+        // ascending order with the same expression, so the values are those of the four-sweep
+        // form, bit for bit; the rows are read contiguously (the output's column sums used to
+        // stride by V), which made this oracle the longest serial step of the CP checks.
+        std::fill(predicted.begin(), predicted.end(), 0.0);
         for (int64_t d = 0; d < K; ++d) {
           const double g_value =
               forms.gate == math::GateForm::kLogDecay
@@ -84,23 +91,27 @@ inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float
                   : math::log_decay<double>(forms.gate, g[g_row + d], forms.a_log[hv],
                                             forms.dt_bias[hv * K + d]);
           const double decay = std::exp(g_value);
-          for (int64_t e = 0; e < V; ++e) state[d * V + e] *= decay;
-        }
-        std::fill(predicted.begin(), predicted.end(), 0.0);
-        for (int64_t d = 0; d < K; ++d) {
-          for (int64_t e = 0; e < V; ++e) predicted[e] += state[d * V + e] * k_t[d];
-        }
-        for (int64_t d = 0; d < K; ++d) {
+          double* state_row = state.data() + d * V;
+          const double k_d = k_t[d];
           for (int64_t e = 0; e < V; ++e) {
-            state[d * V + e] +=
-                beta_t * k_t[d] * (static_cast<double>(v[v_row + e]) - predicted[e]);
+            state_row[e] *= decay;
+            predicted[e] += state_row[e] * k_d;
           }
         }
         for (int64_t e = 0; e < V; ++e) {
-          double sum = 0;
-          for (int64_t d = 0; d < K; ++d) sum += state[d * V + e] * scale * q_t[d];
-          out.o[v_row + e] = sum;
+          error[e] = static_cast<double>(v[v_row + e]) - predicted[e];
+          output[e] = 0;
         }
+        for (int64_t d = 0; d < K; ++d) {
+          double* state_row = state.data() + d * V;
+          const double beta_k = beta_t * k_t[d];
+          const double q_d = q_t[d];
+          for (int64_t e = 0; e < V; ++e) {
+            state_row[e] += beta_k * error[e];
+            output[e] += state_row[e] * scale * q_d;
+          }
+        }
+        std::copy(output.begin(), output.end(), out.o.begin() + v_row);
       }
       std::copy(state.begin(), state.end(), out.state.begin() + (b * HV + hv) * K * V);
     }

@@ -288,8 +288,12 @@ ServeResult run_server(const ServeOptions& options) {
         LOUPE_FLOW_END("layer_state", work->flow_id);
         if (work->layer == options.drop_state_layer) continue;  // fault injection
         std::vector<StatePacket> packets(requests);
+        // Planted fault transfer_lock_per_layer: the lock taken once per layer, around every
+        // request's bookkeeping AND its state copy, instead of once per request's bookkeeping.
+        const bool per_layer = fault("transfer_lock_per_layer");
+        if (per_layer) lock_wait_ns += interpreter_lock.acquire().count();
         for (int64_t request = 0; request < requests; ++request) {
-          lock_wait_ns += interpreter_lock.acquire().count();
+          if (!per_layer) lock_wait_ns += interpreter_lock.acquire().count();
           const int64_t start = now_ns();
           packets[request].request = request;
           packets[request].layer = work->layer;
@@ -301,9 +305,10 @@ ServeResult run_server(const ServeOptions& options) {
           // Planted fault transfer_long_hold: the bookkeeping holds the lock twice as long.
           poll_until(start + options.bookkeeping_us * 1000 * (fault("transfer_long_hold") ? 2 : 1));
           bookkeeping_ns += now_ns() - start;
-          interpreter_lock.release();
+          if (!per_layer) interpreter_lock.release();
           packets[request].state = work->states[request];  // the copy, outside the lock
         }
+        if (per_layer) interpreter_lock.release();
         if (options.swap_requests) std::swap(packets[0].request, packets[1].request);
         for (StatePacket& packet : packets) intake.receive(std::move(packet));
       }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,8 @@
 #include "core/limits.hpp"
 #include "gate/executor.hpp"
 #include "probe/runner.hpp"
+#include "trace/import/import.hpp"
+#include "trace/model/model.hpp"
 
 namespace loupe::gate {
 namespace {
@@ -71,6 +74,58 @@ void add_check_metrics(const Json& comparisons, std::vector<MetricValue>& metric
     }
   }
 }
+
+// A scenario's traces give its point lock-hold metrics (lock_hold_metrics). A hold that grew
+// shows against the baseline build even when nobody waited during it, so a latent hold is gated
+// before it bites. The median is the one to gate on a shared machine: one preemption inside a
+// hold moves the longest by milliseconds, the median not at all.
+void add_lock_metrics(PointResult& point) {
+  if (point.traces.empty()) return;
+  for (MetricValue& metric : lock_hold_metrics(point.traces)) {
+    point.metrics.push_back(std::move(metric));
+  }
+}
+
+}  // namespace
+
+std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& traces) {
+  std::vector<MetricValue> out;
+  trace::Model model;
+  try {
+    model = trace::load_traces(traces);
+  } catch (const Error&) {
+    return out;  // an unreadable trace is the trace analysis' finding, not a metric
+  }
+  auto metric_name = [](std::string name) {
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    }
+    return name;
+  };
+  StatsRegistry stats;
+  // LOCK -> its holds; THREAD_LOCK -> that thread's holds of it.
+  std::map<std::string, std::vector<int64_t>> by_lock, by_thread;
+  for (const trace::LockSpan& span : trace::derive_lock_spans(model, stats)) {
+    if (!span.hold) continue;
+    const std::string lock = metric_name(model.tracks[span.lock].name);
+    const std::string thread = metric_name(model.tracks[span.thread].name);
+    by_lock[lock].push_back(span.end_ns - span.start_ns);
+    by_thread[thread + "_" + lock].push_back(span.end_ns - span.start_ns);
+  }
+  auto seconds = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
+  for (const auto& [name, list] : by_lock) {
+    out.push_back({"", name + "_max_hold_s", seconds(*std::max_element(list.begin(), list.end()))});
+  }
+  // The median per thread only: over all threads it mixes unlike holds.
+  for (auto& [name, list] : by_thread) {
+    std::sort(list.begin(), list.end());
+    out.push_back({"", name + "_max_hold_s", seconds(list.back())});
+    out.push_back({"", name + "_median_hold_s", seconds(list[list.size() / 2])});
+  }
+  return out;
+}
+
+namespace {
 
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject,
@@ -130,6 +185,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
       for (const auto& trace : traces) {
         point.traces.push_back((outcome.observation_dir / trace.get<std::string>()).string());
       }
+      add_lock_metrics(point);
     }
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorCode::kInput,
@@ -244,6 +300,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     std::set<std::string> controlled;  // bench entries whose false-discovery control is done
     std::vector<std::string> failing;
+    std::vector<size_t> decided_early;  // check gates decided FAIL before their entries' last point
     // Decides the gate now when every entry it reads has run all its points.
     auto decide = [&](size_t index, bool layer_done) {
       if (gates[index]) return;
@@ -258,10 +315,27 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         // A gate within the build waits only for the candidate's points; one against the
         // baseline also for the baseline's.
         const bool needs_baseline = baseline != nullptr && is_baseline_gate(spec.expression);
+        int64_t still_to_run = 0;
         for (const auto& [entry_layer, entry] : entries) {
           auto found = remaining.find(entry);
-          if (entry_layer != layer || found == remaining.end() || found->second > 0) return;
+          if (entry_layer != layer || found == remaining.end()) return;
+          still_to_run += found->second;
           if (needs_baseline && baseline_remaining[entry] > 0) return;
+        }
+        if (still_to_run > 0) {
+          // A check gate that every point must satisfy is false once one point breaks it, and
+          // no later point can make it true: decide it now, so the failure shows while the
+          // entry's remaining points (its slower ones, often) still run.
+          if (!fails_at_any_point(spec.expression)) return;
+          GateResult early = evaluate_gate(spec, objective, plan, result.points, nullptr);
+          if (early.verdict != GateVerdict::kFail) return;
+          early.rule += " (decided at the first point that broke it; " +
+                        std::to_string(still_to_run) + " more point(s) still to run)";
+          failing.push_back(early.name);
+          decided_early.push_back(index);
+          gates[index] = std::move(early);
+          announce(index);
+          return;
         }
       }
       if (layer == Layer::kBench) {
@@ -433,6 +507,12 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       }
       control_bench_false_discovery(rest);
       for (size_t at = 0; at < places.size(); ++at) result.points[places[at]] = std::move(rest[at]);
+    }
+    // Printed at the first point that broke them; the record holds every point's evidence (a
+    // FAIL stays a FAIL: no later point can make such a gate pass).
+    for (size_t index : decided_early) {
+      GateResult full = evaluate_gate(objective.gates[index], objective, plan, result.points);
+      if (full.verdict == GateVerdict::kFail) gates[index] = std::move(full);
     }
     for (size_t index : layer_gates) decide(index, true);
     std::vector<std::string> failed_points;

@@ -124,6 +124,12 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
 // (`env -C DIR K=V ... COMMAND`), so that the reproduce command of every finding is exact.
 std::vector<std::string> subject_command(const SubjectSpec& subject);
 
+// The lock-hold metrics of a scenario point's traces: LOCK_max_hold_s for each lock, and
+// THREAD_LOCK_max_hold_s and THREAD_LOCK_median_hold_s for each thread that held it (names with
+// every character outside [A-Za-z0-9_] as '_'), in seconds. Empty when the traces cannot be read
+// (the trace analysis reports that). Scenario points carry them, so gates can read them.
+std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& traces);
+
 // subject_command as a reproduce line shows it, to be pasted at `project_root` (the git root of
 // the working directory, where .loupe/ lives): `env -C <root> X` reads `env X` (or `X` when env
 // is left with nothing to do), `env -C <root>/sub X` reads `env -C sub X`; a folder outside the

@@ -909,6 +909,14 @@ bool is_baseline_gate(const GateExpression& expression) {
   return false;
 }
 
+bool fails_at_any_point(const GateExpression& expression) {
+  if (std::holds_alternative<CheckPasses>(expression)) return true;
+  if (const auto* bound = std::get_if<MetricBound>(&expression)) {
+    return bound->metric.layer == Layer::kCheck && !bound->baseline && !bound->versus_baseline;
+  }
+  return false;
+}
+
 GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
                          std::span<const PointResult> results,
                          const std::vector<PointResult>* baseline) {

@@ -119,6 +119,11 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
 // Whether the gate compares against a baseline (`/ baseline`, `than baseline`).
 bool is_baseline_gate(const GateExpression& expression);
 
+// Whether one point can decide the gate FAIL before the entry's other points have run: a check
+// gate every point must satisfy on its own (`check.X passes`, `check.X.METRIC <= bound`). Not the
+// gates against the baseline (a point's several seeds are pooled) nor relative bounds.
+bool fails_at_any_point(const GateExpression& expression);
+
 // The (layer, entry) pairs a gate reads.
 std::vector<std::pair<Layer, std::string>> gate_entries(const GateExpression& expression);
 

@@ -222,13 +222,16 @@ std::optional<std::string> sandbox_unavailable_reason() {
   return reason;
 }
 
-// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp and /dev/shm, only
-// the run's own directory writable, no network.
+// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp, only the run's own
+// directory writable, no network.
 std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::filesystem::path& run_directory,
                                         const std::vector<std::string>& subject_command) {
   // /dev is bound whole: a GPU subject needs its device nodes.
   const std::string hidden = std::filesystem::absolute(home).string();
+  // A private /dev/shm: in its own pid namespace every sandboxed mpirun has the same pid, so
+  // OpenMPI gave two concurrent runs one job id and their ranks' shared-memory segments collided
+  // (segfaults). A subject's ranks all run inside its sandbox and still share this one.
   std::vector<std::string> prefix = {"bwrap",
                                      "--ro-bind",
                                      "/",
@@ -236,6 +239,8 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                      "--dev-bind",
                                      "/dev",
                                      "/dev",
+                                     "--tmpfs",
+                                     "/dev/shm",
                                      "--proc",
                                      "/proc",
                                      "--tmpfs",
@@ -283,14 +288,6 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
     std::error_code error;
     if (folder.rfind("/tmp/", 0) != 0 || !std::filesystem::is_directory(folder, error)) continue;
     binds.insert(binds.end(), {"--ro-bind", folder, folder});
-  }
-  // A private /dev/shm too: the bound /dev would otherwise share the host's, which outlives the
-  // run — a candidate left its outputs there and a later run replayed them (round 3's
-  // memo_reader). Processes inside one sandbox (every rank of a launch) still share it.
-  std::error_code shm_error;
-  if (std::filesystem::is_directory("/dev/shm", shm_error)) {
-    const auto after_dev = std::find(prefix.begin(), prefix.end(), std::string("/proc")) - 1;
-    prefix.insert(after_dev, {"--tmpfs", "/dev/shm"});
   }
   // Right after the private /tmp: before the tmpfs that hides loupe's home (a checkout under /tmp
   // holds .loupe/) and before the run directory's writable bind, so both stay on top.
@@ -871,6 +868,25 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
 
 }  // namespace
 
+std::vector<std::string> hidden_run_sets(const std::vector<std::string>& asked,
+                                         const std::vector<std::string>& hidden) {
+  auto name_of = [](const std::string& set) { return set.substr(0, set.find('=')); };
+  std::vector<std::string> sets;
+  for (const auto& set : asked) {
+    const auto replaced = std::find_if(hidden.begin(), hidden.end(), [&](const std::string& value) {
+      return name_of(value) == name_of(set);
+    });
+    sets.push_back(replaced == hidden.end() ? set : *replaced);
+  }
+  for (const auto& value : hidden) {
+    const bool asked_it = std::any_of(asked.begin(), asked.end(), [&](const std::string& set) {
+      return name_of(set) == name_of(value);
+    });
+    if (!asked_it) sets.push_back(value);
+  }
+  return sets;
+}
+
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
   const auto points = expand_sweep(request.sets, zips);
@@ -905,8 +921,11 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
   }
   // Every check also runs one point the candidate's author never saw, with a seed loupe draws
   // in secret (even when --seed pins the others'): one of the probe's hidden points or a value
-  // drawn from its hidden ranges when it declares any, else the first point again. It is passed
-  // exactly like an asked point (--set, --seed), and revealed only afterwards.
+  // drawn from its hidden ranges when it declares any, else the first point again. The hidden
+  // values replace the first point's; the parameters they leave out keep the first point's
+  // values (the precision, the ranks the launcher starts), so the hidden run checks the same
+  // configuration at another shape. It is passed exactly like an asked point (--set, --seed),
+  // and revealed only afterwards.
   if (may_add_hidden && probe_declared.layer == Layer::kCheck) {
     std::random_device entropy;
     std::mt19937_64 secret((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
@@ -945,7 +964,7 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
         reveal["drawn_from"] = probe_declared.hidden_ranges;
       }
       reveal["point"] = std::move(values);
-      hidden_request.sets = std::move(sets);
+      hidden_request.sets = hidden_run_sets(points.front(), sets);
     } else {
       hidden_request.sets = points.front();
       reveal["secret_seed_only"] = true;

@@ -108,6 +108,13 @@ struct RunOutcome {
 std::vector<std::vector<std::string>> expand_sweep(const std::vector<std::string>& sets,
                                                    const std::vector<std::string>& zips);
 
+// The NAME=VALUE texts of a hidden run: the asked point's, with the hidden point's values in
+// place of theirs and the hidden names the point does not set added at the end. The parameters
+// the hidden point leaves out keep their asked values (a precision, the ranks a launcher starts),
+// so the hidden run checks the asked configuration at another shape.
+std::vector<std::string> hidden_run_sets(const std::vector<std::string>& asked,
+                                         const std::vector<std::string>& hidden);
+
 struct SweepOutcome {
   Verdict verdict = Verdict::kNone;  // fail > inconclusive > pass > none over the points
   int exit_code = 0;

@@ -7,6 +7,8 @@
 # at which that first failing gate was printed. Exits 1 when fewer than MIN_DETECTED faults are
 # detected or MIN_LOCALISED localised (defaults: all of those asked for), 2 on bad usage.
 #   usage: run_planted.sh BIN_DIR WORK_DIR [FAULT ...]        (no FAULT: every fault below)
+# RESCORE=1 scores the outputs an earlier run left in WORK_DIR again instead of running (after a
+# change to the table of gates below).
 set -euo pipefail
 if [[ $# -lt 2 ]]; then
   echo "usage: run_planted.sh BIN_DIR WORK_DIR [FAULT ...]" >&2
@@ -22,26 +24,42 @@ declare -A expect=(
   [chunk_head_map]="chunk_matches_recurrence chunk_error_not_above_baseline"
   [chunk_last_beta]="chunk_matches_recurrence chunk_error_not_above_baseline"
   [cp_merge_offset]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
-  [decode_merged_beta]="decode_kernels_agree decode_error_not_above_baseline"
+  [decode_merged_beta]="decode_matches_recurrence decode_recurrence_error_not_above_baseline decode_kernels_agree decode_error_not_above_baseline"
   [replay_full_ring_skip]="replay_matches_decode replay_error_not_above_baseline"
   [state_cache_drop_bit]="state_cache_within_tolerance state_cache_error_not_above_baseline"
   [w8a8_clip]="w8a8_within_tolerance w8a8_error_not_above_baseline"
   [decode_merged_slow]="decode_not_slower_than_baseline"
   [chunk_prefill_slow]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
-  [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  [transfer_long_hold]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline transfer_lock_hold_not_above_baseline"
+  [decode_head_map]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
+  [decode_tail_tile]="decode_matches_recurrence decode_recurrence_error_not_above_baseline"
+  [replay_ring_reversed]="replay_matches_decode replay_error_not_above_baseline"
+  [state_cache_slot_scale]="state_cache_within_tolerance state_cache_error_not_above_baseline"
+  [w8a8_tensor_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
+  [cp_chain_order]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
+  [cp_outputs_dead_transition]="cp_prefill_not_slower_than_baseline"
+  [transfer_lock_per_layer]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline transfer_lock_hold_not_above_baseline"
+  # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
+  [none]="-"
 )
 faults=("$@")
 if [[ ${#faults[@]} -eq 0 ]]; then
   faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
-          state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold)
+          state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
+          decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
+          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer none)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }
 done
-min_detected=${MIN_DETECTED:-${#faults[@]}}
-min_localised=${MIN_LOCALISED:-${#faults[@]}}
+planted=0
+for fault in "${faults[@]}"; do [[ $fault == none ]] || planted=$((planted + 1)); done
+min_detected=${MIN_DETECTED:-$planted}
+min_localised=${MIN_LOCALISED:-$planted}
+false_alarm=0
 
-rm -rf "$work" && mkdir -p "$work"
+rescore=${RESCORE:-0}
+if [[ $rescore != 1 ]]; then rm -rf "$work" && mkdir -p "$work"; fi
 # The objective at the depth of examples/kda/ so that working_dir still names the repository.
 objective_dir="$repo/build/planted-objective"
 mkdir -p "$objective_dir"
@@ -54,15 +72,29 @@ for fault in "${faults[@]}"; do
       -e "s|^environment = { OMP_NUM_THREADS = \"1\" }|environment = { OMP_NUM_THREADS = \"1\", KDA_FAULT = \"$fault\" }|" \
       "$repo/examples/kda/loupe.toml" >"$objective"
   grep -q "KDA_FAULT = \"$fault\"" "$objective" || { echo "could not plant $fault" >&2; exit 2; }
-  set +e
-  (cd "$repo" && "$bin/loupe" run "$objective" --config fixed --baseline "$bin/kda" \
-     --home "$work/home") >"$work/$fault.out" 2>"$work/$fault.err"
-  status=$?
-  set -e
+  if [[ $rescore == 1 ]]; then
+    [[ -f $work/$fault.err ]] || { echo "run_planted.sh: no $work/$fault.err to score" >&2; exit 2; }
+    status=$(cat "$work/$fault.status" 2>/dev/null || echo 1)
+  else
+    set +e
+    (cd "$repo" && "$bin/loupe" run "$objective" --config fixed --baseline "$bin/kda" \
+       --home "$work/home") >"$work/$fault.out" 2>"$work/$fault.err"
+    status=$?
+    set -e
+    echo "$status" >"$work/$fault.status"
+  fi
   first=$(grep -m1 -E '^\[ *[0-9.]+ s\] gate [A-Za-z0-9_-]+: FAIL' "$work/$fault.err" || true)
   gate=$(sed -E 's/^\[ *[0-9.]+ s\] gate ([A-Za-z0-9_-]+): FAIL.*/\1/' <<<"$first")
   seconds=$(sed -E 's/^\[ *([0-9.]+) s\].*/\1/' <<<"$first")
   is_detected=no is_localised=no
+  if [[ $fault == none ]]; then
+    # The unpatched build against itself: a failing gate is a false alarm; exit 1 without one
+    # (an inconclusive gate) is not.
+    if [[ -n $first ]]; then false_alarm=1; is_detected="FALSE-ALARM"; fi
+    printf '%-26s %-9s %-9s %-8s %s\n' "(control: no fault)" "$is_detected" - "${seconds:--}" \
+      "${gate:-(none; exit $status)}"
+    continue
+  fi
   if [[ $status == 1 && -n $first ]]; then
     is_detected=yes
     detected=$((detected + 1))
@@ -79,8 +111,8 @@ median=-
 if [[ ${#times[@]} -gt 0 ]]; then
   median=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}')
 fi
-echo "detected $detected of ${#faults[@]}, localised $localised (top-1), median time to the first failing gate ${median} s"
-if (( detected < min_detected || localised < min_localised )); then
-  echo "planted faults: below the bar (detected >= $min_detected, localised >= $min_localised)" >&2
+echo "detected $detected of $planted, localised $localised (top-1), median time to the first failing gate ${median} s"
+if (( detected < min_detected || localised < min_localised || false_alarm )); then
+  echo "planted faults: below the bar (detected >= $min_detected, localised >= $min_localised, no false alarm)" >&2
   exit 1
 fi

@@ -34,8 +34,12 @@ void cp_piece_summary(const Inputs<Real>& inputs, Real scale, const SequenceSpan
     pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
     if (need_chain) {
       pass.transition(precision, m_chunk.data());
+      // Planted fault cp_chain_order: the chain accumulated as M * M_chunk, not M_chunk * M (the
+      // transitions do not commute, so every shard after the first starts from a wrong state).
+      const bool swapped = fault("cp_chain_order");
       math::precision_gemm(precision, false, false, key_dim, key_dim, key_dim, Real(1),
-                           m_chunk.data(), key_dim, m, key_dim, Real(0), product.data(), key_dim);
+                           swapped ? m : m_chunk.data(), key_dim, swapped ? m_chunk.data() : m,
+                           key_dim, Real(0), product.data(), key_dim);
       std::copy(product.begin(), product.end(), m);
     }
     pass.apply(h, nullptr);
@@ -54,8 +58,14 @@ template <class Real>
 void cp_piece_outputs(const Inputs<Real>& inputs, Real scale, const SequenceSpan& span,
                       int64_t value_head, int64_t begin, int64_t end, Real* state, Real* o) {
   ChunkPass<Real> pass(inputs, scale);
+  // Planted fault cp_outputs_dead_transition: the output pass also forms each chunk's transition
+  // (as the summary pass does) and throws it away: the same result, slower CP prefill only.
+  std::vector<Real> unused(fault("cp_outputs_dead_transition")
+                               ? static_cast<size_t>(inputs.shape.key_dim * inputs.shape.key_dim)
+                               : 0);
   for (int64_t offset = begin; offset < end; offset += kChunkSize) {
     pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
+    if (!unused.empty()) pass.transition(math::DotPrecision::kIeee, unused.data());
     pass.apply(state, o);
   }
 }

@@ -49,7 +49,10 @@ struct TokenValues {
   void compute(const DecodeParams<Real>& params, const Shape& shape, const DecodeStep<Real>& step,
                int64_t seq_idx, int64_t value_head, Real scale) {
     const int64_t key_dim = shape.key_dim;
-    const int64_t head = value_head / shape.group_size();
+    // Planted fault decode_head_map: value heads mapped to key heads round-robin (hv % H), not
+    // in groups (hv / (HV / H)). Both decode variants share this preparation.
+    const int64_t head =
+        fault("decode_head_map") ? value_head % shape.heads : value_head / shape.group_size();
     const int64_t row = seq_idx * step.sequence_stride;
     q.assign(step.q + (row * shape.heads + head) * key_dim,
              step.q + (row * shape.heads + head + 1) * key_dim);
@@ -80,8 +83,11 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
   const int64_t value_heads = shape.value_heads, state_size = key_dim * value_dim;
   const Real scale = static_cast<Real>(effective_scale(params.scale, key_dim));
   const int64_t pairs = shape.batch * value_heads;
-  const int64_t tiles =
-      variant == DecodeVariant::kTiled ? (value_dim + kDecodeTile - 1) / kDecodeTile : 1;
+  // Planted fault decode_tail_tile: the tile count rounds down, so the columns of a V that is not
+  // a multiple of the tile are never updated.
+  const int64_t tiles = variant != DecodeVariant::kTiled ? 1
+                        : fault("decode_tail_tile")      ? value_dim / kDecodeTile
+                                                    : (value_dim + kDecodeTile - 1) / kDecodeTile;
   parallel_for(pairs * tiles, threads, [&](int64_t item) {
     const int64_t pair = item / tiles, tile = item % tiles;
     const int64_t seq_idx = pair / value_heads, value_head = pair % value_heads;

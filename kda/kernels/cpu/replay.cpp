@@ -40,9 +40,12 @@ void ReplayDecoder<Real>::replay(int64_t pair, Real* scratch, const Real* q, Rea
   // Planted fault replay_full_ring_skip: once the ring is full, the replay skips its oldest
   // token (an off-by-one at the wrap), so every L-th step loses a token.
   const int64_t first_slot = fault("replay_full_ring_skip") && fill_ == window_ ? 1 : 0;
-  for (int64_t slot = first_slot; slot < fill_; ++slot) {
+  // Planted fault replay_ring_reversed: the ring replayed newest first (the order of a stack).
+  const bool reversed = fault("replay_ring_reversed");
+  for (int64_t turn = first_slot; turn < fill_; ++turn) {
+    const int64_t slot = reversed ? fill_ - 1 - (turn - first_slot) : turn;
     const int64_t slot_pair = slot * pairs + pair;
-    const bool last = slot == fill_ - 1;
+    const bool last = turn == fill_ - 1;
     // Only the newest token's output is wanted; earlier ones were written at their own step.
     token_step(scratch, key_dim, value_dim, value_dim, ring_alpha_.data() + slot_pair * key_dim,
                ring_k_.data() + slot_pair * key_dim, q, ring_v_.data() + slot_pair * value_dim,

@@ -123,7 +123,56 @@ TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
     if (precision == "tf32_rz") {
       EXPECT_EQ(probe.envelope["findings"][0]["id"], "check.cp_ranks_vs_nocp.mismatch");
     }
+    // The hidden run: one of the probe's shorter lengths, at the asked ranks and precision (the
+    // launcher needs the ranks; the check is of the asked merge), with the visible verdict.
+    const Json& hidden = probe.envelope["data"]["hidden_runs"];
+    ASSERT_EQ(hidden.size(), 1u) << probe.out;
+    const Json& params = hidden[0]["params"];
+    EXPECT_EQ(params["ranks"], 4);
+    EXPECT_EQ(params["precision"], precision);
+    EXPECT_TRUE(params["T"] == 8192 || params["T"] == 12288) << params.dump();
+    std::string hidden_severity;
+    for (const auto& finding : probe.envelope["findings"]) {
+      if (finding["id"] == "check.cp_ranks_vs_nocp.guard.hidden_point") {
+        hidden_severity = finding["severity"];
+      }
+    }
+    EXPECT_EQ(hidden_severity, precision == "tf32_rz" ? "fail" : "info");
   }
+}
+
+// TP across ranks: four processes, each with one head of every layer and 64 vocabulary rows, give
+// the one-process model's logits and residual streams, bit for bit at this point.
+TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
+  std::vector<std::string> args = mpirun(4);
+  args.insert(args.end(), {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--out", path("tp4")});
+  const CliRun ranks = run(args);
+  ASSERT_EQ(ranks.exit_code, 0) << ranks.out << ranks.err;
+  EXPECT_NE(ranks.out.find("kda dist tp: 4 ranks (mpi), rank 0 holds 1 of 4 heads per layer and "
+                           "64 of 256 vocabulary rows"),
+            std::string::npos)
+      << ranks.out;
+  const CliRun one = run(
+      {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--backend", "self", "--out", path("tp1")});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const char* file : {"logits.npy", "hidden.npy"}) {
+    EXPECT_EQ(bytes_of(root_ / "tp4" / file), bytes_of(root_ / "tp1" / file)) << file;
+  }
+
+  std::vector<std::string> launch = mpirun(4);
+  launch[2] = "{ranks}";
+  std::string launch_words;
+  for (const auto& word : launch) launch_words += (launch_words.empty() ? "" : " ") + word;
+  const CliRun probe = run({LOUPE_EXECUTABLE, "probe", "run", "tp_ranks_vs_notp", "--home",
+                            path("home"), "--launch", launch_words, "--set", "ranks=4", "--seed",
+                            "5", "--json", "--", KDA_EXECUTABLE, "probe"});
+  ASSERT_EQ(probe.exit_code, 0) << probe.out << probe.err;
+  EXPECT_EQ(probe.envelope["verdict"], "pass");
+  EXPECT_EQ(probe.envelope["data"]["ranks"].size(), 4u) << probe.out;
+  const Json& hidden = probe.envelope["data"]["hidden_runs"];
+  ASSERT_EQ(hidden.size(), 1u);
+  EXPECT_EQ(hidden[0]["params"]["ranks"], 4);
+  EXPECT_EQ(hidden[0]["params"]["prompt_len"], 45);
 }
 
 TEST_F(MultiRank, ARanksPointRunWithoutALauncherIsAUsageErrorNamingTheLaunch) {

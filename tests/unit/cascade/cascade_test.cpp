@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -128,10 +129,38 @@ TEST_F(CascadeTest, EachGateIsAnnouncedTheMomentItsEntriesHaveRun) {
     log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)) +
                   " after " + std::to_string(subject_.calls.size()) + " points");
   };
-  run("stop", 1e-2, options);
-  EXPECT_EQ(log, (std::vector<std::string>{"gate drift fail after 2 points",
+  run("stop", 1e-7, options);
+  EXPECT_EQ(log, (std::vector<std::string>{"gate drift pass after 2 points",
+                                           "gate merged_not_slower pass after 3 points",
+                                           "gate prefill_wall pass after 8 points"}));
+}
+
+TEST_F(CascadeTest, OneFailingPointDecidesACheckGateBeforeTheEntrysOtherPointsRun) {
+  // "every point within the bound" is false after the first point breaks it: the gate is
+  // announced then, while the check's second point (T=4096) still has to run. The layer still
+  // runs that point, the recorded gate holds both, and the cascade stops after the layer.
+  std::vector<std::string> log;
+  std::string announced;
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)) +
+                  " after " + std::to_string(subject_.calls.size()) + " points");
+    if (gate.name == "drift") announced = gate.rule;
+  };
+  const auto result = run("stop", 1e-2, options);
+  EXPECT_EQ(log, (std::vector<std::string>{"gate drift fail after 1 points",
                                            "gate merged_not_slower not-run after 2 points",
                                            "gate prefill_wall not-run after 2 points"}));
+  EXPECT_EQ(announced,
+            "fail: the largest check.cp_vs_nocp.rms_ratio over 1 value(s) is 0.01 at T=1024, "
+            "not <= 2.00e-06 (decided at the first point that broke it; 1 more point(s) still to "
+            "run)");
+  EXPECT_EQ(result.gates[0].verdict, GateVerdict::kFail);
+  EXPECT_EQ(result.gates[0].rule,
+            "fail: the largest check.cp_vs_nocp.rms_ratio over 2 value(s) is 0.01 at T=1024, "
+            "not <= 2.00e-06");
+  EXPECT_EQ(subject_.calls.size(), 2u);
+  EXPECT_EQ(cascade_exit_code(result), 1);
 }
 
 TEST_F(CascadeTest, GatesAgainstTheBaselineAreNotRunWithoutOne) {
@@ -565,4 +594,21 @@ TEST(SubjectForReproduce, FoldersUnderTheProjectRootAreRelative) {
 }
 
 }  // namespace
+// tests/golden/trace/locks_binary: prefill holds "interpreter" 1100-9300 ns, transfer 9300-9500.
+TEST(LockHoldMetricsTest, EachLockAndEachHolderOfItFromTheTrace) {
+  const std::string trace =
+      std::string(LOUPE_SOURCE_DIR) + "/tests/golden/trace/locks_binary/input.loupetrace";
+  std::vector<std::string> shown;
+  for (const MetricValue& metric : lock_hold_metrics({trace})) {
+    EXPECT_EQ(metric.variant, "");
+    shown.push_back(metric.name + "=" + std::to_string(std::lround(metric.value * 1e9)) + "ns");
+  }
+  EXPECT_EQ(shown,
+            (std::vector<std::string>{
+                "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
+                "prefill_interpreter_median_hold_s=8200ns", "transfer_interpreter_max_hold_s=200ns",
+                "transfer_interpreter_median_hold_s=200ns"}));
+  EXPECT_TRUE(lock_hold_metrics({"/nonexistent/trace.loupetrace"}).empty());
+}
+
 }  // namespace loupe::gate

@@ -44,14 +44,15 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.subject, subject);
 
   // Cheapest first.
-  ASSERT_EQ(objective.checks.size(), 8u);
-  EXPECT_EQ(objective.checks[0].probe, "decode_tiled_vs_merged");
-  EXPECT_EQ(objective.checks[1].name, "replay");
-  EXPECT_EQ(objective.checks[2].probe, "w8a8_vs_fp32");
-  EXPECT_EQ(objective.checks[3].name, "state_cache");
-  EXPECT_EQ(objective.checks[4].probe, "disaggregated_vs_colocated");
-  EXPECT_EQ(objective.checks[5].probe, "chunk_vs_recurrent");
-  const ProbeEntry& cp = objective.checks[6];
+  ASSERT_EQ(objective.checks.size(), 9u);
+  EXPECT_EQ(objective.checks[0].probe, "decode_vs_recurrence");
+  EXPECT_EQ(objective.checks[1].probe, "decode_tiled_vs_merged");
+  EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
+  EXPECT_EQ(objective.checks[3].probe, "w8a8_vs_fp32");
+  EXPECT_EQ(objective.checks[4].name, "state_cache");
+  EXPECT_EQ(objective.checks[5].name, "replay");
+  EXPECT_EQ(objective.checks[6].probe, "chunk_vs_recurrent");
+  const ProbeEntry& cp = objective.checks[7];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
   EXPECT_EQ(cp.probe, "cp_vs_nocp");
   EXPECT_EQ(cp.layer, Layer::kCheck);
@@ -63,7 +64,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.params, params);
   EXPECT_EQ(cp.tolerances, (std::vector<std::pair<std::string, double>>{{"rms_ratio", 2e-6}}));
   EXPECT_EQ(cp.seed, 7u);
-  EXPECT_EQ(objective.checks[7].name, "cp_control");
+  EXPECT_EQ(objective.checks[8].name, "cp_control");
 
   ASSERT_EQ(objective.benches.size(), 3u);
   EXPECT_EQ(objective.benches[0].variants, (std::vector<std::string>{"tiled", "merged"}));
@@ -72,11 +73,12 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.benches[0].precision, 0.02);
   EXPECT_EQ(objective.benches[1].probe, "chunk_prefill");
   EXPECT_EQ(objective.benches[2].probe, "cp_prefill");
+  EXPECT_EQ(objective.benches[2].budget_s, 8.0);
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 25u);
+  ASSERT_EQ(objective.gates.size(), 29u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -85,9 +87,13 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(gate_layer(objective.gates[9].expression), Layer::kScenario);
   EXPECT_EQ(objective.gates[9].confidence, 0.95);
   // Every gate after the within-build ones compares with the baseline.
-  for (size_t index = 11; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[11].name, "decode_matches_recurrence");
+  for (size_t index = 12; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
+  EXPECT_EQ(
+      gate_expression_to_string(objective.gates[27].expression),
+      "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 8u);
 
@@ -143,8 +149,10 @@ TEST(ObjectiveTest, TheMultiRankObjectiveParsesItsLauncher) {
   EXPECT_EQ(objective.subject.launch,
             (std::vector<std::string>{"mpirun", "-n", "{ranks}", "--oversubscribe",
                                       "--allow-run-as-root"}));
-  EXPECT_EQ(objective.checks.size(), 2u);
-  EXPECT_EQ(objective.gates.size(), 2u);
+  // CP at tf32x3 and tf32_rz, and TP; a gate on each.
+  EXPECT_EQ(objective.checks.size(), 3u);
+  EXPECT_EQ(objective.gates.size(), 3u);
+  EXPECT_EQ(objective.checks[2].probe, "tp_ranks_vs_notp");
 }
 
 TEST(ObjectiveTest, DefaultsAndAStringCommand) {

@@ -195,13 +195,15 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
             (std::vector<LeftOutEntry>{{Layer::kCheck, "w8a8", "w8a8_vs_fp32", "w8a8=off"}}));
   EXPECT_EQ(render_plan(plan, objective, 50),
             "plan for " + kDemo.string() +
-                ", configuration shards=8, cache=int8; by default w8a8=off: 17 tasks\n"
-                "  check     decode_kernels_agree     decode_tiled_vs_merged      (defaults)\n"
+                ", configuration shards=8, cache=int8; by default w8a8=off: 19 tasks\n"
+                "  check     decode_recurrence        decode_vs_recurrence        variant=merged\n"
+                "  check     decode_recurrence        decode_vs_recurrence        variant=tiled\n"
+                "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
+                "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
+                "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
                 "  check     replay                   replay_vs_decode            L=4,steps=37\n"
                 "  check     replay                   replay_vs_decode            L=8,steps=37\n"
-                "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
-                "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
-                "  check     chunk                    chunk_vs_recurrent          (defaults)\n"
+                "  check     chunk                    chunk_vs_recurrent          T=512\n"
                 "  check     cp_vs_nocp               cp_vs_nocp                  "
                 "T=4096,shards=8*,precision=ieee,decay=slow\n"
                 "  check     cp_vs_nocp               cp_vs_nocp                  "
@@ -241,9 +243,10 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
       checks.push_back(task.entry + " " + params_to_string(task.params));
   }
   EXPECT_EQ(checks, (std::vector<std::string>{
-                        "decode_kernels_agree ", "replay L=4,steps=37", "replay L=8,steps=37",
-                        "w8a8 ", "state_cache cache=int8", "disaggregated_integrity ", "chunk ",
-                        "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+                        "decode_recurrence variant=merged", "decode_recurrence variant=tiled",
+                        "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
+                        "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37",
+                        "chunk T=512", "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
                         "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
                         "cp_control T=4096,shards=8,precision=tf32x3,decay=fast"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");

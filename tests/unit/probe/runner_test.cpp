@@ -171,6 +171,17 @@ TEST(ExpandSweep, CrossesSetListsAndMovesZippedListsTogether) {
   EXPECT_EQ(expand_sweep({}, {}), (Points{{}}));
 }
 
+// Issue 22: the hidden run of a multi-rank check dropped the asked ranks and precision (the
+// launcher's {ranks} had no value, and the hidden run checked the default precision).
+TEST(HiddenRunSets, KeepTheAskedParametersTheHiddenPointLeavesOut) {
+  using Sets = std::vector<std::string>;
+  EXPECT_EQ(hidden_run_sets({"ranks=4", "T=65536", "precision=tf32x3"}, {"T=8192"}),
+            (Sets{"ranks=4", "T=8192", "precision=tf32x3"}));
+  // A hidden name the asked point does not set is added; a value holding '=' stays whole.
+  EXPECT_EQ(hidden_run_sets({"N=1024"}, {"N=777", "mode=a=b"}), (Sets{"N=777", "mode=a=b"}));
+  EXPECT_EQ(hidden_run_sets({}, {"N=777"}), (Sets{"N=777"}));
+}
+
 TEST(ExpandSweep, RejectsMalformedRepeatedAndUnevenLists) {
   auto message = [](std::vector<std::string> sets, std::vector<std::string> zips) {
     try {
