@@ -2,7 +2,8 @@
 // variant in a child process of its own, driven and checked by the runtime process, decided by
 // `loupe probe run`. Measures what harness_bench measures for the in-process sampler — A/A false
 // verdicts, sensitivity to a 3 % slower body, time to verdict for a ~100 µs body — end to end,
-// plus the isolation's overhead per timed call.
+// plus the isolation's overhead per timed call, and the machine's load average around each row.
+// The A/B comparison it exercises is the tool's own: paired by round (src/bench compare_paired).
 //   build/bin/isolated_harness_bench measure [--comparisons N] [--loupe build/bin/loupe]
 // The same binary is the subject it measures (`isolated_harness_bench list|run ...`).
 #include <loupe/probe.hpp>
@@ -122,6 +123,14 @@ void measure_one(const std::string& loupe, const std::string& self, const std::s
   }
 }
 
+// The 1-minute load average: the figures depend on it, so the table states it.
+double load_average() {
+  double load = 0;
+  std::ifstream in("/proc/loadavg");
+  in >> load;
+  return load;
+}
+
 int measure(int argc, char** argv) {
   int comparisons = 40;
   std::string loupe = "build/bin/loupe";
@@ -136,20 +145,23 @@ int measure(int argc, char** argv) {
   if (home == nullptr) return 2;
   std::printf(
       "| experiment | verdicts (of %d) | time to verdict (loupe probe run, wall) | "
-      "isolation overhead per timed call |\n|---|---|---|---|\n",
+      "isolation overhead per timed call | load average (1 min) before -> after |\n"
+      "|---|---|---|---|---|\n",
       comparisons);
   for (const char* probe : {"aa", "slower3"}) {
+    const double load_before = load_average();
     Tally tally;
     for (int index = 0; index < comparisons; ++index) {
       measure_one(loupe, self, home, probe, index, tally);
     }
     std::printf(
         "| %s | FASTER %d, SLOWER %d, SAME %d, AMBIGUOUS %d, errors %d | median %.2f s, "
-        "p90 %.2f s | median %.2f us, p90 %.2f us (call median %.1f us) |\n",
+        "p90 %.2f s | median %.2f us, p90 %.2f us (call median %.1f us) | %.1f -> %.1f |\n",
         probe, tally.faster, tally.slower, tally.same, tally.ambiguous, tally.errors,
         percentile(tally.seconds, 0.5), percentile(tally.seconds, 0.9),
         percentile(tally.overhead_per_call, 0.5) * 1e6,
-        percentile(tally.overhead_per_call, 0.9) * 1e6, percentile(tally.per_call, 0.5) * 1e6);
+        percentile(tally.overhead_per_call, 0.9) * 1e6, percentile(tally.per_call, 0.5) * 1e6,
+        load_before, load_average());
     std::fflush(stdout);
   }
   std::string cleanup = std::string("rm -rf ") + home;

@@ -70,6 +70,55 @@ bool finite(Interval interval) {
   return std::isfinite(interval.low) && std::isfinite(interval.high);
 }
 
+// The verdict from result's ratio and interval, then AMBIGUOUS below kMinSamplesForVerdict and
+// the "how many more" estimate. n counts samples per arm, or rounds when result.pairs > 0.
+void finish_verdict(Comparison& result, int64_t n) {
+  const bool paired = result.pairs > 0;
+  Decision decision = decide(result.ratio, result.ci, result.threshold, result.confidence);
+  result.verdict = decision.verdict;
+  result.rule = std::move(decision.rule);
+  if (n < kMinSamplesForVerdict) {
+    // A bootstrap of a handful of values collapses onto them and would claim false certainty.
+    result.rule = "AMBIGUOUS: only " + std::to_string(n) +
+                  (paired ? " rounds" : " samples in the smaller arm") +
+                  "; a verdict needs at least " + std::to_string(kMinSamplesForVerdict) +
+                  (paired ? "" : " per arm") + " (" + result.rule + ")";
+    result.verdict = AbVerdict::kAmbiguous;
+    result.more_samples_per_arm = kMinSamplesForVerdict - n;
+    return;
+  }
+  if (result.verdict == AbVerdict::kAmbiguous) {
+    result.more_samples_per_arm =
+        more_samples_to_decide(result.ratio, result.ci, result.threshold, n);
+    if (result.more_samples_per_arm) {
+      result.rule += "; about " + std::to_string(*result.more_samples_per_arm) +
+                     (paired ? " more rounds" : " more samples per arm") + " would likely decide";
+    } else {
+      result.rule += "; the estimate sits on the threshold, so more samples are unlikely to decide";
+    }
+  }
+}
+
+// A comparison that carries the options it was made with, and no result yet.
+Comparison comparison_with(const CompareOptions& options) {
+  Comparison result;
+  result.threshold = options.threshold;
+  result.confidence = options.confidence;
+  result.resamples = options.resamples;
+  result.seed = options.seed;
+  return result;
+}
+
+// Nothing to compare: every estimate NaN, AMBIGUOUS for `why`.
+void no_estimate(Comparison& result, std::string why) {
+  result.ratio = kNaN;
+  result.ci = {kNaN, kNaN};
+  result.relative_half_width = kNaN;
+  result.minimum_detectable_effect = kNaN;
+  result.rule = std::move(why);
+  result.more_samples_per_arm = kMinSamplesForVerdict;
+}
+
 }  // namespace
 
 std::string_view ab_verdict_name(AbVerdict verdict) {
@@ -207,6 +256,27 @@ double mann_whitney_p(std::span<const double> a, std::span<const double> b) {
   return std::min(1.0, normal_two_sided_p(z));
 }
 
+double sign_test_p(std::span<const double> ratios) {
+  int64_t above = 0, below = 0;
+  for (double ratio : ratios) {
+    if (ratio > 1.0) ++above;
+    if (ratio < 1.0) ++below;
+  }
+  const int64_t n = above + below;
+  if (n == 0) return 1.0;
+  // 2 · P(X ≤ min) for X ~ Binomial(n, 1/2), summed in log space so n in the thousands neither
+  // overflows nor underflows term by term.
+  const int64_t fewer = std::min(above, below);
+  const double log_half_n = static_cast<double>(n) * std::log(0.5);
+  const double log_n_factorial = std::lgamma(static_cast<double>(n) + 1.0);
+  double tail = 0.0;
+  for (int64_t k = 0; k <= fewer; ++k) {
+    tail += std::exp(log_n_factorial - std::lgamma(static_cast<double>(k) + 1.0) -
+                     std::lgamma(static_cast<double>(n - k) + 1.0) + log_half_n);
+  }
+  return std::min(1.0, 2.0 * tail);
+}
+
 std::vector<double> benjamini_hochberg(std::span<const double> p_values) {
   const size_t m = p_values.size();
   std::vector<size_t> order(m);
@@ -226,24 +296,14 @@ std::vector<double> benjamini_hochberg(std::span<const double> p_values) {
 
 Comparison compare(std::span<const double> a, std::span<const double> b,
                    const CompareOptions& options) {
-  Comparison result;
-  result.threshold = options.threshold;
-  result.confidence = options.confidence;
-  result.resamples = options.resamples;
-  result.seed = options.seed;
-
+  Comparison result = comparison_with(options);
   auto sorted_a = sorted_copy(a);
   auto sorted_b = sorted_copy(b);
   result.a = describe_sorted(sorted_a);
   result.b = describe_sorted(sorted_b);
   result.p_value = mann_whitney_p(a, b);
   if (sorted_a.empty() || sorted_b.empty()) {
-    result.ratio = kNaN;
-    result.ci = {kNaN, kNaN};
-    result.relative_half_width = kNaN;
-    result.minimum_detectable_effect = kNaN;
-    result.rule = "AMBIGUOUS: an arm has no samples";
-    result.more_samples_per_arm = kMinSamplesForVerdict;
+    no_estimate(result, "AMBIGUOUS: an arm has no samples");
     return result;
   }
 
@@ -262,29 +322,43 @@ Comparison compare(std::span<const double> a, std::span<const double> b,
   set_interval(result.a, percentile_interval(medians_a, options.confidence), options.confidence);
   set_interval(result.b, percentile_interval(medians_b, options.confidence), options.confidence);
 
-  Decision decision = decide(result.ratio, result.ci, options.threshold, options.confidence);
-  result.verdict = decision.verdict;
-  result.rule = std::move(decision.rule);
-  const int64_t n_per_arm = std::min(result.a.n, result.b.n);
-  if (n_per_arm < kMinSamplesForVerdict) {
-    // A bootstrap of a handful of values collapses onto them and would claim false certainty.
-    result.rule = "AMBIGUOUS: only " + std::to_string(n_per_arm) +
-                  " samples in the smaller arm; a verdict needs at least " +
-                  std::to_string(kMinSamplesForVerdict) + " per arm (" + result.rule + ")";
-    result.verdict = AbVerdict::kAmbiguous;
-    result.more_samples_per_arm = kMinSamplesForVerdict - n_per_arm;
+  finish_verdict(result, std::min(result.a.n, result.b.n));
+  return result;
+}
+
+Comparison compare_paired(std::span<const double> a, std::span<const double> b,
+                          const CompareOptions& options) {
+  Comparison result = comparison_with(options);
+  std::vector<double> kept_a, kept_b, ratios;
+  for (size_t round = 0; round < std::min(a.size(), b.size()); ++round) {
+    const double ratio = b[round] / a[round];
+    if (!(a[round] > 0.0) || !(b[round] > 0.0) || !std::isfinite(ratio)) continue;
+    kept_a.push_back(a[round]);
+    kept_b.push_back(b[round]);
+    ratios.push_back(ratio);
+  }
+  result.pairs = static_cast<int64_t>(ratios.size());
+  result.p_value = sign_test_p(ratios);
+  SummaryOptions summary_options;
+  summary_options.confidence = options.confidence;
+  summary_options.resamples = options.resamples;
+  summary_options.seed = options.seed;
+  result.a = summarize(kept_a, summary_options);
+  result.b = summarize(kept_b, summary_options);
+  if (ratios.empty()) {
+    no_estimate(result, "AMBIGUOUS: no round holds positive times of both arms (paired by round)");
     return result;
   }
-  if (result.verdict == AbVerdict::kAmbiguous) {
-    result.more_samples_per_arm =
-        more_samples_to_decide(result.ratio, result.ci, options.threshold, n_per_arm);
-    if (result.more_samples_per_arm) {
-      result.rule += "; about " + std::to_string(*result.more_samples_per_arm) +
-                     " more samples per arm would likely decide";
-    } else {
-      result.rule += "; the estimate sits on the threshold, so more samples are unlikely to decide";
-    }
-  }
+  const ArmSummary of_ratios = summarize(ratios, summary_options);
+  result.ratio = of_ratios.median;
+  result.ci = of_ratios.median_ci;
+  result.relative_half_width = result.ci.width() / 2.0 / result.ratio;
+  // The interval is the ratio's own (not a combination of two arms'), so no √2.
+  result.minimum_detectable_effect =
+      minimum_detectable_effect(result.relative_half_width, options.confidence);
+  finish_verdict(result, result.pairs);
+  result.rule = "paired by round: median of " + std::to_string(result.pairs) +
+                " per-round ratios B/A; " + result.rule;
   return result;
 }
 
@@ -299,7 +373,8 @@ void control_false_discovery(std::span<Comparison> points, double alpha) {
     bool change = point.verdict == AbVerdict::kFaster || point.verdict == AbVerdict::kSlower;
     if (change && adjusted[index] > alpha) {
       point.rule = "AMBIGUOUS: the CI alone says " + std::string(ab_verdict_name(point.verdict)) +
-                   ", but the Mann-Whitney p-value adjusted for " + std::to_string(points.size()) +
+                   ", but the " + (point.pairs > 0 ? "sign-test" : "Mann-Whitney") +
+                   " p-value adjusted for " + std::to_string(points.size()) +
                    " points (Benjamini-Hochberg) is " + general(adjusted[index]) + " > " +
                    general(alpha) + " (" + point.rule + ")";
       point.verdict = AbVerdict::kAmbiguous;

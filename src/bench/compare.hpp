@@ -7,6 +7,8 @@
 //   compare       two arms: ratio of medians B/A, seeded bootstrap CI, Mann-Whitney p-value,
 //                 the verdict (FASTER, SLOWER, SAME, AMBIGUOUS) and, when AMBIGUOUS, how many
 //                 more samples per arm would likely decide
+//   compare_paired  two arms sampled in rounds: median of the per-round ratios B/A, its
+//                 bootstrap CI, the sign test's p-value, the same verdict rule
 //   control_false_discovery   Benjamini–Hochberg across the points of a sweep
 //   non_inferiority           "B within 5 % of A" gates: pass, fail or inconclusive
 // Samples are seconds (any positive unit works; ratios do not care). Intervals are percentile
@@ -78,6 +80,10 @@ std::optional<int64_t> more_samples_to_decide(double ratio, Interval ci, double 
 // arm is empty or every value is tied. (With fewer than 4 samples per arm it cannot reach 0.05.)
 double mann_whitney_p(std::span<const double> a, std::span<const double> b);
 
+// Two-sided p-value of the exact sign test that the median of `ratios` is 1 (ratios equal to 1
+// are left out). 1 when none differs from 1.
+double sign_test_p(std::span<const double> ratios);
+
 // Benjamini–Hochberg adjusted p-values, in the input order: p_(i) · m / i, made monotone from the
 // largest down and capped at 1. Rejecting where adjusted ≤ α controls the false-discovery rate
 // at α.
@@ -110,6 +116,9 @@ struct Comparison {
   double p_value = 1.0;                         // Mann-Whitney, two-sided
   std::optional<double> adjusted_p_value;       // set by control_false_discovery
   std::optional<int64_t> more_samples_per_arm;  // set when AMBIGUOUS and some n would decide
+  // compare_paired: the number of rounds compared (ratio, ci and p_value are then those of the
+  // per-round ratios, and more_samples_per_arm counts rounds); 0 for compare.
+  int64_t pairs = 0;
 };
 
 // Resamples each arm independently (`resamples` replicates of each median, from one SplitMix64
@@ -119,9 +128,21 @@ struct Comparison {
 Comparison compare(std::span<const double> a, std::span<const double> b,
                    const CompareOptions& options);
 
+// Two arms measured in rounds: a[i] and b[i] ran back to back in round i, so load that lasts
+// longer than a round slows both and cancels in their ratio, where it would widen (and, when it
+// falls unevenly on the arms, shift) the interval of the ratio of two medians computed as if
+// every sample were independent. The estimate is the median of the per-round ratios B/A, its
+// interval the percentile bootstrap of that median, the p-value the sign test's; the verdict
+// rule is decide()'s, and fewer than kMinSamplesForVerdict ratios are AMBIGUOUS. A round whose
+// ratio is not positive and finite is left out. `a` and `b` keep their own summaries; `pairs`
+// counts the ratios. Alternate the order of a round's samples (AB, BA, ...) so that neither arm
+// is always second. REQUIRES: a.size() == b.size().
+Comparison compare_paired(std::span<const double> a, std::span<const double> b,
+                          const CompareOptions& options);
+
 // Across the points of a sweep: fills adjusted_p_value (Benjamini–Hochberg over the points'
-// Mann-Whitney p-values) and turns a FASTER or SLOWER whose adjusted p-value exceeds `alpha`
-// into AMBIGUOUS, saying why in `rule`.
+// p-values: Mann-Whitney's, or the sign test's for paired comparisons) and turns a FASTER or SLOWER
+// whose adjusted p-value exceeds `alpha` into AMBIGUOUS, saying why in `rule`.
 void control_false_discovery(std::span<Comparison> points, double alpha = 0.05);
 
 // Non-inferiority gate on the ratio B/A ("B within 5 % of A" is bound 1.05): pass iff the upper

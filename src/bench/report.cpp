@@ -45,6 +45,9 @@ Json comparison_to_json(const Comparison& comparison) {
   json["threshold"] = number_to_json(comparison.threshold);
   json["confidence"] = number_to_json(comparison.confidence);
   json["n"] = Json{{"a", comparison.a.n}, {"b", comparison.b.n}};
+  // The rounds of a paired comparison (ratio, ci and p_value are then the per-round ratios');
+  // null when the arms were compared as independent samples.
+  json["pairs"] = comparison.pairs > 0 ? Json(comparison.pairs) : Json(nullptr);
   json["p_value"] = number_to_json(comparison.p_value);
   json["adjusted_p_value"] =
       comparison.adjusted_p_value ? number_to_json(*comparison.adjusted_p_value) : Json(nullptr);
@@ -82,12 +85,14 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
 
   const std::string& a = context.name_a;
   const std::string& b = context.name_b;
+  const bool paired = comparison.pairs > 0;
   const std::string evidence_text =
-      "ratio of medians " + b + "/" + a + " " + fixed(comparison.ratio, 4) + ", " +
-      fixed(comparison.confidence * 100.0, 0) + "% CI [" + fixed(comparison.ci.low, 4) + ", " +
-      fixed(comparison.ci.high, 4) + "], n = " + std::to_string(comparison.a.n) + "/" +
-      std::to_string(comparison.b.n) + ", threshold " + fixed(comparison.threshold * 100.0, 1) +
-      "%";
+      (paired ? "median of the per-round ratios " : "ratio of medians ") + b + "/" + a + " " +
+      fixed(comparison.ratio, 4) + ", " + fixed(comparison.confidence * 100.0, 0) + "% CI [" +
+      fixed(comparison.ci.low, 4) + ", " + fixed(comparison.ci.high, 4) + "], " +
+      (paired ? std::to_string(comparison.pairs) + " rounds"
+              : "n = " + std::to_string(comparison.a.n) + "/" + std::to_string(comparison.b.n)) +
+      ", threshold " + fixed(comparison.threshold * 100.0, 1) + "%";
   switch (comparison.verdict) {
     case AbVerdict::kSlower:
       finding.claim = b + " is " + percent_change(comparison.ratio) + " slower than " + a + " (" +
@@ -113,7 +118,7 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
       finding.next = comparison.more_samples_per_arm
                          ? "rerun with a budget for about " +
                                std::to_string(*comparison.more_samples_per_arm) +
-                               " more samples per arm"
+                               (comparison.pairs > 0 ? " more rounds" : " more samples per arm")
                          : "the estimate sits on the threshold; change the threshold or accept "
                            "that the difference is about that size";
       break;
@@ -133,6 +138,7 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
   metrics.emplace_back("median_a_s", comparison.a.median);
   metrics.emplace_back("median_b_s", comparison.b.median);
   metrics.emplace_back("p_value", comparison.p_value);
+  if (comparison.pairs > 0) metrics.emplace_back("pairs", static_cast<double>(comparison.pairs));
   if (comparison.adjusted_p_value) {
     metrics.emplace_back("adjusted_p_value", *comparison.adjusted_p_value);
   }

@@ -78,4 +78,29 @@ StopDecision should_stop_ab(std::span<const double> a, std::span<const double> b
   return decide(half_width, effect, n, elapsed_s, rule);
 }
 
+StopDecision should_stop_paired(std::span<const double> round_ratios, double elapsed_s,
+                                const StoppingRule& rule) {
+  double half_width = median_relative_half_width(round_ratios, rule.confidence);
+  double effect = minimum_detectable_effect(half_width, rule.confidence, /*power=*/0.8);
+  return decide(half_width, effect, static_cast<int64_t>(round_ratios.size()), elapsed_s, rule);
+}
+
+RoundPairs pair_by_round(std::span<const double> a, std::span<const int64_t> rounds_a,
+                         std::span<const double> b, std::span<const int64_t> rounds_b) {
+  RoundPairs pairs;
+  size_t index_a = 0, index_b = 0;
+  while (index_a < a.size() && index_a < rounds_a.size() && index_b < b.size() &&
+         index_b < rounds_b.size()) {
+    if (rounds_a[index_a] < rounds_b[index_b]) {
+      ++index_a;
+    } else if (rounds_b[index_b] < rounds_a[index_a]) {
+      ++index_b;
+    } else {
+      pairs.a.push_back(a[index_a++]);
+      pairs.b.push_back(b[index_b++]);
+    }
+  }
+  return pairs;
+}
+
 }  // namespace loupe::bench

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace loupe::bench {
 
@@ -59,5 +60,21 @@ StopDecision should_stop(std::span<const double> samples, double elapsed_s,
 // from the arms' own: √(h_A² + h_B²) (the delta method for a ratio of independent estimates).
 StopDecision should_stop_ab(std::span<const double> a, std::span<const double> b, double elapsed_s,
                             const StoppingRule& rule);
+
+// Two arms sampled in rounds (each round one sample of A and one of B, back to back), deciding
+// the median of the per-round ratios B/A: the half-width is that median's own, since load that
+// falls on a whole round cancels in its ratio instead of widening both arms.
+// rule.min_samples counts rounds.
+StopDecision should_stop_paired(std::span<const double> round_ratios, double elapsed_s,
+                                const StoppingRule& rule);
+
+// The samples of two arms that share a round, in round order: a[i] and b[i] come from the same
+// round. `rounds_a`/`rounds_b` hold each sample's round index, ascending (a round missing from
+// one arm — a dropped sample — pairs with nothing). REQUIRES: rounds_x.size() == x.size().
+struct RoundPairs {
+  std::vector<double> a, b;
+};
+RoundPairs pair_by_round(std::span<const double> a, std::span<const int64_t> rounds_a,
+                         std::span<const double> b, std::span<const int64_t> rounds_b);
 
 }  // namespace loupe::bench

@@ -202,34 +202,16 @@ std::optional<double> round_value(const AbMetric& metric,
 
 // The step's value over the good build's, paired by round: the two builds of a round run back to
 // back, so the load of a shared machine falls on both alike and cancels in their ratio (an
-// unpaired comparison of the rounds' values kept that load in its interval). The median of the
-// per-round ratios, its bootstrap interval and the verdict rule of DESIGN.md.
+// unpaired comparison of the rounds' values kept that load in its interval). bench's
+// compare_paired: the median of the per-round ratios, its bootstrap interval, DESIGN.md's rule.
 bench::Comparison paired_comparison(const std::vector<double>& good_values,
                                     const std::vector<double>& step_values, double threshold,
                                     double confidence) {
-  std::vector<double> ratios;
-  for (size_t round = 0; round < good_values.size(); ++round) {
-    ratios.push_back(step_values[round] / good_values[round]);
-  }
-  bench::SummaryOptions options;
+  bench::CompareOptions options;
+  options.threshold = threshold;
   options.confidence = confidence;
   options.seed = 0x6c6f757065;  // fixed: the same values give the same interval
-  const bench::ArmSummary summary = bench::summarize(ratios, options);
-  bench::Comparison out;
-  out.ratio = summary.median;
-  out.ci = summary.median_ci;
-  out.threshold = threshold;
-  out.confidence = confidence;
-  out.seed = options.seed;
-  out.p_value = bench::mann_whitney_p(good_values, step_values);
-  const bench::Decision decision = bench::decide(out.ratio, out.ci, threshold, confidence);
-  out.verdict = decision.verdict;
-  out.rule = "paired by round: median of " + std::to_string(ratios.size()) + " step/good ratios; " +
-             decision.rule;
-  if (static_cast<int64_t>(ratios.size()) < bench::kMinSamplesForVerdict) {
-    out.verdict = bench::AbVerdict::kAmbiguous;
-  }
-  return out;
+  return bench::compare_paired(good_values, step_values, options);
 }
 
 // Where the subject runs in a build's tree, and its program when that is a path in the tree.

@@ -84,14 +84,17 @@ std::optional<double> metric(const Finding& finding, const std::string& name) {
   return std::nullopt;
 }
 
-// "ratio of medians merged/tiled 0.5027": the variant pair of a bench finding's claim.
+// "ratio of medians merged/tiled 0.5027" (or, paired by round, "median of the per-round ratios
+// merged/tiled 0.5027"): the variant pair of a bench finding's claim.
 std::string comparison_of(const Finding& finding) {
-  const std::string marker = "ratio of medians ";
-  const size_t at = finding.claim.find(marker);
-  if (at == std::string::npos) return "B/A";
-  const size_t start = at + marker.size();
-  const size_t end = finding.claim.find(' ', start);
-  return finding.claim.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  for (const std::string marker : {"median of the per-round ratios ", "ratio of medians "}) {
+    const size_t at = finding.claim.find(marker);
+    if (at == std::string::npos) continue;
+    const size_t start = at + marker.size();
+    const size_t end = finding.claim.find(' ', start);
+    return finding.claim.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  }
+  return "B/A";
 }
 
 // The bench id's last part: bench.<probe>.<verdict>.

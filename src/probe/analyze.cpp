@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "bench/compare.hpp"
 #include "bench/report.hpp"
+#include "bench/stopping.hpp"
 #include "check/compare.hpp"
 #include "check/findings.hpp"
 #include "core/limits.hpp"
@@ -978,13 +980,15 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     std::string name;
     std::vector<double> samples;
     std::vector<int64_t> before, after;
+    std::vector<int64_t> rounds;  // the round of each sample; empty when not recorded
   };
   std::vector<Variant> variants;
   for (const auto& entry : samples_json.at("variants")) {
     variants.push_back({entry.at("name").get<std::string>(),
                         entry.at("samples").get<std::vector<double>>(),
                         entry.value("threads_before", std::vector<int64_t>{}),
-                        entry.value("threads_after", std::vector<int64_t>{})});
+                        entry.value("threads_after", std::vector<int64_t>{}),
+                        entry.value("rounds", std::vector<int64_t>{})});
     if (variants.back().samples.empty()) {
       throw Error(ErrorCode::kInput, (reader.dir() / samples_file).string() + ": variant '" +
                                          variants.back().name + "' has no samples");
@@ -1039,9 +1043,31 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   bench::CompareOptions compare_options;
   compare_options.threshold = options.threshold;
   compare_options.seed = options.bootstrap_seed;
+  // Paired by round where the samples say which round each came from (libloupe's runtime, which
+  // flips the order every round): load that lasts longer than a round then cancels in each
+  // round's ratio. Samples without rounds (the Python runtime) are compared unpaired.
+  for (const auto& variant : variants) {
+    const bool ascending =
+        std::adjacent_find(variant.rounds.begin(), variant.rounds.end(),
+                           std::greater_equal<int64_t>()) == variant.rounds.end();
+    if (!variant.rounds.empty() &&
+        (variant.rounds.size() != variant.samples.size() || !ascending)) {
+      throw Error(ErrorCode::kInput,
+                  (reader.dir() / samples_file).string() + ": variant '" + variant.name +
+                      "': expected one strictly ascending round index per sample (" +
+                      std::to_string(variant.samples.size()) + " samples, " +
+                      std::to_string(variant.rounds.size()) + " rounds)");
+    }
+  }
   for (size_t index = 1; index < variants.size(); ++index) {
-    comparisons.push_back(
-        bench::compare(variants[0].samples, variants[index].samples, compare_options));
+    if (variants[0].rounds.empty() || variants[index].rounds.empty()) {
+      comparisons.push_back(
+          bench::compare(variants[0].samples, variants[index].samples, compare_options));
+      continue;
+    }
+    const bench::RoundPairs pairs = bench::pair_by_round(
+        variants[0].samples, variants[0].rounds, variants[index].samples, variants[index].rounds);
+    comparisons.push_back(bench::compare_paired(pairs.a, pairs.b, compare_options));
   }
   if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
   Json comparison_list = Json::array();

@@ -19,6 +19,7 @@
 #include "counters/analyze.hpp"
 #include "counters/ncu.hpp"
 #include "probe/counters_pass.hpp"
+#include "probe/sandbox.hpp"
 
 namespace loupe::probe {
 namespace {
@@ -220,81 +221,6 @@ std::optional<std::string> sandbox_unavailable_reason() {
     }
   }();
   return reason;
-}
-
-// bwrap arguments: the system read-only, loupe's home hidden, a private /tmp, only the run's own
-// directory writable, no network.
-std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
-                                        const std::filesystem::path& run_directory,
-                                        const std::vector<std::string>& subject_command) {
-  // /dev is bound whole: a GPU subject needs its device nodes.
-  const std::string hidden = std::filesystem::absolute(home).string();
-  // A private /dev/shm: in its own pid namespace every sandboxed mpirun has the same pid, so
-  // OpenMPI gave two concurrent runs one job id and their ranks' shared-memory segments collided
-  // (segfaults). A subject's ranks all run inside its sandbox and still share this one.
-  std::vector<std::string> prefix = {"bwrap",
-                                     "--ro-bind",
-                                     "/",
-                                     "/",
-                                     "--dev-bind",
-                                     "/dev",
-                                     "/dev",
-                                     "--tmpfs",
-                                     "/dev/shm",
-                                     "--proc",
-                                     "/proc",
-                                     "--tmpfs",
-                                     "/tmp",
-                                     "--tmpfs",
-                                     hidden,
-                                     "--bind",
-                                     run_directory.string(),
-                                     run_directory.string(),
-                                     "--chdir",
-                                     run_directory.string(),
-                                     "--unshare-net",
-                                     "--unshare-pid",
-                                     "--die-with-parent"};
-  // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
-  // (the file itself when it lies in /tmp directly) is bound read-only.
-  std::vector<std::string> binds;
-  for (const auto& arg : subject_command) {
-    std::error_code error;
-    if (arg.empty() || arg[0] == '-') continue;
-    const std::filesystem::path path = std::filesystem::absolute(arg, error);
-    if (error || !std::filesystem::exists(path, error)) continue;
-    const std::string folder = path.parent_path().string();
-    const std::string bound = folder == "/tmp" ? path.string() : folder;
-    if (bound.rfind("/tmp/", 0) != 0) continue;
-    binds.insert(binds.end(), {"--ro-bind", bound, bound});
-  }
-  // The same for the code the subject loads from /tmp without naming it: a checkout under /tmp
-  // (the working directory) and the search paths it inherits — a Python subject's module on
-  // PYTHONPATH, a library on LD_LIBRARY_PATH. Hidden, the subject crashed before its first probe.
-  std::vector<std::string> folders;
-  std::error_code cwd_error;
-  folders.push_back(std::filesystem::current_path(cwd_error).string());
-  for (const char* name : {"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"}) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) continue;
-    std::string_view rest(value);
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      folders.emplace_back(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
-  }
-  for (const std::string& folder : folders) {
-    std::error_code error;
-    if (folder.rfind("/tmp/", 0) != 0 || !std::filesystem::is_directory(folder, error)) continue;
-    binds.insert(binds.end(), {"--ro-bind", folder, folder});
-  }
-  // Right after the private /tmp: before the tmpfs that hides loupe's home (a checkout under /tmp
-  // holds .loupe/) and before the run directory's writable bind, so both stay on top.
-  const auto private_tmp = std::find(prefix.begin(), prefix.end(), std::string("/tmp")) + 1;
-  prefix.insert(private_tmp, binds.begin(), binds.end());
-  prefix.push_back("--");
-  return prefix;
 }
 
 // Checks every file of the observation against the digests the subject's runtime sent down its

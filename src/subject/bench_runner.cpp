@@ -327,6 +327,7 @@ struct VariantChild {
   uint32_t sequence = 1;
   uint64_t commands = 0;  // during the sampling phase
   std::vector<double> seconds_per_call;
+  std::vector<int64_t> rounds;  // per sample: the round it was timed in
   std::vector<int64_t> threads_before, threads_after;
   std::vector<double> windows, window_cpu;  // per sample: the runtime's window, the child's CPU
   std::map<std::string, std::vector<double>> facts;
@@ -350,6 +351,7 @@ struct VariantChild {
 struct Verified {
   size_t variant;
   size_t sample;
+  int ordinal;  // among the variant's verified calls: names its files
   uint64_t seed;
   double materialise_s, materialise_cpu_s, copy_s, call_s;
   std::vector<NamedTensor> timed, untimed, reference;
@@ -640,6 +642,7 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
   Verified entry;
   entry.variant = variant;
   entry.sample = child.seconds_per_call.size() - 1;
+  entry.ordinal = child.verified;
   // Any call of the batch may be the one verified, so a body cannot be honest only on the last.
   const size_t chosen = static_cast<size_t>(rng_() % calls);
   entry.seed = derive_seed(options_.seed, 1000 + first_work + chosen);
@@ -757,14 +760,27 @@ Json Supervisor::run() {
   const bool has_outputs = first.has_outputs;
   for (auto& child : children_) child.forced_verify_at = rng_() % kMinSamples;
   const double start = now_s();
+  // Rounds: each round times every variant once, back to back, so that load lasting longer than
+  // a round falls on all of them and cancels in the per-round ratios the comparison decides on
+  // (src/bench's compare_paired); the stopping rule's quantity is the same median of ratios. The
+  // order is drawn once and reversed every round (AB, BA, AB, ...), so that no variant is always
+  // second, and the verifications wait until the round's last batch so that nothing but batches
+  // runs between a round's samples.
   std::vector<int> order(variant_count);
   for (size_t index = 0; index < order.size(); ++index) order[index] = static_cast<int>(index);
+  std::shuffle(order.begin(), order.end(), rng_);
   std::vector<std::vector<int>> block_orders;
   std::string stop_reason;
   std::vector<double> stop_half_widths, stop_effects;
-  while (true) {
-    std::shuffle(order.begin(), order.end(), rng_);
+  for (int64_t round = 0;; ++round) {
+    if (round > 0) std::reverse(order.begin(), order.end());
     block_orders.push_back(order);
+    struct Pending {
+      size_t variant;
+      uint64_t first_work;
+      double per_call;
+    };
+    std::vector<Pending> pending;
     for (int variant : order) {
       VariantChild& child = children_[variant];
       const uint64_t first_work = next_work_;
@@ -788,11 +804,16 @@ Json Supervisor::run() {
       }
       const double per_call = elapsed / static_cast<double>(calls_per_sample_);
       child.seconds_per_call.push_back(per_call);
+      child.rounds.push_back(round);
       const size_t index = child.seconds_per_call.size() - 1;
       const bool chosen = index == child.forced_verify_at || rng_() % 16 == 0;
       if (has_outputs && chosen && child.verified < kMaxVerified) {
-        verify(variant, calls_per_sample_, first_work, per_call);
+        pending.push_back({static_cast<size_t>(variant), first_work, per_call});
       }
+    }
+    // Each child still holds the inputs of its batch: it prepares nothing until its next sample.
+    for (const Pending& entry : pending) {
+      verify(entry.variant, calls_per_sample_, entry.first_work, entry.per_call);
     }
     const double elapsed = now_s() - warmup_start;
     bench::StoppingRule rule;
@@ -804,8 +825,14 @@ Json Supervisor::run() {
       decisions.push_back(bench::should_stop(children_[0].seconds_per_call, elapsed, rule));
     }
     for (size_t variant = 1; variant < children_.size(); ++variant) {
-      decisions.push_back(bench::should_stop_ab(
-          children_[0].seconds_per_call, children_[variant].seconds_per_call, elapsed, rule));
+      const bench::RoundPairs pairs =
+          bench::pair_by_round(children_[0].seconds_per_call, children_[0].rounds,
+                               children_[variant].seconds_per_call, children_[variant].rounds);
+      std::vector<double> ratios(pairs.a.size());
+      for (size_t round = 0; round < ratios.size(); ++round) {
+        ratios[round] = pairs.b[round] / pairs.a[round];
+      }
+      decisions.push_back(bench::should_stop_paired(ratios, elapsed, rule));
     }
     bool all_precise = true;
     std::optional<bench::StopDecision> forced;
@@ -899,7 +926,12 @@ Json Supervisor::run() {
     item["accessor_s"] = entry.materialise_s;
     item["accessor_cpu_s"] = entry.materialise_cpu_s;
     item["copy_s"] = entry.copy_s;
-    const std::string stem = "verify/" + child.name + "." + std::to_string(entry.sample);
+    // Named by the ordinal, not the sample: the calls verified after sampling (a variant that had
+    // fewer than 2) carry the last sample's index, and the files of a call verified on that
+    // sample were overwritten by theirs — both entries then showed the same baseline outputs,
+    // and guard.constant_output (which needs the baseline's to differ) missed a variant that
+    // returns a constant (consistently_wrong, 1 run in 17).
+    const std::string stem = "verify/" + child.name + "." + std::to_string(entry.ordinal);
     auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
       Json files = Json::object();
       for (const auto& output : tensors) {
@@ -923,6 +955,7 @@ Json Supervisor::run() {
     Json entry = Json::object();
     entry["name"] = child.name;
     entry["samples"] = child.seconds_per_call;
+    entry["rounds"] = child.rounds;
     entry["threads_before"] = child.threads_before;
     entry["threads_after"] = child.threads_after;
     // Per batch (seconds, not per call): the runtime process's window around it, and the CPU

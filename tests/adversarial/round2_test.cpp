@@ -129,6 +129,28 @@ TEST_F(Round2Test, AVariantWrongOnEveryCallFailsAgainstTheBaseline) {
       << run.out;
 }
 
+// Regression (issue 16, 1 run in 17 missed guard.constant_output): when sampling ends before a
+// variant's calls were verified twice, the calls verified afterwards carried the last sample's
+// index and their files overwrote those of a call verified on that sample, so two entries showed
+// the same baseline outputs. A budget this small ends sampling within a few rounds every time.
+TEST_F(Round2Test, Issue16ConstantOutputIsFoundWhenSamplingEndsBeforeTwoVerifications) {
+  const CliRun run = bench("consistently_wrong", "0.01");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(guards(run, "fail").count("guard.constant_output")) << run.out;
+  // Every verified call has files of its own.
+  std::ifstream in(run.envelope.at("data").at("observation").get<std::string>());
+  const Json verified = Json::parse(in).at("bench").at("verified");
+  std::set<std::string> files;
+  size_t fast_calls = 0;
+  for (const auto& entry : verified) {
+    if (entry.at("variant") != "fast") continue;
+    ++fast_calls;
+    files.insert(entry.at("reference").at("result").get<std::string>());
+  }
+  EXPECT_GE(fast_calls, 2u) << verified.dump();
+  EXPECT_EQ(files.size(), fast_calls) << verified.dump();
+}
+
 // --- 3. work off the timed path
 // -------------------------------------------------------------------
 

@@ -43,19 +43,31 @@ int64_t median(std::vector<int64_t> values) {
 }
 
 // The slice a thread ran just before `id`: its latest sibling (same track, same parent) ending
-// at or before `id` starts; the parent when it has none.
+// at or before `id` starts; the parent when it has none. Siblings on one track do not overlap, so
+// scanning back from `id`'s place in the track's start order, the first sibling that has ended is
+// the latest; the scan never goes back past the parent's start. (It used to scan the track from
+// its beginning for every call: quadratic in a long rank trace's collectives.)
 SliceId slice_before(const Model& model, const TrackIndex& index, SliceId id) {
   const TrackId track = model.slices.track[id];
   const SliceId parent = model.slices.parent[id];
   const int64_t start = model.slices.start_ns[id];
-  SliceId best = kNoSlice;
-  for (SliceId other : index.slices(track)) {
-    if (model.slices.start_ns[other] > start) break;
+  const std::vector<SliceId>& slices = index.slices(track);
+  const auto by_start = [&](SliceId slice, int64_t ts) {
+    return model.slices.start_ns[slice] < ts;
+  };
+  const auto first = parent == kNoSlice ? slices.begin()
+                                        : std::lower_bound(slices.begin(), slices.end(),
+                                                           model.slices.start_ns[parent], by_start);
+  auto at = std::upper_bound(slices.begin(), slices.end(), start, [&](int64_t ts, SliceId slice) {
+    return ts < model.slices.start_ns[slice];
+  });
+  while (at != first) {
+    const SliceId other = *--at;
     if (other == id || model.slices.parent[other] != parent) continue;
     if (model.slices.end_ns[other] > start) continue;
-    if (best == kNoSlice || model.slices.end_ns[other] >= model.slices.end_ns[best]) best = other;
+    return other;
   }
-  return best != kNoSlice ? best : parent;
+  return parent;
 }
 
 }  // namespace

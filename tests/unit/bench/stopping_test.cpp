@@ -75,5 +75,32 @@ TEST(StoppingTest, RatioHalfWidthCombinesBothArms) {
   EXPECT_NEAR(both.relative_half_width, std::sqrt(2.0) * 21.0 / 2.0 / 50.5, 1e-15);
 }
 
+TEST(StoppingTest, PairedHalfWidthIsTheRoundRatiosOwn) {
+  // Ratios 0.01..1.00 (1..100 scaled): the sign-test interval [0.40, 0.61] around 0.505, with no
+  // √2: the ratios already carry both arms' noise.
+  std::vector<double> ratios = one_to(100);
+  for (double& ratio : ratios) ratio /= 100.0;
+  StoppingRule rule{.precision = 0.21, .budget_s = 100.0, .min_samples = 100};
+  StopDecision decision = should_stop_paired(ratios, 0.0, rule);
+  EXPECT_NEAR(decision.relative_half_width, 21.0 / 2.0 / 50.5, 1e-12);
+  EXPECT_NEAR(decision.minimum_detectable_effect,
+              minimum_detectable_effect(21.0 / 2.0 / 50.5, 0.95), 1e-12);
+  EXPECT_TRUE(decision.stop);
+  EXPECT_EQ(decision.reason, StopReason::kPrecisionReached);
+  // min_samples counts rounds.
+  rule.min_samples = 101;
+  EXPECT_FALSE(should_stop_paired(ratios, 0.0, rule).stop);
+}
+
+TEST(StoppingTest, PairByRoundSkipsRoundsMissingFromEitherArm) {
+  const std::vector<double> a = {1.0, 2.0, 3.0, 4.0};
+  const std::vector<int64_t> rounds_a = {0, 1, 2, 4};
+  const std::vector<double> b = {10.0, 30.0, 40.0, 50.0};
+  const std::vector<int64_t> rounds_b = {0, 2, 4, 5};
+  const RoundPairs pairs = pair_by_round(a, rounds_a, b, rounds_b);
+  EXPECT_EQ(pairs.a, (std::vector<double>{1.0, 3.0, 4.0}));
+  EXPECT_EQ(pairs.b, (std::vector<double>{10.0, 30.0, 40.0}));
+}
+
 }  // namespace
 }  // namespace loupe::bench

@@ -1,0 +1,155 @@
+// The sandbox's command line (src/probe/sandbox.hpp): which folders under /tmp are bound, and in
+// what order, since bwrap mounts in order and a later mount hides an earlier one.
+#include "probe/sandbox.hpp"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+
+#include <gtest/gtest.h>
+
+#include "core/process.hpp"
+#include "loupe/error.hpp"
+
+namespace loupe::probe {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sets or unsets an environment variable for one test and puts it back afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A checkout under /tmp with its .loupe home inside, a Python package folder, a library folder
+// and a subject binary there, and a run directory beside them: a clean clone in /tmp.
+class SandboxPrefixTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Under /tmp itself, whatever TMPDIR says: only /tmp is made private.
+    root_ = fs::path("/tmp") / ("loupe_sandbox_" + std::to_string(::getpid()) + "_" +
+                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(checkout() / ".loupe" / "runs");
+    fs::create_directories(root_ / "staging");
+    fs::create_directories(root_ / "py");
+    fs::create_directories(root_ / "lib");
+    fs::create_directories(root_ / "bin");
+    std::ofstream(root_ / "bin" / "subject") << "#!/bin/sh\n";
+    std::ofstream(root_ / "py" / "module.py") << "VALUE = 1\n";
+    std::ofstream(checkout() / ".loupe" / "ledger.sqlite") << "earlier runs\n";
+    old_cwd_ = fs::current_path();
+    fs::current_path(checkout());
+  }
+  void TearDown() override {
+    fs::current_path(old_cwd_);
+    fs::remove_all(root_);
+  }
+
+  fs::path checkout() const { return root_ / "checkout"; }
+  fs::path home() const { return checkout() / ".loupe"; }
+  // Like the runner's private directory under $TMPDIR.
+  fs::path run_directory() const { return root_ / "staging"; }
+
+  // The index of `flag` followed by `path` (and `path` again for binds), or npos.
+  static size_t position(const std::vector<std::string>& prefix, const std::string& flag,
+                         const std::string& path) {
+    for (size_t index = 0; index + 1 < prefix.size(); ++index) {
+      if (prefix[index] == flag && prefix[index + 1] == path) return index;
+    }
+    return std::string::npos;
+  }
+
+  fs::path root_;
+  fs::path old_cwd_;
+};
+
+// Regression (commit 421d98d): from a clean clone in /tmp every Python probe subject crashed at
+// import, because the private /tmp hid the checkout and the PYTHONPATH folder under it. They are
+// bound read-only right after the private /tmp, and before the tmpfs that hides the home (which
+// lies inside the checkout) and the run directory's writable bind, so those two stay on top.
+TEST_F(SandboxPrefixTest, FoldersUnderTmpAreBoundAfterThePrivateTmpAndBeforeTheHomeIsHidden) {
+  ScopedEnv python_path("PYTHONPATH", (root_ / "py").string() + ":/usr/lib/python3/dist-packages");
+  ScopedEnv library_path("LD_LIBRARY_PATH", (root_ / "missing").string());
+  ScopedEnv path("PATH", (root_ / "lib").string() + ":/usr/bin:/bin");
+  const std::vector<std::string> prefix = sandbox_prefix(
+      home(), run_directory(), {(root_ / "bin" / "subject").string(), "run", "--seed", "7"});
+
+  ASSERT_EQ(prefix.front(), "bwrap");
+  ASSERT_EQ(prefix.back(), "--");
+  const size_t private_tmp = position(prefix, "--tmpfs", "/tmp");
+  const size_t hidden_home = position(prefix, "--tmpfs", home().string());
+  const size_t writable_run = position(prefix, "--bind", run_directory().string());
+  ASSERT_NE(private_tmp, std::string::npos);
+  ASSERT_NE(hidden_home, std::string::npos);
+  ASSERT_NE(writable_run, std::string::npos);
+  EXPECT_LT(hidden_home, writable_run);
+  // A private /dev/shm, after /dev is bound (concurrent sandboxed mpiruns collided there).
+  EXPECT_GT(position(prefix, "--tmpfs", "/dev/shm"), position(prefix, "--dev-bind", "/dev"));
+  EXPECT_NE(position(prefix, "--tmpfs", "/dev/shm"), std::string::npos);
+  for (const fs::path& folder : {root_ / "bin", checkout(), root_ / "py", root_ / "lib"}) {
+    const size_t bound = position(prefix, "--ro-bind", folder.string());
+    ASSERT_NE(bound, std::string::npos) << folder;
+    EXPECT_EQ(prefix[bound + 2], folder.string());
+    EXPECT_GT(bound, private_tmp) << folder;
+    EXPECT_LT(bound, hidden_home) << folder;
+  }
+  // Folders outside /tmp are under the read-only root already; missing ones are not bound.
+  EXPECT_EQ(position(prefix, "--ro-bind", "/usr/lib/python3/dist-packages"), std::string::npos);
+  EXPECT_EQ(position(prefix, "--ro-bind", "/usr/bin"), std::string::npos);
+  EXPECT_EQ(position(prefix, "--ro-bind", (root_ / "missing").string()), std::string::npos);
+  EXPECT_EQ(std::count(prefix.begin(), prefix.end(), std::string("--ro-bind")), 5);
+}
+
+// The same layout run by bwrap, where it can create a sandbox: the module on PYTHONPATH is
+// readable, the home inside the checkout is empty, and only the run directory is writable.
+TEST_F(SandboxPrefixTest, InsideBwrapTheModuleIsReadableAndTheHomeHidden) {
+  ProcessSpec probe_bwrap;
+  probe_bwrap.argv = {"bwrap", "--ro-bind", "/", "/", "--", "/bin/true"};
+  probe_bwrap.timeout = std::chrono::seconds(20);
+  try {
+    if (!run_process(probe_bwrap).succeeded()) GTEST_SKIP() << "bwrap cannot create a sandbox here";
+  } catch (const Error&) {
+    GTEST_SKIP() << "bwrap (Debian package bubblewrap) is not installed";
+  }
+  ScopedEnv python_path("PYTHONPATH", (root_ / "py").string());
+  std::vector<std::string> argv =
+      sandbox_prefix(home(), run_directory(), {(root_ / "bin" / "subject").string()});
+  const std::string script = "cat " + (root_ / "py" / "module.py").string() + " && ls -A " +
+                             home().string() + " | wc -l && touch written && (touch " +
+                             (checkout() / "outside").string() + " 2>/dev/null || echo ro)";
+  argv.insert(argv.end(), {"/bin/sh", "-c", script});
+  ProcessSpec spec;
+  spec.argv = argv;
+  spec.timeout = std::chrono::seconds(20);
+  const ProcessResult result = run_process(spec);
+  ASSERT_TRUE(result.succeeded()) << result.describe() << "\n" << result.stderr_text;
+  EXPECT_EQ(result.stdout_text, "VALUE = 1\n0\nro\n");
+  EXPECT_TRUE(fs::exists(run_directory() / "written"));
+  EXPECT_FALSE(fs::exists(checkout() / "outside"));
+}
+
+}  // namespace
+}  // namespace loupe::probe
