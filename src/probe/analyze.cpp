@@ -860,6 +860,29 @@ void analyze_check(const ObservationReader& reader, const Context& context,
                      "return a buffer the path owns, or write into io.output()"));
   }
 
+  // A path's outputs whose bytes no longer had the checksum the check's child sent down a pipe
+  // right after the path returned: code that ran later in that child rewrote them.
+  for (const auto& entry : guards.value("output_overwritten", Json::array())) {
+    const std::string record = entry.value("record", "");
+    const std::string claim =
+        record == "extra"
+            ? "the check's child sent more output checksums than its paths have outputs (" +
+                  entry.value("pass", "") + " pass): something else wrote to the runtime's pipe"
+            : "the " + entry.value("path", "") + " path's output " + entry.value("output", "") +
+                  (record == "missing" ? " has no checksum record"
+                                       : " changed after the path returned and its checksum was "
+                                         "sent") +
+                  " (" + entry.value("pass", "") +
+                  " pass): rewritten by code that ran after it in "
+                  "the same process (" +
+                  entry.value("by", "") + ")";
+    analysis.findings.push_back(
+        make_finding(context, Layer::kCheck, "guard.evidence_sealed", Severity::kFail, claim,
+                     entry.value("path", "") +
+                         (entry.value("output", "").empty() ? "" : "." + entry.value("output", "")),
+                     "a path may write only its own outputs, and nothing after it returns"));
+  }
+
   // A path that changed the floating-point state, the affinity, the priority or the thread
   // count: undone before the next path ran, and a failure for the candidate (the reference is
   // the harness's own: a warning).

@@ -572,6 +572,10 @@ void Supervisor::check_environment(VariantChild& child) {
         for (int cpu : own_environment_.cpus) CPU_SET(cpu, &set);
         ::sched_setaffinity(0, sizeof set, &set);
       }
+      if (own_environment_.policy >= 0 && own.policy != own_environment_.policy) {
+        const sched_param none{};
+        ::sched_setscheduler(0, own_environment_.policy, &none);  // needs RLIMIT_NICE headroom
+      }
     }
   }
 }

@@ -1,4 +1,7 @@
 // Runs a check probe with its guards and records what happened; decides nothing.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <exception>
 #include <string>
@@ -171,6 +174,7 @@ class CheckRun {
     guards["output_alias"] = std::move(aliases_);
     guards["environment"] = std::move(environment_);
     guards["stray_processes"] = std::move(strays_);
+    guards["output_overwritten"] = std::move(overwritten_);
     check["guards"] = std::move(guards);
     check["poison"] = "NaN, payload and sign drawn per element from a secret of the run";
     return check;
@@ -194,6 +198,7 @@ class CheckRun {
     guards["output_unwritten"] = std::move(unwritten_);
     guards["environment"] = std::move(environment_);
     guards["stray_processes"] = std::move(strays_);
+    guards["output_overwritten"] = std::move(overwritten_);
     check["guards"] = std::move(guards);
     return check;
   }
@@ -391,8 +396,35 @@ class CheckRun {
       }
     }
     SharedRegion region(total);
-    const pid_t pid = fork_child([&] { return execute_job(calls, inputs, offsets, region); });
+    // Each path's output checksums go down this pipe before the next path runs: what is in a pipe
+    // cannot be changed by code that runs later in the child, while the region can (a candidate
+    // that ran after the reference rewrote the reference's outputs there: round 3's
+    // rewrites_the_reference_slot).
+    int seal[2] = {-1, -1};
+    if (::pipe2(seal, O_CLOEXEC) != 0) {
+      throw Error(ErrorCode::kSubject,
+                  std::string("cannot create a pipe for a check's child: ") + std::strerror(errno));
+    }
+    const pid_t pid = fork_child([&] {
+      ::close(seal[0]);
+      // Non-blocking: a path that fills the pipe makes the child's own records fail to go in,
+      // which the runtime sees as missing, instead of hanging the child.
+      ::fcntl(seal[1], F_SETFL, O_NONBLOCK);
+      return execute_job(calls, inputs, offsets, region, seal[1]);
+    });
+    ::close(seal[1]);
     const ChildEnd end = reap_child(pid);
+    std::string sealed;
+    {
+      ::fcntl(seal[0], F_SETFL, O_NONBLOCK);
+      char buffer[4096];
+      for (;;) {
+        const ssize_t got = ::read(seal[0], buffer, sizeof buffer);
+        if (got <= 0) break;
+        sealed.append(buffer, static_cast<size_t>(got));
+      }
+      ::close(seal[0]);
+    }
     JobHeader header{};
     std::memcpy(&header, region.data(), sizeof header);
     header.current[sizeof header.current - 1] = '\0';
@@ -419,6 +451,49 @@ class CheckRun {
     }
     JobResult result;
     result.guards = written["guards"];
+    // Every slot's bytes must still have the checksum its path's record sent.
+    Json overwritten = Json::array();
+    {
+      size_t slot = 0;
+      for (size_t call_index = 0; call_index < calls.size(); ++call_index) {
+        for (size_t index = 0; index < outputs_.size(); ++index, ++slot) {
+          const size_t bytes = static_cast<size_t>(
+              Tensor(output_dtype(outputs_[index], calls[call_index].path == "oracle"),
+                     outputs_[index].shape)
+                  .nbytes());
+          uint64_t recorded = 0;
+          const bool have = sealed.size() >= (slot + 1) * sizeof recorded;
+          if (have) std::memcpy(&recorded, sealed.data() + slot * sizeof recorded, sizeof recorded);
+          if (have && recorded == checksum_bytes(region.data() + offsets[slot], bytes)) continue;
+          // Whoever ran after it in this child: the other paths of the job.
+          std::string later;
+          for (size_t other = call_index + 1; other < calls.size(); ++other) {
+            if (calls[other].path == calls[call_index].path) continue;
+            if (later.find(calls[other].path) == std::string::npos) {
+              later += (later.empty() ? "" : ", ") + calls[other].path;
+            }
+          }
+          if (later.empty() && calls[call_index].path != "candidate") later = "candidate";
+          Json entry = Json::object();
+          entry["pass"] = calls[call_index].pass;
+          entry["path"] = calls[call_index].path;
+          entry["output"] = outputs_[index].name;
+          entry["by"] = later.empty() ? calls[call_index].path : later;
+          entry["record"] = have ? "changed" : "missing";
+          overwritten.push_back(std::move(entry));
+        }
+      }
+    }
+    if (sealed.size() > slot_count(calls) * sizeof(uint64_t)) {
+      Json entry = Json::object();
+      entry["pass"] = calls.front().pass;
+      entry["path"] = "";
+      entry["output"] = "";
+      entry["by"] = "candidate";
+      entry["record"] = "extra";
+      overwritten.push_back(std::move(entry));
+    }
+    if (!overwritten.empty()) result.guards["output_overwritten"] = std::move(overwritten);
     if (!end.strays.empty()) {
       Json stray = Json::object();
       stray["after"] = std::string(header.current);
@@ -444,8 +519,12 @@ class CheckRun {
   }
 
   // In the child: the calls, their guards, and the outputs copied into the region.
+  size_t slot_count(const std::vector<JobCall>& calls) const {
+    return calls.size() * outputs_.size();
+  }
+
   int execute_job(const std::vector<JobCall>& calls, const std::vector<NamedTensor>& inputs,
-                  const std::vector<size_t>& offsets, SharedRegion& region) {
+                  const std::vector<size_t>& offsets, SharedRegion& region, int seal_fd) {
     JobHeader header{};
     auto publish = [&](const Json& json) {
       const std::string text = json.dump();
@@ -492,6 +571,10 @@ class CheckRun {
         for (size_t index = 0; index < result.outputs.size(); ++index, ++slot) {
           const Tensor& tensor = result.outputs[index].tensor;
           std::memcpy(region.data() + offsets[slot], tensor.bytes(), tensor.nbytes());
+          const uint64_t digest = checksum_bytes(region.data() + offsets[slot], tensor.nbytes());
+          // Sent now, before the next path runs; a failed write shows up as a missing record.
+          if (::write(seal_fd, &digest, sizeof digest) != static_cast<ssize_t>(sizeof digest)) {
+          }
           call_bound.push_back(result.bound[index] != nullptr);
         }
         bound.push_back(std::move(call_bound));
@@ -536,6 +619,9 @@ class CheckRun {
     }
     for (const auto& entry : job.guards.value("stray_processes", Json::array())) {
       strays_.push_back(entry);
+    }
+    for (const auto& entry : job.guards.value("output_overwritten", Json::array())) {
+      overwritten_.push_back(entry);
     }
   }
 
@@ -591,6 +677,7 @@ class CheckRun {
   Json aliases_ = Json::array();
   Json environment_ = Json::array();
   Json strays_ = Json::array();
+  Json overwritten_ = Json::array();
 };
 
 }  // namespace

@@ -269,6 +269,9 @@ ExecEnvironment capture_environment(pid_t pid) {
   }
   errno = 0;
   environment.nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(pid));
+  const int policy = ::sched_getscheduler(pid);
+  // SCHED_RESET_ON_FORK is a flag on the policy, not a policy.
+  environment.policy = policy < 0 ? -1 : (policy & ~SCHED_RESET_ON_FORK);
   environment.threads = thread_count(pid);
   return environment;
 }
@@ -294,6 +297,23 @@ std::string hex(uint32_t value) {
   char buffer[16];
   std::snprintf(buffer, sizeof buffer, "0x%04x", value);
   return buffer;
+}
+
+std::string policy_name(int policy) {
+  switch (policy) {
+    case SCHED_OTHER:
+      return "SCHED_OTHER";
+    case SCHED_BATCH:
+      return "SCHED_BATCH";
+    case SCHED_IDLE:
+      return "SCHED_IDLE";
+    case SCHED_FIFO:
+      return "SCHED_FIFO";
+    case SCHED_RR:
+      return "SCHED_RR";
+    default:
+      return std::to_string(policy);
+  }
 }
 
 std::string cpu_list(const std::vector<int>& cpus) {
@@ -331,6 +351,11 @@ std::vector<std::string> environment_changes(const ExecEnvironment& before,
     changes.push_back("scheduling priority (nice) " + std::to_string(before.nice) + " -> " +
                       std::to_string(after.nice));
   }
+  // A process that ended between the two readings reads -1: that is not a change of policy.
+  if (before.policy != after.policy && before.policy >= 0 && after.policy >= 0) {
+    changes.push_back("scheduling policy " + policy_name(before.policy) + " -> " +
+                      policy_name(after.policy));
+  }
   if (before.threads != after.threads) {
     changes.push_back("thread count " + std::to_string(before.threads) + " -> " +
                       std::to_string(after.threads));
@@ -352,6 +377,10 @@ void restore_environment(const ExecEnvironment& environment) {
     CPU_ZERO(&set);
     for (int cpu : environment.cpus) CPU_SET(cpu, &set);
     ::sched_setaffinity(0, sizeof set, &set);
+  }
+  if (environment.policy >= 0 && ::sched_getscheduler(0) != environment.policy) {
+    const sched_param none{};
+    ::sched_setscheduler(0, environment.policy, &none);  // refused without RLIMIT_NICE headroom
   }
   ::setpriority(PRIO_PROCESS, 0, environment.nice);  // refused when lowering without privilege
 }

@@ -78,11 +78,15 @@ double waited_children_cpu_seconds(pid_t pid);
 
 // What one path can change that would alter the next one's arithmetic or speed.
 struct ExecEnvironment {
-  int rounding = 0;             // fegetround()
-  uint32_t fp_control = 0;      // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
-  uint32_t x87_control = 0;     // x87 control word, x86 only
-  std::vector<int> cpus;        // the affinity mask
-  int nice = 0;                 // scheduling priority
+  int rounding = 0;          // fegetround()
+  uint32_t fp_control = 0;   // MXCSR control bits (DAZ, FTZ, rounding, masks), x86 only
+  uint32_t x87_control = 0;  // x87 control word, x86 only
+  std::vector<int> cpus;     // the affinity mask
+  int nice = 0;              // scheduling priority
+  // The scheduling policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE...): SCHED_IDLE leaves the nice
+  // value alone but runs a process only when nothing else wants the CPU (round 3's
+  // idle_class_sibling); -1 when it cannot be read.
+  int policy = 0;
   int64_t threads = 0;          // thread count
   std::vector<std::byte> fenv;  // the whole fenv_t, to restore it
 };
@@ -91,7 +95,8 @@ ExecEnvironment capture_environment(pid_t pid = 0);
 // Sentences naming each difference ("rounding mode to-nearest -> upward").
 std::vector<std::string> environment_changes(const ExecEnvironment& before,
                                              const ExecEnvironment& after);
-// Puts this process's floating-point state and affinity back (and its nice value where allowed).
+// Puts this process's floating-point state and affinity back (and its nice value and scheduling
+// policy where allowed: leaving SCHED_IDLE needs an RLIMIT_NICE that permits the nice value).
 void restore_environment(const ExecEnvironment& environment);
 
 }  // namespace loupe::subject
