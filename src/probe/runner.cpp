@@ -740,8 +740,11 @@ std::string first_reproduce(const RunOutcome& outcome) {
 }
 
 // How the candidate fared at the hidden point, said next to how it fared at the visible ones.
+// `source_only`: loupe took the hidden values from the probe's source alone (hidden points, no
+// hidden range to draw); a subject that draws its hidden point itself (the Python package) is not
+// judged so.
 Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOutcome>& visible,
-                             const RunOutcome& hidden) {
+                             const RunOutcome& hidden, bool source_only) {
   bool visible_failed = false;
   std::string shown;
   for (const auto& point : visible) {
@@ -751,10 +754,6 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
   const Params hidden_params = params_of_outcome(hidden);
   const Json info = hidden.data.value("hidden", Json(nullptr));
   std::string which;
-  // A hidden point whose every value is written in the probe's source (no hidden range drawn):
-  // the candidate's author can read it.
-  const bool source_only =
-      info.is_object() && info.contains("index") && !info.contains("drawn_from");
   if (info.is_object() && info.contains("index") && info.contains("drawn_from")) {
     which = " (hidden point " + info.value("index", Json(0)).dump() + " of " +
             info.value("of", Json(0)).dump() + ", sizes drawn from the probe's hidden ranges)";
@@ -939,7 +938,9 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
       out << observation.dump(1) << "\n";
     }
     sweep.hidden.push_back(std::move(hidden));
-    sweep.findings.push_back(hidden_point_finding(request, sweep.points, sweep.hidden.back()));
+    sweep.findings.push_back(hidden_point_finding(
+        request, sweep.points, sweep.hidden.back(),
+        !old_subject && declared_points > 0 && probe_declared.hidden_ranges.empty()));
   }
 
   // Many points, many A/B tests: control the false-discovery rate across all of them.
