@@ -651,14 +651,21 @@ class CheckRun {
       std::memcpy(region.data(), &header, sizeof header);
     };
     try {
-      inputs_ = inputs;
-      pristine_.clear();
-      input_checksums_.clear();
-      for (const auto& input : inputs_) {
-        Tensor copy(input.tensor.dtype(), input.tensor.shape());
-        std::memcpy(copy.mutable_bytes(), input.tensor.bytes(), input.tensor.nbytes());
-        pristine_.push_back(std::move(copy));
-        input_checksums_.push_back(checksum(input.tensor));
+      // The check's own inputs, their pristine copy and their checksums were made in this
+      // process's parent before any path ran, which runs no path itself, and came with the fork
+      // (copy-on-write, so no page is copied unless a path writes it): copying and checksumming
+      // them again in every child only re-derived what it inherited. Other inputs (the second
+      // seed's) are copied and checksummed here, once per child.
+      if (&inputs != &inputs_) {
+        inputs_ = inputs;
+        pristine_.clear();
+        input_checksums_.clear();
+        for (const auto& input : inputs_) {
+          Tensor copy(input.tensor.dtype(), input.tensor.shape());
+          std::memcpy(copy.mutable_bytes(), input.tensor.bytes(), input.tensor.nbytes());
+          pristine_.push_back(std::move(copy));
+          input_checksums_.push_back(checksum(input.tensor));
+        }
       }
       const ExecEnvironment base = capture_environment();
       std::vector<PathCall> done;
