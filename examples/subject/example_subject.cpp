@@ -84,7 +84,10 @@ LOUPE_CHECK(softmax_check)
     .description("online softmax against the two-pass reference, anchored to an fp64 oracle")
     .param("N", 256, {64, 256, 1024})
     .param("C", 512, {128, 512})
+    // The hidden run: a corner off the allowed sizes, with N and C drawn over it in secret.
     .hidden_point({{"N", int64_t{100}}, {"C", int64_t{333}}})
+    .hidden_range("N", 65, 200)
+    .hidden_range("C", 300, 400)
     .inputs([](loupe::CheckSetup& setup) {
       const int64_t rows = setup.point().get_int("N");
       const int64_t columns = setup.point().get_int("C");

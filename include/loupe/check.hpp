@@ -69,7 +69,8 @@ struct CheckOutput {
   std::vector<std::string> axes;  // one name per dimension ("B", "T", "H", "V")
   std::string profile_axis;       // the axis of the error profile; empty for none
   std::vector<CheckTolerance> tolerances;
-  std::string stored_in;  // the narrower format the candidate keeps this output in on purpose
+  std::string stored_in;     // the narrower format the candidate keeps this output in on purpose
+  std::string approximates;  // how the candidate approximates the reference on purpose
   double worst_element_bound = 0;  // the worst-element bound; 0: loupe's default (docs/security.md)
 
   // The axis along which loupe takes this output's error profile (T for sequences).
@@ -83,6 +84,11 @@ struct CheckOutput {
   // The candidate stores this output in a narrower format on purpose ("bfloat16", "int8", ...):
   // the precision guard, which rejects silent narrowing, leaves this output to its tolerances.
   CheckOutput& stored_narrow(std::string format);
+  // The candidate approximates the reference on purpose ("w8a8 weights and activations"): without
+  // an oracle, loupe compares a candidate's error with the reference's own rounding error (how far
+  // it moves between rounding upward and downward) and fails one far above it; an output declared
+  // approximate is left to its tolerances instead (docs/security.md).
+  CheckOutput& approximate(std::string how);
   // Fail iff some element's |candidate - reference| exceeds `bound` × the reference's rms, even
   // when every tolerance passes (one wrong element hides in an rms). Loupe's default is 0.5.
   CheckOutput& worst_element(double bound);

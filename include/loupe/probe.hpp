@@ -99,6 +99,7 @@ struct HiddenRange {
   std::string name;
   int64_t low = 0;
   int64_t high = 0;
+  int64_t step = 1;  // values low, low + step, ... up to high
 };
 
 // What a registration macro records. Read by the runtime; subjects never touch it directly.
@@ -175,10 +176,13 @@ class ProbeBuilder {
     return self();
   }
 
-  // A point loupe may add to a check's run, with values that need not be in the allowed sets.
-  // loupe passes it exactly like an asked point (`--set`, with a seed it draws in secret) and
-  // says afterwards that it was hidden. Its values are in the source, so a candidate's author
-  // can read them: prefer hidden_range, whose values nobody knows before the run.
+  // A corner of the domain loupe may start a check's hidden run from, with values that need not
+  // be in the allowed sets (HV = 3 H, K != V): loupe picks one of the corners in secret, then
+  // draws every hidden_range's parameter over it, and passes the result exactly like an asked
+  // point (`--set`, with a seed it draws in secret), saying afterwards that it was hidden.
+  // Its values are in the source, so a candidate's author can read them: a probe that declares
+  // hidden points and no hidden_range fails guard.hidden_point (the hidden run would check
+  // nothing the author could not prepare for); declare a range for at least one size.
   // Parameters the point leaves out keep the asked point's values (their defaults when none was
   // asked): the hidden run checks the asked configuration at another shape.
   Derived& hidden_point(Params point) {
@@ -186,11 +190,12 @@ class ProbeBuilder {
     return self();
   }
 
-  // Integer parameter `name` may take any value in [low, high] at a hidden point: loupe draws
-  // one in secret for each run (other parameters keep the asked values), and the subject accepts
-  // it outside the allowed set.
-  Derived& hidden_range(std::string name, int64_t low, int64_t high) {
-    definition_->hidden_ranges.push_back({std::move(name), low, high});
+  // Integer parameter `name` may take any value low, low + step, ... up to high at a hidden
+  // point: loupe draws one in secret for each run (over the corner it picked, if any; other
+  // parameters keep the asked values), and the subject accepts it outside the allowed set.
+  // REQUIRES: low <= high, step >= 1.
+  Derived& hidden_range(std::string name, int64_t low, int64_t high, int64_t step = 1) {
+    definition_->hidden_ranges.push_back({std::move(name), low, high, step < 1 ? 1 : step});
     return self();
   }
 

@@ -157,13 +157,16 @@ LOUPE_CHECK(chunk_vs_recurrent)
     .param("V", 128, {}, "value dimension")
     .param("dtype", "f32", {"f32", "f64"})
     // A corner of the domain the default point does not touch: HV = 3 H (the head mapping
-    // hv / (HV / H) matters), K != V, T not a multiple of the chunk size.
+    // hv / (HV / H) matters), K != V; over it loupe draws the batch and a length (most not a
+    // multiple of the chunk size) in secret.
     .hidden_point({{"B", int64_t{3}},
                    {"T", int64_t{1000}},
                    {"H", int64_t{2}},
                    {"HV", int64_t{6}},
                    {"K", int64_t{96}},
                    {"V", int64_t{80}}})
+    .hidden_range("B", 1, 3)
+    .hidden_range("T", 600, 1100)
     .inputs([](loupe::CheckSetup& setup) {
       const auto& p = setup.point();
       const Shape shape{p.get_int("B"),  p.get_int("T"), p.get_int("H"),
@@ -255,9 +258,9 @@ LOUPE_CHECK(cp_ranks_vs_nocp)
     // The hidden run's lengths (loupe keeps the asked precision, order and ranks): an eighth to
     // a fifth of the incident's 65,536 tokens, so the hidden run adds a fraction of the asked
     // run's time rather than as much again (issue 22's 60 s bound); multiples of 4096, so
-    // zigzag's cut into 2W pieces of whole 64-token chunks holds up to 32 ranks.
-    .hidden_point({{"T", int64_t{8192}}})
-    .hidden_point({{"T", int64_t{12288}}})
+    // zigzag's cut into 2W pieces of whole 64-token chunks holds up to 32 ranks. Drawn in
+    // secret for each run.
+    .hidden_range("T", 8192, 12288, 4096)
     .inputs([](loupe::CheckSetup& setup) { declare_cp_io(setup, cp_pieces(setup.point())); })
     .reference([](loupe::CheckIo& io) {
       write_chunk_at_shard_starts<float>(io, cp_pieces(io.point()));
@@ -481,6 +484,10 @@ LOUPE_CHECK(decode_vs_recurrence)
                    {"K", int64_t{64}},
                    {"V", int64_t{24}},
                    {"steps", int64_t{3}}})
+    // Over it, drawn in secret: the batch, V (under a tile or across one) and the steps.
+    .hidden_range("batch", 1, 4)
+    .hidden_range("V", 8, 56)
+    .hidden_range("steps", 1, 6)
     .inputs([](loupe::CheckSetup& setup) {
       const auto& p = setup.point();
       const int64_t heads = p.get_int("H"), value_heads = p.get_int("HV");

@@ -183,6 +183,7 @@ LOUPE_CHECK(chunk_gpu_vs_recurrent)
     .param("precision", "tf32", {"tf32", "tf32x3"}, "the state pass's tensor-core products")
     .param("decay", "fast", {"slow", "fast"}, "slow: rates in [1e-6, 1e-1]; fast: -5 sigmoid")
     .hidden_point({{"B", int64_t{2}}, {"T", int64_t{320}}, {"H", int64_t{3}}, {"HV", int64_t{6}}})
+    .hidden_range("T", 128, 512, 64)
     .inputs([](loupe::CheckSetup& setup) {
       declare_single_pass(setup, "chunk_gpu_vs_recurrent", true, 1.0);
     })
@@ -216,6 +217,7 @@ LOUPE_CHECK(chunk_gpu_vs_cpu)
     .param("precision", "tf32", {"tf32", "tf32x3"}, "the state pass's tensor-core products")
     .param("decay", "slow", {"slow", "fast"}, "slow: rates in [1e-6, 1e-1]; fast: -5 sigmoid")
     .hidden_point({{"B", int64_t{1}}, {"T", int64_t{448}}, {"H", int64_t{1}}, {"HV", int64_t{3}}})
+    .hidden_range("T", 128, 512, 64)
     .inputs([](loupe::CheckSetup& setup) {
       const bool split = setup.point().get_string("precision") == "tf32x3";
       declare_single_pass(setup, "chunk_gpu_vs_cpu", false, split ? 2e-5 : 2e-3);

@@ -70,8 +70,10 @@ LOUPE_CHECK(tp_ranks_vs_notp)
     .param("linear", "fp32", {"fp32", "w8a8"}, "the model's linear layers")
     .param("requests", 2, {}, "prompts")
     .param("prompt_len", 64, {}, "tokens per prompt")
-    // The hidden run: another length and more prompts at the asked ranks and model.
-    .hidden_point({{"requests", int64_t{3}}, {"prompt_len", int64_t{45}}})
+    // The hidden run: another length and number of prompts, drawn in secret, at the asked ranks
+    // and model.
+    .hidden_range("requests", 1, 3)
+    .hidden_range("prompt_len", 33, 63)
     .inputs([](loupe::CheckSetup& setup) {
       const loupe::Point& point = setup.point();
       const model::ModelConfig config = tp_config(point);

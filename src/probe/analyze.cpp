@@ -473,6 +473,73 @@ void guard_precision(const Context& context, const Json& output, const std::stri
   analysis.findings.push_back(std::move(finding));
 }
 
+// Guard (a check without an oracle): the candidate's error against the reference, set against
+// the reference's own rounding error. Without an oracle loupe cannot tell how far the reference
+// is from the exact result; the runtime runs it once rounding upward and once downward
+// (check.rounding), and how far its outputs move between the two bounds the error its own
+// rounding makes (directed rounding pushes every operation's error the same way: the spread is
+// an overestimate of round-to-nearest's). Fails when the rms of candidate - reference is more
+// than kOverSpread (64) times the rms of up - down and kOverRoundoff (1024) times the dtype's
+// unit roundoff of the reference's rms: an error spread evenly just under a loose tolerance
+// (round 3's even_error_no_oracle) is neither rounding nor a narrower arithmetic's. Silent when
+// the directed rounding moved nothing (the reference's arithmetic ignores the host's rounding
+// mode: a GPU, integers, a copy), and for outputs declared stored narrow or approximate
+// (CheckOutput::approximate: quantisation, judged by its tolerances).
+void guard_rounding_spread(const Context& context, const Json& output, const std::string& name,
+                           const Tensor& candidate, const Tensor& reference, const Tensor& up,
+                           const Tensor& down, Analysis& analysis) {
+  constexpr double kOverSpread = 64;
+  constexpr double kOverRoundoff = 1024;
+  if (!output.value("stored_in", std::string()).empty()) return;
+  if (!output.value("approximates", std::string()).empty()) return;  // on purpose, said so
+  if (!dtype_is_floating(reference.dtype())) return;
+  if (candidate.shape() != reference.shape() || up.shape() != reference.shape() ||
+      down.shape() != reference.shape() || reference.numel() == 0) {
+    return;
+  }
+  const std::string dtype = output.value("dtype", "");
+  const std::optional<double> roundoff = unit_roundoff(dtype);
+  if (!roundoff) return;
+  double error_squares = 0, spread_squares = 0, scale_squares = 0;
+  int64_t compared = 0;
+  for (int64_t index = 0; index < reference.numel(); ++index) {
+    const double a = candidate.element_as_double(index);
+    const double b = reference.element_as_double(index);
+    const double high = up.element_as_double(index);
+    const double low = down.element_as_double(index);
+    if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(high) || !std::isfinite(low)) {
+      continue;  // nonfinite's business
+    }
+    error_squares += (a - b) * (a - b);
+    spread_squares += (high - low) * (high - low);
+    scale_squares += b * b;
+    ++compared;
+  }
+  if (compared == 0) return;
+  const double count = static_cast<double>(compared);
+  const double error = std::sqrt(error_squares / count);
+  const double spread = std::sqrt(spread_squares / count);
+  const double scale = std::sqrt(scale_squares / count);
+  if (!(spread > 0) || !(scale > 0)) return;
+  if (error <= kOverSpread * spread || error <= kOverRoundoff * *roundoff * scale) return;
+  Finding finding = make_finding(
+      context, Layer::kCheck, "guard.precision", Severity::kFail,
+      "candidate output " + name + " is declared " + dtype + " and the check has no oracle: its " +
+          "rms error against the reference (" + format_number(error / scale) +
+          " of the reference's rms) is " + format_number(error / spread) +
+          "x how far the reference itself moves between rounding upward and downward (" +
+          format_number(spread / scale) + ") and " + format_number(error / scale / *roundoff) +
+          "x " + dtype +
+          "'s unit roundoff: an error that large is not rounding, whatever the tolerance allows",
+      "candidate." + name,
+      "declare an oracle (.oracle) so the error is judged against the exact result; if the "
+      "candidate approximates on purpose (quantisation), declare the output .approximate(how)");
+  finding.evidence.metrics = {{"candidate_vs_reference", error / scale},
+                              {"reference_rounding_spread", spread / scale},
+                              {"unit_roundoff", *roundoff}};
+  analysis.findings.push_back(std::move(finding));
+}
+
 // Guard: one element far off hides in an rms (one element off by 2.5x the output's rms among
 // 65,536 moves rms_ratio by 1 %). Fails when the worst |candidate - reference| exceeds the
 // output's worst-element bound (default kWorstElementBound, or kWorstPerTolerance times a
@@ -695,6 +762,16 @@ void analyze_check(const ObservationReader& reader, const Context& context,
         guard_nonfinite(context, check, name, axes, candidate, reference, analysis);
         guard_precision(context, output, name, candidate, reference, oracle ? &*oracle : nullptr,
                         comparison, analysis);
+        // Like the worst element: only where the tolerances pass (an error hiding under them).
+        if (!has_oracle && check.contains("rounding") && !check::diverged(comparison, bounds)) {
+          const Json& rounding = check["rounding"];
+          const std::string up_file = rounding.value("up", Json::object()).value(name, "");
+          const std::string down_file = rounding.value("down", Json::object()).value(name, "");
+          if (!up_file.empty() && !down_file.empty()) {
+            guard_rounding_spread(context, output, name, candidate, reference,
+                                  reader.tensor(up_file), reader.tensor(down_file), analysis);
+          }
+        }
         // Only where the tolerances pass: a failed tolerance already says the output is wrong.
         if (!check::diverged(comparison, bounds)) {
           guard_worst_element(context, output, name, axes, candidate, reference, analysis);
@@ -1243,6 +1320,24 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
             "The samples were taken with the steady clock instead",
         "", "remove set_timer, or use loupe::make_cuda_event_timer()"));
   }
+  // A clock the subject defines itself (round 4's interposed_clock: clock_gettime slowed to 0.7x
+  // in its variant's process) reaches every caller in the process. loupe's timings read the
+  // clock by the system call and are not changed by it; defining one is tampering all the same.
+  {
+    const Json runtime = reader.json().value("runtime", Json::object());
+    std::string clocks;
+    for (const auto& clock : runtime.value("interposed_clocks", Json::array())) {
+      if (clock.is_string()) clocks += (clocks.empty() ? "" : ", ") + clock.get<std::string>();
+    }
+    if (!clocks.empty()) {
+      analysis.findings.push_back(make_finding(
+          context, Layer::kBench, "guard.foreign_timer", Severity::kFail,
+          "the subject defines its own clock (" + clocks +
+              "): every caller in its processes reads it, a body's timer too. loupe read the "
+              "samples by the system call, which it does not reach",
+          "", "remove the definition; time nothing but with loupe's timers"));
+    }
+  }
   const Json accounting = samples_json.value("accounting", Json::array());
   double baseline_prepare_per_call = -1;
   std::set<std::string> off_path;
@@ -1652,6 +1747,27 @@ RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOp
             "static initialiser); such code runs next to the files loupe decides from",
         "", "start no thread before main; start it inside a path or a variant");
     finding.evidence.metrics = {{"threads_at_start", static_cast<double>(threads_at_start)}};
+    analysis.findings.push_back(std::move(finding));
+  }
+
+  // Guard: what a path left where the runtime writes its files (a symbolic link, a hard link, a
+  // file): the runtime removed it and wrote its own (ObservationFiles::prepare); leaving it was
+  // an attempt on the evidence.
+  const Json planted = observation.value("planted", Json::array());
+  if (planted.is_array() && !planted.empty() && (kind == "check" || kind == "bench")) {
+    std::string names;
+    for (const auto& entry : planted) {
+      if (!entry.is_string()) continue;
+      names += (names.empty() ? "" : ", ") + entry.get<std::string>();
+    }
+    Finding finding = make_finding(
+        context, kind == "check" ? Layer::kCheck : Layer::kBench, "guard.evidence_sealed",
+        Severity::kFail,
+        "the run directory held entries where the runtime writes its files, left there by a "
+        "path or a variant before the runtime wrote (" +
+            names + "); they were removed and the runtime's files written in their place",
+        "", "a path must not create files or links in the run directory");
+    finding.evidence.metrics = {{"planted", static_cast<double>(planted.size())}};
     analysis.findings.push_back(std::move(finding));
   }
 

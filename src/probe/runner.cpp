@@ -208,6 +208,7 @@ std::optional<std::string> sandbox_unavailable_reason() {
                   "/proc",
                   "--unshare-net",
                   "--unshare-pid",
+                  "--unshare-ipc",
                   "--die-with-parent",
                   "true"};
     probe.timeout = std::chrono::seconds(10);
@@ -739,8 +740,11 @@ std::string first_reproduce(const RunOutcome& outcome) {
 }
 
 // How the candidate fared at the hidden point, said next to how it fared at the visible ones.
+// `source_only`: loupe took the hidden values from the probe's source alone (hidden points, no
+// hidden range to draw); a subject that draws its hidden point itself (the Python package) is not
+// judged so.
 Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOutcome>& visible,
-                             const RunOutcome& hidden) {
+                             const RunOutcome& hidden, bool source_only) {
   bool visible_failed = false;
   std::string shown;
   for (const auto& point : visible) {
@@ -750,7 +754,10 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
   const Params hidden_params = params_of_outcome(hidden);
   const Json info = hidden.data.value("hidden", Json(nullptr));
   std::string which;
-  if (info.is_object() && info.contains("index")) {
+  if (info.is_object() && info.contains("index") && info.contains("drawn_from")) {
+    which = " (hidden point " + info.value("index", Json(0)).dump() + " of " +
+            info.value("of", Json(0)).dump() + ", sizes drawn from the probe's hidden ranges)";
+  } else if (info.is_object() && info.contains("index")) {
     which = " (hidden point " + info.value("index", Json(0)).dump() + " of " +
             info.value("of", Json(0)).dump() + ")";
   } else if (info.is_object() && info.contains("drawn_from")) {
@@ -781,6 +788,18 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
                   ", drawn in secret and revealed only after the run: it may be specialised to "
                   "the shapes it was shown";
     finding.next = "rerun the hidden point (reproduce) and look for code that assumes a shape";
+  } else if (source_only) {
+    // Whatever the candidate did there: a point it could read proves nothing (round 3's
+    // knows_the_hidden_point was right at the shown N and at the source's hidden N only).
+    finding.severity = Severity::kFail;
+    finding.claim = "the hidden point " + at +
+                    " is written in the probe's source (.hidden_point) and the probe declares no "
+                    ".hidden_range: a candidate's author can read it and be right there only, so "
+                    "the hidden run shows nothing about other shapes (its verdict there: " +
+                    std::string(verdict_name(hidden.verdict)) + ")";
+    finding.next =
+        "declare .hidden_range(NAME, LOW, HIGH[, STEP]) for a size of the probe: loupe draws it "
+        "in secret over the hidden point";
   } else if (hidden.verdict == Verdict::kPass) {
     finding.severity = Severity::kInfo;
     finding.claim = "the candidate also passes at the hidden point " + at + ", drawn in secret";
@@ -861,34 +880,47 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
         probe_declared.hidden_points > 0 && probe_declared.hidden_point_values.size() !=
                                                 static_cast<size_t>(probe_declared.hidden_points);
     const size_t declared_points = probe_declared.hidden_point_values.size();
-    const size_t choices = declared_points + (probe_declared.hidden_ranges.empty() ? 0 : 1);
     Json reveal = Json::object();
     if (old_subject) {
       // A subject built before hidden points were listed: it draws one itself.
       hidden_request.sets.clear();
       hidden_request.hidden = true;
-    } else if (choices > 0) {
-      const size_t choice = static_cast<size_t>(secret() % choices);
-      std::vector<std::string> sets;
+    } else if (declared_points > 0 || !probe_declared.hidden_ranges.empty()) {
+      // A corner the source writes (one of the hidden points, picked in secret), then every
+      // hidden range drawn over it: the corner keeps what the sizes must satisfy together
+      // (HV a multiple of H), the draws are what nobody knows before the run.
+      std::vector<std::pair<std::string, std::string>> chosen;  // name, value text, in order
       Json values = Json::object();
-      if (choice < declared_points) {
+      auto put = [&](const std::string& name, const std::string& text, Json value) {
+        auto same = std::find_if(chosen.begin(), chosen.end(),
+                                 [&](const auto& entry) { return entry.first == name; });
+        if (same == chosen.end()) {
+          chosen.emplace_back(name, text);
+        } else {
+          same->second = text;
+        }
+        values[name] = std::move(value);
+      };
+      if (declared_points > 0) {
+        const size_t choice = static_cast<size_t>(secret() % declared_points);
         for (const auto& [name, value] : probe_declared.hidden_point_values[choice].items()) {
-          sets.push_back(name + "=" + value_to_string(value_from_json(value, "hidden." + name)));
-          values[name] = value;
+          put(name, value_to_string(value_from_json(value, "hidden." + name)), value);
         }
         reveal["index"] = choice;
         reveal["of"] = declared_points;
-      } else {
-        for (const auto& range : probe_declared.hidden_ranges) {
-          const int64_t low = range.value("low", int64_t{0});
-          const int64_t high = std::max(low, range.value("high", int64_t{0}));
-          const int64_t value =
-              low + static_cast<int64_t>(secret() % static_cast<uint64_t>(high - low + 1));
-          sets.push_back(range.value("name", std::string()) + "=" + std::to_string(value));
-          values[range.value("name", std::string())] = value;
-        }
-        reveal["drawn_from"] = probe_declared.hidden_ranges;
       }
+      for (const auto& range : probe_declared.hidden_ranges) {
+        const int64_t low = range.value("low", int64_t{0});
+        const int64_t high = std::max(low, range.value("high", int64_t{0}));
+        const int64_t step = std::max<int64_t>(range.value("step", int64_t{1}), 1);
+        const uint64_t count = static_cast<uint64_t>((high - low) / step) + 1;
+        const int64_t value = low + step * static_cast<int64_t>(secret() % count);
+        put(range.value("name", std::string()), std::to_string(value), value);
+      }
+      if (!probe_declared.hidden_ranges.empty())
+        reveal["drawn_from"] = probe_declared.hidden_ranges;
+      std::vector<std::string> sets;
+      for (const auto& [name, text] : chosen) sets.push_back(name + "=" + text);
       reveal["point"] = std::move(values);
       hidden_request.sets = hidden_run_sets(points.front(), sets);
     } else {
@@ -906,7 +938,9 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
       out << observation.dump(1) << "\n";
     }
     sweep.hidden.push_back(std::move(hidden));
-    sweep.findings.push_back(hidden_point_finding(request, sweep.points, sweep.hidden.back()));
+    sweep.findings.push_back(hidden_point_finding(
+        request, sweep.points, sweep.hidden.back(),
+        !old_subject && declared_points > 0 && probe_declared.hidden_ranges.empty()));
   }
 
   // Many points, many A/B tests: control the false-discovery rate across all of them.
@@ -961,6 +995,15 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     for (const auto& point : *group) {
       if (rank(point.verdict) > rank(sweep.verdict)) sweep.verdict = point.verdict;
       sweep.exit_code = std::max(sweep.exit_code, point.exit_code);
+    }
+  }
+  // A hidden point that proves nothing (all its values in the source) fails the run even where
+  // the candidate passed there.
+  for (const auto& finding : sweep.findings) {
+    if (finding.severity == Severity::kFail && finding.id.size() > 18 &&
+        finding.id.compare(finding.id.size() - 18, 18, "guard.hidden_point") == 0) {
+      sweep.verdict = Verdict::kFail;
+      sweep.exit_code = std::max(sweep.exit_code, 1);
     }
   }
   return sweep;

@@ -16,29 +16,13 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
   // A private /dev/shm: in its own pid namespace every sandboxed mpirun has the same pid, so
   // OpenMPI gave two concurrent runs one job id and their ranks' shared-memory segments collided
   // (segfaults). A subject's ranks all run inside its sandbox and still share this one.
-  std::vector<std::string> prefix = {"bwrap",
-                                     "--ro-bind",
-                                     "/",
-                                     "/",
-                                     "--dev-bind",
-                                     "/dev",
-                                     "/dev",
-                                     "--tmpfs",
-                                     "/dev/shm",
-                                     "--proc",
-                                     "/proc",
-                                     "--tmpfs",
-                                     "/tmp",
-                                     "--tmpfs",
-                                     hidden,
-                                     "--bind",
-                                     run_directory.string(),
-                                     run_directory.string(),
-                                     "--chdir",
-                                     run_directory.string(),
-                                     "--unshare-net",
-                                     "--unshare-pid",
-                                     "--die-with-parent"};
+  std::vector<std::string> prefix = {
+      "bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc",
+      "/proc", "--tmpfs", "/tmp", "--tmpfs", hidden, "--bind", run_directory.string(),
+      run_directory.string(), "--chdir", run_directory.string(), "--unshare-net", "--unshare-pid",
+      // System V shared memory and POSIX message queues outlive a
+      // run in the host's IPC namespace (round 4's ipc_memo_*).
+      "--unshare-ipc", "--die-with-parent"};
   // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
   // (the file itself when it lies in /tmp directly) is bound read-only.
   std::vector<std::string> binds;

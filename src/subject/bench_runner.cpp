@@ -3,6 +3,7 @@
 // children what to do, times their batches on its own steady clock, accounts the CPU time of
 // every child, and writes the raw samples. It decides no verdict.
 #include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -29,17 +30,13 @@
 namespace loupe {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// The monotonic clock, read by the system call (subject::raw_clock_seconds): the batch times a
+// variant's process reports are read here, next to code that may define clock_gettime.
+double now_s() { return subject::raw_clock_seconds(CLOCK_MONOTONIC); }
 
 // The CPU time of the calling process, all its threads (the variant's process when a child
 // calls it).
-double own_process_cpu_s() {
-  timespec now{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
+double own_process_cpu_s() { return subject::raw_clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 void copy_text(char* into, size_t capacity, const std::string& text) {
   std::snprintf(into, capacity, "%s", text.c_str());
@@ -432,6 +429,7 @@ class Supervisor {
                 uint64_t* first_seed, bool record = true);
   void verify(size_t variant, size_t calls, uint64_t first_work, double call_s);
   void check_environment(VariantChild& child);
+  void note_stops(VariantChild& child);
   Json measure_roofline();
   std::vector<pid_t> pids(pid_t except) const;
 
@@ -517,6 +515,8 @@ void Supervisor::await(VariantChild& child, uint32_t sequence, double expected_s
   }
   while (!done()) {
     futex_wait(child.control->answer, sequence - 1, 0.05);
+    // A variant stopped by another would never answer.
+    if (!done()) note_stops(child);
     int status = 0;
     if (!done() && ::waitpid(child.pid, &status, WNOHANG) == child.pid) {
       child.pid = -1;
@@ -548,7 +548,35 @@ double Supervisor::command(VariantChild& child, BenchOp op, double expected_s, d
   return wall;
 }
 
+// A variant's process stopped (SIGSTOP, SIGTSTP) and continued by someone else: its batch took
+// longer than its work, with no CPU and inside the window (round 4's sigstop_sibling stopped the
+// baseline for every other 300 us from a timer handler in the other variant). The runtime is its
+// parent, so the kernel reports the stop and the continuation to it: each is recorded as a
+// change of the variant's environment, and a stopped variant is continued.
+void Supervisor::note_stops(VariantChild& child) {
+  if (child.pid <= 0) return;
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(child.pid), &info, WSTOPPED | WCONTINUED | WNOHANG) !=
+            0 ||
+        info.si_pid != child.pid) {
+      break;
+    }
+    const std::string change = info.si_code == CLD_CONTINUED
+                                   ? std::string("run state (stopped by a signal, then continued)")
+                                   : "run state (stopped by signal " +
+                                         std::to_string(info.si_status) + ", " +
+                                         strsignal(info.si_status) + ")";
+    if (info.si_code != CLD_CONTINUED) ::kill(child.pid, SIGCONT);
+    if (std::find(child.environment_changes.begin(), child.environment_changes.end(), change) ==
+        child.environment_changes.end()) {
+      child.environment_changes.push_back(change);
+    }
+  }
+}
+
 void Supervisor::check_environment(VariantChild& child) {
+  note_stops(child);
   const ExecEnvironment now = capture_environment(child.pid);
   ExecEnvironment expected = child.environment;
   expected.threads = now.threads;  // thread counts are the thread_count guard's
@@ -1010,6 +1038,7 @@ Json Supervisor::run() {
   samples_json["runtime_environment_changes"] = own_environment_changes_;
   samples_json["left_running"] = strays_;
   const std::string samples_file = "samples.json";
+  files_.prepare(samples_file);
   {
     std::ofstream out(files_.dir() / samples_file);
     out << samples_json.dump() << "\n";

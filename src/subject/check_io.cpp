@@ -46,6 +46,11 @@ CheckOutput& CheckOutput::worst_element(double bound) {
   return *this;
 }
 
+CheckOutput& CheckOutput::approximate(std::string how) {
+  approximates = std::move(how);
+  return *this;
+}
+
 CheckOutput& CheckOutput::stored_narrow(std::string format) {
   stored_in = std::move(format);
   return *this;

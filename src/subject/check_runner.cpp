@@ -1,9 +1,14 @@
 // Runs a check probe with its guards and records what happened; decides nothing.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cfenv>
 #include <cstring>
 #include <exception>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -58,6 +63,11 @@ struct JobHeader {
   char current[120];
 };
 constexpr size_t kJobJsonBytes = size_t{1} << 20;
+
+// The secret repeats: after the asked ones, the candidate runs 1 to kSecretRepeatsMax more times
+// in the same process, a count the runtime draws after the child started and hands it one call
+// at a time (round 3's right_first_three knew there would be exactly 3 calls).
+constexpr int kSecretRepeatsMax = 6;
 
 // What a bound output is recorded as once its pointer, which meant something only in the child,
 // has been reduced to "bound or not".
@@ -117,12 +127,29 @@ class CheckRun {
       first.calls.insert(first.calls.end(), all.calls.begin() + 4, all.calls.end());
       second.calls = {all.calls[2], all.calls[3]};
     } else {
-      first = run_job(first_calls, inputs_);
+      // Secret repeats only where repeats were asked for (`--repeat 0` turns them all off); a
+      // multi-rank launch keeps the asked count, which every rank must make alike.
+      first = run_job(first_calls, inputs_, repeats > 0 ? kSecretRepeatsMax : 0);
       second =
           run_job({{"reference_first", "reference"}, {"reference_first", "candidate"}}, inputs_);
     }
     std::optional<JobResult> oracle_result;
     if (probe_.check_oracle) oracle_result = run_job({{"oracle", "oracle"}}, inputs_);
+    // Without an oracle, the reference once rounding upward and once downward: how far its
+    // outputs move is the size of its own rounding error, which loupe compares the candidate's
+    // error with (guard.precision; round 3's even_error_no_oracle).
+    // A reference that fails under a directed rounding mode leaves the guard without a measure,
+    // not the check without a verdict: the reason is recorded instead.
+    std::optional<JobResult> rounding_result;
+    std::string rounding_skipped;
+    if (!probe_.check_oracle && !options_.candidate_only) {
+      try {
+        rounding_result =
+            run_job({{"rounding_up", "reference"}, {"rounding_down", "reference"}}, inputs_);
+      } catch (const Error& error) {
+        rounding_skipped = error.message();
+      }
+    }
     // The reference on inputs from a second seed: loupe flags a reference whose output does not
     // depend on its inputs.
     const uint64_t alt_seed = derive_seed(options_.seed, 1);
@@ -149,9 +176,26 @@ class CheckRun {
       alt["outputs"] = std::move(files);
       check["alt_seed"] = std::move(alt);
     }
-    if (repeats > 0) {
+    if (rounding_result) {
+      Json rounding = Json::object();
+      for (size_t index = 0; index < 2; ++index) {
+        const std::string pass = index == 0 ? "rounding_up" : "rounding_down";
+        Json files = Json::object();
+        for (const auto& output : rounding_result->calls[index].outputs) {
+          files[output.name] =
+              files_.write_tensor(pass + "/reference." + output.name, output.tensor);
+        }
+        rounding[index == 0 ? "up" : "down"] = std::move(files);
+      }
+      check["rounding"] = std::move(rounding);
+    } else if (!rounding_skipped.empty()) {
+      check["rounding_skipped"] = rounding_skipped;
+    }
+    // The asked repeats and the secret ones: every candidate call after the first two.
+    const int made_repeats = static_cast<int>(first.calls.size()) - 2;
+    if (made_repeats > 0) {
       Json repeat_files = Json::array();
-      for (int index = 1; index <= repeats; ++index) {
+      for (int index = 1; index <= made_repeats; ++index) {
         const std::string pass = "repeat/" + std::to_string(index);
         Json files = Json::object();
         for (const auto& output : first.calls[1 + index].outputs) {
@@ -161,12 +205,14 @@ class CheckRun {
         repeat_files.push_back(std::move(files));
       }
       Json repeat = Json::object();
-      repeat["count"] = repeats;
+      repeat["count"] = made_repeats;
+      repeat["asked"] = repeats;
       repeat["outputs"] = std::move(repeat_files);
       check["repeat"] = std::move(repeat);
     }
     for (const JobResult* job : {&first, &second, &alt_result}) absorb(*job);
     if (oracle_result) absorb(*oracle_result);
+    if (rounding_result) absorb(*rounding_result);
 
     Json guards = Json::object();
     guards["input_mutation"] = std::move(mutations_);
@@ -384,7 +430,21 @@ class CheckRun {
   // Runs `calls` in a child forked for them, on `inputs`, and takes back their outputs and the
   // guards' records. The child's error (an exception from a path) is rethrown here; a crash is
   // an Error(kSubject) naming the call it happened in.
-  JobResult run_job(const std::vector<JobCall>& calls, const std::vector<NamedTensor>& inputs) {
+  //
+  // With `secret_max` > 0 the child, after `calls`, makes more candidate calls ("repeat/K", K
+  // after the listed repeats) for as long as the runtime says so: one byte down a socket after each
+  // call's checksums have come back, so the child never holds the count, drawn here (1 to
+  // secret_max) after it started.
+  JobResult run_job(const std::vector<JobCall>& listed, const std::vector<NamedTensor>& inputs,
+                    int secret_max = 0) {
+    std::vector<JobCall> calls = listed;
+    const int listed_repeats =
+        static_cast<int>(std::count_if(listed.begin(), listed.end(), [](const JobCall& call) {
+          return call.pass.rfind("repeat/", 0) == 0;
+        }));
+    for (int extra = 1; extra <= secret_max; ++extra) {
+      calls.push_back({"repeat/" + std::to_string(listed_repeats + extra), "candidate"});
+    }
     std::vector<size_t> offsets;
     size_t total = sizeof(JobHeader) + kJobJsonBytes;
     for (const auto& call : calls) {
@@ -405,16 +465,44 @@ class CheckRun {
       throw Error(ErrorCode::kSubject,
                   std::string("cannot create a pipe for a check's child: ") + std::strerror(errno));
     }
+    int gate[2] = {-1, -1};
+    // A socket rather than a pipe: send(MSG_NOSIGNAL) to a child that died is an error, not a
+    // SIGPIPE in the runtime.
+    if (secret_max > 0 && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) != 0) {
+      ::close(seal[0]);
+      ::close(seal[1]);
+      throw Error(ErrorCode::kSubject,
+                  std::string("cannot create a pipe for a check's child: ") + std::strerror(errno));
+    }
+    const size_t listed_count = listed.size();
     const pid_t pid = fork_child([&] {
       ::close(seal[0]);
+      if (gate[1] >= 0) ::close(gate[1]);
       // Non-blocking: a path that fills the pipe makes the child's own records fail to go in,
       // which the runtime sees as missing, instead of hanging the child.
       ::fcntl(seal[1], F_SETFL, O_NONBLOCK);
-      return execute_job(calls, inputs, offsets, region, seal[1]);
+      return execute_job(calls, listed_count, inputs, offsets, region, seal[1], gate[0]);
     });
     ::close(seal[1]);
-    const ChildEnd end = reap_child(pid);
     std::string sealed;
+    size_t made = listed_count;
+    if (secret_max > 0) {
+      ::close(gate[0]);
+      std::random_device entropy;
+      const int secret = 1 + static_cast<int>(entropy() % static_cast<unsigned>(secret_max));
+      for (int sent = 0; sent <= secret; ++sent) {
+        // The next word only once the child's records for every call so far have come back.
+        const size_t want = made * outputs_.size() * sizeof(uint64_t);
+        if (!read_records(pid, seal[0], sealed, want)) break;
+        const char token = sent < secret ? 'c' : 's';
+        if (::send(gate[1], &token, 1, MSG_NOSIGNAL) != 1) break;
+        if (token == 's') break;
+        ++made;
+      }
+      ::close(gate[1]);
+    }
+    calls.resize(made);
+    const ChildEnd end = reap_child(pid);
     {
       ::fcntl(seal[0], F_SETFL, O_NONBLOCK);
       char buffer[4096];
@@ -523,8 +611,36 @@ class CheckRun {
     return calls.size() * outputs_.size();
   }
 
-  int execute_job(const std::vector<JobCall>& calls, const std::vector<NamedTensor>& inputs,
-                  const std::vector<size_t>& offsets, SharedRegion& region, int seal_fd) {
+  // Reads `fd` into `into` until it holds `want` bytes; false when the child ended (or closed
+  // the pipe) first. Polls, so a child that ends while a process it started holds the pipe open
+  // does not hang the runtime.
+  static bool read_records(pid_t pid, int fd, std::string& into, size_t want) {
+    while (into.size() < want) {
+      pollfd poll_fd{fd, POLLIN, 0};
+      const int ready = ::poll(&poll_fd, 1, 50);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready > 0) {
+        char buffer[4096];
+        const ssize_t got = ::read(fd, buffer, std::min(sizeof buffer, want - into.size()));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        into.append(buffer, static_cast<size_t>(got));
+        continue;
+      }
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == pid) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // `calls` past `listed` are the secret repeats: each is made only when a 'c' comes down
+  // `gate_fd` after the previous call's records went out.
+  int execute_job(const std::vector<JobCall>& calls, size_t listed,
+                  const std::vector<NamedTensor>& inputs, const std::vector<size_t>& offsets,
+                  SharedRegion& region, int seal_fd, int gate_fd) {
     JobHeader header{};
     auto publish = [&](const Json& json) {
       const std::string text = json.dump();
@@ -548,10 +664,27 @@ class CheckRun {
       std::vector<PathCall> done;
       Json bound = Json::array();
       size_t slot = 0;
-      for (const auto& call : calls) {
+      for (size_t call_index = 0; call_index < calls.size(); ++call_index) {
+        const JobCall& call = calls[call_index];
+        if (call_index >= listed) {
+          char token = 0;
+          ssize_t got = 0;
+          do {
+            got = ::read(gate_fd, &token, 1);
+          } while (got < 0 && errno == EINTR);
+          if (got != 1 || token != 'c') break;
+        }
         const std::string current = "the " + call.path + " path (" + call.pass + " pass)";
         std::snprintf(header.current, sizeof header.current, "%s", current.c_str());
         std::memcpy(region.data(), &header, sizeof header);
+        // The reference's rounding runs (no oracle): the rounding mode is set for the call and
+        // is what the path must leave.
+        ExecEnvironment handed = base;
+        if (call.pass == "rounding_up" || call.pass == "rounding_down") {
+          std::fesetround(call.pass == "rounding_up" ? FE_UPWARD : FE_DOWNWARD);
+          handed = capture_environment();
+          handed.threads = base.threads;
+        }
         PathCall result = call_path(call.pass, call.path);
         // A path must leave the floating-point state, the affinity and the priority as it found
         // them; a change is recorded against it and undone for the next path.
@@ -559,7 +692,7 @@ class CheckRun {
         // A library may start a thread on first use and keep it (a BLAS pool): the thread
         // count is not part of what a path must leave as it found it.
         after.threads = base.threads;
-        for (const auto& change : environment_changes(base, after)) {
+        for (const auto& change : environment_changes(handed, after)) {
           Json entry = Json::object();
           entry["pass"] = call.pass;
           entry["path"] = call.path;
@@ -649,6 +782,7 @@ class CheckRun {
       entry["axes"] = output.axes;
       entry["profile_axis"] = output.profile_axis;
       if (!output.stored_in.empty()) entry["stored_in"] = output.stored_in;
+      if (!output.approximates.empty()) entry["approximates"] = output.approximates;
       if (output.worst_element_bound > 0) entry["worst_element_bound"] = output.worst_element_bound;
       Json tolerances = Json::array();
       for (const auto& tolerance : output.tolerances) {

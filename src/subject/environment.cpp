@@ -79,7 +79,7 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
                             tensor.dtype() != DType::kF8E5M2;
   std::string file = stem + (npy_can_name ? ".npy" : ".safetensors");
   const std::filesystem::path path = dir_ / file;
-  std::filesystem::create_directories(path.parent_path());
+  prepare(file);
   if (npy_can_name) {
     write_npy(path, tensor);
   } else {
@@ -94,6 +94,57 @@ std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor
   entry["shape"] = tensor.shape();
   listing_.push_back(std::move(entry));
   return file;
+}
+
+void ObservationFiles::prepare(const std::string& relative_path) {
+  namespace fs = std::filesystem;
+  const fs::path relative(relative_path);
+  fs::path at = dir_;
+  std::error_code error;
+  size_t index = 0;
+  const size_t parts = static_cast<size_t>(std::distance(relative.begin(), relative.end()));
+  for (const auto& part : relative) {
+    at /= part;
+    const bool last = ++index == parts;
+    const fs::file_status status = fs::symlink_status(at, error);
+    if (!fs::exists(status)) {
+      if (!last) fs::create_directory(at, error);
+      continue;
+    }
+    const std::string name = fs::relative(at, dir_, error).string();
+    if (fs::is_symlink(status)) {
+      const fs::path target = fs::read_symlink(at, error);
+      planted_.push_back(name + " -> " + target.string());
+      fs::remove(at, error);
+      if (!last) fs::create_directory(at, error);
+    } else if (last) {
+      // A file the runtime has not written yet: left by a path (a hard link to a file elsewhere
+      // would be written through).
+      planted_.push_back(
+          name + " (" +
+          (fs::is_directory(status) ? std::string("a folder") : std::string("a file")) + ")");
+      fs::remove_all(at, error);
+    } else if (!fs::is_directory(status)) {
+      planted_.push_back(name + " (a file where a folder goes)");
+      fs::remove(at, error);
+      fs::create_directory(at, error);
+    }
+  }
+}
+
+void ObservationFiles::remove_links() {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  std::vector<fs::path> links;
+  for (fs::recursive_directory_iterator it(dir_, fs::directory_options::none, error), end;
+       !error && it != end; it.increment(error)) {
+    if (it->is_symlink(error)) links.push_back(it->path());
+  }
+  for (const fs::path& link : links) {
+    planted_.push_back(fs::relative(link, dir_, error).string() + " -> " +
+                       fs::read_symlink(link, error).string());
+    fs::remove(link, error);
+  }
 }
 
 void ObservationFiles::digest(const std::string& relative_path) {

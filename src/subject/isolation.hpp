@@ -65,6 +65,15 @@ int64_t thread_count(pid_t pid = 0);
 // Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
 // used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.
 double process_cpu_seconds(pid_t pid);
+// Seconds on `clock` (CLOCK_MONOTONIC, a CPU-time clock), -1 on failure, read by the system call
+// itself on x86-64 Linux: libc's clock_gettime and libstdc++'s steady_clock are symbols the
+// subject's executable can define, and its definition would reach libloupe's timings too (round
+// 4's interposed_clock slowed the monotonic clock of its variant's process to 0.7x).
+double raw_clock_seconds(clockid_t clock);
+// The clocks (clock_gettime, gettimeofday, std::chrono::steady_clock::now) that something other
+// than their library defines in this process — the subject's executable, a preloaded library —,
+// each with where it is defined: such a definition reaches every caller in the process.
+std::vector<std::string> interposed_clocks();
 // process_cpu_seconds once `pid`'s first thread has left the CPU (it answered and is about to
 // wait), or after `max_wait_s`: the reading at the end of a command, so that none of the
 // command's CPU is counted in the interval after it.

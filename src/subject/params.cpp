@@ -1,4 +1,5 @@
 // Parameter points from the command line: typed parsing and validation against the declaration.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -115,7 +116,8 @@ Params resolve_point(const detail::ProbeDefinition& probe, const std::vector<std
       for (const auto& range : probe.hidden_ranges) {
         const auto* number = std::get_if<int64_t>(&*value);
         allowed = allowed || (range.name == name && number != nullptr && *number >= range.low &&
-                              *number <= range.high);
+                              *number <= range.high &&
+                              (*number - range.low) % std::max<int64_t>(range.step, 1) == 0);
       }
       if (!allowed) {
         throw Error(ErrorCode::kUsage,

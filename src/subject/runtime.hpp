@@ -55,6 +55,18 @@ class ObservationFiles {
   std::string write_tensor(const std::string& stem, const Tensor& tensor);
   // Records a file the probe wrote itself, relative to dir().
   void add(std::string relative_path, std::string kind);
+  // Clears the way for the runtime to write `relative_path` (write_tensor calls it; so do the
+  // writers of samples.json and observation.json): a symbolic link, or anything else already
+  // there, at the file or at a folder on its way is removed, and recorded in planted() — the
+  // runtime writes only after its last child is gone, so whatever is already there was left by
+  // a path (round 3's symlink_planted made the runtime write through a link). The file is then
+  // created anew, never written through a link or a hard link to a file elsewhere.
+  void prepare(const std::string& relative_path);
+  // Removes every symbolic link left anywhere under dir() (recorded in planted()): loupe moves
+  // the folder into its home, where a link would point anywhere.
+  void remove_links();
+  // "NAME -> TARGET" (a link) or "NAME (a file)" for each entry prepare() removed.
+  const std::vector<std::string>& planted() const { return planted_; }
   const Json& listing() const { return listing_; }
   // SHA-256 of each file, taken as it was written (the seal: subject_main.cpp).
   const std::map<std::string, std::string>& digests() const { return digests_; }
@@ -72,6 +84,7 @@ class ObservationFiles {
   std::multimap<uint64_t, Written> by_checksum_;
   Json listing_ = Json::array();
   std::map<std::string, std::string> digests_;
+  std::vector<std::string> planted_;
 };
 
 Json run_check(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,

@@ -82,6 +82,7 @@ Json list_json(const std::string& program) {
       item["name"] = range.name;
       item["low"] = range.low;
       item["high"] = range.high;
+      item["step"] = range.step;
       ranges.push_back(std::move(item));
     }
     entry["hidden_ranges"] = std::move(ranges);
@@ -310,6 +311,7 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   }
   Json runtime = Json::object();
   runtime["threads_at_start"] = threads_at_start;
+  runtime["interposed_clocks"] = subject::interposed_clocks();
   runtime["isolation"] = "fork per path and per bench variant; timing by the runtime process";
 
   const auto start = std::chrono::steady_clock::now();
@@ -334,6 +336,10 @@ int run_command(const std::string& program, const std::vector<std::string>& args
   observation[std::string(probe_kind_name(probe.kind))] = std::move(section);
   observation["files"] = files.listing();
   observation["runtime"] = std::move(runtime);
+  // What the paths left where the runtime writes (ObservationFiles::prepare): removed, and said.
+  files.remove_links();
+  files.prepare("observation.json");
+  observation["planted"] = files.planted();
   // Written by loupe after the subject exits: its verdict's findings and the stderr tail.
   observation["findings"] = Json::array();
   observation["stderr_tail"] = nullptr;

@@ -138,6 +138,7 @@ LOUPE_CHECK(honest_check)
     .description("pairwise row sums with an oracle and a hidden point: passes every guard")
     .param("N", 1024, {256, 1024})
     .hidden_point({{"N", int64_t{777}}})
+    .hidden_range("N", 600, 1000)
     .inputs([](loupe::CheckSetup& setup) {
       rows_setup(setup).tolerance("rms_ratio", 1e-6).tolerance_vs_oracle("rms_ratio", 10.0);
     })
@@ -265,9 +266,11 @@ LOUPE_CHECK(vacuous_reference)
 
 LOUPE_CHECK(hardcoded_shape)
     .description(
-        "right for the shown N (256, 1024), wrong for any other: guard.hidden_point (N=777)")
+        "right for the shown N (256, 1024), wrong for any other: guard.hidden_point (N drawn "
+        "from 700 to 760)")
     .param("N", 1024, {256, 1024})
     .hidden_point({{"N", int64_t{777}}})
+    .hidden_range("N", 700, 760)
     .inputs(rows_tight)
     .reference(reference)
     .candidate([](loupe::CheckIo& io) {

@@ -30,11 +30,15 @@ TEST_F(AdversarialTest, HonestCheckPassesEveryGuardIncludingTheHiddenPoint) {
   // The hidden point was run, passed, and is revealed only now.
   const Json& hidden = finding(run, "check.honest_check.guard.hidden_point");
   EXPECT_EQ(hidden.at("severity"), "info");
-  EXPECT_EQ(hidden.at("where").at("params").at("N"), 777);
+  // N drawn in secret from the probe's hidden range, over its hidden point's corner.
+  const int64_t drawn = hidden.at("where").at("params").at("N").get<int64_t>();
+  EXPECT_TRUE(drawn >= 600 && drawn <= 1000) << hidden.dump();
   const Json& hidden_runs = run.envelope.at("data").at("hidden_runs");
   ASSERT_EQ(hidden_runs.size(), 1u);
-  EXPECT_EQ(hidden_runs[0].at("hidden").at("point").at("N"), 777);
-  EXPECT_EQ(hidden_runs[0].at("params").at("N"), 777);
+  EXPECT_EQ(hidden_runs[0].at("hidden").at("point").at("N"), drawn);
+  EXPECT_EQ(hidden_runs[0].at("hidden").at("index"), 0);
+  EXPECT_EQ(hidden_runs[0].at("hidden").at("drawn_from").size(), 1u);
+  EXPECT_EQ(hidden_runs[0].at("params").at("N"), drawn);
   // Passed like an asked point, with a seed loupe drew in secret (not the pinned 7).
   EXPECT_NE(hidden_runs[0].at("seed"), 7);
   EXPECT_EQ(hidden_runs[0].at("hidden").at("seed"), hidden_runs[0].at("seed"));
@@ -120,14 +124,16 @@ TEST_F(AdversarialTest, HardCodedShapesFailAtTheHiddenPoint) {
   // ...wrong at the one it was not.
   const Json& hidden = finding(run, "check.hardcoded_shape.guard.hidden_point");
   EXPECT_EQ(hidden.at("severity"), "fail");
-  EXPECT_EQ(hidden.at("where").at("params").at("N"), 777);
+  const int64_t drawn = hidden.at("where").at("params").at("N").get<int64_t>();
+  EXPECT_TRUE(drawn >= 700 && drawn <= 760) << hidden.dump();
+  const std::string at = "N=" + std::to_string(drawn);
   EXPECT_NE(hidden.at("claim").get<std::string>().find(
-                "passes at the point(s) it was shown (N=1024) but fails at the hidden point "
-                "N=777 (hidden point 0 of 1), seed "),
+                "passes at the point(s) it was shown (N=1024) but fails at the hidden point " + at +
+                " (hidden point 0 of 1, sizes drawn from the probe's hidden ranges), seed "),
             std::string::npos)
       << hidden.dump();
   // The hidden run reproduces like any other: its point and its (now revealed) seed.
-  EXPECT_NE(hidden.at("reproduce").get<std::string>().find("--set N=777 --seed "),
+  EXPECT_NE(hidden.at("reproduce").get<std::string>().find("--set " + at + " --seed "),
             std::string::npos);
   EXPECT_EQ(guards(run, "fail"), Guards{"guard.hidden_point"});
 }

@@ -49,11 +49,19 @@ TEST_F(Round3Test, AStaticInitialiserThreadThatCopiesTheReferenceFails) {
 }
 
 // 1. Tampering: links planted where the runtime writes the candidate's outputs, pointing at the
-// reference's files, make the runtime write through them; the digests no longer match.
-TEST_F(Round3Test, SymlinksPlantedForTheCandidatesOutputsBreakTheSeal) {
+// reference's files, made the runtime write through them (the seal caught it). Now the runtime
+// removes what it finds where it writes, writes its own files, and says what it removed; the
+// candidate's zeros are compared as they are.
+TEST_F(Round3Test, SymlinksPlantedForTheCandidatesOutputsAreRemovedAndNamed) {
   const CliRun run = check("symlink_planted");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
-  EXPECT_TRUE(has(run, "check.symlink_planted.guard.evidence_sealed", "fail")) << run.out;
+  const Json& planted = finding(run, "check.symlink_planted.guard.evidence_sealed");
+  EXPECT_EQ(planted.at("severity"), "fail");
+  EXPECT_NE(planted.at("claim").get<std::string>().find(
+                "candidate_first/candidate.y.npy -> reference.y.npy"),
+            std::string::npos)
+      << planted.dump();
+  EXPECT_TRUE(has(run, "check.symlink_planted.mismatch", "fail")) << run.out;
 }
 
 // 1 and 4. The candidate writes outputs 5 % off and replaces the reference's outputs with its own
@@ -77,26 +85,39 @@ TEST_F(Round3Test, RewritingTheReferencesOutputsInTheChildBreaksThePerPathSeal) 
   EXPECT_TRUE(reference_first) << run.out;
 }
 
-// 2. Recognising the check: every check pass is a fresh process with at most 3 candidate calls
-// (the call and the 2 default repeats). NOT CAUGHT: a candidate right on its first 3 calls passes
-// (docs/security.md, "What is not guaranteed"); a bench of the same code verifies its later calls.
-TEST_F(Round3Test, RightOnItsFirstThreeCallsStillPasses) {
+// 2. Recognising the check: every check pass is a fresh process, and it used to make exactly 3
+// candidate calls (the call and the 2 default repeats): a candidate right on its first 3 calls
+// passed. Now 1 to 6 more follow, a count the runtime draws after the child started and hands it
+// one call at a time, so the candidate's 4th call always comes and is compared.
+TEST_F(Round3Test, RightOnItsFirstThreeCallsFailsOnTheSecretRepeats) {
   const CliRun run = check("right_first_three");
-  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
-  // --repeat 3 gives it a fourth call, and it is caught.
-  const CliRun more =
-      probe_run(ADVERSARIAL_SUBJECT, {"right_first_three", "--seed", "5", "--repeat", "3"});
-  EXPECT_EQ(more.exit_code, 1) << more.out << more.err;
-  EXPECT_TRUE(has(more, "check.right_first_three.nondeterministic", "fail")) << more.out;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& repeated = finding(run, "check.right_first_three.nondeterministic");
+  EXPECT_EQ(repeated.at("severity"), "fail");
+  // The first call that differs is repeat 3: the 4th call of the process.
+  EXPECT_NE(repeated.at("claim").get<std::string>().find("repeat 3 first differs"),
+            std::string::npos)
+      << repeated.dump();
 }
 
 // 2. Recognising the check: a hidden point written in the source is known to the candidate's
-// author. NOT CAUGHT (documented: prefer .hidden_range).
-TEST_F(Round3Test, AHiddenPointReadFromTheSourceStillPasses) {
+// author (it passed). A probe whose hidden points are all in the source, with no hidden range to
+// draw from, now fails guard.hidden_point whatever the candidate does there.
+TEST_F(Round3Test, AHiddenPointReadFromTheSourceFailsTheHiddenPointGuard) {
   const CliRun run = check("knows_the_hidden_point");
-  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_TRUE(has(run, "check.knows_the_hidden_point.guard.hidden_point", "info")) << run.out;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& hidden = finding(run, "check.knows_the_hidden_point.guard.hidden_point");
+  EXPECT_EQ(hidden.at("severity"), "fail");
+  EXPECT_NE(hidden.at("claim").get<std::string>().find(
+                "the hidden point N=1536 (hidden point 0 of 1), seed "),
+            std::string::npos)
+      << hidden.dump();
+  EXPECT_NE(hidden.at("claim").get<std::string>().find(
+                "is written in the probe's source (.hidden_point) and the probe declares no "
+                ".hidden_range"),
+            std::string::npos)
+      << hidden.dump();
+  EXPECT_EQ(guards(run, "fail"), Guards{"guard.hidden_point"}) << run.out;
 }
 
 // 3. Work off the timed path: a thread per call, joined by the outputs accessor.
@@ -159,12 +180,22 @@ TEST_F(Round3Test, AnEvenErrorUnderTheToleranceFailsAgainstTheOracle) {
   EXPECT_EQ(guards(run, "fail"), (Guards{"guard.precision", "guard.hidden_point"})) << run.out;
 }
 
-// 5. Precision: without an oracle loupe cannot tell the reference's own error, and the error is
-// inside the tolerance the probe declared. NOT CAUGHT (docs/security.md).
-TEST_F(Round3Test, AnEvenErrorUnderTheToleranceWithoutAnOracleStillPasses) {
+// 5. Precision: without an oracle loupe could not tell the reference's own error, and the error
+// is inside the tolerance the probe declared (it passed). The reference now also runs rounding
+// upward and downward: its outputs move by ~1e-7 of their rms, the candidate's error is ~1e-2.
+TEST_F(Round3Test, AnEvenErrorUnderTheToleranceWithoutAnOracleFailsAgainstTheRoundingSpread) {
   const CliRun run = check("even_error_no_oracle");
-  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(guards(run, "fail"), (Guards{"guard.precision", "guard.hidden_point"})) << run.out;
+  const Json& precision = finding(run, "check.even_error_no_oracle.guard.precision");
+  EXPECT_EQ(precision.at("where").at("path"), "candidate.y");
+  EXPECT_NE(precision.at("claim").get<std::string>().find(
+                "is declared float32 and the check has no oracle"),
+            std::string::npos)
+      << precision.dump();
+  EXPECT_GT(
+      precision.at("evidence").at("metrics").at("candidate_vs_reference").get<double>(),
+      64 * precision.at("evidence").at("metrics").at("reference_rounding_spread").get<double>());
 }
 
 // 6. Reading earlier runs: memo_writer leaves its outputs wherever it can write outside its run

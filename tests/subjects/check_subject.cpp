@@ -76,6 +76,7 @@ LOUPE_CHECK(sum_correct)
     .description("row sums, pairwise order: differs in the last bits, must pass")
     .param("N", 1024, {256, 1024})
     .hidden_point({{"N", int64_t{777}}})
+    .hidden_range("N", 700, 900)
     .inputs(generate_rows_with_oracle)
     .reference(reference)
     .candidate([](loupe::CheckIo& io) {

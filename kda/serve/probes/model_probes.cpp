@@ -67,9 +67,11 @@ LOUPE_CHECK(w8a8_vs_fp32)
           .output<float>("hidden", {config.layers, requests * tokens, config.hidden},
                          {"L", "RT", "D"})
           .along("L")
-          .tolerance("rms_ratio", 1e-1);
+          .tolerance("rms_ratio", 1e-1)
+          .approximate("w8a8: int8 weights and activations in every linear layer");
       setup.output<float>("logits", {requests, config.vocab}, {"R", "vocab"})
-          .tolerance("rms_ratio", 1e-1);
+          .tolerance("rms_ratio", 1e-1)
+          .approximate("w8a8: int8 weights and activations in every linear layer");
     })
     .reference([](loupe::CheckIo& io) { run_w8a8_path(io, false); })
     .candidate([](loupe::CheckIo& io) { run_w8a8_path(io, true); });
@@ -139,7 +141,8 @@ LOUPE_CHECK(state_cache_vs_fp32)
       const std::string cache = point.get_string("cache");
       setup.output<float>("logits", {requests, steps, config.vocab}, {"R", "S", "vocab"})
           .along("S")
-          .tolerance("rms_ratio", 1.2e-1);
+          .tolerance("rms_ratio", 1.2e-1)
+          .approximate("the decode reads its states back from a " + cache + " cache");
       // The states come back through the cache: narrowing them is what this check measures.
       setup
           .output<float>(

@@ -172,7 +172,11 @@ TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
   const Json& hidden = probe.envelope["data"]["hidden_runs"];
   ASSERT_EQ(hidden.size(), 1u);
   EXPECT_EQ(hidden[0]["params"]["ranks"], 4);
-  EXPECT_EQ(hidden[0]["params"]["prompt_len"], 45);
+  // Drawn in secret from the probe's hidden ranges.
+  const int64_t prompt_len = hidden[0]["params"]["prompt_len"].get<int64_t>();
+  const int64_t requests = hidden[0]["params"]["requests"].get<int64_t>();
+  EXPECT_TRUE(prompt_len >= 33 && prompt_len <= 63) << hidden.dump();
+  EXPECT_TRUE(requests >= 1 && requests <= 3) << hidden.dump();
 }
 
 TEST_F(MultiRank, ARanksPointRunWithoutALauncherIsAUsageErrorNamingTheLaunch) {

@@ -88,6 +88,9 @@ TEST_F(ProbeCliTest, ListShowsEveryProbeWithItsParameters) {
   // Its values are listed (they are in the source anyway): loupe passes a hidden point with
   // --set, exactly like an asked one.
   EXPECT_EQ(probes[0].at("hidden_point_values"), Json::parse(R"([{"N": 777}])"));
+  // And the range loupe draws N from over that corner, with its step.
+  EXPECT_EQ(probes[0].at("hidden_ranges"),
+            Json::parse(R"([{"name": "N", "low": 700, "high": 900, "step": 1}])"));
   const Json& param = probes[0].at("params").at(0);
   EXPECT_EQ(param.at("name"), "N");
   EXPECT_EQ(param.at("type"), "int");

@@ -1,5 +1,6 @@
 // run_check on probes defined in the test: what the subject records for each guard.
 #include <filesystem>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -110,9 +111,60 @@ TEST_F(CheckRunnerTest, RepeatWritesOnlyOutputsThatDiffer) {
         if (++calls == 3) y[2] += 1;
       },
       2);
-  ASSERT_EQ(check["repeat"]["outputs"].size(), 2u);
+  // The 2 asked repeats, then 1 to 6 secret ones (the same output as the first call's again).
+  EXPECT_EQ(check["repeat"]["asked"], 2);
+  const size_t made = check["repeat"]["outputs"].size();
+  EXPECT_GE(made, 3u);
+  EXPECT_LE(made, 8u);
+  EXPECT_EQ(check["repeat"]["count"], made);
   EXPECT_EQ(check["repeat"]["outputs"][0]["y"], "candidate_first/candidate.y.npy");
   EXPECT_EQ(check["repeat"]["outputs"][1]["y"], "repeat/2/candidate.y.npy");
+  for (size_t index = 2; index < made; ++index) {
+    EXPECT_EQ(check["repeat"]["outputs"][index]["y"], "candidate_first/candidate.y.npy");
+  }
+}
+
+// The secret repeats: however many calls a candidate is right for, the count it is not told
+// varies from run to run, and a process that makes a 4th call always exists.
+TEST_F(CheckRunnerTest, SecretRepeatsVaryAndAreNeverFewerThanOne) {
+  std::set<size_t> counts;
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const Json check = run(probe_.check_reference, 2);
+    counts.insert(check["repeat"]["outputs"].size());
+  }
+  EXPECT_GE(*counts.begin(), 3u);
+  EXPECT_LE(*counts.rbegin(), 8u);
+  // 12 draws of 6 values all alike: probability 6^-11.
+  EXPECT_GT(counts.size(), 1u);
+}
+
+// Without an oracle the reference runs once rounding upward and once downward (guard.precision
+// compares the candidate's error with how far they move); the rounding mode set for those calls
+// is not recorded as the reference's change of the environment.
+TEST_F(CheckRunnerTest, WithoutAnOracleTheReferenceRunsInBothDirectedRoundings) {
+  probe_.check_reference = [](CheckIo& io) {
+    auto x = io.input<float>("x");
+    auto y = io.output<float>("y");
+    for (size_t index = 0; index < x.size(); ++index) y[index] = x[index] / 3.0f;
+  };
+  const Json check = run(probe_.check_reference);
+  ASSERT_TRUE(check.contains("rounding")) << check.dump();
+  EXPECT_EQ(check["rounding"]["up"]["y"], "rounding_up/reference.y.npy");
+  EXPECT_EQ(check["rounding"]["down"]["y"], "rounding_down/reference.y.npy");
+  EXPECT_EQ(check["guards"]["environment"].size(), 0u) << check.dump();
+  const Tensor up = read_npy(dir_ / "rounding_up/reference.y.npy");
+  const Tensor down = read_npy(dir_ / "rounding_down/reference.y.npy");
+  const Tensor nearest = read_npy(dir_ / check["runs"][1]["outputs"]["y"].get<std::string>());
+  int moved = 0;
+  for (size_t index = 0; index < 4; ++index) {
+    EXPECT_GE(up.data<float>()[index], nearest.data<float>()[index]);
+    EXPECT_LE(down.data<float>()[index], nearest.data<float>()[index]);
+    moved += up.data<float>()[index] != down.data<float>()[index] ? 1 : 0;
+  }
+  // x / 3 is inexact for every x here (seed 5: 5, 6, 7, 8) but 6: 5/3, 7/3 and 8/3 move.
+  EXPECT_EQ(moved, 3);
 }
 
 TEST_F(CheckRunnerTest, RelativeToleranceWithoutOracleIsAProbeBug) {

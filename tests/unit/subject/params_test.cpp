@@ -43,6 +43,19 @@ TEST(ResolvePoint, SetValuesAreParsedAsTheDefaultsType) {
   EXPECT_EQ(point[3].second, Value(false));
 }
 
+// A hidden range with a step accepts low, low + step, ... up to high outside the allowed set, and
+// nothing between (kda's cp_ranks_vs_nocp: lengths that are multiples of 4096).
+TEST(ResolvePoint, AHiddenRangeWithAStepAcceptsOnlyItsSteps) {
+  auto probe = probe_with_params();
+  probe.hidden_ranges.push_back({"T", 8192, 12288, 4096});
+  EXPECT_EQ(resolve_point(probe, {"T=8192"}, nullptr)[0].second, Value(int64_t{8192}));
+  EXPECT_EQ(resolve_point(probe, {"T=12288"}, nullptr)[0].second, Value(int64_t{12288}));
+  EXPECT_EQ(usage_message(probe, {"T=9000"}),
+            "probe 'cp_vs_nocp': parameter 'T' = 9000 is not an allowed value; allowed: 1024, "
+            "16384");
+  EXPECT_NE(usage_message(probe, {"T=16385"}).find("is not an allowed value"), std::string::npos);
+}
+
 TEST(ResolvePoint, ErrorsNameTheParameterAndTheValidChoices) {
   const auto probe = probe_with_params();
   EXPECT_EQ(usage_message(probe, {"T=4096"}),
