@@ -5,6 +5,10 @@
 //   binary_import        a loupe binary file recorded through the public API (events/s; best_...)
 //   analyze_1m_events    load + breakdown + overlap + locks + gaps over ~1 M events
 //   analyze_kineto_default  load + the default analyses of the 50 MB Kineto file (GPU analyses on)
+//   load_eight_ranks     eight ~20 MB Kineto rank files (NCCL all-gathers every 16 kernels) loaded
+//                        on `threads` workers (1: the serial import), wall time
+//   analyze_eight_ranks  the same load on one worker per core + the default analyses (collectives
+//                        matched across the ranks), wall time
 // Run: build/bin/trace_ingest_bench
 #include <benchmark/benchmark.h>
 #include <time.h>
@@ -14,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "loupe/trace.hpp"
 #include "trace/analyze/analyze.hpp"
@@ -52,6 +57,46 @@ const std::string& chrome_json_path() {
     return file;
   }();
   return path;
+}
+
+// Eight ranks' Kineto traces of ~20 MB each (the shape of tests/integration/multirank's): a CPU
+// thread launching kernels, compute kernels and an NCCL all-gather every 16 kernels with Kineto's
+// args; rank r arrives r x 3 us late at each collective.
+const std::vector<std::string>& rank_paths() {
+  static const std::vector<std::string> paths = [] {
+    constexpr int kRanks = 8;
+    constexpr int kKernels = 90000;
+    std::vector<std::string> files;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string file =
+          (kDir / ("loupe_ingest_bench_rank-" + std::to_string(rank) + ".json")).string();
+      std::ofstream out(file);
+      out << "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":" << rank
+          << ",\"world_size\":" << kRanks << "},\"traceEvents\":[\n";
+      for (int index = 0; index < kKernels; ++index) {
+        const bool collective = index % 16 == 15;
+        const double ts = index * 10.0 + (collective ? rank * 3.0 : 0.0);
+        out << "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+               "\"pid\":4242,\"tid\":4242,\"ts\":"
+            << ts << ",\"dur\":3.5,\"args\":{\"correlation\":" << index << "}},\n";
+        out << "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\""
+            << (collective ? "ncclDevKernel_AllGather_RING_LL" : "sm90_xmma_gemm_bf16bf16_bf16f32")
+            << "\",\"pid\":0,\"tid\":7,\"ts\":" << ts + 4
+            << ",\"dur\":5.25,\"args\":{\"correlation\":" << index << ",\"stream\":7";
+        if (collective) {
+          out << ",\"Collective name\":\"_allgather_base\",\"In msg nelems\":4096,"
+                 "\"Out msg nelems\":"
+              << 4096 * kRanks << ",\"Group size\":" << kRanks
+              << ",\"Process Group Name\":\"0\",\"Seq\":" << index / 16;
+        }
+        out << "}}" << (index + 1 == kKernels ? "\n" : ",\n");
+      }
+      out << "]}\n";
+      files.push_back(file);
+    }
+    return files;
+  }();
+  return paths;
 }
 
 // Two threads, each `zones` zones (two events each) under a traced lock every 8 zones.
@@ -175,6 +220,43 @@ void analyze_kineto_default(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * events));
 }
 BENCHMARK(analyze_kineto_default)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+// Eight rank files loaded on `threads` workers (1: one after the other on this thread). Wall time:
+// the workers' CPU is not this thread's.
+void load_eight_ranks(benchmark::State& state) {
+  const std::vector<std::string>& paths = rank_paths();
+  const auto threads = static_cast<unsigned>(state.range(0));
+  uint64_t bytes = 0;
+  for (const std::string& path : paths) bytes += fs::file_size(path);
+  for (auto _ : state) {
+    auto model = std::make_unique<loupe::trace::Model>(load_traces(paths, false, {}, threads));
+    benchmark::DoNotOptimize(model->slices.size());
+    state.PauseTiming();
+    model.reset();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(load_eight_ranks)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+
+// The eight rank files loaded on one worker per core and analysed as `loupe trace analyze
+// rank-*.json` does: the collectives matched across ranks, the straggler, overlap per rank.
+void analyze_eight_ranks(benchmark::State& state) {
+  const std::vector<std::string>& paths = rank_paths();
+  const loupe::trace::AnalyzeRequest request;
+  for (auto _ : state) {
+    const loupe::trace::Model model = load_traces(paths);
+    const loupe::Envelope envelope = loupe::trace::analyze(model, request);
+    benchmark::DoNotOptimize(envelope.findings.size());
+  }
+}
+BENCHMARK(analyze_eight_ranks)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 

@@ -7,12 +7,18 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "loupe/error.hpp"
 #include "trace/record/binary_format.hpp"
@@ -194,10 +200,91 @@ int rank_from_file_name(const std::string& path) {
   return std::stoi(match[1].str());
 }
 
+// Several files: each parsed on a worker thread into a model of its own (at most `threads`
+// workers, each taking the next file in order), while this thread appends the parsed parts in the
+// files' order (ModelBuilder::append) and frees each as soon as it is in, so at most the parts
+// parsed ahead of the merge are held twice. The result is the model a serial import builds. A
+// file's error is rethrown in the files' order, as a serial import meets it: once a file fails,
+// files after it are skipped, and every file before it is still read (one of them may fail too).
+void import_in_parallel(const std::vector<std::string>& paths, ModelBuilder& builder,
+                        size_t threads) {
+  struct Part {
+    Model model;
+    std::unique_ptr<ModelBuilder> builder;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  std::vector<Part> parts(paths.size());
+  std::mutex mutex;
+  std::condition_variable part_done;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> first_failure{paths.size()};
+  auto work = [&] {
+    for (size_t index = next++; index < paths.size(); index = next++) {
+      if (index > first_failure) continue;  // never merged: an earlier file failed
+      Part& part = parts[index];
+      try {
+        part.builder = std::make_unique<ModelBuilder>(part.model);
+        part.builder->keep_args(builder.keeps_args());
+        import_file(paths[index], *part.builder, static_cast<uint32_t>(index));
+      } catch (...) {
+        part.error = std::current_exception();
+        size_t failure = first_failure;
+        while (index < failure && !first_failure.compare_exchange_weak(failure, index)) {
+        }
+      }
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        part.done = true;
+      }
+      part_done.notify_all();
+    }
+    // Each worker's retained JSON parser dies with its thread.
+  };
+  std::vector<std::thread> workers;
+  for (size_t worker = 0; worker < std::min(threads, paths.size()); ++worker) {
+    try {
+      workers.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread to be had: fewer workers, or this one
+      break;
+    }
+  }
+  if (workers.empty()) work();
+  std::exception_ptr error;
+  try {
+    for (size_t index = 0; index < parts.size(); ++index) {
+      Part& part = parts[index];
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        part_done.wait(lock, [&] { return part.done; });
+      }
+      if (part.error) {
+        error = part.error;
+        break;
+      }
+      // Room for the rest, guessing the files left are as large as this one: the columns then
+      // grow in place instead of doubling (a reserve is address space; only what is written
+      // becomes resident).
+      const size_t left = parts.size() - index;
+      builder.reserve_slices(part.model.slices.size() * left);
+      std::string& args_text = builder.model().args_text;
+      if (!args_text.empty())
+        args_text.reserve(args_text.size() + part.model.args_text.size() * left);
+      builder.append(*part.builder);
+      part.builder.reset();
+    }
+  } catch (...) {  // out of memory while merging: the workers stop taking files
+    error = std::current_exception();
+    first_failure = 0;
+  }
+  for (std::thread& worker : workers) worker.join();
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 Model load_traces(const std::vector<std::string>& paths, bool keep_args,
-                  const std::vector<int>& ranks) {
+                  const std::vector<int>& ranks, unsigned threads) {
   if (paths.empty()) throw Error(ErrorCode::kUsage, "no trace file given");
   if (!ranks.empty() && ranks.size() != paths.size()) {
     throw Error(ErrorCode::kUsage,
@@ -210,8 +297,13 @@ Model load_traces(const std::vector<std::string>& paths, bool keep_args,
   // Several files are the ranks of one job: the collectives' analysis reads their process group
   // from the args (Kineto's "Process Group Name"), so they are kept then.
   builder.keep_args(keep_args || paths.size() > 1);
-  for (size_t index = 0; index < paths.size(); ++index) {
-    import_file(paths[index], builder, static_cast<uint32_t>(index));
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (paths.size() == 1 || threads == 1) {
+    for (size_t index = 0; index < paths.size(); ++index) {
+      import_file(paths[index], builder, static_cast<uint32_t>(index));
+    }
+  } else {
+    import_in_parallel(paths, builder, threads);
   }
   for (size_t index = 0; index < model.files.size(); ++index) {
     FileInfo& file = model.files[index];

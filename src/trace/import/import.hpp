@@ -46,7 +46,10 @@ std::string read_trace_bytes(const std::string& path);
 // `ranks` (empty, or one per path; -1 keeps what the file says) overrides each file's rank.
 // A file whose rank neither distributedInfo nor `ranks` gives takes it from its name (rank-3,
 // rank_3, rank3) when the name says. Throws Error(kUsage) when `ranks` has the wrong length.
+// Several files are parsed on up to `threads` worker threads (0: one per core; 1: one file after
+// the other on the calling thread) and merged in the files' order as they finish: the model is
+// the one a serial import builds, and the first bad file in the files' order is the error.
 Model load_traces(const std::vector<std::string>& paths, bool keep_args = false,
-                  const std::vector<int>& ranks = {});
+                  const std::vector<int>& ranks = {}, unsigned threads = 0);
 
 }  // namespace loupe::trace

@@ -147,8 +147,7 @@ TrackId ModelBuilder::track(uint32_t file_index, TrackKind kind, std::string_vie
 TrackId ModelBuilder::lane(TrackId main, Lane lane, uint32_t overlap_level) {
   if (lane == Lane::kMain) return main;
   main = model_.tracks[main].main;
-  std::string key = "lane\x1f" + std::to_string(main) + '\x1f' +
-                    std::to_string(static_cast<int>(lane)) + '\x1f' + std::to_string(overlap_level);
+  std::string key = lane_key(main, lane, overlap_level);
   auto found = track_ids_.find(key);
   if (found != track_ids_.end()) return found->second;
   const auto id = static_cast<TrackId>(model_.tracks.size());
@@ -159,6 +158,95 @@ TrackId ModelBuilder::lane(TrackId main, Lane lane, uint32_t overlap_level) {
   model_.tracks.push_back(std::move(track));
   track_ids_.emplace(std::move(key), id);
   return id;
+}
+
+std::string ModelBuilder::lane_key(TrackId main, Lane lane, uint32_t overlap_level) {
+  return "lane\x1f" + std::to_string(main) + '\x1f' + std::to_string(static_cast<int>(lane)) +
+         '\x1f' + std::to_string(overlap_level);
+}
+
+void ModelBuilder::append(ModelBuilder& part) {
+  Model& from = part.model_;
+  // Into an empty model the part moves whole: nothing to re-intern, shift or copy.
+  const Model& to = model_;
+  if (to.slices.size() == 0 && to.tracks.empty() && to.strings.size() == 1 &&
+      to.instants.size() == 0 && to.counters.size() == 0 && to.lock_events.size() == 0 &&
+      to.flows.size() == 0 && to.files.empty() && to.args_text.empty() && flows_.empty() &&
+      to.stats.all_zero()) {
+    model_ = std::move(from);
+    track_ids_ = std::move(part.track_ids_);
+    flows_ = std::move(part.flows_);
+    part.track_ids_.clear();
+    part.flows_.clear();
+    from = Model();
+    return;
+  }
+  // Strings: the part's ids interned here, in the part's order (as a serial import would).
+  std::vector<StringId> string_of(from.strings.size());
+  for (StringId id = 0; id < from.strings.size(); ++id) {
+    string_of[id] = intern(from.strings.get(id));
+  }
+  // Tracks: a part's tracks belong to its file alone (the file index is in their key), so they
+  // are appended whole, their ids shifted.
+  const auto track_base = static_cast<TrackId>(model_.tracks.size());
+  auto moved_track = [track_base](TrackId id) { return id == kNoTrack ? id : id + track_base; };
+  for (Track& track : from.tracks) {
+    track.main = moved_track(track.main);
+    model_.tracks.push_back(std::move(track));
+  }
+  for (auto& [key, id] : part.track_ids_) {
+    const Track& track = model_.tracks[id + track_base];
+    if (track.lane == Lane::kMain) {
+      track_ids_.emplace(key, id + track_base);
+    } else {
+      track_ids_.emplace(lane_key(track.main, track.lane, track.overlap_level), id + track_base);
+    }
+  }
+  // Slices, their args shifted past this model's args text.
+  SliceTable& slices = model_.slices;
+  const SliceTable& part_slices = from.slices;
+  const size_t base_rows = slices.size(), part_rows = part_slices.size();
+  slices.start_ns.insert(slices.start_ns.end(), part_slices.start_ns.begin(),
+                         part_slices.start_ns.end());
+  slices.end_ns.insert(slices.end_ns.end(), part_slices.end_ns.begin(), part_slices.end_ns.end());
+  for (size_t row = 0; row < part_rows; ++row) {
+    slices.track.push_back(part_slices.track[row] + track_base);
+    slices.name.push_back(string_of[part_slices.name[row]]);
+    slices.category.push_back(string_of[part_slices.category[row]]);
+  }
+  if (!part_slices.args.empty() || !slices.args.empty()) {
+    // As add_slice: the column starts with the first slice that has args, zeros before it.
+    const uint64_t args_base = model_.args_text.size();
+    slices.args.reserve(std::max(slices.start_ns.capacity(), base_rows + part_rows));
+    slices.args.resize(base_rows, 0);
+    for (size_t row = 0; row < part_rows; ++row) {
+      const uint64_t args = row < part_slices.args.size() ? part_slices.args[row] : 0;
+      slices.args.push_back(args == 0 ? 0 : args + (args_base << 24));
+    }
+  }
+  model_.args_text += from.args_text;
+  for (size_t row = 0; row < from.instants.size(); ++row) {
+    add_instant(from.instants.track[row] + track_base, from.instants.ts_ns[row],
+                string_of[from.instants.name[row]]);
+  }
+  for (size_t row = 0; row < from.counters.size(); ++row) {
+    add_counter(from.counters.track[row] + track_base, from.counters.ts_ns[row],
+                from.counters.value[row]);
+  }
+  const LockEventTable& locks = from.lock_events;
+  for (size_t row = 0; row < locks.size(); ++row) {
+    add_lock_event(locks.lock[row] + track_base, locks.thread[row] + track_base, locks.ts_ns[row],
+                   locks.kind[row], locks.shared[row] != 0);
+  }
+  for (const PendingFlow& flow : part.flows_) {
+    add_flow(string_of[flow.name], moved_track(flow.from_track), flow.from_ns,
+             moved_track(flow.to_track), flow.to_ns, flow.bind_to_next);
+  }
+  for (FileInfo& file : from.files) model_.files.push_back(std::move(file));
+  model_.stats.merge(from.stats);
+  part.flows_.clear();
+  part.track_ids_.clear();
+  from = Model();
 }
 
 void ModelBuilder::reserve_slices(size_t count) {

@@ -201,10 +201,18 @@ class ModelBuilder {
   void keep_args(bool keep) { keep_args_ = keep; }
   bool keeps_args() const { return keep_args_; }
 
+  // Moves what `part` built (other files, imported by a builder of their own, not finished) into
+  // this model after what it holds: strings interned here, track ids shifted, args re-based. The
+  // result is the model one builder importing the same files in the same order would hold, so
+  // files may be parsed on threads of their own and appended in order (load_traces).
+  // REQUIRES: the part's files are not among this model's (file indices are part of track keys).
+  void append(ModelBuilder& part);
+
   // Sorts, repairs and nests. Call once, after every file was added.
   void finish();
 
  private:
+  static std::string lane_key(TrackId main, Lane lane, uint32_t overlap_level);
   void sort_slices();
   // Nests slices; returns how many overlapped part of their parent and moved to a lane.
   size_t nest_slices();

@@ -2,6 +2,8 @@
 // generated here, ~LOUPE_RANK_FILE_MB MB each (default 20; docs/multi-rank.md's 200 MB figure is
 // this test with LOUPE_RANK_FILE_MB=200), and loupe's peak resident memory is read from wait4's
 // rusage of its process. The bound: at most 4x the input, as for one file (docs/performance.md).
+// The files are parsed on threads and merged in order (load_traces): the findings of that import
+// must be the serial import's, byte for byte.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -17,6 +19,10 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
 
 extern char** environ;
 
@@ -59,6 +65,7 @@ struct Measured {
   int exit_code = -1;
   double wall_s = 0;
   uint64_t peak_bytes = 0;  // the process's largest resident set (wait4's ru_maxrss)
+  double cpu_s = 0;         // user + system
 };
 
 Measured run_measured(const std::vector<std::string>& args) {
@@ -79,38 +86,76 @@ Measured run_measured(const std::vector<std::string>& args) {
   measured.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   measured.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   measured.peak_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
+  auto seconds = [](const timeval& time) { return time.tv_sec + time.tv_usec / 1e6; };
+  measured.cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   return measured;
 }
 
-TEST(RankIngest, EightRankFilesStayWithinFourTimesTheirSizeInMemory) {
-  const char* configured = std::getenv("LOUPE_RANK_FILE_MB");
-  const size_t file_mb = configured != nullptr ? std::strtoul(configured, nullptr, 10) : 20;
-  const fs::path dir =
-      fs::temp_directory_path() / ("loupe-rank-ingest-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  constexpr int kRanks = 8;
-  std::vector<std::string> args = {LOUPE_EXECUTABLE, "trace", "analyze"};
-  uint64_t input_bytes = 0, one_file_bytes = 0;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    const fs::path file = dir / ("rank-" + std::to_string(rank) + ".json");
-    write_rank_trace(file, rank, kRanks, file_mb << 20);
-    input_bytes += fs::file_size(file);
-    if (rank == 0) one_file_bytes = fs::file_size(file);
-    args.push_back(file.string());
+constexpr int kRanks = 8;
+
+// The eight rank files, written once for the suite.
+class RankIngest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* configured = std::getenv("LOUPE_RANK_FILE_MB");
+    const size_t file_mb = configured != nullptr ? std::strtoul(configured, nullptr, 10) : 20;
+    dir_ = fs::temp_directory_path() / ("loupe-rank-ingest-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const fs::path file = dir_ / ("rank-" + std::to_string(rank) + ".json");
+      write_rank_trace(file, rank, kRanks, file_mb << 20);
+      files_.push_back(file.string());
+    }
   }
-  const Measured one = run_measured({LOUPE_EXECUTABLE, "trace", "analyze", args[3]});
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static inline fs::path dir_;
+  static inline std::vector<std::string> files_;
+};
+
+TEST_F(RankIngest, EightRankFilesStayWithinFourTimesTheirSizeInMemory) {
+  std::vector<std::string> args = {LOUPE_EXECUTABLE, "trace", "analyze"};
+  uint64_t input_bytes = 0;
+  const uint64_t one_file_bytes = fs::file_size(files_[0]);
+  for (const std::string& file : files_) {
+    input_bytes += fs::file_size(file);
+    args.push_back(file);
+  }
+  const Measured one = run_measured({LOUPE_EXECUTABLE, "trace", "analyze", files_[0]});
   const Measured all = run_measured(args);
   std::printf(
-      "%d rank files of %.1f MB: peak %.0f MB (%.2fx the input), %.2f s; one file: peak %.0f MB "
-      "(%.2fx), %.2f s\n",
+      "%d rank files of %.1f MB: peak %.0f MB (%.2fx the input), %.2f s wall, %.2f s CPU; one "
+      "file: peak %.0f MB (%.2fx), %.2f s wall, %.2f s CPU\n",
       kRanks, one_file_bytes / 1048576.0, all.peak_bytes / 1048576.0,
-      static_cast<double>(all.peak_bytes) / input_bytes, all.wall_s, one.peak_bytes / 1048576.0,
-      static_cast<double>(one.peak_bytes) / one_file_bytes, one.wall_s);
-  fs::remove_all(dir);
+      static_cast<double>(all.peak_bytes) / input_bytes, all.wall_s, all.cpu_s,
+      one.peak_bytes / 1048576.0, static_cast<double>(one.peak_bytes) / one_file_bytes, one.wall_s,
+      one.cpu_s);
   ASSERT_EQ(one.exit_code, 0);
   ASSERT_EQ(all.exit_code, 0);
   EXPECT_LE(all.peak_bytes, 4 * input_bytes);
   EXPECT_LE(one.peak_bytes, 4 * one_file_bytes);
+}
+
+// The parallel import (one worker per core, and three workers) against the serial one: every
+// finding and table row (--detail), JSON byte for byte, with the collectives matched across ranks.
+TEST_F(RankIngest, ParallelImportGivesTheSerialImportsFindingsByteForByte) {
+  using loupe::trace::load_traces;
+  loupe::trace::AnalyzeRequest request;
+  request.detail = true;
+  const loupe::Json serial_json =
+      loupe::envelope_to_json(loupe::trace::analyze(load_traces(files_, false, {}, 1), request));
+  const loupe::Json& collectives = serial_json.at("data").at("collectives");
+  EXPECT_EQ(collectives.at("ranks").size(), static_cast<size_t>(kRanks));
+  EXPECT_GT(collectives.at("matched").get<uint64_t>(), 1000u);
+  const std::string serial = serial_json.dump();
+  for (const unsigned threads : {0u, 3u}) {
+    const std::string parallel =
+        loupe::envelope_to_json(
+            loupe::trace::analyze(load_traces(files_, false, {}, threads), request))
+            .dump();
+    EXPECT_EQ(parallel.size(), serial.size()) << threads;
+    EXPECT_TRUE(parallel == serial) << "threads " << threads;
+  }
 }
 
 }  // namespace
