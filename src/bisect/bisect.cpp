@@ -202,16 +202,13 @@ std::optional<double> round_value(const AbMetric& metric,
 
 // The step's value over the good build's, paired by round: the two builds of a round run back to
 // back, so the load of a shared machine falls on both alike and cancels in their ratio (an
-// unpaired comparison of the rounds' values kept that load in its interval). bench's
-// compare_paired: the median of the per-round ratios, its bootstrap interval, DESIGN.md's rule.
+// unpaired comparison of the rounds' values kept that load in its interval). gate's
+// compare_builds, as `loupe run --baseline BUILD` decides its benches: the median of the
+// per-round ratios, its bootstrap interval, DESIGN.md's rule.
 bench::Comparison paired_comparison(const std::vector<double>& good_values,
                                     const std::vector<double>& step_values, double threshold,
                                     double confidence) {
-  bench::CompareOptions options;
-  options.threshold = threshold;
-  options.confidence = confidence;
-  options.seed = 0x6c6f757065;  // fixed: the same values give the same interval
-  return bench::compare_paired(good_values, step_values, options);
+  return gate::compare_builds(good_values, step_values, threshold, confidence);
 }
 
 // Where the subject runs in a build's tree, and its program when that is a path in the tree.

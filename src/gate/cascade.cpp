@@ -17,6 +17,8 @@
 #include <set>
 #include <sstream>
 
+#include "bench/report.hpp"
+#include "bench/stopping.hpp"
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
@@ -30,6 +32,10 @@ namespace loupe::gate {
 namespace {
 
 constexpr Layer kLayers[] = {Layer::kCheck, Layer::kBench, Layer::kScenario};
+// A bench round's budget: the entry's (or the subject's default, 2 s) over the rounds, at least
+// this, so that a round holds a few samples of even a slow call.
+constexpr double kDefaultBudgetS = 2.0;
+constexpr double kMinRoundBudgetS = 0.1;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -87,7 +93,64 @@ void add_lock_metrics(PointResult& point) {
   }
 }
 
+// `text` with every occurrence of the folder `from` (as a whole path component: followed by
+// '/', a quote, a space or the end) replaced by `to`.
+std::string replace_folder(const std::string& text, const std::string& from,
+                           const std::string& to) {
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t found = text.find(from, at);
+    if (found == std::string::npos) break;
+    const size_t end = found + from.size();
+    const bool whole = end == text.size() || text[end] == '/' || text[end] == '"' ||
+                       text[end] == '\'' || text[end] == ' ' || text[end] == '\n';
+    out.append(text, at, found - at);
+    out += whole ? to : from;
+    at = end;
+  }
+  out.append(text, at, std::string::npos);
+  return out;
+}
+
+// Whether a path is written in JSON as it is (no character JSON escapes).
+bool json_plain(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20;
+  });
+}
+
 }  // namespace
+
+bool move_observation_paths(probe::RunOutcome& outcome, const std::string& from,
+                            const std::filesystem::path& to) {
+  const std::string target = to.string();
+  if (from.empty() || !json_plain(from) || !json_plain(target)) return false;
+  const std::filesystem::path file = to / "observation.json";
+  std::string text;
+  {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return false;
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    text = buffer.str();
+  }
+  const std::string moved = replace_folder(text, from, target);
+  if (moved != text) write_file_atomically(file, moved);
+  auto move = [&](std::string& field) { field = replace_folder(field, from, target); };
+  for (Finding& finding : outcome.findings) {
+    move(finding.claim);
+    move(finding.next);
+    move(finding.reproduce);
+    for (std::string& path : finding.evidence.files) move(path);
+  }
+  for (probe::BenchComparisonRecord& record : outcome.bench_comparisons) {
+    for (std::string& path : record.context.files) move(path);
+  }
+  move(outcome.summary);
+  outcome.observation_dir = to;
+  return true;
+}
 
 std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& traces) {
   std::vector<MetricValue> out;
@@ -123,6 +186,172 @@ std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& trace
     out.push_back({"", name + "_max_hold_s", seconds(list.back())});
     out.push_back({"", name + "_median_hold_s", seconds(list[list.size() / 2])});
   }
+  return out;
+}
+
+namespace {
+
+template <typename T>
+std::vector<T>* list_of(std::vector<std::pair<std::string, std::vector<T>>>& lists,
+                        const std::string& name) {
+  for (auto& [key, list] : lists) {
+    if (key == name) return &list;
+  }
+  return nullptr;
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+}  // namespace
+
+PointResult merge_rounds(std::vector<PointResult> rounds) {
+  PointResult out = std::move(rounds.front());
+  // Each variant's median in each round, before the samples are pooled.
+  std::vector<std::string> names;
+  for (const auto& round : rounds) {
+    for (const auto& [name, samples] : round.samples) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  auto round_median = [](PointResult& round, const std::string& name) {
+    const auto* samples = list_of(round.samples, name);
+    return samples == nullptr ? NAN : median_of(*samples);
+  };
+  out.round_medians.clear();
+  for (const auto& name : names) {
+    std::vector<double> medians = {round_median(out, name)};
+    for (size_t index = 1; index < rounds.size(); ++index) {
+      medians.push_back(round_median(rounds[index], name));
+    }
+    out.round_medians.emplace_back(name, std::move(medians));
+  }
+  if (rounds.size() == 1) return out;
+
+  // Pool the samples; the sampler's round indices of later runs come after the earlier runs'.
+  std::set<std::string> unpaired;  // a variant some run wrote without round indices
+  auto next_round = [&out]() {
+    int64_t next = 0;
+    for (const auto& [name, list] : out.sample_rounds) {
+      for (int64_t round : list) next = std::max(next, round + 1);
+    }
+    return next;
+  };
+  for (const auto& [name, samples] : out.samples) {
+    const auto* list = list_of(out.sample_rounds, name);
+    if (list == nullptr || list->size() != samples.size()) unpaired.insert(name);
+  }
+  std::vector<std::string> files = {out.observation_dir + "/observation.json"};
+  for (size_t index = 1; index < rounds.size(); ++index) {
+    PointResult& round = rounds[index];
+    files.push_back(round.observation_dir + "/observation.json");
+    const int64_t offset = next_round();
+    for (auto& [name, samples] : round.samples) {
+      auto* pooled = list_of(out.samples, name);
+      if (pooled == nullptr) {
+        out.samples.emplace_back(name, std::vector<double>{});
+        out.sample_rounds.emplace_back(name, std::vector<int64_t>{});
+        pooled = &out.samples.back().second;
+        unpaired.insert(name);  // not in every run: its rounds pair with nothing before
+      }
+      auto* pooled_rounds = list_of(out.sample_rounds, name);
+      if (pooled_rounds == nullptr) {
+        out.sample_rounds.emplace_back(name, std::vector<int64_t>{});
+        pooled_rounds = &out.sample_rounds.back().second;
+      }
+      const auto* own_rounds = list_of(round.sample_rounds, name);
+      if (own_rounds == nullptr || own_rounds->size() != samples.size()) {
+        unpaired.insert(name);
+      } else {
+        for (int64_t value : *own_rounds) pooled_rounds->push_back(value + offset);
+      }
+      pooled->insert(pooled->end(), samples.begin(), samples.end());
+    }
+  }
+  for (const auto& name : unpaired) {
+    if (auto* list = list_of(out.sample_rounds, name)) list->clear();
+  }
+
+  // The summaries over the pooled samples (throughput scales with the median).
+  for (auto& [name, samples] : out.samples) {
+    if (samples.empty()) continue;
+    bench::SummaryOptions options;
+    options.seed = out.seed;
+    const bench::ArmSummary summary = bench::summarize(samples, options);
+    double old_median = NAN;
+    for (const auto& metric : out.metrics) {
+      if (metric.variant == name && metric.name == "median_s") old_median = metric.value;
+    }
+    for (auto& metric : out.metrics) {
+      if (metric.variant != name) continue;
+      if (metric.name == "n") metric.value = static_cast<double>(summary.n);
+      if (metric.name == "median_s") metric.value = summary.median;
+      if (metric.name == "relative_half_width") metric.value = summary.relative_half_width;
+      if (metric.name == "minimum_detectable_effect") {
+        metric.value = summary.minimum_detectable_effect;
+      }
+      if (metric.name == "cv") metric.value = summary.cv;
+      if (metric.name == "mean_s") metric.value = summary.mean;
+      if (metric.name == "min_s") metric.value = summary.min;
+      if (metric.name == "max_s") metric.value = summary.max;
+      if (metric.name == "bytes_per_s" || metric.name == "flops_per_s") {
+        metric.value *= old_median / summary.median;
+      }
+    }
+  }
+
+  // The variants' A/B comparisons over every round, as the analysis makes them: paired by the
+  // sampler's rounds where both variants carry them.
+  std::vector<bench::Comparison> comparisons;
+  for (const auto& item : out.comparisons) {
+    const auto* a = list_of(out.samples, item.a);
+    const auto* b = list_of(out.samples, item.b);
+    if (a == nullptr || b == nullptr || a->empty() || b->empty()) {
+      comparisons.push_back(item.comparison);
+      continue;
+    }
+    bench::CompareOptions options;
+    options.threshold = item.comparison.threshold;
+    options.confidence = item.comparison.confidence;
+    options.resamples = item.comparison.resamples;
+    options.seed = item.comparison.seed;
+    const auto* rounds_a = list_of(out.sample_rounds, item.a);
+    const auto* rounds_b = list_of(out.sample_rounds, item.b);
+    if (rounds_a != nullptr && rounds_b != nullptr && !rounds_a->empty() && !rounds_b->empty()) {
+      const bench::RoundPairs pairs = bench::pair_by_round(*a, *rounds_a, *b, *rounds_b);
+      comparisons.push_back(bench::compare_paired(pairs.a, pairs.b, options));
+    } else {
+      comparisons.push_back(bench::compare(*a, *b, options));
+    }
+  }
+  if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
+  for (size_t index = 0; index < comparisons.size(); ++index) {
+    VariantComparison& item = out.comparisons[index];
+    item.comparison = comparisons[index];
+    // Its finding, said again over all the rounds.
+    const std::string path = item.b + " vs " + item.a;
+    for (Finding& finding : out.findings) {
+      if (finding.layer != Layer::kBench || finding.where.path != path ||
+          finding.id.rfind("bench." + finding.where.probe + ".", 0) != 0) {
+        continue;
+      }
+      bench::FindingContext context;
+      context.subject = finding.where.subject;
+      context.probe = finding.where.probe;
+      context.params = finding.where.params;
+      context.path = path;
+      context.reproduce = finding.reproduce;
+      context.files = files;
+      context.name_a = item.a;
+      context.name_b = item.b;
+      finding = bench::comparison_finding(item.comparison, context);
+    }
+  }
+  for (size_t index = 1; index < rounds.size(); ++index) out.wall_s += rounds[index].wall_s;
   return out;
 }
 
@@ -167,6 +396,8 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
             if (!variant.contains("name") || !variant.contains("samples")) continue;
             point.samples.emplace_back(variant["name"].get<std::string>(),
                                        variant["samples"].get<std::vector<double>>());
+            point.sample_rounds.emplace_back(variant["name"].get<std::string>(),
+                                             variant.value("rounds", std::vector<int64_t>{}));
           }
         }
       }
@@ -292,11 +523,13 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     int64_t max_repeats = 0;
     // entry -> runs still to come in this layer, on the candidate's side and the baseline's.
     std::map<std::string, int64_t> remaining, baseline_remaining;
+    std::map<std::string, int64_t> remaining_total;  // entry -> all its runs in this layer
     for (const auto& task : plan.tasks) {
       if (task.layer != layer) continue;
       layer_tasks.push_back(&task);
       max_repeats = std::max(max_repeats, task.repeats);
       remaining[task.entry] += task.repeats;
+      remaining_total[task.entry] += task.repeats;
       if (baseline != nullptr) baseline_remaining[task.entry] += task.repeats;
     }
     std::set<std::string> controlled;  // bench entries whose false-discovery control is done
@@ -316,13 +549,36 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         // A gate within the build waits only for the candidate's points; one against the
         // baseline also for the baseline's.
         const bool needs_baseline = baseline != nullptr && is_baseline_gate(spec.expression);
-        int64_t still_to_run = 0;
+        int64_t still_to_run = 0, baseline_pending = 0;
         for (const auto& [entry_layer, entry] : entries) {
           auto found = remaining.find(entry);
           if (entry_layer != layer || found == remaining.end()) return;
           still_to_run += found->second;
-          if (needs_baseline && baseline_remaining[entry] > 0) return;
+          if (needs_baseline) baseline_pending += baseline_remaining[entry];
         }
+        // "NAME not SLOWER than baseline" fails as soon as one point is SLOWER beyond doubt (its
+        // p-value survives the false-discovery control with every comparison still to come
+        // counted as p = 1): printed then, not after the entry's slowest points.
+        const auto* versus = std::get_if<BenchVerdict>(&spec.expression);
+        if (needs_baseline && versus != nullptr && versus->versus_baseline && versus->negated &&
+            versus->relation == AbRelation::kSlower && (still_to_run > 0 || baseline_pending > 0)) {
+          const ProbeEntry* bench_entry =
+              objective.find_entry(Layer::kBench, versus->subject.bench);
+          const int64_t variants =
+              std::max<int64_t>(1, bench_entry != nullptr ? std::ssize(bench_entry->variants) : 1);
+          const int64_t pending = std::max(still_to_run, baseline_pending) * variants;
+          GateResult early =
+              evaluate_gate(spec, objective, plan, result.points, &result.baseline_points, pending);
+          if (early.verdict != GateVerdict::kFail) return;
+          early.rule += " (decided before the entry's last point; its " + std::to_string(pending) +
+                        " comparison(s) still to come counted with p = 1)";
+          failing.push_back(early.name);
+          decided_early.push_back(index);
+          gates[index] = std::move(early);
+          announce(index);
+          return;
+        }
+        if (needs_baseline && baseline_pending > 0) return;
         if (still_to_run > 0) {
           // A check gate that every point must satisfy is false once one point breaks it, and
           // no later point can make it true: decide it now, so the failure shows while the
@@ -387,9 +643,103 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       for (size_t index : layer_gates) decide(index, false);
     };
     // Gates whose entries have no point in this plan at all are decided at the layer's end.
+    // A bench point against a baseline build, in rounds (BaselineSource::min_rounds): the
+    // candidate's and the baseline's merged points.
+    auto run_rounds = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                          bool baseline_first) {
+      // Every A/B comparison of the entry against the baseline: its points times its variants.
+      const int64_t comparisons =
+          remaining_total[task.entry] * std::max<int64_t>(1, std::ssize(entry.variants));
+      const int64_t min_rounds = baseline->min_rounds;
+      const int64_t max_rounds = std::max(min_rounds, baseline->max_rounds);
+      ProbeEntry short_entry = entry;
+      // All the rounds together take the entry's budget: a point decided early takes less.
+      short_entry.budget_s = std::max(kMinRoundBudgetS, entry.budget_s.value_or(kDefaultBudgetS) /
+                                                            static_cast<double>(max_rounds));
+      std::vector<PointResult> mine, theirs;
+      // variant -> its median in each round, per side.
+      std::map<std::string, std::vector<double>> my_medians, their_medians;
+      auto add_medians = [](std::map<std::string, std::vector<double>>& medians,
+                            const PointResult& point) {
+        for (const auto& [name, samples] : point.samples) {
+          medians[name].push_back(median_of(samples));
+        }
+      };
+      const double threshold = cross_build_threshold(&entry);
+      for (int64_t round = 0; round < max_rounds; ++round) {
+        if (round > 0 && options.interrupted != nullptr && options.interrupted->load()) break;
+        const bool base_first = (round % 2 == 1) != baseline_first;
+        for (int side = 0; side < 2; ++side) {
+          const bool run_base = (side == 0) == base_first;
+          // Every round on the inputs of the first: its seed, exactly.
+          std::optional<uint64_t> seed = short_entry.seed;
+          if (run_base) {
+            std::optional<PointResult> base = baseline->run(task, short_entry, repeat, seed);
+            if (!base) {
+              if (mine.empty()) mine.push_back(runner(task, entry, repeat));
+              return std::pair{merge_rounds(std::move(mine)), std::optional<PointResult>{}};
+            }
+            if (!short_entry.seed) short_entry.seed = base->seed;
+            add_medians(their_medians, *base);
+            theirs.push_back(std::move(*base));
+          } else {
+            PointResult point = runner(task, short_entry, repeat);
+            if (!short_entry.seed) short_entry.seed = point.seed;
+            add_medians(my_medians, point);
+            mine.push_back(std::move(point));
+          }
+          short_entry.seeds = 1;
+        }
+        if (round + 1 < min_rounds) continue;
+        // Decided when every variant is SAME, or SLOWER or FASTER with a p-value that survives
+        // the gate's false-discovery control whatever its other comparisons turn out to be
+        // (p <= alpha / m, m being every comparison of the entry: Benjamini-Hochberg adjusts
+        // the smallest p-value by at most m).
+        const double alpha = 0.05 / static_cast<double>(std::max<int64_t>(1, comparisons));
+        bool decided = true;
+        for (const auto& [name, medians] : my_medians) {
+          const auto found = their_medians.find(name);
+          if (found == their_medians.end() || found->second.size() != medians.size()) continue;
+          const bench::Comparison comparison =
+              compare_builds(found->second, medians, threshold, 0.95);
+          decided =
+              decided &&
+              (comparison.verdict == bench::AbVerdict::kSame ||
+               (comparison.verdict != bench::AbVerdict::kAmbiguous && comparison.p_value <= alpha));
+        }
+        if (decided) break;
+      }
+      PointResult point = merge_rounds(std::move(mine));
+      PointResult base = merge_rounds(std::move(theirs));
+      point.paired = base.paired = true;
+      return std::pair{std::move(point), std::optional<PointResult>(std::move(base))};
+    };
+    struct DeferredCheck {
+      const PlanTask* task;
+      const ProbeEntry* entry;
+      int64_t repeat;
+      uint64_t seed;  // the candidate's
+    };
+    std::vector<DeferredCheck> deferred_checks;
     auto run_one = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                        bool baseline_first) {
       const bool with_baseline = baseline != nullptr && baseline->run;
+      if (with_baseline && baseline->interleave && baseline->min_rounds > 0 &&
+          layer == Layer::kBench) {
+        auto [point, base] = run_rounds(task, entry, repeat, baseline_first);
+        result.points.push_back(std::move(point));
+        --remaining[task.entry];
+        after_point(&result.points.back());
+        if (base) {
+          base->layer = task.layer;
+          base->entry = task.entry;
+          base->repeat = repeat;
+          result.baseline_points.push_back(std::move(*base));
+        }
+        --baseline_remaining[task.entry];
+        for (size_t index : layer_gates) decide(index, false);
+        return;
+      }
       std::optional<uint64_t> seed;
       if (with_baseline && baseline->seed_of) seed = baseline->seed_of(task, repeat);
       std::optional<PointResult> base;
@@ -416,11 +766,22 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       // Gates within the build that this point completes are decided before the baseline's
       // side runs: a failing check shows as soon as the candidate has run it.
       after_point(&done_point);
+      if (with_baseline && baseline->interleave && layer == Layer::kCheck) {
+        // A baseline build's check points run after every candidate check point: a gate within
+        // the build (most numeric faults fail one) is printed after the candidate's checks up to
+        // its own, not after both builds' (deferred_checks below).
+        deferred_checks.push_back({&task, &entry, repeat, candidate_seed});
+        return;
+      }
       if (with_baseline && !baseline_first) {
         base = baseline->run(task, entry, repeat, candidate_seed);
       }
       if (with_baseline) {
         if (base) {
+          // A scenario's repeat and its baseline's ran back to back: gates pair them.
+          if (baseline->interleave && layer == Layer::kScenario) {
+            base->paired = result.points.back().paired = true;
+          }
           base->layer = task.layer;
           base->entry = task.entry;
           base->repeat = repeat;
@@ -482,6 +843,37 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         break;
       }
     }
+    // The baseline build's check points, on the candidate's seeds, in the candidate's order.
+    for (const DeferredCheck& check : deferred_checks) {
+      if (!stop_reason.empty()) break;
+      if (options.interrupted != nullptr && options.interrupted->load()) {
+        result.interrupted = true;
+        stop_reason = "the run was interrupted";
+        break;
+      }
+      try {
+        std::optional<PointResult> base =
+            baseline->run(*check.task, *check.entry, check.repeat, check.seed);
+        if (base) {
+          base->layer = check.task->layer;
+          base->entry = check.task->entry;
+          base->repeat = check.repeat;
+          result.baseline_points.push_back(std::move(*base));
+        }
+        --baseline_remaining[check.task->entry];
+        for (size_t index : layer_gates) decide(index, false);
+      } catch (const Error& error) {
+        if (options.interrupted != nullptr && options.interrupted->load()) {
+          result.interrupted = true;
+          stop_reason = "the run was interrupted";
+        } else {
+          result.error = error;
+          stop_reason = "the subject failed at " + check.task->entry + " " +
+                        params_to_string(check.task->params) + ": " + error.message();
+        }
+        break;
+      }
+    }
     if (options.layer_end && !order.empty()) {
       options.layer_end(layer, outcome.points < order.size());
     }
@@ -512,7 +904,8 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     // Printed at the first point that broke them; the record holds every point's evidence (a
     // FAIL stays a FAIL: no later point can make such a gate pass).
     for (size_t index : decided_early) {
-      GateResult full = evaluate_gate(objective.gates[index], objective, plan, result.points);
+      GateResult full = evaluate_gate(objective.gates[index], objective, plan, result.points,
+                                      baseline != nullptr ? &result.baseline_points : nullptr);
       if (full.verdict == GateVerdict::kFail) gates[index] = std::move(full);
     }
     for (size_t index : layer_gates) decide(index, true);
@@ -671,11 +1064,18 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   }
   const std::filesystem::path final_dir = probe_dir / name;
   check_under_home(final_dir, home, "the point's folder");
+  const std::string from = outcome.observation_dir.string();
   std::filesystem::rename(outcome.observation_dir, final_dir);
   std::error_code ignored;
   std::filesystem::remove_all(run_dir(home, request.run_id), ignored);
 
-  // Analysed again where it now lies, so that every path in its findings is true.
+  // The analysis the subject's run ended with stays: its paths are moved to where the point now
+  // lies, in the findings and in the observation.json it wrote. (Analysing the point again here
+  // cost every point a second analysis: a second read of all its outputs.)
+  if (move_observation_paths(outcome, from, final_dir)) {
+    return to_point_result(task, repeat, outcome, request.subject_command, request.launch);
+  }
+  // A path that JSON would escape: analysed again where it now lies.
   PointResult seeded =
       to_point_result(task, repeat, outcome, request.subject_command, request.launch);
   probe::AnalyzeOptions analyze = request.analyze;
@@ -713,6 +1113,8 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
   BaselineSource source;
   source.label = label;
   source.interleave = true;
+  source.min_rounds = 5;
+  source.max_rounds = 8;
   source.run = [runner](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                         std::optional<uint64_t> seed) -> std::optional<PointResult> {
     ProbeEntry seeded = entry;

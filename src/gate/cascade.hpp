@@ -28,6 +28,10 @@
 #include "gate/plan.hpp"
 #include "loupe/error.hpp"
 
+namespace loupe::probe {
+struct RunOutcome;
+}
+
 namespace loupe::gate {
 
 // Runs one repeat of one task; throws loupe::Error when the subject fails.
@@ -61,8 +65,20 @@ struct BaselineSource {
                                            int64_t repeat, std::optional<uint64_t> seed)>
       run;
   // A build: benches and scenarios alternate which side runs first (A B, B A, ...), so that
-  // drift of the machine falls on both alike.
+  // drift of the machine falls on both alike, and a scenario's repeats are paired with the
+  // baseline's (PointResult::paired).
   bool interleave = false;
+  // With `interleave`, a bench point runs in rounds: round r is a short run of each build back to
+  // back (the order alternating), with the entry's budget (default 2 s) split over max_rounds
+  // (at least 0.1 s). From round min_rounds on, the rounds stop once every variant's verdict
+  // against the baseline (compare_builds on the per-round medians, cross_build_threshold) is SAME,
+  // or SLOWER or FASTER with a sign-test p-value <= 0.05 / m (m: the entry's comparisons, points
+  // times variants, so that the gate's false-discovery control cannot undo it), or at max_rounds.
+  // Each side's rounds become one point (merge: every round's samples; the per-round medians in
+  // round_medians). 0: one run of each build with the whole budget (for an executor that runs each
+  // point once).
+  int64_t min_rounds = 0;
+  int64_t max_rounds = 0;
 };
 
 struct CascadeOptions {
@@ -137,6 +153,13 @@ std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& trace
 std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
                                                const std::filesystem::path& project_root);
 
+// After an observation folder moved from `from` to `to`: its paths in the outcome's findings,
+// summary and comparison records, and in `to`/observation.json (which the analysis wrote), name
+// the new place. False, with nothing changed, when a path has a character JSON escapes (the
+// caller then analyses the observation again where it lies) or observation.json is unreadable.
+bool move_observation_paths(probe::RunOutcome& outcome, const std::string& from,
+                            const std::filesystem::path& to);
+
 // Runs points with probe::run_probe into <home>/runs/<run_id>/<probe>/<point>/; a point that
 // would reuse a directory of this run (a repeat, or a second entry with the same point) gets
 // the suffix ",repeat=N" or ",entry=NAME". `--set` overrides are already in the task's params.
@@ -147,7 +170,18 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
 
 // A baseline build: the objective's subject with its program replaced by `program` (an
 // executable, or the command line of --baseline-subject when `command` is set), its points
-// written under <home>/runs/<run_id>/baseline/.
+// written under <home>/runs/<run_id>/baseline/. Benches run in rounds (min_rounds 5: five can
+// decide SAME; max_rounds 8: a sign test over all-slower rounds needs 8 to reach 0.05 / 6, the
+// decode bench's six comparisons). Every round is a subject run of each build, with the runtime's
+// fixed cost (warm-up, replays, roofline: about 4 s at decode batch 32 on a quiet 2-core machine,
+// 13 s at load 9), so more rounds cost more than their sampling budget.
+
+// The rounds of one bench point on one side as one point: round 0's observation and findings;
+// every round's samples, the sampler's round indices shifted so that they stay ascending; each
+// variant's summary metrics and the variants' A/B comparisons (and their findings) over all of
+// them; each variant's median in each round (round_medians, NaN for a round without samples).
+// REQUIRES: rounds not empty, all of one bench point.
+PointResult merge_rounds(std::vector<PointResult> rounds);
 BaselineSource build_baseline(const Objective& objective, const std::filesystem::path& home,
                               const std::string& run_id, const std::vector<std::string>& command,
                               const std::string& label, uint64_t memory_limit_bytes = 0);

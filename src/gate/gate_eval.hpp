@@ -70,6 +70,16 @@ struct PointResult {
   std::vector<std::string> traces;  // absolute paths of the traces a scenario wrote
   // Benches: every variant's raw timing samples (seconds), for comparisons across builds.
   std::vector<std::pair<std::string, std::vector<double>>> samples;
+  // Benches: the sampler's round of each sample, per variant in the order of `samples` (empty
+  // when the runtime did not record rounds); what pairs the variants of one run.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sample_rounds;
+  // Benches run in rounds against a baseline build (cascade.hpp, BaselineSource::min_rounds):
+  // each variant's median in each round, round r of the candidate and of the baseline having
+  // run back to back. Empty otherwise.
+  std::vector<std::pair<std::string, std::vector<double>>> round_medians;
+  // Ran back to back with its baseline counterpart (a scenario repeat against a baseline build),
+  // so that gates against the baseline pair the two by repeat.
+  bool paired = false;
   std::string reproduce;  // the exact command, seed included
   double wall_s = 0.0;    // how long the point took, subject start to verdict
 };
@@ -106,15 +116,36 @@ struct GateResult {
 //                             of those ratios must satisfy the comparison. NaN fails.
 //   bench/scenario metric / baseline   non-inferiority on the bootstrap CI of the ratio of
 //                             medians, candidate samples over baseline samples (bench: the
-//                             variant's timing samples; scenario: the repeats' metric values).
+//                             variant's timing samples; scenario: the repeats' metric values);
+//                             when the two builds ran back to back (round_medians, `paired`),
+//                             on the CI of the median of the per-round ratios (compare_builds).
 //   NAME[v] not SLOWER than baseline   the A/B verdict of the variant's samples, baseline as A,
-//                             candidate as B, with the bench's threshold and Benjamini–Hochberg
-//                             across the gate's comparisons; AMBIGUOUS is inconclusive.
+//                             candidate as B, with twice the bench's threshold
+//                             (cross_build_threshold) and Benjamini–Hochberg across the gate's
+//                             comparisons; AMBIGUOUS is inconclusive. Paired by round
+//                             (compare_builds on round_medians) when both sides have them.
 // A selected point without its baseline counterpart makes the gate inconclusive unless another
 // fails it.
+// `pending_comparisons` (NAME not SLOWER than baseline, decided before every point has run):
+// the A/B comparisons still to come, counted with p = 1 in the false-discovery control, so that a
+// FAIL decided now stands whatever they turn out to be (a PASS decided so proves nothing).
 GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const Plan& plan,
                          std::span<const PointResult> results,
-                         const std::vector<PointResult>* baseline = nullptr);
+                         const std::vector<PointResult>* baseline = nullptr,
+                         int64_t pending_comparisons = 0);
+
+// Two builds measured in rounds (round r of each ran back to back, alternating which went
+// first): bench::compare_paired of the candidate's per-round values over the baseline's, with a
+// fixed bootstrap seed. One slow process, or load that lasts a round, falls on one round's ratio
+// and not on the median of the ratios. Shared by `loupe run --baseline BUILD` and `loupe bisect`.
+bench::Comparison compare_builds(std::span<const double> baseline,
+                                 std::span<const double> candidate, double threshold,
+                                 double confidence, uint64_t seed = 0x6c6f757065);
+
+// The A/B threshold of a bench against a baseline build: twice the entry's (default 0.02). Two
+// binaries of the same code differ by a few percent in layout alone (5 % measured at decode
+// batch 128 between kda and kda_faulty with no fault on), which a within-build A/B never sees.
+double cross_build_threshold(const ProbeEntry* entry);
 
 // Whether the gate compares against a baseline (`/ baseline`, `than baseline`).
 bool is_baseline_gate(const GateExpression& expression);

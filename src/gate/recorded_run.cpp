@@ -133,6 +133,10 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
       options.baseline = recorded_baseline(run.home, baseline_run);
     }
   }
+  if (options.baseline && executor_spec.kind != "local") {
+    // A batch executor runs each point once, where it likes: no back-to-back rounds.
+    options.baseline->min_rounds = options.baseline->max_rounds = 0;
+  }
   if (options.baseline) config_record["baseline"] = options.baseline->label;
   ledger::RunStart start;
   start.id = run.run_id;

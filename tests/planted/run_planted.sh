@@ -39,6 +39,10 @@ declare -A expect=(
   [cp_chain_order]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
   [cp_outputs_dead_transition]="cp_prefill_not_slower_than_baseline"
   [transfer_lock_per_layer]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline transfer_lock_hold_not_above_baseline"
+  # Kinds the first eighteen lack (session 4): a fault only at a shape corner (T not a multiple
+  # of the chunk), and one only some seeds' inputs show.
+  [chunk_tail_decay]="chunk_matches_recurrence chunk_error_not_above_baseline"
+  [decode_beta_saturate]="decode_matches_recurrence decode_recurrence_error_not_above_baseline decode_matches_recurrence_on_more_seeds"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )
@@ -47,7 +51,8 @@ if [[ ${#faults[@]} -eq 0 ]]; then
   faults=(chunk_head_map chunk_last_beta cp_merge_offset decode_merged_beta replay_full_ring_skip
           state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
           decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
-          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer none)
+          w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer
+          chunk_tail_decay decode_beta_saturate none)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }

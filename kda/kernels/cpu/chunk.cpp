@@ -75,7 +75,10 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
     const Real* previous = g_cum - key_dim;
     for (int64_t dim = 0; dim < key_dim; ++dim) g_cum[dim] = previous[dim] + g[dim];
   }
-  const Real* g_end = g_cum_.data() + (rows - 1) * key_dim;
+  // Planted fault chunk_tail_decay: the end-of-chunk decay read at the chunk's nominal last row
+  // (C - 1), which a partial last chunk (T not a multiple of C) never wrote.
+  const Real* g_end =
+      g_cum_.data() + ((fault("chunk_tail_decay") ? kChunkSize : rows) - 1) * key_dim;
   math::poly_exp(g_end, decay_end_.data(), key_dim);
 
   // e^G ⊙ q (scaled), e^{G_C − G} ⊙ k, and β e^G ⊙ k | β v as the right-hand side of T.

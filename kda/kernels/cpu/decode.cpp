@@ -72,6 +72,10 @@ struct TokenValues {
       alpha[dim] = std::exp(math::log_decay(params.gate_form, g[dim], a_log, bias));
     }
     beta = math::beta_value(params.beta_form, step.beta[row * shape.value_heads + value_head]);
+    // Planted fault decode_beta_saturate: a write gate above 0.93 taken as exactly 1 (a
+    // shortcut for saturated gates). Both kernels share it; only inputs that hold such a gate
+    // (some seeds) show it.
+    if (fault("decode_beta_saturate") && beta > Real(0.93)) beta = Real(1);
   }
 };
 

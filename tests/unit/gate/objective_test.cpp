@@ -45,8 +45,11 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   subject.timeout_s = 300;
   EXPECT_EQ(objective.subject, subject);
 
-  // Cheapest first.
-  ASSERT_EQ(objective.checks.size(), 9u);
+  // Cheapest first; the cheapest again on more seeds, last.
+  ASSERT_EQ(objective.checks.size(), 10u);
+  EXPECT_EQ(objective.checks[9].name, "decode_recurrence_seeds");
+  EXPECT_EQ(objective.checks[9].seed, std::optional<uint64_t>(8));
+  EXPECT_EQ(objective.checks[9].seeds, 4);
   EXPECT_EQ(objective.checks[0].probe, "decode_vs_recurrence");
   EXPECT_EQ(objective.checks[1].probe, "decode_tiled_vs_merged");
   EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
@@ -80,7 +83,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 29u);
+  ASSERT_EQ(objective.gates.size(), 30u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -90,11 +93,12 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.gates[9].confidence, 0.95);
   // Every gate after the within-build ones compares with the baseline.
   EXPECT_EQ(objective.gates[11].name, "decode_matches_recurrence");
-  for (size_t index = 12; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[12].name, "decode_matches_recurrence_on_more_seeds");
+  for (size_t index = 13; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[27].expression),
+      gate_expression_to_string(objective.gates[28].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)

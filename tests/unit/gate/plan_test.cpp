@@ -193,39 +193,42 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
   EXPECT_EQ(plan.defaults, (std::vector<Setting>{{"w8a8", std::string("off")}}));
   EXPECT_EQ(plan.left_out,
             (std::vector<LeftOutEntry>{{Layer::kCheck, "w8a8", "w8a8_vs_fp32", "w8a8=off"}}));
-  EXPECT_EQ(render_plan(plan, objective, 50),
-            "plan for " + kDemo.string() +
-                ", configuration shards=8, cache=int8; by default w8a8=off: 19 tasks\n"
-                "  check     decode_recurrence        decode_vs_recurrence        variant=merged\n"
-                "  check     decode_recurrence        decode_vs_recurrence        variant=tiled\n"
-                "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
-                "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
-                "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
-                "  check     replay                   replay_vs_decode            L=4,steps=37\n"
-                "  check     replay                   replay_vs_decode            L=8,steps=37\n"
-                "  check     chunk                    chunk_vs_recurrent          T=512\n"
-                "  check     cp_vs_nocp               cp_vs_nocp                  "
-                "T=4096,shards=8*,precision=ieee,decay=slow\n"
-                "  check     cp_vs_nocp               cp_vs_nocp                  "
-                "T=16384,shards=8*,precision=ieee,decay=slow\n"
-                "  check     cp_control               cp_vs_nocp                  "
-                "T=4096,shards=8*,precision=ieee,decay=fast\n"
-                "  bench     decode                   decode                      batch=1,H=16\n"
-                "  bench     decode                   decode                      batch=32,H=16\n"
-                "  bench     decode                   decode                      batch=128,H=16\n"
-                "  bench     chunk_prefill            chunk_prefill               T=4096,H=2\n"
-                "  bench     cp_prefill               cp_prefill                  "
-                "T=8192,shards=8,threads=2\n"
-                "  scenario  prefill                  serve                       "
-                "mode=prefill,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  x25\n"
-                "  scenario  prefill_transfer         serve                       "
-                "mode=prefill+transfer,dispatch_holds_lock=false,layers=12,requests=2,prompt_len="
-                "32  x25\n"
-                "  scenario  disaggregated            serve                       "
-                "mode=disaggregated,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  "
-                "x7\n"
-                "left out: check w8a8 (w8a8_vs_fp32), by w8a8=off\n"
-                "* set by the configuration\n");
+  EXPECT_EQ(
+      render_plan(plan, objective, 50),
+      "plan for " + kDemo.string() +
+          ", configuration shards=8, cache=int8; by default w8a8=off: 21 tasks\n"
+          "  check     decode_recurrence        decode_vs_recurrence        variant=merged\n"
+          "  check     decode_recurrence        decode_vs_recurrence        variant=tiled\n"
+          "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
+          "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
+          "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
+          "  check     replay                   replay_vs_decode            L=4,steps=37\n"
+          "  check     replay                   replay_vs_decode            L=8,steps=37\n"
+          "  check     chunk                    chunk_vs_recurrent          T=500\n"
+          "  check     cp_vs_nocp               cp_vs_nocp                  "
+          "T=4096,shards=8*,precision=ieee,decay=slow\n"
+          "  check     cp_vs_nocp               cp_vs_nocp                  "
+          "T=16384,shards=8*,precision=ieee,decay=slow\n"
+          "  check     cp_control               cp_vs_nocp                  "
+          "T=4096,shards=8*,precision=ieee,decay=fast\n"
+          "  check     decode_recurrence_seeds  decode_vs_recurrence        variant=merged  x4\n"
+          "  check     decode_recurrence_seeds  decode_vs_recurrence        variant=tiled  x4\n"
+          "  bench     decode                   decode                      batch=1,H=16\n"
+          "  bench     decode                   decode                      batch=32,H=16\n"
+          "  bench     decode                   decode                      batch=128,H=16\n"
+          "  bench     chunk_prefill            chunk_prefill               T=4096,H=2\n"
+          "  bench     cp_prefill               cp_prefill                  "
+          "T=8192,shards=8,threads=2\n"
+          "  scenario  prefill                  serve                       "
+          "mode=prefill,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  x25\n"
+          "  scenario  prefill_transfer         serve                       "
+          "mode=prefill+transfer,dispatch_holds_lock=false,layers=12,requests=2,prompt_len="
+          "32  x25\n"
+          "  scenario  disaggregated            serve                       "
+          "mode=disaggregated,dispatch_holds_lock=false,layers=12,requests=2,prompt_len=32  "
+          "x7\n"
+          "left out: check w8a8 (w8a8_vs_fp32), by w8a8=off\n"
+          "* set by the configuration\n");
   const Json json = plan_to_json(plan, objective);
   EXPECT_EQ(json["defaults"].dump(), R"({"w8a8":"off"})");
   EXPECT_EQ(json["left_out"].dump(),
@@ -246,9 +249,11 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
                         "decode_recurrence variant=merged", "decode_recurrence variant=tiled",
                         "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
                         "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37",
-                        "chunk T=512", "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+                        "chunk T=500", "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
                         "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
-                        "cp_control T=4096,shards=8,precision=tf32x3,decay=fast"}));
+                        "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
+                        "decode_recurrence_seeds variant=merged",
+                        "decode_recurrence_seeds variant=tiled"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
 }
 

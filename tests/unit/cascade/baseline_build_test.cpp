@@ -1,0 +1,461 @@
+// Against a baseline build: benches run in rounds (BaselineSource::min_rounds), each round a short
+// run of both builds back to back, decided on the per-round ratios (gate::compare_builds); a
+// scenario's repeats pair with the baseline's; the baseline's check points run after the
+// candidate's; "not SLOWER than baseline" fails at the first point that is SLOWER beyond doubt;
+// a point's analysis moves with its folder (move_observation_paths).
+// The timing test measures real work while busy neighbour threads load the machine: a build 5 %
+// slower must be SLOWER, the same build against itself must not be.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gate/cascade.hpp"
+#include "probe/runner.hpp"
+
+namespace loupe::gate {
+namespace {
+
+const char* kObjective = R"(name = "rounds"
+cascade = "all"
+
+[subject]
+command = ["subject", "probe"]
+
+[[bench]]
+name = "spin"
+probe = "spin"
+threshold = 0.01
+budget_s = 0.5
+
+[[scenario]]
+name = "serve"
+probe = "serve"
+repeats = 6
+
+[[gate]]
+name = "spin_not_slower_than_baseline"
+expr = "spin not SLOWER than baseline"
+
+[[gate]]
+name = "serve_not_slower_than_baseline"
+expr = "scenario.serve.wall_s / baseline <= 1.10"
+)";
+
+// A fixed amount of arithmetic: `iterations` steps of an xorshift, the result kept.
+std::atomic<uint64_t> sink{0};
+void spin(int64_t iterations) {
+  uint64_t x = 88172645463325252ull;
+  for (int64_t index = 0; index < iterations; ++index) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+  }
+  sink.fetch_add(x, std::memory_order_relaxed);
+}
+
+// One short run of a "build" whose call costs `iterations`: timed calls for `budget_s` seconds.
+PointResult timed_run(const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                      int64_t iterations, int* runs) {
+  ++*runs;
+  PointResult point;
+  point.layer = task.layer;
+  point.entry = task.entry;
+  point.probe = task.probe;
+  point.params = task.params;
+  point.repeat = repeat;
+  point.verdict = Verdict::kPass;
+  std::vector<double> samples;
+  std::vector<int64_t> rounds;
+  const auto start = std::chrono::steady_clock::now();
+  const double budget = entry.budget_s.value_or(0.5);
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < budget) {
+    const auto before = std::chrono::steady_clock::now();
+    spin(iterations);
+    samples.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count());
+    rounds.push_back(static_cast<int64_t>(rounds.size()));
+  }
+  point.samples = {{"loop", samples}};
+  point.sample_rounds = {{"loop", rounds}};
+  point.metrics = {{"loop", "median_s", samples[samples.size() / 2]}, {"", "wall_s", 0.1}};
+  return point;
+}
+
+// Neighbours that load every core in bursts (20 ms busy, 20 ms idle, out of step with each
+// other), so that some runs of either build are slowed and others not.
+class NoisyNeighbours {
+ public:
+  NoisyNeighbours() {
+    const unsigned count = std::max(2u, std::thread::hardware_concurrency());
+    for (unsigned index = 0; index < count; ++index) {
+      threads_.emplace_back([this, index] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 * index));
+        while (!stop_.load()) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+          while (std::chrono::steady_clock::now() < until) spin(1000);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      });
+    }
+  }
+  ~NoisyNeighbours() {
+    stop_.store(true);
+    for (auto& thread : threads_) thread.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+struct Outcome {
+  CascadeResult result;
+  int candidate_runs = 0;
+  int baseline_runs = 0;
+};
+
+// The candidate's call costs `candidate_iterations`, the baseline's `baseline_iterations`.
+Outcome run_pair(int64_t baseline_iterations, int64_t candidate_iterations) {
+  const Objective objective = parse_objective(kObjective, "dir/rounds.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  CascadeOptions options;
+  options.only = Layer::kBench;
+  Outcome out;
+  BaselineSource baseline;
+  baseline.label = "build old";
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 8;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return timed_run(task, entry, repeat, baseline_iterations, &out.baseline_runs);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+    return timed_run(task, entry, repeat, candidate_iterations, &out.candidate_runs);
+  };
+  NoisyNeighbours neighbours;
+  out.result = run_cascade(objective, plan, options, candidate);
+  return out;
+}
+
+// About 0.3 ms a call on a 2-core machine of 2026.
+constexpr int64_t kCall = 300000;
+
+TEST(BaselineRoundsTest, ABuildFivePercentSlowerIsSlowerUnderANoisyNeighbour) {
+  const Outcome outcome = run_pair(kCall, kCall * 105 / 100);
+  const GateResult& gate = outcome.result.gates[0];
+  EXPECT_EQ(gate.verdict, GateVerdict::kFail) << gate.rule;
+  EXPECT_NE(gate.rule.find("is SLOWER"), std::string::npos) << gate.rule;
+  EXPECT_NE(gate.rule.find("per-round ratios, the builds run back to back"), std::string::npos)
+      << gate.rule;
+  // Rounds of 0.1 s (the 0.5 s budget over 8 rounds, at least 0.1 s), each build once a round.
+  EXPECT_GE(outcome.candidate_runs, 5);
+  EXPECT_LE(outcome.candidate_runs, 8);
+  EXPECT_EQ(outcome.candidate_runs, outcome.baseline_runs);
+  ASSERT_EQ(outcome.result.points.size(), 1u);
+  ASSERT_EQ(outcome.result.points[0].round_medians.size(), 1u);
+  EXPECT_EQ(outcome.result.points[0].round_medians[0].second.size(),
+            static_cast<size_t>(outcome.candidate_runs));
+  ASSERT_TRUE(gate.statistics.estimate.has_value());
+  EXPECT_GT(*gate.statistics.estimate, 1.02);
+  EXPECT_LT(*gate.statistics.estimate, 1.10);
+}
+
+TEST(BaselineRoundsTest, TheSameBuildAgainstItselfIsNotSlowerUnderANoisyNeighbour) {
+  const Outcome outcome = run_pair(kCall, kCall);
+  const GateResult& gate = outcome.result.gates[0];
+  EXPECT_NE(gate.verdict, GateVerdict::kFail) << gate.rule;
+  ASSERT_TRUE(gate.statistics.estimate.has_value());
+  EXPECT_LT(std::fabs(*gate.statistics.estimate - 1.0), 0.02) << gate.rule;
+}
+
+TEST(BaselineRoundsTest, ScenarioRepeatsArePairedWithTheBaselinesRunBackToBack) {
+  // The machine's load moves both builds' wall time by up to 3x from repeat to repeat; the
+  // candidate is 1.2x the baseline within each repeat. Pooled, the two sides' medians could not
+  // tell 1.2 from 1.1; paired by repeat, every ratio is 1.2.
+  const Objective objective = parse_objective(kObjective, "dir/rounds.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  const std::vector<double> load = {1.0, 3.0, 1.5, 2.5, 1.1, 2.0};
+  auto scenario = [&](const PlanTask& task, int64_t repeat, double factor) {
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.probe = task.probe;
+    point.params = task.params;
+    point.repeat = repeat;
+    point.verdict = Verdict::kPass;
+    point.metrics = {{"", "wall_s", factor * load[static_cast<size_t>(repeat)]}};
+    return point;
+  };
+  CascadeOptions options;
+  options.only = Layer::kScenario;
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return scenario(task, repeat, 1.0);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+    return scenario(task, repeat, 1.2);
+  };
+  const CascadeResult result = run_cascade(objective, plan, options, candidate);
+  const GateResult& gate = result.gates[1];
+  EXPECT_EQ(gate.verdict, GateVerdict::kFail) << gate.rule;
+  ASSERT_TRUE(gate.statistics.estimate.has_value());
+  EXPECT_NEAR(*gate.statistics.estimate, 1.2, 1e-12);
+  EXPECT_NE(gate.rule.find("over 6 rounds (the builds run back to back)"), std::string::npos)
+      << gate.rule;
+  for (const auto& point : result.points) EXPECT_TRUE(point.paired);
+  for (const auto& point : result.baseline_points) EXPECT_TRUE(point.paired);
+}
+
+PointResult bench_run(std::vector<double> samples, std::vector<int64_t> rounds,
+                      std::vector<double> other, std::vector<int64_t> other_rounds,
+                      const std::string& dir) {
+  PointResult point;
+  point.layer = Layer::kBench;
+  point.entry = "decode";
+  point.probe = "decode";
+  point.observation_dir = dir;
+  point.samples = {{"tiled", samples}, {"merged", other}};
+  point.sample_rounds = {{"tiled", rounds}, {"merged", other_rounds}};
+  point.metrics = {{"tiled", "median_s", 1.1}, {"tiled", "bytes_per_s", 100}};
+  bench::Comparison comparison;
+  comparison.threshold = 0.05;
+  comparison.seed = 3;
+  point.comparisons = {{"tiled", "merged", comparison}};
+  Finding finding;
+  finding.id = "bench.decode.ambiguous";
+  finding.layer = Layer::kBench;
+  finding.where.probe = "decode";
+  finding.where.subject = "kda";
+  finding.where.path = "merged vs tiled";
+  point.findings = {finding};
+  return point;
+}
+
+TEST(MergeRoundsTest, PoolsTheSamplesKeepsEachRoundsMedianAndComparesOverAllRounds) {
+  std::vector<PointResult> runs;
+  runs.push_back(bench_run({1.0, 1.2, 1.1}, {0, 1, 2}, {2.0, 2.4, 2.2}, {0, 1, 2}, "r1"));
+  runs.push_back(bench_run({3.0, 3.0, 3.3}, {0, 1, 2}, {6.0, 6.0, 6.6}, {0, 1, 2}, "r2"));
+  const PointResult merged = merge_rounds(runs);
+  ASSERT_EQ(merged.samples.size(), 2u);
+  EXPECT_EQ(merged.samples[0].second, (std::vector<double>{1.0, 1.2, 1.1, 3.0, 3.0, 3.3}));
+  // The second run's sampler rounds follow the first run's.
+  EXPECT_EQ(merged.sample_rounds[0].second, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(merged.round_medians, (std::vector<std::pair<std::string, std::vector<double>>>{
+                                      {"tiled", {1.1, 3.0}}, {"merged", {2.2, 6.0}}}));
+  EXPECT_EQ(merged.observation_dir, "r1");
+  // Summaries over the pooled samples; throughput scales with the median.
+  EXPECT_DOUBLE_EQ(merged.metrics[0].value, 2.1);  // median of the six: (1.2 + 3.0) / 2
+  EXPECT_DOUBLE_EQ(merged.metrics[1].value, 100 * 1.1 / 2.1);
+  // merged/tiled is 2 in every sampler round: paired over all six, SLOWER.
+  ASSERT_EQ(merged.comparisons.size(), 1u);
+  EXPECT_EQ(merged.comparisons[0].comparison.pairs, 6);
+  EXPECT_NEAR(merged.comparisons[0].comparison.ratio, 2.0, 1e-12);
+  EXPECT_EQ(merged.comparisons[0].comparison.verdict, bench::AbVerdict::kSlower);
+  ASSERT_EQ(merged.findings.size(), 1u);
+  EXPECT_EQ(merged.findings[0].id, "bench.decode.slower");
+  EXPECT_EQ(merged.findings[0].evidence.files,
+            (std::vector<std::string>{"r1/observation.json", "r2/observation.json"}));
+}
+
+TEST(MergeRoundsTest, ARunWithoutSamplerRoundsLeavesTheVariantUnpaired) {
+  std::vector<PointResult> runs;
+  runs.push_back(bench_run({1.0, 1.0, 1.0}, {0, 1, 2}, {2.0, 2.0, 2.0}, {0, 1, 2}, "r1"));
+  runs.push_back(bench_run({1.0, 1.0, 1.0}, {}, {2.0, 2.0, 2.0}, {}, "r2"));
+  const PointResult merged = merge_rounds(runs);
+  EXPECT_TRUE(merged.sample_rounds[0].second.empty());
+  EXPECT_EQ(merged.comparisons[0].comparison.pairs, 0);  // compared unpaired
+  EXPECT_EQ(merged.comparisons[0].comparison.b.n, 6);
+}
+
+PointResult plain_point(const PlanTask& task, int64_t repeat) {
+  PointResult point;
+  point.layer = task.layer;
+  point.entry = task.entry;
+  point.probe = task.probe;
+  point.params = task.params;
+  point.repeat = repeat;
+  point.verdict = Verdict::kPass;
+  return point;
+}
+
+TEST(BaselineBuildTest, TheBaselinesCheckPointsRunAfterTheCandidatesSoAFailingCheckShowsFirst) {
+  const Objective objective = parse_objective(R"(name = "order"
+[subject]
+command = ["subject", "probe"]
+
+[[check]]
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096] }
+
+[[check]]
+name = "chunk"
+probe = "chunk_vs_recurrent"
+
+[[gate]]
+name = "drift"
+expr = "check.cp_vs_nocp.rms_ratio <= 2e-6"
+
+[[gate]]
+name = "chunk_vs_baseline"
+expr = "check.chunk.rms_ratio / baseline <= 1.2"
+)",
+                                              "dir/order.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  std::vector<std::string> log;
+  auto check = [&](const std::string& side, const PlanTask& task, int64_t repeat, double value) {
+    log.push_back(side + " " + task.entry + " " + params_to_string(task.params));
+    PointResult point = plain_point(task, repeat);
+    point.metrics = {{"", "rms_ratio", value}};
+    if (value > 2e-6) point.verdict = Verdict::kFail;
+    return point;
+  };
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)));
+  };
+  BaselineSource baseline;
+  baseline.interleave = true;
+  std::vector<std::optional<uint64_t>> seeds;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t> seed) -> std::optional<PointResult> {
+    seeds.push_back(seed);
+    return check("baseline", task, repeat, 1e-7);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+    PointResult point = check("candidate", task, repeat, task.entry == "chunk" ? 3e-7 : 1e-2);
+    point.seed = 40 + static_cast<uint64_t>(log.size());
+    return point;
+  };
+  const CascadeResult result = run_cascade(objective, plan, options, candidate);
+  EXPECT_EQ(log,
+            (std::vector<std::string>{"candidate cp_vs_nocp T=1024", "gate drift fail",
+                                      "candidate cp_vs_nocp T=4096", "candidate chunk ",
+                                      "baseline cp_vs_nocp T=1024", "baseline cp_vs_nocp T=4096",
+                                      "baseline chunk ", "gate chunk_vs_baseline fail"}));
+  // Each baseline point on its candidate point's seed.
+  EXPECT_EQ(seeds, (std::vector<std::optional<uint64_t>>{41, 43, 44}));
+  EXPECT_EQ(result.baseline_points.size(), 3u);
+  EXPECT_EQ(result.gates[1].verdict, GateVerdict::kFail);
+}
+
+TEST(BaselineBuildTest, NotSlowerThanBaselineFailsAtTheFirstPointThatIsSlowerBeyondDoubt) {
+  const Objective objective = parse_objective(R"(name = "early"
+[subject]
+command = ["subject", "probe"]
+
+[[bench]]
+probe = "decode"
+params = { batch = [1, 32] }
+budget_s = 1.2
+
+[[gate]]
+name = "decode_vs_baseline"
+expr = "decode not SLOWER than baseline"
+)",
+                                              "dir/early.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  std::vector<std::string> log;
+  std::vector<double> budgets;
+  auto bench = [&](const std::string& side, const PlanTask& task, const ProbeEntry& entry,
+                   int64_t repeat, double centre) {
+    log.push_back(side + " " + params_to_string(task.params));
+    budgets.push_back(entry.budget_s.value_or(0));
+    PointResult point = plain_point(task, repeat);
+    std::vector<double> samples;
+    for (int index = 0; index < 9; ++index) samples.push_back(centre * (1 + 0.01 * (index % 3)));
+    point.samples = {{"merged", samples}};
+    return point;
+  };
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)) + ": " +
+                  gate.rule);
+  };
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 8;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return bench("baseline", task, entry, repeat, 1.0);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+    return bench("candidate", task, entry, repeat, 1.5);
+  };
+  const CascadeResult result = run_cascade(objective, plan, options, candidate);
+  // Two comparisons (two points, one variant): a SLOWER needs p <= 0.025, seven rounds of the
+  // sign test; the first point stops there, and the gate fails before batch=32 runs.
+  std::vector<std::string> expected;
+  for (int round = 0; round < 7; ++round) {
+    if (round % 2 == 0) {
+      expected.insert(expected.end(), {"candidate batch=1", "baseline batch=1"});
+    } else {
+      expected.insert(expected.end(), {"baseline batch=1", "candidate batch=1"});
+    }
+  }
+  ASSERT_GE(log.size(), expected.size() + 1);
+  EXPECT_EQ(std::vector<std::string>(log.begin(), log.begin() + 14), expected);
+  EXPECT_EQ(log[14],
+            "gate decode_vs_baseline fail: fail: decode[any] not SLOWER than baseline: at batch=1 "
+            "merged against the baseline's = 1.5 [1.5, 1.5] is SLOWER (t 0.04, median of 7 "
+            "per-round ratios, the builds run back to back) (decided before the entry's last "
+            "point; its 1 comparison(s) still to come counted with p = 1)");
+  EXPECT_EQ(log[15], "baseline batch=32");  // the second point starts with the baseline (AB, BA)
+  EXPECT_DOUBLE_EQ(budgets.front(), 0.15);  // 1.2 s over 8 rounds
+  EXPECT_EQ(result.gates[0].verdict, GateVerdict::kFail);
+}
+
+TEST(MoveObservationPathsTest, FindingsAndTheObservationFileNameTheNewFolder) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("loupe-move-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  const std::filesystem::path from = root / ".staging/chunk/T=512";
+  const std::filesystem::path to = root / "run/chunk/T=512";
+  std::filesystem::create_directories(to);
+  {
+    std::ofstream out(to / "observation.json");
+    out << "{\"findings\": [{\"files\": [\"" << from.string()
+        << "/outputs/o.npy\"]}], \"other\": \"" << from.string() << "0/x\"}";
+  }
+  probe::RunOutcome outcome;
+  outcome.observation_dir = from;
+  Finding finding;
+  finding.claim = "o differs (see " + from.string() + "/outputs/o.npy)";
+  finding.evidence.files = {from.string() + "/observation.json"};
+  outcome.findings = {finding};
+  ASSERT_TRUE(move_observation_paths(outcome, from.string(), to));
+  EXPECT_EQ(outcome.observation_dir, to);
+  EXPECT_EQ(outcome.findings[0].claim, "o differs (see " + to.string() + "/outputs/o.npy)");
+  EXPECT_EQ(outcome.findings[0].evidence.files,
+            (std::vector<std::string>{to.string() + "/observation.json"}));
+  std::ifstream in(to / "observation.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  // A longer name that merely starts with the folder's is left alone.
+  EXPECT_EQ(text.str(), "{\"findings\": [{\"files\": [\"" + to.string() +
+                            "/outputs/o.npy\"]}], \"other\": \"" + from.string() + "0/x\"}");
+  // A folder JSON would escape is not moved by text: the caller analyses again.
+  EXPECT_FALSE(move_observation_paths(outcome, root.string() + "/a\"b", to));
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace loupe::gate
