@@ -53,8 +53,9 @@ void write_prefill(loupe::CheckIo& io, bool across_ranks) {
 // allgathers per layer and one for the logits); rank 0 alone runs the reference, the one-process
 // prefill. Both are fp32 model code, so there is no fp64 oracle: the reference shares none of the
 // splitting under test. Every element is the same arithmetic in narrower matrices, so the result
-// is bit-identical where OpenBLAS sums it the same way (the default point: rms_ratio 0) and
-// within fp32 rounding where its tail kernels do not (requests=3, prompt_len=45: hidden 4.7e-8,
+// is bit-identical where OpenBLAS sums it the same way (the default point on some CPUs:
+// rms_ratio 0; on an AVX-512 EPYC its kernels block the narrower matrices otherwise) and
+// within fp32 rounding where its kernels do not (requests=3, prompt_len=45: hidden 4.7e-8,
 // logits 1.8e-7). The declared rms_ratio 1e-6 is that rounding with room; a misplaced head block
 // or vocabulary slice moves the outputs by order one (tests/unit/kda/tp_ranks_test.cpp).
 LOUPE_CHECK(tp_ranks_vs_notp)

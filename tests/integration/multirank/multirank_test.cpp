@@ -2,6 +2,8 @@
 // fewer cores than ranks), real collectives. Each test is skipped where kda was built without MPI.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -45,6 +47,18 @@ class MultiRank : public ::testing::Test {
     const Tensor tensor = read_npy(file);
     const auto* data = reinterpret_cast<const char*>(tensor.bytes());
     return std::vector<char>(data, data + tensor.nbytes());
+  }
+
+  // rms of the difference over the rms of `expected` (the probes' rms_ratio), both as doubles.
+  static double rms_ratio(const fs::path& actual, const fs::path& expected) {
+    const Tensor a = read_npy(actual), b = read_npy(expected);
+    EXPECT_EQ(a.shape(), b.shape()) << actual;
+    double error = 0, norm = 0;
+    for (int64_t idx = 0; idx < std::min(a.numel(), b.numel()); ++idx) {
+      error += std::pow(a.element_as_double(idx) - b.element_as_double(idx), 2);
+      norm += std::pow(b.element_as_double(idx), 2);
+    }
+    return norm > 0 ? std::sqrt(error / norm) : std::sqrt(error);
   }
 
   static fs::path root_;
@@ -142,7 +156,9 @@ TEST_F(MultiRank, ProbeRunLaunchesFourRanksTruncatedTf32FailsAndTf32x3Passes) {
 }
 
 // TP across ranks: four processes, each with one head of every layer and 64 vocabulary rows, give
-// the one-process model's logits and residual streams, bit for bit at this point.
+// the one-process model's logits and residual streams within the probe's fp32 bound (bit for bit
+// where OpenBLAS sums the narrower matrices as it does the whole, which depends on the CPU: not on
+// an AVX-512 EPYC, whose kernels block them otherwise; tests/unit/kda/tp_ranks_test.cpp).
 TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
   std::vector<std::string> args = mpirun(4);
   args.insert(args.end(), {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--out", path("tp4")});
@@ -156,7 +172,7 @@ TEST_F(MultiRank, TpAcrossFourRanksIsTheOneProcessModelAndItsProbePasses) {
       {KDA_EXECUTABLE, "dist", "tp", "--heads", "4", "--backend", "self", "--out", path("tp1")});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   for (const char* file : {"logits.npy", "hidden.npy"}) {
-    EXPECT_EQ(bytes_of(root_ / "tp4" / file), bytes_of(root_ / "tp1" / file)) << file;
+    EXPECT_LE(rms_ratio(root_ / "tp4" / file, root_ / "tp1" / file), 1e-6) << file;
   }
 
   std::vector<std::string> launch = mpirun(4);

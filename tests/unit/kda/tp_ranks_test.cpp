@@ -47,6 +47,20 @@ std::vector<Forward> across_threads(const model::Model& model, const std::vector
   return results;
 }
 
+// tp_ranks_vs_notp's tolerance (kda/probes/tp_probes.cpp): rms of the difference over the
+// one-process output's rms.
+constexpr double kProbeBound = 1e-6;
+
+double rms_ratio(const std::vector<float>& actual, const std::vector<float>& expected) {
+  EXPECT_EQ(actual.size(), expected.size());
+  double error = 0, norm = 0;
+  for (size_t idx = 0; idx < std::min(actual.size(), expected.size()); ++idx) {
+    error += std::pow(static_cast<double>(actual[idx]) - expected[idx], 2);
+    norm += std::pow(static_cast<double>(expected[idx]), 2);
+  }
+  return norm > 0 ? std::sqrt(error / norm) : std::sqrt(error);
+}
+
 model::ModelConfig four_heads() {
   model::ModelConfig config;
   config.heads = 4;
@@ -65,21 +79,29 @@ void expect_every_rank_equals_one_process(const model::ModelConfig& config, int 
   const Forward expected = one_process(model, prompts, requests, tokens);
   ASSERT_EQ(expected.logits.size(), static_cast<size_t>(requests * config.vocab));
   for (const Forward& rank : across_threads(model, prompts, requests, tokens, ranks)) {
-    // Bit for bit at these shapes: each head's projections, convolution, recurrence and norm, and
-    // each logit, is the same arithmetic in the rank's narrower matrices, and at 80 rows the
-    // heads' widths (multiples of K) and the vocabulary's 64-row shares start where OpenBLAS's
-    // sgemm starts a block of the whole matrix. At other row counts its tail kernels may sum an
-    // element in another order (135 rows: rms_ratio 4.7e-8): the probe's bound is 1e-6.
-    EXPECT_EQ(rank.logits, expected.logits) << label << " at " << ranks << " ranks";
-    EXPECT_EQ(rank.hidden, expected.hidden) << label << " at " << ranks << " ranks";
+    if (ranks == 1) {
+      // One rank runs the one-process arithmetic on the same matrices: bit for bit.
+      EXPECT_EQ(rank.logits, expected.logits) << label;
+      EXPECT_EQ(rank.hidden, expected.hidden) << label;
+      continue;
+    }
+    // More ranks: each head's projections, convolution, recurrence and norm, and each logit, are
+    // the same sums in the rank's narrower matrices, but which of OpenBLAS's sgemm kernels sums
+    // them, and in what blocking, depends on the matrix width and on the CPU (bit for bit on
+    // the machine that first ran this; rms 4e-7 on an AVX-512 EPYC, whose kernels block
+    // the narrower matrices otherwise). What holds everywhere is the probe's fp32 bound.
+    EXPECT_LE(rms_ratio(rank.logits, expected.logits), kProbeBound)
+        << label << " logits at " << ranks << " ranks";
+    EXPECT_LE(rms_ratio(rank.hidden, expected.hidden), kProbeBound)
+        << label << " hidden at " << ranks << " ranks";
   }
 }
 
-TEST(TpAcrossRanks, EveryRankHoldsTheOneProcessLogitsAndHiddenBitForBit) {
+TEST(TpAcrossRanks, EveryRankHoldsTheOneProcessLogitsAndHiddenWithinTheProbesBound) {
   for (int ranks : {1, 2, 4}) expect_every_rank_equals_one_process(four_heads(), ranks, "fp32");
 }
 
-TEST(TpAcrossRanks, UnevenHeadsW8a8AndTheCpKernelAlsoMatchBitForBit) {
+TEST(TpAcrossRanks, UnevenHeadsW8a8AndTheCpKernelAlsoMatchWithinTheProbesBound) {
   model::ModelConfig config = four_heads();
   config.heads = 3;  // over 2 ranks: 2 heads and 1
   expect_every_rank_equals_one_process(config, 2, "3 heads");
@@ -103,8 +125,8 @@ TEST(TpAcrossRanks, VocabularySharesAreCutAt64RowsWhileEveryRankGetsOne) {
   EXPECT_EQ(model::tensor_parallel_starts(3, 2, "heads"), (std::vector<int64_t>{0, 2, 3}));
 }
 
-// Off the 64-row cut (250 rows over 4 ranks), a few logits are summed by another of the BLAS's
-// kernels: the fp32 bound the tp_ranks_vs_notp probe declares still holds.
+// Off the 64-row cut (250 rows over 4 ranks) the vocabulary shares are single rows: the fp32
+// bound the tp_ranks_vs_notp probe declares still holds.
 TEST(TpAcrossRanks, OffTheVocabularyCutTheLogitsStayWithinTheProbesBound) {
   model::ModelConfig config = four_heads();
   config.vocab = 250;
@@ -112,13 +134,8 @@ TEST(TpAcrossRanks, OffTheVocabularyCutTheLogitsStayWithinTheProbesBound) {
   const std::vector<int32_t> prompts = model::generate_prompts(2, 40, config.vocab, 9);
   const Forward expected = one_process(model, prompts, 2, 40);
   const Forward rank0 = across_threads(model, prompts, 2, 40, 4)[0];
-  EXPECT_EQ(rank0.hidden, expected.hidden);
-  double error = 0, norm = 0;
-  for (size_t idx = 0; idx < expected.logits.size(); ++idx) {
-    error += std::pow(static_cast<double>(rank0.logits[idx]) - expected.logits[idx], 2);
-    norm += std::pow(static_cast<double>(expected.logits[idx]), 2);
-  }
-  EXPECT_LE(std::sqrt(error / norm), 1e-6);
+  EXPECT_LE(rms_ratio(rank0.hidden, expected.hidden), kProbeBound);
+  EXPECT_LE(rms_ratio(rank0.logits, expected.logits), kProbeBound);
 }
 
 // The control: a gather that puts the ranks' head blocks in the wrong columns (rank order
