@@ -161,6 +161,11 @@ void declare_single_pass(loupe::CheckSetup& setup, const char* probe, bool relat
       output->tolerance_vs_oracle("rms_ratio", bound).tolerance("rms_ratio", 0x1p-8);
     } else {
       output->tolerance("rms_ratio", bound);
+      // TF32 products (10-bit mantissas) against the CPU's fp32 chunk: an error far above fp32
+      // rounding by design, judged by the 2e-3 bound (3xTF32 is held to fp32-grade rounding).
+      if (p.get_string("precision") == "tf32") {
+        output->approximate("the state pass's TF32 tensor-core products against the CPU's fp32");
+      }
     }
   }
 }

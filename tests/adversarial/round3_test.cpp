@@ -41,6 +41,13 @@ TEST_F(Round3Test, AStaticInitialiserThreadThatCopiesTheReferenceFails) {
     EXPECT_NE(run.out.find("empty file"), std::string::npos) << run.out;
     return;
   }
+  // A copy that truncates a file while the runtime reads it through a mapping kills the runtime
+  // with SIGBUS (status 135; about 1 run in 10 on this 2-core machine): the run ends in error
+  // (exit 3) with the crash as a failing finding, never a pass.
+  if (run.exit_code == 3) {
+    EXPECT_TRUE(has(run, "check.static_thread_copier.subject.crashed", "fail")) << run.out;
+    return;
+  }
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const bool sealed_broken = has(run, "check.static_thread_copier.guard.evidence_sealed", "fail");
   const bool compared = has(run, "check.static_thread_copier.mismatch", "fail") &&

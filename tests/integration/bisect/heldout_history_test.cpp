@@ -40,7 +40,10 @@ command = ")" + test_support::subject_build_command() +
 [[bench]]
 probe = "chain"
 variants = ["reference", "chain"]
-threshold = 0.02
+# 0.03: each step is a different binary, and two builds of the same code differed by 2.7 % in
+# layout alone on an AVX-512 EPYC (c3, a notes-only commit, came out SLOWER at 1.027 [1.000, 1.315]
+# with 0.02); the planted slowdown is 5 %.
+threshold = 0.03
 budget_s = 0.25
 
 [[gate]]
