@@ -196,8 +196,12 @@ TEST_F(AdversarialTest, ImplausibleSpeedIsCaughtByTheRoofline) {
   const CliRun run = bench("lazy_speedup");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   // The accessor does the work: the timed call is beyond the roofline, and the accessor's own
-  // time (measured since round 2) says where the work went.
-  EXPECT_EQ(guards(run, "fail"), (Guards{"guard.roofline", "guard.deferred_output"})) << run.out;
+  // time (measured since round 2) says where the work went. The work it defers also runs inside
+  // the runtime's window around a sample, so now and then (1 sample of 148 on a quiet 2-core
+  // machine) that window's CPU outgrows the reported batch and guard.timing fails it as well.
+  Guards failed = guards(run, "fail");
+  failed.erase("guard.timing");
+  EXPECT_EQ(failed, (Guards{"guard.roofline", "guard.deferred_output"})) << run.out;
   const std::string claim = finding(run, "bench.lazy_speedup.guard.roofline").at("claim");
   EXPECT_NE(claim.find("claims 4194304 bytes per call"), std::string::npos) << claim;
 }
