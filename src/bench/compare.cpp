@@ -362,6 +362,16 @@ Comparison compare_paired(std::span<const double> a, std::span<const double> b,
   return result;
 }
 
+Comparison compare_rounds(std::span<const double> a, std::span<const int64_t> rounds_a,
+                          std::span<const double> b, std::span<const int64_t> rounds_b,
+                          const CompareOptions& options) {
+  const bool paired = !rounds_a.empty() && !rounds_b.empty() && rounds_a.size() == a.size() &&
+                      rounds_b.size() == b.size();
+  if (!paired) return compare(a, b, options);
+  const RoundPairs pairs = pair_by_round(a, rounds_a, b, rounds_b);
+  return compare_paired(pairs.a, pairs.b, options);
+}
+
 void control_false_discovery(std::span<Comparison> points, double alpha) {
   std::vector<double> p_values;
   p_values.reserve(points.size());

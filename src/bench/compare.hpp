@@ -9,6 +9,8 @@
 //                 more samples per arm would likely decide
 //   compare_paired  two arms sampled in rounds: median of the per-round ratios B/A, its
 //                 bootstrap CI, the sign test's p-value, the same verdict rule
+//   compare_rounds  compare_paired on the samples that share a round when both arms carry
+//                 round indices, else compare
 //   control_false_discovery   Benjamini–Hochberg across the points of a sweep
 //   non_inferiority           "B within 5 % of A" gates: pass, fail or inconclusive
 // Samples are seconds (any positive unit works; ratios do not care). Intervals are percentile
@@ -138,6 +140,16 @@ Comparison compare(std::span<const double> a, std::span<const double> b,
 // counts the ratios. Alternate the order of a round's samples (AB, BA, ...) so that neither arm
 // is always second. REQUIRES: a.size() == b.size().
 Comparison compare_paired(std::span<const double> a, std::span<const double> b,
+                          const CompareOptions& options);
+
+// Two variants' samples, each with the round index of every sample as its sampler wrote them
+// (stopping.hpp's pair_by_round): compare_paired over the samples that share a round when both
+// variants carry one round index per sample, else compare, unpaired (a runtime that samples
+// without rounds, or a variant pooled from runs some of which had none). The one rule by which
+// a probe's analysis, the cascade's merged rounds and a gate decide "paired where the rounds say
+// so".
+Comparison compare_rounds(std::span<const double> a, std::span<const int64_t> rounds_a,
+                          std::span<const double> b, std::span<const int64_t> rounds_b,
                           const CompareOptions& options);
 
 // Across the points of a sweep: fills adjusted_p_value (Benjamini–Hochberg over the points'

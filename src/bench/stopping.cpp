@@ -103,4 +103,13 @@ RoundPairs pair_by_round(std::span<const double> a, std::span<const int64_t> rou
   return pairs;
 }
 
+std::vector<double> round_ratios(std::span<const double> a, std::span<const int64_t> rounds_a,
+                                 std::span<const double> b, std::span<const int64_t> rounds_b) {
+  const RoundPairs pairs = pair_by_round(a, rounds_a, b, rounds_b);
+  std::vector<double> ratios(pairs.a.size());
+  for (size_t round = 0; round < ratios.size(); ++round)
+    ratios[round] = pairs.b[round] / pairs.a[round];
+  return ratios;
+}
+
 }  // namespace loupe::bench

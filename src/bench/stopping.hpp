@@ -77,4 +77,9 @@ struct RoundPairs {
 RoundPairs pair_by_round(std::span<const double> a, std::span<const int64_t> rounds_a,
                          std::span<const double> b, std::span<const int64_t> rounds_b);
 
+// The per-round ratios B/A of the samples that share a round (pair_by_round), in round order:
+// what should_stop_paired and compare_paired decide on.
+std::vector<double> round_ratios(std::span<const double> a, std::span<const int64_t> rounds_a,
+                                 std::span<const double> b, std::span<const int64_t> rounds_b);
+
 }  // namespace loupe::bench

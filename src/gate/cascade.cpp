@@ -321,12 +321,10 @@ PointResult merge_rounds(std::vector<PointResult> rounds) {
     options.seed = item.comparison.seed;
     const auto* rounds_a = list_of(out.sample_rounds, item.a);
     const auto* rounds_b = list_of(out.sample_rounds, item.b);
-    if (rounds_a != nullptr && rounds_b != nullptr && !rounds_a->empty() && !rounds_b->empty()) {
-      const bench::RoundPairs pairs = bench::pair_by_round(*a, *rounds_a, *b, *rounds_b);
-      comparisons.push_back(bench::compare_paired(pairs.a, pairs.b, options));
-    } else {
-      comparisons.push_back(bench::compare(*a, *b, options));
-    }
+    comparisons.push_back(bench::compare_rounds(
+        *a, rounds_a != nullptr ? std::span<const int64_t>(*rounds_a) : std::span<const int64_t>(),
+        *b, rounds_b != nullptr ? std::span<const int64_t>(*rounds_b) : std::span<const int64_t>(),
+        options));
   }
   if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
   for (size_t index = 0; index < comparisons.size(); ++index) {

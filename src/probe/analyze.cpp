@@ -1137,14 +1137,9 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     }
   }
   for (size_t index = 1; index < variants.size(); ++index) {
-    if (variants[0].rounds.empty() || variants[index].rounds.empty()) {
-      comparisons.push_back(
-          bench::compare(variants[0].samples, variants[index].samples, compare_options));
-      continue;
-    }
-    const bench::RoundPairs pairs = bench::pair_by_round(
-        variants[0].samples, variants[0].rounds, variants[index].samples, variants[index].rounds);
-    comparisons.push_back(bench::compare_paired(pairs.a, pairs.b, compare_options));
+    comparisons.push_back(bench::compare_rounds(variants[0].samples, variants[0].rounds,
+                                                variants[index].samples, variants[index].rounds,
+                                                compare_options));
   }
   if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
   Json comparison_list = Json::array();

@@ -853,13 +853,9 @@ Json Supervisor::run() {
       decisions.push_back(bench::should_stop(children_[0].seconds_per_call, elapsed, rule));
     }
     for (size_t variant = 1; variant < children_.size(); ++variant) {
-      const bench::RoundPairs pairs =
-          bench::pair_by_round(children_[0].seconds_per_call, children_[0].rounds,
-                               children_[variant].seconds_per_call, children_[variant].rounds);
-      std::vector<double> ratios(pairs.a.size());
-      for (size_t round = 0; round < ratios.size(); ++round) {
-        ratios[round] = pairs.b[round] / pairs.a[round];
-      }
+      const std::vector<double> ratios =
+          bench::round_ratios(children_[0].seconds_per_call, children_[0].rounds,
+                              children_[variant].seconds_per_call, children_[variant].rounds);
       decisions.push_back(bench::should_stop_paired(ratios, elapsed, rule));
     }
     bool all_precise = true;

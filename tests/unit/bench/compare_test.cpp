@@ -313,6 +313,49 @@ TEST(PairedCompareTest, TooFewOrUnusableRoundsAreAmbiguous) {
   EXPECT_TRUE(has(none.rule, "no round holds positive times of both arms")) << none.rule;
 }
 
+TEST(CompareRoundsTest, PairsTheSamplesThatShareARoundWhenBothArmsCarryRounds) {
+  // Round 3 of A and round 1 of B pair with nothing: ratios 1.1, 1.2, 0.5, 1.05, 1.15 (as above).
+  const std::vector<double> a = {1.0, 2.0, 4.0, 9.0, 2.0, 4.0};
+  const std::vector<int64_t> rounds_a = {0, 2, 4, 5, 6, 7};
+  const std::vector<double> b = {1.1, 7.0, 2.4, 2.0, 2.1, 4.6};
+  const std::vector<int64_t> rounds_b = {0, 1, 2, 4, 6, 7};
+  const Comparison paired = compare_rounds(a, rounds_a, b, rounds_b, {});
+  const Comparison direct = compare_paired(std::vector<double>{1.0, 2.0, 4.0, 2.0, 4.0},
+                                           std::vector<double>{1.1, 2.4, 2.0, 2.1, 4.6}, {});
+  EXPECT_EQ(paired.pairs, 5);
+  EXPECT_DOUBLE_EQ(paired.ratio, 1.1);
+  EXPECT_DOUBLE_EQ(paired.ci.low, direct.ci.low);
+  EXPECT_DOUBLE_EQ(paired.ci.high, direct.ci.high);
+  EXPECT_EQ(paired.verdict, direct.verdict);
+  EXPECT_EQ(paired.rule, direct.rule);
+}
+
+TEST(CompareRoundsTest, UnpairedWhenEitherArmLacksOneRoundPerSample) {
+  const std::vector<double> a = timings(1.0, 40);
+  const std::vector<double> b = timings(1.1, 40, 3);
+  std::vector<int64_t> rounds(40);
+  for (size_t index = 0; index < rounds.size(); ++index)
+    rounds[index] = static_cast<int64_t>(index);
+  CompareOptions options;
+  options.seed = 5;
+  const Comparison unpaired = compare(a, b, options);
+  for (const auto& [rounds_a, rounds_b] :
+       {std::pair{std::vector<int64_t>{}, rounds}, std::pair{rounds, std::vector<int64_t>{}},
+        std::pair{rounds, std::vector<int64_t>(rounds.begin(), rounds.end() - 1)}}) {
+    const Comparison comparison = compare_rounds(a, rounds_a, b, rounds_b, options);
+    EXPECT_EQ(comparison.pairs, 0);
+    EXPECT_EQ(comparison.a.n, 40);
+    EXPECT_DOUBLE_EQ(comparison.ratio, unpaired.ratio);
+    EXPECT_DOUBLE_EQ(comparison.ci.low, unpaired.ci.low);
+    EXPECT_EQ(comparison.verdict, AbVerdict::kSlower);
+    EXPECT_EQ(comparison.rule, unpaired.rule);
+  }
+  // With both arms' rounds it is the paired comparison: every round's ratio is about 1.1.
+  const Comparison paired = compare_rounds(a, rounds, b, rounds, options);
+  EXPECT_EQ(paired.pairs, 40);
+  EXPECT_EQ(paired.verdict, AbVerdict::kSlower);
+}
+
 TEST(PairedCompareTest, FalseDiscoveryControlNamesTheSignTest) {
   std::vector<Comparison> points(2);
   for (auto& point : points) {

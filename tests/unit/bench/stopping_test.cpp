@@ -102,5 +102,14 @@ TEST(StoppingTest, PairByRoundSkipsRoundsMissingFromEitherArm) {
   EXPECT_EQ(pairs.b, (std::vector<double>{10.0, 30.0, 40.0}));
 }
 
+TEST(StoppingTest, RoundRatiosDivideTheSamplesThatShareARound) {
+  const std::vector<double> a = {1.0, 2.0, 4.0, 5.0};
+  const std::vector<int64_t> rounds_a = {0, 1, 2, 4};
+  const std::vector<double> b = {3.0, 8.0, 10.0, 7.0};
+  const std::vector<int64_t> rounds_b = {0, 2, 4, 5};
+  EXPECT_EQ(round_ratios(a, rounds_a, b, rounds_b), (std::vector<double>{3.0, 2.0, 2.0}));
+  EXPECT_TRUE(round_ratios(a, {}, b, rounds_b).empty());
+}
+
 }  // namespace
 }  // namespace loupe::bench
