@@ -330,6 +330,10 @@ struct VariantChild {
   std::map<std::string, std::vector<double>> facts;
   int verified = 0;
   size_t forced_verify_at = 0;
+  // Its process still holds the inputs of its last timed batch, not yet verified (the batch's
+  // first work index): a later round verifies that batch instead of timing another.
+  bool holds_timed_batch = false;
+  uint64_t held_first_work = 0;
   double last_batch_s = 0;
   // CPU accounting (seconds), from the child's process CPU clock read by the runtime.
   double cpu_start = 0, cpu_end = 0;
@@ -698,6 +702,8 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
 }
 
 Json Supervisor::run() {
+  // Where the run's wall time goes, phase by phase (bench.phases_s in observation.json).
+  const double run_start = now_s();
   own_environment_ = capture_environment(::getpid());
   spawn(0);
   BenchControl& first = *children_[0].control;
@@ -727,6 +733,10 @@ Json Supervisor::run() {
     }
   }
   device_timer_ = first.timer_is_device;
+  // A later round of a point measured in rounds of whole runs times inputs of its own (the same
+  // for both builds of the round), not round 0's again.
+  next_work_ = static_cast<uint64_t>(options_.round) << 32;
+  const bool later_round = options_.round > 0;
   // This process's timed sleeps (its wait for a batch's end) wake when asked, not 50 us later;
   // set after the children are forked, which keep the default.
   ::prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
@@ -736,8 +746,11 @@ Json Supervisor::run() {
     child.waited_start = waited_children_cpu_seconds(child.pid);
   }
 
-  // Warm-up: every variant at least twice and for a tenth of the budget (at most 0.5 s), which
-  // also sizes the batch of calls one sample times to about a millisecond.
+  // Warm-up: every variant at least twice (once in a later round: its first call in the new
+  // process warms it, round 0 having shown what the first calls cost) and for a tenth of the
+  // budget (at most 0.5 s), which also sizes the batch of calls one sample times to about a
+  // millisecond.
+  const int warmup_calls = later_round ? 1 : 2;
   const double warmup_start = now_s();
   const double warmup_budget = std::min(0.5, 0.1 * options_.budget_s);
   std::vector<double> call_times;
@@ -745,8 +758,8 @@ Json Supervisor::run() {
   uint64_t makes = 0;
   for (size_t variant = 0; variant < variant_count; ++variant) {
     const double variant_start = now_s();
-    for (int call = 0; call < 2 || now_s() - variant_start < warmup_budget / variant_count;
-         ++call) {
+    for (int call = 0;
+         call < warmup_calls || now_s() - variant_start < warmup_budget / variant_count; ++call) {
       const double prepare_before = children_[variant].prepare_wall;
       call_times.push_back(sample(variant, 1, std::nullopt, nullptr));
       make_seconds += children_[variant].prepare_wall - prepare_before;
@@ -813,6 +826,7 @@ Json Supervisor::run() {
       VariantChild& child = children_[variant];
       const uint64_t first_work = next_work_;
       const double elapsed = sample(variant, calls_per_sample_, std::nullopt, nullptr);
+      child.holds_timed_batch = false;
       const std::string drop = device_timer_ ? std::string(child.control->drop_reason) : "";
       if (!drop.empty() &&
           dropped_[drop] <
@@ -833,6 +847,8 @@ Json Supervisor::run() {
       const double per_call = elapsed / static_cast<double>(calls_per_sample_);
       child.seconds_per_call.push_back(per_call);
       child.rounds.push_back(round);
+      child.holds_timed_batch = true;
+      child.held_first_work = first_work;
       const size_t index = child.seconds_per_call.size() - 1;
       const bool chosen = index == child.forced_verify_at || rng_() % 16 == 0;
       if (has_outputs && chosen && child.verified < kMaxVerified) {
@@ -842,6 +858,7 @@ Json Supervisor::run() {
     // Each child still holds the inputs of its batch: it prepares nothing until its next sample.
     for (const Pending& entry : pending) {
       verify(entry.variant, calls_per_sample_, entry.first_work, entry.per_call);
+      children_[entry.variant].holds_timed_batch = false;
     }
     const double elapsed = now_s() - warmup_start;
     bench::StoppingRule rule;
@@ -878,11 +895,13 @@ Json Supervisor::run() {
     }
   }
   const double sampling_s = now_s() - start;
+  const double replays_start = now_s();
 
   // The content-cache probe: per variant, batches on fresh inputs alternated with batches whose
-  // every input set repeats the content of one already timed (in buffers of their own).
+  // every input set repeats the content of one already timed (in buffers of their own). Once per
+  // point: a later round's binary and point are round 0's, which ran it.
   Json replays = Json::array();
-  {
+  if (!later_round) {
     const uint64_t seen_seed = derive_seed(options_.seed, 1000 + last_first_work_);
     const double batch_s =
         children_[0].seconds_per_call.empty()
@@ -907,11 +926,22 @@ Json Supervisor::run() {
       replays.push_back(std::move(entry));
     }
   }
+  const double verify_start = now_s();
   // A variant that ran out of budget before any sample was verified still gets one timed call
-  // checked (two calls per variant at least, so outputs equal for different inputs show).
+  // checked (two calls per variant at least, so outputs equal for different inputs show; in a
+  // later round one, round 0 having compared two).
   if (has_outputs) {
+    const int min_verified = later_round ? 1 : 2;
     for (size_t variant = 0; variant < variant_count; ++variant) {
-      while (children_[variant].verified < 2) {
+      while (children_[variant].verified < min_verified) {
+        VariantChild& child = children_[variant];
+        if (later_round && child.holds_timed_batch) {
+          // No replay ran since sampling: the variant's process still holds its last timed
+          // batch, which the variant could not know to be the last (the budget ended it).
+          child.holds_timed_batch = false;
+          verify(variant, calls_per_sample_, child.held_first_work, child.seconds_per_call.back());
+          continue;
+        }
         const uint64_t first_work = next_work_;
         const double elapsed = sample(variant, calls_per_sample_, std::nullopt, nullptr, false);
         verify(variant, calls_per_sample_, first_work,
@@ -919,8 +949,13 @@ Json Supervisor::run() {
       }
     }
   }
+  const double roofline_start = now_s();
+  // The machine's read and flop rates: once per point (round 0), like the replays.
   Json roofline = nullptr;
-  if (first.bytes_per_call > 0 || first.flops_per_call > 0) roofline = measure_roofline();
+  if (!later_round && (first.bytes_per_call > 0 || first.flops_per_call > 0)) {
+    roofline = measure_roofline();
+  }
+  const double end_start = now_s();
 
   // The end of the sampling phase's accounting, then every child is told to quit and reaped.
   const double phase_wall = now_s() - start;
@@ -1080,6 +1115,18 @@ Json Supervisor::run() {
   bench["timer_method"] = std::move(method);
   bench["replays"] = std::move(replays);
   bench["roofline"] = std::move(roofline);
+  // Which round of whole runs this was (RunOptions::round); its presence also tells loupe that
+  // this runtime takes --round.
+  bench["round"] = options_.round;
+  Json phases = Json::object();
+  phases["start"] = warmup_start - run_start;  // the variants' processes forked and declared
+  phases["warmup"] = warmup_s;
+  phases["sampling"] = sampling_s;
+  phases["replays"] = verify_start - replays_start;
+  phases["verify_after_sampling"] = roofline_start - verify_start;
+  phases["roofline"] = end_start - roofline_start;
+  phases["end"] = now_s() - end_start;  // children reaped, files written
+  bench["phases_s"] = std::move(phases);
   return bench;
 }
 

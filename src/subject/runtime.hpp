@@ -41,6 +41,13 @@ struct RunOptions {
   // to profile in this process while the timed samples come from another.
   int64_t counters_pass = 0;
   std::string counters_variant;  // empty: every variant, in declaration order
+  // benches: a later round (>= 1) of a point that loupe measures in rounds of whole runs (`loupe
+  // run --baseline BUILD`): what round 0 of the same point and binary measured once — the
+  // content-cache replays and the roofline read — is not measured again, the warm-up is one call
+  // per variant, at least one timed call per variant is still verified (the last timed batch when
+  // none was), and the inputs are round R's own (the work indices start at R * 2^32), the same for
+  // both builds. docs/security.md, "Rounds of whole runs".
+  int64_t round = 0;
 };
 
 // Every file a probe writes into the observation directory, listed for observation.json.

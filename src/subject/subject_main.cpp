@@ -20,7 +20,7 @@ constexpr std::string_view kUsage =
     "usage: SUBJECT list [--json]\n"
     "       SUBJECT run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]\n"
     "                   [--repeat N] [--counters-pass N [--counters-variant NAME]]\n"
-    "                   [--precision P] [--budget SECONDS] --out DIR [--json]";
+    "                   [--precision P] [--budget SECONDS] [--round R] --out DIR [--json]";
 
 std::string probe_names() {
   std::string names;
@@ -187,6 +187,13 @@ int run_command(const std::string& program, const std::vector<std::string>& args
       options.precision = parse_positive(flag, next());
     } else if (flag == "--budget") {
       options.budget_s = parse_positive(flag, next());
+    } else if (flag == "--round") {
+      const std::string& text = next();
+      const uint64_t round = parse_unsigned(flag, text);
+      if (round > 1000000) {
+        throw Error(ErrorCode::kUsage, "--round " + text + ": expected a round from 0 to 1000000");
+      }
+      options.round = static_cast<int64_t>(round);
     } else if (flag == "--counters-pass") {
       const std::string& text = next();
       const uint64_t calls = parse_unsigned(flag, text);
@@ -204,7 +211,7 @@ int run_command(const std::string& program, const std::vector<std::string>& args
                   "run: unknown option '" + flag +
                       "'; the options are --set, --seed, --hidden, --hidden-point, --repeat, "
                       "--precision, "
-                      "--budget, --counters-pass, --counters-variant, --out, --json",
+                      "--budget, --round, --counters-pass, --counters-variant, --out, --json",
                   std::string(kUsage));
     }
   }
@@ -216,6 +223,12 @@ int run_command(const std::string& program, const std::vector<std::string>& args
                 "--counters-pass: probe '" + probe.name + "' is a " +
                     std::string(probe_kind_name(probe.kind)) + "; expected a bench",
                 "counters attach to a bench's timed call");
+  }
+  if (options.round > 0 && probe.kind != ProbeKind::kBench) {
+    throw Error(ErrorCode::kUsage,
+                "--round: probe '" + probe.name + "' is a " +
+                    std::string(probe_kind_name(probe.kind)) + "; expected a bench",
+                "only a bench point is measured in rounds of whole runs");
   }
   if (!options.counters_variant.empty() && options.counters_pass == 0) {
     throw Error(ErrorCode::kUsage, "--counters-variant needs --counters-pass N",
