@@ -28,6 +28,7 @@ struct ProbeOptions {
   double timeout_s = 600;
   double precision = 0;
   double budget_s = 0;
+  int64_t round = 0;
   std::string home;
   std::string memory;
   bool no_hidden = false;
@@ -143,6 +144,10 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
   run->add_option("--budget", options->budget_s,
                   "benches: sampling budget in seconds per point (default 2)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--round", options->round,
+                  "benches: a later round R of a point measured in rounds of whole runs: the "
+                  "subject skips what round 0 measured once per point (docs/objective.md)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   run->add_option("--timeout", options->timeout_s,
                   "seconds before the subject's process group is killed (exit 3)")
       ->check(CLI::PositiveNumber);
@@ -180,6 +185,7 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     request.repeat = options->repeat;
     if (options->precision > 0) request.precision = options->precision;
     if (options->budget_s > 0) request.budget_s = options->budget_s;
+    if (options->round > 0) request.round = options->round;
     request.timeout_s = options->timeout_s;
     if (!options->memory.empty()) {
       request.memory_limit_bytes = parse_byte_size("--memory", options->memory);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "bench/report.hpp"
 #include "bench/stopping.hpp"
@@ -36,6 +37,9 @@ constexpr Layer kLayers[] = {Layer::kCheck, Layer::kBench, Layer::kScenario};
 // this, so that a round holds a few samples of even a slow call.
 constexpr double kDefaultBudgetS = 2.0;
 constexpr double kMinRoundBudgetS = 0.1;
+// A bench point against a baseline build costs at most this many times its round 0 (the cost of
+// the 8 full rounds it took before later rounds skipped what round 0 measures once).
+constexpr double kFullRoundsCost = 8.0;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -207,14 +211,29 @@ double median_of(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
+// A bench comparison's own finding ("bench.PROBE.slower" and the like), which merging rounds
+// says again over every round; a guard's ("bench.PROBE.guard.NAME") is not one.
+bool is_comparison_finding(const Finding& finding) {
+  if (finding.layer != Layer::kBench) return false;
+  for (bench::AbVerdict verdict : {bench::AbVerdict::kFaster, bench::AbVerdict::kSlower,
+                                   bench::AbVerdict::kSame, bench::AbVerdict::kAmbiguous}) {
+    if (finding.id ==
+        "bench." + finding.where.probe + "." + std::string(bench::ab_verdict_id(verdict))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 PointResult merge_rounds(std::vector<PointResult> rounds) {
   PointResult out = std::move(rounds.front());
-  // Each variant's median in each round, before the samples are pooled.
+  // Each variant's median in each round, before the samples are pooled (the first round's
+  // names from `out`, which holds them now).
   std::vector<std::string> names;
-  for (const auto& round : rounds) {
-    for (const auto& [name, samples] : round.samples) {
+  for (size_t index = 0; index < rounds.size(); ++index) {
+    for (const auto& [name, samples] : index == 0 ? out.samples : rounds[index].samples) {
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   }
@@ -333,10 +352,7 @@ PointResult merge_rounds(std::vector<PointResult> rounds) {
     // Its finding, said again over all the rounds.
     const std::string path = item.b + " vs " + item.a;
     for (Finding& finding : out.findings) {
-      if (finding.layer != Layer::kBench || finding.where.path != path ||
-          finding.id.rfind("bench." + finding.where.probe + ".", 0) != 0) {
-        continue;
-      }
+      if (!is_comparison_finding(finding) || finding.where.path != path) continue;
       bench::FindingContext context;
       context.subject = finding.where.subject;
       context.probe = finding.where.probe;
@@ -349,7 +365,24 @@ PointResult merge_rounds(std::vector<PointResult> rounds) {
       finding = bench::comparison_finding(item.comparison, context);
     }
   }
-  for (size_t index = 1; index < rounds.size(); ++index) out.wall_s += rounds[index].wall_s;
+  // What a later round found besides its comparisons — a guard that fired in that run — is the
+  // point's too (once per guard and path), and a failing round fails the point.
+  std::set<std::tuple<std::string, std::string, Severity>> seen;
+  for (const Finding& finding : out.findings) {
+    seen.emplace(finding.id, finding.where.path, finding.severity);
+  }
+  for (size_t index = 1; index < rounds.size(); ++index) {
+    PointResult& round = rounds[index];
+    out.wall_s += round.wall_s;
+    if (round.verdict == Verdict::kFail) out.verdict = Verdict::kFail;
+    for (Finding& finding : round.findings) {
+      if (is_comparison_finding(finding) ||
+          !seen.emplace(finding.id, finding.where.path, finding.severity).second) {
+        continue;
+      }
+      out.findings.push_back(std::move(finding));
+    }
+  }
   return out;
 }
 
@@ -379,6 +412,10 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
     if (task.layer == Layer::kCheck) {
       add_check_metrics(data.value("comparisons", Json::array()), point.metrics);
     } else if (task.layer == Layer::kBench) {
+      point.sampling_s = data.value("sampling_s", 0.0);
+      if (data.contains("round") && data["round"].is_number_integer()) {
+        point.runtime_round = data["round"].get<int64_t>();
+      }
       const Json summaries = data.value("summaries", Json::object());
       for (const auto& [variant, summary] : summaries.items()) {
         for (const auto& [name, value] : summary.items()) {
@@ -651,9 +688,11 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       const int64_t min_rounds = baseline->min_rounds;
       const int64_t max_rounds = std::max(min_rounds, baseline->max_rounds);
       ProbeEntry short_entry = entry;
-      // All the rounds together take the entry's budget: a point decided early takes less.
-      short_entry.budget_s = std::max(kMinRoundBudgetS, entry.budget_s.value_or(kDefaultBudgetS) /
-                                                            static_cast<double>(max_rounds));
+      // A round samples for the entry's budget over (at most) 8 rounds: a point decided early
+      // takes less, one that needs more rounds (up to max_rounds) more.
+      short_entry.budget_s =
+          std::max(kMinRoundBudgetS, entry.budget_s.value_or(kDefaultBudgetS) /
+                                         static_cast<double>(std::min<int64_t>(max_rounds, 8)));
       std::vector<PointResult> mine, theirs;
       // variant -> its median in each round, per side.
       std::map<std::string, std::vector<double>> my_medians, their_medians;
@@ -664,15 +703,31 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         }
       };
       const double threshold = cross_build_threshold(&entry);
+      // Rounds after min_rounds, while undecided, only while the point's wall time (both builds,
+      // every round so far and one more like the last) stays within kFullRoundsCost times its
+      // round 0: a later round skips what round 0 measured once (the subject's --round), so the
+      // number of rounds follows from how much cheaper they are — never more than the
+      // kFullRoundsCost full rounds a point cost before later rounds were cheap.
+      double first_pair_s = 0, spent_s = 0, last_pair_s = 0;
       for (int64_t round = 0; round < max_rounds; ++round) {
+        if (round >= min_rounds && first_pair_s > 0 &&
+            spent_s + last_pair_s > kFullRoundsCost * first_pair_s) {
+          break;
+        }
         if (round > 0 && options.interrupted != nullptr && options.interrupted->load()) break;
         const bool base_first = (round % 2 == 1) != baseline_first;
         for (int side = 0; side < 2; ++side) {
           const bool run_base = (side == 0) == base_first;
-          // Every round on the inputs of the first: its seed, exactly.
+          // Every round on the seed of the first, exactly; a later round tells a runtime that
+          // takes it which round it is (its inputs are then the round's own, on both sides).
           std::optional<uint64_t> seed = short_entry.seed;
+          ProbeEntry asked = short_entry;
+          const std::vector<PointResult>& side_rounds = run_base ? theirs : mine;
+          if (round > 0 && !side_rounds.empty() && side_rounds.front().runtime_round) {
+            asked.round = round;
+          }
           if (run_base) {
-            std::optional<PointResult> base = baseline->run(task, short_entry, repeat, seed);
+            std::optional<PointResult> base = baseline->run(task, asked, repeat, seed);
             if (!base) {
               if (mine.empty()) mine.push_back(runner(task, entry, repeat));
               return std::pair{merge_rounds(std::move(mine)), std::optional<PointResult>{}};
@@ -681,12 +736,17 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
             add_medians(their_medians, *base);
             theirs.push_back(std::move(*base));
           } else {
-            PointResult point = runner(task, short_entry, repeat);
+            PointResult point = runner(task, asked, repeat);
             if (!short_entry.seed) short_entry.seed = point.seed;
             add_medians(my_medians, point);
             mine.push_back(std::move(point));
           }
           short_entry.seeds = 1;
+        }
+        if (std::ssize(mine) == round + 1 && std::ssize(theirs) == round + 1) {
+          last_pair_s = mine.back().wall_s + theirs.back().wall_s;
+          spent_s += last_pair_s;
+          if (round == 0) first_pair_s = last_pair_s;
         }
         if (round + 1 < min_rounds) continue;
         // Decided when every variant is SAME, or SLOWER or FASTER with a p-value that survives
@@ -1041,6 +1101,7 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   // The bench's sampling budget and precision reach the subject as --budget/--precision.
   request.budget_s = entry.budget_s;
   request.precision = entry.precision;
+  if (entry.round > 0) request.round = entry.round;
   if (entry.counters) {
     request.counters = probe::CountersAttachment{entry.counters->kernel, entry.counters->launches};
   }
@@ -1112,7 +1173,7 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
   source.label = label;
   source.interleave = true;
   source.min_rounds = 5;
-  source.max_rounds = 8;
+  source.max_rounds = 16;
   source.run = [runner](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                         std::optional<uint64_t> seed) -> std::optional<PointResult> {
     ProbeEntry seeded = entry;

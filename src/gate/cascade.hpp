@@ -70,10 +70,13 @@ struct BaselineSource {
   bool interleave = false;
   // With `interleave`, a bench point runs in rounds: round r is a short run of each build back to
   // back (the order alternating), with the entry's budget (default 2 s) split over max_rounds
-  // (at least 0.1 s). From round min_rounds on, the rounds stop once every variant's verdict
-  // against the baseline (compare_builds on the per-round medians, cross_build_threshold) is SAME,
-  // or SLOWER or FASTER with a sign-test p-value <= 0.05 / m (m: the entry's comparisons, points
-  // times variants, so that the gate's false-discovery control cannot undo it), or at max_rounds.
+  // (at least 0.1 s); round r >= 1 is asked as ProbeEntry::round = r of a side whose round 0 said
+  // its runtime takes --round. From round min_rounds on, the rounds stop once every variant's
+  // verdict against the baseline (compare_builds on the per-round medians, cross_build_threshold)
+  // is SAME, or SLOWER or FASTER with a sign-test p-value <= 0.05 / m (m: the entry's comparisons,
+  // points times variants, so that the gate's false-discovery control cannot undo it), at
+  // max_rounds, or when one more round would take the point's wall time past 8 times its
+  // round 0's.
   // Each side's rounds become one point (merge: every round's samples; the per-round medians in
   // round_medians). 0: one run of each build with the whole budget (for an executor that runs each
   // point once).

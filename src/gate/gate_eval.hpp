@@ -82,6 +82,12 @@ struct PointResult {
   bool paired = false;
   std::string reproduce;  // the exact command, seed included
   double wall_s = 0.0;    // how long the point took, subject start to verdict
+  // Benches: the subject's timed sampling phase (bench.sampling_s); wall_s less this is what a
+  // run costs besides its samples (start, warm-up, replays, verification, analysis).
+  double sampling_s = 0.0;
+  // Benches: the round of whole runs the subject's runtime says it ran (bench.round); set only by
+  // a runtime that takes --round, so a later round asks for it only then.
+  std::optional<int64_t> runtime_round;
 };
 
 struct GateStatistics {

@@ -118,6 +118,9 @@ struct ProbeEntry {
   // see every seed's values, so a fault that shows on one seed in ten is not left to luck.
   int64_t seeds = 1;
   std::optional<EntryCounters> counters;  // benches
+  // Never read from a file: the cascade sets it on the copy of a bench entry it hands the runner
+  // for a later round (>= 1) against a baseline build (the subject's --round).
+  int64_t round = 0;
   bool operator==(const ProbeEntry&) const = default;
 };
 

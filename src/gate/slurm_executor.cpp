@@ -62,6 +62,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   point["threshold"] = request.analyze.threshold;
   if (request.budget_s) point["budget_s"] = *request.budget_s;
   if (request.precision) point["precision"] = *request.precision;
+  if (request.round) point["round"] = *request.round;
   if (request.counters) {
     point["counters"] = {{"kernel", request.counters->kernel_regex},
                          {"launches", request.counters->launches}};

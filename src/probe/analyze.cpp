@@ -1093,6 +1093,14 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     analysis.lines.push_back(line);
   }
   analysis.data["summaries"] = std::move(summaries);
+  // Where the run's time went, and which round of whole runs it was (a runtime that writes it
+  // takes --round: src/gate's rounds against a baseline build ask for later rounds only then).
+  analysis.data["warmup_s"] = bench_json.value("warmup_s", 0.0);
+  analysis.data["sampling_s"] = bench_json.value("sampling_s", 0.0);
+  if (bench_json.contains("phases_s")) analysis.data["phases_s"] = bench_json["phases_s"];
+  if (bench_json.contains("round") && bench_json["round"].is_number_integer()) {
+    analysis.data["round"] = bench_json["round"];
+  }
   analysis.data["stop_reason"] = bench_json.value("stop_reason", "");
   analysis.data["stop_relative_half_width"] =
       bench_json.value("stop_relative_half_width", Json::array());

@@ -464,6 +464,7 @@ RunOutcome run_probe(const RunRequest& request) {
     text << *request.budget_s;
     argv.insert(argv.end(), {"--budget", text.str()});
   }
+  if (request.round) argv.insert(argv.end(), {"--round", std::to_string(*request.round)});
   argv.insert(argv.end(), {"--out", staging.string(), "--json"});
 
   Limits limits;

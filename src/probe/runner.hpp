@@ -51,6 +51,10 @@ struct RunRequest {
   int repeat = 0;
   std::optional<double> precision;
   std::optional<double> budget_s;
+  // benches: a later round (>= 1) of a point measured in rounds of whole runs (the subject's
+  // --round R: what round 0 measured once per point is not measured again; docs/objective.md,
+  // "Against a baseline"). Only for a subject whose round 0 said it takes it (bench.round).
+  std::optional<int64_t> round;
   double timeout_s = 600;
   // The subject's process group is killed when its summed resident memory passes this (0: no
   // limit), or when it writes more than `output_limit_bytes` to stdout or stderr.

@@ -3,6 +3,7 @@
 // ones. Runs in about 15 s (the bench cases sample for 0.3–0.5 s each).
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -267,6 +268,74 @@ TEST_F(ProbeCliTest, BenchReplayingCachedResultsIsCaughtByVerification) {
                            BENCH_SUBJECT, {test_support::kAllowAddressReuse});
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(finding_ids(run).count("bench.stale.guard.verify_mismatch")) << run.out;
+}
+
+// The bench section of the observation a run wrote.
+Json bench_section(const CliRun& run) {
+  std::ifstream in(run.envelope.at("data").at("observation").get<std::string>());
+  return Json::parse(in).at("bench");
+}
+
+// variant -> how many of its timed calls were verified.
+std::map<std::string, int> verified_per_variant(const Json& bench) {
+  std::map<std::string, int> counts;
+  for (const auto& entry : bench.at("verified")) ++counts[entry.at("variant").get<std::string>()];
+  return counts;
+}
+
+TEST_F(ProbeCliTest, ALaterRoundSkipsWhatRoundZeroMeasuredOnceAndStillVerifiesEveryVariant) {
+  // Round 0 (no --round): the content-cache replays of both variants, the roofline (the bench
+  // declares bytes and flops), two verified timed calls per variant at least.
+  const CliRun first = run_bench("squares", "0.3");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const Json zero = bench_section(first);
+  EXPECT_EQ(zero.at("round"), 0);
+  EXPECT_EQ(first.envelope.at("data").at("round"), 0);
+  EXPECT_EQ(zero.at("replays").size(), 2u);
+  EXPECT_TRUE(zero.at("roofline").is_object());
+  for (const auto& [variant, count] : verified_per_variant(zero)) EXPECT_GE(count, 2) << variant;
+  EXPECT_EQ(verified_per_variant(zero).size(), 2u);
+
+  // Round 2: no replays, no roofline; every variant still has a timed call verified against its
+  // untimed run (and the second against the first variant's), on round 2's own inputs.
+  const CliRun later =
+      loupe({"probe", "run", "squares", "--seed", "3", "--budget", "0.3", "--round", "2", "--json"},
+            BENCH_SUBJECT);
+  ASSERT_EQ(later.exit_code, 0) << later.out << later.err;
+  const Json two = bench_section(later);
+  EXPECT_EQ(two.at("round"), 2);
+  EXPECT_EQ(later.envelope.at("data").at("round"), 2);
+  EXPECT_TRUE(two.at("replays").empty());
+  EXPECT_TRUE(two.at("roofline").is_null());
+  std::set<std::string> phases;
+  for (const auto& [phase, seconds] : two.at("phases_s").items()) phases.insert(phase);
+  EXPECT_EQ(phases, (std::set<std::string>{"start", "warmup", "sampling", "replays",
+                                           "verify_after_sampling", "roofline", "end"}));
+  const auto counts = verified_per_variant(two);
+  ASSERT_EQ(counts.size(), 2u);
+  for (const auto& [variant, count] : counts) EXPECT_GE(count, 1) << variant;
+  for (const auto& entry : two.at("verified")) {
+    if (entry.at("variant") == "double") EXPECT_TRUE(entry.contains("reference"));
+    for (const auto& earlier : zero.at("verified")) EXPECT_NE(entry.at("seed"), earlier.at("seed"));
+  }
+  EXPECT_GT(later.envelope.at("data").at("summaries").at("base").at("n").get<int64_t>(), 0);
+  EXPECT_EQ(later.envelope.at("data").at("comparisons").size(), 1u);
+}
+
+TEST_F(ProbeCliTest, ALaterRoundStillCatchesAnAddressCacheByVerification) {
+  const CliRun run =
+      loupe({"probe", "run", "stale", "--seed", "3", "--budget", "0.3", "--round", "1", "--json"},
+            BENCH_SUBJECT, {test_support::kAllowAddressReuse});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(finding_ids(run).count("bench.stale.guard.verify_mismatch")) << run.out;
+}
+
+TEST_F(ProbeCliTest, RoundIsABenchOption) {
+  const CliRun run = run_check("sum_correct", {"--round", "1"});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.out.find("--round: probe 'sum_correct' is a check; expected a bench"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST_F(ProbeCliTest, SkippedBenchCarriesItsReason) {

@@ -283,6 +283,125 @@ TEST(MergeRoundsTest, ARunWithoutSamplerRoundsLeavesTheVariantUnpaired) {
   EXPECT_EQ(merged.comparisons[0].comparison.b.n, 6);
 }
 
+TEST(MergeRoundsTest, OneRunKeepsItsAnalysisComparisonsAndSummariesAsTheyAre) {
+  // A point that ran once (no baseline run came back, or one round): the analysis already
+  // compared its variants; merging recomputes nothing (the sentinel comparison and metric stay).
+  std::vector<PointResult> runs;
+  runs.push_back(bench_run({1.0, 1.2, 1.1}, {0, 1, 2}, {2.0, 2.4, 2.2}, {0, 1, 2}, "r1"));
+  const PointResult merged = merge_rounds(runs);
+  ASSERT_EQ(merged.comparisons.size(), 1u);
+  EXPECT_EQ(merged.comparisons[0].comparison.pairs, 0);
+  EXPECT_EQ(merged.comparisons[0].comparison.verdict, bench::AbVerdict::kAmbiguous);
+  EXPECT_EQ(merged.comparisons[0].comparison.seed, 3u);
+  EXPECT_DOUBLE_EQ(merged.metrics[0].value, 1.1);
+  EXPECT_DOUBLE_EQ(merged.metrics[1].value, 100);
+  ASSERT_EQ(merged.findings.size(), 1u);
+  EXPECT_EQ(merged.findings[0].id, "bench.decode.ambiguous");
+  EXPECT_EQ(merged.round_medians, (std::vector<std::pair<std::string, std::vector<double>>>{
+                                      {"tiled", {1.1}}, {"merged", {2.2}}}));
+}
+
+TEST(MergeRoundsTest, ALaterRoundsGuardFindingsAndFailureAreThePointsToo) {
+  // Round 2's run failed a guard (a timed call unlike its untimed run): the merged point fails and
+  // carries that finding once, with the comparison recomputed over every round as before.
+  std::vector<PointResult> runs;
+  runs.push_back(bench_run({1.0, 1.0, 1.0}, {0, 1, 2}, {2.0, 2.0, 2.0}, {0, 1, 2}, "r1"));
+  for (const char* dir : {"r2", "r3"}) {
+    runs.push_back(bench_run({1.0, 1.0, 1.0}, {0, 1, 2}, {2.0, 2.0, 2.0}, {0, 1, 2}, dir));
+    Finding guard;
+    guard.id = "bench.decode.guard.verify_mismatch";
+    guard.layer = Layer::kBench;
+    guard.severity = Severity::kFail;
+    guard.where.probe = "decode";
+    guard.where.path = "merged.o";
+    guard.evidence.files = {std::string(dir) + "/observation.json"};
+    runs.back().findings.push_back(guard);
+    runs.back().verdict = Verdict::kFail;
+  }
+  runs[0].verdict = Verdict::kPass;
+  const PointResult merged = merge_rounds(runs);
+  EXPECT_EQ(merged.verdict, Verdict::kFail);
+  ASSERT_EQ(merged.findings.size(), 2u);
+  EXPECT_EQ(merged.findings[0].id, "bench.decode.slower");
+  EXPECT_EQ(merged.findings[1].id, "bench.decode.guard.verify_mismatch");
+  EXPECT_EQ(merged.findings[1].evidence.files, (std::vector<std::string>{"r2/observation.json"}));
+}
+
+// A bench point against a baseline build whose runs report what the cascade asked: the round each
+// side was told (ProbeEntry::round), and a fixed cost per run (wall_s less sampling_s).
+struct RoundsAsked {
+  std::vector<int64_t> candidate, baseline;
+};
+
+RoundsAsked rounds_asked(bool baseline_takes_round, double first_wall_s, double later_wall_s) {
+  const Objective objective = parse_objective(kObjective, "dir/rounds.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  CascadeOptions options;
+  options.only = Layer::kBench;
+  RoundsAsked asked;
+  // Per-round ratios alternate 0.8 and 1.25: never decided, so only the rounds' cost or
+  // max_rounds ends them.
+  auto run = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat, bool candidate,
+                 bool takes_round) {
+    std::vector<int64_t>& mine = candidate ? asked.candidate : asked.baseline;
+    const double value = candidate && mine.size() % 2 == 1 ? 1.25 : (candidate ? 0.8 : 1.0);
+    mine.push_back(entry.round);
+    PointResult point;
+    point.layer = task.layer;
+    point.entry = task.entry;
+    point.probe = task.probe;
+    point.params = task.params;
+    point.repeat = repeat;
+    point.verdict = Verdict::kPass;
+    point.samples = {{"loop", {value, value, value}}};
+    point.sample_rounds = {{"loop", {0, 1, 2}}};
+    point.wall_s = mine.size() == 1 ? first_wall_s : later_wall_s;
+    point.sampling_s = 0.1;
+    if (takes_round) point.runtime_round = entry.round;
+    return point;
+  };
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 16;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return run(task, entry, repeat, false, baseline_takes_round);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+    return run(task, entry, repeat, true, true);
+  };
+  run_cascade(objective, plan, options, candidate);
+  return asked;
+}
+
+std::vector<int64_t> zero_to(int64_t last) {
+  std::vector<int64_t> values;
+  for (int64_t value = 0; value <= last; ++value) values.push_back(value);
+  return values;
+}
+
+TEST(BaselineRoundsTest, ALaterRoundIsToldItsRoundOnlyWhereTheRuntimeTakesIt) {
+  // The candidate's runtime reports bench.round; the baseline (an older build) does not, so it is
+  // never passed --round. Later rounds a quarter of round 0's cost: all 16 rounds fit in the 8
+  // full rounds' cost (4 + 15 x 1 <= 32 per side).
+  const RoundsAsked asked = rounds_asked(false, 4.0, 1.0);
+  EXPECT_EQ(asked.candidate, zero_to(15));
+  EXPECT_EQ(asked.baseline, (std::vector<int64_t>(16, 0)));
+  const RoundsAsked both = rounds_asked(true, 4.0, 1.0);
+  EXPECT_EQ(both.baseline, zero_to(15));
+}
+
+TEST(BaselineRoundsTest, RoundsPastTheMinimumOnlyWhileThePointCostsAtMostEightFullRounds) {
+  // Later rounds as dear as round 0: the undecided point stops after 8 rounds, as many as fit in
+  // 8 times round 0's cost; at 2 s against round 0's 4 s, after 15 (4 + 14 x 2 = 32).
+  EXPECT_EQ(rounds_asked(true, 1.0, 1.0).candidate, zero_to(7));
+  EXPECT_EQ(rounds_asked(true, 4.0, 2.0).candidate, zero_to(14));
+  // The cost of a round unknown (0): rounds to max_rounds while undecided.
+  EXPECT_EQ(rounds_asked(true, 0.0, 0.0).candidate, zero_to(15));
+}
+
 PointResult plain_point(const PlanTask& task, int64_t repeat) {
   PointResult point;
   point.layer = task.layer;
