@@ -286,8 +286,10 @@ std::map<std::string, int> verified_per_variant(const Json& bench) {
 TEST_F(ProbeCliTest, ALaterRoundSkipsWhatRoundZeroMeasuredOnceAndStillVerifiesEveryVariant) {
   // Round 0 (no --round): the content-cache replays of both variants, the roofline (the bench
   // declares bytes and flops), two verified timed calls per variant at least.
+  // (Exit 1 allowed: under load guard.timing fails an honest sample now and then, in any round;
+  // what this test holds is which measurements each round makes.)
   const CliRun first = run_bench("squares", "0.3");
-  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_TRUE(first.exit_code == 0 || first.exit_code == 1) << first.out << first.err;
   const Json zero = bench_section(first);
   EXPECT_EQ(zero.at("round"), 0);
   EXPECT_EQ(first.envelope.at("data").at("round"), 0);
@@ -301,7 +303,10 @@ TEST_F(ProbeCliTest, ALaterRoundSkipsWhatRoundZeroMeasuredOnceAndStillVerifiesEv
   const CliRun later =
       loupe({"probe", "run", "squares", "--seed", "3", "--budget", "0.3", "--round", "2", "--json"},
             BENCH_SUBJECT);
-  ASSERT_EQ(later.exit_code, 0) << later.out << later.err;
+  ASSERT_TRUE(later.exit_code == 0 || later.exit_code == 1) << later.out << later.err;
+  for (const std::string& id : finding_ids(later)) {
+    EXPECT_EQ(id.find("verify"), std::string::npos) << id;  // every verified call matched
+  }
   const Json two = bench_section(later);
   EXPECT_EQ(two.at("round"), 2);
   EXPECT_EQ(later.envelope.at("data").at("round"), 2);
