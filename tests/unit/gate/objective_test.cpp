@@ -72,13 +72,15 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.checks[8].name, "cp_control");
 
   ASSERT_EQ(objective.benches.size(), 3u);
-  EXPECT_EQ(objective.benches[0].variants, (std::vector<std::string>{"tiled", "merged"}));
-  EXPECT_EQ(objective.benches[0].threshold, 0.05);
-  EXPECT_EQ(objective.benches[0].budget_s, 12.0);
-  EXPECT_EQ(objective.benches[0].precision, 0.02);
-  EXPECT_EQ(objective.benches[1].probe, "chunk_prefill");
-  EXPECT_EQ(objective.benches[2].probe, "cp_prefill");
-  EXPECT_EQ(objective.benches[2].budget_s, 8.0);
+  // Cheapest first: the prefill benches, then decode (its batch-128 rounds are the dearest).
+  EXPECT_EQ(objective.benches[0].probe, "chunk_prefill");
+  EXPECT_EQ(objective.benches[1].probe, "cp_prefill");
+  EXPECT_EQ(objective.benches[1].budget_s, 8.0);
+  EXPECT_EQ(objective.benches[2].probe, "decode");
+  EXPECT_EQ(objective.benches[2].variants, (std::vector<std::string>{"tiled", "merged"}));
+  EXPECT_EQ(objective.benches[2].threshold, 0.05);
+  EXPECT_EQ(objective.benches[2].budget_s, 12.0);
+  EXPECT_EQ(objective.benches[2].precision, 0.02);
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
