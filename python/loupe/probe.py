@@ -677,8 +677,12 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         "warmup_s": warmup_s,
         "sampling_s": sampling_s,
         "stop_reason": stop_reason,
-        "stop_relative_half_width": widths,
-        "stop_minimum_detectable_effect": [minimum_detectable_effect(w) for w in widths],
+        # JSON has no infinity: a width the samples cannot define (fewer than two: the budget
+        # ended sampling after one round) is null, as the C++ runtime writes it. (Written as
+        # inf, the observation could not be written at all: the subject failed.)
+        "stop_relative_half_width": [w if math.isfinite(w) else None for w in widths],
+        "stop_minimum_detectable_effect": [minimum_detectable_effect(w) if math.isfinite(w)
+                                           else None for w in widths],
         "variants": names,
         "samples_file": "samples.json",
         "verify_tolerance": {"metric": "rms_ratio", "bound": 1e-6},

@@ -361,3 +361,40 @@ def test_a_two_variant_bench_is_timed_in_rounds_and_compared_paired(loupe_execut
                    and "pairs" in f["evidence"]["metrics"]]
     assert [f["evidence"]["metrics"]["pairs"] for f in comparisons] == [count], \
         envelope["findings"]
+
+
+SLEEPY_SUBJECT = textwrap.dedent('''
+    import sys
+    import time
+    import numpy as np
+    import loupe
+
+    def slow(work):
+        time.sleep(0.03)
+        work["y"][:] = work["x"]
+
+    @loupe.bench(params={"N": 16}, variants={"a": slow, "b": slow},
+                 outputs=lambda work: {"y": work["y"]})
+    def sleepy_speed(point, seed):
+        x = np.full(point["N"], float(seed % 7), dtype=np.float32)
+        return {"x": x, "y": np.empty_like(x)}
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_a_budget_spent_after_one_round_writes_an_undefined_width_as_null(loupe_executable,
+                                                                           tmp_path):
+    """One round of 30 ms calls spends a 50 ms budget: one ratio defines no interval. The width
+    was written as inf, which the observation (strict JSON) refused: the subject failed."""
+    path = tmp_path / "sleepy_subject.py"
+    path.write_text(SLEEPY_SUBJECT)
+    code, envelope = run_probe(loupe_executable, [sys.executable, str(path)], "sleepy_speed",
+                               "--seed", "5", "--budget", "0.05")
+    assert code in (0, 1), envelope
+    with open(envelope["data"]["observation"]) as file:
+        bench = json.load(file)["bench"]
+    assert bench["stop_reason"] == "budget_spent"
+    assert bench["stop_relative_half_width"] == [None]
+    assert bench["stop_minimum_detectable_effect"] == [None]
