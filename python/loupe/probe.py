@@ -560,9 +560,8 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     verified_counts = {name: 0 for name in names}
     verified = []
 
-    def verify(variant, work_seed, work):
+    def verify(variant, work_seed, work, index):
         name = names[variant]
-        index = len(samples[name]) - 1
         fresh = probe.make(point, work_seed)
         probe.variants[variant][1](fresh)
         stem = "verify/%s.%d" % (name, index)
@@ -599,14 +598,26 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     calls_per_sample = int(min(max(min(by_time, by_inputs), 1), 10000))
     warmup_s = time.perf_counter() - warmup_start
 
+    # Rounds, as the C++ runtime times them (src/subject/bench_runner.cpp): each round times one
+    # batch of every variant, back to back, in an order drawn once and reversed every round (AB,
+    # BA, AB, ...); the batches chosen for verification are verified after the round's last one,
+    # so nothing but batches runs between a round's samples. Each sample carries its round
+    # (samples.json `rounds`), so loupe compares the variants paired by round (the median of the
+    # per-round ratios: load lasting longer than a round cancels in each ratio), and with two
+    # variants or more the stopping rule decides on that same median.
     min_samples = 10
     forced_verify_at = {name: rng.randrange(min_samples) for name in names}
+    rounds = {name: [] for name in names}
     order = list(range(len(names)))
+    rng.shuffle(order)
     block_orders = []
     sampling_start = time.perf_counter()
+    round_index = 0
     while True:
-        rng.shuffle(order)
+        if round_index > 0:
+            order.reverse()
         block_orders.append(list(order))
+        pending = []
         for variant in order:
             name = names[variant]
             threads = thread_count()
@@ -614,13 +625,21 @@ def run_bench(probe, point, seed, files, precision, budget_s):
             before[name].append(threads)
             after[name].append(thread_count())
             samples[name].append(elapsed / calls_per_sample)
-            chosen = len(samples[name]) - 1 == forced_verify_at[name] or rng.randrange(16) == 0
+            rounds[name].append(round_index)
+            index = len(samples[name]) - 1
+            chosen = index == forced_verify_at[name] or rng.randrange(16) == 0
             if probe.outputs is not None and chosen and verified_counts[name] < 3:
-                verify(variant, work_seed, work)
-        widths = [median_relative_half_width(samples[names[0]])]
-        if len(names) > 1:
-            widths = [math.hypot(widths[0], median_relative_half_width(samples[name]))
-                      for name in names[1:]]
+                pending.append((variant, work_seed, work, index))
+        for variant, work_seed, work, index in pending:
+            verify(variant, work_seed, work, index)
+        round_index += 1
+        if len(names) == 1:
+            widths = [median_relative_half_width(samples[names[0]])]
+        else:
+            # Every round holds one sample of each variant: the i-th samples share a round.
+            widths = [median_relative_half_width(
+                [b / a for a, b in zip(samples[names[0]], samples[name]) if a > 0])
+                for name in names[1:]]
         n = min(len(values) for values in samples.values())
         elapsed = time.perf_counter() - warmup_start  # the budget includes the warm-up
         if n >= min_samples and all(width <= precision for width in widths):
@@ -637,11 +656,11 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         for variant, name in enumerate(names):
             if verified_counts[name] == 0:
                 _, work_seed, work = time_calls(variant, calls_per_sample)
-                verify(variant, work_seed, work)
+                verify(variant, work_seed, work, len(samples[name]) - 1)
 
     with open(os.path.join(files.dir, "samples.json"), "w") as out:
         json.dump({"unit": "seconds_per_call", "calls_per_sample": calls_per_sample,
-                   "variants": [{"name": name, "samples": samples[name],
+                   "variants": [{"name": name, "samples": samples[name], "rounds": rounds[name],
                                  "threads_before": before[name], "threads_after": after[name]}
                                 for name in names],
                    "block_orders": block_orders}, out)
@@ -658,8 +677,12 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         "warmup_s": warmup_s,
         "sampling_s": sampling_s,
         "stop_reason": stop_reason,
-        "stop_relative_half_width": widths,
-        "stop_minimum_detectable_effect": [minimum_detectable_effect(w) for w in widths],
+        # JSON has no infinity: a width the samples cannot define (fewer than two: the budget
+        # ended sampling after one round) is null, as the C++ runtime writes it. (Written as
+        # inf, the observation could not be written at all: the subject failed.)
+        "stop_relative_half_width": [w if math.isfinite(w) else None for w in widths],
+        "stop_minimum_detectable_effect": [minimum_detectable_effect(w) if math.isfinite(w)
+                                           else None for w in widths],
         "variants": names,
         "samples_file": "samples.json",
         "verify_tolerance": {"metric": "rms_ratio", "bound": 1e-6},
@@ -978,9 +1001,10 @@ def bench(name: Optional[str] = None, *, description: str = "", params: Any = ()
           bytes_per_call: Optional[Callable[[Dict[str, Any]], float]] = None,
           timer: str = "cpu", hidden_points: Any = ()) -> Callable[[Callable[..., Any]], "Bench"]:
     """Declare a bench (decorates ``make(point, seed) -> work``, a fresh input set per timed
-    call): each variant ``call(work)`` is timed in shuffled interleaved blocks with fresh inputs
-    per call and verified against an untimed rerun; ``loupe probe run`` computes the statistics
-    and the verdict. ``variants``: ``{name: call}`` (the first is A); ``outputs(work) ->
+    call): each variant ``call(work)`` is timed in rounds (one batch of each, back to back, the
+    order reversed every round) with fresh inputs per call and verified against an untimed
+    rerun; ``loupe probe run`` computes the statistics and the verdict, comparing the variants
+    paired by round. ``variants``: ``{name: call}`` (the first is A); ``outputs(work) ->
     {name: array}`` for verification; ``bytes_per_call(point)`` for throughput and the roofline
     guard. ``timer="cuda"``: CUDA events on torch's current stream, L2 flushed before each
     sample, the device's copy rate recorded for the roofline guard. ``hidden_points`` as for a

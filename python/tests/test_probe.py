@@ -307,3 +307,94 @@ def test_cpu_bench_records_a_roofline_and_an_inflated_claim_fails_it(loupe_execu
         assert code == 1
         assert [f["severity"] for f in rooflines] == ["fail"]
         assert rooflines[0]["claim"].startswith("variant copy claims 67108864 bytes per call in")
+
+
+PAIR_SUBJECT = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import loupe
+
+    def make(point, seed):
+        x = np.random.default_rng(seed).standard_normal(point["N"]).astype(np.float32)
+        return {"x": x, "y": np.empty_like(x)}
+
+    def copy(work):
+        np.copyto(work["y"], work["x"])
+
+    def negated_twice(work):
+        np.negative(work["x"], out=work["y"])
+        np.negative(work["y"], out=work["y"])
+
+    @loupe.bench(params={"N": 4096}, variants={"copy": copy, "negated_twice": negated_twice},
+                 outputs=lambda work: {"y": work["y"]})
+    def pair_speed(point, seed):
+        return make(point, seed)
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_a_two_variant_bench_is_timed_in_rounds_and_compared_paired(loupe_executable, tmp_path):
+    """As the C++ runtime: one batch of each variant per round, the order drawn once and
+    reversed every round, each sample carrying its round; loupe then compares paired by round
+    (the comparison's `pairs` metric counts the rounds)."""
+    path = tmp_path / "pair_subject.py"
+    path.write_text(PAIR_SUBJECT)
+    code, envelope = run_probe(loupe_executable, [sys.executable, str(path)], "pair_speed",
+                               "--seed", "5", "--budget", "0.3")
+    assert code in (0, 1), envelope
+    with open(os.path.join(os.path.dirname(envelope["data"]["observation"]),
+                           "samples.json")) as file:
+        samples = json.load(file)
+    copy, negated = samples["variants"]
+    count = len(copy["samples"])
+    assert count >= 2
+    assert copy["rounds"] == list(range(count))
+    assert negated["rounds"] == list(range(count))
+    orders = samples["block_orders"]
+    assert len(orders) == count
+    assert sorted(orders[0]) == [0, 1]
+    for index, order in enumerate(orders):
+        assert order == (orders[0] if index % 2 == 0 else orders[0][::-1])
+    comparisons = [f for f in envelope["findings"] if f["id"].startswith("bench.pair_speed.")
+                   and "pairs" in f["evidence"]["metrics"]]
+    assert [f["evidence"]["metrics"]["pairs"] for f in comparisons] == [count], \
+        envelope["findings"]
+
+
+SLEEPY_SUBJECT = textwrap.dedent('''
+    import sys
+    import time
+    import numpy as np
+    import loupe
+
+    def slow(work):
+        time.sleep(0.03)
+        work["y"][:] = work["x"]
+
+    @loupe.bench(params={"N": 16}, variants={"a": slow, "b": slow},
+                 outputs=lambda work: {"y": work["y"]})
+    def sleepy_speed(point, seed):
+        x = np.full(point["N"], float(seed % 7), dtype=np.float32)
+        return {"x": x, "y": np.empty_like(x)}
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_a_budget_spent_after_one_round_writes_an_undefined_width_as_null(loupe_executable,
+                                                                           tmp_path):
+    """One round of 30 ms calls spends a 50 ms budget: one ratio defines no interval. The width
+    was written as inf, which the observation (strict JSON) refused: the subject failed."""
+    path = tmp_path / "sleepy_subject.py"
+    path.write_text(SLEEPY_SUBJECT)
+    code, envelope = run_probe(loupe_executable, [sys.executable, str(path)], "sleepy_speed",
+                               "--seed", "5", "--budget", "0.05")
+    assert code in (0, 1), envelope
+    with open(envelope["data"]["observation"]) as file:
+        bench = json.load(file)["bench"]
+    assert bench["stop_reason"] == "budget_spent"
+    assert bench["stop_relative_half_width"] == [None]
+    assert bench["stop_minimum_detectable_effect"] == [None]

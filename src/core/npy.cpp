@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/mapped_file.hpp"
+#include "core/tensor_file_bytes.hpp"
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
 
@@ -451,8 +452,7 @@ Tensor read_npy(const std::filesystem::path& path) {
   return tensor;
 }
 
-void write_npy(const std::filesystem::path& path, const Tensor& tensor) {
-  const std::string file = path.string();
+std::string npy_head(const std::string& file, const Tensor& tensor) {
   const std::string descr = npy_descr(file, tensor.dtype());
   if (tensor.rank() == 0 && tensor.bytes() == nullptr) {
     throw Error(ErrorCode::kInput,
@@ -480,12 +480,17 @@ void write_npy(const std::filesystem::path& path, const Tensor& tensor) {
   for (size_t byte = 0; byte < (major == 1 ? 2u : 4u); ++byte) {
     preamble += static_cast<char>((padded >> (8 * byte)) & 0xff);
   }
+  return preamble + header;
+}
+
+void write_npy(const std::filesystem::path& path, const Tensor& tensor) {
+  const std::string file = path.string();
+  const std::string head = npy_head(file, tensor);
   std::FILE* stream = std::fopen(file.c_str(), "wb");
   if (stream == nullptr) {
     throw input_error(file, std::string("cannot open for writing: ") + std::strerror(errno));
   }
-  bool ok = std::fwrite(preamble.data(), 1, preamble.size(), stream) == preamble.size() &&
-            std::fwrite(header.data(), 1, header.size(), stream) == header.size();
+  bool ok = std::fwrite(head.data(), 1, head.size(), stream) == head.size();
   if (ok && tensor.nbytes() > 0) {
     ok = std::fwrite(tensor.bytes(), 1, tensor.nbytes(), stream) == tensor.nbytes();
   }

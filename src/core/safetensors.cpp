@@ -17,6 +17,7 @@
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "core/mapped_file.hpp"
+#include "core/tensor_file_bytes.hpp"
 #include "loupe/error.hpp"
 #include "loupe/tensor.hpp"
 
@@ -305,9 +306,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   write_safetensors(path, tensors, {});
 }
 
-void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string file = path.string();
+std::string safetensors_head(const std::string& file, const std::vector<NamedTensor>& tensors,
+                             const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json object = Json::object();
@@ -343,16 +343,22 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   }
   // Padding with spaces to a multiple of 8 keeps the data buffer 8-byte aligned in the file.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  char length_bytes[8];
+  std::string head(8, '\0');
   for (size_t byte = 0; byte < 8; ++byte) {
-    length_bytes[byte] = static_cast<char>((header_text.size() >> (8 * byte)) & 0xff);
+    head[byte] = static_cast<char>((header_text.size() >> (8 * byte)) & 0xff);
   }
+  return head + header_text;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string file = path.string();
+  const std::string head = safetensors_head(file, tensors, metadata);
   std::FILE* stream = std::fopen(file.c_str(), "wb");
   if (stream == nullptr) {
     throw input_error(file, std::string("cannot open for writing: ") + std::strerror(errno));
   }
-  bool ok = std::fwrite(length_bytes, 1, 8, stream) == 8 &&
-            std::fwrite(header_text.data(), 1, header_text.size(), stream) == header_text.size();
+  bool ok = std::fwrite(head.data(), 1, head.size(), stream) == head.size();
   for (const NamedTensor& named : tensors) {
     if (!ok) break;
     const size_t byte_count = named.tensor.nbytes();

@@ -1122,7 +1122,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   compare_options.seed = options.bootstrap_seed;
   // Paired by round where the samples say which round each came from (libloupe's runtime, which
   // flips the order every round): load that lasts longer than a round then cancels in each
-  // round's ratio. Samples without rounds (the Python runtime) are compared unpaired.
+  // round's ratio. Samples without rounds (an observation from before pairing) are compared
+  // unpaired.
   for (const auto& variant : variants) {
     const bool ascending =
         std::adjacent_find(variant.rounds.begin(), variant.rounds.end(),

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "core/sha256.hpp"
+#include "core/tensor_file_bytes.hpp"
 #include "subject/guards.hpp"
 #include "subject/runtime.hpp"
 
@@ -63,30 +65,39 @@ Json environment_fingerprint(const detail::BuildInfo& build) {
 
 std::string ObservationFiles::write_tensor(const std::string& stem, const Tensor& tensor) {
   const uint64_t sum = checksum(tensor);
+  const std::string_view data(reinterpret_cast<const char*>(tensor.bytes()), tensor.nbytes());
+  std::string data_sha256;
   auto [begin, end] = by_checksum_.equal_range(sum);
   for (auto it = begin; it != end; ++it) {
     const Written& earlier = it->second;
     if (earlier.dtype != tensor.dtype() || earlier.shape != tensor.shape()) continue;
-    const std::filesystem::path earlier_path = dir_ / earlier.file;
-    const Tensor on_disk = earlier_path.extension() == ".npy"
-                               ? read_npy(earlier_path)
-                               : read_safetensors(earlier_path).at(0).tensor;
-    if (std::equal(on_disk.bytes(), on_disk.bytes() + on_disk.nbytes(), tensor.bytes())) {
-      return earlier.file;
-    }
+    if (data_sha256.empty()) data_sha256 = sha256_hex(data);
+    if (earlier.data_sha256 == data_sha256) return earlier.file;
   }
   const bool npy_can_name = tensor.dtype() != DType::kBF16 && tensor.dtype() != DType::kF8E4M3 &&
                             tensor.dtype() != DType::kF8E5M2;
   std::string file = stem + (npy_can_name ? ".npy" : ".safetensors");
   const std::filesystem::path path = dir_ / file;
   prepare(file);
-  if (npy_can_name) {
-    write_npy(path, tensor);
-  } else {
-    write_safetensors(path, {{std::filesystem::path(stem).filename().string(), tensor}});
+  // The file is built here and sealed with the digest of these bytes, not of a re-read: a file
+  // changed between the write and the digest (by code in this process: a thread started before
+  // main) breaks the seal instead of being sealed as changed.
+  std::string bytes =
+      npy_can_name
+          ? npy_head(path.string(), tensor)
+          : safetensors_head(path.string(),
+                             {{std::filesystem::path(stem).filename().string(), tensor}}, {});
+  bytes.append(data);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      throw Error(ErrorCode::kSubject, path.string() + ": cannot write: " + std::strerror(errno));
+    }
   }
-  by_checksum_.emplace(sum, Written{tensor.dtype(), tensor.shape(), file});
-  digest(file);
+  digests_[file] = sha256_hex(bytes);
+  if (data_sha256.empty()) data_sha256 = sha256_hex(data);
+  by_checksum_.emplace(sum, Written{tensor.dtype(), tensor.shape(), file, data_sha256});
   Json entry = Json::object();
   entry["path"] = file;
   entry["kind"] = "tensor";

@@ -74,11 +74,14 @@ class ObservationFiles {
  private:
   void digest(const std::string& relative_path);
   // What was written, without keeping the data in memory: a candidate match (same checksum) is
-  // confirmed byte for byte against the file.
+  // confirmed by the SHA-256 of the data, never by reading the file back (a thread started before
+  // main that truncated it while the runtime read it through a mapping killed the runtime with
+  // SIGBUS: round 3's static_thread_copier).
   struct Written {
     DType dtype;
     std::vector<int64_t> shape;
     std::string file;
+    std::string data_sha256;
   };
   std::filesystem::path dir_;
   std::multimap<uint64_t, Written> by_checksum_;

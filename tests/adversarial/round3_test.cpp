@@ -30,29 +30,19 @@ class Round3Test : public LoupeCliTest {
 };
 
 // 1. Tampering: a thread started by a static initialiser lives in the runtime process, next to
-// the files. Whether its copy lands before the runtime digests the file or after is a race: after,
-// the seal breaks; before (or never), the zeros the candidate wrote are compared and the thread
-// is named.
+// the files. The runtime seals each file with the digest of the bytes it wrote (not of a re-read)
+// and never reads a written file back (it truncated one under the runtime's mapping: SIGBUS, exit
+// 3, about 1 run in 10; or emptied one before it was digested: an unreadable observation, exit 2).
+// Whether the copy lands is a race: when it does, the seal breaks; when it does not, the zeros the
+// candidate wrote are compared and the thread is named. Either way the check fails (exit 1).
 TEST_F(Round3Test, AStaticInitialiserThreadThatCopiesTheReferenceFails) {
   const CliRun run = check("static_thread_copier");
-  // A copy caught mid-write (the file truncated as loupe reads it) is refused as an unreadable
-  // observation (exit 2) rather than named a broken seal: never a pass, but not yet a guard.
-  if (run.exit_code == 2) {
-    EXPECT_NE(run.out.find("empty file"), std::string::npos) << run.out;
-    return;
-  }
-  // A copy that truncates a file while the runtime reads it through a mapping kills the runtime
-  // with SIGBUS (status 135; about 1 run in 10 on this 2-core machine): the run ends in error
-  // (exit 3) with the crash as a failing finding, never a pass.
-  if (run.exit_code == 3) {
-    EXPECT_TRUE(has(run, "check.static_thread_copier.subject.crashed", "fail")) << run.out;
-    return;
-  }
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const bool sealed_broken = has(run, "check.static_thread_copier.guard.evidence_sealed", "fail");
   const bool compared = has(run, "check.static_thread_copier.mismatch", "fail") &&
                         has(run, "check.static_thread_copier.guard.runtime_thread", "info");
   EXPECT_TRUE(sealed_broken || compared) << run.out;
+  EXPECT_FALSE(has(run, "check.static_thread_copier.subject.crashed", "fail")) << run.out;
 }
 
 // 1. Tampering: links planted where the runtime writes the candidate's outputs, pointing at the

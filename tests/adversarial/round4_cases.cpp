@@ -147,7 +147,8 @@ LOUPE_CHECK(hard_linked_outputs)
 LOUPE_CHECK(right_first_nine)
     .description(
         "right on its first nine calls in a process, off by 1 % on every later one: more calls "
-        "than a check makes in one process (the call, 2 repeats, at most 6 secret ones)")
+        "than a check made in one process while the secret repeats were 1 to 6 (the call, 2 "
+        "repeats, at most 6 secret ones); caught since their count grows with a call's cheapness")
     .param("N", 1024, {1024})
     .inputs([](loupe::CheckSetup& setup) { sums_setup(setup).tolerance("rms_ratio", 1e-6); })
     .reference(sums_reference)

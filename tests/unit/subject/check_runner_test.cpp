@@ -1,6 +1,12 @@
 // run_check on probes defined in the test: what the subject records for each guard.
+#include <time.h>
+
+#include <cfenv>
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -111,11 +117,11 @@ TEST_F(CheckRunnerTest, RepeatWritesOnlyOutputsThatDiffer) {
         if (++calls == 3) y[2] += 1;
       },
       2);
-  // The 2 asked repeats, then 1 to 6 secret ones (the same output as the first call's again).
+  // The 2 asked repeats, then the secret ones (the same output as the first call's again).
   EXPECT_EQ(check["repeat"]["asked"], 2);
   const size_t made = check["repeat"]["outputs"].size();
   EXPECT_GE(made, 3u);
-  EXPECT_LE(made, 8u);
+  EXPECT_LE(made, 2u + 256u);
   EXPECT_EQ(check["repeat"]["count"], made);
   EXPECT_EQ(check["repeat"]["outputs"][0]["y"], "candidate_first/candidate.y.npy");
   EXPECT_EQ(check["repeat"]["outputs"][1]["y"], "repeat/2/candidate.y.npy");
@@ -124,20 +130,113 @@ TEST_F(CheckRunnerTest, RepeatWritesOnlyOutputsThatDiffer) {
   }
 }
 
-// The secret repeats: however many calls a candidate is right for, the count it is not told
-// varies from run to run, and a process that makes a 4th call always exists.
-TEST_F(CheckRunnerTest, SecretRepeatsVaryAndAreNeverFewerThanOne) {
-  std::set<size_t> counts;
-  for (int attempt = 0; attempt < 12; ++attempt) {
+// The secret repeats grow with how cheap a call is: this body's calls take microseconds, so the
+// count is past the floor's 1 to 6 on every run (as many calls as fit 25 to 50 ms, at most 256),
+// and none of them is written (all bit-identical to the first call).
+TEST_F(CheckRunnerTest, SecretRepeatsOfACheapCallOutnumberTheFloor) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const Json check = run(probe_.check_reference, 2);
-    counts.insert(check["repeat"]["outputs"].size());
+    const size_t made = check["repeat"]["outputs"].size();
+    EXPECT_GT(made, 2u + 6u);
+    EXPECT_LE(made, 2u + 256u);
+    EXPECT_EQ(check["repeat"]["count"], made);
+    for (const auto& files : check["repeat"]["outputs"]) {
+      EXPECT_EQ(files["y"], "candidate_first/candidate.y.npy");
+    }
+    EXPECT_FALSE(fs::exists(dir_ / "repeat")) << check["repeat"].dump();
   }
-  EXPECT_GE(*counts.begin(), 3u);
-  EXPECT_LE(*counts.rbegin(), 8u);
-  // 12 draws of 6 values all alike: probability 6^-11.
-  EXPECT_GT(counts.size(), 1u);
+}
+
+// Spends `seconds` of this thread's CPU time.
+void spin_cpu(double seconds) {
+  timespec start{}, now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  do {
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while (static_cast<double>(now.tv_sec - start.tv_sec) +
+               1e-9 * static_cast<double>(now.tv_nsec - start.tv_nsec) <
+           seconds);
+}
+
+// A call that spends 20 ms of CPU leaves at most 2 in the budget (50 ms at most): the count is the
+// floor's draw, 1 to 6 secret repeats after the 2 asked ones, as before the count grew with the
+// cost.
+TEST_F(CheckRunnerTest, SecretRepeatsOfACostlyCallKeepTheFloor) {
+  const Json check = run(
+      [this](CheckIo& io) {
+        spin_cpu(0.020);
+        probe_.check_reference(io);
+      },
+      2);
+  const size_t made = check["repeat"]["outputs"].size();
+  EXPECT_GE(made, 3u);
+  EXPECT_LE(made, 8u);
+}
+
+// A call that sleeps 2 ms costs little CPU: sleeping does not shrink the count, which past the
+// floor stops once the calls have taken 4 budgets of wall time (100 to 200 ms): more than 6 and
+// at most 101 secret repeats.
+TEST_F(CheckRunnerTest, SecretRepeatsOfASleepingCallStopAtTheWallBound) {
+  const Json check = run(
+      [this](CheckIo& io) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        probe_.check_reference(io);
+      },
+      2);
+  const size_t made = check["repeat"]["outputs"].size();
+  EXPECT_GT(made, 2u + 6u);
+  EXPECT_LE(made, 2u + 101u);
+}
+
+// The secret repeats share one slot: the first that differs from the first call is kept and
+// written, and no call is made after it (the check fails on it).
+TEST_F(CheckRunnerTest, ASecretRepeatThatDiffersIsWrittenAndEndsTheRepeats) {
+  int calls = 0;
+  const Json check = run(
+      [&calls](CheckIo& io) {
+        auto x = io.input<float>("x");
+        auto y = io.output<float>("y");
+        for (size_t index = 0; index < x.size(); ++index) y[index] = 2 * x[index];
+        // Call 20 of the candidate_first process: repeat 19, the 17th secret one.
+        if (++calls == 20) y[1] += 1;
+      },
+      2);
+  ASSERT_EQ(check["repeat"]["count"], 19) << check["repeat"].dump();
+  ASSERT_EQ(check["repeat"]["outputs"].size(), 19u);
+  for (size_t index = 0; index < 18; ++index) {
+    EXPECT_EQ(check["repeat"]["outputs"][index]["y"], "candidate_first/candidate.y.npy");
+  }
+  EXPECT_EQ(check["repeat"]["outputs"][18]["y"], "repeat/19/candidate.y.npy");
+  const Tensor kept = read_npy(dir_ / "repeat/19/candidate.y.npy");
+  const Tensor first = read_npy(dir_ / "candidate_first/candidate.y.npy");
+  EXPECT_EQ(kept.data<float>()[1], first.data<float>()[1] + 1);
+  EXPECT_EQ(kept.data<float>()[0], first.data<float>()[0]);
+}
+
+// A candidate that changes the rounding mode on every call is named once for its secret repeats,
+// not once per repeat.
+TEST_F(CheckRunnerTest, AGuardRecordOfTheSecretRepeatsIsKeptOnce) {
+  const Json check = run(
+      [this](CheckIo& io) {
+        probe_.check_reference(io);
+        std::fesetround(FE_UPWARD);
+      },
+      1);
+  // Each change (the rounding mode, MXCSR's rounding bits) once for the asked repeat/1 and once
+  // for the secret ones, recorded at the first, repeat/2.
+  std::map<std::string, int> asked, secret;
+  for (const auto& entry : check["guards"]["environment"]) {
+    const std::string pass = entry["pass"];
+    if (pass == "repeat/1") ++asked[entry["change"]];
+    if (pass.rfind("repeat/", 0) == 0 && pass != "repeat/1") {
+      EXPECT_EQ(pass, "repeat/2");
+      ++secret[entry["change"]];
+    }
+  }
+  EXPECT_FALSE(asked.empty()) << check["guards"]["environment"].dump();
+  EXPECT_EQ(secret, asked) << check["guards"]["environment"].dump();
 }
 
 // Without an oracle the reference runs once rounding upward and once downward (guard.precision
