@@ -18,6 +18,13 @@ inline bool fault(std::string_view name) {
 #else
 #include <string_view>
 
+// kda_faulty compiles again only the files kda/CMakeLists.txt found including this header and
+// links kda's own objects for the rest: a file it did not list would keep its faults off there,
+// so it does not compile.
+#if defined(KDA_FAULT_HOOKS_CHECKED) && !defined(KDA_FAULT_HOOKS_LISTED)
+#error "kda/faults.hpp: include it from the .cpp file itself, then re-run cmake"
+#endif
+
 namespace kda {
 constexpr bool fault(std::string_view) { return false; }
 }  // namespace kda

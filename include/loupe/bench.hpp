@@ -87,6 +87,13 @@ class Timer {
   // For a timer of another device (a GPU): that device's ceiling at `bytes_per_call`, measured
   // now. nullopt (the default) means the body runs on this CPU, whose rates the sampler measures.
   virtual std::optional<DeviceCeiling> ceiling(double /*bytes_per_call*/) { return std::nullopt; }
+  // For a timer of another device: the seconds (read on `clock`, the runtime's wall clock) of
+  // copying `bytes` from that device into this host's memory, measured now — what an honest
+  // outputs accessor of a device body pays beyond a host copy (guard.deferred_output allows it).
+  // nullopt (the default): the body's outputs are in host memory already.
+  virtual std::optional<double> to_host_s(size_t /*bytes*/, double (* /*clock*/)()) {
+    return std::nullopt;
+  }
 };
 
 class SteadyClockTimer final : public Timer {

@@ -55,6 +55,7 @@ struct BenchControl {
   double accessor_s;      // kMaterialise: the outputs accessor's own time
   double accessor_cpu_s;  // kMaterialise: the CPU its process used meanwhile (every thread)
   double serialise_s;     // kMaterialise, kCopy: copying the tensors into the output area
+  double to_host_s;       // kCopy, a device timer's body: bringing output_bytes from the device
   char drop_reason[128];
   uint32_t fact_count;
   char fact_names[8][kNameBytes];

@@ -272,6 +272,12 @@ void BenchRunner::serve(const ErasedBench& bench) {
           control.output_bytes =
               subject::write_tensors(last_outputs, area_, subject::kOutputAreaBytes);
           control.serialise_s = now_s() - start;
+          // A device body's accessor brings its outputs from the device first: the same bytes
+          // copied by the timer, once the host copy is done.
+          control.to_host_s = 0;
+          if (control.timer_is_device) {
+            control.to_host_s = timer_->to_host_s(control.output_bytes, &now_s).value_or(0.0);
+          }
           break;
         }
         case subject::BenchOp::kUntimed: {
@@ -354,7 +360,7 @@ struct Verified {
   size_t sample;
   int ordinal;  // among the variant's verified calls: names its files
   uint64_t seed;
-  double materialise_s, materialise_cpu_s, copy_s, call_s;
+  double materialise_s, materialise_cpu_s, copy_s, to_host_s, call_s;
   std::vector<NamedTensor> timed, untimed, reference;
 };
 
@@ -688,6 +694,7 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
   entry.timed = read_tensors(child.area, child.control->output_bytes);
   child.other_wall += command(child, BenchOp::kCopy, 0, &child.other_cpu);
   entry.copy_s = child.control->serialise_s;
+  entry.to_host_s = child.control->to_host_s;
   child.control->seed = entry.seed;
   child.other_wall += command(child, BenchOp::kUntimed, 0, &child.other_cpu);
   entry.untimed = read_tensors(child.area, child.control->output_bytes);
@@ -985,6 +992,7 @@ Json Supervisor::run() {
     item["accessor_s"] = entry.materialise_s;
     item["accessor_cpu_s"] = entry.materialise_cpu_s;
     item["copy_s"] = entry.copy_s;
+    if (entry.to_host_s > 0) item["to_host_s"] = entry.to_host_s;
     // Named by the ordinal, not the sample: the calls verified after sampling (a variant that had
     // fewer than 2) carry the last sample's index, and the files of a call verified on that
     // sample were overwritten by theirs — both entries then showed the same baseline outputs,

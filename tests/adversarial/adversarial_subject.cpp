@@ -301,6 +301,91 @@ LOUPE_CHECK(bf16_downgrade)
     })
     .oracle(oracle);
 
+// TF32's rounding: 10 mantissa bits kept, to nearest (tensor cores round their inputs so).
+float to_tf32(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  bits = (bits + 0xFFFu + ((bits >> 13) & 1u)) & 0xFFFFE000u;
+  std::memcpy(&value, &bits, sizeof bits);
+  return value;
+}
+
+// Every input rounded to TF32, sums kept in fp32: an error against the oracle thousands of times
+// the reference's own, the GPU's tensor-core arithmetic, declared (an honest candidate: its
+// tolerance judges it, guard.precision stays silent); the twin below does not declare it.
+void tf32_row_sums(loupe::CheckIo& io) {
+  std::span<const float> x = io.input<float>("x");
+  std::span<float> y = io.output<float>("y");
+  for (size_t row = 0; row < y.size(); ++row) {
+    float sum = 0;
+    for (int64_t column = 0; column < kColumns; ++column)
+      sum += to_tf32(x[row * kColumns + column]);
+    y[row] = sum;
+  }
+}
+
+LOUPE_CHECK(tf32_inputs_declared)
+    .description("inputs rounded to TF32, declared .approximate: honest, passes every guard")
+    .param("N", 1024, {256, 1024})
+    .inputs([](loupe::CheckSetup& setup) {
+      rows_setup(setup).tolerance("rms_ratio", 3e-2).approximate("TF32 inputs, fp32 sums");
+    })
+    .reference(reference)
+    .candidate(tf32_row_sums)
+    .oracle(oracle);
+
+LOUPE_CHECK(tf32_inputs_undeclared)
+    .description("inputs rounded to TF32, not declared: guard.precision (oracle)")
+    .param("N", 1024, {256, 1024})
+    .inputs(rows_loose_with_oracle)
+    .reference(reference)
+    .candidate(tf32_row_sums)
+    .oracle(oracle);
+
+// A chain: y[n] is the running total of the row sums up to row n. The candidate carries the
+// total truncated to TF32 (round toward zero, as incident 1's merges did): the first rows are
+// exact and the error compounds along N.
+void running_totals(loupe::CheckIo& io, bool truncate) {
+  std::span<const float> x = io.input<float>("x");
+  std::span<float> y = io.output<float>("y");
+  float carried = 0;
+  for (size_t row = 0; row < y.size(); ++row) {
+    float sum = 0;
+    for (int64_t column = 0; column < kColumns; ++column) sum += x[row * kColumns + column];
+    const float total = carried + sum;
+    y[row] = total;  // written at fp32: only what is carried to the next row is truncated
+    carried = total;
+    if (truncate && row >= y.size() / 8) {
+      uint32_t bits;
+      std::memcpy(&bits, &carried, sizeof bits);
+      bits &= 0xFFFFE000u;
+      std::memcpy(&carried, &bits, sizeof bits);
+    }
+  }
+}
+
+LOUPE_CHECK(truncated_chain)
+    .description(
+        "a running total carried in truncated TF32 after the first eighth of the rows: "
+        "guard.precision says the error compounds along N")
+    .param("N", 1024, {1024})
+    .inputs([](loupe::CheckSetup& setup) {
+      const int64_t rows = setup.point().get_int("N");
+      fill_normal(setup.input<float>("x", {rows, kColumns}, {"N", "D"}), setup.seed() + 1);
+      setup.output<float>("y", {rows}, {"N"}).along("N").tolerance("rms_ratio", 1e-6);
+    })
+    .reference([](loupe::CheckIo& io) { running_totals(io, false); })
+    .candidate([](loupe::CheckIo& io) { running_totals(io, true); })
+    .oracle([](loupe::CheckIo& io) {
+      std::span<const float> x = io.input<float>("x");
+      std::span<double> y = io.output<double>("y");
+      double total = 0;
+      for (size_t row = 0; row < y.size(); ++row) {
+        for (int64_t column = 0; column < kColumns; ++column) total += x[row * kColumns + column];
+        y[row] = total;
+      }
+    });
+
 // Regression (guard_precision_blamed_float8_for_a_masking_bug): a candidate that zeroes every 64th
 // row (a wrong mask) has an error against the oracle near float8's roundoff; the precision guard
 // must not call it float8 arithmetic.

@@ -150,6 +150,37 @@ TEST_F(AdversarialTest, GuardPrecisionBlamedFloat8ForAMaskingBugRegression) {
   EXPECT_NE(mismatch.find("N = 63 (mod 64)"), std::string::npos) << mismatch;
 }
 
+// An output declared approximate (TF32 tensor-core inputs against an fp32 reference) is judged
+// by its tolerances, with an oracle as without one; undeclared, the same arithmetic fails.
+TEST_F(AdversarialTest, DeclaredTf32InputsPassAndUndeclaredFailPrecision) {
+  const CliRun declared = check("tf32_inputs_declared");
+  EXPECT_EQ(declared.exit_code, 0) << declared.out << declared.err;
+  EXPECT_EQ(kinds(declared, "fail"), Guards{}) << declared.out;
+  const CliRun undeclared = check("tf32_inputs_undeclared");
+  EXPECT_EQ(undeclared.exit_code, 1) << undeclared.out << undeclared.err;
+  EXPECT_EQ(kinds(undeclared, "fail"), (Guards{"guard.precision", "guard.hidden_point"}));
+  const std::string claim =
+      finding(undeclared, "check.tf32_inputs_undeclared.guard.precision").at("claim");
+  EXPECT_NE(claim.find("the error of tf32"), std::string::npos) << claim;
+}
+
+// Incident 1's shape: an error that grows along the chain is neither "rounding everywhere" nor
+// "a mask"; the precision guard says it compounds, and where to look.
+TEST_F(AdversarialTest, AnErrorGrowingAlongAChainIsCalledCompounding) {
+  const CliRun run = check("truncated_chain");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& precision = finding(run, "check.truncated_chain.guard.precision");
+  const std::string claim = precision.at("claim");
+  EXPECT_NE(claim.find("the error grows along N (rising steadily, at least twice as large at "
+                       "the end as at the start): it compounds along a chain"),
+            std::string::npos)
+      << claim;
+  EXPECT_EQ(claim.find("a mask"), std::string::npos) << claim;
+  EXPECT_NE(precision.at("next").get<std::string>().find("carried from one N step to the next"),
+            std::string::npos)
+      << precision.dump();
+}
+
 TEST_F(AdversarialTest, NonfiniteReferenceCalledZeroRegression) {
   const CliRun run = check("nonfinite_reference");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;

@@ -1,12 +1,13 @@
-// Ledger durability (issue 10): `loupe run` on examples/kda/smoke.toml is killed with SIGKILL at 50
-// seeded random points; after each kill the ledger opens, `PRAGMA integrity_check` says ok and
-// every run that completed before is still there, unchanged (`loupe ledger list/show --json`).
-// Two `loupe run` processes started at once on a fresh ledger both land.
+// Ledger durability (issue 10): `loupe run` on durability.toml (examples/kda/smoke.toml at
+// smaller sizes: the same layers, gates and ledger writes) is killed with SIGKILL at 50 seeded
+// random points; after each kill the ledger opens, `PRAGMA integrity_check` says ok and every run
+// that completed before is still there, unchanged (`loupe ledger list/show --json`). Two `loupe
+// run` processes started at once on a fresh ledger both land.
 //
 // The kills run in three lanes at once on one ledger (so they also race each other's writes); a
 // third of the kill points fall in the last fifth of a run, where the ledger is written. The seed
 // is printed and recorded as a test property; LOUPE_DURABILITY_SEED=N replays a schedule.
-// About 60-90 s on two idle cores.
+// About 60-90 s on two loaded cores.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -149,12 +150,13 @@ class LedgerDurabilityTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     home_ = dir_ / "home";
-    // examples/kda/smoke.toml with the subject of this build (its path in the file is that of the
+    // durability.toml with the subject of this build (its path in the file is that of the
     // default preset) and no working directory (the path is absolute).
-    objective_ = dir_ / "smoke.toml";
-    ASSERT_TRUE(test_support::copy_objective(fs::path(LOUPE_SOURCE_DIR) / "examples/kda/smoke.toml",
-                                             objective_, KDA_EXECUTABLE))
-        << "examples/kda/smoke.toml has no [subject] command line";
+    objective_ = dir_ / "durability.toml";
+    ASSERT_TRUE(test_support::copy_objective(
+        fs::path(LOUPE_SOURCE_DIR) / "tests/integration/durability/durability.toml", objective_,
+        KDA_EXECUTABLE))
+        << "durability.toml has no [subject] command line";
   }
   void TearDown() override {
     if (!HasFailure()) fs::remove_all(dir_);
