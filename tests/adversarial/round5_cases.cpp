@@ -12,28 +12,14 @@
 #include <span>
 #include <thread>
 
+#include "sums_probe.hpp"
+
 namespace {
 
-constexpr int64_t kWidth = 64;
-
-loupe::CheckOutput& sums_setup(loupe::CheckSetup& setup) {
-  const int64_t count = setup.point().get_int("N");
-  std::span<float> x = setup.input<float>("x", {count, kWidth}, {"N", "D"});
-  std::mt19937_64 rng(setup.seed());
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (float& value : x) value = normal(rng);
-  return setup.output<float>("y", {count}, {"N"}).along("N");
-}
-
-void sums(std::span<const float> x, std::span<float> y) {
-  for (size_t row = 0; row < y.size(); ++row) {
-    float total = 0;
-    for (int64_t column = 0; column < kWidth; ++column) total += x[row * kWidth + column];
-    y[row] = total;
-  }
-}
-
-void sums_reference(loupe::CheckIo& io) { sums(io.input<float>("x"), io.output<float>("y")); }
+using loupe::adversarial::kWidth;
+using loupe::adversarial::sums;
+using loupe::adversarial::sums_reference;
+using loupe::adversarial::sums_setup;
 
 // Spends `seconds` of this thread's CPU time.
 void spin_cpu(double seconds) {
