@@ -256,25 +256,37 @@ double mann_whitney_p(std::span<const double> a, std::span<const double> b) {
   return std::min(1.0, normal_two_sided_p(z));
 }
 
-double sign_test_p(std::span<const double> ratios) {
-  int64_t above = 0, below = 0;
+double trimmed_t_p(std::span<const double> ratios) {
+  std::vector<double> logs;
+  logs.reserve(ratios.size());
   for (double ratio : ratios) {
-    if (ratio > 1.0) ++above;
-    if (ratio < 1.0) ++below;
+    if (ratio > 0.0 && std::isfinite(ratio)) logs.push_back(std::log(ratio));
   }
-  const int64_t n = above + below;
-  if (n == 0) return 1.0;
-  // 2 · P(X ≤ min) for X ~ Binomial(n, 1/2), summed in log space so n in the thousands neither
-  // overflows nor underflows term by term.
-  const int64_t fewer = std::min(above, below);
-  const double log_half_n = static_cast<double>(n) * std::log(0.5);
-  const double log_n_factorial = std::lgamma(static_cast<double>(n) + 1.0);
-  double tail = 0.0;
-  for (int64_t k = 0; k <= fewer; ++k) {
-    tail += std::exp(log_n_factorial - std::lgamma(static_cast<double>(k) + 1.0) -
-                     std::lgamma(static_cast<double>(n - k) + 1.0) + log_half_n);
+  const auto n = static_cast<int64_t>(logs.size());
+  if (n < 2) return 1.0;
+  std::sort(logs.begin(), logs.end());
+  const int64_t trimmed = n / 5;  // ⌊0.2 n⌋ each side
+  const int64_t kept = n - 2 * trimmed;
+  if (kept < 2) return 1.0;
+  double trimmed_sum = 0.0;
+  for (int64_t index = trimmed; index < n - trimmed; ++index) trimmed_sum += logs[index];
+  const double trimmed_mean = trimmed_sum / static_cast<double>(kept);
+  // Winsorized: the trimmed values replaced by the nearest kept one.
+  const double low = logs[trimmed], high = logs[n - 1 - trimmed];
+  double winsorized_mean = 0.0;
+  for (double value : logs) winsorized_mean += std::clamp(value, low, high);
+  winsorized_mean /= static_cast<double>(n);
+  double squares = 0.0;
+  for (double value : logs) {
+    const double deviation = std::clamp(value, low, high) - winsorized_mean;
+    squares += deviation * deviation;
   }
-  return std::min(1.0, 2.0 * tail);
+  // Standard error of the trimmed mean: √(Σ (w − w̄)² / (h (h − 1))).
+  const double standard_error =
+      std::sqrt(squares / (static_cast<double>(kept) * static_cast<double>(kept - 1)));
+  if (trimmed_mean == 0.0) return 1.0;
+  if (!(standard_error > 0.0)) return 0.0;
+  return student_t_two_sided_p(trimmed_mean / standard_error, static_cast<double>(kept - 1));
 }
 
 std::vector<double> benjamini_hochberg(std::span<const double> p_values) {
@@ -338,7 +350,7 @@ Comparison compare_paired(std::span<const double> a, std::span<const double> b,
     ratios.push_back(ratio);
   }
   result.pairs = static_cast<int64_t>(ratios.size());
-  result.p_value = sign_test_p(ratios);
+  result.p_value = trimmed_t_p(ratios);
   SummaryOptions summary_options;
   summary_options.confidence = options.confidence;
   summary_options.resamples = options.resamples;
@@ -383,7 +395,7 @@ void control_false_discovery(std::span<Comparison> points, double alpha) {
     bool change = point.verdict == AbVerdict::kFaster || point.verdict == AbVerdict::kSlower;
     if (change && adjusted[index] > alpha) {
       point.rule = "AMBIGUOUS: the CI alone says " + std::string(ab_verdict_name(point.verdict)) +
-                   ", but the " + (point.pairs > 0 ? "sign-test" : "Mann-Whitney") +
+                   ", but the " + (point.pairs > 0 ? "trimmed t-test" : "Mann-Whitney") +
                    " p-value adjusted for " + std::to_string(points.size()) +
                    " points (Benjamini-Hochberg) is " + general(adjusted[index]) + " > " +
                    general(alpha) + " (" + point.rule + ")";

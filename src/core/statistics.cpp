@@ -1,6 +1,7 @@
 #include "core/statistics.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -284,6 +285,47 @@ double normal_two_sided_critical(double confidence) {
 }
 
 double normal_two_sided_p(double z) { return std::erfc(std::fabs(z) / std::sqrt(2.0)); }
+
+double regularized_incomplete_beta(double a, double b, double x) {
+  if (!(x > 0.0)) return 0.0;
+  if (x >= 1.0) return 1.0;
+  // The continued fraction converges quickly for x < (a + 1) / (a + b + 2); past that, the
+  // symmetric side does.
+  if (x > (a + 1.0) / (a + b + 2.0)) return 1.0 - regularized_incomplete_beta(b, a, 1.0 - x);
+  // I_x(a, b) = x^a (1 − x)^b / (a B(a, b)) · 1 / (1 + d1 / (1 + d2 / (1 + ...))), with
+  // d(2m+1) = −(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)) and
+  // d(2m)   =  m (b − m) x / ((a + 2m − 1)(a + 2m)).
+  const double log_front =
+      std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
+  constexpr double kTiny = 1e-300;
+  double value = 1.0, upper = 1.0, lower = 0.0;  // Lentz: value = upper-ratio products
+  for (int step = 0; step <= 400; ++step) {
+    const double m = static_cast<double>(step / 2);
+    double term;
+    if (step == 0) {
+      term = 1.0;
+    } else if (step % 2 == 0) {
+      term = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
+    } else {
+      term = -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0));
+    }
+    lower = 1.0 + term * lower;
+    if (std::fabs(lower) < kTiny) lower = kTiny;
+    lower = 1.0 / lower;
+    upper = 1.0 + term / upper;
+    if (std::fabs(upper) < kTiny) upper = kTiny;
+    const double factor = upper * lower;
+    value *= factor;
+    if (std::fabs(1.0 - factor) < 1e-15) break;
+  }
+  return std::clamp(std::exp(log_front) * (value - 1.0) / a, 0.0, 1.0);
+}
+
+double student_t_two_sided_p(double t, double df) {
+  if (std::isnan(t) || t == 0.0) return 1.0;
+  if (std::isinf(t)) return 0.0;
+  return regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t));
+}
 
 void OnlineMoments::add(double value) {
   if (count_ == 0) {

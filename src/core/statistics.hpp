@@ -112,6 +112,13 @@ double normal_two_sided_critical(double confidence);
 double normal_quantile(double p);
 // Two-sided p-value of a standard normal statistic: P(|Z| ≥ |z|).
 double normal_two_sided_p(double z);
+// The regularized incomplete beta function I_x(a, b), by its continued fraction (evaluated with
+// Lentz's method, on the side of the symmetry I_x(a, b) = 1 − I_{1−x}(b, a) where it converges
+// fast), to ~1e-14. 0 for x ≤ 0, 1 for x ≥ 1. REQUIRES: a > 0, b > 0.
+double regularized_incomplete_beta(double a, double b, double x);
+// Two-sided p-value of Student's t statistic with `df` degrees of freedom: P(|T| ≥ |t|) =
+// I_{df/(df+t²)}(df/2, 1/2). 1 for t = 0 or a NaN t, 0 for an infinite t. REQUIRES: df > 0.
+double student_t_two_sided_p(double t, double df);
 
 // Mean and variance in one pass (Welford 1962), mergeable (Chan, Golub & LeVeque 1979), so
 // threads or files can each keep one and combine them exactly.

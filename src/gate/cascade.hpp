@@ -73,8 +73,9 @@ struct BaselineSource {
   // (at least 0.1 s); round r >= 1 is asked as ProbeEntry::round = r of a side whose round 0 said
   // its runtime takes --round. From round min_rounds on, the rounds stop once every variant's
   // verdict against the baseline (compare_builds on the per-round medians, cross_build_threshold)
-  // is SAME, or SLOWER or FASTER with a sign-test p-value <= 0.05 / m (m: the entry's comparisons,
-  // points times variants, so that the gate's false-discovery control cannot undo it), at
+  // is SAME, or SLOWER or FASTER with a paired p-value (bench::trimmed_t_p) <= 0.05 / m (m: the
+  // entry's comparisons, points times variants, so that the gate's false-discovery control
+  // cannot undo it), at
   // max_rounds, or when one more round would take the point's wall time past 8 times its
   // round 0's.
   // Each side's rounds become one point (merge: every round's samples; the per-round medians in
@@ -174,10 +175,11 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
 // A baseline build: the objective's subject with its program replaced by `program` (an
 // executable, or the command line of --baseline-subject when `command` is set), its points
 // written under <home>/runs/<run_id>/baseline/. Benches run in rounds (min_rounds 5: five can
-// decide SAME; max_rounds 8: a sign test over all-slower rounds needs 8 to reach 0.05 / 6, the
-// decode bench's six comparisons). Every round is a subject run of each build, with the runtime's
-// fixed cost (warm-up, replays, roofline: about 4 s at decode batch 32 on a quiet 2-core machine,
-// 13 s at load 9), so more rounds cost more than their sampling budget.
+// decide SAME or, when they agree, a change; max_rounds 16, while the point costs no more than 8
+// full rounds: the median's interval of a few rounds, one of them lost to load, needs more).
+// Every round is a subject run of each build; round 0 pays the runtime's fixed cost (warm-up,
+// replays, roofline: about 4 s at decode batch 32 on a quiet 2-core machine, 13 s at load 9),
+// later rounds (--round) much less.
 
 // The rounds of one bench point on one side as one point: round 0's observation and findings;
 // every round's samples, the sampler's round indices shifted so that they stay ascending; each

@@ -131,6 +131,39 @@ TEST(StatisticsTest, NormalQuantiles) {
   EXPECT_DOUBLE_EQ(normal_two_sided_p(0.0), 1.0);
 }
 
+TEST(StatisticsTest, IncompleteBetaClosedForms) {
+  // I_x(1, 1) = x; I_x(a, 1) = x^a; I_x(1, b) = 1 − (1 − x)^b; I_½(a, a) = ½.
+  for (double x : {0.01, 0.3, 0.5, 0.77, 0.999}) {
+    EXPECT_NEAR(regularized_incomplete_beta(1.0, 1.0, x), x, 1e-14) << x;
+    EXPECT_NEAR(regularized_incomplete_beta(3.5, 1.0, x), std::pow(x, 3.5), 1e-14) << x;
+    EXPECT_NEAR(regularized_incomplete_beta(1.0, 2.5, x), 1.0 - std::pow(1.0 - x, 2.5), 1e-14) << x;
+  }
+  EXPECT_NEAR(regularized_incomplete_beta(7.0, 7.0, 0.5), 0.5, 1e-14);
+  EXPECT_EQ(regularized_incomplete_beta(2.0, 3.0, 0.0), 0.0);
+  EXPECT_EQ(regularized_incomplete_beta(2.0, 3.0, -1.0), 0.0);
+  EXPECT_EQ(regularized_incomplete_beta(2.0, 3.0, 1.0), 1.0);
+}
+
+TEST(StatisticsTest, StudentTTwoSidedP) {
+  // df = 1 is Cauchy: P(|T| ≥ 1) = ½; df = 2 has P(|T| ≥ t) = 1 − t / √(2 + t²).
+  EXPECT_NEAR(student_t_two_sided_p(1.0, 1.0), 0.5, 1e-13);
+  EXPECT_NEAR(student_t_two_sided_p(2.0, 2.0), 1.0 - 2.0 / std::sqrt(6.0), 1e-13);
+  EXPECT_NEAR(student_t_two_sided_p(-2.0, 2.0), 1.0 - 2.0 / std::sqrt(6.0), 1e-13);
+  // Tabulated 97.5 % quantiles.
+  EXPECT_NEAR(student_t_two_sided_p(2.5705818366147395, 5.0), 0.05, 1e-9);
+  EXPECT_NEAR(student_t_two_sided_p(2.2281388519649385, 10.0), 0.05, 1e-9);
+  EXPECT_NEAR(student_t_two_sided_p(12.706204736174698, 1.0), 0.05, 1e-9);
+  // Many degrees of freedom: the normal's.
+  EXPECT_NEAR(student_t_two_sided_p(1.9599639845400536, 1e7), 0.05, 1e-6);
+  // Far tails stay positive and small instead of rounding to 0 through 1 − (1 − p).
+  const double far = student_t_two_sided_p(40.0, 7.0);
+  EXPECT_GT(far, 0.0);
+  EXPECT_LT(far, 1e-8);
+  EXPECT_EQ(student_t_two_sided_p(0.0, 4.0), 1.0);
+  EXPECT_EQ(student_t_two_sided_p(std::nan(""), 4.0), 1.0);
+  EXPECT_EQ(student_t_two_sided_p(INFINITY, 4.0), 0.0);
+}
+
 TEST(StatisticsTest, BootstrapMedianOfConstantSampleIsThatConstant) {
   const std::vector<double> sample(25, 3.5);
   EXPECT_EQ(bootstrap_median_ci(sample, {.resamples = 500, .confidence = 0.95, .seed = 9}),
