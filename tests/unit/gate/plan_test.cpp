@@ -197,8 +197,10 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
       render_plan(plan, objective, 50),
       "plan for " + kDemo.string() +
           ", configuration shards=8, cache=int8; by default w8a8=off: 21 tasks\n"
-          "  check     decode_recurrence        decode_vs_recurrence        variant=merged\n"
-          "  check     decode_recurrence        decode_vs_recurrence        variant=tiled\n"
+          "  check     decode_recurrence        decode_vs_recurrence        "
+          "variant=merged,steps=37\n"
+          "  check     decode_recurrence        decode_vs_recurrence        "
+          "variant=tiled,steps=37\n"
           "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
           "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
           "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
@@ -245,15 +247,16 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
     if (task.layer == Layer::kCheck)
       checks.push_back(task.entry + " " + params_to_string(task.params));
   }
-  EXPECT_EQ(checks, (std::vector<std::string>{
-                        "decode_recurrence variant=merged", "decode_recurrence variant=tiled",
-                        "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
-                        "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37",
-                        "chunk T=500", "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
-                        "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
-                        "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
-                        "decode_recurrence_seeds variant=merged",
-                        "decode_recurrence_seeds variant=tiled"}));
+  EXPECT_EQ(
+      checks,
+      (std::vector<std::string>{
+          "decode_recurrence variant=merged,steps=37", "decode_recurrence variant=tiled,steps=37",
+          "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
+          "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
+          "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+          "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
+          "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
+          "decode_recurrence_seeds variant=merged", "decode_recurrence_seeds variant=tiled"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
 }
 
