@@ -59,9 +59,15 @@ std::string file_sha256(const std::filesystem::path& file) {
 }
 
 GitState read_git_state(const std::filesystem::path& working_dir) {
+  // Reading must never write the repository: `git status` and `git diff` refresh the index's
+  // stat data and write it back under .git/index.lock, which a killed loupe (a test's SIGKILL,
+  // an interrupted run) left behind, and which fails the user's own git commands meanwhile
+  // ("Unable to create index.lock: File exists"). --no-optional-locks stops status from writing;
+  // `git diff HEAD` writes regardless, so the diff is the plumbing `diff-index -p`, which prints
+  // the same patch without refreshing (and ignores diff settings of the user's config).
   auto git = [&](std::vector<std::string> args) {
     ProcessSpec spec;
-    spec.argv = {"git", "-C", working_dir.string()};
+    spec.argv = {"git", "--no-optional-locks", "-C", working_dir.string()};
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
     spec.timeout = std::chrono::seconds(30);
     return run_process(spec);
@@ -75,7 +81,7 @@ GitState read_git_state(const std::filesystem::path& working_dir) {
   }
   if (!head.succeeded()) return state;
   state.commit = trimmed(head.stdout_text);
-  const ProcessResult diff = git({"diff", "HEAD", "--no-color", "--no-ext-diff"});
+  const ProcessResult diff = git({"diff-index", "-p", "--no-color", "--no-ext-diff", "HEAD"});
   if (diff.succeeded() && !diff.stdout_text.empty()) {
     state.dirty = true;
     state.diff_hash = sha256_hex(diff.stdout_text);

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "test_support.hpp"
 
@@ -63,6 +67,37 @@ TEST(ProvenanceTest, GitStateRecordsTheCommitAndADirtyTreesDiffHash) {
   EXPECT_EQ(dirty.dirty_paths, std::vector<std::string>{"a.txt"});
   std::ofstream(dir.path() / "a.txt") << "three\n";
   EXPECT_NE(read_git_state(dir.path()).diff_hash, dirty.diff_hash);
+}
+
+// Reading the state never writes the repository: `git status` and `git diff HEAD` rewrite the
+// index when its stat data is stale (here: a.txt touched, its content unchanged), under
+// .git/index.lock, which a loupe killed meanwhile left behind in a clone under `make test`.
+TEST(ProvenanceTest, ReadingTheStateLeavesTheIndexAsItWas) {
+  ScratchDir dir("git-index");
+  const std::string repo = dir.path().string();
+  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
+  std::ofstream(dir.path() / "a.txt") << "one\n";
+  ASSERT_EQ(std::system(
+                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
+            0);
+  std::filesystem::last_write_time(
+      dir.path() / "a.txt", std::filesystem::file_time_type::clock::now() + std::chrono::hours(24));
+  auto index_bytes = [&] {
+    std::ifstream in(dir.path() / ".git" / "index", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = index_bytes();
+  const GitState state = read_git_state(dir.path());
+  EXPECT_EQ(index_bytes(), before);
+  EXPECT_FALSE(state.dirty);  // same content: no diff
+  EXPECT_TRUE(state.dirty_paths.empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / ".git" / "index.lock"));
+  // A changed file is still seen, and the index still not written.
+  std::ofstream(dir.path() / "a.txt") << "two\n";
+  const GitState changed = read_git_state(dir.path());
+  EXPECT_TRUE(changed.dirty);
+  EXPECT_EQ(changed.dirty_paths, std::vector<std::string>{"a.txt"});
+  EXPECT_EQ(index_bytes(), before);
 }
 
 TEST(ProvenanceTest, DirtyPathsIncludeUntrackedFilesRelativeToTheRepositoryRoot) {
