@@ -1594,29 +1594,26 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     // copy of the same bytes from that device (measured by its timer beside the host copy: a
     // device-to-host copy has a latency of tens of microseconds that no host copy shows).
     const double to_host = entry.value("to_host_s", 0.0);
-    // The lesser of its wall time and the CPU its process used meanwhile (every thread): work
-    // deferred into the accessor costs both, a preemption only the wall time (a 2.5 us squares
-    // call's accessor read 46 us of wall once in a few runs under load).
-    double accessor = entry.value("accessor_s", 0.0);
-    if (entry.contains("accessor_cpu_s")) {
-      accessor = std::min(accessor, entry.value("accessor_cpu_s", accessor));
-    }
-    const double own = accessor - 2 * entry.value("copy_s", 0.0) - 2 * to_host;
-    deferred[variant_name].push_back(own);
     to_host_seconds[variant_name] = std::max(to_host_seconds[variant_name], to_host);
-    if (entry.contains("accessor_cpu_s")) {
-      accessor_cpu[variant_name].push_back(entry.value("accessor_cpu_s", 0.0));
-    }
+    // One reading of the accessor ({accessor_s, accessor_cpu_s?, copy_s}): the lesser of its wall
+    // time and the CPU its process used meanwhile (every thread) — work deferred into the
+    // accessor costs both, a preemption only the wall time (a 2.5 us squares call's accessor read
+    // 46 us of wall once in a few runs under load).
+    auto add_reading = [&](const Json& timing) {
+      double accessor = timing.value("accessor_s", 0.0);
+      if (timing.contains("accessor_cpu_s")) {
+        const double cpu = timing.value("accessor_cpu_s", accessor);
+        accessor = std::min(accessor, cpu);
+        accessor_cpu[variant_name].push_back(cpu);
+      }
+      deferred[variant_name].push_back(accessor - 2 * timing.value("copy_s", 0.0) - 2 * to_host);
+    };
+    add_reading(entry);
     // The accessor timed on other calls of the same batch (the runtime's accessor probes): more
     // readings of the same cost, each the first accessor call on its call.
     if (entry.contains("accessor_probes") && entry["accessor_probes"].is_array()) {
       for (const Json& probe : entry["accessor_probes"]) {
-        if (!probe.is_object()) continue;
-        const double wall = probe.value("accessor_s", 0.0);
-        const double cpu = probe.value("accessor_cpu_s", wall);
-        deferred[variant_name].push_back(std::min(wall, cpu) - 2 * probe.value("copy_s", 0.0) -
-                                         2 * to_host);
-        accessor_cpu[variant_name].push_back(cpu);
+        if (probe.is_object()) add_reading(probe);
       }
     }
     call_seconds[variant_name] = entry.value("call_s", 0.0);

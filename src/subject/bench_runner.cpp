@@ -798,11 +798,12 @@ Json Supervisor::run() {
   // 130-190 us against 2-8 us later for the squares bench on this VM), which
   // guard.deferred_output, judging the least of the verified calls, read as deferred work now
   // and then. An accessor that defers work pays it on every verified call all the same.
-  for (auto& child : children_) {
-    if (!first.has_outputs) break;
-    child.control->chosen = 0;
-    command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
-    command(child, BenchOp::kCopy, 0, &child.other_cpu);
+  if (first.has_outputs) {
+    for (auto& child : children_) {
+      child.control->chosen = 0;
+      command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
+      command(child, BenchOp::kCopy, 0, &child.other_cpu);
+    }
   }
   for (auto& child : children_) {
     child.threads_before.clear();

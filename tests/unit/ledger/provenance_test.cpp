@@ -16,6 +16,16 @@ namespace {
 
 using testing::ScratchDir;
 
+// A repository in `dir` whose one commit holds a.txt = "one\n"; false when git failed.
+bool commit_a_txt(const std::filesystem::path& dir) {
+  const std::string git =
+      "git -C '" + dir.string() + "' -c user.name=t -c user.email=t@example.com ";
+  std::ofstream(dir / "a.txt") << "one\n";
+  return std::system(
+             (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()) ==
+         0;
+}
+
 TEST(ProvenanceTest, Sha256MatchesTheStandardVectors) {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -48,12 +58,7 @@ TEST(ProvenanceTest, GitStateOutsideARepositoryIsEmpty) {
 
 TEST(ProvenanceTest, GitStateRecordsTheCommitAndADirtyTreesDiffHash) {
   ScratchDir dir("git");
-  const std::string repo = dir.path().string();
-  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
-  std::ofstream(dir.path() / "a.txt") << "one\n";
-  ASSERT_EQ(std::system(
-                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
-            0);
+  ASSERT_TRUE(commit_a_txt(dir.path()));
   const GitState clean = read_git_state(dir.path());
   EXPECT_EQ(clean.commit.size(), 40u);
   EXPECT_FALSE(clean.dirty);
@@ -74,12 +79,7 @@ TEST(ProvenanceTest, GitStateRecordsTheCommitAndADirtyTreesDiffHash) {
 // .git/index.lock, which a loupe killed meanwhile left behind in a clone under `make test`.
 TEST(ProvenanceTest, ReadingTheStateLeavesTheIndexAsItWas) {
   ScratchDir dir("git-index");
-  const std::string repo = dir.path().string();
-  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
-  std::ofstream(dir.path() / "a.txt") << "one\n";
-  ASSERT_EQ(std::system(
-                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
-            0);
+  ASSERT_TRUE(commit_a_txt(dir.path()));
   std::filesystem::last_write_time(
       dir.path() / "a.txt", std::filesystem::file_time_type::clock::now() + std::chrono::hours(24));
   auto index_bytes = [&] {
@@ -102,13 +102,8 @@ TEST(ProvenanceTest, ReadingTheStateLeavesTheIndexAsItWas) {
 
 TEST(ProvenanceTest, DirtyPathsIncludeUntrackedFilesRelativeToTheRepositoryRoot) {
   ScratchDir dir("git-paths");
-  const std::string repo = dir.path().string();
-  const std::string git = "git -C '" + repo + "' -c user.name=t -c user.email=t@example.com ";
   std::filesystem::create_directories(dir.path() / "kda" / "math");
-  std::ofstream(dir.path() / "a.txt") << "one\n";
-  ASSERT_EQ(std::system(
-                (git + "init -q && " + git + "add a.txt && " + git + "commit -q -m first").c_str()),
-            0);
+  ASSERT_TRUE(commit_a_txt(dir.path()));
   std::ofstream(dir.path() / "kda" / "math" / "new file.cpp") << "int x;\n";
   // Read from a subfolder: the paths are still relative to the root.
   const GitState state = read_git_state(dir.path() / "kda");
