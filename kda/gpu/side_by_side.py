@@ -56,19 +56,24 @@ DIM = 128  # K = V
 LOWER_BOUND = -5.0
 L2_EPS = 1e-6
 
-# (name, sequence lengths, heads); one length: a plain B = 1 call, several: a varlen batch.
+# (name, sequence lengths, heads, initial state); one length: a plain B = 1 call, several: a varlen
+# batch; initial state: every sequence starts from a random fp32 state instead of zero.
 FULL_SHAPES = [
-    ("T=8192 H=32", [8192], 32),
-    ("T=8192 H=64", [8192], 64),
-    ("T=65536 H=64", [65536], 64),
-    ("T=65536 H=4", [65536], 4),
-    ("varlen mix H=64", [1300, 547, 2048, 963, 271, 3063], 64),
-    ("varlen 8x1024 H=64", [1024] * 8, 64),
+    ("T=8192 H=32", [8192], 32, False),
+    ("T=8192 H=64", [8192], 64, False),
+    ("T=65536 H=64", [65536], 64, False),
+    ("T=65536 H=4", [65536], 4, False),
+    ("varlen mix H=64", [1300, 547, 2048, 963, 271, 3063], 64, False),
+    ("varlen 8x1024 H=64", [1024] * 8, 64, False),
+    ("T=8192 H=32, initial state", [8192], 32, True),
+    ("T=8000 H=32", [8000], 32, False),
 ]
 QUICK_SHAPES = [
-    ("T=2048 H=8", [2048], 8),
-    ("varlen mix H=8", [300, 57, 512, 171], 8),
-    ("varlen 4x256 H=8", [256] * 4, 8),
+    ("T=2048 H=8", [2048], 8, False),
+    ("varlen mix H=8", [300, 57, 512, 171], 8, False),
+    ("varlen 4x256 H=8", [256] * 4, 8, False),
+    ("T=1024 H=8, initial state", [1024], 8, True),
+    ("T=1000 H=8", [1000], 8, False),
 ]
 KERNELS = ["fla", "fla_raw_gate", "flashkda", "kda_tf32", "kda_tf32x3"]
 TITLES = {
@@ -106,8 +111,9 @@ def l2_normalise(x, eps=L2_EPS):
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 
-def draw_raw(total, heads, generator, device, regime):
-    """One input set in FlashKDA's raw form, (1, T, H, ·)."""
+def draw_raw(total, heads, generator, device, regime, starts=0):
+    """One input set in FlashKDA's raw form, (1, T, H, ·); with `starts` > 0 also h0, that many
+    fp32 start states (N, H, K, V) of unit variance."""
 
     def randn(*shape):
         return torch.randn(*shape, generator=generator, device=device, dtype=torch.float32)
@@ -123,6 +129,7 @@ def draw_raw(total, heads, generator, device, regime):
         "beta": randn(1, total, heads).to(torch.bfloat16),
     }
     raw.update(gate_params(heads, generator, device, regime))
+    raw["h0"] = randn(starts, heads, DIM, DIM) if starts else None
     return raw
 
 
@@ -193,11 +200,15 @@ class Recurrence64:
             self.state.copy_(saved)
         graph.replay()
 
-    def run(self, q, k, v, g_eff, beta_eff, scale):
+    def run(self, q, k, v, g_eff, beta_eff, scale, h0=None):
         """One sequence: q, k (T, H, K) raw (normalised here in fp64), v (T, H, V), g_eff (T, H, K),
-        beta_eff (T, H). Returns o (T, H, V) and the final state (H, K, V), fp64."""
+        beta_eff (T, H), the start state h0 (H, K, V) or None for zero. Returns o (T, H, V) and the
+        final state (H, K, V), fp64."""
         tokens = q.shape[0]
-        self.state.zero_()
+        if h0 is None:
+            self.state.zero_()
+        else:
+            self.state.copy_(h0)
         out = torch.empty(tokens, self.heads, DIM, dtype=torch.float64, device=self.device)
         for t0 in range(0, tokens, self.block):
             n = min(self.block, tokens - t0)
@@ -212,15 +223,17 @@ class Recurrence64:
 
 
 def reference(raw, derived, lengths, scale, device):
-    """fp64 o (T_total, H, V) and final states (N, H, K, V) for every sequence, from zero states."""
+    """fp64 o (T_total, H, V) and final states (N, H, K, V) for every sequence, from raw["h0"] or
+    zero states."""
     heads = raw["q"].shape[2]
     rec = Recurrence64(heads, device)
     outs, states = [], []
     start = 0
-    for length in lengths:
+    for n, length in enumerate(lengths):
         sl = slice(start, start + length)
+        h0 = None if raw["h0"] is None else raw["h0"][n]
         o, s = rec.run(raw["q"][0, sl], raw["k"][0, sl], raw["v"][0, sl], derived["g_eff"][0, sl],
-                       derived["beta_eff"][0, sl], scale)
+                       derived["beta_eff"][0, sl], scale, h0)
         outs.append(o)
         states.append(s)
         start += length
@@ -314,11 +327,11 @@ class KdaRunner:
         o, state, ws = self.buffers[key]
         o.fill_(float("nan"))  # poisoned: an unwritten output cannot pass the check
         state.fill_(float("nan"))
-        module, tf32x3 = self.module, self.tf32x3
+        module, tf32x3, h0 = self.module, self.tf32x3, raw["h0"]
 
         def call():
             module.prefill(q, k, v, g, beta, o, state, ws, scale, tf32x3,
-                           torch.cuda.current_stream().cuda_stream)
+                           torch.cuda.current_stream().cuda_stream, h0)
             return o.view(1, n * t, heads, DIM), state
 
         return call
@@ -344,7 +357,7 @@ class FlaRunner:
             args = dict(q=raw["q"], k=raw["k"], v=raw["v"], g=derived["g_eff"], beta=derived["beta_eff"])
 
         def call():
-            o, state = fn(**args, scale=scale, initial_state=None, output_final_state=True,
+            o, state = fn(**args, scale=scale, initial_state=raw["h0"], output_final_state=True,
                           use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
             return o, state
 
@@ -367,12 +380,14 @@ class FlashKdaRunner:
         out = torch.full_like(raw["v"], float("nan"))
         final = torch.full((len(lengths), heads, DIM, DIM), float("nan"), dtype=torch.float32, device=dev)
         fwd = self.module.fwd
+        # its states are (N, H, V, K); fp32 at the interface, bf16 inside the kernel
+        h0 = None if raw["h0"] is None else raw["h0"].transpose(-1, -2).contiguous()
 
         def call():
             fwd(raw["q"], raw["k"], raw["v"], raw["g"], raw["beta"], scale, out, A_log=raw["A_log"],
-                dt_bias=raw["dt_bias"], lower_bound=LOWER_BOUND, initial_state=None, final_state=final,
+                dt_bias=raw["dt_bias"], lower_bound=LOWER_BOUND, initial_state=h0, final_state=final,
                 cu_seqlens=cu)
-            return out, final.transpose(-1, -2)  # its state is (N, H, V, K)
+            return out, final.transpose(-1, -2)
 
         return call
 
@@ -464,13 +479,14 @@ def time_interleaved(calls, samples, flush, warmup=3):
 # ---------------------------------------------------------------------------------------------
 
 
-def run_shape(name, lengths, heads, runners, missing, args, log, rng_np):
+def run_shape(name, lengths, heads, with_h0, runners, missing, args, log, rng_np):
     device = torch.device("cuda")
     total = sum(lengths)
     scale = DIM ** -0.5
     gen = torch.Generator(device=device)
     gen.manual_seed(args.seed * 1000003 + total * 131 + heads)
-    row = {"shape": name, "lengths": lengths, "heads": heads, "kernels": {}}
+    row = {"shape": name, "lengths": lengths, "heads": heads, "initial_state": with_h0, "kernels": {}}
+    starts = len(lengths) if with_h0 else 0
     order = [k for k in KERNELS if k in runners]
     for kname in KERNELS:
         entry = row["kernels"].setdefault(kname, {})
@@ -482,7 +498,7 @@ def run_shape(name, lengths, heads, runners, missing, args, log, rng_np):
 
     # Checks: each kernel once per gate regime against the fp64 recurrence.
     for regime in ("bench", "slow"):
-        raw = draw_raw(total, heads, gen, device, regime)
+        raw = draw_raw(total, heads, gen, device, regime, starts)
         derived = derive(raw)
         t0 = time.time()
         ref_o, ref_s = reference(raw, derived, lengths, scale, device)
@@ -508,7 +524,7 @@ def run_shape(name, lengths, heads, runners, missing, args, log, rng_np):
     active = [k for k in active if "status" not in row["kernels"][k]]
 
     # Timing: bench gates, two input sets rotated.
-    sets = [draw_raw(total, heads, gen, device, "bench") for _ in range(2)]
+    sets = [draw_raw(total, heads, gen, device, "bench", starts) for _ in range(2)]
     sets = [(raw, derive(raw)) for raw in sets]
     calls = {}
     for kname in active:
@@ -621,7 +637,7 @@ def self_test():
     lengths, heads, scale = [70, 5, 64], 3, DIM ** -0.5
     failures = 0
     for regime in ("bench", "slow"):
-        raw = draw_raw(sum(lengths), heads, gen, cpu, regime)
+        raw = draw_raw(sum(lengths), heads, gen, cpu, regime, len(lengths) if regime == "slow" else 0)
         derived = derive(raw)
         ref_o, ref_s = reference(raw, derived, lengths, scale, cpu)
         q = raw["q"][0].double().numpy()
@@ -631,7 +647,7 @@ def self_test():
         b = derived["beta_eff"][0].double().numpy()
         start = 0
         for n, length in enumerate(lengths):
-            s = np.zeros((heads, DIM, DIM))
+            s = np.zeros((heads, DIM, DIM)) if raw["h0"] is None else raw["h0"][n].double().numpy().copy()
             for t in range(start, start + length):
                 for h in range(heads):
                     qt = q[t, h] / np.sqrt((q[t, h] ** 2).sum() + L2_EPS) * scale
@@ -725,9 +741,9 @@ def main(argv):
     rng_np = np.random.default_rng(args.seed)
     rows = []
     result = {"environment": env, "argv": argv, "missing": missing, "rows": rows}
-    for name, lengths, heads in args.shape_list:
-        log(f"=== {name}: lengths {lengths}, H {heads}")
-        rows.append(run_shape(name, lengths, heads, runners, missing, args, log, rng_np))
+    for name, lengths, heads, with_h0 in args.shape_list:
+        log(f"=== {name}: lengths {lengths}, H {heads}, initial state {with_h0}")
+        rows.append(run_shape(name, lengths, heads, with_h0, runners, missing, args, log, rng_np))
         with open(os.path.join(args.out, "side_by_side.json"), "w") as f:
             json.dump(result, f)
     text = tables(rows, env)

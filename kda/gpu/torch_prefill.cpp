@@ -4,8 +4,10 @@
 // chunk_state.cu; the kernels are kda's own, unchanged.
 //   workspace_elements(batch, tokens, heads, value_heads) -> [q_decayed, k_to_end, w, u, a_qk,
 //       decay_end] element counts (fp32) for one problem.
-//   prefill(q, k, v, g, beta, o, state, workspace, scale, tf32x3, stream) launches chunk_intra then
-//       chunk_state on `stream` (a cudaStream_t as an integer, torch.cuda.current_stream().cuda_stream).
+//   prefill(q, k, v, g, beta, o, state, workspace, scale, tf32x3, stream, h0=None) launches
+//       chunk_intra then chunk_state on `stream` (a cudaStream_t as an integer,
+//       torch.cuda.current_stream().cuda_stream), from the start states h0 (B, HV, 128, 128) fp32
+//       when given, else from zero.
 //       q, k (B, T, H, 128) bf16, already L2-normalised; v (B, T, HV, 128) bf16; g (B, T, HV, 128)
 //       fp32 log decay; beta (B, T, HV) fp32; o (B, T, HV, 128) fp32 and state (B, HV, 128, 128)
 //       fp32 written; workspace: six fp32 tensors of workspace_elements' sizes.
@@ -14,6 +16,7 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,7 +54,7 @@ void check_tensor(const torch::Tensor& t, const char* name, torch::ScalarType ty
 void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
              const torch::Tensor& g, const torch::Tensor& beta, const torch::Tensor& o,
              const torch::Tensor& state, const std::vector<torch::Tensor>& workspace, double scale,
-             bool tf32x3, int64_t stream) {
+             bool tf32x3, int64_t stream, const std::optional<torch::Tensor>& h0) {
   TORCH_CHECK(q.dim() == 4, "q must be (B, T, H, 128), got ", q.sizes());
   TORCH_CHECK(v.dim() == 4, "v must be (B, T, HV, 128), got ", v.sizes());
   const int64_t batch = q.size(0), tokens = q.size(1), heads = q.size(2);
@@ -63,6 +66,7 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
   check_tensor(beta, "beta", torch::kFloat32, {batch, tokens, value_heads});
   check_tensor(o, "o", torch::kFloat32, {batch, tokens, value_heads, dim});
   check_tensor(state, "state", torch::kFloat32, {batch, value_heads, dim, dim});
+  if (h0.has_value()) check_tensor(*h0, "h0", torch::kFloat32, {batch, value_heads, dim, dim});
   const auto elements = workspace_elements(batch, tokens, heads, value_heads);
   TORCH_CHECK(workspace.size() == elements.size(), "workspace must hold ", elements.size(),
               " tensors, got ", workspace.size());
@@ -79,6 +83,7 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
   p.beta_global = beta.data_ptr<float>();
   p.o_global = o.data_ptr<float>();
   p.state_global = state.data_ptr<float>();
+  p.h0_global = h0.has_value() ? h0->data_ptr<float>() : nullptr;
   p.scale = static_cast<float>(scale);
   p.precision = tf32x3 ? kc::ChainPrecision::kTf32x3 : kc::ChainPrecision::kTf32;
   p.workspace = {workspace[0].data_ptr<float>(), workspace[1].data_ptr<float>(),
@@ -99,5 +104,9 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "kda's chunked prefill (kda/kernels/cuda) for side-by-side timing";
   m.def("workspace_elements", &workspace_elements, "fp32 element counts of the six workspace arrays");
-  m.def("prefill", &prefill, "launch chunk_intra and chunk_state on the given stream");
+  m.def("prefill", &prefill, "launch chunk_intra and chunk_state on the given stream",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("g"),
+        pybind11::arg("beta"), pybind11::arg("o"), pybind11::arg("state"),
+        pybind11::arg("workspace"), pybind11::arg("scale"), pybind11::arg("tf32x3"),
+        pybind11::arg("stream"), pybind11::arg("h0") = pybind11::none());
 }
