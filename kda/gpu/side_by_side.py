@@ -737,6 +737,7 @@ def main(argv):
     log(json.dumps(env))
     log("command: " + " ".join([os.path.basename(sys.argv[0])] + argv))
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp64 reference and the checks use no TF32
+    torch.set_grad_enabled(False)  # forward only, for every library alike
     runners, missing = load_libraries(args, log)
     rng_np = np.random.default_rng(args.seed)
     rows = []
