@@ -392,6 +392,26 @@ class FlashKdaRunner:
         return call
 
 
+def import_chunk_kda(path):
+    """FLA's chunk_kda from the checkout at `path`. fla/__init__.py also imports FLA's layers and
+    models (transformers); when that fails, the kernels are imported without it."""
+    try:
+        from fla.ops.kda import chunk_kda
+
+        return chunk_kda, "package import"
+    except Exception as first:
+        import types
+
+        for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+            del sys.modules[name]
+        package = types.ModuleType("fla")
+        package.__path__ = [os.path.join(os.path.abspath(path), "fla")]
+        sys.modules["fla"] = package
+        from fla.ops.kda import chunk_kda
+
+        return chunk_kda, f"kernels only; the package import failed: {type(first).__name__}: {first}"
+
+
 def load_libraries(args, log):
     runners, missing = {}, {}
     try:
@@ -418,10 +438,8 @@ def load_libraries(args, log):
     try:
         if not args.fla:
             raise Unavailable("no --fla DIR / KDA_FLA given")
-        from fla.ops.kda import chunk_kda
-        import fla
-
-        log(f"fla: {getattr(fla, '__version__', '?')} from {os.path.dirname(fla.__file__)}")
+        chunk_kda, how = import_chunk_kda(args.fla)
+        log(f"fla: chunk_kda from {os.path.abspath(args.fla)} ({how})")
         runners["fla"] = FlaRunner(chunk_kda, False)
         if not args.no_fla_raw_gate:
             runners["fla_raw_gate"] = FlaRunner(chunk_kda, True)
