@@ -14,12 +14,16 @@ use_gate_in_kernel, safe_gate, the same lower bound).
 Timing rule, the same for every kernel: before every timed call a buffer of 2× the L2 size is written
 (the flush, outside the events); CUDA events around the call alone; inputs rotate over two sets;
 the kernels are interleaved call by call behind a GPU hold so the host queues ahead; median and a
-bootstrap 95 % interval of the median over the samples.
+bootstrap 95 % interval of the median over the samples. Timed on the gate regimes of --time-gates
+(default bench; kda's intra-chunk pass takes a slower path when a chunk's cumulative decay exceeds
+30, which bench gates do and slow gates do not, so its time depends on the regime).
 
 Errors: o and the final state of each kernel against the fp64 recurrence: rms(Δ)/rms(ref) and the
 cosine, for two gate regimes: "bench" (FlashKDA's benchmark draws: g ~ N(0,1), dt_bias ~ U(0,1),
 A_log ~ U(0,1), i.e. fast forgetting) and "slow" (dt_bias ~ U(−9,−3), A_log = 0: per-token decay
-rates from ~1e-4 to ~1, the long-memory regime where the state's precision shows).
+rates from ~1e-4 to ~1, the long-memory regime where the state's precision shows). --floors prints,
+from the CPU, the part of these errors that the formats alone cause: kda's bf16 normalised q and k,
+and a bf16 o.
 
 Where the libraries come from (none of their files are in this repository):
   --fla DIR        a directory holding FLA's `fla` package (a checkout of fla-org/flash-linear-attention);
@@ -66,7 +70,7 @@ FULL_SHAPES = [
     ("varlen mix H=64", [1300, 547, 2048, 963, 271, 3063], 64, False),
     ("varlen 8x1024 H=64", [1024] * 8, 64, False),
     ("T=8192 H=32, initial state", [8192], 32, True),
-    ("T=8000 H=32", [8000], 32, False),
+    ("T=8100 H=32", [8100], 32, False),
 ]
 QUICK_SHAPES = [
     ("T=2048 H=8", [2048], 8, False),
@@ -200,10 +204,11 @@ class Recurrence64:
             self.state.copy_(saved)
         graph.replay()
 
-    def run(self, q, k, v, g_eff, beta_eff, scale, h0=None):
+    def run(self, q, k, v, g_eff, beta_eff, scale, h0=None, normalise=True):
         """One sequence: q, k (T, H, K) raw (normalised here in fp64), v (T, H, V), g_eff (T, H, K),
         beta_eff (T, H), the start state h0 (H, K, V) or None for zero. Returns o (T, H, V) and the
-        final state (H, K, V), fp64."""
+        final state (H, K, V), fp64. normalise=False: q and k are taken as they are."""
+        unit = l2_normalise if normalise else (lambda x: x)
         tokens = q.shape[0]
         if h0 is None:
             self.state.zero_()
@@ -212,8 +217,8 @@ class Recurrence64:
         out = torch.empty(tokens, self.heads, DIM, dtype=torch.float64, device=self.device)
         for t0 in range(0, tokens, self.block):
             n = min(self.block, tokens - t0)
-            self.q[:n].copy_(l2_normalise(q[t0 : t0 + n].double()) * scale)
-            self.k[:n].copy_(l2_normalise(k[t0 : t0 + n].double()))
+            self.q[:n].copy_(unit(q[t0 : t0 + n].double()) * scale)
+            self.k[:n].copy_(unit(k[t0 : t0 + n].double()))
             self.v[:n].copy_(v[t0 : t0 + n])
             self.alpha[:n].copy_(g_eff[t0 : t0 + n]).exp_()
             self.beta[:n].copy_(beta_eff[t0 : t0 + n])
@@ -222,9 +227,11 @@ class Recurrence64:
         return out, self.state.clone()
 
 
-def reference(raw, derived, lengths, scale, device):
+def reference(raw, derived, lengths, scale, device, normalised_qk=False):
     """fp64 o (T_total, H, V) and final states (N, H, K, V) for every sequence, from raw["h0"] or
-    zero states."""
+    zero states. normalised_qk: the recurrence on kda's inputs (derived q_norm, k_norm) instead of
+    the raw q and k normalised in fp64."""
+    q_in, k_in = (derived["q_norm"], derived["k_norm"]) if normalised_qk else (raw["q"], raw["k"])
     heads = raw["q"].shape[2]
     rec = Recurrence64(heads, device)
     outs, states = [], []
@@ -232,8 +239,8 @@ def reference(raw, derived, lengths, scale, device):
     for n, length in enumerate(lengths):
         sl = slice(start, start + length)
         h0 = None if raw["h0"] is None else raw["h0"][n]
-        o, s = rec.run(raw["q"][0, sl], raw["k"][0, sl], raw["v"][0, sl], derived["g_eff"][0, sl],
-                       derived["beta_eff"][0, sl], scale, h0)
+        o, s = rec.run(q_in[0, sl], k_in[0, sl], raw["v"][0, sl], derived["g_eff"][0, sl],
+                       derived["beta_eff"][0, sl], scale, h0, normalise=not normalised_qk)
         outs.append(o)
         states.append(s)
         start += length
@@ -541,31 +548,38 @@ def run_shape(name, lengths, heads, with_h0, runners, missing, args, log, rng_np
         torch.cuda.empty_cache()
     active = [k for k in active if "status" not in row["kernels"][k]]
 
-    # Timing: bench gates, two input sets rotated.
-    sets = [draw_raw(total, heads, gen, device, "bench", starts) for _ in range(2)]
-    sets = [(raw, derive(raw)) for raw in sets]
-    calls = {}
-    for kname in active:
-        try:
-            calls[kname] = [runners[kname].prepare(raw, d, lengths, scale) for raw, d in sets]
-        except Exception as exc:
-            row["kernels"][kname]["status"] = f"failed: {type(exc).__name__}: {exc}"
+    # Timing, per regime of --time-gates: two input sets rotated.
     props = torch.cuda.get_device_properties(device)
     flush_buf = torch.empty(2 * props.L2_cache_size, dtype=torch.uint8, device=device)
     samples = args.samples or (30 if total * heads > 8192 * 64 else 100)
-    try:
-        times = time_interleaved(calls, samples, flush_buf.zero_) if calls else {}
-    except Exception as exc:
-        log(f"[{name}] timing FAILED:\n{traceback.format_exc()}")
-        times = {}
-        for kname in calls:
-            row["kernels"][kname]["status"] = f"timing failed: {type(exc).__name__}"
-    for kname, ms in times.items():
-        med, lo, hi = bootstrap_median(ms, rng_np)
-        row["kernels"][kname]["time_ms"] = {"median": med, "ci95": [lo, hi], "samples": ms}
-        log(f"[{name}] {kname}: median {med:.4f} ms [{lo:.4f}, {hi:.4f}] over {len(ms)}")
+    for regime in args.time_gates:
+        key = "time_ms" if regime == "bench" else f"time_ms_{regime}"
+        sets = [draw_raw(total, heads, gen, device, regime, starts) for _ in range(2)]
+        sets = [(raw, derive(raw)) for raw in sets]
+        calls = {}
+        for kname in active:
+            if "status" in row["kernels"][kname]:
+                continue
+            try:
+                calls[kname] = [runners[kname].prepare(raw, d, lengths, scale) for raw, d in sets]
+            except Exception as exc:
+                row["kernels"][kname]["status"] = f"failed: {type(exc).__name__}: {exc}"
+        try:
+            times = time_interleaved(calls, samples, flush_buf.zero_) if calls else {}
+        except Exception as exc:
+            log(f"[{name}] timing FAILED:\n{traceback.format_exc()}")
+            times = {}
+            for kname in calls:
+                row["kernels"][kname]["status"] = f"timing failed: {type(exc).__name__}"
+        for kname, ms in times.items():
+            med, lo, hi = bootstrap_median(ms, rng_np)
+            row["kernels"][kname][key] = {"median": med, "ci95": [lo, hi], "samples": ms}
+            log(f"[{name}] {regime} gates {kname}: median {med:.4f} ms [{lo:.4f}, {hi:.4f}] "
+                f"over {len(ms)}")
+        del calls, sets
+        torch.cuda.empty_cache()
     row["samples"] = samples
-    del calls, sets, flush_buf
+    del flush_buf
     for runner in runners.values():
         if hasattr(runner, "release"):
             runner.release()
@@ -573,8 +587,8 @@ def run_shape(name, lengths, heads, with_h0, runners, missing, args, log, rng_np
     return row
 
 
-def fmt_time(entry):
-    t = entry.get("time_ms")
+def fmt_time(entry, key="time_ms"):
+    t = entry.get(key)
     if not t:
         return entry.get("status", "–")
     return f"{t['median']:.3f} [{t['ci95'][0]:.3f}, {t['ci95'][1]:.3f}]"
@@ -593,20 +607,22 @@ def fmt_err(entry, regime, what):
 def tables(rows, env):
     lines = [f"GPU: {env['gpu']}; torch {env['torch']}; triton {env.get('triton', '?')}; "
              f"L2 {env['l2_mb']:.0f} MB; flush buffer 2× L2; {env['date']}", ""]
-    lines.append("Time, ms: median [bootstrap 95 % interval of the median]; ratio = kda / FlashKDA "
-                 "(medians)")
-    lines.append("")
-    lines.append("| shape | FLA, g given | FLA, raw gate | FlashKDA | kda TF32 | kda 3×TF32 | "
-                 "kda TF32 / FlashKDA | samples |")
-    lines.append("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        k = r["kernels"]
-        ratio = "–"
-        if k["kda_tf32"].get("time_ms") and k["flashkda"].get("time_ms"):
-            ratio = f"{k['kda_tf32']['time_ms']['median'] / k['flashkda']['time_ms']['median']:.2f}×"
-        lines.append(f"| {r['shape']} | " + " | ".join(fmt_time(k[n]) for n in KERNELS) +
-                     f" | {ratio} | {r.get('samples', '–')} |")
-    lines.append("")
+    for regime in env.get("time_gates", ["bench"]):
+        key = "time_ms" if regime == "bench" else f"time_ms_{regime}"
+        lines.append(f"Time, ms, {regime} gates: median [bootstrap 95 % interval of the median]; "
+                     "ratio = kda TF32 / FlashKDA (medians)")
+        lines.append("")
+        lines.append("| shape | FLA, g given | FLA, raw gate | FlashKDA | kda TF32 | kda 3×TF32 | "
+                     "kda TF32 / FlashKDA | samples |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            k = r["kernels"]
+            ratio = "–"
+            if k["kda_tf32"].get(key) and k["flashkda"].get(key):
+                ratio = f"{k['kda_tf32'][key]['median'] / k['flashkda'][key]['median']:.2f}×"
+            lines.append(f"| {r['shape']} | " + " | ".join(fmt_time(k[n], key) for n in KERNELS) +
+                         f" | {ratio} | {r.get('samples', '–')} |")
+        lines.append("")
     lines.append("Error against the fp64 recurrence: rms(Δ)/rms(ref) / cosine, o and final state, "
                  "bench gates and slow gates")
     lines.append("")
@@ -704,6 +720,29 @@ def self_test():
     return 0 if failures == 0 else 1
 
 
+def floors(tokens=2048, heads=4):
+    """On the CPU: the error the inputs and outputs' formats alone put between a kernel and the
+    fp64 recurrence, for the same input draws as the GPU run, in fp64 arithmetic throughout:
+    kda's inputs (q and k normalised in fp32 and rounded to bf16), and a bf16 output (FLA and
+    FlashKDA write o in bf16). Prints one line per gate regime; returns 0."""
+    cpu = torch.device("cpu")
+    gen = torch.Generator(device=cpu)
+    gen.manual_seed(11)
+    scale = DIM ** -0.5
+    print(f"floors at T={tokens}, H={heads} (fp64 arithmetic; rms(Δ)/rms(ref) against the fp64 "
+          f"recurrence on the raw inputs)")
+    for regime in ("bench", "slow"):
+        raw = draw_raw(tokens, heads, gen, cpu, regime)
+        derived = derive(raw)
+        ref_o, ref_s = reference(raw, derived, [tokens], scale, cpu)
+        kda_o, kda_s = reference(raw, derived, [tokens], scale, cpu, normalised_qk=True)
+        ko, ks = compare(kda_o, ref_o), compare(kda_s, ref_s)
+        bo = compare(ref_o.to(torch.bfloat16), ref_o)
+        print(f"floors {regime}: kda's bf16 normalised q, k: o {ko['rel_rms']:.2e}, state "
+              f"{ks['rel_rms']:.2e}; o rounded to bf16: {bo['rel_rms']:.2e}")
+    return 0
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -721,12 +760,20 @@ def parse_args(argv):
     p.add_argument("--samples", type=int, default=0, help="timed calls per kernel (default 100, 30 above "
                    "T·H = 8192·64); at least 30")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-gates", default="bench", help="gate regimes to time, comma-separated: bench "
+                   "(FlashKDA's benchmark draws, fast forgetting) and/or slow")
     p.add_argument("--no-fla-raw-gate", action="store_true", help="skip FLA's raw-gate configuration")
     p.add_argument("--self-test", action="store_true", help="CPU checks of the reference and the "
                    "input derivation, no GPU needed")
+    p.add_argument("--floors", action="store_true", help="CPU: the error kda's bf16 normalised q, k "
+                   "and a bf16 o alone cause, no GPU needed")
     args = p.parse_args(argv)
     if args.samples and args.samples < 30:
         p.error(f"--samples {args.samples}: expected at least 30")
+    args.time_gates = args.time_gates.split(",")
+    bad = [g for g in args.time_gates if g not in ("bench", "slow")]
+    if bad:
+        p.error(f"--time-gates: {bad[0]!r} is not a regime (expected bench, slow)")
     args.kda_build = args.kda_build or os.path.join(args.out, "kda_ext_build")
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
     if args.shapes:
@@ -746,12 +793,15 @@ def main(argv):
     args = parse_args(argv)
     if args.self_test:
         return self_test()
+    if args.floors:
+        return floors()
     if not torch.cuda.is_available():
         print("side_by_side.py: no CUDA device", file=sys.stderr)
         return 4
     os.makedirs(args.out, exist_ok=True)
     log = Log(os.path.join(args.out, "side_by_side.log"))
     env = environment()
+    env["time_gates"] = args.time_gates
     log(json.dumps(env))
     log("command: " + " ".join([os.path.basename(sys.argv[0])] + argv))
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp64 reference and the checks use no TF32
