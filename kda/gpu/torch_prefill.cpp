@@ -1,7 +1,7 @@
 // kda/gpu/torch_prefill.cpp — kda's chunked prefill (kda/kernels/cuda/chunk_prefill.cuh) as a
-// PyTorch extension, so side_by_side.py can time it in the same process as other libraries' kernels.
-// Built at run time by torch.utils.cpp_extension.load with kda/kernels/cuda/chunk_intra.cu and
-// chunk_state.cu; the kernels are kda's own, unchanged.
+// PyTorch extension, so side_by_side.py can time it in the same process as other libraries'
+// kernels. Built at run time by torch.utils.cpp_extension.load with kda/kernels/cuda/chunk_intra.cu
+// and chunk_state.cu; the kernels are kda's own, unchanged.
 //   workspace_elements(batch, tokens, heads, value_heads) -> [q_decayed, k_to_end, w, u, a_qk,
 //       decay_end] element counts (fp32) for one problem.
 //   prefill(q, k, v, g, beta, o, state, workspace, scale, tf32x3, stream, h0=None) launches
@@ -103,7 +103,8 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "kda's chunked prefill (kda/kernels/cuda) for side-by-side timing";
-  m.def("workspace_elements", &workspace_elements, "fp32 element counts of the six workspace arrays");
+  m.def("workspace_elements", &workspace_elements,
+        "fp32 element counts of the six workspace arrays");
   m.def("prefill", &prefill, "launch chunk_intra and chunk_state on the given stream",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("g"),
         pybind11::arg("beta"), pybind11::arg("o"), pybind11::arg("state"),
