@@ -395,8 +395,8 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
   PlanTask task;
   task.layer = Layer::kBench;
   task.entry = task.probe = "decode_gpu";
-  const probe::RunRequest request =
-      point_run_request(objective, "/tmp/home", "run/.staging", 0, task, objective.benches[0], 0);
+  const probe::RunRequest request = point_run_request(objective, "/tmp/home", "run/.staging", 0,
+                                                      task, objective.benches[0], 0, "run");
   ASSERT_TRUE(request.counters.has_value());
   EXPECT_EQ(request.counters->kernel_regex, "merged_v_decode");
   EXPECT_EQ(request.counters->launches, 3);
@@ -409,7 +409,8 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
   EXPECT_EQ(plain.benches[0].counters->launches, 1);
   task.entry = task.probe = "other";
   EXPECT_FALSE(
-      point_run_request(plain, "/tmp/home", "run/.staging", 0, task, plain.benches[1], 0).counters);
+      point_run_request(plain, "/tmp/home", "run/.staging", 0, task, plain.benches[1], 0, "run")
+          .counters);
 }
 
 TEST(ObjectiveErrorsTest, BenchCounters) {
