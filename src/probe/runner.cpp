@@ -1062,10 +1062,15 @@ SweepOutcome run_point(const RunRequest& request) {
 
 RunOutcome fold_point(SweepOutcome sweep) {
   RunOutcome outcome = std::move(sweep.points.front());
+  // Where the shown point failed, its own findings say what is wrong and guard.hidden_point says
+  // the hidden run failed too; the hidden run's findings would repeat them.
+  const bool shown_failed = outcome.verdict == Verdict::kFail;
   Json hidden_runs = Json::array();
   for (auto& hidden : sweep.hidden) {
     for (auto& finding : hidden.findings) {
-      if (finding.severity != Severity::kInfo) outcome.findings.push_back(std::move(finding));
+      if (finding.severity != Severity::kInfo && !shown_failed) {
+        outcome.findings.push_back(std::move(finding));
+      }
     }
     hidden_runs.push_back(hidden.data);
     outcome.data["hidden_observation_dir"] = hidden.observation_dir.string();

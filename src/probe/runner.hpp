@@ -182,9 +182,10 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
 SweepOutcome run_point(const RunRequest& request);
 
 // A one-point sweep as one outcome, for front ends that report a point (the cascade, MCP, a
-// Slurm task): the point's findings, then the hidden run's fail and warn findings and the
-// sweep's; the sweep's verdict and exit code; the hidden run's data in data["hidden_runs"] and
-// its folder in data["hidden_observation_dir"]. REQUIRES: sweep.points.size() == 1.
+// Slurm task): the point's findings, then the hidden run's fail and warn findings (unless the
+// shown point failed already) and the sweep's; the sweep's verdict and exit code; the hidden run's
+// data in data["hidden_runs"] and its folder in data["hidden_observation_dir"]. REQUIRES:
+// sweep.points.size() == 1.
 RunOutcome fold_point(SweepOutcome sweep);
 
 // The guards a run has off, each as a warn finding <layer>.<probe>.guard.<name>_off naming the
