@@ -1115,17 +1115,6 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.subject_command = subject_command(objective.subject);
   request.launch = objective.subject.launch;
   request.pass_env = objective.subject.pass_env;
-  if (task.layer == Layer::kScenario) {
-    // Scenarios run no candidate code in a child (they run in the runtime's process, as the
-    // runtime's hardening is not applied to them either), and inside bubblewrap the smoke
-    // objective's lock-contention scenario measured no transfer overhead (interval from 1.10
-    // instead of above 1.3, tests/integration/run): not understood yet, so the cascade runs them
-    // outside it, and says so (guard.sandbox_off).
-    request.sandbox = false;
-    request.no_sandbox_reason =
-        "not applied to scenarios by loupe run: inside bubblewrap the lock-contention scenario of "
-        "tests/integration/run measured no transfer overhead, not yet understood";
-  }
   for (const auto& [metric, limit] : entry.tolerances) {
     std::ostringstream text;
     text << metric << "=" << std::setprecision(17) << limit;

@@ -1118,6 +1118,11 @@ std::vector<Finding> guard_findings(const RunRequest& request, Layer layer,
             "ones; only the secret seed of the hidden run stands against a replay",
         "install bubblewrap (scripts/install-deps) where it can create a user namespace, and "
         "run without --no-sandbox or LOUPE_NO_SANDBOX");
+    // What loupe runs to see whether bwrap works here; the same for every point of a run, so a
+    // run's points show the finding once.
+    out.back().reproduce =
+        "bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --unshare-net --unshare-pid "
+        "--unshare-ipc --die-with-parent true";
   }
   if (layer != Layer::kCheck) return out;
   if (!request.add_hidden_point && !request.hidden && !request.hidden_point) {
