@@ -885,7 +885,23 @@ def run_command(program, args, probes):
     with open(path, "w") as out:
         json.dump(observation, out, indent=1, allow_nan=False)
         out.write("\n")
-    return path, seed
+    return path, seed, seal_of(out_dir)
+
+
+def seal_of(out_dir):
+    """The SHA-256 of every file under out_dir, by relative path: sent on stdout, where loupe
+    checks every file against it (guard.evidence_sealed), so that a change made after the runtime
+    wrote them (a thread or a child the candidate left running) shows."""
+    seal = {}
+    for root, _, names in os.walk(out_dir):
+        for name in names:
+            full = os.path.join(root, name)
+            digest = hashlib.sha256()
+            with open(full, "rb") as data:
+                for chunk in iter(lambda: data.read(1 << 20), b""):
+                    digest.update(chunk)
+            seal[os.path.relpath(full, out_dir).replace(os.sep, "/")] = digest.hexdigest()
+    return seal
 
 
 def main(probes, argv=None):
@@ -916,9 +932,10 @@ def main(probes, argv=None):
                                                              allowed))
             return 0
         if args[0] == "run":
-            path, seed = run_command(program, args, probes)
+            path, seed, seal = run_command(program, args, probes)
             if as_json:
-                print(json.dumps({"probe": args[1], "observation": path, "seed": seed}))
+                print(json.dumps({"probe": args[1], "observation": path, "seed": seed,
+                                  "seal": seal}))
             else:
                 print("wrote " + path)
             return 0

@@ -396,7 +396,8 @@ Tree Bisector::prepare(const Point& point) {
 
 std::vector<gate::PointResult> Bisector::run_tasks(const gate::Objective& objective,
                                                    const std::string& run_id, int64_t repeats_cap) {
-  const gate::PointRunner runner = gate::subject_point_runner(objective, home_, run_id);
+  // Scoped to the bisect: every step and its good build see the same hidden runs.
+  const gate::PointRunner runner = gate::subject_point_runner(objective, home_, run_id, 0, run_id_);
   std::vector<gate::PointResult> results;
   int64_t most_repeats = 0;
   for (const auto& task : plan_.tasks) most_repeats = std::max(most_repeats, task.repeats);

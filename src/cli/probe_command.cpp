@@ -23,7 +23,7 @@ struct ProbeOptions {
   int64_t seed = -1;
   int64_t hidden_point = -1;
   bool hidden = false;
-  int repeat = 0;
+  int repeat = -1;  // not given: the subject's default
   double threshold = 0.02;
   double timeout_s = 600;
   double precision = 0;
@@ -133,7 +133,8 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
       ->allow_extra_args(false)
       ->take_all();
   run->add_option("--repeat", options->repeat,
-                  "checks: run the candidate N more times on the same inputs (determinism)")
+                  "checks: run the candidate N more times on the same inputs (determinism; "
+                  "default 2, then secret repeats); 0 turns every repeat off, the secret ones too")
       ->check(CLI::Range(0, 1000));
   run->add_option("--threshold", options->threshold,
                   "benches: A/B verdict threshold t (SAME iff the CI lies in [1-t, 1+t])")
@@ -182,7 +183,7 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     if (options->seed >= 0) request.seed = static_cast<uint64_t>(options->seed);
     request.hidden = options->hidden;
     if (options->hidden_point >= 0) request.hidden_point = options->hidden_point;
-    request.repeat = options->repeat;
+    if (options->repeat >= 0) request.repeat = options->repeat;
     if (options->precision > 0) request.precision = options->precision;
     if (options->budget_s > 0) request.budget_s = options->budget_s;
     if (options->round > 0) request.round = options->round;
@@ -192,6 +193,7 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     }
     request.add_hidden_point = !options->no_hidden;
     request.sandbox = !options->no_sandbox;
+    request.no_sandbox_reason = "turned off (--no-sandbox)";
     if (!options->home.empty()) request.home = options->home;
     request.subject_command = options->subject;
     {

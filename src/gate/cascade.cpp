@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -23,6 +24,7 @@
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
+#include "core/sha256.hpp"
 #include "gate/executor.hpp"
 #include "probe/counters_pass.hpp"
 #include "probe/runner.hpp"
@@ -465,11 +467,11 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
   const std::vector<std::string> shown_subject =
       error ? subject
             : subject_for_reproduce(subject, resolve_home(std::nullopt, cwd).parent_path());
-  point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt, 0,
-                                             shown_subject, launch);
+  point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt,
+                                             std::nullopt, shown_subject, launch);
   // The probe's own findings name the subject as it was run; show it as the point does.
   auto subject_tail = [](const std::vector<std::string>& argv) {
-    const std::string line = probe::reproduce_command("p", {}, 0, std::nullopt, 0, argv);
+    const std::string line = probe::reproduce_command("p", {}, 0, std::nullopt, std::nullopt, argv);
     return line.substr(line.find(" -- "));
   };
   const std::string run_tail = subject_tail(subject);
@@ -1066,11 +1068,37 @@ std::vector<std::string> subject_for_reproduce(std::vector<std::string> argv,
   return argv;
 }
 
+namespace {
+
+// Drawn once per process: what every hidden run's secret of this process is derived from.
+uint64_t process_secret() {
+  static const uint64_t secret = [] {
+    std::random_device entropy;
+    return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  }();
+  return secret;
+}
+
+}  // namespace
+
+uint64_t hidden_secret(const std::string& scope, const PlanTask& task, int64_t repeat) {
+  const std::string text = std::to_string(process_secret()) + "\n" + scope + "\n" + task.entry +
+                           "\n" + task.probe + "\n" + params_to_string(task.params) + "\n" +
+                           std::to_string(repeat);
+  return std::stoull(sha256_hex(text).substr(0, 16), nullptr, 16);
+}
+
 probe::RunRequest point_run_request(const Objective& objective, const std::filesystem::path& home,
                                     const std::string& staging_id, uint64_t memory_limit_bytes,
-                                    const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+                                    const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                                    const std::string& secret_scope) {
+  // The defaults are probe::RunRequest's (the one door): sandbox, hidden run, the runtime's
+  // guards. Only what the objective says is set here.
   probe::RunRequest request;
   request.probe = task.probe;
+  request.layer = task.layer;
+  // The same hidden run for the candidate's and the baseline's build of this point and repeat.
+  request.hidden_secret = hidden_secret(secret_scope, task, repeat);
   for (const auto& [name, value] : task.params) {
     request.sets.push_back(name + "=" + value_to_string(value));
   }
@@ -1087,11 +1115,6 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.subject_command = subject_command(objective.subject);
   request.launch = objective.subject.launch;
   request.pass_env = objective.subject.pass_env;
-  // Not sandboxed yet: inside bubblewrap the smoke objective's lock-contention scenario
-  // measured no transfer overhead (interval from 0.96 instead of above 1.3), which
-  // tests/integration/run catches; until that is understood the cascade runs subjects as
-  // before, locally and through the Slurm executor alike (docs/security.md, "The sandbox").
-  request.sandbox = false;
   for (const auto& [metric, limit] : entry.tolerances) {
     std::ostringstream text;
     text << metric << "=" << std::setprecision(17) << limit;
@@ -1125,6 +1148,22 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   check_under_home(final_dir, home, "the point's folder");
   const std::string from = outcome.observation_dir.string();
   std::filesystem::rename(outcome.observation_dir, final_dir);
+  // The hidden run's observation goes inside the point's folder, as hidden/.
+  const std::string hidden_from = outcome.data.value("hidden_observation_dir", std::string());
+  if (!hidden_from.empty()) {
+    const std::filesystem::path hidden_to = final_dir / "hidden";
+    std::filesystem::rename(hidden_from, hidden_to);
+    if (move_observation_paths(outcome, hidden_from, hidden_to)) {
+      for (auto& hidden : outcome.data["hidden_runs"]) {
+        const std::string file = hidden.value("observation", std::string());
+        if (file.rfind(hidden_from, 0) == 0) {
+          hidden["observation"] = hidden_to.string() + file.substr(hidden_from.size());
+        }
+      }
+      outcome.data["hidden_observation_dir"] = hidden_to.string();
+    }
+    outcome.observation_dir = final_dir;
+  }
   std::error_code ignored;
   std::filesystem::remove_all(run_dir(home, request.run_id), ignored);
 
@@ -1140,7 +1179,21 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   probe::AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = seeded.reproduce;
   analyze.bootstrap_seed = seeded.seed;
-  outcome = probe::analyze_observation(final_dir, analyze);
+  probe::RunOutcome analysed = probe::analyze_observation(final_dir, analyze);
+  // What loupe added outside the analysis (the seal, the hidden run, the guards) stays, and so
+  // does the verdict they decided.
+  analysed.analysed_findings = analysed.findings.size();
+  analysed.findings.insert(
+      analysed.findings.end(),
+      outcome.findings.begin() +
+          static_cast<std::ptrdiff_t>(std::min(outcome.analysed_findings, outcome.findings.size())),
+      outcome.findings.end());
+  analysed.verdict = outcome.verdict;
+  analysed.exit_code = outcome.exit_code;
+  for (const char* key : {"hidden_runs", "hidden_observation_dir", "sandbox", "sealed"}) {
+    if (outcome.data.contains(key)) analysed.data[key] = outcome.data[key];
+  }
+  outcome = std::move(analysed);
   // The analysis rebuilds the findings from the observation; the counters pass's come back from
   // what it kept in the point's counters/ folder.
   if (request.counters) probe::apply_counters(request, outcome);
@@ -1148,16 +1201,30 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
 }
 
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
-                                 const std::string& run_id, uint64_t memory_limit_bytes) {
+                                 const std::string& run_id, uint64_t memory_limit_bytes,
+                                 const std::string& secret_scope) {
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
-  return [objective, absolute_home, run_id, memory_limit_bytes](
+  const std::string scope = secret_scope.empty() ? run_id : secret_scope;
+  // The subject's list, asked once per runner (run_point reads the probe's layer and hidden
+  // points from it); a failed listing is left to run_point, which names the probe in its error.
+  auto list = std::make_shared<std::optional<Json>>();
+  return [objective, absolute_home, run_id, memory_limit_bytes, scope, list](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
     // Each point lands in a staging run first: the subject decides the point's full name
     // (defaults included), and repeats of one point must not overwrite each other.
-    const probe::RunRequest request = point_run_request(
-        objective, absolute_home, run_id + "/.staging", memory_limit_bytes, task, entry, repeat);
-    PointResult point = finish_point(request, run_id, task, repeat, probe::run_probe(request));
+    probe::RunRequest request = point_run_request(objective, absolute_home, run_id + "/.staging",
+                                                  memory_limit_bytes, task, entry, repeat, scope);
+    if (!*list) {
+      try {
+        *list = probe::list_probes(request.subject_command, request.timeout_s,
+                                   request.memory_limit_bytes, request.pass_env);
+      } catch (const Error&) {
+      }
+    }
+    request.probe_list = *list;
+    PointResult point =
+        finish_point(request, run_id, task, repeat, probe::fold_point(probe::run_point(request)));
     point.wall_s = seconds_since(start);
     return point;
   };
@@ -1168,7 +1235,9 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
                               const std::string& label, uint64_t memory_limit_bytes) {
   Objective other = objective;
   other.subject.command = command;
-  PointRunner runner = subject_point_runner(other, home, run_id + "/baseline", memory_limit_bytes);
+  // Scoped to the run, as the candidate's runner is: both builds see the same hidden runs.
+  PointRunner runner =
+      subject_point_runner(other, home, run_id + "/baseline", memory_limit_bytes, run_id);
   BaselineSource source;
   source.label = label;
   source.interleave = true;

@@ -169,8 +169,19 @@ bool move_observation_paths(probe::RunOutcome& outcome, const std::string& from,
 // the suffix ",repeat=N" or ",entry=NAME". `--set` overrides are already in the task's params.
 // `memory_limit_bytes` (0: none) stops a subject whose process group's resident memory passes it
 // (core/process.hpp), which ends the cascade with a subject failure.
+// Every point goes through the one door (probe::run_point): sandboxed, with a hidden run for a
+// check. The hidden run's secret is hidden_secret(secret_scope, task, repeat) (secret_scope
+// empty: run_id), so runners of one scope (a run's candidate and baseline builds, a bisect's
+// steps) see the same hidden inputs at the same point; its observation ends inside the point's
+// folder, as hidden/.
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
-                                 const std::string& run_id, uint64_t memory_limit_bytes = 0);
+                                 const std::string& run_id, uint64_t memory_limit_bytes = 0,
+                                 const std::string& secret_scope = "");
+
+// The secret a point's hidden run draws from: derived from a secret drawn once per process,
+// `scope` (a run), the task and the repeat. Never written where a subject could read it before
+// its run (a Slurm task's spec lies in loupe's home, which the sandbox hides).
+uint64_t hidden_secret(const std::string& scope, const PlanTask& task, int64_t repeat);
 
 // A baseline build: the objective's subject with its program replaced by `program` (an
 // executable, or the command line of --baseline-subject when `command` is set), its points

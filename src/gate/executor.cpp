@@ -209,8 +209,13 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   request.subject_command = point.at("subject").get<std::vector<std::string>>();
   request.pass_env = point.value("pass_env", std::vector<std::string>{});
   request.launch = point.value("launch", std::vector<std::string>{});
-  // As the cascade decided for the point (point_run_request); a spec without it is sandboxed.
+  // As the cascade decided for the point (point_run_request); a spec without it gets the door's
+  // defaults (sandboxed, with a hidden run).
   request.sandbox = point.value("sandbox", true);
+  request.add_hidden_point = point.value("add_hidden_point", true);
+  if (point.contains("hidden_secret"))
+    request.hidden_secret = point["hidden_secret"].get<uint64_t>();
+  if (point.contains("layer")) request.layer = parse_layer(point["layer"].get<std::string>());
   request.analyze.tolerances = point.at("tolerances").get<std::vector<std::string>>();
   request.analyze.threshold = point.at("threshold").get<double>();
   if (point.contains("budget_s")) request.budget_s = point["budget_s"].get<double>();
@@ -227,9 +232,20 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   gethostname(host, sizeof host - 1);
   result["host"] = std::string(host);
   try {
-    probe::RunOutcome outcome = probe::run_probe(request);
+    // The one door, as a local point runs (probe/runner.hpp).
+    probe::RunOutcome outcome = probe::fold_point(probe::run_point(request));
     result["ok"] = true;
     result["observation_dir"] = outcome.observation_dir.string();
+    Json added = Json::array();
+    for (size_t index = outcome.analysed_findings; index < outcome.findings.size(); ++index) {
+      added.push_back(finding_to_json(outcome.findings[index]));
+    }
+    result["added_findings"] = std::move(added);
+    result["verdict"] = std::string(verdict_name(outcome.verdict));
+    result["exit_code"] = outcome.exit_code;
+    for (const char* key : {"hidden_runs", "hidden_observation_dir", "sandbox", "sealed"}) {
+      if (outcome.data.contains(key)) result[key] = outcome.data[key];
+    }
   } catch (const probe::SubjectFailure& failure) {
     result["ok"] = false;
     result["error"] = {{"code", std::string(error_code_name(failure.code()))},

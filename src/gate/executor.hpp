@@ -79,9 +79,11 @@ std::unique_ptr<Executor> make_executor(const ExecutorSpec& spec, const Executor
 // `staging_id`; repeat r of an entry with `seeds` > 1 runs seed + r / repeats), and, once the
 // subject has written it, moving the observation to
 // <home>/runs/<run_id>/<probe>/<point>/ and analysing it there.
+// `secret_scope` names the run whose hidden runs this point's shares (hidden_secret).
 probe::RunRequest point_run_request(const Objective& objective, const std::filesystem::path& home,
                                     const std::string& staging_id, uint64_t memory_limit_bytes,
-                                    const PlanTask& task, const ProbeEntry& entry, int64_t repeat);
+                                    const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                                    const std::string& secret_scope);
 PointResult finish_point(const probe::RunRequest& request, const std::string& run_id,
                          const PlanTask& task, int64_t repeat, probe::RunOutcome outcome);
 

@@ -58,6 +58,10 @@ Json request_to_task_json(const probe::RunRequest& request) {
   point["pass_env"] = request.pass_env;
   if (!request.launch.empty()) point["launch"] = request.launch;
   point["sandbox"] = request.sandbox;
+  point["add_hidden_point"] = request.add_hidden_point;
+  // In the layer's spec folder, under loupe's home by default, which the sandbox hides.
+  if (request.hidden_secret) point["hidden_secret"] = *request.hidden_secret;
+  if (request.layer) point["layer"] = std::string(layer_name(*request.layer));
   point["tolerances"] = request.analyze.tolerances;
   point["threshold"] = request.analyze.threshold;
   if (request.budget_s) point["budget_s"] = *request.budget_s;
@@ -106,11 +110,11 @@ class SlurmExecutor final : public Executor {
       task.ref = point;
       task.index = static_cast<int64_t>(index);
       // Each task stages its observation in a run of its own: tasks run at once, on any node.
-      task.request =
-          point_run_request(*context_.objective, context_.home,
-                            context_.run_id + "/.staging-" + layer_dir_.filename().string() + "-" +
-                                std::to_string(index),
-                            context_.memory_limit_bytes, *point.task, *point.entry, point.repeat);
+      task.request = point_run_request(
+          *context_.objective, context_.home,
+          context_.run_id + "/.staging-" + layer_dir_.filename().string() + "-" +
+              std::to_string(index),
+          context_.memory_limit_bytes, *point.task, *point.entry, point.repeat, context_.run_id);
       specs.push_back(request_to_task_json(task.request));
       tasks_.push_back(std::move(task));
     }
@@ -219,6 +223,19 @@ class SlurmExecutor final : public Executor {
     }
     probe::RunOutcome outcome = probe::analyze_observation(
         result.at("observation_dir").get<std::string>(), task->request.analyze);
+    // What the task's loupe decided outside the analysis (the seal, the hidden run, the guards
+    // that were off) comes with its result, and so does the verdict they made.
+    outcome.analysed_findings = outcome.findings.size();
+    for (const auto& finding : result.value("added_findings", Json::array())) {
+      outcome.findings.push_back(finding_from_json(finding));
+    }
+    if (result.contains("verdict")) {
+      outcome.verdict = parse_verdict(result["verdict"].get<std::string>());
+      outcome.exit_code = result.value("exit_code", outcome.exit_code);
+    }
+    for (const char* key : {"hidden_runs", "hidden_observation_dir", "sandbox", "sealed"}) {
+      if (result.contains(key)) outcome.data[key] = result[key];
+    }
     PointResult done =
         finish_point(task->request, context_.run_id, *task->ref.task, task->ref.repeat, outcome);
     done.wall_s = result.value("wall_s", 0.0);

@@ -1,5 +1,5 @@
 // run_objective, run_probe and bisect: the long tools. Each calls the operation its CLI command
-// calls (gate::run_and_record, probe::run_probe, bisect::run_bisect) and stops when cancelled.
+// calls (gate::run_and_record, probe::run_point, bisect::run_bisect) and stops when cancelled.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -149,7 +149,8 @@ Json run_probe(const Json& arguments, CallContext& context) {
       context.settings.cwd.empty() ? std::filesystem::current_path() : context.settings.cwd);
   request.analyze.tolerances = strings_argument(arguments, "tolerances");
   context.progress(0, std::nullopt, "running probe " + request.probe);
-  const probe::RunOutcome outcome = probe::run_probe(request);
+  // The one door: the same hidden run and guards as `loupe probe run` (probe/runner.hpp).
+  const probe::RunOutcome outcome = probe::fold_point(probe::run_point(request));
   if (context.cancelled != nullptr && context.cancelled->load()) {
     throw Error(ErrorCode::kSubject, "run_probe: cancelled", "");
   }

@@ -224,6 +224,31 @@ std::optional<std::string> sandbox_unavailable_reason() {
   return reason;
 }
 
+// A subject that lies inside loupe's home — a bisect's build of a commit, under
+// <home>/bisect/builds/, run as `env -C TREE ...` — would be hidden with the home: the folders its
+// arguments name there (a directory itself, a file's folder; never the home itself) are bound
+// read-only again, on top of the home's tmpfs (after it: bwrap mounts in order). They hold the
+// candidate's own code, not earlier runs.
+void bind_subject_folders_in_home(std::vector<std::string>& prefix,
+                                  const std::filesystem::path& home,
+                                  const std::vector<std::string>& subject_command) {
+  const std::filesystem::path hidden = std::filesystem::absolute(home).lexically_normal();
+  std::vector<std::string> binds;
+  for (const auto& arg : subject_command) {
+    if (arg.empty() || arg[0] == '-') continue;
+    std::error_code error;
+    const std::filesystem::path path = std::filesystem::absolute(arg, error).lexically_normal();
+    if (error || !std::filesystem::exists(path, error)) continue;
+    const std::filesystem::path folder =
+        std::filesystem::is_directory(path, error) ? path : path.parent_path();
+    const std::filesystem::path relative = folder.lexically_relative(hidden);
+    if (relative.empty() || relative == "." || *relative.begin() == "..") continue;
+    binds.insert(binds.end(), {"--ro-bind", folder.string(), folder.string()});
+  }
+  if (prefix.empty() || binds.empty()) return;
+  prefix.insert(prefix.end() - 1, binds.begin(), binds.end());  // before the closing "--"
+}
+
 // Checks every file of the observation against the digests the subject's runtime sent down its
 // stdout (a pipe no child of the runtime holds). Returns what differs, empty when all agree.
 std::vector<std::string> broken_seal(const std::filesystem::path& dir, const Json& seal) {
@@ -261,7 +286,8 @@ Json subject_reply(const std::string& stdout_text) {
 }  // namespace
 
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
-                              const std::optional<int64_t>& hidden_point, int repeat,
+                              const std::optional<int64_t>& hidden_point,
+                              const std::optional<int>& repeat,
                               const std::vector<std::string>& subject_command,
                               const std::vector<std::string>& launch) {
   std::vector<std::string> argv = {"loupe", "probe", "run", probe};
@@ -281,9 +307,9 @@ std::string reproduce_command(const std::string& probe, const Params& params, ui
   }
   argv.push_back("--seed");
   argv.push_back(std::to_string(seed));
-  if (repeat > 0) {
+  if (repeat) {
     argv.push_back("--repeat");
-    argv.push_back(std::to_string(repeat));
+    argv.push_back(std::to_string(*repeat));
   }
   argv.push_back("--");
   for (const auto& arg : subject_command) argv.push_back(arg);
@@ -453,7 +479,8 @@ RunOutcome run_probe(const RunRequest& request) {
   } else if (request.hidden) {
     argv.push_back("--hidden");
   }
-  if (request.repeat > 0) argv.insert(argv.end(), {"--repeat", std::to_string(request.repeat)});
+  // Passed whenever asked, 0 included: `--repeat 0` turns the secret repeats off too.
+  if (request.repeat) argv.insert(argv.end(), {"--repeat", std::to_string(*request.repeat)});
   if (request.precision) {
     std::ostringstream text;
     text << *request.precision;
@@ -473,18 +500,11 @@ RunOutcome run_probe(const RunRequest& request) {
   limits.output_limit_bytes = request.output_limit_bytes;
   limits.pass_env = request.pass_env;
   limits.working_dir = staging;
-  std::optional<std::string> sandbox_missing;
-  const char* no_sandbox = std::getenv("LOUPE_NO_SANDBOX");
-  if (no_sandbox != nullptr && *no_sandbox != '\0') {
-    sandbox_missing = "turned off (LOUPE_NO_SANDBOX)";
-  } else if (request.sandbox) {
-    sandbox_missing = sandbox_unavailable_reason();
+  const std::optional<std::string> sandbox_missing = sandbox_off_reason(request);
+  if (!sandbox_missing) {
     std::filesystem::create_directories(home);  // bwrap hides it: it must exist
-    if (!sandbox_missing) {
-      limits.sandbox = sandbox_prefix(home, staging, request.subject_command);
-    }
-  } else {
-    sandbox_missing = "turned off (--no-sandbox)";
+    limits.sandbox = sandbox_prefix(home, staging, request.subject_command);
+    bind_subject_folders_in_home(limits.sandbox, home, request.subject_command);
   }
   const ProcessResult result = run_subject(argv, limits);
   {
@@ -564,6 +584,7 @@ RunOutcome run_probe(const RunRequest& request) {
   RunOutcome outcome;
   try {
     outcome = analyze_observation(point_dir, analyze);
+    outcome.analysed_findings = outcome.findings.size();
   } catch (const Error&) {
     // Evidence that was tampered with may not even parse: the seal's finding is the verdict.
     if (tampered.empty()) throw;
@@ -701,8 +722,9 @@ Declared declared(const RunRequest& request) {
   Declared out;
   Json list;
   try {
-    list = list_probes(request.subject_command, request.timeout_s, request.memory_limit_bytes,
-                       request.pass_env);
+    list = request.probe_list ? *request.probe_list
+                              : list_probes(request.subject_command, request.timeout_s,
+                                            request.memory_limit_bytes, request.pass_env);
   } catch (const SubjectFailure& failure) {
     // Named after the probe asked for: that is what the user ran.
     Finding finding = failure.finding();
@@ -833,9 +855,23 @@ std::vector<std::string> hidden_run_sets(const std::vector<std::string>& asked,
   return sets;
 }
 
-SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
-  check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
-  const auto points = expand_sweep(request.sets, zips);
+namespace {
+
+int verdict_rank(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kFail:
+      return 4;
+    case Verdict::kInconclusive:
+      return 3;
+    case Verdict::kPass:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+SweepOutcome run_points(const RunRequest& request,
+                        const std::vector<std::vector<std::string>>& points) {
   RunRequest point_request = request;
   if (point_request.run_id.empty()) point_request.run_id = new_run_id();
   const bool may_add_hidden = request.add_hidden_point && !request.hidden && !request.hidden_point;
@@ -860,6 +896,12 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
                 "--counters: probe '" + request.probe + "' is not a bench; expected a bench",
                 "counters attach to a bench's timed call");
   }
+  // Decided once for every subject run of the sweep, and said once (guard_findings).
+  const std::optional<std::string> sandbox_off = sandbox_off_reason(request);
+  if (sandbox_off) {
+    point_request.sandbox = false;
+    point_request.no_sandbox_reason = *sandbox_off;
+  }
   SweepOutcome sweep;
   for (const auto& sets : points) {
     point_request.sets = sets;
@@ -874,8 +916,13 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
   // and revealed only afterwards.
   if (may_add_hidden && probe_declared.layer == Layer::kCheck) {
     std::random_device entropy;
-    std::mt19937_64 secret((static_cast<uint64_t>(entropy()) << 32) ^ entropy());
+    std::mt19937_64 secret(request.hidden_secret
+                               ? *request.hidden_secret
+                               : (static_cast<uint64_t>(entropy()) << 32) ^ entropy());
     RunRequest hidden_request = point_request;
+    // A folder of its own: a hidden run at the shown point's parameters (a secret seed only)
+    // would otherwise take the shown point's folder.
+    hidden_request.run_id = point_request.run_id + "/hidden";
     hidden_request.seed = secret() % 1000000000ull;
     const bool old_subject =
         probe_declared.hidden_points > 0 && probe_declared.hidden_point_values.size() !=
@@ -980,24 +1027,15 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     }
   }
 
-  auto rank = [](Verdict verdict) {
-    switch (verdict) {
-      case Verdict::kFail:
-        return 4;
-      case Verdict::kInconclusive:
-        return 3;
-      case Verdict::kPass:
-        return 2;
-      default:
-        return 1;
-    }
-  };
   for (const auto* group : {&sweep.points, &sweep.hidden}) {
     for (const auto& point : *group) {
-      if (rank(point.verdict) > rank(sweep.verdict)) sweep.verdict = point.verdict;
+      if (verdict_rank(point.verdict) > verdict_rank(sweep.verdict)) sweep.verdict = point.verdict;
       sweep.exit_code = std::max(sweep.exit_code, point.exit_code);
     }
   }
+  const std::vector<Finding> off =
+      guard_findings(request, point_request.layer.value_or(Layer::kCheck), sandbox_off);
+  sweep.findings.insert(sweep.findings.end(), off.begin(), off.end());
   // A hidden point that proves nothing (all its values in the source) fails the run even where
   // the candidate passed there.
   for (const auto& finding : sweep.findings) {
@@ -1008,6 +1046,103 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
     }
   }
   return sweep;
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
+  check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  return run_points(request, expand_sweep(request.sets, zips));
+}
+
+SweepOutcome run_point(const RunRequest& request) {
+  check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  return run_points(request, {request.sets});
+}
+
+RunOutcome fold_point(SweepOutcome sweep) {
+  RunOutcome outcome = std::move(sweep.points.front());
+  // Where the shown point failed, its own findings say what is wrong and guard.hidden_point says
+  // the hidden run failed too; the hidden run's findings would repeat them.
+  const bool shown_failed = outcome.verdict == Verdict::kFail;
+  Json hidden_runs = Json::array();
+  for (auto& hidden : sweep.hidden) {
+    for (auto& finding : hidden.findings) {
+      if (finding.severity != Severity::kInfo && !shown_failed) {
+        outcome.findings.push_back(std::move(finding));
+      }
+    }
+    hidden_runs.push_back(hidden.data);
+    outcome.data["hidden_observation_dir"] = hidden.observation_dir.string();
+  }
+  if (!hidden_runs.empty()) outcome.data["hidden_runs"] = std::move(hidden_runs);
+  outcome.findings.insert(outcome.findings.end(), sweep.findings.begin(), sweep.findings.end());
+  outcome.verdict = sweep.verdict;
+  outcome.exit_code = sweep.exit_code;
+  return outcome;
+}
+
+std::optional<std::string> sandbox_off_reason(const RunRequest& request) {
+  const char* no_sandbox = std::getenv("LOUPE_NO_SANDBOX");
+  if (no_sandbox != nullptr && *no_sandbox != '\0')
+    return std::string("turned off (LOUPE_NO_SANDBOX)");
+  if (!request.sandbox) {
+    return request.no_sandbox_reason.empty() ? std::string("turned off by the caller")
+                                             : request.no_sandbox_reason;
+  }
+  return sandbox_unavailable_reason();
+}
+
+std::vector<Finding> guard_findings(const RunRequest& request, Layer layer,
+                                    const std::optional<std::string>& sandbox_off_reason) {
+  std::vector<Finding> out;
+  const std::string subject =
+      request.subject_command.empty()
+          ? std::string()
+          : std::filesystem::path(request.subject_command.front()).filename().string();
+  auto add = [&](const std::string& guard, const std::string& claim, const std::string& next) {
+    Finding finding;
+    finding.id = std::string(layer_name(layer)) + "." + request.probe + ".guard." + guard;
+    finding.layer = layer;
+    finding.severity = Severity::kWarn;
+    finding.where.subject = subject;
+    finding.where.probe = request.probe;
+    finding.claim = claim;
+    finding.next = next;
+    out.push_back(std::move(finding));
+  };
+  if (sandbox_off_reason) {
+    add("sandbox_off",
+        "the subject ran outside the sandbox, " + *sandbox_off_reason +
+            ": it could read what earlier runs left on this machine and leave files for later "
+            "ones; only the secret seed of the hidden run stands against a replay",
+        "install bubblewrap (scripts/install-deps) where it can create a user namespace, and "
+        "run without --no-sandbox or LOUPE_NO_SANDBOX");
+    // What loupe runs to see whether bwrap works here; the same for every point of a run, so a
+    // run's points show the finding once.
+    out.back().reproduce =
+        "bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --unshare-net --unshare-pid "
+        "--unshare-ipc --die-with-parent true";
+  }
+  if (layer != Layer::kCheck) return out;
+  if (!request.add_hidden_point && !request.hidden && !request.hidden_point) {
+    add("hidden_off",
+        "no hidden run (turned off by --no-hidden): the candidate was judged only at the "
+        "point(s) and seed(s) it was shown, which its author could have specialised it to",
+        "rerun without --no-hidden");
+  }
+  if (request.repeat && *request.repeat == 0) {
+    add("secret_repeats_off",
+        "the candidate ran once per pass (--repeat 0 turns the asked and the secret repeats "
+        "off): a candidate right only on its first calls in a process is not caught",
+        "rerun without --repeat 0");
+  } else if (!request.launch.empty()) {
+    add("secret_repeats_off",
+        "across ranks (--launch) only the asked repeats run, no secret ones: every rank must "
+        "make the same calls, and a secret count cannot be handed to all of them alike",
+        "run the check on one rank as well, without --launch, where the secret repeats apply");
+  }
+  return out;
 }
 
 }  // namespace loupe::probe

@@ -6,7 +6,15 @@
 // <home>/runs/<run>/<probe>/<point>/ once the subject has said which point it ran, and hands the
 // directory to analyze_observation. Everything that decides — comparisons (src/check), bench
 // statistics and verdicts (src/bench), guard findings — happens here, from files, never in the
-// subject's process. `loupe probe run` and the objective cascade both call these functions.
+// subject's process.
+// One door (STYLE.md §16, docs/security.md "One door"): every front end — `loupe probe run`, the
+// objective cascade (local, and each Slurm task through `loupe executor-task`), MCP `run_probe`
+// and `run_objective`, `loupe bisect`, a multi-rank launch — only parses its arguments into one
+// RunRequest and hands it to run_point (one point) or run_sweep (a sweep). Their defaults are the
+// RunRequest's: the sandbox, a hidden run with a secret seed for every check, the subject
+// runtime's sealed evidence, secret repeats and environment guard. A guard that is off or cannot
+// apply is said in a warn finding <layer>.<probe>.guard.<guard>_off naming why (guard_findings).
+// run_probe is the one subject run underneath; front ends do not call it.
 // Errors: Error(kUsage) when the subject exits 2 or a launch's {ranks} has no `ranks` value (its
 // message is carried over), SubjectFailure (an Error(kSubject) with a finding) when it crashes,
 // times out, passes its memory limit or floods its output, Error(kSubject) when it writes no
@@ -48,7 +56,10 @@ struct RunRequest {
   std::optional<uint64_t> seed;   // drawn by loupe when absent, and recorded
   bool hidden = false;
   std::optional<int64_t> hidden_point;
-  int repeat = 0;
+  // checks: --repeat N, the asked repeats of the candidate on the same inputs; 0 turns every
+  // repeat off, the secret ones too. Absent: the subject runtime's default (2, then the secret
+  // repeats).
+  std::optional<int> repeat;
   std::optional<double> precision;
   std::optional<double> budget_s;
   // benches: a later round (>= 1) of a point measured in rounds of whole runs (the subject's
@@ -60,12 +71,24 @@ struct RunRequest {
   // limit), or when it writes more than `output_limit_bytes` to stdout or stderr.
   uint64_t memory_limit_bytes = 0;
   size_t output_limit_bytes = size_t{1} << 20;
-  // run_sweep: when the probe declares hidden points and none was asked for, also run one drawn
-  // by the subject in secret, revealed in its observation afterwards (DESIGN.md, "Seeds").
+  // checks, unless a hidden point was asked for: also run a hidden run, a point the candidate's
+  // author never saw (one of the probe's hidden points or hidden ranges, else the first point
+  // again) on a seed drawn in secret, revealed in its observation afterwards (DESIGN.md,
+  // "Seeds"). Off: a guard.hidden_off warn finding.
   bool add_hidden_point = true;
+  // What the hidden run's draws (its seed, its point) come from; drawn at random when absent.
+  // The cascade draws one per point and run and hands it to the candidate's and the baseline's
+  // build alike, so that both see the same hidden inputs. Never on a subject's command line.
+  std::optional<uint64_t> hidden_secret;
   // Run the subject inside bubblewrap where it works (docs/security.md): read-only system,
-  // loupe's home hidden, private /tmp, only its run directory writable, no network.
+  // loupe's home hidden, private /tmp, only its run directory writable, no network. Off, or
+  // where bwrap cannot run: a guard.sandbox_off warn finding with the reason.
   bool sandbox = true;
+  // Why `sandbox` is off, as the finding and data.sandbox say it.
+  std::string no_sandbox_reason = "turned off (--no-sandbox)";
+  // The subject's `list --json` when the caller already has it (the cascade lists once per
+  // runner); listed by run_point/run_sweep otherwise.
+  std::optional<Json> probe_list;
   // The probe's layer when known (the findings of a failed subject carry it); check otherwise.
   std::optional<Layer> layer;
   std::optional<std::filesystem::path> home;  // --home; else .loupe/ at the git root
@@ -99,6 +122,10 @@ struct RunOutcome {
   Verdict verdict = Verdict::kNone;
   int exit_code = 0;  // 0 pass (or no gate), 1 failed or inconclusive
   std::vector<Finding> findings;
+  // How many of `findings`, from the first, analyze_observation made from the files; those after
+  // them loupe added outside the analysis (the seal, the counters pass, the hidden run, the
+  // guards that were off), and a caller that analyses the files again keeps them.
+  size_t analysed_findings = 0;
   Json data = Json::object();
   std::filesystem::path observation_dir;
   std::string summary;  // the human report
@@ -142,15 +169,41 @@ class SubjectFailure : public Error {
   Finding finding_;
 };
 
-// Runs every point of request.sets × zips into one run; bench verdicts across the points get
-// Benjamini–Hochberg control of the false-discovery rate (bench::control_false_discovery).
-// A check that declares hidden points also gets one of them (RunRequest::add_hidden_point).
+// The door. Runs every point of request.sets × zips into one run; bench verdicts across the
+// points get Benjamini–Hochberg control of the false-discovery rate
+// (bench::control_false_discovery). A check also gets one hidden run (RunRequest::
+// add_hidden_point), at the first point; its observation goes under <run>/hidden/ so that it
+// never takes a shown point's folder. SweepOutcome::findings holds the guard.hidden_point
+// finding and guard_findings'.
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips);
+
+// The door for one point: request.sets as given (a value with a comma is not a list), with the
+// hidden run and the guard findings of run_sweep.
+SweepOutcome run_point(const RunRequest& request);
+
+// A one-point sweep as one outcome, for front ends that report a point (the cascade, MCP, a
+// Slurm task): the point's findings, then the hidden run's fail and warn findings (unless the
+// shown point failed already) and the sweep's; the sweep's verdict and exit code; the hidden run's
+// data in data["hidden_runs"] and its folder in data["hidden_observation_dir"]. REQUIRES:
+// sweep.points.size() == 1.
+RunOutcome fold_point(SweepOutcome sweep);
+
+// The guards a run has off, each as a warn finding <layer>.<probe>.guard.<name>_off naming the
+// reason: sandbox_off (`sandbox_off_reason`, when set), and for checks hidden_off
+// (add_hidden_point turned off without a hidden point asked) and secret_repeats_off (--repeat 0,
+// or a launcher: every rank must make the same calls, so only the asked repeats run).
+std::vector<Finding> guard_findings(const RunRequest& request, Layer layer,
+                                    const std::optional<std::string>& sandbox_off_reason);
+
+// Why the subject of `request` runs outside the sandbox, or nullopt when it runs inside:
+// LOUPE_NO_SANDBOX set, request.sandbox off (no_sandbox_reason), or bwrap unable to run here.
+std::optional<std::string> sandbox_off_reason(const RunRequest& request);
 
 // `SUBJECT list --json`, parsed. Throws as described above.
 Json list_probes(const std::vector<std::string>& subject_command, double timeout_s,
                  uint64_t memory_limit_bytes = 0, const std::vector<std::string>& pass_env = {});
 
+// One subject run of one point, without the hidden run or the guard findings: the door's step.
 RunOutcome run_probe(const RunRequest& request);
 
 // The decision half: reads DIR/observation.json and its files and returns findings and verdict.
@@ -159,9 +212,11 @@ RunOutcome run_probe(const RunRequest& request);
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options);
 
 // "loupe probe run PROBE --set T=16384 --seed 7 -- build/bin/kda probe": every parameter of the
-// point, so the command stays true if defaults change; `launch` adds --launch "WORDS".
+// point, so the command stays true if defaults change; `launch` adds --launch "WORDS", `repeat`
+// --repeat N (0 included).
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
-                              const std::optional<int64_t>& hidden_point, int repeat,
+                              const std::optional<int64_t>& hidden_point,
+                              const std::optional<int>& repeat,
                               const std::vector<std::string>& subject_command,
                               const std::vector<std::string>& launch = {});
 

@@ -227,5 +227,34 @@ TEST_F(SlurmExecutorTest, ATaskCancelledMidRunIsResubmittedAndRecorded) {
   EXPECT_NE(retries[0].at("resubmitted_as"), retries[0].at("job_id"));
 }
 
+// One door (issue 33): a Slurm task runs its point as `loupe run` does here, with the hidden run.
+// The candidate replays what the recorder left for seed 7; the task's secret seed fails it.
+TEST_F(SlurmExecutorTest, AReplayingCandidateFailsOnTheSecretSeed) {
+  const CliRun record = run_cli({REPLAY_SUBJECT, "run", "replay_recorder", "--seed", "7", "--out",
+                                 (dir_ / "record").string(), "--json"});
+  ASSERT_EQ(record.exit_code, 0) << record.out << record.err;
+  const fs::path objective = dir_ / "replay.toml";
+  std::ofstream(objective) << "name = \"replay\"\n[subject]\ncommand = [\"" REPLAY_SUBJECT
+                              "\"]\ntimeout_s = 60\n[[check]]\nname = \"replay\"\n"
+                              "probe = \"replay_candidate\"\nseed = 7\n[[gate]]\n"
+                              "name = \"replay_passes\"\nexpr = \"check.replay passes\"\n";
+  const CliRun run = run_loupe({"run", objective.string(), "--home", (dir_ / "home").string(),
+                                "--json", "--executor", "slurm"},
+                               std::chrono::seconds(200));
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  bool found = false;
+  for (const auto& finding : run.envelope.at("findings")) {
+    if (finding.at("id") != "check.replay_candidate.guard.hidden_point") continue;
+    found = true;
+    EXPECT_EQ(finding.at("severity"), "fail");
+    EXPECT_EQ(finding.at("claim").get<std::string>().rfind(
+                  "the candidate passes at the point(s) it was shown", 0),
+              0u)
+        << finding.dump();
+  }
+  EXPECT_TRUE(found) << run.out;
+  EXPECT_EQ(run.envelope.at("data").at("executor").at("kind"), "slurm");
+}
+
 }  // namespace
 }  // namespace loupe

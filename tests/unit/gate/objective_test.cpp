@@ -395,8 +395,8 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
   PlanTask task;
   task.layer = Layer::kBench;
   task.entry = task.probe = "decode_gpu";
-  const probe::RunRequest request =
-      point_run_request(objective, "/tmp/home", "run/.staging", 0, task, objective.benches[0], 0);
+  const probe::RunRequest request = point_run_request(objective, "/tmp/home", "run/.staging", 0,
+                                                      task, objective.benches[0], 0, "run");
   ASSERT_TRUE(request.counters.has_value());
   EXPECT_EQ(request.counters->kernel_regex, "merged_v_decode");
   EXPECT_EQ(request.counters->launches, 3);
@@ -409,7 +409,8 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
   EXPECT_EQ(plain.benches[0].counters->launches, 1);
   task.entry = task.probe = "other";
   EXPECT_FALSE(
-      point_run_request(plain, "/tmp/home", "run/.staging", 0, task, plain.benches[1], 0).counters);
+      point_run_request(plain, "/tmp/home", "run/.staging", 0, task, plain.benches[1], 0, "run")
+          .counters);
 }
 
 TEST(ObjectiveErrorsTest, BenchCounters) {
@@ -444,6 +445,41 @@ params = { batch = [1, 32] }
 [[gate]]
 name = "g"
 )";
+
+// One door (issue 33): a cascade point asks for every guard, and its hidden run's secret is the
+// same for both builds of a run (one scope) and differs across runs, points and repeats.
+TEST(ObjectiveTest, PointRequestsKeepTheDoorsDefaults) {
+  const Objective objective = parse_objective(kBase, "obj.toml");
+  PlanTask task;
+  task.layer = Layer::kCheck;
+  task.entry = task.probe = "cp_vs_nocp";
+  task.params = {{"T", Value(int64_t{1024})}, {"shards", Value(int64_t{8})}};
+  const probe::RunRequest candidate = point_run_request(objective, "/tmp/home", "run/.staging", 0,
+                                                        task, objective.checks[0], 0, "run");
+  EXPECT_TRUE(candidate.sandbox);
+  EXPECT_TRUE(candidate.add_hidden_point);
+  EXPECT_FALSE(candidate.repeat.has_value());  // the runtime's default: asked and secret repeats
+  ASSERT_TRUE(candidate.layer.has_value());
+  EXPECT_EQ(*candidate.layer, Layer::kCheck);
+  ASSERT_TRUE(candidate.hidden_secret.has_value());
+  // The baseline build's request: another staging run, the same scope.
+  const probe::RunRequest baseline = point_run_request(
+      objective, "/tmp/home", "run/baseline/.staging", 0, task, objective.checks[0], 0, "run");
+  EXPECT_EQ(baseline.hidden_secret, candidate.hidden_secret);
+  EXPECT_NE(point_run_request(objective, "/tmp/home", "run/.staging", 0, task, objective.checks[0],
+                              1, "run")
+                .hidden_secret,
+            candidate.hidden_secret);
+  EXPECT_NE(point_run_request(objective, "/tmp/home", "other/.staging", 0, task,
+                              objective.checks[0], 0, "other")
+                .hidden_secret,
+            candidate.hidden_secret);
+  task.params = {{"T", Value(int64_t{4096})}, {"shards", Value(int64_t{8})}};
+  EXPECT_NE(point_run_request(objective, "/tmp/home", "run/.staging", 0, task, objective.checks[0],
+                              0, "run")
+                .hidden_secret,
+            candidate.hidden_secret);
+}
 
 TEST(ObjectiveErrorsTest, Gates) {
   EXPECT_EQ(config_error(kWithBench + "expr = \"check.cp_vs_nocp.rms_ratio <= \"\n"),

@@ -143,14 +143,18 @@ TEST_F(AnalyzeTest, UnreadableObservationsNameTheFile) {
 TEST(ReproduceCommand, NamesEveryParameterAndQuotesWhatAShellWouldSplit) {
   EXPECT_EQ(
       reproduce_command("cp_vs_nocp", {{"T", Value(int64_t{65536})}, {"shards", Value(int64_t{8})}},
-                        7, std::nullopt, 0, {"build/bin/kda", "probe"}),
+                        7, std::nullopt, std::nullopt, {"build/bin/kda", "probe"}),
       "loupe probe run cp_vs_nocp --set T=65536 --set shards=8 --seed 7 -- build/bin/kda "
       "probe");
   EXPECT_EQ(
       reproduce_command("p", {{"name", Value(std::string("a b"))}}, 1, std::nullopt, 3, {"./s"}),
       "loupe probe run p --set 'name=a b' --seed 1 --repeat 3 -- ./s");
-  EXPECT_EQ(reproduce_command("p", {{"T", Value(int64_t{777})}}, 9, int64_t{0}, 0, {"./s"}),
-            "loupe probe run p --hidden-point 0 --seed 9 -- ./s");
+  EXPECT_EQ(
+      reproduce_command("p", {{"T", Value(int64_t{777})}}, 9, int64_t{0}, std::nullopt, {"./s"}),
+      "loupe probe run p --hidden-point 0 --seed 9 -- ./s");
+  // --repeat 0 (every repeat off, the secret ones too) is kept: a rerun without it is another run.
+  EXPECT_EQ(reproduce_command("p", {{"T", Value(int64_t{777})}}, 9, std::nullopt, 0, {"./s"}),
+            "loupe probe run p --set T=777 --seed 9 --repeat 0 -- ./s");
 }
 
 }  // namespace
