@@ -77,7 +77,7 @@ TEST(BenchCliTest, HumanOutputShowsBothArmsAndTheRule) {
   const std::string& text = result.stdout_text;
   EXPECT_NE(text.find("A  sleep 0.02\n"), std::string::npos) << text;
   EXPECT_NE(text.find("B  sleep 0.04\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("B/A "), std::string::npos) << text;
+  EXPECT_NE(text.find("candidate/baseline (B/A) "), std::string::npos) << text;
   EXPECT_NE(text.find("SLOWER: the 95% CI of candidate/baseline"), std::string::npos) << text;
   EXPECT_NE(text.find("reproduce: loupe bench --cmd 'sleep 0.02' --vs 'sleep 0.04'"),
             std::string::npos)
