@@ -122,7 +122,10 @@ def run_incident(source_dir, loupe, kda, work_dir):
         print("demo excerpt: loupe run exited %d:\n%s" % (completed.returncode, completed.stderr),
               file=sys.stderr)
         sys.exit(2)
-    return completed.stdout.replace(objective, "examples/kda/loupe.toml"), home
+    # What the README's command prints: its objective's path, and its subject as the objective names
+    # it (reproduce lines give the subject relative to the project root, as `make demo` runs it).
+    output = completed.stdout.replace(objective, "examples/kda/loupe.toml")
+    return output.replace(os.path.abspath(kda), "build/bin/kda"), home
 
 
 def main():
