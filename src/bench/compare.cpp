@@ -162,10 +162,12 @@ ArmSummary summarize(std::span<const double> samples, const SummaryOptions& opti
 Decision decide(double ratio, Interval ci, double threshold, double confidence) {
   const std::string lower_band = fixed(1.0 - threshold);
   const std::string upper_band = fixed(1.0 + threshold);
-  const std::string ci_text = "the " + percent(confidence) + " CI of B/A " + interval_text(ci);
+  const std::string ci_text =
+      "the " + percent(confidence) + " CI of candidate/baseline " + interval_text(ci);
   if (!finite(ci) || !std::isfinite(ratio)) {
     return {AbVerdict::kAmbiguous,
-            "AMBIGUOUS: the CI of B/A is not finite (too few samples, or a median of zero)"};
+            "AMBIGUOUS: the CI of candidate/baseline is not finite (too few samples, or a median "
+            "of zero)"};
   }
   if (ci.low >= 1.0 - threshold && ci.high <= 1.0 + threshold) {
     return {AbVerdict::kSame, "SAME: " + ci_text + " lies within [" + lower_band + ", " +
@@ -370,7 +372,7 @@ Comparison compare_paired(std::span<const double> a, std::span<const double> b,
       minimum_detectable_effect(result.relative_half_width, options.confidence);
   finish_verdict(result, result.pairs);
   result.rule = "paired by round: median of " + std::to_string(result.pairs) +
-                " per-round ratios B/A; " + result.rule;
+                " per-round ratios candidate/baseline; " + result.rule;
   return result;
 }
 
@@ -382,6 +384,24 @@ Comparison compare_rounds(std::span<const double> a, std::span<const int64_t> ro
   if (!paired) return compare(a, b, options);
   const RoundPairs pairs = pair_by_round(a, rounds_a, b, rounds_b);
   return compare_paired(pairs.a, pairs.b, options);
+}
+
+Comparison reversed(const Comparison& comparison) {
+  Comparison out = comparison;
+  out.a = comparison.b;
+  out.b = comparison.a;
+  out.ratio = 1.0 / comparison.ratio;
+  out.ci = {1.0 / comparison.ci.high, 1.0 / comparison.ci.low};
+  out.relative_half_width = out.ci.width() / 2.0 / out.ratio;
+  if (comparison.verdict == AbVerdict::kFaster) {
+    out.verdict = AbVerdict::kSlower;
+  } else if (comparison.verdict == AbVerdict::kSlower) {
+    out.verdict = AbVerdict::kFaster;
+  }
+  out.rule = std::string(ab_verdict_name(out.verdict)) +
+             ": the other way round from the comparison with the arms swapped, which said " +
+             comparison.rule;
+  return out;
 }
 
 void control_false_discovery(std::span<Comparison> points, double alpha) {
@@ -421,8 +441,8 @@ NonInferiority non_inferiority(std::span<const double> a, std::span<const double
   result.n_a = comparison.a.n;
   result.n_b = comparison.b.n;
   result.verdict = non_inferiority_verdict(comparison.ci, bound);
-  const std::string ci_text =
-      "the " + percent(options.confidence) + " CI of B/A " + interval_text(comparison.ci);
+  const std::string ci_text = "the " + percent(options.confidence) + " CI of candidate/baseline " +
+                              interval_text(comparison.ci);
   switch (result.verdict) {
     case GateVerdict::kPass:
       result.rule = "pass: the upper bound of " + ci_text + " is at most " + fixed(bound);

@@ -161,6 +161,14 @@ Comparison compare_rounds(std::span<const double> a, std::span<const int64_t> ro
                           std::span<const double> b, std::span<const int64_t> rounds_b,
                           const CompareOptions& options);
 
+// The same comparison stated the other way round: the arms swapped (B becomes the baseline and A
+// the candidate), the ratio and its interval inverted, FASTER and SLOWER exchanged, and `rule`
+// saying so. The p-values are unchanged (both tests are symmetric in the arms). This is how a
+// gate that names the first variant as its candidate reads a bench (docs/formats.md,
+// "Direction"); the verdict is the original's mirrored, not decided again, so the two never
+// disagree.
+Comparison reversed(const Comparison& comparison);
+
 // Across the points of a sweep: fills adjusted_p_value (Benjamini–Hochberg over the points'
 // p-values: Mann-Whitney's, or trimmed_t_p's for paired comparisons) and turns a FASTER or SLOWER
 // whose adjusted p-value exceeds `alpha` into AMBIGUOUS, saying why in `rule`.

@@ -536,6 +536,7 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
   Json ab = Json::object();
   ab["metric"] = metric_.describe();
   ab["higher_is_better"] = metric_.higher_is_better;
+  ab["ratio_of"] = "candidate/baseline";  // the step's build over the good build
   ab["ratio"] = number_to_json(comparison.ratio);
   ab["ci"] = Json::array({number_to_json(comparison.ci.low), number_to_json(comparison.ci.high)});
   ab["threshold"] = threshold_;

@@ -198,11 +198,13 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
       Json b = bench::summary_to_json(comparison.b);
       b["command"] = options.command_b;
       data["b"] = b;
+      // --cmd is the baseline (A), --vs the candidate (B): ratio and verdict are the candidate's.
+      data["ratio_of"] = "candidate/baseline";
       data["ratio"] = number_to_json(comparison.ratio);
       data["ci"] = bench::interval_to_json(comparison.ci);
       data["verdict"] = std::string(bench::ab_verdict_name(comparison.verdict));
       data["rule"] = comparison.rule;
-      data["comparison"] = bench::comparison_to_json(comparison);
+      data["comparison"] = bench::comparison_to_json(comparison, "A", "B");
       bench::FindingContext context;
       context.subject = "shell";
       context.probe = "cmd";
@@ -230,13 +232,13 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
     if (bench.comparison) {
       const bench::Comparison& comparison = *bench.comparison;
       text += arm_line("B", options.command_b, comparison.b);
-      text += "B/A " + format("%.4f", comparison.ratio) + "  95% CI [" +
+      text += "candidate/baseline (B/A) " + format("%.4f", comparison.ratio) + "  95% CI [" +
               format("%.4f", comparison.ci.low) + ", " + format("%.4f", comparison.ci.high) +
               "]  Mann-Whitney p=" + format("%.3g", comparison.p_value) + "\n";
       text += comparison.rule + "\n";
       if (!options.fail_on.empty()) {
         text += "verdict: " + std::string(verdict_name(verdict)) + " (--fail-on " +
-                options.fail_on + ", B/A is " +
+                options.fail_on + ", the candidate (B) is " +
                 std::string(bench::ab_verdict_name(comparison.verdict)) + ")\n";
       }
     }
@@ -255,7 +257,8 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
       "FASTER/SLOWER/SAME/AMBIGUOUS verdict");
   bench->add_option("--cmd", options->command_a, "the command to time (run with /bin/sh -c)")
       ->required();
-  bench->add_option("--vs", options->command_b, "a second command, compared against --cmd as B/A");
+  bench->add_option("--vs", options->command_b,
+                    "the candidate command (B), compared against the baseline --cmd (A) as B/A");
   bench->add_option("--threshold", options->threshold,
                     "relative change that counts (default 0.02: SAME within ±2 %)");
   bench->add_option("--precision", options->precision,

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "bench/compare.hpp"
 #include "ledger/exchange.hpp"
@@ -94,7 +95,7 @@ std::string comparison_of(const Finding& finding) {
     const size_t end = finding.claim.find(' ', start);
     return finding.claim.substr(start, end == std::string::npos ? std::string::npos : end - start);
   }
-  return "B/A";
+  return "candidate/baseline";
 }
 
 // The bench id's last part: bench.<probe>.<verdict>.
@@ -168,22 +169,45 @@ std::map<std::string, BenchValue> bench_values(const std::vector<ledger::RunReco
   for (size_t index = 0; index < runs.size(); ++index) {
     for (const auto& finding : runs[index].findings) {
       if (!is_bench_comparison(finding)) continue;
-      const std::string key = key_of(finding) + "|" + comparison_of(finding);
+      std::string comparison = comparison_of(finding);
+      std::string key = key_of(finding) + "|" + comparison;
+      double ratio = *metric(finding, "ratio");
+      double ci_low = *metric(finding, "ci_low");
+      double ci_high = *metric(finding, "ci_high");
+      std::string verdict = verdict_of(finding);
+      int64_t samples_a = static_cast<int64_t>(metric(finding, "n_a").value_or(0));
+      int64_t samples_b = static_cast<int64_t>(metric(finding, "n_b").value_or(0));
+      // Each run states a comparison the way its gate reads it (docs/formats.md, "Direction"):
+      // with another configured variant, the other way round. One line per pair of variants,
+      // in the direction the line was first stated.
+      if (const size_t slash = comparison.find('/'); slash != std::string::npos) {
+        const std::string other_way =
+            comparison.substr(slash + 1) + "/" + comparison.substr(0, slash);
+        const std::string other_key = key_of(finding) + "|" + other_way;
+        if (!lines.count(key) && lines.count(other_key)) {
+          key = other_key;
+          comparison = other_way;
+          ratio = 1 / ratio;
+          ci_low = 1 / std::exchange(ci_high, 1 / ci_low);
+          verdict = verdict == "faster" ? "slower" : verdict == "slower" ? "faster" : verdict;
+          std::swap(samples_a, samples_b);
+        }
+      }
       if (!lines.count(key)) {
-        lines[key] = {probe_of(finding), params_to_string(finding.where.params),
-                      comparison_of(finding), std::nullopt, std::nullopt};
+        lines[key] = {probe_of(finding), params_to_string(finding.where.params), comparison,
+                      std::nullopt, std::nullopt};
         order.push_back(key);
       }
-      ratios[key].push_back(*metric(finding, "ratio"));
+      ratios[key].push_back(ratio);
       thresholds[key] = metric(finding, "threshold").value_or(threshold);
       if (index == 0 && !out.count(key)) {
         BenchValue value;
-        value.ratio = *metric(finding, "ratio");
-        value.ci_low = *metric(finding, "ci_low");
-        value.ci_high = *metric(finding, "ci_high");
-        value.verdict = verdict_of(finding);
-        value.samples_a = static_cast<int64_t>(metric(finding, "n_a").value_or(0));
-        value.samples_b = static_cast<int64_t>(metric(finding, "n_b").value_or(0));
+        value.ratio = ratio;
+        value.ci_low = ci_low;
+        value.ci_high = ci_high;
+        value.verdict = verdict;
+        value.samples_a = samples_a;
+        value.samples_b = samples_b;
         value.reproduce = finding.reproduce;
         out[key] = value;
       }

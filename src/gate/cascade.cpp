@@ -443,7 +443,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
         if (record.data_index >= comparisons.size()) continue;
         const Json& entry = comparisons[record.data_index];
         point.comparisons.push_back(
-            {entry.value("a", ""), entry.value("b", ""), record.comparison});
+            {entry.value("baseline", ""), entry.value("candidate", ""), record.comparison});
       }
     } else {
       const Json metrics = data.value("metrics", Json::object());

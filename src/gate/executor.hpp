@@ -71,8 +71,19 @@ struct ExecutorContext {
 };
 
 // Throws Error(kConfig) for an unknown kind and Error(kUsage) when the engine's commands are
-// missing (sbatch not on PATH, with what to install).
+// missing (sbatch not on PATH, with what to install); for Slurm, whatever check_slurm_ready finds.
 std::unique_ptr<Executor> make_executor(const ExecutorSpec& spec, const ExecutorContext& context);
+
+// Before a Slurm run submits anything, the missing piece named with its fix (docs/executors.md,
+// "When Slurm is not ready"), each an Error that exits 2, checked in this order:
+//   sbatch is not on PATH                    Error(kUsage)
+//   no configuration: SLURM_CONF names no file or an unreadable one; or SLURM_CONF is unset, there
+//     is no /etc/slurm/slurm.conf and `sbatch --version` fails (no configless cluster either);
+//     or sbatch cannot use the file it has   Error(kConfig), sbatch's own last line quoted
+//   the controller does not answer          Error(kConfig), `scontrol ping`'s line quoted
+//   spec.partition is not one `sinfo` lists  Error(kUsage), the partitions it has listed
+// scontrol and sinfo are asked only when they are on PATH (sbatch's own error then tells).
+void check_slurm_ready(const ExecutorSpec& spec);
 
 // The two halves of running one point, shared by every executor (defined in cascade.cpp next to
 // subject_point_runner): the probe request of a task (its observation goes to the staging run

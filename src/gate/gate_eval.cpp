@@ -200,6 +200,8 @@ void evaluate_relative(const MetricBound& bound, const GateSpec& spec,
   gate.statistics.bound = bound.limit;
   gate.statistics.confidence = spec.confidence;
   const std::string ratio_text = ref_text(bound.metric) + " / " + ref_text(baseline);
+  gate.statistics.candidate = ref_text(bound.metric);
+  gate.statistics.baseline = ref_text(baseline);
   const std::string scope = where_text(bound.where);
   const auto points_b =
       selected_points(results, bound.metric.layer, bound.metric.entry, bound.where);
@@ -393,16 +395,7 @@ void evaluate_bench_verdict(const BenchVerdict& verdict, const Objective& object
           found = true;
         } else if (comparison.a == subject && comparison.b == other) {
           // The other way round: the ratio and its interval invert, and so does the verdict.
-          oriented = comparison.comparison;
-          oriented.ratio = 1.0 / comparison.comparison.ratio;
-          oriented.ci = {1.0 / comparison.comparison.ci.high, 1.0 / comparison.comparison.ci.low};
-          oriented.a = comparison.comparison.b;
-          oriented.b = comparison.comparison.a;
-          if (comparison.comparison.verdict == bench::AbVerdict::kFaster) {
-            oriented.verdict = bench::AbVerdict::kSlower;
-          } else if (comparison.comparison.verdict == bench::AbVerdict::kSlower) {
-            oriented.verdict = bench::AbVerdict::kFaster;
-          }
+          oriented = bench::reversed(comparison.comparison);
           found = true;
         }
         if (found) break;
@@ -435,6 +428,8 @@ void evaluate_bench_verdict(const BenchVerdict& verdict, const Objective& object
         decisive = sentence;
         gate.statistics.point = point->params;
         if (found) {
+          gate.statistics.candidate = subject;
+          gate.statistics.baseline = other;
           gate.statistics.estimate = oriented.ratio;
           gate.statistics.interval = oriented.ci;
           gate.statistics.bound = oriented.threshold;
@@ -585,6 +580,8 @@ void evaluate_bound_versus_baseline(const MetricBound& bound, const GateSpec& sp
   gate.statistics.bound = bound.limit;
   const std::string scope = where_text(bound.where);
   const std::string ratio_text = ref_text(bound.metric) + " / baseline";
+  gate.statistics.candidate = ref_text(bound.metric) + " of this build";
+  gate.statistics.baseline = ref_text(bound.metric) + " of the baseline";
   const auto points = selected_points(results, bound.metric.layer, bound.metric.entry, bound.where);
   std::string missing;
 
@@ -903,6 +900,8 @@ void evaluate_bench_versus_baseline(const BenchVerdict& verdict, const GateSpec&
                                 : std::to_string(comparison.a.n) + " baseline / " +
                                       std::to_string(comparison.b.n) + " candidate samples)");
       gate.statistics.point = item.point->params;
+      gate.statistics.candidate = "this build's " + item.variant;
+      gate.statistics.baseline = "the baseline's " + item.variant;
       gate.statistics.estimate = comparison.ratio;
       gate.statistics.interval = comparison.ci;
       gate.statistics.bound = comparison.threshold;
@@ -938,6 +937,92 @@ Json optional_number(const std::optional<double>& value) {
 }
 
 }  // namespace
+
+void orient_to_gates(const Objective& objective, const Plan& plan, std::vector<PointResult>& points,
+                     std::vector<GateResult>& gates) {
+  struct Orientation {
+    std::string candidate;
+    std::vector<std::string> baselines;
+  };
+  std::map<std::string, Orientation> by_bench;
+  for (const auto& gate : objective.gates) {
+    const auto* verdict = std::get_if<BenchVerdict>(&gate.expression);
+    if (verdict == nullptr || verdict->versus_baseline ||
+        verdict->subject.bench != verdict->other.bench ||
+        by_bench.contains(verdict->subject.bench)) {
+      continue;
+    }
+    const auto subjects = resolve_variants(verdict->subject, objective, plan, "");
+    if (!subjects || subjects->size() != 1) continue;
+    const auto others = resolve_variants(verdict->other, objective, plan, subjects->front());
+    if (!others || others->empty()) continue;
+    by_bench[verdict->subject.bench] = {subjects->front(), *others};
+  }
+  if (by_bench.empty()) return;
+
+  auto is_comparison_finding = [](const Finding& finding, const std::string& path) {
+    if (finding.layer != Layer::kBench || finding.where.path != path) return false;
+    for (bench::AbVerdict kind : {bench::AbVerdict::kFaster, bench::AbVerdict::kSlower,
+                                  bench::AbVerdict::kSame, bench::AbVerdict::kAmbiguous}) {
+      if (finding.id ==
+          "bench." + finding.where.probe + "." + std::string(bench::ab_verdict_id(kind))) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::pair<Finding, Finding>> restated;  // (as the bench said it, the gate's way)
+  for (PointResult& point : points) {
+    if (point.layer != Layer::kBench) continue;
+    const auto orientation = by_bench.find(point.entry);
+    if (orientation == by_bench.end()) continue;
+    const std::string& candidate = orientation->second.candidate;
+    const auto& baselines = orientation->second.baselines;
+    for (VariantComparison& item : point.comparisons) {
+      if (item.a != candidate ||
+          std::find(baselines.begin(), baselines.end(), item.b) == baselines.end()) {
+        continue;
+      }
+      const std::string old_path = item.b + " vs " + item.a;
+      std::swap(item.a, item.b);
+      item.comparison = bench::reversed(item.comparison);
+      for (Finding& finding : point.findings) {
+        if (!is_comparison_finding(finding, old_path)) continue;
+        bench::FindingContext context;
+        context.subject = finding.where.subject;
+        context.probe = finding.where.probe;
+        context.params = finding.where.params;
+        context.path = item.b + " vs " + item.a;
+        context.reproduce = finding.reproduce;
+        context.files = finding.evidence.files;
+        context.name_a = item.a;
+        context.name_b = item.b;
+        Finding oriented = bench::comparison_finding(item.comparison, context);
+        // What a counters pass added to the claim (probe/counters_pass.hpp) stays.
+        bench::FindingContext as_said = context;
+        std::swap(as_said.name_a, as_said.name_b);
+        as_said.path = old_path;
+        const std::string said =
+            bench::comparison_finding(bench::reversed(item.comparison), as_said).claim;
+        if (finding.claim.size() > said.size() && finding.claim.rfind(said, 0) == 0) {
+          oriented.claim += finding.claim.substr(said.size());
+        }
+        restated.emplace_back(finding, oriented);
+        finding = std::move(oriented);
+      }
+    }
+  }
+  for (GateResult& gate : gates) {
+    for (Finding& finding : gate.findings) {
+      for (const auto& [said, oriented] : restated) {
+        if (finding == said) {
+          finding = oriented;
+          break;
+        }
+      }
+    }
+  }
+}
 
 bench::Comparison compare_builds(std::span<const double> baseline,
                                  std::span<const double> candidate, double threshold,
@@ -1133,6 +1218,11 @@ Json gate_statistics_to_json(const GateStatistics& statistics) {
   Json point = Json::object();
   for (const auto& [name, value] : statistics.point) point[name] = value_to_json(value);
   out["point"] = std::move(point);
+  if (!statistics.candidate.empty() && statistics.estimate) {
+    out["ratio_of"] = "candidate/baseline";
+    out["candidate"] = statistics.candidate;
+    out["baseline"] = statistics.baseline;
+  }
   return out;
 }
 

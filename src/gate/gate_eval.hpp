@@ -100,6 +100,12 @@ struct GateStatistics {
   std::optional<double> confidence;
   std::optional<uint64_t> seed;  // of the bootstrap
   Params point;                  // the point that decided (the worst, or the contradicting one)
+  // When the estimate is a ratio: what its numerator and denominator are. The estimate is always
+  // candidate / baseline and an A/B verdict is the candidate's (docs/formats.md, "Direction"):
+  // a bench verdict's subject variant over the other, a relative bound's metric over the one it
+  // divides by, this build over the baseline build. Empty when the estimate is no ratio.
+  std::string candidate;
+  std::string baseline;
 };
 
 struct GateResult {
@@ -179,6 +185,18 @@ std::optional<std::string> left_out_reason(const GateSpec& gate, const Plan& pla
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
                            std::span<const PointResult> results, size_t max_findings = 6,
                            const std::vector<PointResult>* baseline_points = nullptr);
+
+// One direction everywhere (docs/formats.md, "Direction"). A bench's own analysis states each
+// comparison as a later variant (the candidate) over the first (the baseline); a gate
+// `X[s] REL than X[o]` reads s as the candidate. For each bench entry that such a gate reads (the
+// first gate that reads it decides), restates every comparison of the points in `points` that
+// has s as its baseline and one of the gate's other variants as its candidate the gate's way
+// round (bench::reversed), and says its finding again (bench::comparison_finding); the same
+// finding in a gate's findings is replaced too. Then the JSON, the ledger, MCP and every report
+// say what the gate decided: "tiled is 99% slower than merged" beside "tiled/merged = 1.99 is
+// SLOWER", never "merged is 49.7% faster than tiled".
+void orient_to_gates(const Objective& objective, const Plan& plan, std::vector<PointResult>& points,
+                     std::vector<GateResult>& gates);
 
 // Across the points of each bench entry: Benjamini–Hochberg over every A/B comparison
 // (bench::control_false_discovery), as `loupe probe run` does for a sweep.

@@ -179,6 +179,9 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
     executor = make_executor(executor_spec, context);
     attach_executor(*executor, options);
     run.outcome = run_cascade(run.objective, run.plan, options, executor_runner(*executor));
+    // Each bench comparison a gate reads, stated the gate's way round before anything records it.
+    orient_to_gates(run.objective, run.plan, run.outcome.points, run.outcome.gates);
+    orient_to_gates(run.objective, run.plan, run.outcome.baseline_points, run.outcome.gates);
   } catch (const Error&) {
     ledger.finish_run(run.run_id, ledger::RunStatus::kFailed, ledger::utc_now(), {}, {}, {});
     throw;
@@ -209,7 +212,17 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   for (const auto& gate : run.outcome.gates) {
     records.push_back(
         {gate.name, gate.verdict, gate_statistics_to_json(gate.statistics).dump(), gate.rule});
-    for (const auto& finding : gate.findings) add_finding(finding);
+  }
+  // The gates' explanations first, taken in turn (the first of each gate, then the second, ...),
+  // as top_findings takes them: a report that shows the first few shows every gate's lead finding.
+  for (size_t rank = 0;; ++rank) {
+    bool more = false;
+    for (const auto& gate : run.outcome.gates) {
+      if (rank >= gate.findings.size()) continue;
+      more = true;
+      add_finding(gate.findings[rank]);
+    }
+    if (!more) break;
   }
   std::vector<std::string> observations;
   for (const auto& point : run.outcome.points) {

@@ -12,8 +12,11 @@
 // cancel), what is left of the layer's arrays is cancelled with scancel; later layers are never
 // submitted. Without accounting (sacct), a task's fate is read from squeue while the controller
 // still lists it and from the result file after.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -347,6 +350,28 @@ class SlurmExecutor final : public Executor {
     if (const auto semicolon = job.find(';'); semicolon != std::string::npos) job.resize(semicolon);
     if (!result.succeeded() || job.empty() ||
         !std::all_of(job.begin(), job.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      // What the preflight (check_slurm_ready) checks, gone wrong since: the same messages.
+      const std::string said = result.stderr_text + result.stdout_text;
+      if (said.find("Invalid partition") != std::string::npos) {
+        throw Error(ErrorCode::kUsage,
+                    "--executor slurm: sbatch refused the partition '" + spec_.partition +
+                        "': " + result.stderr_tail(1, 300),
+                    "`sinfo` lists the partitions; give one of them with --partition, or leave "
+                    "it out for the cluster's default");
+      }
+      if (said.find("Unable to contact slurm controller") != std::string::npos) {
+        throw Error(ErrorCode::kConfig,
+                    "--executor slurm: the Slurm controller does not answer (sbatch: " +
+                        result.stderr_tail(1, 300) + ")",
+                    "start slurmctld (systemd: systemctl start slurmctld) and check that this "
+                    "machine reaches it; `scontrol ping` says when it answers");
+      }
+      if (said.find("configuration source") != std::string::npos) {
+        throw Error(
+            ErrorCode::kConfig,
+            "--executor slurm: sbatch found no Slurm configuration: " + result.stderr_tail(1, 300),
+            "export SLURM_CONF=the path of your cluster's slurm.conf");
+      }
       throw Error(ErrorCode::kSubject,
                   "sbatch could not submit the " + std::string(layer_name(layer)) +
                       " layer: " + result.describe() + ": " + result.stderr_tail(5, 600),
@@ -390,21 +415,149 @@ class SlurmExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_slurm_executor(const ExecutorSpec& spec,
-                                              const ExecutorContext& context) {
-  ProcessSpec probe{{"sbatch", "--version"}};
-  probe.timeout = std::chrono::seconds(20);
-  bool found = false;
-  try {
-    found = run_process(probe).succeeded();
-  } catch (const Error&) {
-    found = false;
+namespace {
+
+constexpr const char* kDefaultSlurmConf = "/etc/slurm/slurm.conf";
+constexpr const char* kOneMachine =
+    "; on one machine, scripts/slurm-local up starts a cluster and prints the export line";
+
+// The first executable `name` in a directory of PATH, or "" when there is none.
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path == nullptr ? "" : path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    std::error_code error;
+    if (std::filesystem::is_regular_file(candidate, error) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate.string();
+    }
   }
-  if (!found) {
+  return "";
+}
+
+// The last non-empty line of a command's stderr (else stdout): what Slurm's tools say last is the
+// reason ("sbatch: fatal: Could not establish a configuration source").
+std::string last_line(const ProcessResult& result) {
+  for (const std::string* text : {&result.stderr_text, &result.stdout_text}) {
+    std::istringstream lines(*text);
+    std::string line, last;
+    while (std::getline(lines, line)) {
+      if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+    }
+    if (!last.empty()) return last;
+  }
+  return result.describe();
+}
+
+ProcessResult run_slurm_command(std::vector<std::string> argv) {
+  ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.timeout = std::chrono::seconds(20);
+  return run_process(spec);
+}
+
+// Which configuration Slurm's commands read: SLURM_CONF when set, else the default file; ""
+// when neither names a file (a configless cluster's DNS SRV record may still supply one).
+// Throws Error(kConfig) when SLURM_CONF names a file that does not exist or cannot be read.
+std::string slurm_configuration() {
+  const char* from_environment = std::getenv("SLURM_CONF");
+  const bool set = from_environment != nullptr && *from_environment != '\0';
+  const std::string file = set ? from_environment : kDefaultSlurmConf;
+  const std::string named = set ? "SLURM_CONF=" + file : file;
+  std::error_code error;
+  if (!std::filesystem::exists(file, error)) {
+    if (!set) return "";
+    throw Error(
+        ErrorCode::kConfig,
+        "--executor slurm: no Slurm configuration: " + named + " does not exist",
+        "export SLURM_CONF=the path of your cluster's slurm.conf" + std::string(kOneMachine));
+  }
+  std::ifstream readable(file);
+  if (!std::filesystem::is_regular_file(file, error) || !readable) {
+    throw Error(
+        ErrorCode::kConfig,
+        "--executor slurm: the Slurm configuration " + named + " cannot be read (" +
+            (std::filesystem::is_directory(file, error) ? "a directory" : "permission denied") +
+            ")",
+        "make it readable by this user (Slurm's commands read it too), or export "
+        "SLURM_CONF=a readable copy of the cluster's slurm.conf");
+  }
+  return file;
+}
+
+}  // namespace
+
+void check_slurm_ready(const ExecutorSpec& spec) {
+  if (find_on_path("sbatch").empty()) {
     throw Error(ErrorCode::kUsage, "--executor slurm: sbatch is not on PATH",
                 "install Slurm's client commands (Debian: slurm-client), or run with "
                 "--executor local; scripts/slurm-local up starts a one-machine cluster");
   }
+  const std::string configuration = slurm_configuration();
+  // sbatch reads the configuration before anything else: this says whether it can (a file that
+  // does not parse, or no file and no configless cluster), in sbatch's own words.
+  const ProcessResult version = run_slurm_command({"sbatch", "--version"});
+  if (!version.succeeded()) {
+    if (configuration.empty()) {
+      throw Error(
+          ErrorCode::kConfig,
+          "--executor slurm: no Slurm configuration: SLURM_CONF is not set and " +
+              std::string(kDefaultSlurmConf) +
+              " does not exist (`sbatch --version`: " + last_line(version) + ")",
+          "export SLURM_CONF=the path of your cluster's slurm.conf" + std::string(kOneMachine));
+    }
+    throw Error(ErrorCode::kConfig,
+                "--executor slurm: sbatch cannot use the Slurm configuration " + configuration +
+                    ": " + last_line(version),
+                "fix the file (or export SLURM_CONF=the cluster's slurm.conf); `sbatch --version` "
+                "succeeds once Slurm can read it");
+  }
+  const std::string where = configuration.empty() ? "the configless cluster's" : configuration;
+  // The controller: every submission, squeue and scancel goes through it.
+  if (!find_on_path("scontrol").empty()) {
+    const ProcessResult ping = run_slurm_command({"scontrol", "ping"});
+    const bool down = ping.stdout_text.find("DOWN") != std::string::npos ||
+                      ping.stdout_text.find("UP") == std::string::npos;
+    if (!ping.succeeded() || down) {
+      throw Error(ErrorCode::kConfig,
+                  "--executor slurm: the Slurm controller does not answer (scontrol ping: " +
+                      last_line(ping) + ")",
+                  "start slurmctld on the host SlurmctldHost names in " + where +
+                      " configuration (systemd: systemctl start slurmctld) and check that this "
+                      "machine reaches it" +
+                      std::string(kOneMachine));
+    }
+  }
+  // The partition asked for, against the ones the controller knows.
+  if (!spec.partition.empty() && !find_on_path("sinfo").empty()) {
+    const ProcessResult listed = run_slurm_command({"sinfo", "--noheader", "--format=%R"});
+    if (listed.succeeded()) {
+      std::istringstream lines(listed.stdout_text);
+      std::vector<std::string> partitions;
+      std::string name;
+      while (lines >> name) {
+        if (std::find(partitions.begin(), partitions.end(), name) == partitions.end()) {
+          partitions.push_back(name);
+        }
+      }
+      if (std::find(partitions.begin(), partitions.end(), spec.partition) == partitions.end()) {
+        std::string known;
+        for (const auto& partition : partitions) known += (known.empty() ? "" : ", ") + partition;
+        throw Error(ErrorCode::kUsage,
+                    "--executor slurm: no partition '" + spec.partition + "' on this cluster (" +
+                        (known.empty() ? "sinfo lists none" : "it has: " + known) + ")",
+                    "give one of them with --partition (or the objective's [executor] "
+                    "partition), or leave it out for the cluster's default partition");
+      }
+    }
+  }
+}
+
+std::unique_ptr<Executor> make_slurm_executor(const ExecutorSpec& spec,
+                                              const ExecutorContext& context) {
+  check_slurm_ready(spec);
   return std::make_unique<SlurmExecutor>(spec, context);
 }
 

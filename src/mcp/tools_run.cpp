@@ -102,6 +102,12 @@ Json run_objective(const Json& arguments, CallContext& context) {
                   {"layer", std::string(layer_name(gate.layer))},
                   {"verdict", std::string(gate_verdict_name(gate.verdict))},
                   {"statistic", gate::key_statistic(gate)}};
+      if (!gate.statistics.candidate.empty() && gate.statistics.estimate) {
+        // The statistic is candidate / baseline.
+        row["ratio_of"] = "candidate/baseline";
+        row["candidate"] = gate.statistics.candidate;
+        row["baseline"] = gate.statistics.baseline;
+      }
       if (gate.verdict != GateVerdict::kPass) row["rule"] = gate.rule;
       Json ids = Json::array();
       for (const auto& finding : gate.findings) {

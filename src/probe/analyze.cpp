@@ -1187,10 +1187,8 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     analysis.bench_comparisons.push_back(
         {comparison, finding_context, analysis.findings.size(), comparison_list.size(), ""});
     analysis.findings.push_back(bench::comparison_finding(comparison, finding_context));
-    Json entry = bench::comparison_to_json(comparison);
-    entry["a"] = variants[0].name;
-    entry["b"] = variants[index + 1].name;
-    comparison_list.push_back(std::move(entry));
+    comparison_list.push_back(
+        bench::comparison_to_json(comparison, variants[0].name, variants[index + 1].name));
     analysis.lines.push_back("  " + variants[index + 1].name + " / " + variants[0].name + " = " +
                              format_number(comparison.ratio) + " [" +
                              format_number(comparison.ci.low) + ", " +

@@ -1007,12 +1007,8 @@ SweepOutcome run_points(const RunRequest& request,
         point.findings[record.finding_index].claim += record.counters_clause;
         if (point.data.contains("comparisons") &&
             record.data_index < point.data["comparisons"].size()) {
-          Json& entry = point.data["comparisons"][record.data_index];
-          const Json a = entry.value("a", Json(nullptr));
-          const Json b = entry.value("b", Json(nullptr));
-          entry = bench::comparison_to_json(record.comparison);
-          entry["a"] = a;
-          entry["b"] = b;
+          point.data["comparisons"][record.data_index] = bench::comparison_to_json(
+              record.comparison, record.context.name_a, record.context.name_b);
         }
       }
       if (point.bench_comparisons.empty()) continue;

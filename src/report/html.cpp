@@ -247,7 +247,7 @@ void render_sweep(std::ostringstream& out, const SweepPlot& plot) {
       << coordinate(height) << "\" role=\"img\" aria-label=\"bench " << html_escape(plot.probe)
       << " ratios\">\n";
   out << "<text x=\"" << coordinate(left) << "\" y=\"16\">" << html_escape(plot.probe) << ": "
-      << html_escape(plot.comparison) << ", B/A with its CI</text>\n";
+      << html_escape(plot.comparison) << " (candidate / baseline) with its CI</text>\n";
   // The SAME band [1 - t, 1 + t] and the line at 1.
   out << "<rect x=\"" << coordinate(left) << "\" y=\"" << coordinate(y_of(1 + plot.threshold))
       << "\" width=\"" << coordinate(plot_width) << "\" height=\""

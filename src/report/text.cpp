@@ -106,8 +106,9 @@ std::string md_code(const std::string& text) {
 }  // namespace
 
 std::string_view gate_legend() {
-  return "key statistic: estimate [95% CI]; (t 0.05): the A/B threshold, SAME within 1 ± 0.05 "
-         "and SLOWER or FASTER beyond it; n=: the points (or paired runs) the gate decided from";
+  return "key statistic: estimate [95% CI], a ratio candidate/baseline (> 1: the candidate is "
+         "slower); (t 0.05): the A/B threshold, SAME within 1 ± 0.05 and SLOWER or FASTER beyond "
+         "it; n=: the points (or paired runs) the gate decided from";
 }
 
 std::string trend_value(const TrendPoint& point) {

@@ -103,12 +103,33 @@ try {
     // one; incident 2: the dispatch thread holds the lock the transfer thread waits for.
     assert.ok(gates[0].finding_ids.includes("check.cp_vs_nocp.mismatch"));
     assert.equal(incident.findings[0].severity, "fail");
-    assert.ok(gates[1].finding_ids.includes("bench.decode.faster"));
+    assert.ok(gates[1].finding_ids.includes("bench.decode.slower"));
     assert.ok(gates[2].finding_ids.includes("trace.diff.locks"));
+    // Issue 38, one direction: the gate reads tiled (configured) as the candidate against merged
+    // and calls it SLOWER; its statistic, the bench finding and the ledger's copy all say slower.
+    assert.equal(gates[1].ratio_of, "candidate/baseline");
+    assert.equal(gates[1].candidate, "tiled");
+    assert.equal(gates[1].baseline, "merged");
+    assert.ok(Number.parseFloat(gates[1].statistic) > 1, gates[1].statistic);
+    const expectSlower = (finding, where) => {
+      assert.equal(finding.id, "bench.decode.slower", `${where}: ${JSON.stringify(finding)}`);
+      assert.equal(finding.where.path, "tiled vs merged", where);
+      assert.match(finding.claim, /^tiled is [0-9.]+(%|×) slower than merged \(.*tiled\/merged /, where);
+      assert.ok(finding.evidence.metrics.ratio > 1 && finding.evidence.metrics.ci_low > 1, where);
+    };
+    expectSlower(incident.findings[1], "run_objective");
     // The ledger holds them too.
     const shown = await call("show_run", { run: incidentRun });
     assert.equal(shown.verdict, "fail");
     assert.equal(shown.findings[0].severity, "fail");
+    const detailed = await call("show_run", { run: incidentRun, detail: true });
+    const decode = detailed.findings.filter((finding) => finding.id.startsWith("bench.decode."));
+    assert.ok(decode.length > 0, "show_run lists the bench.decode finding");
+    for (const finding of decode) expectSlower(finding, "show_run");
+    const recorded = detailed.data.run.gates.find((gate) => gate.name === "decode_kernel_not_slower");
+    assert.equal(recorded.statistics.ratio_of, "candidate/baseline");
+    assert.equal(recorded.statistics.candidate, "tiled");
+    assert.ok(recorded.statistics.estimate > 1, JSON.stringify(recorded.statistics));
   });
 
   const matches = await step("match_skeletons: the top three are the three fixes", async () => {

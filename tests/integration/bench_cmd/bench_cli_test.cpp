@@ -55,6 +55,10 @@ TEST(BenchCliTest, TenPercentSlowerSleepIsCalledSlower) {
   EXPECT_EQ(data["settings"]["seed"], 3);
   EXPECT_EQ(data["order"].get<std::string>().size(), 2 * data["a"]["n"].get<size_t>());
   EXPECT_EQ(data["verdict"], "SLOWER") << data["rule"];
+  // --cmd is the baseline, --vs the candidate; the ratio and verdict are the candidate's.
+  EXPECT_EQ(data["ratio_of"], "candidate/baseline");
+  EXPECT_EQ(data["comparison"]["baseline"], "A");
+  EXPECT_EQ(data["comparison"]["candidate"], "B");
   double ratio = data["ratio"].get<double>();
   EXPECT_GT(ratio, 1.02);
   EXPECT_LT(ratio, 1.2);
@@ -73,8 +77,8 @@ TEST(BenchCliTest, HumanOutputShowsBothArmsAndTheRule) {
   const std::string& text = result.stdout_text;
   EXPECT_NE(text.find("A  sleep 0.02\n"), std::string::npos) << text;
   EXPECT_NE(text.find("B  sleep 0.04\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("B/A "), std::string::npos) << text;
-  EXPECT_NE(text.find("SLOWER: the 95% CI of B/A"), std::string::npos) << text;
+  EXPECT_NE(text.find("candidate/baseline (B/A) "), std::string::npos) << text;
+  EXPECT_NE(text.find("SLOWER: the 95% CI of candidate/baseline"), std::string::npos) << text;
   EXPECT_NE(text.find("reproduce: loupe bench --cmd 'sleep 0.02' --vs 'sleep 0.04'"),
             std::string::npos)
       << text;
@@ -86,8 +90,9 @@ TEST(BenchCliTest, FailOnDecidesTheExitCode) {
   ProcessResult slower = run_loupe({"bench", "--cmd", "sleep 0.02", "--vs", "sleep 0.04",
                                     "--budget", "4", "--seed", "1", "--fail-on", "slower"});
   EXPECT_EQ(slower.exit_code, 1) << slower.stdout_text << slower.stderr_text;
-  EXPECT_NE(slower.stdout_text.find("verdict: fail (--fail-on slower, B/A is SLOWER)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      slower.stdout_text.find("verdict: fail (--fail-on slower, the candidate (B) is SLOWER)\n"),
+      std::string::npos)
       << slower.stdout_text;
 
   ProcessResult faster =

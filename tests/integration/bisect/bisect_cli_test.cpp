@@ -136,6 +136,8 @@ TEST_F(BisectCli, FivePercentSlowdownIsFoundWithinFiveBuildsWorthOfPoints) {
   EXPECT_EQ(data["parent"]["commit"], commits_[2]);
   const Json& ab = data["first_bad"]["evidence"]["ab"];
   EXPECT_EQ(ab["verdict"], "SLOWER");
+  EXPECT_EQ(ab["ratio_of"], "candidate/baseline");  // the step over the good build
+  EXPECT_GT(ab["ratio"].get<double>(), 1.0);
   EXPECT_GT(ab["ci"][0].get<double>(), 1.0);
   // The good end (the A side) plus the points evaluated: at most ceil(log2 8) + 2 builds' worth
   // (an AMBIGUOUS point retried with more rounds reuses its build).

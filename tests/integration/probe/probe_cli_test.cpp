@@ -236,6 +236,39 @@ TEST_F(ProbeCliTest, TimeoutKillsTheSubjectAndExitsThree) {
   EXPECT_LT(seconds, 30.0);
 }
 
+// Issue 38: one direction everywhere. "double" (the candidate: every variant after the first)
+// does twice the work of "base" (the baseline: the first variant); every field of the JSON that
+// states a direction says the candidate is slower: the comparison's ratio (candidate/baseline,
+// named by ratio_of) and verdict, the finding's id, claim, path and metrics, and the text line.
+TEST_F(ProbeCliTest, SlowerCandidateSaysSlowerInEveryDirectionField) {
+  const CliRun run = run_bench("squares", "1");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& comparison = run.envelope.at("data").at("comparisons").at(0);
+  EXPECT_EQ(comparison.at("baseline"), "base");
+  EXPECT_EQ(comparison.at("candidate"), "double");
+  EXPECT_EQ(comparison.at("ratio_of"), "candidate/baseline");
+  EXPECT_EQ(comparison.at("verdict"), "SLOWER") << comparison.dump();
+  EXPECT_GT(comparison.at("ratio").get<double>(), 1.0);
+  EXPECT_GT(comparison.at("ci").at(0).get<double>(), 1.0);
+  EXPECT_NE(comparison.at("rule").get<std::string>().find("SLOWER: the 95% CI of "
+                                                          "candidate/baseline"),
+            std::string::npos)
+      << comparison.at("rule");
+  const Json& slower = finding(run, "bench.squares.slower");
+  EXPECT_EQ(slower.at("severity"), "warn");
+  EXPECT_EQ(slower.at("where").at("path"), "double vs base");
+  EXPECT_EQ(slower.at("claim").get<std::string>().rfind("double is ", 0), 0u) << slower.dump();
+  EXPECT_NE(slower.at("claim").get<std::string>().find(" slower than base ("), std::string::npos)
+      << slower.dump();
+  EXPECT_NE(slower.at("claim").get<std::string>().find("ratios double/base "), std::string::npos)
+      << slower.dump();
+  const Json& metrics = slower.at("evidence").at("metrics");
+  EXPECT_GT(metrics.at("ratio").get<double>(), 1.0);
+  EXPECT_GT(metrics.at("ci_low").get<double>(), 1.0);
+  EXPECT_GT(metrics.at("median_b_s").get<double>(), metrics.at("median_a_s").get<double>());
+  EXPECT_EQ(finding_ids(run).count("bench.squares.faster"), 0u) << run.out;
+}
+
 TEST_F(ProbeCliTest, BenchComparesVariantsFromRawSamples) {
   const CliRun run = run_bench("squares", "0.5");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
@@ -244,8 +277,8 @@ TEST_F(ProbeCliTest, BenchComparesVariantsFromRawSamples) {
   EXPECT_TRUE(data.at("summaries").contains("double"));
   EXPECT_GT(data.at("summaries").at("base").at("bytes_per_s").get<double>(), 0.0);
   ASSERT_EQ(data.at("comparisons").size(), 1u);
-  EXPECT_EQ(data.at("comparisons")[0].at("a"), "base");
-  EXPECT_EQ(data.at("comparisons")[0].at("b"), "double");
+  EXPECT_EQ(data.at("comparisons")[0].at("baseline"), "base");
+  EXPECT_EQ(data.at("comparisons")[0].at("candidate"), "double");
   ASSERT_EQ(run.envelope.at("findings").size(), 1u);
   EXPECT_EQ(run.envelope.at("findings")[0].at("id").get<std::string>().rfind("bench.squares.", 0),
             0u);

@@ -37,6 +37,53 @@ std::map<std::string, std::string> gate_verdicts(const Json& gates) {
   return out;
 }
 
+// Issue 38, one direction everywhere: in the incident configuration the gate
+// decode_kernel_not_slower reads tiled (the configured kernel, the bench's first variant) as the
+// candidate against merged and calls it SLOWER. Every field that states a direction says the same:
+// the gate's statistics (ratio_of candidate/baseline, tiled over merged, above 1) and each
+// bench.decode finding (id, path, claim, ratio and interval), wherever they are read from.
+void expect_tiled_slower_everywhere(const Json& findings, const Json& gates,
+                                    const std::string& where) {
+  int64_t decode_findings = 0;
+  auto expect_slower = [&](const Json& finding) {
+    if (finding.at("id").get<std::string>().rfind("bench.decode.", 0) != 0) return;
+    ++decode_findings;
+    EXPECT_EQ(finding.at("id"), "bench.decode.slower") << where << ": " << finding.dump();
+    EXPECT_EQ(finding.at("severity"), "warn") << where;
+    EXPECT_EQ(finding.at("where").at("path"), "tiled vs merged") << where;
+    const std::string claim = finding.at("claim");
+    EXPECT_EQ(claim.rfind("tiled is ", 0), 0u) << where << ": " << claim;
+    EXPECT_NE(claim.find(" slower than merged ("), std::string::npos) << where << ": " << claim;
+    EXPECT_NE(claim.find("tiled/merged "), std::string::npos) << where << ": " << claim;
+    const Json& metrics = finding.at("evidence").at("metrics");
+    EXPECT_GT(metrics.at("ratio").get<double>(), 1.0) << where;
+    EXPECT_GT(metrics.at("ci_low").get<double>(), 1.0) << where;
+    EXPECT_GT(metrics.at("median_b_s").get<double>(), metrics.at("median_a_s").get<double>())
+        << where;
+  };
+  for (const auto& finding : findings) expect_slower(finding);
+  bool found_gate = false;
+  for (const auto& gate : gates) {
+    if (gate.at("name") != "decode_kernel_not_slower") continue;
+    found_gate = true;
+    EXPECT_EQ(gate.at("verdict"), "fail") << where;
+    const Json& statistics = gate.at("statistics");
+    EXPECT_EQ(statistics.at("ratio_of"), "candidate/baseline") << where << ": " << gate.dump();
+    EXPECT_EQ(statistics.at("candidate"), "tiled") << where;
+    EXPECT_EQ(statistics.at("baseline"), "merged") << where;
+    EXPECT_GT(statistics.at("estimate").get<double>(), 1.0) << where;
+    EXPECT_GT(statistics.at("interval").at(0).get<double>(), 1.0) << where;
+    const std::string rule = gate.at("rule");
+    EXPECT_NE(rule.find(" tiled/merged = "), std::string::npos) << where << ": " << rule;
+    EXPECT_NE(rule.find(" is SLOWER"), std::string::npos) << where << ": " << rule;
+    if (gate.contains("findings")) {
+      for (const auto& finding : gate.at("findings")) expect_slower(finding);
+    }
+  }
+  EXPECT_TRUE(found_gate) << where;
+  EXPECT_GT(decode_findings, 0) << where << ": no bench.decode finding";
+}
+
 class RunCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -109,6 +156,8 @@ TEST_F(RunCliTest, IncidentFailsItsThreeGatesAndFixedPassesAll) {
   }
   // tiny.toml gates a few of kda's probes: the rest are coverage findings.
   EXPECT_TRUE(coverage) << incident.out;
+  expect_tiled_slower_everywhere(incident.envelope.at("findings"), data.at("gates"),
+                                 "loupe run --json");
 
   const CliRun fixed = run_loupe(run_args("fixed"));
   ASSERT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
@@ -125,6 +174,8 @@ TEST_F(RunCliTest, IncidentFailsItsThreeGatesAndFixedPassesAll) {
   EXPECT_EQ(run.at("status"), "completed");
   EXPECT_EQ(gate_verdicts(run.at("gates")).at("transfer_overhead_within_30pct"), "fail");
   EXPECT_EQ(run.at("observations").size(), 34u);
+  expect_tiled_slower_everywhere(shown.envelope.at("findings"), run.at("gates"),
+                                 "loupe ledger show --json");
 }
 
 TEST_F(RunCliTest, OnlyChecksLeavesTheOtherGatesNotRun) {

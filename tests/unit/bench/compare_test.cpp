@@ -42,7 +42,8 @@ TEST(DecideTest, SameWhenTheWholeIntervalIsInsideTheBand) {
 TEST(DecideTest, SlowerNeedsTheIntervalAboveOneAndTheEstimateBeyondTheThreshold) {
   Decision decision = decide(1.09, {1.08, 1.10}, 0.02);
   EXPECT_EQ(decision.verdict, AbVerdict::kSlower);
-  EXPECT_TRUE(has(decision.rule, "SLOWER: the 95% CI of B/A [1.0800, 1.1000] lies above 1"))
+  EXPECT_TRUE(
+      has(decision.rule, "SLOWER: the 95% CI of candidate/baseline [1.0800, 1.1000] lies above 1"))
       << decision.rule;
   EXPECT_EQ(decide(1.05, {1.001, 1.2}, 0.02).verdict, AbVerdict::kSlower);
   // Interval touches 1: not above it.
@@ -396,7 +397,9 @@ TEST(PairedCompareTest, EstimateIsTheMedianOfTheRoundRatios) {
   EXPECT_EQ(comparison.a.n, 5);
   EXPECT_DOUBLE_EQ(comparison.a.median, 2.0);
   EXPECT_DOUBLE_EQ(comparison.p_value, trimmed_t_p(std::vector<double>{1.1, 1.2, 0.5, 1.05, 1.15}));
-  EXPECT_EQ(comparison.rule.rfind("paired by round: median of 5 per-round ratios B/A; ", 0), 0u)
+  EXPECT_EQ(comparison.rule.rfind(
+                "paired by round: median of 5 per-round ratios candidate/baseline; ", 0),
+            0u)
       << comparison.rule;
 }
 

@@ -21,14 +21,19 @@ Comparison slower_comparison() {
 TEST(BenchReportTest, ComparisonJsonCarriesTheEvidence) {
   Comparison comparison = slower_comparison();
   ASSERT_EQ(comparison.verdict, AbVerdict::kSlower);
-  Json json = comparison_to_json(comparison);
+  Json json = comparison_to_json(comparison, "old", "new");
+  // One direction: B (the candidate, "new") over A (the baseline, "old"), and the verdict is B's.
+  EXPECT_EQ(json["baseline"], "old");
+  EXPECT_EQ(json["candidate"], "new");
+  EXPECT_EQ(json["ratio_of"], "candidate/baseline");
+  EXPECT_GT(json["ratio"].get<double>(), 1.0);
   EXPECT_EQ(json["verdict"], "SLOWER");
   EXPECT_DOUBLE_EQ(json["ratio"].get<double>(), comparison.ratio);
   ASSERT_EQ(json["ci"].size(), 2u);
   EXPECT_DOUBLE_EQ(json["ci"][0].get<double>(), comparison.ci.low);
   EXPECT_DOUBLE_EQ(json["ci"][1].get<double>(), comparison.ci.high);
-  EXPECT_EQ(json["n"]["a"], 50);
-  EXPECT_EQ(json["n"]["b"], 50);
+  EXPECT_EQ(json["n"]["baseline"], 50);
+  EXPECT_EQ(json["n"]["candidate"], 50);
   EXPECT_DOUBLE_EQ(json["threshold"].get<double>(), 0.02);
   EXPECT_EQ(json["rule"], comparison.rule);
   EXPECT_EQ(json["seed"], 4);
@@ -103,7 +108,9 @@ TEST(BenchReportTest, NonInferiorityJson) {
   gate.rule = "inconclusive";
   Json json = non_inferiority_to_json(gate);
   EXPECT_EQ(json["verdict"], "inconclusive");
-  EXPECT_EQ(json["n"]["b"], 12);
+  EXPECT_EQ(json["ratio_of"], "candidate/baseline");
+  EXPECT_EQ(json["n"]["baseline"], 10);
+  EXPECT_EQ(json["n"]["candidate"], 12);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/report.hpp"
 #include "core/json.hpp"
 
 namespace loupe::gate {
@@ -253,6 +254,80 @@ TEST_F(GateEvalTest, BenchVerdictUsesTheConfiguredVariant) {
   EXPECT_DOUBLE_EQ(*fixed.statistics.estimate, 0.5);
 
   EXPECT_EQ(evaluate("merged_faster", results).verdict, GateVerdict::kPass);
+}
+
+// Issue 38, one direction everywhere: the bench states merged (its later variant) against tiled
+// (its first); the gate reads tiled, the configured kernel, as the candidate. orient_to_gates
+// restates the comparison and its finding the gate's way round, so every field agrees with it.
+TEST_F(GateEvalTest, OrientToGatesStatesTheBenchTheWayTheGateReadsIt) {
+  auto with_finding = [](PointResult point) {
+    bench::FindingContext context;
+    context.subject = "kda";
+    context.probe = "decode";
+    context.params = point.params;
+    context.path = "merged vs tiled";
+    context.name_a = "tiled";
+    context.name_b = "merged";
+    context.reproduce = "loupe probe run decode --seed 7";
+    point.comparisons[0].comparison.a.n = 10;
+    point.comparisons[0].comparison.b.n = 12;
+    point.findings = {bench::comparison_finding(point.comparisons[0].comparison, context)};
+    return point;
+  };
+  const std::vector<PointResult> as_measured = {
+      with_finding(bench_point(8, 1.0, {0.98, 1.02}, bench::AbVerdict::kSame)),
+      with_finding(bench_point(32, 0.5, {0.48, 0.52}, bench::AbVerdict::kFaster))};
+  ASSERT_EQ(as_measured[1].findings[0].id, "bench.decode.faster");
+
+  std::vector<PointResult> results = as_measured;
+  std::vector<GateResult> gates = {
+      evaluate_gate(gate("kernel_not_slower"), objective_, plan("incident"), results)};
+  ASSERT_EQ(gates[0].verdict, GateVerdict::kFail);
+  ASSERT_EQ(gates[0].findings.size(), 1u);
+  EXPECT_EQ(gates[0].statistics.candidate, "tiled");
+  EXPECT_EQ(gates[0].statistics.baseline, "merged");
+  const auto statistics = gate_statistics_to_json(gates[0].statistics);
+  EXPECT_EQ(statistics.at("ratio_of"), "candidate/baseline");
+  EXPECT_EQ(statistics.at("candidate"), "tiled");
+  EXPECT_EQ(statistics.at("baseline"), "merged");
+
+  orient_to_gates(objective_, plan("incident"), results, gates);
+  const VariantComparison& oriented = results[1].comparisons[0];
+  EXPECT_EQ(oriented.a, "merged");  // the baseline
+  EXPECT_EQ(oriented.b, "tiled");   // the candidate
+  EXPECT_DOUBLE_EQ(oriented.comparison.ratio, 2.0);
+  EXPECT_DOUBLE_EQ(oriented.comparison.ci.low, 1.0 / 0.52);
+  EXPECT_DOUBLE_EQ(oriented.comparison.ci.high, 1.0 / 0.48);
+  EXPECT_EQ(oriented.comparison.verdict, bench::AbVerdict::kSlower);
+  EXPECT_EQ(oriented.comparison.a.n, 12);
+  EXPECT_EQ(oriented.comparison.b.n, 10);
+  const Finding& finding = results[1].findings[0];
+  EXPECT_EQ(finding.id, "bench.decode.slower");
+  EXPECT_EQ(finding.severity, Severity::kWarn);
+  EXPECT_EQ(finding.where.path, "tiled vs merged");
+  EXPECT_EQ(finding.claim.rfind("tiled is 2.00× slower than merged (ratio of medians "
+                                "tiled/merged 2.0000, 95% CI [1.9231, 2.0833], n = 12/10",
+                                0),
+            0u)
+      << finding.claim;
+  EXPECT_EQ(finding.reproduce, "loupe probe run decode --seed 7");
+  EXPECT_EQ(gates[0].findings[0], finding);  // the gate's copy too
+  // SAME stays SAME, the other way round.
+  EXPECT_EQ(results[0].findings[0].id, "bench.decode.same");
+  EXPECT_EQ(results[0].findings[0].where.path, "tiled vs merged");
+  // The gate reads the restated comparison to the same verdict and statistics.
+  const GateResult again =
+      evaluate_gate(gate("kernel_not_slower"), objective_, plan("incident"), results);
+  EXPECT_EQ(again.verdict, GateVerdict::kFail);
+  EXPECT_DOUBLE_EQ(*again.statistics.estimate, 2.0);
+  EXPECT_EQ(again.rule, gates[0].rule);
+
+  // Where the gate's candidate is the bench's own (merged, configured in "fixed"), nothing moves.
+  std::vector<PointResult> fixed = as_measured;
+  std::vector<GateResult> none;
+  orient_to_gates(objective_, plan("fixed"), fixed, none);
+  EXPECT_EQ(fixed[1].comparisons[0].a, "tiled");
+  EXPECT_EQ(fixed[1].findings[0], as_measured[1].findings[0]);
 }
 
 TEST_F(GateEvalTest, AmbiguousBenchVerdictIsInconclusive) {
