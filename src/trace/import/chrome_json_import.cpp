@@ -139,6 +139,14 @@ struct FlowPoint {
   TrackId track;
   StringId name;
 };
+// A runtime call or GPU op with a correlation id: the ops no ac2g flow reaches (a CUDA graph's
+// replay has one flow for many kernels; some traces have none) are tied to their launch by it.
+struct Correlated {
+  uint64_t correlation;
+  TrackId track;
+  int64_t ts;
+  bool gpu;
+};
 struct LocalInstant {
   TrackId track;
   int64_t ts;
@@ -199,11 +207,33 @@ bool is_gpu_category(std::string_view category) {
 constexpr int8_t kCategoryGpu = 1;         // the track is a GPU stream
 constexpr int8_t kCategoryPython = 2;      // Python-stack events: the thread's python lane
 constexpr int8_t kCategoryAnnotation = 4;  // ranges projected onto a stream: its annotation lane
+constexpr int8_t kCategoryRuntime = 8;     // CUDA runtime or driver calls: they launch GPU work
 int8_t category_class(std::string_view category) {
   int8_t bits = is_gpu_category(category) ? kCategoryGpu : 0;
   if (category == "python_function") bits |= kCategoryPython;
   if (category == "gpu_user_annotation") bits |= kCategoryAnnotation;
+  if (category == "cuda_runtime" || category == "cuda_driver") bits |= kCategoryRuntime;
   return bits;
+}
+
+// Kineto's "correlation" argument (a positive integer) in an args object's text; 0 when absent.
+// A plain scan: the args of runtime calls and GPU ops are short, and parsing them whole for one
+// number would cost more than the rest of the event.
+uint64_t correlation_of(std::string_view args) {
+  constexpr std::string_view kKey = "\"correlation\"";
+  size_t at = args.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  at += kKey.size();
+  while (at < args.size() && (args[at] == ' ' || args[at] == '\t' || args[at] == '\n' ||
+                              args[at] == '\r' || args[at] == ':')) {
+    ++at;
+  }
+  uint64_t value = 0;
+  size_t digits = 0;
+  for (; at < args.size() && args[at] >= '0' && args[at] <= '9' && digits < 18; ++at, ++digits) {
+    value = value * 10 + static_cast<uint64_t>(args[at] - '0');
+  }
+  return digits == 0 ? 0 : value;
 }
 
 // The fields of one event loupe reads. Views point into the input or, for an event read by the
@@ -464,6 +494,8 @@ class ChromeReader {
   // Returns false with `failure` set when simdjson reports a structural problem.
   bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
   void commit(StatsRegistry& stats);
+  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
+  void add_correlation_flows(int64_t offset);
   bool kineto() const { return kineto_; }
   // The document is an object with no "traceEvents" key: some JSON, but not a trace.
   bool object_without_events() const { return top_object_ && !saw_trace_events_; }
@@ -527,6 +559,7 @@ class ChromeReader {
   std::vector<LocalSlice> slices_;
   std::vector<TrackState> track_state_;        // by TrackId
   std::vector<int8_t> category_class_;         // by StringId: -1 unknown, else kCategory* bits
+  std::vector<Correlated> correlated_;         // runtime calls and GPU ops, in file order
   const bool keep_args_;                       // ModelBuilder::keep_args: for export only
   std::string args_;                           // the slices' args objects, back to back
   std::vector<std::array<TrackId, 2>> lanes_;  // by main track: its python and annotation lanes
@@ -669,6 +702,13 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
           args_.append(args);
         }
         slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
+        if ((category_bits & (kCategoryGpu | kCategoryRuntime)) != 0) {
+          const uint64_t correlation = correlation_of(args);
+          if (correlation != 0) {
+            correlated_.push_back(
+                {correlation, slice_track, ts, (category_bits & kCategoryGpu) != 0});
+          }
+        }
       }
       note_ts(ts + dur);
       return;
@@ -846,6 +886,41 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
   return true;
 }
 
+void ChromeReader::add_correlation_flows(int64_t offset) {
+  // flows_ is sorted by id first: an op is reached when a flow end with its correlation id
+  // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
+  std::vector<const Correlated*> unreached;
+  bool any_launch = false;
+  for (const Correlated& entry : correlated_) {
+    if (!entry.gpu) {
+      any_launch = true;
+      continue;
+    }
+    auto it = std::lower_bound(flows_.begin(), flows_.end(), entry.correlation,
+                               [](const FlowPoint& point, uint64_t id) { return point.id < id; });
+    bool reached = false;
+    for (; it != flows_.end() && it->id == entry.correlation && !reached; ++it) {
+      reached = it->phase != 's' && it->track == entry.track && it->ts == entry.ts;
+    }
+    if (!reached) unreached.push_back(&entry);
+  }
+  if (unreached.empty() || !any_launch) return;
+  std::unordered_map<uint64_t, const Correlated*> launch;
+  for (const Correlated* entry : unreached) launch.emplace(entry->correlation, nullptr);
+  for (const Correlated& entry : correlated_) {
+    if (entry.gpu) continue;
+    const auto it = launch.find(entry.correlation);
+    if (it != launch.end() && it->second == nullptr) it->second = &entry;
+  }
+  const StringId name = intern("correlation");
+  for (const Correlated* entry : unreached) {
+    const Correlated* call = launch[entry->correlation];
+    if (call == nullptr) continue;
+    builder_.add_flow(name, call->track, call->ts + offset, entry->track, entry->ts + offset,
+                      /*bind_to_next=*/false);
+  }
+}
+
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
   builder_.reserve_slices(slices_.size());
@@ -929,6 +1004,7 @@ void ChromeReader::commit(StatsRegistry& stats) {
     open_flow = point.phase == 't' ? &point : nullptr;
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
+  add_correlation_flows(offset);
 
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     if (track_state_[track].gpu) builder_.track_info(track).kind = TrackKind::kGpuStream;
