@@ -1167,15 +1167,21 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   Json gil = Json::array();
   for (const GilContention& contention : analysis.gil) {
     for (const GilContention::Holder& holder : contention.holders) {
-      gil.push_back({{"waiter", model.track_label(contention.waiter)},
-                     {"holder", model.track_label(holder.thread)},
-                     {"call", display(holder.call)},
-                     {"range", display(holder.annotation)},
-                     {"calls", holder.calls},
-                     {"waiter_work_during_calls_ns", holder.work_inside_ns},
-                     {"waiter_work_expected_ns", holder.work_expected_ns},
-                     {"wait_ns", holder.held_ns},
-                     {"waiter_span_ns", contention.waiter_span_ns}});
+      gil.push_back(
+          {{"waiter", model.track_label(contention.waiter)},
+           {"holder", model.track_label(holder.thread)},
+           {"call", display(holder.call)},
+           {"range", display(holder.annotation)},
+           {"calls", holder.calls},
+           {"waiter_work_during_calls_ns", holder.work_inside_ns},
+           {"waiter_work_expected_ns", holder.work_expected_ns},
+           {"wait_ns", holder.held_ns},
+           {"waiter_span_ns", contention.waiter_span_ns},
+           {"explanation", holder.explanation == GilContention::Holder::Explanation::kResult
+                               ? "result wait"
+                               : "lock"},
+           {"evidence", holder.evidence},
+           {"confidence", holder.confidence}});
     }
   }
   data["gil_inferred"] = gil;
