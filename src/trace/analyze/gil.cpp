@@ -60,8 +60,13 @@ SliceId innermost(const Model& model, const TrackIndex& index, const std::vector
 bool worker_thread_name(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (std::string_view word : {"gloo", "nccl", "watchdog", "watchdg", "pt_", "processgroup"}) {
+  for (std::string_view word : {"gloo", "nccl", "watchdog", "watchdg", "processgroup"}) {
     if (lower.find(word) != std::string::npos) return true;
+  }
+  // pt_* as a name of its own ("pt_autograd_0", Kineto's "thread 721 (pt_gloo_runloop)"), not
+  // inside a word ("script_runner").
+  for (size_t at = lower.find("pt_"); at != std::string::npos; at = lower.find("pt_", at + 1)) {
+    if (at == 0 || lower[at - 1] == '(' || lower[at - 1] == ' ') return true;
   }
   return false;
 }

@@ -139,14 +139,6 @@ struct FlowPoint {
   TrackId track;
   StringId name;
 };
-// A runtime call or GPU op with a correlation id: the ops no ac2g flow reaches (a CUDA graph's
-// replay has one flow for many kernels; some traces have none) are tied to their launch by it.
-struct Correlated {
-  uint64_t correlation;
-  TrackId track;
-  int64_t ts;
-  bool gpu;
-};
 struct LocalInstant {
   TrackId track;
   int64_t ts;
@@ -557,9 +549,13 @@ class ChromeReader {
   std::array<RecentString, 1024> recent_strings_{};
   size_t recent_next_ = 0;
   std::vector<LocalSlice> slices_;
-  std::vector<TrackState> track_state_;        // by TrackId
-  std::vector<int8_t> category_class_;         // by StringId: -1 unknown, else kCategory* bits
-  std::vector<Correlated> correlated_;         // runtime calls and GPU ops, in file order
+  std::vector<TrackState> track_state_;  // by TrackId
+  std::vector<int8_t> category_class_;   // by StringId: -1 unknown, else kCategory* bits
+  // Runtime calls and GPU ops with a correlation id, in file order: correlation << 1 | is GPU,
+  // and the index in slices_. The ops no ac2g flow reaches (a CUDA graph's replay has one flow
+  // for many kernels; some traces have none) are tied to their launch by it. 12 bytes an event.
+  std::vector<uint64_t> correlation_keys_;
+  std::vector<uint32_t> correlation_slices_;
   const bool keep_args_;                       // ModelBuilder::keep_args: for export only
   std::string args_;                           // the slices' args objects, back to back
   std::vector<std::array<TrackId, 2>> lanes_;  // by main track: its python and annotation lanes
@@ -701,14 +697,16 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
           packed = static_cast<uint64_t>(args_.size()) << 24 | args.size();
           args_.append(args);
         }
-        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
-        if ((category_bits & (kCategoryGpu | kCategoryRuntime)) != 0) {
+        if ((category_bits & (kCategoryGpu | kCategoryRuntime)) != 0 &&
+            slices_.size() < UINT32_MAX) {
           const uint64_t correlation = correlation_of(args);
           if (correlation != 0) {
-            correlated_.push_back(
-                {correlation, slice_track, ts, (category_bits & kCategoryGpu) != 0});
+            correlation_keys_.push_back(correlation << 1 |
+                                        ((category_bits & kCategoryGpu) != 0 ? 1 : 0));
+            correlation_slices_.push_back(static_cast<uint32_t>(slices_.size()));
           }
         }
+        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
       }
       note_ts(ts + dur);
       return;
@@ -889,36 +887,43 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
 void ChromeReader::add_correlation_flows(int64_t offset) {
   // flows_ is sorted by id first: an op is reached when a flow end with its correlation id
   // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
-  std::vector<const Correlated*> unreached;
+  std::vector<size_t> unreached;  // positions in correlation_keys_
   bool any_launch = false;
-  for (const Correlated& entry : correlated_) {
-    if (!entry.gpu) {
+  for (size_t at = 0; at < correlation_keys_.size(); ++at) {
+    if ((correlation_keys_[at] & 1) == 0) {
       any_launch = true;
       continue;
     }
-    auto it = std::lower_bound(flows_.begin(), flows_.end(), entry.correlation,
+    const uint64_t correlation = correlation_keys_[at] >> 1;
+    const LocalSlice& op = slices_[correlation_slices_[at]];
+    auto it = std::lower_bound(flows_.begin(), flows_.end(), correlation,
                                [](const FlowPoint& point, uint64_t id) { return point.id < id; });
     bool reached = false;
-    for (; it != flows_.end() && it->id == entry.correlation && !reached; ++it) {
-      reached = it->phase != 's' && it->track == entry.track && it->ts == entry.ts;
+    for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
+      reached = it->phase != 's' && it->track == op.track && it->ts == op.start;
     }
-    if (!reached) unreached.push_back(&entry);
+    if (!reached) unreached.push_back(at);
   }
-  if (unreached.empty() || !any_launch) return;
-  std::unordered_map<uint64_t, const Correlated*> launch;
-  for (const Correlated* entry : unreached) launch.emplace(entry->correlation, nullptr);
-  for (const Correlated& entry : correlated_) {
-    if (entry.gpu) continue;
-    const auto it = launch.find(entry.correlation);
-    if (it != launch.end() && it->second == nullptr) it->second = &entry;
+  if (!unreached.empty() && any_launch) {
+    std::unordered_map<uint64_t, uint32_t> launch;  // correlation -> the runtime call's slice
+    for (size_t at : unreached) launch.emplace(correlation_keys_[at] >> 1, UINT32_MAX);
+    for (size_t at = 0; at < correlation_keys_.size(); ++at) {
+      if ((correlation_keys_[at] & 1) != 0) continue;
+      const auto it = launch.find(correlation_keys_[at] >> 1);
+      if (it != launch.end() && it->second == UINT32_MAX) it->second = correlation_slices_[at];
+    }
+    const StringId name = intern("correlation");
+    for (size_t at : unreached) {
+      const uint32_t call = launch[correlation_keys_[at] >> 1];
+      if (call == UINT32_MAX) continue;
+      const LocalSlice& from = slices_[call];
+      const LocalSlice& to = slices_[correlation_slices_[at]];
+      builder_.add_flow(name, from.track, from.start + offset, to.track, to.start + offset,
+                        /*bind_to_next=*/false);
+    }
   }
-  const StringId name = intern("correlation");
-  for (const Correlated* entry : unreached) {
-    const Correlated* call = launch[entry->correlation];
-    if (call == nullptr) continue;
-    builder_.add_flow(name, call->track, call->ts + offset, entry->track, entry->ts + offset,
-                      /*bind_to_next=*/false);
-  }
+  correlation_keys_ = {};
+  correlation_slices_ = {};
 }
 
 void ChromeReader::commit(StatsRegistry& stats) {
