@@ -379,6 +379,43 @@ TEST(SyntheticTraces, WithoutSequenceNumbersTheSignatureKeepsTheMatch) {
   EXPECT_EQ(collectives["mismatches"][0]["text"], "rank 3 has no allreduce #7 of group 0");
 }
 
+// A member whose collective has other sizes or another dtype than the rest of its group is
+// named with what differs; the match itself holds (same sequence number).
+TEST(SyntheticTraces, ACollectiveWithOtherSizesOnOneRankIsNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("loupe-sizes-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  int64_t theirs = -1;
+  for (int rank = 0; rank < 4; ++rank) {
+    Json document =
+        Json::parse(gunzip(kSynthetic / ("missing_rank" + std::to_string(rank) + ".json.gz")));
+    for (Json& event : document["traceEvents"]) {
+      if (!event.contains("args") || !event["args"].contains("Seq")) continue;
+      if (event["args"]["Seq"] != 3) continue;
+      theirs = event["args"]["In msg nelems"].get<int64_t>();
+      if (rank == 2) {
+        event["args"]["In msg nelems"] = theirs * 2;
+        event["args"]["dtype"] = "Float";
+      }
+    }
+    paths.push_back((dir / ("sizes_rank" + std::to_string(rank) + ".json")).string());
+    std::ofstream(paths.back()) << document.dump();
+  }
+  AnalyzeRequest request;
+  request.detail = true;
+  const Envelope envelope = analyze(load_traces(paths), request);
+  fs::remove_all(dir);
+  const Json& mismatches = envelope.data["collectives"]["mismatches"];
+  std::vector<std::string> texts;
+  for (const Json& mismatch : mismatches) texts.push_back(mismatch["text"]);
+  const std::string differs = "rank 2's allreduce #3 of group 0 differs: In msg nelems " +
+                              std::to_string(theirs * 2) + " where the others have " +
+                              std::to_string(theirs) +
+                              ", dtype Float where the others have BFloat16";
+  EXPECT_EQ(texts, (std::vector<std::string>{differs, "rank 3 has no allreduce #7 of group 0"}));
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 12);
+}
+
 // A TP x DP job: tensor-parallel pairs {0,1}, {2,3} and data-parallel pairs {0,2}, {1,3}, each
 // collective matched within its group from "Process Group Ranks". Rank 3 computes longer before
 // its data-parallel all-reduces: it is the straggler, and the cause is its compute stream, not
