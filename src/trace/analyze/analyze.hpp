@@ -142,13 +142,19 @@ struct GpuKindTime {
 //   host wait    the next op's launch call began after the stream went idle: the host was late
 //   kernel wait  the next op was already enqueued and the gap is below kernel_wait_ns (launch
 //                latency between back-to-back ops)
-//   other        enqueued but still waiting (an event, another stream, a synchronisation), or
-//                no launch flow to tell
+//   host sync    the host was late because the launching thread sat in a synchronisation
+//                (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, .item())
+//                for at least half of the gap
+//   collective   the host was late while its process ran a collective (gloo:*, nccl:*, c10d::*,
+//                record_param_comms) for at least half of the gap: it waited for the result
+//   other        enqueued but still waiting (an event, another stream), or no launch to tell
+// The launch of an op is its ac2g flow's source, else the runtime call with its correlation id.
 struct StreamIdle {
   TrackId stream = kNoTrack;
   TrackId feeder = kNoTrack;  // the thread that launched most of the stream's ops
   uint64_t ops = 0;
   int64_t span_ns = 0, busy_ns = 0, host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
+  int64_t sync_wait_ns = 0, collective_wait_ns = 0;
   uint64_t host_wait_gaps = 0;
   Interval longest_host_wait{0, 0};
   SliceId longest_before = kNoSlice, longest_after = kNoSlice;
@@ -157,7 +163,7 @@ struct StreamIdle {
   int64_t host_zones_ns = 0;  // the gap time those zones cover
 };
 struct LaunchStats {
-  uint64_t launches = 0;
+  uint64_t launches = 0;  // launch calls; a CUDA graph's replay (cudaGraphLaunch) is one
   // Medians, 95th percentiles and maxima: the launch call's CPU duration, the op's GPU duration,
   // and the launch delay = GPU start − launch call end (HTA's definition).
   int64_t cpu_p50 = 0, cpu_p95 = 0, cpu_max = 0;
@@ -177,7 +183,14 @@ struct GpuSummary {
   int64_t comm_under_compute_ns = 0;                 // comm ∩ compute
   SliceId longest_exposed_comm = kNoSlice, longest_exposed_copy = kNoSlice;
   std::vector<StreamIdle> streams;  // by host wait, descending
-  LaunchStats launches;
+  LaunchStats launches;             // one per launch call: a graph's replay counts once
+  // CUDA graphs: ops launched by cudaGraphLaunch (tied to it by flow or correlation id), their
+  // replays, and the GPU time they covered (merged).
+  uint64_t graph_launches = 0, graph_ops = 0;
+  int64_t graph_ns = 0;
+  // Per range that issued replays (the launch's nearest enclosing non-runtime slice): the summed
+  // GPU time of the graph ops, descending.
+  std::vector<std::pair<std::string, int64_t>> graph_ranges;
 };
 struct GpuStep {
   SliceId step;  // the ProfilerStep#N slice
@@ -186,8 +199,14 @@ struct GpuStep {
 };
 struct GpuAnalysis {
   bool present = false;
-  GpuSummary steady;  // every op but warm-up ones (first step, first calls, module loading)
-  GpuSummary all;     // every op
+  // The steady window: from the end of the last warm-up op (first step, first calls, module
+  // loading) launched inside a warm-up range that began in the trace's first half, to the last
+  // op's end. Every statistic of `steady` is measured inside it, each op clipped to it.
+  Interval window{0, 0};
+  uint64_t ops_before_window = 0;  // ops that ended before it opened, left out
+  uint64_t warmup_ops_inside = 0;  // later warm-up ops, kept inside it
+  GpuSummary steady;               // the ops inside the window
+  GpuSummary all;                  // every op
   std::vector<GpuStep> steps;
 };
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
@@ -213,15 +232,27 @@ struct GilContention {
     std::string call;        // the holder's innermost slice in the call
     std::string annotation;  // its enclosing record_function range, or empty
     uint64_t calls = 0;
+    uint64_t waits = 0;              // the waiter's stalls under them
     int64_t calls_ns = 0;            // the calls' time within the waiter's span
     int64_t work_inside_ns = 0;      // the waiter's own work during the calls
     int64_t work_expected_ns = 0;    // ... had it been independent of them
     SliceId example = kNoSlice;      // the call at the longest wait
     SliceId waiter_zone = kNoSlice;  // what the waiter had open then (kNoSlice: nothing)
+    // Which explanation the timeline supports better. The same stall-under-call pattern is left
+    // by a waiter blocked on the holder's result (a collective on a communication thread, a
+    // future, a queue): that is no exclusion. kResult when the holder is a communication or
+    // worker thread (its call is a collective, or its name says so); kLock otherwise.
+    enum class Explanation : uint8_t { kLock, kResult } explanation = Explanation::kLock;
+    std::vector<std::string> evidence;  // the observations behind `explanation`, said plainly
+    uint64_t stopped_before_call = 0;   // waits in which the waiter stopped before the call began
+    std::string confidence;             // "high", "moderate" or "low": how many observations agree
   };
   std::vector<Holder> holders;  // descending by held_ns
 };
 std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* index = nullptr);
+// A host call of a communication library as PyTorch's profiler names it (gloo:all_reduce,
+// nccl:all_reduce, c10d::allreduce_, record_param_comms, mpi:*, MPI_*).
+bool is_communication_call(std::string_view name);
 
 struct OverlapWindow {
   SliceId window;
@@ -300,16 +331,21 @@ std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
 
 // Collectives across the ranks of one job (docs/multi-rank.md), when the files hold two or more
 // ranks. A collective is a slice named nccl:* (Kineto's host op), ncclDevKernel_* / ncclKernel_*
-// (its GPU kernel), mpi:* or MPI_* (kda's MPI calls, MPI profilers). Per rank, the collectives of
-// one group — host ops or GPU kernels, per process group (args "Process Group Name") — are put in
-// start order and the n-th of every rank are matched (NCCL runs a group's collectives in the same
-// order on every rank). Arrival = start; the last arriver holds the others: imposed wait =
-// Σ over the other ranks of (last arrival − their arrival). GPU kernel groups decide when present
-// (a host op only enqueues), host groups otherwise.
+// (its GPU kernel), mpi:* or MPI_* (kda's MPI calls, MPI profilers). Collectives are grouped —
+// host ops or GPU kernels, per process group (args "Process Group Name"), whose members are read
+// from "Process Group Ranks" (else: the ranks that ran it) — and matched within the group by
+// Kineto's sequence number ("Seq") when every call has one, else in start order, where a member
+// whose next call differs in "Collective name", "In msg nelems", "Out msg nelems" or "dtype" from
+// what most members run next lacks this one. A member without a call, or with a different one,
+// is a mismatch, never a shifted match. Arrival = start; the last arriver holds the others: imposed
+// wait = Σ over the other ranks of (last arrival − their arrival). GPU kernel groups decide when
+// present (a host op only enqueues), host groups otherwise.
 struct CollectiveInstance {
   std::string group;            // "kernel pg 0", "host pg 0"
   uint64_t index = 0;           // n-th of its group
-  std::vector<SliceId> slices;  // per rank, in Collectives::ranks order
+  int64_t seq = 0;              // Kineto's "Seq" when every call of the group has one, else index+1
+  std::string name;             // "Collective name" ("allreduce"), else the slice's name
+  std::vector<SliceId> slices;  // per rank, in Collectives::ranks order; kNoSlice: not there
   int last_rank = -1;
   int64_t skew_ns = 0;  // last arrival − first arrival (clock-corrected)
   int64_t imposed_ns = 0;
@@ -327,16 +363,29 @@ struct RankCollectives {
   int64_t clock_uncertainty_ns = 0;  // largest deviation from that median
   uint64_t clock_samples = 0;
 };
+// The straggler and its cause, read where the cause lives: over the windows from each rank's
+// previous collective to its arrival at the ones the straggler held up, what the rank's compute
+// ran (GPU kernels when the collectives are kernels, its threads' innermost work otherwise) and
+// what its launching thread did (synchronisations, time with nothing traced), each against the
+// median of the other ranks. All measured; `cause` is the inference from them.
 struct Straggler {
   int rank = -1;
   uint64_t arrived_last = 0, collectives = 0;
   int64_t imposed_ns = 0, max_skew_ns = 0;
-  std::string before;               // what it ran just before the collectives it held up
+  std::string compute_source;  // "GPU kernels" or "thread work"
+  int64_t compute_ns = 0, compute_median_others_ns = -1;
+  int64_t sync_ns = 0, sync_median_others_ns = -1;
+  int64_t host_idle_ns = 0, host_idle_median_others_ns = -1;
+  uint64_t others = 0;  // ranks compared
+  // "compute", "host idle", "host synchronisation" (the excess explains at least half of the
+  // wait it imposed on each rank), or "unexplained".
+  std::string cause;
+  std::string before;               // the work that ran longest beyond the others' median
   int64_t before_share_ns = 0;      // the imposed wait behind which `before` came
-  SliceId before_slice = kNoSlice;  // at the collective with the most imposed wait
+  SliceId before_slice = kNoSlice;  // its longest slice before the heaviest collective
   SliceId collective_slice = kNoSlice;
-  int64_t before_ns = 0;                 // that slice's duration
-  int64_t before_median_others_ns = -1;  // the same stage before the same collective elsewhere
+  int64_t before_ns = 0;                 // the straggler's time in it, over the windows
+  int64_t before_median_others_ns = -1;  // the others' median time in it
   uint64_t before_others = 0;
 };
 struct Collectives {
@@ -344,8 +393,20 @@ struct Collectives {
   std::vector<CollectiveInstance> instances;
   std::vector<RankCollectives> per_rank;  // in `ranks` order
   std::optional<Straggler> straggler;
-  uint64_t unmatched = 0;  // collectives past the shortest rank's count in their group
-  std::string clock;       // how the ranks' clocks relate, with the uncertainty
+  uint64_t unmatched = 0;  // collectives not recorded on every member of their group
+  // A member without a group's collective, or one whose name, element counts or dtype differ
+  // from what the other members ran: "rank 3 has no allreduce #7 of group 0".
+  struct Mismatch {
+    std::string group;
+    int64_t seq = 0;
+    std::string collective;
+    int rank = -1;
+    std::string text;
+  };
+  std::vector<Mismatch> mismatches;
+  bool sequence_numbers = false;  // some group matched on Kineto's sequence numbers
+  uint64_t outside_group = 0;     // collectives of a group recorded on a rank outside it
+  std::string clock;              // how the ranks' clocks relate, with the uncertainty
 };
 Collectives compute_collectives(const Model& model, const TrackIndex& index);
 

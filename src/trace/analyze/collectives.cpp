@@ -1,6 +1,7 @@
-// Collectives matched across ranks: arrival skew, the last arriver, the straggler and what it ran
-// just before, communication hidden by compute per rank, and the ranks' clocks compared on the
-// collectives' ends.
+// Collectives matched across ranks within their process groups (by sequence number, else by
+// order checked on name, sizes and dtype), arrival skew, the last arriver, the straggler and the
+// cause of its lateness, communication hidden by compute per rank, and the ranks' clocks compared
+// on the collectives' ends.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -31,8 +32,13 @@ std::string arg_string(std::string_view args, std::string_view key) {
     return end == std::string_view::npos ? std::string()
                                          : std::string(args.substr(at + 1, end - at - 1));
   }
-  const size_t end = args.find_first_of(",}", at);
-  return std::string(args.substr(at, end == std::string_view::npos ? args.size() - at : end - at));
+  size_t end = args.find_first_of(",}", at);
+  if (end == std::string_view::npos) end = args.size();
+  while (end > at && (args[end - 1] == ' ' || args[end - 1] == '\n' || args[end - 1] == '\r' ||
+                      args[end - 1] == '\t')) {
+    --end;
+  }
+  return std::string(args.substr(at, end - at));
 }
 
 int64_t median(std::vector<int64_t> values) {
@@ -40,34 +46,6 @@ int64_t median(std::vector<int64_t> values) {
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
   return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-// The slice a thread ran just before `id`: its latest sibling (same track, same parent) ending
-// at or before `id` starts; the parent when it has none. Siblings on one track do not overlap, so
-// scanning back from `id`'s place in the track's start order, the first sibling that has ended is
-// the latest; the scan never goes back past the parent's start. (It used to scan the track from
-// its beginning for every call: quadratic in a long rank trace's collectives.)
-SliceId slice_before(const Model& model, const TrackIndex& index, SliceId id) {
-  const TrackId track = model.slices.track[id];
-  const SliceId parent = model.slices.parent[id];
-  const int64_t start = model.slices.start_ns[id];
-  const std::vector<SliceId>& slices = index.slices(track);
-  const auto by_start = [&](SliceId slice, int64_t ts) {
-    return model.slices.start_ns[slice] < ts;
-  };
-  const auto first = parent == kNoSlice ? slices.begin()
-                                        : std::lower_bound(slices.begin(), slices.end(),
-                                                           model.slices.start_ns[parent], by_start);
-  auto at = std::upper_bound(slices.begin(), slices.end(), start, [&](int64_t ts, SliceId slice) {
-    return ts < model.slices.start_ns[slice];
-  });
-  while (at != first) {
-    const SliceId other = *--at;
-    if (other == id || model.slices.parent[other] != parent) continue;
-    if (model.slices.end_ns[other] > start) continue;
-    return other;
-  }
-  return parent;
 }
 
 }  // namespace
@@ -84,8 +62,21 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   std::map<int, size_t> position;
   for (size_t at = 0; at < ranks; ++at) position[out.ranks[at]] = at;
 
-  // group -> per rank -> collective slices in start order.
-  std::map<std::string, std::vector<std::vector<SliceId>>> groups;
+  // Per group (kernel or host, per process group): its member ranks and, per rank, its
+  // collective slices in start order with what Kineto says about each.
+  struct Call {
+    SliceId slice;
+    int64_t seq;            // Kineto's "Seq", or -1
+    std::string signature;  // collective name, element counts and dtype
+    std::string name;       // the collective's name ("allreduce"), else the slice's
+  };
+  struct Group {
+    std::vector<std::vector<Call>> per_rank;  // by rank position
+    std::vector<uint8_t> member;              // by rank position
+    bool ranks_known = false;                 // members read from "Process Group Ranks"
+    std::string label;                        // the process group's name
+  };
+  std::map<std::string, Group> groups;
   bool any_kernel = false;
   for (SliceId id = 0; id < model.slices.size(); ++id) {
     if (!is_collective(model.slice_name(id))) continue;
@@ -94,33 +85,186 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (rank < 0 || model.tracks[track].lane == Lane::kAnnotation) continue;
     const bool kernel = model.tracks[track].kind == TrackKind::kGpuStream;
     any_kernel |= kernel;
-    std::string group_name = arg_string(model.slice_args(id), "Process Group Name");
-    const std::string group =
-        std::string(kernel ? "kernel" : "host") + " pg " + (group_name.empty() ? "0" : group_name);
-    auto& per_rank = groups[group];
-    per_rank.resize(ranks);
-    per_rank[position[rank]].push_back(id);
+    const std::string_view args = model.slice_args(id);
+    std::string group_name = arg_string(args, "Process Group Name");
+    if (group_name.empty()) group_name = "0";
+    const std::string key = std::string(kernel ? "kernel" : "host") + " pg " + group_name;
+    Group& group = groups[key];
+    if (group.per_rank.empty()) {
+      group.per_rank.resize(ranks);
+      group.member.assign(ranks, 0);
+      group.label = group_name;
+    }
+    if (!group.ranks_known) {
+      // "[0, 1, 2, 3]"; PyTorch truncates long lists with "...", which says nothing of members.
+      const std::string list = arg_string(args, "Process Group Ranks");
+      if (!list.empty() && list.find("...") == std::string::npos) {
+        std::vector<uint8_t> member(ranks, 0);
+        bool any = false, foreign = false;
+        int64_t value = -1;
+        for (const char c : list + ",") {
+          if (c >= '0' && c <= '9') {
+            value = (value < 0 ? 0 : value * 10) + (c - '0');
+          } else if (value >= 0) {
+            const auto it = position.find(static_cast<int>(value));
+            if (it != position.end()) {
+              member[it->second] = 1;
+              any = true;
+            } else {
+              foreign = true;  // a member whose trace was not given
+            }
+            value = -1;
+          }
+        }
+        (void)foreign;
+        if (any) {
+          group.member = member;
+          group.ranks_known = true;
+        }
+      }
+    }
+    Call call{id, -1, "", arg_string(args, "Collective name")};
+    const std::string seq = arg_string(args, "Seq");
+    if (!seq.empty() && seq.find_first_not_of("0123456789") == std::string::npos &&
+        seq.size() < 18) {
+      call.seq = std::stoll(seq);
+    }
+    call.signature = call.name + "|" + arg_string(args, "In msg nelems") + "|" +
+                     arg_string(args, "Out msg nelems") + "|" + arg_string(args, "dtype");
+    if (call.name.empty()) call.name = std::string(model.slice_name(id));
+    group.per_rank[position[rank]].push_back(std::move(call));
   }
   out.per_rank.resize(ranks);
   for (size_t at = 0; at < ranks; ++at) out.per_rank[at].rank = out.ranks[at];
 
-  for (auto& [group, per_rank] : groups) {
-    size_t shortest = SIZE_MAX, longest = 0;
-    for (auto& slices : per_rank) {
-      std::sort(slices.begin(), slices.end(), [&](SliceId left, SliceId right) {
-        return model.slices.start_ns[left] < model.slices.start_ns[right];
-      });
-      shortest = std::min(shortest, slices.size());
-      longest = std::max(longest, slices.size());
+  for (auto& [key, group] : groups) {
+    if (!group.ranks_known) {
+      for (size_t at = 0; at < ranks; ++at) group.member[at] = !group.per_rank[at].empty();
     }
-    for (const auto& slices : per_rank) out.unmatched += slices.size() - shortest;
-    const bool decides = (group.rfind("kernel", 0) == 0) == any_kernel;
-    for (size_t n = 0; n < shortest; ++n) {
+    std::vector<size_t> members;
+    bool sequenced = true;
+    for (size_t at = 0; at < ranks; ++at) {
+      auto& calls = group.per_rank[at];
+      std::sort(calls.begin(), calls.end(), [&](const Call& left, const Call& right) {
+        return model.slices.start_ns[left.slice] < model.slices.start_ns[right.slice];
+      });
+      if (group.member[at] != 0) members.push_back(at);
+      for (const Call& call : calls) sequenced &= call.seq >= 0;
+      // A rank outside the group that recorded the group's collectives anyway: ignored, said.
+      if (group.member[at] == 0 && !calls.empty()) out.outside_group += calls.size();
+    }
+    if (members.size() < 2) continue;
+    const bool decides = (key.rfind("kernel", 0) == 0) == any_kernel;
+    // Rows: one per collective call of the group, each with the member's call or none.
+    std::vector<std::vector<const Call*>> rows;
+    if (sequenced) {
+      // Kineto numbers a group's collectives on every rank alike: match on the number.
+      std::map<int64_t, std::vector<const Call*>> by_seq;
+      for (size_t at : members) {
+        for (const Call& call : group.per_rank[at]) {
+          auto& row = by_seq[call.seq];
+          row.resize(ranks, nullptr);
+          if (row[at] == nullptr) row[at] = &call;
+        }
+      }
+      for (auto& [seq, row] : by_seq) rows.push_back(std::move(row));
+    } else {
+      // In order, a rank whose next call differs from what most members run next (name, sizes,
+      // dtype) lacks this one: it waits for the next row instead of shifting every later match.
+      std::vector<size_t> cursor(ranks, 0);
+      for (;;) {
+        std::map<std::string, size_t> votes;
+        for (size_t at : members) {
+          if (cursor[at] < group.per_rank[at].size()) {
+            ++votes[group.per_rank[at][cursor[at]].signature];
+          }
+        }
+        if (votes.empty()) break;
+        std::string majority;
+        size_t most = 0;
+        for (const auto& [signature, count] : votes) {
+          if (count > most) most = count, majority = signature;
+        }
+        std::vector<const Call*> row(ranks, nullptr);
+        for (size_t at : members) {
+          if (cursor[at] >= group.per_rank[at].size()) continue;
+          const Call& call = group.per_rank[at][cursor[at]];
+          if (call.signature != majority) continue;
+          row[at] = &call;
+          ++cursor[at];
+        }
+        rows.push_back(std::move(row));
+      }
+    }
+    uint64_t ordinal = 0;
+    for (const auto& row : rows) {
+      ++ordinal;
+      const Call* any_call = nullptr;
+      size_t present = 0;
+      std::map<std::string, size_t> votes;
+      for (size_t at : members) {
+        if (row[at] == nullptr) continue;
+        ++present;
+        if (any_call == nullptr) any_call = row[at];
+        ++votes[row[at]->signature];
+      }
+      const int64_t number = sequenced ? any_call->seq : static_cast<int64_t>(ordinal);
+      std::string majority;
+      size_t most = 0;
+      for (const auto& [signature, count] : votes) {
+        if (count > most) most = count, majority = signature;
+      }
+      std::string name = any_call->name;
+      for (size_t at : members) {
+        if (row[at] != nullptr && row[at]->signature == majority) {
+          name = row[at]->name;
+          break;
+        }
+      }
+      if (present < members.size()) {
+        ++out.unmatched;
+        for (size_t at : members) {
+          if (row[at] != nullptr) continue;
+          out.mismatches.push_back({group.label, number, name, out.ranks[at],
+                                    "rank " + std::to_string(out.ranks[at]) + " has no " + name +
+                                        " #" + std::to_string(number) + " of group " +
+                                        group.label});
+        }
+      }
+      for (size_t at : members) {
+        if (row[at] == nullptr || row[at]->signature == majority) continue;
+        auto part = [](const std::string& signature, int field) {
+          size_t from = 0;
+          for (int skip = 0; skip < field; ++skip) from = signature.find('|', from) + 1;
+          return signature.substr(from, signature.find('|', from) - from);
+        };
+        std::string what;
+        const char* fields[] = {"collective", "In msg nelems", "Out msg nelems", "dtype"};
+        for (int field = 0; field < 4; ++field) {
+          const std::string mine = part(row[at]->signature, field);
+          const std::string theirs = part(majority, field);
+          if (mine == theirs) continue;
+          if (!what.empty()) what += ", ";
+          what += std::string(fields[field]) + " " + (mine.empty() ? "(none)" : mine) +
+                  " where the others have " + (theirs.empty() ? "(none)" : theirs);
+        }
+        out.mismatches.push_back({group.label, number, name, out.ranks[at],
+                                  "rank " + std::to_string(out.ranks[at]) + "'s " + name + " #" +
+                                      std::to_string(number) + " of group " + group.label +
+                                      " differs: " + what});
+      }
+      if (present < 2) continue;
       CollectiveInstance instance;
-      instance.group = group;
-      instance.index = n;
+      instance.group = key;
+      instance.index = ordinal - 1;
+      instance.seq = number;
+      instance.name = name;
       instance.decides = decides;
-      for (size_t at = 0; at < ranks; ++at) instance.slices.push_back(per_rank[at][n]);
+      instance.slices.assign(ranks, kNoSlice);
+      for (size_t at : members) {
+        if (row[at] != nullptr) instance.slices[at] = row[at]->slice;
+      }
+      out.sequence_numbers |= sequenced;
       out.instances.push_back(std::move(instance));
     }
   }
@@ -130,8 +274,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   std::vector<std::vector<int64_t>> end_offsets(ranks);
   for (const CollectiveInstance& instance : out.instances) {
     if (!instance.decides) continue;
+    // Offsets are to the first rank: sub-groups without it give no sample.
+    if (instance.slices[0] == kNoSlice) continue;
     const int64_t reference = model.slices.end_ns[instance.slices[0]];
     for (size_t at = 1; at < ranks; ++at) {
+      if (instance.slices[at] == kNoSlice) continue;
       end_offsets[at].push_back(model.slices.end_ns[instance.slices[at]] - reference);
     }
   }
@@ -184,6 +331,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     int64_t first = INT64_MAX, last = INT64_MIN;
     size_t last_at = 0;
     for (size_t at = 0; at < ranks; ++at) {
+      if (instance.slices[at] == kNoSlice) continue;
       const int64_t when = arrival(at, instance.slices[at]);
       first = std::min(first, when);
       if (when > last) {
@@ -193,10 +341,14 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     }
     instance.last_rank = out.ranks[last_at];
     instance.skew_ns = last - first;
-    for (size_t at = 0; at < ranks; ++at)
-      instance.imposed_ns += last - arrival(at, instance.slices[at]);
+    for (size_t at = 0; at < ranks; ++at) {
+      if (instance.slices[at] != kNoSlice) {
+        instance.imposed_ns += last - arrival(at, instance.slices[at]);
+      }
+    }
     if (!instance.decides) continue;
     for (size_t at = 0; at < ranks; ++at) {
+      if (instance.slices[at] == kNoSlice) continue;
       RankCollectives& rank = out.per_rank[at];
       ++rank.collectives;
       rank.waited_ns += last - arrival(at, instance.slices[at]);
@@ -213,11 +365,13 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (model.slices.parent[id] != kNoSlice) has_child[model.slices.parent[id]] = 1;
   }
   std::vector<std::vector<Interval>> comm(ranks), compute(ranks);
+  std::vector<std::vector<SliceId>> compute_slices(ranks);  // by start
   std::vector<std::map<TrackId, int64_t>> comm_tracks(ranks);
   for (const CollectiveInstance& instance : out.instances) {
     if (!instance.decides) continue;
     for (size_t at = 0; at < ranks; ++at) {
       const SliceId id = instance.slices[at];
+      if (id == kNoSlice) continue;
       comm[at].push_back({model.slices.start_ns[id], model.slices.end_ns[id]});
       comm_tracks[at][model.slices.track[id]] +=
           model.slices.end_ns[id] - model.slices.start_ns[id];
@@ -231,6 +385,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     const bool kernel = model.tracks[track].kind == TrackKind::kGpuStream;
     if (any_kernel ? !kernel : (kernel || has_child[id] != 0)) continue;
     compute[position[rank]].push_back({model.slices.start_ns[id], model.slices.end_ns[id]});
+    compute_slices[position[rank]].push_back(id);
   }
   for (size_t at = 0; at < ranks; ++at) {
     RankCollectives& rank = out.per_rank[at];
@@ -257,39 +412,209 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.arrived_last = out.per_rank[worst].arrived_last;
     straggler.collectives = out.per_rank[worst].collectives;
     straggler.imposed_ns = out.per_rank[worst].imposed_ns;
-    std::map<std::string, int64_t> before_by_name;
+    straggler.compute_source = any_kernel ? "GPU kernels" : "thread work";
+    // Per rank: its deciding collectives by start, so that "since the previous collective" is
+    // the end of the one before in the rank's own order.
+    std::vector<std::vector<SliceId>> own(ranks);
+    for (const CollectiveInstance& instance : out.instances) {
+      if (!instance.decides) continue;
+      for (size_t at = 0; at < ranks; ++at) {
+        if (instance.slices[at] != kNoSlice) own[at].push_back(instance.slices[at]);
+      }
+    }
+    for (auto& list : own) {
+      std::sort(list.begin(), list.end(), [&](SliceId left, SliceId right) {
+        return model.slices.start_ns[left] < model.slices.start_ns[right];
+      });
+    }
+    // Before its first collective, a rank's window opens at its first event.
+    std::vector<int64_t> rank_start(ranks, INT64_MAX);
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      const int rank = model.track_rank(model.slices.track[id]);
+      if (rank < 0) continue;
+      int64_t& start = rank_start[position[rank]];
+      start = std::min(start, model.slices.start_ns[id]);
+    }
+    auto window_of = [&](size_t at, SliceId collective) -> Interval {
+      const auto it = std::lower_bound(
+          own[at].begin(), own[at].end(), collective, [&](SliceId slice, SliceId value) {
+            return model.slices.start_ns[slice] < model.slices.start_ns[value];
+          });
+      const int64_t from =
+          it == own[at].begin() ? rank_start[at] : model.slices.end_ns[*std::prev(it)];
+      return {from, model.slices.start_ns[collective]};
+    };
+    // Compute slices by start, with the longest per rank (to find those open at a window's start).
+    std::vector<int64_t> longest(ranks, 0);
+    for (size_t at = 0; at < ranks; ++at) {
+      auto& ids = compute_slices[at];
+      std::sort(ids.begin(), ids.end(), [&](SliceId left, SliceId right) {
+        return model.slices.start_ns[left] < model.slices.start_ns[right];
+      });
+      for (SliceId id : ids) {
+        longest[at] = std::max(longest[at], model.slices.end_ns[id] - model.slices.start_ns[id]);
+      }
+    }
+    std::vector<std::vector<TrackId>> lanes(model.tracks.size());
+    for (TrackId track = 0; track < model.tracks.size(); ++track) {
+      if (model.tracks[track].kind == TrackKind::kThread)
+        lanes[model.tracks[track].main].push_back(track);
+    }
+    std::vector<uint8_t> sync_name(model.strings.size(), 0);
+    for (StringId name = 0; name < model.strings.size(); ++name) {
+      const std::string_view text = model.strings.get(name);
+      sync_name[name] = text == "cudaStreamSynchronize" || text == "cudaDeviceSynchronize" ||
+                        text == "cudaEventSynchronize" || text == "aten::_local_scalar_dense" ||
+                        text == "aten::item";
+    }
+    // The launching thread of a collective: its ac2g flow's source (a GPU kernel), else the
+    // collective's own thread (a host op).
+    std::vector<uint8_t> is_own(model.slices.size(), 0);
+    for (const auto& list : own) {
+      for (SliceId id : list) is_own[id] = 1;
+    }
+    std::map<SliceId, SliceId> launch_of;
+    for (size_t row = 0; row < model.flows.size(); ++row) {
+      const SliceId from = model.flows.from_slice[row], to = model.flows.to_slice[row];
+      if (from != kNoSlice && to != kNoSlice && is_own[to] != 0) launch_of[to] = from;
+    }
+    auto thread_of = [&](SliceId collective) -> TrackId {
+      const auto it = launch_of.find(collective);
+      const SliceId source = it != launch_of.end() ? it->second : collective;
+      const TrackId track = model.slices.track[source];
+      return model.tracks[track].kind == TrackKind::kThread ? model.tracks[track].main : kNoTrack;
+    };
+    // What the thread did over the window: time in synchronisations, time with nothing open.
+    auto host_time = [&](TrackId thread, Interval window, int64_t& sync, int64_t& idle) {
+      sync = idle = 0;
+      if (thread == kNoTrack) return;
+      std::vector<Interval> busy, syncs;
+      auto add = [&](SliceId id) {
+        if (has_child[id] != 0) return;
+        const int64_t start = std::max(model.slices.start_ns[id], window.first);
+        const int64_t end = std::min(model.slices.end_ns[id], window.second);
+        if (end <= start) return;
+        busy.emplace_back(start, end);
+        if (sync_name[model.slices.name[id]] != 0) syncs.emplace_back(start, end);
+      };
+      for (TrackId track : lanes[thread]) {
+        const auto& ids = index.slices(track);
+        const SliceId open = index.innermost_at(track, window.first);
+        if (open != kNoSlice) add(open);
+        auto it = std::lower_bound(
+            ids.begin(), ids.end(), window.first,
+            [&](SliceId id, int64_t value) { return model.slices.start_ns[id] < value; });
+        for (; it != ids.end() && model.slices.start_ns[*it] < window.second; ++it) add(*it);
+      }
+      sync = total_length(union_of(std::move(syncs)));
+      idle = (window.second - window.first) - total_length(union_of(std::move(busy)));
+    };
+    // Per rank, over the windows before the collectives the straggler held up: compute per name,
+    // compute in all, and its launching thread's synchronisations and untraced time.
+    std::vector<std::map<std::string, int64_t>> by_name(ranks);
+    std::vector<int64_t> compute_ns(ranks, 0), sync_ns(ranks, 0), idle_ns(ranks, 0);
+    std::vector<uint64_t> windows(ranks, 0);
     const CollectiveInstance* heaviest = nullptr;
+    int64_t held = 0;  // the wait it imposed on each other member, on average, summed
     for (const CollectiveInstance& instance : out.instances) {
       if (!instance.decides || instance.last_rank != straggler.rank) continue;
       straggler.max_skew_ns = std::max(straggler.max_skew_ns, instance.skew_ns);
-      const SliceId before = slice_before(model, index, instance.slices[worst]);
-      const std::string name =
-          before == kNoSlice ? "(nothing traced)" : std::string(model.slice_name(before));
-      before_by_name[name] += instance.imposed_ns;
+      size_t present = 0;
+      for (SliceId slice : instance.slices) present += slice != kNoSlice ? 1 : 0;
+      held += instance.imposed_ns / static_cast<int64_t>(std::max<size_t>(1, present - 1));
       if (heaviest == nullptr || instance.imposed_ns > heaviest->imposed_ns) heaviest = &instance;
-    }
-    for (const auto& [name, ns] : before_by_name) {
-      if (ns > straggler.before_share_ns) {
-        straggler.before = name;
-        straggler.before_share_ns = ns;
+      for (size_t at = 0; at < ranks; ++at) {
+        const SliceId collective = instance.slices[at];
+        if (collective == kNoSlice) continue;
+        const Interval window = window_of(at, collective);
+        ++windows[at];
+        std::vector<Interval> clipped;
+        const auto& ids = compute_slices[at];
+        const int64_t from = window.first - longest[at];
+        auto it = std::lower_bound(ids.begin(), ids.end(), from, [&](SliceId id, int64_t value) {
+          return model.slices.start_ns[id] < value;
+        });
+        for (; it != ids.end() && model.slices.start_ns[*it] < window.second; ++it) {
+          const SliceId id = *it;
+          const int64_t start = std::max(model.slices.start_ns[id], window.first);
+          const int64_t end = std::min(model.slices.end_ns[id], window.second);
+          if (end <= start) continue;
+          by_name[at][std::string(model.slice_name(id))] += end - start;
+          clipped.emplace_back(start, end);
+        }
+        compute_ns[at] += total_length(union_of(std::move(clipped)));
+        int64_t sync = 0, idle = 0;
+        host_time(thread_of(collective), window, sync, idle);
+        sync_ns[at] += sync;
+        idle_ns[at] += idle;
       }
     }
+    auto others_median = [&](const std::vector<int64_t>& values) {
+      std::vector<int64_t> others;
+      for (size_t at = 0; at < ranks; ++at) {
+        if (at != worst && windows[at] > 0) others.push_back(values[at]);
+      }
+      straggler.others = others.size();
+      return others.empty() ? int64_t{-1} : median(others);
+    };
+    straggler.compute_ns = compute_ns[worst];
+    straggler.compute_median_others_ns = others_median(compute_ns);
+    straggler.sync_ns = sync_ns[worst];
+    straggler.sync_median_others_ns = others_median(sync_ns);
+    straggler.host_idle_ns = idle_ns[worst];
+    straggler.host_idle_median_others_ns = others_median(idle_ns);
+    // The work that ran longer on the straggler than on the median other rank, most first.
+    int64_t most = INT64_MIN;
+    for (const auto& [name, ns] : by_name[worst]) {
+      std::vector<int64_t> others;
+      for (size_t at = 0; at < ranks; ++at) {
+        if (at == worst || windows[at] == 0) continue;
+        const auto it = by_name[at].find(name);
+        others.push_back(it == by_name[at].end() ? 0 : it->second);
+      }
+      const int64_t typical = others.empty() ? 0 : median(others);
+      if (ns - typical > most) {
+        most = ns - typical;
+        straggler.before = name;
+        straggler.before_ns = ns;
+        straggler.before_median_others_ns = others.empty() ? -1 : typical;
+        straggler.before_others = others.size();
+      }
+    }
+    if (straggler.before.empty()) straggler.before = "(nothing traced)";
+    straggler.before_share_ns = straggler.imposed_ns;
     if (heaviest != nullptr) {
       straggler.collective_slice = heaviest->slices[worst];
-      const SliceId before = slice_before(model, index, straggler.collective_slice);
-      if (before != kNoSlice && model.slice_name(before) == straggler.before) {
-        straggler.before_slice = before;
-        straggler.before_ns = model.slices.end_ns[before] - model.slices.start_ns[before];
-        std::vector<int64_t> others;
-        for (size_t at = 0; at < ranks; ++at) {
-          if (at == worst) continue;
-          const SliceId other = slice_before(model, index, heaviest->slices[at]);
-          if (other == kNoSlice || model.slice_name(other) != straggler.before) continue;
-          others.push_back(model.slices.end_ns[other] - model.slices.start_ns[other]);
-        }
-        straggler.before_others = others.size();
-        if (!others.empty()) straggler.before_median_others_ns = median(others);
+      // Evidence: the straggler's longest slice of that work before the heaviest collective.
+      const Interval window = window_of(worst, straggler.collective_slice);
+      int64_t longest = 0;
+      for (SliceId id : compute_slices[worst]) {
+        if (model.slices.end_ns[id] <= window.first || model.slices.start_ns[id] >= window.second)
+          continue;
+        if (model.slice_name(id) != straggler.before) continue;
+        const int64_t length = model.slices.end_ns[id] - model.slices.start_ns[id];
+        if (length > longest) longest = length, straggler.before_slice = id;
       }
+    }
+    // Which explanation the times support (an inference from measured times): the straggler's
+    // extra compute, or its launching thread held back (synchronised or idle).
+    const int64_t extra_compute = straggler.compute_median_others_ns < 0
+                                      ? 0
+                                      : straggler.compute_ns - straggler.compute_median_others_ns;
+    const int64_t extra_sync = straggler.sync_median_others_ns < 0
+                                   ? 0
+                                   : straggler.sync_ns - straggler.sync_median_others_ns;
+    const int64_t extra_idle = straggler.host_idle_median_others_ns < 0
+                                   ? 0
+                                   : straggler.host_idle_ns - straggler.host_idle_median_others_ns;
+    if (extra_compute > 0 && extra_compute * 2 >= held) {
+      straggler.cause = "compute";
+    } else if (extra_idle > 0 && extra_idle * 2 >= held) {
+      straggler.cause = "host idle";
+    } else if (extra_sync > 0 && extra_sync * 2 >= held) {
+      straggler.cause = "host synchronisation";
+    } else {
+      straggler.cause = "unexplained";
     }
     out.straggler = std::move(straggler);
   }

@@ -21,6 +21,8 @@ constexpr int64_t kMinStallNs = 200'000;
 constexpr int64_t kResumeWindowNs = 1'000'000;
 constexpr int64_t kMinExpectedNs = 200'000;
 constexpr double kExclusionRatio = 0.1;
+// A waiter that went quiet this long before the holder's call began was not stopped by it.
+constexpr int64_t kStoppedBeforeNs = 5'000;
 
 struct Stall {
   int64_t start, end;
@@ -53,6 +55,22 @@ SliceId innermost(const Model& model, const TrackIndex& index, const std::vector
   return best;
 }
 
+// Threads that run C++ for the process and take no interpreter lock: the run loops and watchdogs
+// of the process groups, and other threads PyTorch starts and names pt_*.
+bool worker_thread_name(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view word : {"gloo", "nccl", "watchdog", "watchdg", "processgroup"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  // pt_* as a name of its own ("pt_autograd_0", Kineto's "thread 721 (pt_gloo_runloop)"), not
+  // inside a word ("script_runner").
+  for (size_t at = lower.find("pt_"); at != std::string::npos; at = lower.find("pt_", at + 1)) {
+    if (at == 0 || lower[at - 1] == '(' || lower[at - 1] == ' ') return true;
+  }
+  return false;
+}
+
 bool works_within(const std::vector<Interval>& work, int64_t start, int64_t end) {
   auto it = std::upper_bound(work.begin(), work.end(), Interval{start, INT64_MAX});
   if (it != work.begin()) --it;
@@ -63,6 +81,14 @@ bool works_within(const std::vector<Interval>& work, int64_t start, int64_t end)
 }
 
 }  // namespace
+
+bool is_communication_call(std::string_view name) {
+  for (std::string_view prefix :
+       {"gloo:", "nccl:", "c10d::", "mpi:", "MPI_", "record_param_comms", "ProcessGroup"}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
 
 std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* shared_index) {
   const SliceTable& slices = model.slices;
@@ -101,6 +127,16 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
       mark = 1;
     } else if (category == cpu_op && mark == 0) {
       mark = 2;
+    }
+  }
+  // Which threads run Python frames (a with_stack trace records them on every Python thread).
+  std::vector<uint8_t> python_frames(model.tracks.size(), 0);
+  bool any_frames = false;
+  if (python_function != 0) {
+    for (SliceId id = 0; id < slices.size(); ++id) {
+      if (slices.category[id] != python_function) continue;
+      python_frames[main_of[slices.track[id]]] = 1;
+      any_frames = true;
     }
   }
   auto is_python = [&](TrackId main) {
@@ -218,6 +254,53 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
           }
         }
         if (waits == 0) continue;
+        // Result or exclusion: what the holder is, and whether the waiter had already stopped
+        // when the call began (a lock stops it when the holder takes it, not before).
+        for (const Stall& stall : waiter->stalls) {
+          for (const Stall* call : calls) {
+            if (call->start < stall.start || call->start >= stall.end) continue;
+            if (stall.end - call->end > kResumeWindowNs || call->end > stall.end) continue;
+            if (call->start - stall.start >= kStoppedBeforeNs) ++result_holder.stopped_before_call;
+            break;
+          }
+        }
+        const std::string_view call_name = model.slice_name(result_holder.example);
+        const std::string& holder_name = model.tracks[holder->main].name;
+        std::vector<std::string> result_signs, lock_signs;
+        if (is_communication_call(call_name)) {
+          result_signs.push_back("the call is a collective (" + std::string(call_name) +
+                                 "), which runs in C++ without the interpreter lock");
+        }
+        if (worker_thread_name(holder_name)) {
+          result_signs.push_back("the holder is a communication or worker thread (" + holder_name +
+                                 ")");
+        }
+        if (any_frames && python_frames[holder->main] != 0) {
+          lock_signs.push_back("the holder runs Python frames");
+        }
+        if (!is_communication_call(call_name)) {
+          lock_signs.push_back("the call (" + std::string(call_name) + ") is not a collective");
+        }
+        const bool before_most = result_holder.stopped_before_call * 2 > waits;
+        const std::string stopped = "the waiter stopped before the call began in " +
+                                    std::to_string(result_holder.stopped_before_call) + " of " +
+                                    std::to_string(waits) + " waits";
+        if (!result_signs.empty()) {
+          result_holder.explanation = GilContention::Holder::Explanation::kResult;
+          if (before_most) result_signs.push_back(stopped + " (it was waiting for the result)");
+          result_holder.evidence = result_signs;
+          result_holder.confidence =
+              result_signs.size() >= 3 ? "high" : (result_signs.size() == 2 ? "moderate" : "low");
+        } else {
+          if (!before_most) {
+            lock_signs.push_back("in " + std::to_string(waits - result_holder.stopped_before_call) +
+                                 " of " + std::to_string(waits) +
+                                 " waits the waiter stopped only as the call began");
+          }
+          result_holder.evidence = lock_signs;
+          result_holder.confidence =
+              lock_signs.size() >= 3 ? "high" : (lock_signs.size() == 2 ? "moderate" : "low");
+        }
         const SliceId example = result_holder.example;
         result_holder.call = std::string(model.slice_name(example));
         for (SliceId range = example; range != kNoSlice; range = slices.parent[range]) {
@@ -226,6 +309,7 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
             break;
           }
         }
+        result_holder.waits = waits;
         contention.waits += waits;
         contention.wait_ns += result_holder.held_ns;
         contention.holders.push_back(std::move(result_holder));

@@ -82,14 +82,29 @@ struct Context {
   const std::vector<uint32_t>& device_of;  // by track: the device (file, pid) index
   size_t devices;
   int64_t kernel_wait_ns;
+  // Host waits, merged: per thread (main lane) its synchronisations, per process (device_of of
+  // its threads) the collectives any of its threads ran.
+  const std::vector<std::vector<Interval>>& sync_of_thread;
+  const std::vector<std::vector<Interval>>& collective_of_process;
+  const std::vector<uint8_t>& graph_launch;  // per name: cudaGraphLaunch (a graph's replay)
 };
 
-// `ops`: GPU op ids, ascending (so by track, then start).
-GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
+bool synchronisation(std::string_view name) {
+  return name == "cudaStreamSynchronize" || name == "cudaDeviceSynchronize" ||
+         name == "cudaEventSynchronize" || name == "aten::_local_scalar_dense" ||
+         name == "aten::item";
+}
+
+// `ops`: GPU op ids, ascending (so by track, then start), each overlapping `window`. Every
+// interval statistic (time by kind, overlap, idle) sees an op clipped to the window, so all kinds
+// are measured over one span; launch statistics take the ops whole.
+GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops, Interval window) {
   const Model& model = context.model;
   const SliceTable& slices = model.slices;
   GpuSummary summary;
   if (ops.empty()) return summary;
+  auto begin = [&](SliceId id) { return std::max(slices.start_ns[id], window.first); };
+  auto finish = [&](SliceId id) { return std::min(slices.end_ns[id], window.second); };
   int64_t first = INT64_MAX, last = INT64_MIN;
   // Per device (file, pid): intervals per kind; per stream (its main lane): the ops.
   std::vector<std::array<std::vector<Interval>, static_cast<size_t>(GpuKind::kCount)>> devices(
@@ -97,7 +112,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
   std::vector<std::vector<SliceId>> by_stream(model.tracks.size());
   for (SliceId id : ops) {
     const auto kind = static_cast<GpuKind>(context.kind[id]);
-    const int64_t start = slices.start_ns[id], end = slices.end_ns[id];
+    const int64_t start = begin(id), end = finish(id);
     GpuKindTime& time = summary.kinds[static_cast<size_t>(kind)];
     ++time.count;
     time.sum_ns += end - start;
@@ -136,8 +151,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
       const auto kind = static_cast<GpuKind>(context.kind[id]);
       if (kind != GpuKind::kComm && !is_copy(kind)) continue;
       if (context.device_of[slices.track[id]] != device) continue;
-      const int64_t exposed = slices.end_ns[id] - slices.start_ns[id] -
-                              covered(compute, slices.start_ns[id], slices.end_ns[id]);
+      const int64_t exposed = finish(id) - begin(id) - covered(compute, begin(id), finish(id));
       int64_t& worst = kind == GpuKind::kComm ? worst_comm : worst_copy;
       SliceId& evidence =
           kind == GpuKind::kComm ? summary.longest_exposed_comm : summary.longest_exposed_copy;
@@ -155,9 +169,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     std::vector<SliceId>& ids = by_stream[stream];
     if (ids.empty()) continue;
     // One lane's ids are in start order already; overlap lanes interleave.
-    auto by_start = [&](SliceId left, SliceId right) {
-      return slices.start_ns[left] < slices.start_ns[right];
-    };
+    auto by_start = [&](SliceId left, SliceId right) { return begin(left) < begin(right); };
     if (!std::is_sorted(ids.begin(), ids.end(), by_start)) {
       std::stable_sort(ids.begin(), ids.end(), by_start);
     }
@@ -165,19 +177,28 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     idle.stream = stream;
     idle.ops = ids.size();
     std::map<TrackId, uint64_t> launchers;
-    int64_t covered_until = slices.end_ns[ids.front()];
+    int64_t covered_until = finish(ids.front());
     SliceId before = ids.front();
-    int64_t busy = 0, busy_start = slices.start_ns[ids.front()];
+    int64_t busy = 0, busy_start = begin(ids.front());
     for (size_t at = 0; at < ids.size(); ++at) {
       const SliceId id = ids[at];
       const SliceId launch = context.launch_of[id];
       if (launch != kNoSlice) ++launchers[model.tracks[slices.track[launch]].main];
-      const int64_t start = slices.start_ns[id];
+      const int64_t start = begin(id);
       if (at > 0 && start > covered_until) {
         busy += covered_until - busy_start;
         busy_start = start;
         const int64_t gap = start - covered_until;
-        if (launch != kNoSlice && slices.start_ns[launch] >= covered_until) {
+        const TrackId thread =
+            launch != kNoSlice ? model.tracks[slices.track[launch]].main : kNoTrack;
+        const bool late = launch != kNoSlice && slices.start_ns[launch] >= covered_until;
+        if (late && 2 * covered(context.sync_of_thread[thread], covered_until, start) >= gap) {
+          idle.sync_wait_ns += gap;
+        } else if (late && 2 * covered(context.collective_of_process[context.device_of[thread]],
+                                       covered_until, start) >=
+                               gap) {
+          idle.collective_wait_ns += gap;
+        } else if (late) {
           idle.host_wait_ns += gap;
           ++idle.host_wait_gaps;
           if (gap > idle.longest_host_wait.second - idle.longest_host_wait.first) {
@@ -194,14 +215,14 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
           idle.other_ns += gap;
         }
       }
-      if (slices.end_ns[id] >= covered_until) {
-        covered_until = slices.end_ns[id];
+      if (finish(id) >= covered_until) {
+        covered_until = finish(id);
         before = id;
       }
     }
     busy += covered_until - busy_start;
     idle.busy_ns = busy;
-    idle.span_ns = covered_until - slices.start_ns[ids.front()];
+    idle.span_ns = covered_until - begin(ids.front());
     uint64_t most = 0;
     for (const auto& [thread, count] : launchers) {
       if (count > most) most = count, idle.feeder = thread;
@@ -244,16 +265,49 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
                    [](const StreamIdle& left, const StreamIdle& right) {
                      return left.host_wait_ns > right.host_wait_ns;
                    });
-  // Launch statistics through the ac2g flows.
+  // Launch statistics through the ac2g flows (or correlation ids), one per launch call: a CUDA
+  // graph's replay is one launch, its GPU time from its first op's start to its last op's end.
   LaunchStats& stats = summary.launches;
-  std::vector<int64_t> cpu, gpu, delay;
-  int64_t worst_delay = INT64_MIN, worst_cpu = INT64_MIN;
+  std::vector<std::pair<SliceId, SliceId>> launched;  // (launch, op)
   for (SliceId id : ops) {
     const SliceId launch = context.launch_of[id];
-    if (launch == kNoSlice) continue;
+    if (launch != kNoSlice) launched.emplace_back(launch, id);
+  }
+  std::sort(launched.begin(), launched.end());
+  std::vector<int64_t> cpu, gpu, delay;
+  int64_t worst_delay = INT64_MIN, worst_cpu = INT64_MIN;
+  std::vector<Interval> graph_time;
+  std::map<std::string, int64_t> graph_ranges;
+  for (size_t at = 0; at < launched.size();) {
+    const SliceId launch = launched[at].first;
+    SliceId first_op = launched[at].second;
+    int64_t gpu_start = INT64_MAX, gpu_end = INT64_MIN;
+    size_t end = at;
+    for (; end < launched.size() && launched[end].first == launch; ++end) {
+      const SliceId id = launched[end].second;
+      if (slices.start_ns[id] < gpu_start) gpu_start = slices.start_ns[id], first_op = id;
+      gpu_end = std::max(gpu_end, slices.end_ns[id]);
+    }
+    if (context.graph_launch[slices.name[launch]] != 0) {
+      ++summary.graph_launches;
+      summary.graph_ops += end - at;
+      int64_t replay_ns = 0;
+      for (size_t op = at; op < end; ++op) {
+        graph_time.emplace_back(begin(launched[op].second), finish(launched[op].second));
+        replay_ns += finish(launched[op].second) - begin(launched[op].second);
+      }
+      // The range that issued the replay: the launch's nearest enclosing slice that is not a
+      // runtime call (a record_function range, the op), else the launch itself.
+      SliceId range = slices.parent[launch];
+      while (range != kNoSlice && model.slice_name(range).substr(0, 4) == "cuda") {
+        range = slices.parent[range];
+      }
+      graph_ranges[std::string(model.slice_name(range == kNoSlice ? launch : range))] += replay_ns;
+    }
+    at = end;
     const int64_t cpu_ns = slices.end_ns[launch] - slices.start_ns[launch];
-    const int64_t gpu_ns = slices.end_ns[id] - slices.start_ns[id];
-    const int64_t delay_ns = slices.start_ns[id] - slices.end_ns[launch];
+    const int64_t gpu_ns = gpu_end - gpu_start;
+    const int64_t delay_ns = gpu_start - slices.end_ns[launch];
     cpu.push_back(cpu_ns);
     gpu.push_back(gpu_ns);
     delay.push_back(delay_ns);
@@ -261,10 +315,14 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops) {
     if (delay_ns > worst_delay) {
       worst_delay = delay_ns;
       stats.worst_delay_launch = launch;
-      stats.worst_delay_op = id;
+      stats.worst_delay_op = first_op;
     }
     if (cpu_ns > worst_cpu) worst_cpu = cpu_ns, stats.worst_cpu_launch = launch;
   }
+  summary.graph_ns = total_length(union_of(std::move(graph_time)));
+  summary.graph_ranges.assign(graph_ranges.begin(), graph_ranges.end());
+  std::stable_sort(summary.graph_ranges.begin(), summary.graph_ranges.end(),
+                   [](const auto& left, const auto& right) { return left.second > right.second; });
   stats.launches = cpu.size();
   if (stats.launches > 0) {
     stats.cpu_max = *std::max_element(cpu.begin(), cpu.end());
@@ -352,8 +410,38 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
   }
   std::optional<TrackIndex> own_index;
   const TrackIndex& index = shared_index != nullptr ? *shared_index : own_index.emplace(model);
-  const Context context{model, index, kind, launch_of, device_of, devices.size(), kernel_wait_ns};
-  result.all = summarize(context, ops);
+  std::vector<std::vector<Interval>> sync_of_thread(model.tracks.size());
+  std::vector<std::vector<Interval>> collective_of_process(devices.size());
+  // Per name: 1 a synchronisation, 2 a collective (names are few; slices are many).
+  std::vector<uint8_t> wait_role(model.strings.size(), 0);
+  for (StringId name = 0; name < model.strings.size(); ++name) {
+    const std::string_view text = model.strings.get(name);
+    wait_role[name] = synchronisation(text) ? 1 : (is_communication_call(text) ? 2 : 0);
+  }
+  for (SliceId id = 0; id < slices.size(); ++id) {
+    const uint8_t role = wait_role[slices.name[id]];
+    if (role == 0) continue;
+    const Track& track = model.tracks[slices.track[id]];
+    if (track.kind != TrackKind::kThread) continue;
+    if (role == 1) {
+      sync_of_thread[track.main].emplace_back(slices.start_ns[id], slices.end_ns[id]);
+    } else {
+      collective_of_process[device_of[slices.track[id]]].emplace_back(slices.start_ns[id],
+                                                                      slices.end_ns[id]);
+    }
+  }
+  for (auto& intervals : sync_of_thread) intervals = union_of(std::move(intervals));
+  for (auto& intervals : collective_of_process) intervals = union_of(std::move(intervals));
+  std::vector<uint8_t> graph_launch(model.strings.size(), 0);
+  for (StringId name = 0; name < model.strings.size(); ++name) {
+    graph_launch[name] = model.strings.get(name).substr(0, 15) == "cudaGraphLaunch";
+  }
+  const Context context{model,          index,          kind,
+                        launch_of,      device_of,      devices.size(),
+                        kernel_wait_ns, sync_of_thread, collective_of_process,
+                        graph_launch};
+  const Interval everything{INT64_MIN, INT64_MAX};
+  result.all = summarize(context, ops, everything);
   // Per ProfilerStep: an op belongs to the step in which its launch call (else the op) began.
   std::vector<uint8_t> in_warmup_step(slices.size(), 0);
   if (!warmup.steps.empty()) {
@@ -373,16 +461,56 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
       for (SliceId id : per_step.front()) in_warmup_step[id] = 1;
     }
     for (size_t step = 0; step < warmup.steps.size(); ++step) {
-      result.steps.push_back(
-          {warmup.steps[step], step == 0 && first_is_warmup, summarize(context, per_step[step])});
+      result.steps.push_back({warmup.steps[step], step == 0 && first_is_warmup,
+                              summarize(context, per_step[step], everything)});
     }
   }
+  // One steady window for every statistic: it opens when the last GPU op of the leading
+  // warm-up ends — launched inside (or itself inside) a warm-up range that began in the trace's
+  // first half. Leaving warm-up ops out one by one kept the work that ran beside them (a copy
+  // under a cut-away kernel), so each kind was measured over a different span.
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (SliceId id : ops) {
+    first = std::min(first, slices.start_ns[id]);
+    last = std::max(last, slices.end_ns[id]);
+  }
+  const int64_t middle = model.start_ns + (model.end_ns - model.start_ns) / 2;
+  std::vector<Interval> leading;
+  for (const Warmup::Item& item : warmup.items) {
+    // The profiler's own span covers the whole trace: it launches nothing.
+    if (item.reason == Warmup::Reason::kProfiler) continue;
+    if (slices.start_ns[item.slice] <= middle) {
+      leading.emplace_back(slices.start_ns[item.slice], slices.end_ns[item.slice]);
+    }
+  }
+  leading = union_of(std::move(leading));
+  auto in_leading = [&](SliceId id) {
+    const SliceId launch = launch_of[id];
+    const int64_t at = launch != kNoSlice ? slices.start_ns[launch] : slices.start_ns[id];
+    return covered(leading, at, at + 1) > 0;
+  };
+  int64_t opens = first;
+  // Warm-up ops: marked themselves, launched by a marked call (a graph's ops beyond the one its
+  // flow reaches), or launched in the first step.
+  auto warm = [&](SliceId id) {
+    if (in_warmup_step[id] != 0) return true;
+    if (warmup.slice.empty()) return false;
+    return warmup.slice[id] != 0 || (launch_of[id] != kNoSlice && warmup.slice[launch_of[id]] != 0);
+  };
+  for (SliceId id : ops) {
+    if (warm(id) && in_leading(id)) opens = std::max(opens, slices.end_ns[id]);
+  }
+  result.window = {opens, last};
   std::vector<SliceId> steady;
   for (SliceId id : ops) {
-    const bool marked = !warmup.slice.empty() && warmup.slice[id] != 0;
-    if (!marked && in_warmup_step[id] == 0) steady.push_back(id);
+    if (slices.end_ns[id] <= opens) {
+      ++result.ops_before_window;
+      continue;
+    }
+    result.warmup_ops_inside += warm(id) ? 1 : 0;
+    steady.push_back(id);
   }
-  result.steady = steady.size() == ops.size() ? result.all : summarize(context, steady);
+  result.steady = opens == first ? result.all : summarize(context, steady, result.window);
   return result;
 }
 

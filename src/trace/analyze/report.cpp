@@ -195,38 +195,88 @@ std::string zones_or(const std::vector<std::pair<std::string, int64_t>>& zones, 
   return text.empty() ? "no traced range" : text;
 }
 
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : "; ") + part;
+  return text;
+}
+
 void add_gil_findings(const Model& model, const Analysis& analysis,
                       std::vector<Finding>& findings) {
+  using Explanation = GilContention::Holder::Explanation;
   for (const GilContention& contention : analysis.gil) {
-    const double share = ratio(contention.wait_ns, contention.waiter_span_ns);
-    // Below 1 % of the waiter's time the pattern is as likely chance as the lock.
-    if (share < 0.01 || contention.holders.empty()) continue;
-    const GilContention::Holder& holder = contention.holders.front();
     const std::string waiter = model.track_label(contention.waiter);
+    // The stalls under a communication or worker thread's calls are waits for a result; the
+    // lock is claimed only from the holders exclusion explains better.
+    int64_t lock_ns = 0;
+    uint64_t lock_waits = 0;
+    const GilContention::Holder* lock_holder = nullptr;
+    for (const GilContention::Holder& holder : contention.holders) {
+      if (holder.explanation == Explanation::kResult) {
+        const double share = ratio(holder.held_ns, contention.waiter_span_ns);
+        if (share < 0.01) continue;
+        const std::string holder_name = model.track_label(holder.thread);
+        Finding finding = trace_finding("trace.wait.result", Severity::kInfo);
+        finding.claim = waiter + " waited " + format_duration(holder.held_ns) + " in " +
+                        count_of(holder.waits, "stall") + " (" + percent(share) +
+                        " of its time) for the result of " + holder_name + "'s " +
+                        display(holder.call) + " (" + std::to_string(holder.calls) +
+                        " calls): a wait for a result, not interpreter-lock exclusion — " +
+                        joined(holder.evidence) + " (an inference; sure: " + holder.confidence +
+                        ")";
+        finding.where.path = display(holder.call);
+        finding.where.thread = waiter;
+        finding.evidence.metrics = {
+            {"waits", static_cast<double>(holder.waits)},
+            {"wait_ns", static_cast<double>(holder.held_ns)},
+            {"wait_fraction_of_waiter", share},
+            {"stopped_before_call", static_cast<double>(holder.stopped_before_call)},
+            {"inferred", 1.0}};
+        if (holder.example != kNoSlice) {
+          finding.evidence.events.push_back(slice_ref(model, holder.example));
+        }
+        finding.next =
+            is_communication_call(holder.call)
+                ? "the time is the collective's: load every rank's trace to see which rank it "
+                  "waited for (trace.collectives), or overlap it with compute (async_op=True, "
+                  "wait() only where the result is needed)"
+                : "the waiter needs the holder's result: shorten that call or start it earlier";
+        findings.push_back(std::move(finding));
+        continue;
+      }
+      lock_ns += holder.held_ns;
+      lock_waits += holder.waits;
+      if (lock_holder == nullptr) lock_holder = &holder;
+    }
+    const double share = ratio(lock_ns, contention.waiter_span_ns);
+    // Below 1 % of the waiter's time the pattern is as likely chance as the lock.
+    if (share < 0.01 || lock_holder == nullptr) continue;
+    const GilContention::Holder& holder = *lock_holder;
     const std::string holder_name = model.track_label(holder.thread);
     const std::string call = display(holder.call);
     const std::string range = holder.annotation.empty() ? call : display(holder.annotation);
     Finding finding = trace_finding("trace.locks.gil_inferred",
                                     share >= 0.05 ? Severity::kWarn : Severity::kInfo);
-    finding.claim =
-        waiter + " waited on lock GIL (inferred) for " + format_duration(contention.wait_ns) +
-        " in " + count_of(contention.waits, "stall") + " (" + percent(share) + " of its time); " +
-        holder_name + " held it for " + percent(ratio(holder.held_ns, contention.wait_ns)) +
-        " of that wait, inside " + call;
+    finding.claim = waiter + " waited on lock GIL (inferred) for " + format_duration(lock_ns) +
+                    " in " + count_of(lock_waits, "stall") + " (" + percent(share) +
+                    " of its time); " + holder_name + " held it for " +
+                    percent(ratio(holder.held_ns, lock_ns)) + " of that wait, inside " + call;
     if (range != call) finding.claim += " within " + range;
     finding.claim += " (" + std::to_string(holder.calls) +
                      " uninterrupted calls) — an inference: the waiter's own work ran " +
                      format_duration(holder.work_inside_ns) + " during those calls where " +
                      format_duration(holder.work_expected_ns) +
-                     " was expected, and it resumed as they returned";
+                     " was expected, and it resumed as they returned; exclusion rather than a "
+                     "wait for a result, because " +
+                     joined(holder.evidence) + " (sure: " + holder.confidence + ")";
     finding.where.path = "lock GIL (inferred)";
     finding.where.thread = waiter;
     finding.where.interval_ns = relative(model, contention.longest);
     finding.evidence.metrics = {
-        {"waits", static_cast<double>(contention.waits)},
-        {"wait_ns", static_cast<double>(contention.wait_ns)},
+        {"waits", static_cast<double>(lock_waits)},
+        {"wait_ns", static_cast<double>(lock_ns)},
         {"wait_fraction_of_waiter", share},
-        {"held_by_top_holder_fraction", ratio(holder.held_ns, contention.wait_ns)},
+        {"held_by_top_holder_fraction", ratio(holder.held_ns, lock_ns)},
         {"waiter_work_during_calls_ns", static_cast<double>(holder.work_inside_ns)},
         {"waiter_work_expected_ns", static_cast<double>(holder.work_expected_ns)},
         {"inferred", 1.0}};
@@ -261,13 +311,13 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
   if (!analysis_gpu.present) return;
   // The workload without its warm-up, unless warm-up is all there is.
   const GpuSummary& gpu = analysis_gpu.steady.busy_ns > 0 ? analysis_gpu.steady : analysis_gpu.all;
-  uint64_t steady_ops = 0, all_ops = 0;
-  for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
-    steady_ops += analysis_gpu.steady.kinds[kind].count;
-    all_ops += analysis_gpu.all.kinds[kind].count;
-  }
-  const std::string scope =
-      &gpu == &analysis_gpu.steady && steady_ops != all_ops ? " (warm-up left out)" : "";
+  // Every GPU figure below is measured in one window, and says so.
+  const bool windowed = &gpu == &analysis_gpu.steady && analysis_gpu.ops_before_window > 0;
+  const std::string scope = windowed
+                                ? " (steady window from " +
+                                      format_duration(analysis_gpu.window.first - model.start_ns) +
+                                      ", warm-up before it left out)"
+                                : "";
   // Exposed time matters when it is a visible part of the GPU's time line.
   auto matters = [&](int64_t exposed) {
     return exposed >= 100'000 && ratio(exposed, gpu.span_ns) >= 0.05;
@@ -330,17 +380,26 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
     findings.push_back(std::move(finding));
   }
   for (const StreamIdle& idle : gpu.streams) {
-    const int64_t idle_ns = idle.host_wait_ns + idle.kernel_wait_ns + idle.other_ns;
+    const int64_t idle_ns = idle.host_wait_ns + idle.kernel_wait_ns + idle.sync_wait_ns +
+                            idle.collective_wait_ns + idle.other_ns;
     if (idle_ns == 0) continue;
     const std::string stream = model.track_label(idle.stream);
     const bool starved =
         idle.host_wait_ns >= 1'000'000 && ratio(idle.host_wait_ns, idle.span_ns) >= 0.1;
     Finding finding = trace_finding("trace.gpu.idle", starved ? Severity::kWarn : Severity::kInfo);
-    finding.claim =
-        stream + " was idle " + format_duration(idle_ns) + ", " +
-        percent(ratio(idle_ns, idle.span_ns)) + " of its " + format_duration(idle.span_ns) +
-        " span" + scope + ": host wait " + format_duration(idle.host_wait_ns) + ", kernel wait " +
-        format_duration(idle.kernel_wait_ns) + ", other " + format_duration(idle.other_ns);
+    finding.claim = stream + " was idle " + format_duration(idle_ns) + ", " +
+                    percent(ratio(idle_ns, idle.span_ns)) + " of its " +
+                    format_duration(idle.span_ns) + " span" + scope + ": host wait " +
+                    format_duration(idle.host_wait_ns) + ", kernel wait " +
+                    format_duration(idle.kernel_wait_ns);
+    if (idle.sync_wait_ns > 0) {
+      finding.claim += ", host synchronisation " + format_duration(idle.sync_wait_ns);
+    }
+    if (idle.collective_wait_ns > 0) {
+      finding.claim +=
+          ", waiting on a collective's result " + format_duration(idle.collective_wait_ns);
+    }
+    finding.claim += ", other " + format_duration(idle.other_ns);
     if (idle.host_wait_ns > 0 && !idle.host_zones.empty()) {
       finding.claim += "; while it waited for the host, " +
                        (idle.feeder == kNoTrack ? std::string("the launching thread")
@@ -353,12 +412,24 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
       finding.evidence.events.push_back(slice_ref(model, idle.longest_before));
       finding.evidence.events.push_back(slice_ref(model, idle.longest_after));
     }
-    finding.evidence.metrics = {{"span_ns", static_cast<double>(idle.span_ns)},
-                                {"busy_ns", static_cast<double>(idle.busy_ns)},
-                                {"host_wait_ns", static_cast<double>(idle.host_wait_ns)},
-                                {"kernel_wait_ns", static_cast<double>(idle.kernel_wait_ns)},
-                                {"other_ns", static_cast<double>(idle.other_ns)}};
-    if (idle.host_wait_ns > 0 && !idle.host_zones.empty()) {
+    finding.evidence.metrics = {
+        {"span_ns", static_cast<double>(idle.span_ns)},
+        {"busy_ns", static_cast<double>(idle.busy_ns)},
+        {"host_wait_ns", static_cast<double>(idle.host_wait_ns)},
+        {"kernel_wait_ns", static_cast<double>(idle.kernel_wait_ns)},
+        {"sync_wait_ns", static_cast<double>(idle.sync_wait_ns)},
+        {"collective_wait_ns", static_cast<double>(idle.collective_wait_ns)},
+        {"other_ns", static_cast<double>(idle.other_ns)}};
+    if (idle.collective_wait_ns > std::max(idle.host_wait_ns, idle.sync_wait_ns)) {
+      finding.next =
+          "the launching thread waited for a collective's result: start it earlier or overlap "
+          "it with compute (async_op=True, wait() where the result is used); with every rank's "
+          "trace loaded, trace.collectives names the rank it waited for";
+    } else if (idle.sync_wait_ns > idle.host_wait_ns) {
+      finding.next =
+          "the launching thread sat in a synchronisation: move the .item() / "
+          "cudaStreamSynchronize out of the launch loop or after the next launches";
+    } else if (idle.host_wait_ns > 0 && !idle.host_zones.empty()) {
       const std::string top = idle.host_zones.front().first == "(no zone)"
                                   ? std::string("the untraced host work")
                                   : display(idle.host_zones.front().first);
@@ -376,11 +447,12 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
     Finding finding = trace_finding("trace.gpu.launch", Severity::kInfo);
     finding.claim =
         std::to_string(launches.launches) + (launches.launches == 1 ? " launch" : " launches") +
-        " through ac2g flows: launch call p50 " + format_duration(launches.cpu_p50) + " (p95 " +
-        format_duration(launches.cpu_p95) + "), GPU time p50 " + format_duration(launches.gpu_p50) +
-        ", launch delay p50 " + format_duration(launches.delay_p50) + " (p95 " +
-        format_duration(launches.delay_p95) + ", max " + format_duration(launches.delay_max) +
-        "); " + std::to_string(launches.delay_outliers) + " delay and " +
+        " through ac2g flows or correlation ids: launch call p50 " +
+        format_duration(launches.cpu_p50) + " (p95 " + format_duration(launches.cpu_p95) +
+        "), GPU time p50 " + format_duration(launches.gpu_p50) + ", launch delay p50 " +
+        format_duration(launches.delay_p50) + " (p95 " + format_duration(launches.delay_p95) +
+        ", max " + format_duration(launches.delay_max) + "); " +
+        std::to_string(launches.delay_outliers) + " delay and " +
         std::to_string(launches.cpu_outliers) +
         " launch-call outliers (above 100 us and 10x the median); " +
         std::to_string(launches.short_ops) + " ops ran shorter than their launch call";
@@ -401,6 +473,29 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
     finding.next = launches.short_ops * 2 > launches.launches
                        ? "most ops are shorter than their launch: fuse them or capture a CUDA graph"
                        : "inspect the outliers (evidence: the longest delay's launch and op)";
+    findings.push_back(std::move(finding));
+  }
+  if (gpu.graph_launches > 0) {
+    Finding finding = trace_finding("trace.gpu.graphs", Severity::kInfo);
+    finding.claim = count_of(gpu.graph_launches, "CUDA graph replay") + " (cudaGraphLaunch) ran " +
+                    count_of(gpu.graph_ops, "op") + ", " + format_duration(gpu.graph_ns) +
+                    " of GPU time (" + percent(ratio(gpu.graph_ns, gpu.busy_ns)) + " of busy)" +
+                    scope + "; each replay counts as one launch";
+    if (!gpu.graph_ranges.empty()) {
+      finding.claim += "; issued from " + display(gpu.graph_ranges.front().first) + " (" +
+                       format_duration(gpu.graph_ranges.front().second) + ")";
+      if (gpu.graph_ranges.size() > 1) {
+        finding.claim += " and " + count_of(gpu.graph_ranges.size() - 1, "other range");
+      }
+    }
+    finding.where.path = "gpu graphs";
+    finding.evidence.metrics = {{"graph_launches", static_cast<double>(gpu.graph_launches)},
+                                {"graph_ops", static_cast<double>(gpu.graph_ops)},
+                                {"graph_ns", static_cast<double>(gpu.graph_ns)},
+                                {"graph_fraction_of_busy", ratio(gpu.graph_ns, gpu.busy_ns)}};
+    finding.next =
+        "the graph's ops are tied to their replay by correlation id: data.gpu.steady.graphs has "
+        "the ranges that issued them";
     findings.push_back(std::move(finding));
   }
   {
@@ -495,17 +590,36 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
     const Straggler& straggler = *collectives.straggler;
     Finding finding = trace_finding("trace.collectives.straggler", Severity::kWarn);
     const std::string rank = "rank " + std::to_string(straggler.rank);
+    auto against = [](int64_t mine, int64_t others) {
+      return format_duration(mine) +
+             (others >= 0 ? " (the other ranks' median " + format_duration(others) + ")" : "");
+    };
     finding.claim = rank + " arrived last at " + std::to_string(straggler.arrived_last) + " of " +
                     std::to_string(straggler.collectives) +
                     " collectives, keeping the other ranks waiting " +
                     format_duration(straggler.imposed_ns) + " in all (skew up to " +
-                    format_duration(straggler.max_skew_ns) + "); just before, it was in " +
-                    display(straggler.before);
-    if (straggler.before_median_others_ns >= 0) {
-      finding.claim += ": " + format_duration(straggler.before_ns) + " on " + rank +
-                       " against a median of " +
-                       format_duration(straggler.before_median_others_ns) + " on the other " +
-                       std::to_string(straggler.before_others) + " ranks";
+                    format_duration(straggler.max_skew_ns) +
+                    "). Measured from each rank's previous collective to its arrival at those: "
+                    "its " +
+                    straggler.compute_source + " ran " +
+                    against(straggler.compute_ns, straggler.compute_median_others_ns);
+    if (straggler.before != "(nothing traced)") {
+      finding.claim += ", most beyond the others in " + display(straggler.before) + ": " +
+                       against(straggler.before_ns, straggler.before_median_others_ns);
+    }
+    finding.claim += "; its launching thread spent " +
+                     against(straggler.sync_ns, straggler.sync_median_others_ns) +
+                     " in synchronisations and " +
+                     against(straggler.host_idle_ns, straggler.host_idle_median_others_ns) +
+                     " with nothing traced. Inferred cause: ";
+    if (straggler.cause == "compute") {
+      finding.claim += "its extra compute (" + display(straggler.before) + ")";
+    } else if (straggler.cause == "host idle") {
+      finding.claim += "its launching thread was idle (untraced host work)";
+    } else if (straggler.cause == "host synchronisation") {
+      finding.claim += "its launching thread sat in synchronisations";
+    } else {
+      finding.claim += "none of these explains half of the wait it imposed";
     }
     finding.where.path = straggler.before;
     finding.where.coords.emplace_back("rank", straggler.rank);
@@ -520,12 +634,19 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
     if (straggler.collective_slice != kNoSlice) {
       finding.evidence.events.push_back(slice_ref(model, straggler.collective_slice));
     }
-    finding.evidence.metrics = {{"rank", static_cast<double>(straggler.rank)},
-                                {"arrived_last", static_cast<double>(straggler.arrived_last)},
-                                {"collectives", static_cast<double>(straggler.collectives)},
-                                {"imposed_wait_ns", static_cast<double>(straggler.imposed_ns)},
-                                {"max_skew_ns", static_cast<double>(straggler.max_skew_ns)},
-                                {"before_ns", static_cast<double>(straggler.before_ns)}};
+    finding.evidence.metrics = {
+        {"rank", static_cast<double>(straggler.rank)},
+        {"arrived_last", static_cast<double>(straggler.arrived_last)},
+        {"collectives", static_cast<double>(straggler.collectives)},
+        {"imposed_wait_ns", static_cast<double>(straggler.imposed_ns)},
+        {"max_skew_ns", static_cast<double>(straggler.max_skew_ns)},
+        {"compute_ns", static_cast<double>(straggler.compute_ns)},
+        {"compute_median_others_ns", static_cast<double>(straggler.compute_median_others_ns)},
+        {"sync_ns", static_cast<double>(straggler.sync_ns)},
+        {"sync_median_others_ns", static_cast<double>(straggler.sync_median_others_ns)},
+        {"host_idle_ns", static_cast<double>(straggler.host_idle_ns)},
+        {"host_idle_median_others_ns", static_cast<double>(straggler.host_idle_median_others_ns)},
+        {"before_ns", static_cast<double>(straggler.before_ns)}};
     if (straggler.before_median_others_ns >= 0) {
       finding.evidence.metrics.emplace_back("before_median_others_ns",
                                             static_cast<double>(straggler.before_median_others_ns));
@@ -563,15 +684,31 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
         "or remove the wait for late ranks first (trace.collectives.straggler)";
     findings.push_back(std::move(finding));
   }
-  if (collectives.unmatched > 0) {
+  if (!collectives.mismatches.empty()) {
     Finding finding = trace_finding("trace.collectives.unmatched", Severity::kWarn);
-    finding.claim = std::to_string(collectives.unmatched) +
-                    " collectives have no counterpart on every rank (the ranks ran different "
-                    "numbers of them in a group): matched up to the shortest rank's count";
-    finding.evidence.metrics = {{"unmatched", static_cast<double>(collectives.unmatched)}};
+    std::string text;
+    for (size_t at = 0; at < collectives.mismatches.size() && at < 3; ++at) {
+      text += (text.empty() ? "" : "; ") + collectives.mismatches[at].text;
+    }
+    if (collectives.mismatches.size() > 3) {
+      text += "; " + std::to_string(collectives.mismatches.size() - 3) + " more in " +
+              "data.collectives.mismatches";
+    }
+    finding.claim = text + " (matched within each process group by " +
+                    (collectives.sequence_numbers
+                         ? std::string("Kineto's sequence numbers")
+                         : std::string("order, checked on name, element counts and dtype")) +
+                    ", so the other collectives still match)";
+    const Collectives::Mismatch& first = collectives.mismatches.front();
+    finding.where.path =
+        first.collective + " #" + std::to_string(first.seq) + " of group " + first.group;
+    finding.where.coords.emplace_back("rank", first.rank);
+    finding.evidence.metrics = {{"unmatched", static_cast<double>(collectives.unmatched)},
+                                {"mismatches", static_cast<double>(collectives.mismatches.size())}};
     finding.next =
-        "give every rank's trace for the same time window (a rank's trace cut short "
-        "or a rank missing a step shows like this)";
+        "give every rank's trace for the same time window (a trace cut short or a rank missing "
+        "a step shows like this); a collective with different sizes or dtype on one rank is a "
+        "bug in that rank's program";
     findings.push_back(std::move(finding));
   }
 }
@@ -851,11 +988,24 @@ Json summary_json(const Model& model, const GpuSummary& gpu, size_t rows, bool& 
          {"busy_ns", idle.busy_ns},
          {"host_wait_ns", idle.host_wait_ns},
          {"kernel_wait_ns", idle.kernel_wait_ns},
+         {"sync_wait_ns", idle.sync_wait_ns},
+         {"collective_wait_ns", idle.collective_wait_ns},
          {"other_ns", idle.other_ns}});
   }
   truncated |= gpu.streams.size() > rows;
   const LaunchStats& launches = gpu.launches;
+  Json graph_ranges = Json::array();
+  for (size_t index = 0; index < gpu.graph_ranges.size() && index < rows; ++index) {
+    graph_ranges.push_back({{"range", display(gpu.graph_ranges[index].first)},
+                            {"gpu_ns", gpu.graph_ranges[index].second}});
+  }
+  truncated |= gpu.graph_ranges.size() > rows;
   return {{"busy_ns", gpu.busy_ns},
+          {"graphs",
+           {{"launches", gpu.graph_launches},
+            {"ops", gpu.graph_ops},
+            {"gpu_ns", gpu.graph_ns},
+            {"ranges", graph_ranges}}},
           {"span_ns", gpu.span_ns},
           {"kinds", kinds},
           {"copy_ns", gpu.copy_ns},
@@ -884,6 +1034,16 @@ Json gpu_json(const Model& model, const GpuAnalysis& gpu, const AnalyzeRequest& 
               size_t rows, bool& truncated) {
   Json out = Json::object();
   out["kernel_wait_ns"] = request.kernel_wait_ns;
+  // The one window every figure of `steady` was measured in (times relative to time_origin_ns).
+  out["window"] = {
+      {"start_ns", gpu.window.first - model.start_ns},
+      {"end_ns", gpu.window.second - model.start_ns},
+      {"ops_before", gpu.ops_before_window},
+      {"warmup_ops_inside", gpu.warmup_ops_inside},
+      {"rule",
+       "opens when the last GPU op launched inside a warm-up range (first ProfilerStep, slow "
+       "first call, module loading) that began in the trace's first half ends; ops are clipped "
+       "to it"}};
   out["steady"] = summary_json(model, gpu.steady, rows, truncated);
   out["all"] = summary_json(model, gpu.all, rows, truncated);
   Json steps = Json::array();
@@ -1007,15 +1167,21 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   Json gil = Json::array();
   for (const GilContention& contention : analysis.gil) {
     for (const GilContention::Holder& holder : contention.holders) {
-      gil.push_back({{"waiter", model.track_label(contention.waiter)},
-                     {"holder", model.track_label(holder.thread)},
-                     {"call", display(holder.call)},
-                     {"range", display(holder.annotation)},
-                     {"calls", holder.calls},
-                     {"waiter_work_during_calls_ns", holder.work_inside_ns},
-                     {"waiter_work_expected_ns", holder.work_expected_ns},
-                     {"wait_ns", holder.held_ns},
-                     {"waiter_span_ns", contention.waiter_span_ns}});
+      gil.push_back(
+          {{"waiter", model.track_label(contention.waiter)},
+           {"holder", model.track_label(holder.thread)},
+           {"call", display(holder.call)},
+           {"range", display(holder.annotation)},
+           {"calls", holder.calls},
+           {"waiter_work_during_calls_ns", holder.work_inside_ns},
+           {"waiter_work_expected_ns", holder.work_expected_ns},
+           {"wait_ns", holder.held_ns},
+           {"waiter_span_ns", contention.waiter_span_ns},
+           {"explanation", holder.explanation == GilContention::Holder::Explanation::kResult
+                               ? "result wait"
+                               : "lock"},
+           {"evidence", holder.evidence},
+           {"confidence", holder.confidence}});
     }
   }
   data["gil_inferred"] = gil;
@@ -1049,7 +1215,8 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
       const CollectiveInstance& instance = *by_skew[index];
       instances.push_back({{"group", instance.group},
                            {"index", instance.index},
-                           {"name", display(model.slice_name(instance.slices[0]))},
+                           {"seq", instance.seq},
+                           {"name", display(instance.name)},
                            {"last_rank", instance.last_rank},
                            {"skew_ns", instance.skew_ns},
                            {"imposed_wait_ns", instance.imposed_ns}});
@@ -1060,12 +1227,26 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
       file_ranks.push_back(
           {{"file", info.path}, {"rank", info.rank}, {"source", info.rank_source}});
     }
-    data["collectives"] = {{"ranks", ranks},
-                           {"instances", instances},
-                           {"matched", collectives.instances.size()},
-                           {"unmatched", collectives.unmatched},
-                           {"clock", collectives.clock},
-                           {"file_ranks", file_ranks}};
+    Json mismatches = Json::array();
+    for (size_t index = 0; index < collectives.mismatches.size() && index < rows; ++index) {
+      const Collectives::Mismatch& mismatch = collectives.mismatches[index];
+      mismatches.push_back({{"group", mismatch.group},
+                            {"seq", mismatch.seq},
+                            {"collective", mismatch.collective},
+                            {"rank", mismatch.rank},
+                            {"text", mismatch.text}});
+    }
+    truncated |= collectives.mismatches.size() > rows;
+    data["collectives"] = {
+        {"ranks", ranks},
+        {"instances", instances},
+        {"matched", collectives.instances.size()},
+        {"unmatched", collectives.unmatched},
+        {"mismatches", mismatches},
+        {"matched_by", collectives.sequence_numbers ? "sequence number" : "order and signature"},
+        {"outside_group", collectives.outside_group},
+        {"clock", collectives.clock},
+        {"file_ranks", file_ranks}};
   }
   if (analysis.gpu.present) {
     data["gpu"] = gpu_json(model, analysis.gpu, request, rows, truncated);
@@ -1187,7 +1368,10 @@ Envelope diff(const Model& a, const Model& b, const AnalyzeRequest& request) {
     totals["communication not hidden by compute"] = gpu.comm_ns - gpu.comm_under_compute_ns;
     totals["copying not hidden by compute"] = gpu.copy_ns - gpu.copy_under_compute_ns;
     int64_t host_wait = 0;
-    for (const StreamIdle& idle : gpu.streams) host_wait += idle.host_wait_ns;
+    // The host late for any reason: busy elsewhere, synchronising, waiting for a collective.
+    for (const StreamIdle& idle : gpu.streams) {
+      host_wait += idle.host_wait_ns + idle.sync_wait_ns + idle.collective_wait_ns;
+    }
     totals["GPU idle waiting for the host"] = host_wait;
     for (size_t kind = 0; kind < gpu.kinds.size(); ++kind) {
       totals["GPU time of " + std::string(gpu_kind_name(static_cast<GpuKind>(kind)))] =

@@ -199,11 +199,33 @@ bool is_gpu_category(std::string_view category) {
 constexpr int8_t kCategoryGpu = 1;         // the track is a GPU stream
 constexpr int8_t kCategoryPython = 2;      // Python-stack events: the thread's python lane
 constexpr int8_t kCategoryAnnotation = 4;  // ranges projected onto a stream: its annotation lane
+constexpr int8_t kCategoryRuntime = 8;     // CUDA runtime or driver calls: they launch GPU work
 int8_t category_class(std::string_view category) {
   int8_t bits = is_gpu_category(category) ? kCategoryGpu : 0;
   if (category == "python_function") bits |= kCategoryPython;
   if (category == "gpu_user_annotation") bits |= kCategoryAnnotation;
+  if (category == "cuda_runtime" || category == "cuda_driver") bits |= kCategoryRuntime;
   return bits;
+}
+
+// Kineto's "correlation" argument (a positive integer) in an args object's text; 0 when absent.
+// A plain scan: the args of runtime calls and GPU ops are short, and parsing them whole for one
+// number would cost more than the rest of the event.
+uint64_t correlation_of(std::string_view args) {
+  constexpr std::string_view kKey = "\"correlation\"";
+  size_t at = args.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  at += kKey.size();
+  while (at < args.size() && (args[at] == ' ' || args[at] == '\t' || args[at] == '\n' ||
+                              args[at] == '\r' || args[at] == ':')) {
+    ++at;
+  }
+  uint64_t value = 0;
+  size_t digits = 0;
+  for (; at < args.size() && args[at] >= '0' && args[at] <= '9' && digits < 18; ++at, ++digits) {
+    value = value * 10 + static_cast<uint64_t>(args[at] - '0');
+  }
+  return digits == 0 ? 0 : value;
 }
 
 // The fields of one event loupe reads. Views point into the input or, for an event read by the
@@ -464,6 +486,8 @@ class ChromeReader {
   // Returns false with `failure` set when simdjson reports a structural problem.
   bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
   void commit(StatsRegistry& stats);
+  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
+  void add_correlation_flows(int64_t offset);
   bool kineto() const { return kineto_; }
   // The document is an object with no "traceEvents" key: some JSON, but not a trace.
   bool object_without_events() const { return top_object_ && !saw_trace_events_; }
@@ -525,8 +549,13 @@ class ChromeReader {
   std::array<RecentString, 1024> recent_strings_{};
   size_t recent_next_ = 0;
   std::vector<LocalSlice> slices_;
-  std::vector<TrackState> track_state_;        // by TrackId
-  std::vector<int8_t> category_class_;         // by StringId: -1 unknown, else kCategory* bits
+  std::vector<TrackState> track_state_;  // by TrackId
+  std::vector<int8_t> category_class_;   // by StringId: -1 unknown, else kCategory* bits
+  // Runtime calls and GPU ops with a correlation id, in file order: correlation << 1 | is GPU,
+  // and the index in slices_. The ops no ac2g flow reaches (a CUDA graph's replay has one flow
+  // for many kernels; some traces have none) are tied to their launch by it. 12 bytes an event.
+  std::vector<uint64_t> correlation_keys_;
+  std::vector<uint32_t> correlation_slices_;
   const bool keep_args_;                       // ModelBuilder::keep_args: for export only
   std::string args_;                           // the slices' args objects, back to back
   std::vector<std::array<TrackId, 2>> lanes_;  // by main track: its python and annotation lanes
@@ -667,6 +696,15 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
         if (keep_args_ && args.size() > 2 && args.size() < (size_t{1} << 24)) {
           packed = static_cast<uint64_t>(args_.size()) << 24 | args.size();
           args_.append(args);
+        }
+        if ((category_bits & (kCategoryGpu | kCategoryRuntime)) != 0 &&
+            slices_.size() < UINT32_MAX) {
+          const uint64_t correlation = correlation_of(args);
+          if (correlation != 0) {
+            correlation_keys_.push_back(correlation << 1 |
+                                        ((category_bits & kCategoryGpu) != 0 ? 1 : 0));
+            correlation_slices_.push_back(static_cast<uint32_t>(slices_.size()));
+          }
         }
         slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
       }
@@ -846,6 +884,48 @@ bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stat
   return true;
 }
 
+void ChromeReader::add_correlation_flows(int64_t offset) {
+  // flows_ is sorted by id first: an op is reached when a flow end with its correlation id
+  // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
+  std::vector<size_t> unreached;  // positions in correlation_keys_
+  bool any_launch = false;
+  for (size_t at = 0; at < correlation_keys_.size(); ++at) {
+    if ((correlation_keys_[at] & 1) == 0) {
+      any_launch = true;
+      continue;
+    }
+    const uint64_t correlation = correlation_keys_[at] >> 1;
+    const LocalSlice& op = slices_[correlation_slices_[at]];
+    auto it = std::lower_bound(flows_.begin(), flows_.end(), correlation,
+                               [](const FlowPoint& point, uint64_t id) { return point.id < id; });
+    bool reached = false;
+    for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
+      reached = it->phase != 's' && it->track == op.track && it->ts == op.start;
+    }
+    if (!reached) unreached.push_back(at);
+  }
+  if (!unreached.empty() && any_launch) {
+    std::unordered_map<uint64_t, uint32_t> launch;  // correlation -> the runtime call's slice
+    for (size_t at : unreached) launch.emplace(correlation_keys_[at] >> 1, UINT32_MAX);
+    for (size_t at = 0; at < correlation_keys_.size(); ++at) {
+      if ((correlation_keys_[at] & 1) != 0) continue;
+      const auto it = launch.find(correlation_keys_[at] >> 1);
+      if (it != launch.end() && it->second == UINT32_MAX) it->second = correlation_slices_[at];
+    }
+    const StringId name = intern("correlation");
+    for (size_t at : unreached) {
+      const uint32_t call = launch[correlation_keys_[at] >> 1];
+      if (call == UINT32_MAX) continue;
+      const LocalSlice& from = slices_[call];
+      const LocalSlice& to = slices_[correlation_slices_[at]];
+      builder_.add_flow(name, from.track, from.start + offset, to.track, to.start + offset,
+                        /*bind_to_next=*/false);
+    }
+  }
+  correlation_keys_ = {};
+  correlation_slices_ = {};
+}
+
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
   builder_.reserve_slices(slices_.size());
@@ -929,6 +1009,7 @@ void ChromeReader::commit(StatsRegistry& stats) {
     open_flow = point.phase == 't' ? &point : nullptr;
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
+  add_correlation_flows(offset);
 
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     if (track_state_[track].gpu) builder_.track_info(track).kind = TrackKind::kGpuStream;

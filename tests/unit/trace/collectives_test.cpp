@@ -126,10 +126,16 @@ TEST_F(Collectives, TheStragglerIsTheRankWhoseLateArrivalsHeldTheOthersLongestAn
   EXPECT_EQ(metric(top, "max_skew_ns"), 290 * kUs);
   EXPECT_EQ(metric(top, "before_ns"), 390 * kUs);
   EXPECT_EQ(metric(top, "before_median_others_ns"), 125 * kUs);
+  // Its work since its previous collective (here: since its first event) against the others'.
+  EXPECT_EQ(metric(top, "compute_ns"), 390 * kUs);
+  EXPECT_EQ(metric(top, "compute_median_others_ns"), 125 * kUs);
   EXPECT_EQ(top.claim,
             "rank 2 arrived last at 1 of 2 collectives, keeping the other ranks waiting 530 us in "
-            "all (skew up to 290 us); just before, it was in work: 390 us on rank 2 against a "
-            "median of 125 us on the other 2 ranks");
+            "all (skew up to 290 us). Measured from each rank's previous collective to its arrival "
+            "at those: its thread work ran 390 us (the other ranks' median 125 us), most beyond "
+            "the others in work: 390 us (the other ranks' median 125 us); its launching thread "
+            "spent 0 ns (the other ranks' median 0 ns) in synchronisations and 0 ns (the other "
+            "ranks' median 0 ns) with nothing traced. Inferred cause: its extra compute (work)");
   ASSERT_EQ(top.evidence.events.size(), 2u);
   EXPECT_EQ(top.evidence.events[0].name, "work");
   EXPECT_EQ(top.evidence.events[0].track, "rank 2: thread 10 (10/10)");

@@ -316,6 +316,15 @@ TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
       << top.claim;
   EXPECT_NE(top.claim.find("inside moe_dispatch"), std::string::npos) << top.claim;
   EXPECT_NE(top.claim.find("inference"), std::string::npos) << top.claim;
+  // The holder is the server's own Python thread in a call that is no collective: exclusion,
+  // not a wait for its result, and the claim says why and how sure.
+  EXPECT_NE(top.claim.find("exclusion rather than a wait for a result, because "),
+            std::string::npos)
+      << top.claim;
+  EXPECT_NE(top.claim.find("the call (moe_dispatch) is not a collective"), std::string::npos)
+      << top.claim;
+  EXPECT_NE(top.claim.find("(sure: "), std::string::npos) << top.claim;
+  EXPECT_EQ(first_with_id(envelope, "trace.wait.result"), nullptr);
   ASSERT_FALSE(top.evidence.events.empty());
   EXPECT_EQ(top.evidence.events.front().name, "moe_dispatch");
 }

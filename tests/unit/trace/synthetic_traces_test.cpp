@@ -1,0 +1,533 @@
+// The default answers on the seeded synthetic traces of tests/fixtures/kineto/synthetic
+// (make_synthetic_traces.py): every figure is recomputed here straight from the file's raw events
+// (nlohmann-json, intervals by hand), never through the model, and compared exactly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/json.hpp"
+#include "trace/analyze/analyze.hpp"
+#include "trace/import/import.hpp"
+
+namespace loupe::trace {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSynthetic = fs::path(LOUPE_KINETO_FIXTURE_DIR) / "synthetic";
+
+std::string gunzip(const fs::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  EXPECT_NE(file, nullptr) << path;
+  std::string text;
+  char buffer[1 << 16];
+  int read = 0;
+  while ((read = gzread(file, buffer, sizeof(buffer))) > 0) text.append(buffer, read);
+  gzclose(file);
+  return text;
+}
+
+// One complete event of the file, times in ns.
+struct Raw {
+  std::string name, cat;
+  int64_t pid = 0, tid = 0, start = 0, end = 0;
+  Json args;
+};
+
+struct RawTrace {
+  std::vector<Raw> events;
+  int64_t origin = INT64_MAX;  // the earliest start: loupe's time origin for one file
+};
+
+int64_t as_int(const Json& value) {
+  return value.is_string() ? std::stoll(value.get<std::string>()) : value.get<int64_t>();
+}
+
+RawTrace raw_events(const fs::path& path) {
+  const Json document = Json::parse(gunzip(path));
+  RawTrace trace;
+  for (const Json& event : document.at("traceEvents")) {
+    if (event.value("ph", "") != "X") continue;
+    Raw raw;
+    raw.name = event.value("name", "");
+    raw.cat = event.value("cat", "");
+    raw.pid = as_int(event.at("pid"));
+    raw.tid = as_int(event.at("tid"));
+    raw.start = event.at("ts").get<int64_t>() * 1000;
+    raw.end = raw.start + event.at("dur").get<int64_t>() * 1000;
+    raw.args = event.value("args", Json::object());
+    trace.origin = std::min(trace.origin, raw.start);
+    trace.events.push_back(std::move(raw));
+  }
+  return trace;
+}
+
+bool is_gpu(const Raw& event) { return event.cat == "kernel" || event.cat == "gpu_memcpy"; }
+
+std::vector<Interval> merged(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  std::vector<Interval> out;
+  for (const Interval& interval : intervals) {
+    if (interval.second <= interval.first) continue;
+    if (!out.empty() && interval.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, interval.second);
+    } else {
+      out.push_back(interval);
+    }
+  }
+  return out;
+}
+
+int64_t length(const std::vector<Interval>& intervals) {
+  int64_t total = 0;
+  for (const Interval& interval : intervals) total += interval.second - interval.first;
+  return total;
+}
+
+int64_t both(const std::vector<Interval>& left, const std::vector<Interval>& right) {
+  int64_t total = 0;
+  for (const Interval& a : left) {
+    for (const Interval& b : right) {
+      total += std::max<int64_t>(0, std::min(a.second, b.second) - std::max(a.first, b.first));
+    }
+  }
+  return total;
+}
+
+int64_t covered_by(const std::vector<Interval>& intervals, int64_t start, int64_t end) {
+  return both(merged(intervals), {{start, end}});
+}
+
+Envelope analyze_files(const std::vector<std::string>& names) {
+  std::vector<std::string> paths;
+  for (const std::string& name : names) paths.push_back((kSynthetic / name).string());
+  AnalyzeRequest request;
+  request.detail = true;  // every finding, not the top ones
+  return analyze(load_traces(paths), request);
+}
+
+const Finding* with_id(const Envelope& envelope, const std::string& id) {
+  for (const Finding& finding : envelope.findings) {
+    if (finding.id == id) return &finding;
+  }
+  return nullptr;
+}
+
+double metric(const Finding& finding, const std::string& name) {
+  for (const auto& [key, value] : finding.evidence.metrics) {
+    if (key == name) return value;
+  }
+  ADD_FAILURE() << "no metric " << name << " in " << finding.id;
+  return -1;
+}
+
+// The default GPU figures of one file within [window_start, window_end], from the raw events,
+// by the definitions of docs/pytorch-traces.md: ops clipped to the window; a gap of a stream is
+// host sync / collective wait / host wait when the next op's launch call (same correlation id)
+// began after the gap opened and, for the first two, a synchronisation on the launching thread /
+// a collective in its process covers at least half of it; kernel wait when launched before and
+// at most 10 us; other otherwise.
+struct Expected {
+  int64_t busy = 0, span = 0, kernel = 0, copy = 0, copy_under_compute = 0;
+  uint64_t kernels = 0, copies = 0, launches = 0;
+  std::map<int64_t, std::array<int64_t, 5>> idle;  // per stream: host, kernel, sync, coll, other
+};
+
+Expected direct_figures(const RawTrace& trace, int64_t window_start, int64_t window_end) {
+  std::map<int64_t, const Raw*> runtime;  // by correlation id
+  std::map<int64_t, std::vector<Interval>> syncs;
+  std::vector<Interval> collectives;
+  for (const Raw& event : trace.events) {
+    if (event.cat == "cuda_runtime" && event.args.contains("correlation") &&
+        event.args["correlation"].get<int64_t>() > 0) {
+      runtime[event.args["correlation"].get<int64_t>()] = &event;
+    }
+    if (event.name == "cudaStreamSynchronize" || event.name == "cudaDeviceSynchronize") {
+      syncs[event.tid].emplace_back(event.start, event.end);
+    }
+    if (event.name.rfind("gloo:", 0) == 0 || event.name.rfind("c10d::", 0) == 0 ||
+        event.name == "record_param_comms") {
+      collectives.emplace_back(event.start, event.end);
+    }
+  }
+  Expected expected;
+  std::vector<Interval> all, kernels, copies;
+  std::map<int64_t, std::vector<const Raw*>> streams;
+  std::set<int64_t> launches;
+  for (const Raw& event : trace.events) {
+    if (!is_gpu(event) || event.end <= window_start || event.start >= window_end) continue;
+    const Interval clipped{std::max(event.start, window_start), std::min(event.end, window_end)};
+    all.push_back(clipped);
+    (event.cat == "kernel" ? kernels : copies).push_back(clipped);
+    (event.cat == "kernel" ? expected.kernels : expected.copies) += 1;
+    streams[event.tid].push_back(&event);
+    launches.insert(event.args["correlation"].get<int64_t>());
+  }
+  expected.busy = length(merged(all));
+  expected.kernel = length(merged(kernels));
+  expected.copy = length(merged(copies));
+  expected.copy_under_compute = both(merged(copies), merged(kernels));
+  expected.launches = launches.size();
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const Interval& interval : all) {
+    first = std::min(first, interval.first);
+    last = std::max(last, interval.second);
+  }
+  expected.span = last - first;
+  for (auto& [stream, ops] : streams) {
+    std::sort(ops.begin(), ops.end(),
+              [](const Raw* left, const Raw* right) { return left->start < right->start; });
+    std::array<int64_t, 5> split{};
+    int64_t until = std::min(ops.front()->end, window_end);
+    for (size_t at = 1; at < ops.size(); ++at) {
+      const int64_t start = std::max(ops[at]->start, window_start);
+      if (start > until) {
+        const int64_t gap = start - until;
+        const Raw* launch = runtime.at(ops[at]->args["correlation"].get<int64_t>());
+        const bool late = launch->start >= until;
+        if (late && 2 * covered_by(syncs[launch->tid], until, start) >= gap) {
+          split[2] += gap;
+        } else if (late && 2 * covered_by(collectives, until, start) >= gap) {
+          split[3] += gap;
+        } else if (late) {
+          split[0] += gap;
+        } else if (gap <= 10'000) {
+          split[1] += gap;
+        } else {
+          split[4] += gap;
+        }
+      }
+      until = std::max(until, std::min(ops[at]->end, window_end));
+    }
+    expected.idle[stream] = split;
+  }
+  return expected;
+}
+
+void expect_gpu_figures(const Json& steady, const Expected& expected) {
+  EXPECT_EQ(steady["busy_ns"], expected.busy);
+  EXPECT_EQ(steady["span_ns"], expected.span);
+  EXPECT_EQ(steady["compute_ns"], expected.kernel);
+  EXPECT_EQ(steady["copy_ns"], expected.copy);
+  EXPECT_EQ(steady["copy_under_compute_ns"], expected.copy_under_compute);
+  EXPECT_EQ(steady["launches"]["count"], expected.launches);
+  uint64_t kernels = 0, copies = 0;
+  for (const Json& kind : steady["kinds"]) {
+    (kind["kind"] == "kernels" ? kernels : copies) += kind["count"].get<uint64_t>();
+  }
+  EXPECT_EQ(kernels, expected.kernels);
+  EXPECT_EQ(copies, expected.copies);
+  ASSERT_EQ(steady["streams"].size(), expected.idle.size());
+  for (const Json& stream : steady["streams"]) {
+    const std::string label = stream["stream"];
+    const int64_t id = std::stoll(label.substr(label.find("stream ") + 7));
+    SCOPED_TRACE(label);
+    const std::array<int64_t, 5>& split = expected.idle.at(id);
+    EXPECT_EQ(stream["host_wait_ns"], split[0]);
+    EXPECT_EQ(stream["kernel_wait_ns"], split[1]);
+    EXPECT_EQ(stream["sync_wait_ns"], split[2]);
+    EXPECT_EQ(stream["collective_wait_ns"], split[3]);
+    EXPECT_EQ(stream["other_ns"], split[4]);
+  }
+}
+
+// Issue 35: the warm-up cut dropped the first step's two GEMMs but kept the copies that ran under
+// them, so copies looked exposed. Every figure now comes from one window, stated in the output.
+TEST(SyntheticTraces, OneWarmupWindowForEveryGpuFigure) {
+  const RawTrace trace = raw_events(kSynthetic / "copy_under_gemm.json.gz");
+  // The window opens when the last GPU op launched inside ProfilerStep#0 ends.
+  const Raw* first_step = nullptr;
+  for (const Raw& event : trace.events) {
+    if (event.name == "ProfilerStep#0") first_step = &event;
+  }
+  ASSERT_NE(first_step, nullptr);
+  std::set<int64_t> warm_correlations;
+  for (const Raw& event : trace.events) {
+    if (event.cat == "cuda_runtime" && event.start >= first_step->start &&
+        event.start < first_step->end && event.args.value("correlation", 0) > 0) {
+      warm_correlations.insert(event.args["correlation"].get<int64_t>());
+    }
+  }
+  ASSERT_EQ(warm_correlations.size(), 2u);
+  int64_t opens = INT64_MIN, closes = INT64_MIN;
+  for (const Raw& event : trace.events) {
+    if (!is_gpu(event)) continue;
+    closes = std::max(closes, event.end);
+    if (warm_correlations.count(event.args["correlation"].get<int64_t>()) != 0) {
+      opens = std::max(opens, event.end);
+    }
+  }
+  const Envelope envelope = analyze_files({"copy_under_gemm.json.gz"});
+  const Json& gpu = envelope.data["gpu"];
+  EXPECT_EQ(gpu["window"]["start_ns"], opens - trace.origin);
+  EXPECT_EQ(gpu["window"]["end_ns"], closes - trace.origin);
+  // Two warm-up GEMMs and the second step's two copies, which ran under them, are before it.
+  EXPECT_EQ(gpu["window"]["ops_before"], 4);
+  const Expected expected = direct_figures(trace, opens, closes);
+  expect_gpu_figures(gpu["steady"], expected);
+  // Every copy in the window runs under a GEMM: nothing is exposed, and nothing warns.
+  EXPECT_EQ(expected.copy_under_compute, expected.copy);
+  const Finding* copy = with_id(envelope, "trace.gpu.copy_overlap");
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->severity, Severity::kInfo);
+  EXPECT_EQ(metric(*copy, "exposed_ns"), 0);
+  EXPECT_NE(copy->claim.find("(steady window from "), std::string::npos) << copy->claim;
+  // The whole trace, unwindowed, from the same raw events.
+  expect_gpu_figures(gpu["all"], direct_figures(trace, INT64_MIN, INT64_MAX));
+}
+
+// Issue 35: gloo's run-loop thread runs the all-reduce while the main thread waits for its
+// result. That is no interpreter-lock exclusion: no lock finding, a result wait instead.
+TEST(SyntheticTraces, WaitingForAGlooCollectivesResultIsNoLock) {
+  for (const std::vector<std::string>& files :
+       std::vector<std::vector<std::string>>{{"gloo_rank0.json.gz"},
+                                             {"gloo_rank1.json.gz"},
+                                             {"gloo_rank0.json.gz", "gloo_rank1.json.gz"}}) {
+    SCOPED_TRACE(files.size() == 2 ? "both ranks" : files[0]);
+    const Envelope envelope = analyze_files(files);
+    EXPECT_EQ(with_id(envelope, "trace.locks.gil_inferred"), nullptr);
+    const Finding* wait = with_id(envelope, "trace.wait.result");
+    ASSERT_NE(wait, nullptr);
+    EXPECT_NE(wait->claim.find("pt_gloo_runloop"), std::string::npos) << wait->claim;
+    EXPECT_NE(wait->claim.find("gloo:all_reduce"), std::string::npos) << wait->claim;
+    EXPECT_NE(wait->claim.find("the call is a collective"), std::string::npos) << wait->claim;
+    EXPECT_NE(wait->claim.find("sure: high"), std::string::npos) << wait->claim;
+    EXPECT_EQ(metric(*wait, "waits"), 6);
+  }
+}
+
+// The compute stream idles while the host waits for the all-reduce: that is collective wait,
+// not "other", also on rank 1, whose kernels carry a correlation id but no ac2g flow.
+TEST(SyntheticTraces, IdleWhileTheHostWaitsForACollectiveIsAttributed) {
+  for (const std::string name : {"gloo_rank0.json.gz", "gloo_rank1.json.gz"}) {
+    SCOPED_TRACE(name);
+    const RawTrace trace = raw_events(kSynthetic / name);
+    const Envelope envelope = analyze_files({name});
+    const Json& gpu = envelope.data["gpu"];
+    const Expected expected = direct_figures(trace, INT64_MIN, INT64_MAX);
+    expect_gpu_figures(gpu["all"], expected);
+    // Each step's all-reduce wait is collective wait; "other" keeps only the few queued ops that
+    // started more than 10 us after an earlier op ended.
+    const std::array<int64_t, 5>& split = expected.idle.at(7);
+    EXPECT_GT(split[3], 6 * 900'000);
+    EXPECT_LT(split[4], split[3] / 20);
+  }
+}
+
+// Four ranks of one group; rank 3 was not profiled for one all-reduce (Kineto's "Seq" 7).
+TEST(SyntheticTraces, ARankMissingOneCollectiveIsNamedAndTheRestStillMatch) {
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 4; ++rank)
+    files.push_back("missing_rank" + std::to_string(rank) + ".json.gz");
+  // From the raw events: the sequence numbers each rank recorded for group 0.
+  std::map<int64_t, std::set<int>> ranks_of_seq;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (const Raw& event : raw_events(kSynthetic / files[rank]).events) {
+      if (event.cat == "kernel" && event.name.rfind("ncclDevKernel", 0) == 0) {
+        ranks_of_seq[event.args["Seq"].get<int64_t>()].insert(rank);
+      }
+    }
+  }
+  std::vector<std::string> expected_texts;
+  for (const auto& [seq, ranks] : ranks_of_seq) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (ranks.count(rank) == 0) {
+        expected_texts.push_back("rank " + std::to_string(rank) + " has no allreduce #" +
+                                 std::to_string(seq) + " of group 0");
+      }
+    }
+  }
+  ASSERT_EQ(expected_texts, std::vector<std::string>{"rank 3 has no allreduce #7 of group 0"});
+  const Envelope envelope = analyze_files(files);
+  const Json& collectives = envelope.data["collectives"];
+  EXPECT_EQ(collectives["matched_by"], "sequence number");
+  EXPECT_EQ(collectives["matched"], ranks_of_seq.size());
+  EXPECT_EQ(collectives["unmatched"], 1);
+  ASSERT_EQ(collectives["mismatches"].size(), 1u);
+  EXPECT_EQ(collectives["mismatches"][0]["text"], expected_texts[0]);
+  const Finding* unmatched = with_id(envelope, "trace.collectives.unmatched");
+  ASSERT_NE(unmatched, nullptr);
+  EXPECT_EQ(unmatched->claim.rfind(expected_texts[0], 0), 0u) << unmatched->claim;
+}
+
+// Without Kineto's sequence numbers the same job matches in order, checked on name, element
+// counts and dtype: the missing all-reduce is still named, not a shift of every later match.
+TEST(SyntheticTraces, WithoutSequenceNumbersTheSignatureKeepsTheMatch) {
+  const fs::path dir = fs::temp_directory_path() / ("loupe-noseq-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  for (int rank = 0; rank < 4; ++rank) {
+    Json document =
+        Json::parse(gunzip(kSynthetic / ("missing_rank" + std::to_string(rank) + ".json.gz")));
+    for (Json& event : document["traceEvents"]) {
+      if (event.contains("args")) event["args"].erase("Seq");
+    }
+    paths.push_back((dir / ("noseq_rank" + std::to_string(rank) + ".json")).string());
+    std::ofstream(paths.back()) << document.dump();
+  }
+  const Envelope envelope = analyze(load_traces(paths), AnalyzeRequest{});
+  fs::remove_all(dir);
+  const Json& collectives = envelope.data["collectives"];
+  EXPECT_EQ(collectives["matched_by"], "order and signature");
+  EXPECT_EQ(collectives["matched"], 12);
+  ASSERT_EQ(collectives["mismatches"].size(), 1u);
+  EXPECT_EQ(collectives["mismatches"][0]["text"], "rank 3 has no allreduce #7 of group 0");
+}
+
+// A member whose collective has other sizes or another dtype than the rest of its group is
+// named with what differs; the match itself holds (same sequence number).
+TEST(SyntheticTraces, ACollectiveWithOtherSizesOnOneRankIsNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("loupe-sizes-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  int64_t theirs = -1;
+  for (int rank = 0; rank < 4; ++rank) {
+    Json document =
+        Json::parse(gunzip(kSynthetic / ("missing_rank" + std::to_string(rank) + ".json.gz")));
+    for (Json& event : document["traceEvents"]) {
+      if (!event.contains("args") || !event["args"].contains("Seq")) continue;
+      if (event["args"]["Seq"] != 3) continue;
+      theirs = event["args"]["In msg nelems"].get<int64_t>();
+      if (rank == 2) {
+        event["args"]["In msg nelems"] = theirs * 2;
+        event["args"]["dtype"] = "Float";
+      }
+    }
+    paths.push_back((dir / ("sizes_rank" + std::to_string(rank) + ".json")).string());
+    std::ofstream(paths.back()) << document.dump();
+  }
+  AnalyzeRequest request;
+  request.detail = true;
+  const Envelope envelope = analyze(load_traces(paths), request);
+  fs::remove_all(dir);
+  const Json& mismatches = envelope.data["collectives"]["mismatches"];
+  std::vector<std::string> texts;
+  for (const Json& mismatch : mismatches) texts.push_back(mismatch["text"]);
+  const std::string differs = "rank 2's allreduce #3 of group 0 differs: In msg nelems " +
+                              std::to_string(theirs * 2) + " where the others have " +
+                              std::to_string(theirs) +
+                              ", dtype Float where the others have BFloat16";
+  EXPECT_EQ(texts, (std::vector<std::string>{differs, "rank 3 has no allreduce #7 of group 0"}));
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 12);
+}
+
+// A TP x DP job: tensor-parallel pairs {0,1}, {2,3} and data-parallel pairs {0,2}, {1,3}, each
+// collective matched within its group from "Process Group Ranks". Rank 3 computes longer before
+// its data-parallel all-reduces: it is the straggler, and the cause is its compute stream, not
+// the NCCL kernel before.
+TEST(SyntheticTraces, SubGroupsMatchWithinTheirGroupAndTheStragglersCauseIsItsCompute) {
+  std::vector<std::string> files;
+  std::vector<RawTrace> raw;
+  for (int rank = 0; rank < 4; ++rank) {
+    files.push_back("tpdp_rank" + std::to_string(rank) + ".json.gz");
+    raw.push_back(raw_events(kSynthetic / files.back()));
+  }
+  const Envelope envelope = analyze_files(files);
+  const Json& collectives = envelope.data["collectives"];
+  EXPECT_EQ(collectives["matched"], 16);
+  EXPECT_EQ(collectives["unmatched"], 0);
+  EXPECT_EQ(collectives["mismatches"].size(), 0u);
+  EXPECT_EQ(collectives["outside_group"], 0);
+  // From the raw events: per group and Seq, each member's NCCL kernel start; the last arrival.
+  std::map<std::pair<std::string, int64_t>, std::map<int, const Raw*>> calls;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (const Raw& event : raw[rank].events) {
+      if (event.name.rfind("ncclDevKernel", 0) != 0) continue;
+      calls[{event.args["Process Group Name"], event.args["Seq"].get<int64_t>()}][rank] = &event;
+    }
+  }
+  ASSERT_EQ(calls.size(), 16u);
+  std::map<int, int64_t> imposed;
+  for (const auto& [key, members] : calls) {
+    ASSERT_EQ(members.size(), 2u);
+    int64_t last = INT64_MIN;
+    int last_rank = -1;
+    for (const auto& [rank, event] : members) {
+      if (event->start > last) last = event->start, last_rank = rank;
+    }
+    for (const auto& [rank, event] : members) imposed[last_rank] += last - event->start;
+  }
+  int straggler = 0;
+  for (const auto& [rank, ns] : imposed) {
+    if (ns > imposed[straggler]) straggler = rank;
+  }
+  ASSERT_EQ(straggler, 3);
+  const Finding* top = with_id(envelope, "trace.collectives.straggler");
+  ASSERT_NE(top, nullptr);
+  EXPECT_EQ(metric(*top, "rank"), 3);
+  EXPECT_EQ(metric(*top, "imposed_wait_ns"), imposed[3]);
+  // Its compute since its previous collective, before each collective it arrived last at.
+  std::vector<const Raw*> own;
+  for (const Raw& event : raw[3].events) {
+    if (event.name.rfind("ncclDevKernel", 0) == 0) own.push_back(&event);
+  }
+  std::sort(own.begin(), own.end(),
+            [](const Raw* left, const Raw* right) { return left->start < right->start; });
+  int64_t compute = 0, gemm = 0;
+  for (const auto& [key, members] : calls) {
+    if (members.count(3) == 0) continue;
+    const Raw* mine = members.at(3);
+    bool last = true;
+    for (const auto& [rank, event] : members) last &= event->start <= mine->start;
+    if (!last) continue;
+    int64_t from = INT64_MIN;
+    for (const Raw* event : own) {
+      if (event->start < mine->start) from = event->end;
+    }
+    std::vector<Interval> work;
+    for (const Raw& event : raw[3].events) {
+      if (event.cat != "kernel" || event.name.rfind("nccl", 0) == 0) continue;
+      const Interval clipped{std::max(event.start, from), std::min(event.end, mine->start)};
+      if (clipped.second > clipped.first) work.push_back(clipped);
+    }
+    compute += length(merged(work));
+    gemm += length(work);  // one kernel name, one stream: the same time
+  }
+  EXPECT_EQ(metric(*top, "compute_ns"), compute);
+  EXPECT_EQ(metric(*top, "before_ns"), gemm);
+  EXPECT_EQ(top->where.path, "sm90_gemm_bf16");
+  EXPECT_EQ(top->claim.find("ncclDevKernel"), std::string::npos) << top->claim;
+  EXPECT_NE(top->claim.find("Inferred cause: its extra compute (sm90_gemm_bf16)"),
+            std::string::npos)
+      << top->claim;
+  EXPECT_GT(metric(*top, "compute_ns"), metric(*top, "compute_median_others_ns"));
+}
+
+// Kernels replayed by cudaGraphLaunch: tied to the launch by correlation id (one flow reaches the
+// first only), one launch per replay, the GPU time under graphs, the range that issued them.
+TEST(SyntheticTraces, CudaGraphReplaysAreOneLaunchAndTheirGpuTimeIsTold) {
+  const RawTrace trace = raw_events(kSynthetic / "graph_decode.json.gz");
+  const Envelope envelope = analyze_files({"graph_decode.json.gz"});
+  const Json& gpu = envelope.data["gpu"];
+  const int64_t opens = gpu["window"]["start_ns"].get<int64_t>() + trace.origin;
+  std::set<int64_t> replays, launches;
+  uint64_t graph_ops = 0;
+  std::vector<Interval> graph_time;
+  for (const Raw& event : trace.events) {
+    if (event.cat != "kernel" || event.end <= opens) continue;
+    launches.insert(event.args["correlation"].get<int64_t>());
+    if (!event.args.contains("graph id")) continue;
+    replays.insert(event.args["correlation"].get<int64_t>());
+    ++graph_ops;
+    graph_time.emplace_back(std::max(event.start, opens), event.end);
+  }
+  ASSERT_EQ(replays.size(), 4u);  // the first step's replay is warm-up
+  const Json& graphs = gpu["steady"]["graphs"];
+  EXPECT_EQ(graphs["launches"], replays.size());
+  EXPECT_EQ(graphs["ops"], graph_ops);
+  EXPECT_EQ(graphs["gpu_ns"], length(merged(graph_time)));
+  EXPECT_EQ(gpu["steady"]["launches"]["count"], launches.size());
+  ASSERT_EQ(graphs["ranges"].size(), 1u);
+  EXPECT_EQ(graphs["ranges"][0]["range"], "decode_forward");
+  const Finding* finding = with_id(envelope, "trace.gpu.graphs");
+  ASSERT_NE(finding, nullptr);
+  EXPECT_EQ(metric(*finding, "graph_launches"), 4);
+}
+
+}  // namespace
+}  // namespace loupe::trace
