@@ -33,18 +33,32 @@ def write_dumps(root, count, elements):
         np.save(os.path.join(root, "b", "t%05d.npy" % index), reference)
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (/proc, clock-tick resolution)."""
+    with open("/proc/%d/stat" % pid) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def timed(loupe, root, flag):
-    """(seconds to the first line, seconds to the end, lines) of one run."""
+    """(wall s to the first line, CPU s to the first line, wall s to the end, CPU s to the end,
+    lines) of one run. On a shared machine the CPU times are the figures that hold."""
     start = time.perf_counter()
     process = subprocess.Popen([loupe, "diff", os.path.join(root, "a"), os.path.join(root, "b"),
                                 flag], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     first = process.stdout.readline()
     first_at = time.perf_counter() - start
+    first_cpu = cpu_seconds(process.pid)
     lines = 1 if first else 0
     for _ in process.stdout:
         lines += 1
-    process.wait()
-    return first_at, time.perf_counter() - start, lines
+    _, _, usage = os.wait4(process.pid, 0)
+    process.returncode = 0
+    return (first_at, first_cpu, time.perf_counter() - start, usage.ru_utime + usage.ru_stime,
+            lines)
 
 
 def main():
@@ -64,14 +78,16 @@ def main():
     print("%d pairs of %d float32, load average %.2f" % (args.count, args.elements,
                                                           os.getloadavg()[0]))
     for flag, runs in results.items():
-        firsts = [run[0] for run in runs]
-        wholes = [run[1] for run in runs]
-        print("%-8s first line best %.3f s median %.3f s; whole run best %.3f s median %.3f s; "
-              "%d lines" % (flag, min(firsts), statistics.median(firsts), min(wholes),
-                            statistics.median(wholes), runs[0][2]))
-    ratio = statistics.median(r[1] for r in results["--jsonl"]) / statistics.median(
-        r[1] for r in results["--json"])
-    print("jsonl / json whole-run median: %.3f" % ratio)
+        column = list(zip(*runs))
+        print("%-8s first line: wall median %.3f s (best %.3f), CPU median %.3f s; whole run: "
+              "wall median %.3f s (best %.3f), CPU median %.3f s (best %.3f); %d lines" % (
+                  flag, statistics.median(column[0]), min(column[0]),
+                  statistics.median(column[1]), statistics.median(column[2]), min(column[2]),
+                  statistics.median(column[3]), min(column[3]), runs[0][4]))
+    for index, what in ((2, "wall"), (3, "CPU")):
+        ratio = statistics.median(r[index] for r in results["--jsonl"]) / statistics.median(
+            r[index] for r in results["--json"])
+        print("jsonl / json whole-run %s median: %.3f" % (what, ratio))
 
 
 if __name__ == "__main__":

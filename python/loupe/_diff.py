@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -274,6 +275,63 @@ def _apply_rules(options: Any, rules: Rules) -> None:
                      "e.g. rules=[{\"match\": \".*\", \"when\": [\"rel <= 0.0085\"]}]")
 
 
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+
+
+def _is_torch_file(path: Any) -> bool:
+    return os.fspath(path).lower().endswith(_TORCH_SUFFIXES) and os.path.isfile(path)
+
+
+def _natural_key(name: str) -> List[Any]:
+    """Natural order, as `loupe diff` orders a directory: digit runs by value ("layer_2" before
+    "layer_10"), the rest by characters, then the name itself."""
+    parts: List[Any] = [(0, int(part), "") if part.isdigit() else (1, 0, part)
+                        for part in re.split(r"(\d+)", name) if part]
+    return parts + [(2, 0, name)]
+
+
+def _is_torch_directory(path: Any) -> bool:
+    """A directory of torch.save files and no .npy/.safetensors (SGLang's dumper writes one per
+    rank: forward_pass_id=N___name=X___layer_id=L.pt)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return False
+    names = os.listdir(path)
+    return any(_is_torch_file(os.path.join(path, name)) for name in names) and not any(
+        name.lower().endswith((".npy", ".safetensors")) for name in names)
+
+
+def _torch_load(path: Any, side: str) -> Any:
+    """A torch.save file's content (a tensor, or dicts/lists of them), on the CPU, without running
+    code from it where this torch allows (weights_only); for a directory of them, {file name
+    without its suffix: content} in natural order of the names."""
+    path = os.fspath(path)
+    if _is_torch_directory(path):
+        files = sorted((name for name in os.listdir(path)
+                        if _is_torch_file(os.path.join(path, name))), key=_natural_key)
+        return {os.path.splitext(name)[0]: _torch_load(os.path.join(path, name), side)
+                for name in files}
+    if not _is_torch_file(path):
+        raise UsageError("%s (%s): a torch.save file is compared with another torch.save file, and "
+                         "a directory of them with another directory" % (side, path),
+                         "pass two .pt files, or two .npy/.safetensors paths")
+    try:
+        import torch
+    except ImportError:
+        raise InputError("%s (%s): reading a .pt file needs torch, which is not importable here"
+                         % (side, path), "install torch in this Python, or save the tensors as "
+                                         ".safetensors / .npy") from None
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except TypeError:  # a torch without weights_only
+            return torch.load(path, map_location="cpu")
+    except Exception as error:  # torch's unpickling errors have no common type
+        raise InputError("%s (%s): torch.load failed: %s" % (side, path,
+                                                             str(error).splitlines()[0]),
+                         "pass a file written by torch.save holding tensors") from None
+
+
 def _is_path(value: Any) -> bool:
     return isinstance(value, (str, os.PathLike))
 
@@ -326,6 +384,17 @@ def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
                              "or both be arrays", "pass two paths, or two arrays / dicts")
         if oracle is not None and not _is_path(oracle):
             raise UsageError("with paths, the oracle must be a path too")
+        if any(_is_torch_file(path) or _is_torch_directory(path)
+               for path in (actual, expected, oracle) if path is not None):
+            # torch.save files: read through torch, compared as the dicts (or tensors) they hold.
+            kinds = {os.path.isdir(path) for path in (actual, expected, oracle) if path is not None}
+            if len(kinds) > 1:
+                raise UsageError("a torch.save file is compared with another torch.save file, and "
+                                 "a directory of them with another directory",
+                                 "pass two .pt files or two directories of .pt files")
+            return _run(_torch_load(actual, "actual"), _torch_load(expected, "expected"),
+                        _torch_load(oracle, "the oracle") if oracle is not None else None,
+                        options)
         options.reproduce = None  # real files: the `loupe diff` command line reproduces it
         envelope, summary, sentences = _loupe.diff_paths(
             os.fspath(actual), os.fspath(expected),

@@ -99,7 +99,8 @@ TensorComparison compare_tensors(std::string name, const Tensor& a, const Tensor
   comparison.axes = resolve_axis_names(
       a.rank(), static_cast<int64_t>(options.axes.size()) == a.rank() ? options.axes : a.axes);
   auto tolerance_for = [&](const Tensor& left, const Tensor& right) {
-    Tolerance tolerance = options.tolerance.value_or(default_tolerance(left.dtype(), right.dtype()));
+    Tolerance tolerance =
+        options.tolerance.value_or(default_tolerance(left.dtype(), right.dtype()));
     tolerance.equal_nan = tolerance.equal_nan || options.equal_nan;
     return tolerance;
   };
@@ -163,8 +164,8 @@ std::vector<BoundResult> evaluate_bounds(const TensorComparison& comparison,
   std::vector<BoundResult> results;
   for (const Bound& bound : bounds) {
     const double value = comparison_value(comparison, bound.metric);
-    results.push_back({bound.metric, value, bound.limit, holds(value, bound.op, bound.limit),
-                       bound.op});
+    results.push_back(
+        {bound.metric, value, bound.limit, holds(value, bound.op, bound.limit), bound.op});
   }
   return results;
 }

@@ -376,17 +376,24 @@ Source open_source(const fs::path& path, const std::string& side,
   if (fs::is_directory(status)) {
     source.kind = SourceKind::kDirectory;
     if (open_layered(source, side)) return source;
-    std::vector<fs::path> files;
-    for (const auto& item : fs::directory_iterator(path)) files.push_back(item.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& file : files) {
-      const std::string file_name = file.filename().string();
+    // Entries carry the file type the directory listing gave (no stat per file: a dump of
+    // 10,000 tensors is listed before its first pair is compared, which --jsonl waits for).
+    std::vector<std::pair<std::string, fs::directory_entry>> files;
+    for (const auto& item : fs::directory_iterator(path)) {
+      files.emplace_back(item.path().filename().string(), item);
+    }
+    // One directory: ordering the names orders the paths (and compares strings, not paths).
+    std::sort(files.begin(), files.end(),
+              [](const auto& left, const auto& right) { return left.first < right.first; });
+    for (const auto& [file_name, item] : files) {
+      const fs::path& file = item.path();
       if (file_name == "manifest.txt") continue;
       const std::string extension = lower_extension(file);
-      if (fs::is_regular_file(file) && extension == ".npy") {
+      const bool regular = item.is_regular_file();
+      if (regular && extension == ".npy") {
         source.names.push_back(file_name);
         source.entries[file_name] = Entry{file, std::nullopt};
-      } else if (fs::is_regular_file(file) && extension == ".safetensors") {
+      } else if (regular && extension == ".safetensors") {
         add_safetensors_entries(source, file, file_name + ":");
       } else {
         source.not_tensor.push_back(file_name);
@@ -424,6 +431,15 @@ Source open_source(const fs::path& path, const std::string& side,
     source.kind = SourceKind::kSafetensors;
     add_safetensors_entries(source, path, "");
     return source;
+  }
+  if (extension == ".pt" || extension == ".pth") {
+    throw Error(ErrorCode::kInput,
+                side + " (" + path.string() +
+                    "): a torch.save file; expected a .npy file, a .safetensors file or a "
+                    "directory",
+                "compare .pt files through the Python package, which reads them with torch: "
+                "PYTHONPATH=build/release/python python3 -c \"import loupe; "
+                "print(loupe.diff('A.pt', 'B.pt').summary)\" (docs/python.md)");
   }
   throw Error(ErrorCode::kInput,
               side + " (" + path.string() + "): found a file ending in '" + extension +
@@ -550,14 +566,13 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
       Json error = Json::array(), max_abs = Json::array();
       for (double value : positions->error) error.push_back(number_to_json(value));
       for (double value : positions->max_abs) max_abs.push_back(number_to_json(value));
-      out["per_position"] = {
-          {"axis", profile->axis},
-          {"error", std::move(error)},
-          {"max_abs", std::move(max_abs)},
-          {"mismatches", positions->mismatches},
-          {"start", positions->start ? Json(*positions->start) : Json(nullptr)},
-          {"jump", positions->jump ? Json(*positions->jump) : Json(nullptr)},
-          {"jump_factor", number_to_json(positions->jump_factor)}};
+      out["per_position"] = {{"axis", profile->axis},
+                             {"error", std::move(error)},
+                             {"max_abs", std::move(max_abs)},
+                             {"mismatches", positions->mismatches},
+                             {"start", positions->start ? Json(*positions->start) : Json(nullptr)},
+                             {"jump", positions->jump ? Json(*positions->jump) : Json(nullptr)},
+                             {"jump_factor", number_to_json(positions->jump_factor)}};
     }
     const Localisation& localisation = comparison.localisation;
     out["first_exceeding"] =
@@ -950,8 +965,8 @@ std::string rule_sentence(const DiffRequest& request, const DiffResult& result, 
     const BoundResult& bound = bounds[position];
     out += (position > 0 ? "; " : "") + std::string(metric_name(bound.metric)) + " " +
            format_number(bound.value) + " " +
-           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) +
-           " " + format_number(bound.limit);
+           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) + " " +
+           format_number(bound.limit);
   }
   return out;
 }
@@ -1053,9 +1068,10 @@ DiffResult run_diff(const DiffRequest& request) {
         add_name(a.entries.count(line) || b.entries.count(line) ? line : line + ".npy");
       }
     }
-    std::vector<std::string> rest;
-    for (const auto& name : a.names) rest.push_back(name);
-    for (const auto& name : b.names) rest.push_back(name);
+    std::vector<std::string> rest = a.names;  // the union, each name once: half the sorting
+    for (const auto& name : b.names) {
+      if (!a.entries.count(name)) rest.push_back(name);
+    }
     std::sort(rest.begin(), rest.end(), natural_less);
     if (!result.ordered) {
       result.ordered = every_name_has_digit(rest);
@@ -1229,8 +1245,8 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
     for (const BoundResult& bound : result.bound_results[index]) {
       if (!bound.pass) {
         text += "    bound failed: " + std::string(metric_name(bound.metric)) + " " +
-                format_number(bound.value) + " " +
-                std::string(failed_op_text(bound.op)) + " " + format_number(bound.limit) + "\n";
+                format_number(bound.value) + " " + std::string(failed_op_text(bound.op)) + " " +
+                format_number(bound.limit) + "\n";
       }
     }
     if (const auto& profile = comparison.localisation.profile) {
@@ -1339,30 +1355,29 @@ Json tensor_json(const DiffResult& result, const DiffRequest& request, size_t in
   if (index < result.shards.size() && !result.shards[index].empty()) {
     tensor["shards"] = shards_json(result, index);
   }
-    if (index < result.alignments.size() && result.alignments[index]) {
+  if (index < result.alignments.size() && result.alignments[index]) {
     const TokenAlignmentReport& alignment = *result.alignments[index];
     Json per_step = Json::array();
     const StepAttribution& attribution = alignment.attribution;
     for (size_t step = 0; step < attribution.squared_error.size(); ++step) {
-    per_step.push_back({{"step", alignment.steps.steps[step]},
-                        {"share", number_to_json(attribution.total_squared_error > 0
-                                                     ? attribution.squared_error[step] /
-                                                           attribution.total_squared_error
-                                                     : 0.0)},
-                        {"mismatches", attribution.mismatches[step]}});
+      per_step.push_back({{"step", alignment.steps.steps[step]},
+                          {"share", number_to_json(attribution.total_squared_error > 0
+                                                       ? attribution.squared_error[step] /
+                                                             attribution.total_squared_error
+                                                       : 0.0)},
+                          {"mismatches", attribution.mismatches[step]}});
     }
     tensor["token_alignment"] = {
-      {"layout", alignment.layout},
-      {"request_ids", alignment.request_ids},
-      {"request_begin", alignment.request_begin},
-      {"steps_a", alignment.steps_a},
-      {"steps_b", alignment.steps_b},
-      {"stepped_side", alignment.stepped_side},
-      {"first_step", attribution.first_step
-                         ? Json(alignment.steps.steps[*attribution.first_step])
-                         : Json(nullptr)},
-      {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
-      {"steps", std::move(per_step)}};
+        {"layout", alignment.layout},
+        {"request_ids", alignment.request_ids},
+        {"request_begin", alignment.request_begin},
+        {"steps_a", alignment.steps_a},
+        {"steps_b", alignment.steps_b},
+        {"stepped_side", alignment.stepped_side},
+        {"first_step", attribution.first_step ? Json(alignment.steps.steps[*attribution.first_step])
+                                              : Json(nullptr)},
+        {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
+        {"steps", std::move(per_step)}};
   }
   return tensor;
 }

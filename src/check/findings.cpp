@@ -42,8 +42,7 @@ std::string failing_bounds(const TensorComparison& comparison, std::span<const B
     if (result.pass) continue;
     if (!out.empty()) out += ", ";
     out += std::string(metric_name(result.metric)) + " " + format_number(result.value) + " " +
-           std::string(failed_op_text(result.op)) + " " +
-           format_number(result.limit);
+           std::string(failed_op_text(result.op)) + " " + format_number(result.limit);
   }
   return out;
 }
@@ -166,8 +165,7 @@ std::string onset_sentence(const TensorComparison& comparison) {
 }
 
 std::optional<Finding> onset_finding(const TensorComparison& comparison,
-                                     std::span<const Bound> bounds,
-                                     const FindingContext& context) {
+                                     std::span<const Bound> bounds, const FindingContext& context) {
   const std::string sentence = onset_sentence(comparison);
   if (sentence.empty() || !diverged(comparison, bounds)) return std::nullopt;
   const PositionErrors& positions = *comparison.localisation.positions;

@@ -23,12 +23,25 @@ constexpr std::array<Metric, 10> kAllMetrics = {
     Metric::kMismatchCount, Metric::kMismatchFrac, Metric::kNonfiniteMismatch,
     Metric::kOracleRatio};
 
-constexpr std::array<Metric, 19> kStatisticMetrics = {
-    Metric::kCosine,   Metric::kMeanAbs,   Metric::kAbsP50,         Metric::kAbsP90,
-    Metric::kAbsP99,   Metric::kAbsP999,   Metric::kAMean,          Metric::kAAbsMean,
-    Metric::kAStd,     Metric::kAMin,      Metric::kAMax,           Metric::kBMean,
-    Metric::kBAbsMean, Metric::kBStd,      Metric::kBMin,           Metric::kBMax,
-    Metric::kDowncastMaxAbs, Metric::kDowncastRmsRatio, Metric::kDowncastMismatchCount};
+constexpr std::array<Metric, 19> kStatisticMetrics = {Metric::kCosine,
+                                                      Metric::kMeanAbs,
+                                                      Metric::kAbsP50,
+                                                      Metric::kAbsP90,
+                                                      Metric::kAbsP99,
+                                                      Metric::kAbsP999,
+                                                      Metric::kAMean,
+                                                      Metric::kAAbsMean,
+                                                      Metric::kAStd,
+                                                      Metric::kAMin,
+                                                      Metric::kAMax,
+                                                      Metric::kBMean,
+                                                      Metric::kBAbsMean,
+                                                      Metric::kBStd,
+                                                      Metric::kBMin,
+                                                      Metric::kBMax,
+                                                      Metric::kDowncastMaxAbs,
+                                                      Metric::kDowncastRmsRatio,
+                                                      Metric::kDowncastMismatchCount};
 
 // Other tools' names for loupe's metrics (SGLang's comparator, DeepGEMM's calc_diff).
 constexpr std::array<std::pair<std::string_view, Metric>, 4> kAliases = {{
@@ -488,7 +501,8 @@ constexpr int kHighestBinade = 127;
 constexpr int kAbsSubBuckets = 32;
 constexpr size_t kAbsFirstBinadeBucket = 2;
 constexpr size_t kAbsInfiniteBucket =
-    kAbsFirstBinadeBucket + static_cast<size_t>(kHighestBinade - kLowestBinade + 1) * kAbsSubBuckets;
+    kAbsFirstBinadeBucket +
+    static_cast<size_t>(kHighestBinade - kLowestBinade + 1) * kAbsSubBuckets;
 
 // From the bits of a non-negative double: the biased exponent picks the binade, the top 5
 // mantissa bits the sub-bucket (no frexp: this runs once per element).
@@ -591,8 +605,8 @@ void add_statistics(const Tensor& a, const Tensor& b, Metrics& metrics) {
         sum_abs += abs_diff;
         ++histogram[abs_bucket(abs_diff)];
       } else {
-        const bool agree = value_a == value_b ||
-                           (equal_nan && std::isnan(value_a) && std::isnan(value_b));
+        const bool agree =
+            value_a == value_b || (equal_nan && std::isnan(value_a) && std::isnan(value_b));
         ++histogram[agree ? 0 : kAbsInfiniteBucket];
       }
     }
@@ -626,8 +640,10 @@ void add_statistics(const Tensor& a, const Tensor& b, Metrics& metrics) {
     metrics.downcast_mismatch_count = static_cast<double>(metrics.mismatch_count);
     return;
   }
-  const Tensor& narrow_a = a.dtype() == metrics.downcast_dtype ? a : rounded_to(a, metrics.downcast_dtype);
-  const Tensor& narrow_b = b.dtype() == metrics.downcast_dtype ? b : rounded_to(b, metrics.downcast_dtype);
+  const Tensor& narrow_a =
+      a.dtype() == metrics.downcast_dtype ? a : rounded_to(a, metrics.downcast_dtype);
+  const Tensor& narrow_b =
+      b.dtype() == metrics.downcast_dtype ? b : rounded_to(b, metrics.downcast_dtype);
   const Metrics downcast = compute_metrics(narrow_a, narrow_b, metrics.tolerance);
   metrics.downcast_max_abs = downcast.max_abs;
   metrics.downcast_rms_ratio = downcast.rms_ratio;

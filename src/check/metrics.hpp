@@ -8,7 +8,8 @@
 // never makes a bound pass vacuously: a position holding NaN/Inf (on either side) makes max_abs,
 // max_rel, rms_ratio, cos_dist and ulp_max +Inf, and bounds are checked as `value <= limit`, which
 // NaN fails. A position agrees the way torch.testing.assert_close says: the same infinity on both
-// sides agrees, NaN against NaN only under equal_nan, anything else non-finite is a mismatch. Thread-safety: pure functions of their arguments.
+// sides agrees, NaN against NaN only under equal_nan, anything else non-finite is a mismatch.
+// Thread-safety: pure functions of their arguments.
 #pragma once
 
 #include <cstdint>
@@ -116,7 +117,7 @@ struct Metrics {
   int64_t mismatch_count = 0;      // outside atol + rtol*|b|, plus disagreeing NaN/Inf positions
   double mismatch_frac = 0;        // mismatch_count / numel
   int64_t nonfinite_mismatch = 0;  // NaN/Inf positions that disagree (see Tolerance)
-  int64_t nonfinite_equal = 0;     // NaN/Inf positions that agree: the same ±Inf, NaN/NaN (equal_nan)
+  int64_t nonfinite_equal = 0;  // NaN/Inf positions that agree: the same ±Inf, NaN/NaN (equal_nan)
   // The worst position (flat C-order index): the first disagreeing NaN/Inf position if any, else
   // the largest |a - b|; -1 for empty tensors or when every position agrees exactly.
   int64_t worst_index = -1;

@@ -55,13 +55,12 @@ Bound parse_predicate(std::string_view text, const std::string& where) {
     return Error(ErrorCode::kConfig,
                  where + ": predicate '" + std::string(text) + "' at character " +
                      std::to_string(position + 1) + ": expected " + what,
-                 "write METRIC OP NUMBER, e.g. \"rel <= 0.0085\"; metrics: " +
-                     metric_names_list());
+                 "write METRIC OP NUMBER, e.g. \"rel <= 0.0085\"; metrics: " + metric_names_list());
   };
   skip_space();
   const size_t name_begin = position;
-  while (position < text.size() && (std::isalnum(static_cast<unsigned char>(text[position])) ||
-                                    text[position] == '_')) {
+  while (position < text.size() &&
+         (std::isalnum(static_cast<unsigned char>(text[position])) || text[position] == '_')) {
     ++position;
   }
   const std::string name(text.substr(name_begin, position - name_begin));
@@ -121,8 +120,8 @@ RuleSet parse_rules(std::string_view text, const std::string& origin) {
     reader.allow_keys(table, path, {"name", "match", "when"});
     Rule rule;
     rule.line = config::TomlReader::line_of(table);
-    rule.name = reader.optional_string(table, "name", path)
-                    .value_or("rule " + std::to_string(index + 1));
+    rule.name =
+        reader.optional_string(table, "name", path).value_or("rule " + std::to_string(index + 1));
     rule.match = reader.required_text(table, "match", path);
     try {
       compiled(rule.match);
@@ -136,9 +135,8 @@ RuleSet parse_rules(std::string_view text, const std::string& origin) {
                   "expected at least one predicate, e.g. \"mismatch_frac <= 1\" to accept "
                   "anything");
     }
-    const std::string where =
-        origin + ":" + std::to_string(config::TomlReader::line_of(when)) + ": " +
-        config::child(path, "when");
+    const std::string where = origin + ":" + std::to_string(config::TomlReader::line_of(when)) +
+                              ": " + config::child(path, "when");
     for (const std::string& predicate : rule.when_text) {
       rule.when.push_back(parse_predicate(predicate, where));
     }

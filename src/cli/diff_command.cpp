@@ -114,12 +114,13 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
                       (options->rtol ? "atol" : "rtol") + "; expected both or neither",
                   "give both, e.g. --rtol 1.3e-6 --atol 1e-5 (torch.testing.assert_close's rule)");
     }
-    for (const auto& [flag, value] : {std::pair{"--rtol", options->rtol}, {"--atol", options->atol}}) {
+    for (const auto& [flag, value] :
+         {std::pair{"--rtol", options->rtol}, {"--atol", options->atol}}) {
       if (value && !(*value >= 0)) {
-        throw Error(ErrorCode::kUsage,
-                    std::string(flag) + " " + check::format_number(*value) +
-                        ": expected a number >= 0",
-                    "tolerances are non-negative, e.g. --rtol 1.3e-6 --atol 1e-5");
+        throw Error(
+            ErrorCode::kUsage,
+            std::string(flag) + " " + check::format_number(*value) + ": expected a number >= 0",
+            "tolerances are non-negative, e.g. --rtol 1.3e-6 --atol 1e-5");
       }
     }
     if (options->rtol) request.tolerance = check::Tolerance{*options->atol, *options->rtol};
@@ -140,8 +141,7 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     }
     if (options->jsonl) {
       request.on_compared = [&request](const check::DiffResult& partial, size_t index) {
-        std::cout << check::render_diff_tensor_line(partial, request, index) << "\n"
-                  << std::flush;
+        std::cout << check::render_diff_tensor_line(partial, request, index) << "\n" << std::flush;
       };
     }
     request.dims = options->dims;

@@ -257,12 +257,11 @@ TEST_F(DiffCliTest, RtolAtolAndEqualNanSetTheElementwiseRule) {
   CliRun run = loupe(pair + " --rtol 0.2 --atol 0");  // 0.5 <= 0 + 0.2 * 3
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("(atol+rtol*|B| with rtol 0.2, atol 0)"), std::string::npos) << run.out;
-  run = loupe(pair + " --rtol 0.1 --atol 0.2");  // 0.5 > 0.2 + 0.3
+  run = loupe(pair + " --rtol 0.1 --atol 0.1");  // 0.5 > 0.1 + 0.3
   EXPECT_EQ(run.exit_code, 1) << run.out;
   run = loupe(pair + " --atol 1");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err.rfind("loupe: --atol given without --rtol; expected both or neither\n", 0),
-            0u)
+  EXPECT_EQ(run.err.rfind("loupe: --atol given without --rtol; expected both or neither\n", 0), 0u)
       << run.err;
   run = loupe(pair + " --rtol -1 --atol 0");
   EXPECT_EQ(run.exit_code, 2);
@@ -311,6 +310,21 @@ TEST_F(DiffCliTest, AlongGivesThePerTokenTableAndWhereTheErrorStartsAndJumps) {
   EXPECT_TRUE(onset) << run.out;
 }
 
+TEST_F(DiffCliTest, TorchSaveFilesPointToThePythonPackage) {
+  std::ofstream(path("a.pt")) << "not read";
+  std::ofstream(path("b.pt")) << "not read";
+  const CliRun run = loupe("diff " + path("a.pt").string() + " " + path("b.pt").string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(
+      run.err.rfind("loupe: A (" + path("a.pt").string() +
+                        "): a torch.save file; expected a "
+                        ".npy file, a .safetensors file or a directory\nhint: compare .pt files "
+                        "through the Python package",
+                    0),
+      0u)
+      << run.err;
+}
+
 class DiffRulesCliTest : public DiffCliTest {
  protected:
   // A and B directories: layer_1 equal, layer_2 off by 0.5 in one element, logits off by 1e-3.
@@ -335,7 +349,8 @@ TEST_F(DiffRulesCliTest, EachTensorIsDecidedByTheFirstRuleMatchingItsName) {
   write_dumps();
   const fs::path file = rules(
       "[[rule]]\nname = \"logits\"\nmatch = '^logits'\nwhen = [\"rel <= 1e-3\"]\n"
-      "[[rule]]\nname = \"layers\"\nmatch = 'layer_'\nwhen = [\"max_abs <= 0.1\", \"mean_abs < 1\"]\n");
+      "[[rule]]\nname = \"layers\"\nmatch = 'layer_'\nwhen = [\"max_abs <= 0.1\", \"mean_abs < "
+      "1\"]\n");
   CliRun run = loupe(dirs() + " --rules " + file.string());
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_NE(run.out.find("3 compared, 1 past tolerance (rules " + file.string() +
@@ -375,7 +390,8 @@ TEST_F(DiffRulesCliTest, ATensorNoRuleMatchesExits2NamingIt) {
       << run.err;
   const CliRun both = loupe(dirs() + " --rules " + file.string() + " --tol max_abs=1");
   EXPECT_EQ(both.exit_code, 2);
-  const CliRun bad = loupe(dirs() + " --rules " + rules("[[rule]]\nmatch = 'x'\nwhen = [\"rms <= 1\"]\n").string());
+  const CliRun bad = loupe(dirs() + " --rules " +
+                           rules("[[rule]]\nmatch = 'x'\nwhen = [\"rms <= 1\"]\n").string());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("rules.toml:3: rule[0].when: predicate 'rms <= 1'"), std::string::npos)
       << bad.err;

@@ -125,9 +125,9 @@ TEST(MetricsTest, EqualNanLetsNanMeetNanAndNothingElse) {
   EXPECT_EQ(other.mismatch_count, 3);
   EXPECT_EQ(other.nonfinite_equal, 0);
   // The generic (decoded) path follows the same rule: float16 NaN (0x7e00) and +Inf (0x7c00).
-  const Metrics half = compute_metrics(make_bits16(DType::kF16, {0x7e00, 0x7c00, 0xfc00}),
-                                       make_bits16(DType::kF16, {0x7e00, 0x7c00, 0x7c00}),
-                                       tolerance);
+  const Metrics half =
+      compute_metrics(make_bits16(DType::kF16, {0x7e00, 0x7c00, 0xfc00}),
+                      make_bits16(DType::kF16, {0x7e00, 0x7c00, 0x7c00}), tolerance);
   EXPECT_EQ(half.mismatch_count, 1);
   EXPECT_EQ(half.nonfinite_equal, 2);
 }
@@ -327,7 +327,7 @@ TEST(StatisticsTest, NonfinitePositionsAreInfiniteInPercentilesAndLeftOutOfSides
   const Tensor b = make<float>({1, 2, 1, inf});
   Metrics m = compute_metrics(a, b);
   add_statistics(a, b, m);
-  EXPECT_EQ(m.abs_p50, 0);    // ranks 1-2: the two equal pairs; the agreeing Inf is 0 too
+  EXPECT_EQ(m.abs_p50, 0);      // ranks 1-2: the two equal pairs; the agreeing Inf is 0 too
   EXPECT_EQ(m.abs_p999, kInf);  // the NaN position
   EXPECT_EQ(m.mean_abs, kInf);
   EXPECT_DOUBLE_EQ(m.a.mean, 1.5);  // finite values of A only: 1, 2

@@ -56,11 +56,12 @@ TEST(RulesTest, TheFirstMatchingRuleDecides) {
 }
 
 TEST(RulesTest, MistakesNameTheFileLineAndKey) {
-  EXPECT_EQ(error_of("[[rule]]\nmatch = 'x'\nwhen = [\"rms <= 1\"]\n").rfind(
-                "rules.toml:3: rule[0].when: predicate 'rms <= 1' at character 1: expected a "
-                "metric name, found 'rms'",
-                0),
-            0u);
+  EXPECT_EQ(
+      error_of("[[rule]]\nmatch = 'x'\nwhen = [\"rms <= 1\"]\n")
+          .rfind("rules.toml:3: rule[0].when: predicate 'rms <= 1' at character 1: expected a "
+                 "metric name, found 'rms'",
+                 0),
+      0u);
   EXPECT_EQ(error_of("[[rule]]\nmatch = 'x'\nwhen = [\"rel == 1\"]\n"),
             "rules.toml:3: rule[0].when: predicate 'rel == 1' at character 5: expected one of "
             "<=, <, >=, >");
@@ -72,9 +73,9 @@ TEST(RulesTest, MistakesNameTheFileLineAndKey) {
             std::string::npos);
   EXPECT_NE(error_of("[[rule]]\nmatch = 'x'\nwhen = []\n").find("expected at least one predicate"),
             std::string::npos);
-  EXPECT_NE(error_of("[[rule]]\nmatch = 'x'\nwhen = [\"rel <= 1\"]\nthreshold = 2\n")
-                .find("threshold"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("[[rule]]\nmatch = 'x'\nwhen = [\"rel <= 1\"]\nthreshold = 2\n").find("threshold"),
+      std::string::npos);
   EXPECT_EQ(error_of(""), "rules.toml: no [[rule]] tables; expected at least one");
 }
 
