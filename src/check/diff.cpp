@@ -1239,11 +1239,10 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
     }
     text +=
         " " + shape_to_string(comparison.shape) + "\n    " + comparison_headline(comparison) + "\n";
-    if (index < result.rule_index.size() && result.rule_index[index]) {
-      text += "    " + rule_sentence(request, result, index) + "\n";
-    }
+    const bool ruled = index < result.rule_index.size() && result.rule_index[index];
+    if (ruled) text += "    " + rule_sentence(request, result, index) + "\n";
     for (const BoundResult& bound : result.bound_results[index]) {
-      if (!bound.pass) {
+      if (!bound.pass && !ruled) {  // a rule's sentence already says which predicate failed
         text += "    bound failed: " + std::string(metric_name(bound.metric)) + " " +
                 format_number(bound.value) + " " + std::string(failed_op_text(bound.op)) + " " +
                 format_number(bound.limit) + "\n";

@@ -362,6 +362,7 @@ TEST_F(DiffRulesCliTest, EachTensorIsDecidedByTheFirstRuleMatchingItsName) {
                          ":5) decided: max_abs 0.5 > 0.1; mean_abs 0.167 < 1\n"),
             std::string::npos)
       << run.out;
+  EXPECT_EQ(run.out.find("bound failed"), std::string::npos) << run.out;  // the rule says it
 
   run = loupe(dirs() + " --rules " + file.string() + " --json");
   const Json envelope = Json::parse(run.out);
