@@ -12,7 +12,9 @@ from ._errors import (ConfigError, Error, InputError, InternalError, SubjectErro
                       UsageError)
 from ._diff import (DEFAULT_TOLERANCES, DiffResult, Profile, TensorDiff, Worst,  # noqa: F401
                     assert_close, diff)
+from ._arrays import Bits  # noqa: F401
 from .dump import dump  # noqa: F401
+from .generations import GenerationComparison, compare_generations  # noqa: F401
 from . import trace  # noqa: F401
 from .probe import (Output, Param, bench, check, scenario, subject_main)  # noqa: F401
 
@@ -20,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Error", "UsageError", "ConfigError", "InputError", "SubjectError", "InternalError",
-    "diff", "assert_close", "DiffResult", "TensorDiff", "Worst", "Profile", "DEFAULT_TOLERANCES",
+    "diff", "assert_close", "Bits", "compare_generations", "GenerationComparison", "DiffResult",
+    "TensorDiff", "Worst", "Profile", "DEFAULT_TOLERANCES",
     "dump", "trace", "check", "bench", "scenario", "Param", "Output", "subject_main",
 ]

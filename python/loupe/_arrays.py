@@ -25,6 +25,34 @@ _BITS_DTYPES = {
 }
 
 
+class Bits:
+    """Raw bits of a dtype the installed numpy or torch cannot hold (bfloat16, fp8), with its
+    name: ``loupe.Bits(uint8_array, "float8_e4m3fn")``. loupe decodes them exactly.
+
+    Example::
+
+        raw = np.frombuffer(open("x.bin", "rb").read(), np.uint8).reshape(4, 8)
+        loupe.diff(loupe.Bits(raw, "float8_e5m2"), reference)
+    """
+
+    def __init__(self, array: Any, dtype: str) -> None:
+        if dtype not in _BITS_DTYPES:
+            raise InputError("Bits(..., %r): expected one of %s" % (dtype, ", ".join(
+                sorted(_BITS_DTYPES))), "pass the dtype name the bits encode")
+        carrier = _BITS_DTYPES[dtype][1]
+        array = np.asarray(array)
+        if array.dtype.itemsize != np.dtype(carrier).itemsize or array.dtype.kind not in "iu":
+            raise InputError("Bits(..., %r): the bits are %s; expected %d-byte integers" % (
+                dtype, array.dtype.name, np.dtype(carrier).itemsize),
+                "view the raw buffer as uint8 (fp8) or uint16/int16 (bfloat16)")
+        self.array = np.ascontiguousarray(array).view(carrier)
+        self.dtype = dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self.array.shape)
+
+
 @dataclass
 class Operand:
     """One side of a comparison, ready for the compiled module."""
@@ -46,7 +74,7 @@ def is_tensor_like(value: Any) -> bool:
     torch = _torch()
     if torch is not None and isinstance(value, torch.Tensor):
         return True
-    return isinstance(value, (np.ndarray, np.generic, int, float, bool)) or hasattr(
+    return isinstance(value, (Bits, np.ndarray, np.generic, int, float, bool)) or hasattr(
         value, "__array_interface__") or hasattr(value, "__dlpack__")
 
 
@@ -55,6 +83,8 @@ def operand(value: Any, side: str) -> Operand:
     torch = _torch()
     if torch is not None and isinstance(value, torch.Tensor):
         return _from_torch(torch, value, side)
+    if isinstance(value, Bits):
+        return Operand(value.array, value.dtype, value.dtype, value.shape, "cpu", False)
     if isinstance(value, np.ndarray):
         array = value
     elif hasattr(value, "__array_interface__") or hasattr(value, "__array__"):

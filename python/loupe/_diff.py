@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -14,6 +15,8 @@ from . import _arrays
 from ._errors import InputError, UsageError, native
 
 Tol = Union[None, str, Mapping[str, float], Sequence[str]]
+# A rules file (path), or rules in order as dicts {"match": REGEX, "when": [...], "name": ...}.
+Rules = Union[None, str, "os.PathLike[str]", Sequence[Mapping[str, Any]]]
 Axes = Union[None, str, Sequence[str]]
 
 # torch.testing.assert_close's default (rtol, atol) per dtype (torch/testing/_comparison.py,
@@ -232,12 +235,109 @@ def _bounds(tol: Tol) -> List[str]:
                      % (tol,), "for elementwise rtol/atol use loupe.assert_close")
 
 
+def _toml_string(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+def _apply_rules(options: Any, rules: Rules) -> None:
+    """``rules=`` onto the compiled module's options: a TOML file's text, or rules given as dicts
+    turned into the same TOML (docs/formats.md, "Threshold rules")."""
+    if rules is None:
+        return
+    if isinstance(rules, (str, os.PathLike)):
+        path = os.fspath(rules)
+        try:
+            with open(path, encoding="utf-8") as source:
+                options.rules_text = source.read()
+        except OSError as error:
+            raise InputError("rules=%r: cannot read the file: %s" % (path, error.strerror),
+                             "pass a TOML file of [[rule]] tables, or a list of dicts") from None
+        options.rules_origin = path
+        return
+    if isinstance(rules, Sequence) and all(isinstance(rule, Mapping) for rule in rules):
+        lines = []
+        for number, rule in enumerate(rules):
+            unknown = set(rule) - {"name", "match", "when"}
+            if unknown or "match" not in rule or "when" not in rule:
+                raise UsageError("rules[%d]=%r: expected keys match, when and optionally name"
+                                 % (number, dict(rule)),
+                                 "e.g. {\"match\": \"attn\", \"when\": [\"rel <= 0.0085\"]}")
+            when = [rule["when"]] if isinstance(rule["when"], str) else list(rule["when"])
+            lines.append("[[rule]]")
+            if "name" in rule:
+                lines.append("name = " + _toml_string(str(rule["name"])))
+            lines.append("match = " + _toml_string(str(rule["match"])))
+            lines.append("when = [" + ", ".join(_toml_string(str(p)) for p in when) + "]")
+        options.rules_text = "\n".join(lines) + "\n"
+        options.rules_origin = "rules="
+        return
+    raise UsageError("rules=%r: expected a rules file path or a list of dicts" % (rules,),
+                     "e.g. rules=[{\"match\": \".*\", \"when\": [\"rel <= 0.0085\"]}]")
+
+
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+
+
+def _is_torch_file(path: Any) -> bool:
+    return os.fspath(path).lower().endswith(_TORCH_SUFFIXES) and os.path.isfile(path)
+
+
+def _natural_key(name: str) -> List[Any]:
+    """Natural order, as `loupe diff` orders a directory: digit runs by value ("layer_2" before
+    "layer_10"), the rest by characters, then the name itself."""
+    parts: List[Any] = [(0, int(part), "") if part.isdigit() else (1, 0, part)
+                        for part in re.split(r"(\d+)", name) if part]
+    return parts + [(2, 0, name)]
+
+
+def _is_torch_directory(path: Any) -> bool:
+    """A directory of torch.save files and no .npy/.safetensors (SGLang's dumper writes one per
+    rank: forward_pass_id=N___name=X___layer_id=L.pt)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return False
+    names = os.listdir(path)
+    return any(_is_torch_file(os.path.join(path, name)) for name in names) and not any(
+        name.lower().endswith((".npy", ".safetensors")) for name in names)
+
+
+def _torch_load(path: Any, side: str) -> Any:
+    """A torch.save file's content (a tensor, or dicts/lists of them), on the CPU, without running
+    code from it where this torch allows (weights_only); for a directory of them, {file name
+    without its suffix: content} in natural order of the names."""
+    path = os.fspath(path)
+    if _is_torch_directory(path):
+        files = sorted((name for name in os.listdir(path)
+                        if _is_torch_file(os.path.join(path, name))), key=_natural_key)
+        return {os.path.splitext(name)[0]: _torch_load(os.path.join(path, name), side)
+                for name in files}
+    if not _is_torch_file(path):
+        raise UsageError("%s (%s): a torch.save file is compared with another torch.save file, and "
+                         "a directory of them with another directory" % (side, path),
+                         "pass two .pt files, or two .npy/.safetensors paths")
+    try:
+        import torch
+    except ImportError:
+        raise InputError("%s (%s): reading a .pt file needs torch, which is not importable here"
+                         % (side, path), "install torch in this Python, or save the tensors as "
+                                         ".safetensors / .npy") from None
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except TypeError:  # a torch without weights_only
+            return torch.load(path, map_location="cpu")
+    except Exception as error:  # torch's unpickling errors have no common type
+        raise InputError("%s (%s): torch.load failed: %s" % (side, path,
+                                                             str(error).splitlines()[0]),
+                         "pass a file written by torch.save holding tensors") from None
+
+
 def _is_path(value: Any) -> bool:
     return isinstance(value, (str, os.PathLike))
 
 
 def _options(axes: Axes, along: Optional[str], tol: Tol, rtol: Optional[float],
-             atol: Optional[float], reproduce: str) -> Any:
+             atol: Optional[float], reproduce: str, equal_nan: bool = False) -> Any:
     _loupe = native()
 
     options = _loupe.DiffOptions()
@@ -246,6 +346,7 @@ def _options(axes: Axes, along: Optional[str], tol: Tol, rtol: Optional[float],
     options.bounds = _bounds(tol)
     options.rtol = rtol
     options.atol = atol
+    options.equal_nan = bool(equal_nan)
     options.reproduce = reproduce
     return options
 
@@ -283,6 +384,17 @@ def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
                              "or both be arrays", "pass two paths, or two arrays / dicts")
         if oracle is not None and not _is_path(oracle):
             raise UsageError("with paths, the oracle must be a path too")
+        if any(_is_torch_file(path) or _is_torch_directory(path)
+               for path in (actual, expected, oracle) if path is not None):
+            # torch.save files: read through torch, compared as the dicts (or tensors) they hold.
+            kinds = {os.path.isdir(path) for path in (actual, expected, oracle) if path is not None}
+            if len(kinds) > 1:
+                raise UsageError("a torch.save file is compared with another torch.save file, and "
+                                 "a directory of them with another directory",
+                                 "pass two .pt files or two directories of .pt files")
+            return _run(_torch_load(actual, "actual"), _torch_load(expected, "expected"),
+                        _torch_load(oracle, "the oracle") if oracle is not None else None,
+                        options)
         options.reproduce = None  # real files: the `loupe diff` command line reproduces it
         envelope, summary, sentences = _loupe.diff_paths(
             os.fspath(actual), os.fspath(expected),
@@ -329,8 +441,10 @@ def _run(actual: Any, expected: Any, oracle: Any, options: Any) -> DiffResult:
 
 
 def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
-         along: Optional[str] = None, tol: Tol = None, dims: Any = None,
-         parallel: Optional[str] = None, parallel_b: Optional[str] = None) -> DiffResult:
+         along: Optional[str] = None, tol: Tol = None, rtol: Optional[float] = None,
+         atol: Optional[float] = None, equal_nan: bool = False, rules: Rules = None,
+         statistics: bool = False, dims: Any = None, parallel: Optional[str] = None,
+         parallel_b: Optional[str] = None) -> DiffResult:
     """Compare ``actual`` with ``expected`` (and each with an ``oracle``): metrics, the worst
     coordinate, the slice holding the error, the error profile along ``along``, the first
     divergent entry. Runs in C++ (libloupe) on the arrays' own memory.
@@ -340,7 +454,14 @@ def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
     or two paths (.npy, .safetensors, dump directories), exactly as ``loupe diff A B``.
     ``axes``: one name per dimension ("B,T,H,V" or a sequence). ``along``: the axis to profile.
     ``tol``: bounds such as ``{"rms_ratio": 1e-3}`` or ``"max_abs=1e-2"``; without it, an element
-    is past tolerance when |a - b| > atol + rtol * |b| with assert_close's per-dtype defaults.
+    is past tolerance when |a - b| > atol + rtol * |b| with assert_close's per-dtype defaults, or
+    ``rtol``/``atol`` (both or neither, as ``loupe diff --rtol/--atol``). The same infinity on both
+    sides agrees; NaN against NaN only with ``equal_nan`` (``--equal-nan``).
+    ``rules``: threshold rules (``loupe diff --rules``): a TOML file, or a list of dicts
+    ``{"match": REGEX, "when": ["rel <= 0.0085", ...], "name": ...}``; the first rule whose pattern
+    is found in a tensor's name decides it, and a tensor no rule matches raises ConfigError.
+    ``statistics``: also compute mean_abs, the |a - b| percentiles, each side's stats and the
+    downcast diff (a second pass over the data; done anyway when ``tol`` or a rule names one).
     ``dims``/``parallel``/``parallel_b`` (paths only): put rank-sharded dump directories
     (``rank-<r>/``) back together before comparing, as ``loupe diff --dims/--parallel``; ``dims``
     is one spec for every tensor (``"b t(cp,zigzag) h(tp) d"``), a dict ``{name: spec}``, or a
@@ -353,11 +474,22 @@ def diff(actual: Any, expected: Any, *, oracle: Any = None, axes: Axes = None,
         >>> r.passed
         True
     """
-    options = _options(axes, along, tol, None, None,
-                       "loupe.diff(actual, expected%s%s%s)" % (
+    if (rtol is None) != (atol is None):
+        raise UsageError("Both 'rtol' and 'atol' must be either specified or omitted, but got no "
+                         "%s." % ("rtol" if rtol is None else "atol"))
+    options = _options(axes, along, tol, rtol, atol,
+                       "loupe.diff(actual, expected%s%s%s%s%s)" % (
                            ", axes=%r" % (axes,) if axes else "",
                            ", along=%r" % along if along else "",
-                           ", tol=%r" % (tol,) if tol else ""))
+                           ", tol=%r" % (tol,) if tol else "",
+                           ", rtol=%r, atol=%r" % (rtol, atol) if rtol is not None else "",
+                           ", equal_nan=True" if equal_nan else ""), equal_nan)
+    options.statistics = bool(statistics)
+    if rules is not None:
+        if tol is not None or rtol is not None:
+            raise UsageError("rules= with tol=/rtol=/atol=: expected one way of deciding",
+                             "put the bounds in the rules (\"when\": [\"max_abs <= 1e-2\"])")
+        _apply_rules(options, rules)
     if dims is not None or parallel is not None or parallel_b is not None:
         if not (_is_path(actual) and _is_path(expected)):
             raise UsageError("dims=, parallel= and parallel_b= put rank-sharded dump directories "
@@ -420,33 +552,34 @@ def _item(name: str) -> str:
                               for part in name.split("."))
 
 
-def _both_nan(a: _arrays.Operand, b: _arrays.Operand) -> int:
-    """Positions where both sides are NaN: torch counts them as mismatches unless equal_nan."""
-    if a.dtype is not None or b.dtype is not None:  # bf16 / fp8 bits: decode through float32
-        return 0 if a.dtype and a.dtype.startswith("float8") else int(np.count_nonzero(
-            np.isnan(_widen(a)) & np.isnan(_widen(b))))
-    if a.array.dtype.kind != "f" or b.array.dtype.kind != "f":
-        return 0
-    return int(np.count_nonzero(np.isnan(a.array) & np.isnan(b.array)))
-
-
-def _same_infinity(a: _arrays.Operand, b: _arrays.Operand) -> int:
-    """Positions holding the same infinity on both sides: torch counts them as close."""
-    if a.dtype is not None or b.dtype is not None:
-        if a.dtype and a.dtype.startswith("float8"):
-            return 0
-        left, right = _widen(a), _widen(b)
-    elif a.array.dtype.kind != "f" or b.array.dtype.kind != "f":
-        return 0
-    else:
-        left, right = a.array, b.array
-    return int(np.count_nonzero(np.isinf(left) & (left == right)))
-
-
 def _widen(operand: _arrays.Operand) -> np.ndarray:
     if operand.dtype == "bfloat16":
         return (operand.array.astype(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if operand.dtype in ("float8_e4m3fn", "float8_e5m2"):
+        return fp8_values(operand.dtype)[operand.array]
     return operand.array.astype(np.float64)
+
+
+def fp8_values(dtype: str) -> np.ndarray:
+    """The 256 values of an fp8 dtype ("float8_e4m3fn" or "float8_e5m2"), indexed by bits:
+    e4m3fn has no infinities and NaN at S.1111.111; e5m2 is IEEE-like (Inf at S.11111.00)."""
+    exponent_bits, mantissa_bits = (4, 3) if dtype == "float8_e4m3fn" else (5, 2)
+    bias = (1 << (exponent_bits - 1)) - 1
+    bits = np.arange(256)
+    sign = np.where(bits & 0x80, -1.0, 1.0)
+    exponent = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    mantissa = bits & ((1 << mantissa_bits) - 1)
+    scale = float(1 << mantissa_bits)
+    values = np.where(exponent == 0, mantissa / scale * 2.0 ** (1 - bias),
+                      (1 + mantissa / scale) * 2.0 ** (exponent - bias)) * sign
+    top = (1 << exponent_bits) - 1
+    if dtype == "float8_e4m3fn":
+        values[(exponent == top) & (mantissa == (1 << mantissa_bits) - 1)] = np.nan
+    else:
+        values[(exponent == top) & (mantissa == 0)] = sign[(exponent == top) & (mantissa == 0)] \
+            * np.inf
+        values[(exponent == top) & (mantissa != 0)] = np.nan
+    return values
 
 
 def _greatest_relative(a: _arrays.Operand, b: _arrays.Operand) -> Tuple[float, Tuple[int, ...]]:
@@ -467,7 +600,7 @@ def _greatest_relative(a: _arrays.Operand, b: _arrays.Operand) -> Tuple[float, T
 def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
                  atol: Optional[float] = None, axes: Axes = None, along: Optional[str] = None,
                  oracle: Any = None, equal_nan: bool = False, check_dtype: bool = True,
-                 check_device: bool = True, msg: Optional[str] = None,
+                 check_device: bool = True, msg: Optional[str] = None, rules: Rules = None,
                  **ignored: Any) -> None:
     """A drop-in for ``torch.testing.assert_close`` whose AssertionError says where: the worst
     coordinate, the slice holding the error, the growth along ``along``, the first divergent
@@ -480,7 +613,8 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     shapes must match and, with ``check_dtype``, dtypes too (AssertionError "The values for
     attribute 'shape' do not match: ..."). Dicts and lists compare entry by entry. torch's other
     keywords (``allow_subclasses``, ``check_layout``, ``check_stride``) are accepted and ignored.
-    numpy arrays and torch tensors may be mixed.
+    numpy arrays and torch tensors may be mixed. ``rules`` (as in :func:`diff`) replaces the
+    elementwise rule: each entry passes when the first rule matching its name holds.
 
     Example::
 
@@ -524,6 +658,13 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
 
     _loupe = native()
 
+    if rules is not None:
+        if rtol is not None:
+            raise UsageError("rules= with rtol=/atol=: expected one way of deciding",
+                             "put the bounds in the rules (\"when\": [\"max_abs <= 1e-2\"])")
+        _assert_by_rules(operands, named_o, container, rules, axes, along, equal_nan, msg)
+        return
+
     pairs = []
     tolerances = {}
     for name, (a, b) in operands.items():
@@ -550,9 +691,10 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     for group in groups:
         pair_rtol, pair_atol = tolerances[group[0][0]]
         options = _options(axes, along, None, pair_rtol, pair_atol,
-                           "loupe.assert_close(actual, expected, rtol=%r, atol=%r%s%s)" % (
+                           "loupe.assert_close(actual, expected, rtol=%r, atol=%r%s%s%s)" % (
                                pair_rtol, pair_atol, ", axes=%r" % (axes,) if axes else "",
-                               ", along=%r" % along if along else ""))
+                               ", along=%r" % along if along else "",
+                               ", equal_nan=True" if equal_nan else ""), equal_nan)
         if named_o is not None:
             options.label_oracle = "oracle"
         tuples = [(name, a.array, a.dtype, b.array, b.dtype,
@@ -564,15 +706,8 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     failures = []  # (DiffResult, TensorDiff, a, b, mismatches)
     for result, group in results:
         for tensor, (name, a, b, _) in zip(result.tensors, group):
+            # The core applies torch's rule: equal infinities agree, NaN with NaN under equal_nan.
             mismatches = int(tensor.metrics.get("mismatch_count", 0))
-            numel = int(np.prod(tensor.shape))
-            if tensor.metrics["finite_count"] < numel:
-                # loupe counts every NaN/Inf position as a mismatch (a NaN on both sides is two
-                # broken results); torch's rule lets equal infinities agree, and NaN with NaN
-                # under equal_nan.
-                mismatches -= _same_infinity(a, b)
-                if equal_nan:
-                    mismatches -= _both_nan(a, b)
             if mismatches:
                 failures.append((result, tensor, a, b, mismatches))
     if not failures:
@@ -600,6 +735,56 @@ def assert_close(actual: Any, expected: Any, *, rtol: Optional[float] = None,
     lines.extend(_localisation_lines(result, tensor, [f[1].name for f in failures], len(pairs)))
     _fail("\n".join(lines), msg, {"envelope": result.envelope, "summary": result.summary,
                                   "message": "\n".join(lines)})
+
+
+def _assert_by_rules(operands: Dict[str, Any], named_o: Any, container: bool, rules: Rules,
+                     axes: Axes, along: Optional[str], equal_nan: bool,
+                     msg: Optional[str]) -> None:
+    """assert_close(..., rules=...): one comparison of every entry, each decided by its rule."""
+    __tracebackhide__ = True
+    _loupe = native()
+    options = _options(axes, along, None, None, None,
+                       "loupe.assert_close(actual, expected, rules=%r)" % (rules,), equal_nan)
+    _apply_rules(options, rules)
+    tuples = []
+    for name, (a, b) in operands.items():
+        o = _arrays.operand(named_o[name], "the oracle") if named_o is not None else None
+        tuples.append((name, a.array, a.dtype, b.array, b.dtype,
+                       o.array if o is not None else None, o.dtype if o is not None else None))
+    envelope, summary, sentences = _loupe.diff_arrays(tuples, options)
+    result = DiffResult(json.loads(envelope), summary, sentences)
+    failing = [tensor for tensor in result.tensors if tensor.diverged]
+    if not failing:
+        return
+    lines = ["Tensor-likes are not close by their rules (%d of %d entries fail)!" % (
+        len(failing), len(result.tensors)), ""]
+    for tensor in failing[:8]:
+        lines.append("%s: %s" % (_item(tensor.name) if container else "tensor",
+                                 rule_sentence(tensor.raw)))
+    if len(failing) > 8:
+        lines.append("... %d more" % (len(failing) - 8))
+    lines.append("")
+    lines.extend(_localisation_lines(result, failing[0], [t.name for t in failing],
+                                     len(result.tensors)))
+    _fail("\n".join(lines), msg, {"envelope": result.envelope, "summary": result.summary,
+                                  "message": "\n".join(lines)})
+
+
+_FAILED_OP = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}
+
+
+def rule_sentence(raw: Dict[str, Any]) -> str:
+    """"rule 'attn' (rules.toml:3): rel 0.012 > 0.0085; max_abs 0.003 <= 0.01" from one tensor
+    of a diff envelope's data.tensors."""
+    rule = raw.get("rule")
+    if rule is None:
+        return ""
+    parts = []
+    for bound in raw.get("bounds", []):
+        op = bound["op"] if bound["pass"] else _FAILED_OP[bound["op"]]
+        parts.append("%s %.3g %s %.3g" % (bound["metric"], _number(bound["value"]), op,
+                                          _number(bound["limit"])))
+    return "rule '%s' (%s:%d): %s" % (rule["name"], rule["file"], rule["line"], "; ".join(parts))
 
 
 def _assert_scalars_close(actual: float, expected: float, rtol: Optional[float],

@@ -117,6 +117,11 @@ struct DiffOptions {
   std::vector<std::string> bounds;  // "rms_ratio=1e-3"
   std::optional<double> rtol;
   std::optional<double> atol;
+  bool equal_nan = false;
+  bool statistics = false;
+  // Threshold rules (check/rules.hpp): TOML text and where it came from.
+  std::optional<std::string> rules_text;
+  std::string rules_origin = "rules=";
   std::string label_a = "actual";
   std::string label_b = "expected";
   std::optional<std::string> label_oracle;
@@ -139,6 +144,11 @@ loupe::check::DiffRequest make_request(const DiffOptions& options) {
   }
   if (options.rtol || options.atol) {
     request.tolerance = loupe::check::Tolerance{options.atol.value_or(0), options.rtol.value_or(0)};
+  }
+  request.equal_nan = options.equal_nan;
+  request.statistics = options.statistics;
+  if (options.rules_text) {
+    request.rules = loupe::check::parse_rules(*options.rules_text, options.rules_origin);
   }
   request.reproduce = options.reproduce;
   request.dims = options.dims;
@@ -288,6 +298,10 @@ PYBIND11_MODULE(_loupe, module) {
       .def_readwrite("bounds", &DiffOptions::bounds)
       .def_readwrite("rtol", &DiffOptions::rtol)
       .def_readwrite("atol", &DiffOptions::atol)
+      .def_readwrite("equal_nan", &DiffOptions::equal_nan)
+      .def_readwrite("statistics", &DiffOptions::statistics)
+      .def_readwrite("rules_text", &DiffOptions::rules_text)
+      .def_readwrite("rules_origin", &DiffOptions::rules_origin)
       .def_readwrite("label_a", &DiffOptions::label_a)
       .def_readwrite("label_b", &DiffOptions::label_b)
       .def_readwrite("label_oracle", &DiffOptions::label_oracle)

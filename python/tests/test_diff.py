@@ -163,7 +163,9 @@ def test_paths_match_the_cli_envelope(tmp_path, loupe_executable):
     actual, expected = growing_pair()
     np.save(tmp_path / "a.npy", actual)
     np.save(tmp_path / "b.npy", expected)
-    result = loupe.diff(str(tmp_path / "a.npy"), tmp_path / "b.npy", axes="T,H,D", along="T")
+    # --json lists the statistics too: statistics=True asks loupe.diff for them.
+    result = loupe.diff(str(tmp_path / "a.npy"), tmp_path / "b.npy", axes="T,H,D", along="T",
+                        statistics=True)
     cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a.npy"),
                           str(tmp_path / "b.npy"), "--axes", "T,H,D", "--along", "T", "--json"],
                          capture_output=True, text=True)

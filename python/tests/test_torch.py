@@ -163,3 +163,36 @@ def test_meta_tensors_and_bare_number_tol_are_loupe_errors():
         loupe.diff(meta, meta)
     with pytest.raises(loupe.UsageError):
         loupe.diff(torch.ones(3), torch.ones(3), tol=1e-3)
+
+
+def test_torch_save_files_compare_as_the_dicts_they_hold(tmp_path):
+    state = {"layers": {"0": torch.ones(4), "1": torch.arange(6.0).reshape(2, 3)},
+             "logits": torch.zeros(3, dtype=torch.bfloat16)}
+    changed = {"layers": {"0": torch.ones(4), "1": torch.arange(6.0).reshape(2, 3) + 0.5},
+               "logits": torch.zeros(3, dtype=torch.bfloat16)}
+    torch.save(state, tmp_path / "a.pt")
+    torch.save(changed, tmp_path / "b.pt")
+    torch.save(state, tmp_path / "c.pt")
+    result = loupe.diff(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    assert [t.name for t in result.tensors] == ["layers.0", "layers.1", "logits"]
+    assert result.first_divergence == "layers.1"
+    assert loupe.diff(tmp_path / "a.pt", tmp_path / "c.pt").passed
+    with pytest.raises(loupe.UsageError, match="a torch.save file is compared with another"):
+        loupe.diff(str(tmp_path / "a.pt"), str(tmp_path))
+
+
+def test_directories_of_torch_save_files_compare_file_by_file(tmp_path):
+    # SGLang's dumper layout: one directory per rank, a file per dumped tensor named by its keys.
+    for side, fault in (("a", 0.0), ("b", 0.25)):
+        directory = tmp_path / side
+        directory.mkdir()
+        for layer in (0, 1, 10):
+            value = torch.full((2, 4), float(layer)) + (fault if layer == 1 else 0.0)
+            torch.save(value, directory / ("forward_pass_id=2___name=hidden___layer_id=%d.pt"
+                                           % layer))
+    result = loupe.diff(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert [t.name for t in result.tensors] == [
+        "forward_pass_id=2___name=hidden___layer_id=0",
+        "forward_pass_id=2___name=hidden___layer_id=1",
+        "forward_pass_id=2___name=hidden___layer_id=10"]
+    assert result.first_divergence == "forward_pass_id=2___name=hidden___layer_id=1"

@@ -23,6 +23,48 @@ void require_same_shape(const Tensor& a, const Tensor& b, std::string_view label
 
 }  // namespace
 
+std::string_view comparison_op_text(ComparisonOp op) {
+  switch (op) {
+    case ComparisonOp::kLessEqual:
+      return "<=";
+    case ComparisonOp::kLess:
+      return "<";
+    case ComparisonOp::kGreaterEqual:
+      return ">=";
+    case ComparisonOp::kGreater:
+      return ">";
+  }
+  return "?";
+}
+
+std::string_view failed_op_text(ComparisonOp op) {
+  switch (op) {
+    case ComparisonOp::kLessEqual:
+      return ">";
+    case ComparisonOp::kLess:
+      return ">=";
+    case ComparisonOp::kGreaterEqual:
+      return "<";
+    case ComparisonOp::kGreater:
+      return "<=";
+  }
+  return "?";
+}
+
+bool holds(double value, ComparisonOp op, double limit) {
+  switch (op) {
+    case ComparisonOp::kLessEqual:
+      return value <= limit;
+    case ComparisonOp::kLess:
+      return value < limit;
+    case ComparisonOp::kGreaterEqual:
+      return value >= limit;
+    case ComparisonOp::kGreater:
+      return value > limit;
+  }
+  return false;
+}
+
 std::string shape_to_string(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t axis = 0; axis < shape.size(); ++axis) {
@@ -56,13 +98,20 @@ TensorComparison compare_tensors(std::string name, const Tensor& a, const Tensor
   comparison.dtype_b = b.dtype();
   comparison.axes = resolve_axis_names(
       a.rank(), static_cast<int64_t>(options.axes.size()) == a.rank() ? options.axes : a.axes);
-  comparison.metrics = compute_metrics(a, b, options.tolerance);
+  auto tolerance_for = [&](const Tensor& left, const Tensor& right) {
+    Tolerance tolerance =
+        options.tolerance.value_or(default_tolerance(left.dtype(), right.dtype()));
+    tolerance.equal_nan = tolerance.equal_nan || options.equal_nan;
+    return tolerance;
+  };
+  comparison.metrics = compute_metrics(a, b, tolerance_for(a, b));
+  if (options.statistics) add_statistics(a, b, comparison.metrics);
   comparison.localisation =
       localise(a, b, comparison.metrics, comparison.axes, options.along, options.profile_threshold);
   if (oracle != nullptr) {
     OracleComparison against;
-    against.a_vs_oracle = compute_metrics(a, *oracle, options.tolerance);
-    against.b_vs_oracle = compute_metrics(b, *oracle, options.tolerance);
+    against.a_vs_oracle = compute_metrics(a, *oracle, tolerance_for(a, *oracle));
+    against.b_vs_oracle = compute_metrics(b, *oracle, tolerance_for(b, *oracle));
     const double error_a = against.a_vs_oracle.rms_ratio;
     const double error_b = against.b_vs_oracle.rms_ratio;
     if (error_a == 0 && error_b == 0) {
@@ -115,7 +164,8 @@ std::vector<BoundResult> evaluate_bounds(const TensorComparison& comparison,
   std::vector<BoundResult> results;
   for (const Bound& bound : bounds) {
     const double value = comparison_value(comparison, bound.metric);
-    results.push_back({bound.metric, value, bound.limit, value <= bound.limit});
+    results.push_back(
+        {bound.metric, value, bound.limit, holds(value, bound.op, bound.limit), bound.op});
   }
   return results;
 }

@@ -23,6 +23,10 @@ struct CompareOptions {
   std::optional<std::string> along;
   // Elementwise tolerance for mismatch_count; default_tolerance(A, B) when unset.
   std::optional<Tolerance> tolerance;
+  // NaN against NaN agrees (assert_close's equal_nan), whichever tolerance applies.
+  bool equal_nan = false;
+  // Compute the statistics (add_statistics, a second pass over the data).
+  bool statistics = false;
   // The rms_ratio bound: the profile then names the first position along `along` whose own error
   // passes it (Localisation::first_exceeding).
   std::optional<double> profile_threshold;
@@ -56,16 +60,26 @@ TensorComparison compare_tensors(std::string name, const Tensor& a, const Tensor
 // A metric of a comparison, oracle_ratio included (NaN without an oracle).
 double comparison_value(const TensorComparison& comparison, Metric metric);
 
-// METRIC <= LIMIT.
+enum class ComparisonOp { kLessEqual, kLess, kGreaterEqual, kGreater };
+// "<=", "<", ">=", ">".
+std::string_view comparison_op_text(ComparisonOp op);
+// What a failed bound shows: ">" for "<=", ">=" for "<", "<" for ">=", "<=" for ">".
+std::string_view failed_op_text(ComparisonOp op);
+// `value op limit`; false whenever either is NaN.
+bool holds(double value, ComparisonOp op, double limit);
+
+// METRIC op LIMIT (--tol METRIC=VALUE is METRIC <= VALUE).
 struct Bound {
   Metric metric = Metric::kRmsRatio;
   double limit = 0;
+  ComparisonOp op = ComparisonOp::kLessEqual;
 };
 struct BoundResult {
   Metric metric = Metric::kRmsRatio;
   double value = 0;
   double limit = 0;
-  bool pass = false;  // value <= limit; NaN never passes
+  bool pass = false;  // value op limit; NaN never passes
+  ComparisonOp op = ComparisonOp::kLessEqual;
 };
 
 // "rms_ratio=5e-3" → Bound. Throws Error(kUsage) naming the text, and listing the metric names

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -374,17 +376,24 @@ Source open_source(const fs::path& path, const std::string& side,
   if (fs::is_directory(status)) {
     source.kind = SourceKind::kDirectory;
     if (open_layered(source, side)) return source;
-    std::vector<fs::path> files;
-    for (const auto& item : fs::directory_iterator(path)) files.push_back(item.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& file : files) {
-      const std::string file_name = file.filename().string();
+    // Entries carry the file type the directory listing gave (no stat per file: a dump of
+    // 10,000 tensors is listed before its first pair is compared, which --jsonl waits for).
+    std::vector<std::pair<std::string, fs::directory_entry>> files;
+    for (const auto& item : fs::directory_iterator(path)) {
+      files.emplace_back(item.path().filename().string(), item);
+    }
+    // One directory: ordering the names orders the paths (and compares strings, not paths).
+    std::sort(files.begin(), files.end(),
+              [](const auto& left, const auto& right) { return left.first < right.first; });
+    for (const auto& [file_name, item] : files) {
+      const fs::path& file = item.path();
       if (file_name == "manifest.txt") continue;
       const std::string extension = lower_extension(file);
-      if (fs::is_regular_file(file) && extension == ".npy") {
+      const bool regular = item.is_regular_file();
+      if (regular && extension == ".npy") {
         source.names.push_back(file_name);
         source.entries[file_name] = Entry{file, std::nullopt};
-      } else if (fs::is_regular_file(file) && extension == ".safetensors") {
+      } else if (regular && extension == ".safetensors") {
         add_safetensors_entries(source, file, file_name + ":");
       } else {
         source.not_tensor.push_back(file_name);
@@ -422,6 +431,15 @@ Source open_source(const fs::path& path, const std::string& side,
     source.kind = SourceKind::kSafetensors;
     add_safetensors_entries(source, path, "");
     return source;
+  }
+  if (extension == ".pt" || extension == ".pth") {
+    throw Error(ErrorCode::kInput,
+                side + " (" + path.string() +
+                    "): a torch.save file; expected a .npy file, a .safetensors file or a "
+                    "directory",
+                "compare .pt files through the Python package, which reads them with torch: "
+                "PYTHONPATH=build/release/python python3 -c \"import loupe; "
+                "print(loupe.diff('A.pt', 'B.pt').summary)\" (docs/python.md)");
   }
   throw Error(ErrorCode::kInput,
               side + " (" + path.string() + "): found a file ending in '" + extension +
@@ -482,11 +500,21 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
               {"metrics", metrics_json(comparison.metrics)}};
   out["metrics"]["rms_diff"] = number_to_json(comparison.metrics.rms_diff);
   out["metrics"]["rms_b"] = number_to_json(comparison.metrics.rms_b);
+  out["metrics"]["nonfinite_equal"] = comparison.metrics.nonfinite_equal;
+  out["metrics"]["cosine"] = number_to_json(comparison.metrics.cosine);
+  if (comparison.metrics.has_statistics) {
+    for (Metric metric : statistic_metrics()) {
+      out["metrics"][std::string(metric_name(metric))] =
+          number_to_json(metric_value(comparison.metrics, metric));
+    }
+    out["downcast_dtype"] = dtype_name(comparison.metrics.downcast_dtype);
+  }
   if (comparison.oracle) {
     out["metrics"]["oracle_ratio"] = number_to_json(comparison.oracle->ratio);
   }
   out["tolerance"] = {{"atol", comparison.metrics.tolerance.atol},
-                      {"rtol", comparison.metrics.tolerance.rtol}};
+                      {"rtol", comparison.metrics.tolerance.rtol},
+                      {"equal_nan", comparison.metrics.tolerance.equal_nan}};
   out["ulp_dtype"] = dtype_name(comparison.metrics.ulp_dtype);
   Json worst = Json::object();
   for (const auto& [axis, index] : comparison.localisation.worst_coords) worst[axis] = index;
@@ -496,6 +524,7 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
   Json bound_list = Json::array();
   for (const BoundResult& result : bounds) {
     bound_list.push_back({{"metric", metric_name(result.metric)},
+                          {"op", comparison_op_text(result.op)},
                           {"value", number_to_json(result.value)},
                           {"limit", number_to_json(result.limit)},
                           {"pass", result.pass}});
@@ -533,6 +562,18 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
                         {"sharing_share", number_to_json(slice.sharing_share)}});
     }
     out["top_slices"] = std::move(slices);
+    if (const auto& positions = comparison.localisation.positions) {
+      Json error = Json::array(), max_abs = Json::array();
+      for (double value : positions->error) error.push_back(number_to_json(value));
+      for (double value : positions->max_abs) max_abs.push_back(number_to_json(value));
+      out["per_position"] = {{"axis", profile->axis},
+                             {"error", std::move(error)},
+                             {"max_abs", std::move(max_abs)},
+                             {"mismatches", positions->mismatches},
+                             {"start", positions->start ? Json(*positions->start) : Json(nullptr)},
+                             {"jump", positions->jump ? Json(*positions->jump) : Json(nullptr)},
+                             {"jump_factor", number_to_json(positions->jump_factor)}};
+    }
     const Localisation& localisation = comparison.localisation;
     out["first_exceeding"] =
         localisation.first_exceeding ? Json(*localisation.first_exceeding) : Json(nullptr);
@@ -546,6 +587,16 @@ Json comparison_json(const TensorComparison& comparison, bool past_tolerance,
     }
   }
   return out;
+}
+
+// A tolerance as the shortest text that reads back as the same double.
+std::string exact_number(double value) {
+  char buffer[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
 }
 
 std::string reproduce_command(const DiffRequest& request, const std::string& name) {
@@ -566,6 +617,12 @@ std::string reproduce_command(const DiffRequest& request, const std::string& nam
   for (const Bound& bound : request.bounds) {
     out += " --tol " + std::string(metric_name(bound.metric)) + "=" + format_number(bound.limit);
   }
+  if (request.tolerance) {
+    out += " --rtol " + exact_number(request.tolerance->rtol) + " --atol " +
+           exact_number(request.tolerance->atol);
+  }
+  if (request.equal_nan) out += " --equal-nan";
+  if (request.rules) out += " --rules " + request.rules->origin;
   if (request.report_only) out += " --report-only";
   return out;
 }
@@ -816,6 +873,21 @@ Json shards_json(const DiffResult& result, size_t index) {
   return out;
 }
 
+// Whether a --tol bound or a rule's predicate names a statistic (add_statistics).
+bool names_statistic(const DiffRequest& request) {
+  for (const Bound& bound : request.bounds) {
+    if (is_statistic(bound.metric)) return true;
+  }
+  if (request.rules) {
+    for (const Rule& rule : request.rules->rules) {
+      for (const Bound& bound : rule.when) {
+        if (is_statistic(bound.metric)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Compares one pair and appends it to `result`; `where` names both sides in an error.
 void compare_pair(const std::string& name, const Tensor& a, const Tensor& b, const Tensor* oracle,
                   const DiffRequest& request, const std::string& where, DiffResult& result,
@@ -823,6 +895,8 @@ void compare_pair(const std::string& name, const Tensor& a, const Tensor& b, con
   CompareOptions options;
   options.axes = request.axes;
   options.tolerance = request.tolerance;
+  options.equal_nan = request.equal_nan;
+  options.statistics = request.statistics || names_statistic(request);
   for (const Bound& bound : request.bounds) {
     if (bound.metric == Metric::kRmsRatio) options.profile_threshold = bound.limit;
   }
@@ -840,25 +914,69 @@ void compare_pair(const std::string& name, const Tensor& a, const Tensor& b, con
   }
 }
 
-// Bounds, divergence, the first divergence and the worst pairs, once every pair is compared.
+// The bounds that decide comparison `index`: its rule's predicates with --rules, else --tol.
+std::span<const Bound> deciding_bounds(const DiffRequest& request, const DiffResult& result,
+                                       size_t index) {
+  if (request.rules && index < result.rule_index.size() && result.rule_index[index]) {
+    return request.rules->rules[*result.rule_index[index]].when;
+  }
+  return request.bounds;
+}
+
+// The verdict of the comparison just appended (its rule, bounds, whether it is past tolerance),
+// then the request's on_compared: each pair is decided as soon as it is compared.
+void decide(const DiffRequest& request, DiffResult& result) {
+  const size_t index = result.comparisons.size() - 1;
+  const TensorComparison& comparison = result.comparisons[index];
+  std::optional<size_t> rule;
+  if (request.rules) {
+    rule = deciding_rule(*request.rules, comparison.name);
+    if (!rule) {
+      throw Error(ErrorCode::kConfig,
+                  "tensor '" + comparison.name + "' matches no rule in " + request.rules->origin +
+                      " (" + std::to_string(request.rules->rules.size()) +
+                      " rules); expected every compared tensor to match one",
+                  "add a rule whose match finds that name, or a last catch-all rule with "
+                  "match = '.*'");
+    }
+  }
+  result.rule_index.push_back(rule);
+  const std::span<const Bound> bounds = deciding_bounds(request, result, index);
+  result.bound_results.push_back(evaluate_bounds(comparison, bounds));
+  const bool past = diverged(comparison, bounds);
+  result.diverged.push_back(past);
+  for (const BoundResult& bound : result.bound_results.back()) {
+    if (!bound.pass) result.any_bound_failed = true;
+  }
+  if (past) {
+    result.worst.push_back(index);
+    if (result.ordered && !result.first_divergence) result.first_divergence = index;
+  }
+  if (request.on_compared) request.on_compared(result, index);
+}
+
+// "rule 'attention' (rules.toml:4) decided: rel 0.012 > 0.0085; max_abs 3e-3 <= 0.01".
+std::string rule_sentence(const DiffRequest& request, const DiffResult& result, size_t index) {
+  const Rule& rule = request.rules->rules[*result.rule_index[index]];
+  std::string out = "rule '" + rule.name + "' (" + request.rules->origin + ":" +
+                    std::to_string(rule.line) + ") decided: ";
+  const std::vector<BoundResult>& bounds = result.bound_results[index];
+  for (size_t position = 0; position < bounds.size(); ++position) {
+    const BoundResult& bound = bounds[position];
+    out += (position > 0 ? "; " : "") + std::string(metric_name(bound.metric)) + " " +
+           format_number(bound.value) + " " +
+           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) + " " +
+           format_number(bound.limit);
+  }
+  return out;
+}
+
+// The first divergence and the worst pairs, once every pair is compared and decided.
 void finish_diff(const DiffRequest& request, bool along_found, DiffResult& result) {
   if (request.along && !along_found && !result.comparisons.empty()) {
     throw Error(ErrorCode::kUsage,
                 "--along " + *request.along + ": no compared tensor has an axis of that name",
                 "name the axes with --axes (e.g. --axes B,T,H,V), then profile along one of them");
-  }
-  for (size_t index = 0; index < result.comparisons.size(); ++index) {
-    const TensorComparison& comparison = result.comparisons[index];
-    result.bound_results.push_back(evaluate_bounds(comparison, request.bounds));
-    const bool past = diverged(comparison, request.bounds);
-    result.diverged.push_back(past);
-    for (const BoundResult& bound : result.bound_results.back()) {
-      if (!bound.pass) result.any_bound_failed = true;
-    }
-    if (past) {
-      result.worst.push_back(index);
-      if (result.ordered && !result.first_divergence) result.first_divergence = index;
-    }
   }
   auto severity = [&](size_t index) {
     const double value = result.comparisons[index].metrics.rms_ratio;
@@ -950,9 +1068,10 @@ DiffResult run_diff(const DiffRequest& request) {
         add_name(a.entries.count(line) || b.entries.count(line) ? line : line + ".npy");
       }
     }
-    std::vector<std::string> rest;
-    for (const auto& name : a.names) rest.push_back(name);
-    for (const auto& name : b.names) rest.push_back(name);
+    std::vector<std::string> rest = a.names;  // the union, each name once: half the sorting
+    for (const auto& name : b.names) {
+      if (!a.entries.count(name)) rest.push_back(name);
+    }
     std::sort(rest.begin(), rest.end(), natural_less);
     if (!result.ordered) {
       result.ordered = every_name_has_digit(rest);
@@ -1039,6 +1158,7 @@ DiffResult run_diff(const DiffRequest& request) {
           attribute_steps(tensor_a, tensor_b, alignment->steps, tolerance.atol, tolerance.rtol);
     }
     result.alignments.push_back(std::move(alignment));
+    decide(request, result);
   }
   finish_diff(request, along_found, result);
   return result;
@@ -1059,6 +1179,7 @@ DiffResult run_diff_pairs(const std::vector<TensorPair>& pairs, const DiffReques
     }
     compare_pair(pair.name, pair.a, pair.b, pair.oracle ? &*pair.oracle : nullptr, request,
                  request.a.string() + " vs " + request.b.string(), result, along_found);
+    decide(request, result);
   }
   finish_diff(request, along_found, result);
   return result;
@@ -1089,7 +1210,15 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
   std::string out = "loupe diff  A=" + request.a.string() + "  B=" + request.b.string();
   if (request.oracle) out += "  oracle=" + request.oracle->string();
   out += "\n";
-  std::string rule = "assert_close defaults (atol+rtol*|B| per dtype)";
+  std::string rule = request.tolerance
+                         ? "atol+rtol*|B| with rtol " + exact_number(request.tolerance->rtol) +
+                               ", atol " + exact_number(request.tolerance->atol)
+                         : std::string("assert_close defaults (atol+rtol*|B| per dtype)");
+  if (request.equal_nan) rule += ", NaN equal to NaN";
+  if (request.rules) {
+    rule = "rules " + request.rules->origin + " (" + std::to_string(request.rules->rules.size()) +
+           " rules)";
+  }
   if (!request.bounds.empty()) {
     rule = "bounds ";
     for (size_t index = 0; index < request.bounds.size(); ++index) {
@@ -1110,15 +1239,20 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
     }
     text +=
         " " + shape_to_string(comparison.shape) + "\n    " + comparison_headline(comparison) + "\n";
+    const bool ruled = index < result.rule_index.size() && result.rule_index[index];
+    if (ruled) text += "    " + rule_sentence(request, result, index) + "\n";
     for (const BoundResult& bound : result.bound_results[index]) {
-      if (!bound.pass) {
+      if (!bound.pass && !ruled) {  // a rule's sentence already says which predicate failed
         text += "    bound failed: " + std::string(metric_name(bound.metric)) + " " +
-                format_number(bound.value) + " > " + format_number(bound.limit) + "\n";
+                format_number(bound.value) + " " + std::string(failed_op_text(bound.op)) + " " +
+                format_number(bound.limit) + "\n";
       }
     }
     if (const auto& profile = comparison.localisation.profile) {
       text += "    error " + profile_sentence(*profile) + "\n";
     }
+    const std::string onset = onset_sentence(comparison);
+    if (!onset.empty() && result.diverged[index]) text += "    " + onset + "\n";
     text += shard_lines(result, index);
     const std::string slice = slice_sentence(comparison.localisation);
     if (!slice.empty()) text += "    " + slice + "\n";
@@ -1160,7 +1294,11 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
       out += "  " + comparison.name + "  rms_ratio " + format_number(comparison.metrics.rms_ratio) +
              "  max_abs " + format_number(comparison.metrics.max_abs) + "  mismatch " +
              std::to_string(comparison.metrics.mismatch_count) + "/" +
-             std::to_string(comparison.metrics.numel) + "\n";
+             std::to_string(comparison.metrics.numel);
+      if (result.worst[rank] < result.rule_index.size() && result.rule_index[result.worst[rank]]) {
+        out += "  rule '" + request.rules->rules[*result.rule_index[result.worst[rank]]].name + "'";
+      }
+      out += "\n";
     }
     if (result.worst.size() > kListedInSummary) {
       out += "  +" + std::to_string(result.worst.size() - kListedInSummary) +
@@ -1199,7 +1337,51 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
   return out;
 }
 
-std::string render_diff_json(const DiffResult& result, const DiffRequest& request) {
+namespace {
+
+// One compared pair of data.tensors: its metrics, bounds or rule, ranks and token alignment.
+Json tensor_json(const DiffResult& result, const DiffRequest& request, size_t index) {
+  Json tensor = comparison_json(result.comparisons[index], result.diverged[index],
+                                result.bound_results[index]);
+  if (index < result.rule_index.size() && result.rule_index[index]) {
+    const Rule& rule = request.rules->rules[*result.rule_index[index]];
+    tensor["rule"] = {{"name", rule.name},
+                      {"match", rule.match},
+                      {"when", rule.when_text},
+                      {"file", request.rules->origin},
+                      {"line", rule.line}};
+  }
+  if (index < result.shards.size() && !result.shards[index].empty()) {
+    tensor["shards"] = shards_json(result, index);
+  }
+  if (index < result.alignments.size() && result.alignments[index]) {
+    const TokenAlignmentReport& alignment = *result.alignments[index];
+    Json per_step = Json::array();
+    const StepAttribution& attribution = alignment.attribution;
+    for (size_t step = 0; step < attribution.squared_error.size(); ++step) {
+      per_step.push_back({{"step", alignment.steps.steps[step]},
+                          {"share", number_to_json(attribution.total_squared_error > 0
+                                                       ? attribution.squared_error[step] /
+                                                             attribution.total_squared_error
+                                                       : 0.0)},
+                          {"mismatches", attribution.mismatches[step]}});
+    }
+    tensor["token_alignment"] = {
+        {"layout", alignment.layout},
+        {"request_ids", alignment.request_ids},
+        {"request_begin", alignment.request_begin},
+        {"steps_a", alignment.steps_a},
+        {"steps_b", alignment.steps_b},
+        {"stepped_side", alignment.stepped_side},
+        {"first_step", attribution.first_step ? Json(alignment.steps.steps[*attribution.first_step])
+                                              : Json(nullptr)},
+        {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
+        {"steps", std::move(per_step)}};
+  }
+  return tensor;
+}
+
+std::string diff_envelope(const DiffResult& result, const DiffRequest& request, bool with_tensors) {
   Envelope envelope;
   envelope.kind = "diff";
   envelope.verdict = request.report_only                      ? Verdict::kNone
@@ -1228,7 +1410,8 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
     for (Finding& finding : shard_findings(result, index, context)) {
       envelope.findings.push_back(std::move(finding));
     }
-    for (Finding& finding : comparison_findings(comparison, request.bounds, context)) {
+    for (Finding& finding :
+         comparison_findings(comparison, deciding_bounds(request, result, index), context)) {
       if (result.first_divergence == index && finding.id == "check.diff.mismatch" &&
           result.comparisons.size() > 1) {
         finding.claim = "first divergence (#" + std::to_string(index + 1) + " of " +
@@ -1236,6 +1419,9 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
                         " order): " + finding.claim;
       }
       envelope.findings.push_back(std::move(finding));
+    }
+    if (auto onset = onset_finding(comparison, deciding_bounds(request, result, index), context)) {
+      envelope.findings.push_back(std::move(*onset));
     }
   }
   const size_t omitted =
@@ -1286,6 +1472,16 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
     bounds.push_back({{"metric", metric_name(bound.metric)}, {"limit", bound.limit}});
   }
   data["bounds"] = bounds;
+  if (request.rules) {
+    Json rules = Json::array();
+    for (const Rule& rule : request.rules->rules) {
+      rules.push_back({{"name", rule.name},
+                       {"match", rule.match},
+                       {"when", rule.when_text},
+                       {"line", rule.line}});
+    }
+    data["rules"] = {{"file", request.rules->origin}, {"rules", std::move(rules)}};
+  }
   data["first_divergence"] = result.first_divergence
                                  ? Json(result.comparisons[*result.first_divergence].name)
                                  : Json(nullptr);
@@ -1299,43 +1495,37 @@ std::string render_diff_json(const DiffResult& result, const DiffRequest& reques
                      {"only_in_b", result.only_in_b},
                      {"not_tensor", result.not_tensor}};
   data["findings_omitted"] = omitted;
-  Json tensors = Json::array();
-  for (size_t index = 0; index < result.comparisons.size(); ++index) {
-    Json tensor = comparison_json(result.comparisons[index], result.diverged[index],
-                                  result.bound_results[index]);
-    if (index < result.shards.size() && !result.shards[index].empty()) {
-      tensor["shards"] = shards_json(result, index);
+  if (with_tensors) {
+    Json tensors = Json::array();
+    for (size_t index = 0; index < result.comparisons.size(); ++index) {
+      tensors.push_back(tensor_json(result, request, index));
     }
-    if (index < result.alignments.size() && result.alignments[index]) {
-      const TokenAlignmentReport& alignment = *result.alignments[index];
-      Json per_step = Json::array();
-      const StepAttribution& attribution = alignment.attribution;
-      for (size_t step = 0; step < attribution.squared_error.size(); ++step) {
-        per_step.push_back({{"step", alignment.steps.steps[step]},
-                            {"share", number_to_json(attribution.total_squared_error > 0
-                                                         ? attribution.squared_error[step] /
-                                                               attribution.total_squared_error
-                                                         : 0.0)},
-                            {"mismatches", attribution.mismatches[step]}});
-      }
-      tensor["token_alignment"] = {
-          {"layout", alignment.layout},
-          {"request_ids", alignment.request_ids},
-          {"request_begin", alignment.request_begin},
-          {"steps_a", alignment.steps_a},
-          {"steps_b", alignment.steps_b},
-          {"stepped_side", alignment.stepped_side},
-          {"first_step", attribution.first_step
-                             ? Json(alignment.steps.steps[*attribution.first_step])
-                             : Json(nullptr)},
-          {"first_t", attribution.first_step ? Json(attribution.first_token) : Json(nullptr)},
-          {"steps", std::move(per_step)}};
-    }
-    tensors.push_back(std::move(tensor));
+    data["tensors"] = std::move(tensors);
+  } else {
+    data["tensors_streamed"] = result.comparisons.size();
   }
-  data["tensors"] = std::move(tensors);
   envelope.data = std::move(data);
   return render_envelope(envelope);
+}
+
+}  // namespace
+
+std::string render_diff_json(const DiffResult& result, const DiffRequest& request) {
+  return diff_envelope(result, request, true);
+}
+
+std::string render_diff_summary_line(const DiffResult& result, const DiffRequest& request) {
+  return diff_envelope(result, request, false);
+}
+
+std::string render_diff_tensor_line(const DiffResult& result, const DiffRequest& request,
+                                    size_t index) {
+  Json line = Json::object();
+  line["kind"] = "diff.tensor";
+  line["index"] = index;
+  const Json tensor = tensor_json(result, request, index);
+  for (const auto& [key, value] : tensor.items()) line[key] = value;
+  return line.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace loupe::check

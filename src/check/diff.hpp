@@ -19,16 +19,20 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "check/align.hpp"
 #include "check/compare.hpp"
+#include "check/rules.hpp"
 #include "check/unshard.hpp"
 #include "core/stats_registry.hpp"
 
 namespace loupe::check {
+
+struct DiffResult;
 
 struct DiffRequest {
   std::filesystem::path a;
@@ -38,6 +42,9 @@ struct DiffRequest {
   std::vector<std::string> axes;    // --axes, one name per axis
   std::optional<std::string> along;
   std::vector<Bound> bounds;  // --tol
+  // --rules: the first rule matching a tensor's name decides it (check/rules.hpp); exclusive
+  // with bounds.
+  std::optional<RuleSet> rules;
   // --report-only: print the comparison, decide nothing (verdict none, exit 0).
   bool report_only = false;
   // --dims, each "SPEC" (every tensor) or "NAME=SPEC" (that tensor); over loupe.dims metadata.
@@ -46,9 +53,17 @@ struct DiffRequest {
   std::optional<std::string> parallel_b;  // --parallel-b
   // The elementwise rule of mismatch_count (assert_close's rtol/atol); per-dtype defaults unset.
   std::optional<Tolerance> tolerance;
+  // --equal-nan: NaN against NaN agrees (torch.testing.assert_close's equal_nan).
+  bool equal_nan = false;
+  // Compute the statistics of every pair (a second pass over the data; `loupe diff` sets it for
+  // --json and --jsonl). They are computed anyway when a bound or a rule names one.
+  bool statistics = false;
   // Every finding's `reproduce`; unset: the `loupe diff` command line of this request. In-memory
   // callers (the Python package) set it, since their A and B are labels, not files.
   std::optional<std::string> reproduce;
+  // Called once per compared pair, as soon as it is compared and decided (`loupe diff --jsonl`
+  // streams each line from here); `index` is the pair's index in result.comparisons.
+  std::function<void(const DiffResult& result, size_t index)> on_compared;
 };
 
 // What unsharding one side of a comparison says about its ranks.
@@ -82,6 +97,7 @@ struct DiffResult {
   bool ordered = false;
   std::vector<bool> diverged;                           // per comparison
   std::vector<std::vector<BoundResult>> bound_results;  // per comparison (empty without --tol)
+  std::vector<std::optional<size_t>> rule_index;        // per comparison: its rule (--rules)
   std::optional<size_t> first_divergence;  // index into comparisons (ordered inputs only)
   std::vector<size_t> worst;  // indices of diverged comparisons by rms_ratio, largest first
   bool any_bound_failed = false;
@@ -119,6 +135,13 @@ std::string render_diff_summary(const DiffResult& result, const DiffRequest& req
 // Exactly one envelope (kind "diff") on one line: findings for the first divergence and the worst
 // pairs, data with the per-tensor metrics table, the pairing and the profiles.
 std::string render_diff_json(const DiffResult& result, const DiffRequest& request);
+
+// One compared pair as `--json` lists it in data.tensors (and `--jsonl` streams it).
+std::string render_diff_tensor_line(const DiffResult& result, const DiffRequest& request,
+                                    size_t index);
+// `--jsonl`'s last line: the envelope of render_diff_json without data.tensors (streamed above),
+// kind "diff.summary".
+std::string render_diff_summary_line(const DiffResult& result, const DiffRequest& request);
 
 // Natural order: digit runs compare by value ("layer_2" < "layer_10"), the rest by bytes.
 bool natural_less(const std::string& left, const std::string& right);

@@ -41,8 +41,8 @@ std::string failing_bounds(const TensorComparison& comparison, std::span<const B
   for (const BoundResult& result : evaluate_bounds(comparison, bounds)) {
     if (result.pass) continue;
     if (!out.empty()) out += ", ";
-    out += std::string(metric_name(result.metric)) + " " + format_number(result.value) + " > " +
-           format_number(result.limit);
+    out += std::string(metric_name(result.metric)) + " " + format_number(result.value) + " " +
+           std::string(failed_op_text(result.op)) + " " + format_number(result.limit);
   }
   return out;
 }
@@ -147,6 +147,46 @@ std::string structure_sentence(const Localisation& localisation) {
   return out;
 }
 
+std::string onset_sentence(const TensorComparison& comparison) {
+  const auto& positions = comparison.localisation.positions;
+  const auto& profile = comparison.localisation.profile;
+  if (!positions || !profile || (!positions->start && !positions->jump)) return {};
+  std::string out;
+  if (positions->start) {
+    out = "error starts at " + profile->axis + "=" + std::to_string(*positions->start) +
+          " (first position past tolerance)";
+  }
+  if (positions->jump) {
+    out += (out.empty() ? "error " : "; ") + std::string("jumps ×") +
+           format_number(positions->jump_factor) + " at " + profile->axis + "=" +
+           std::to_string(*positions->jump);
+  }
+  return out;
+}
+
+std::optional<Finding> onset_finding(const TensorComparison& comparison,
+                                     std::span<const Bound> bounds, const FindingContext& context) {
+  const std::string sentence = onset_sentence(comparison);
+  if (sentence.empty() || !diverged(comparison, bounds)) return std::nullopt;
+  const PositionErrors& positions = *comparison.localisation.positions;
+  Finding finding = base_finding(comparison, context, "onset", Severity::kWarn);
+  const std::string& axis = comparison.localisation.profile->axis;
+  finding.where.coords = {{axis, positions.start.value_or(positions.jump.value_or(0))}};
+  finding.claim = comparison.name + ": " + sentence;
+  if (positions.start) {
+    finding.evidence.metrics.emplace_back("start", static_cast<double>(*positions.start));
+  }
+  if (positions.jump) {
+    finding.evidence.metrics.emplace_back("jump", static_cast<double>(*positions.jump));
+    finding.evidence.metrics.emplace_back("jump_factor", positions.jump_factor);
+  }
+  finding.next = context.next.empty() ? "look at what the step producing " + axis + "=" +
+                                            std::to_string(finding.where.coords[0].second) +
+                                            " did differently (its inputs, its cache slot)"
+                                      : context.next;
+  return finding;
+}
+
 std::vector<Finding> comparison_findings(const TensorComparison& comparison,
                                          std::span<const Bound> bounds,
                                          const FindingContext& context) {
@@ -183,7 +223,7 @@ std::vector<Finding> comparison_findings(const TensorComparison& comparison,
   if (comparison.metrics.nonfinite_mismatch > 0) {
     Finding finding = base_finding(comparison, context, "nonfinite", Severity::kFail);
     finding.claim = comparison.name + ": " + std::to_string(comparison.metrics.nonfinite_mismatch) +
-                    " positions hold NaN/Inf (on either side, alike or not); first at " +
+                    " positions hold NaN/Inf that the other side does not match; first at " +
                     coords_to_string(comparison.localisation.worst_coords) + " (A " +
                     format_number(comparison.metrics.worst_a) + ", B " +
                     format_number(comparison.metrics.worst_b) + ")";

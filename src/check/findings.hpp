@@ -38,6 +38,14 @@ std::vector<Finding> comparison_findings(const TensorComparison& comparison,
                                          std::span<const Bound> bounds,
                                          const FindingContext& context);
 
+// With a per-position table (`along`): "error starts at T=37 (first position past tolerance);
+// jumps ×12 at T=40"; empty when neither is found.
+std::string onset_sentence(const TensorComparison& comparison);
+// The `onset` finding (warn, for a comparison past tolerance with a start or a jump): where.coords
+// holds the start (else the jump) position. `loupe diff` reports it; checks do not.
+std::optional<Finding> onset_finding(const TensorComparison& comparison,
+                                     std::span<const Bound> bounds, const FindingContext& context);
+
 // One line for people: "rms_ratio 3.1e-3, max_abs 0.021 at T=4095 H=1 V=3, 812 of 65536 outside
 // atol+rtol*|B|".
 std::string comparison_headline(const TensorComparison& comparison);

@@ -209,6 +209,33 @@ std::optional<Periodicity> find_periodicity(std::span<const double> position_err
   return std::nullopt;
 }
 
+void find_onset(PositionErrors& positions) {
+  positions.start.reset();
+  positions.jump.reset();
+  positions.jump_factor = 0;
+  for (size_t position = 0; position < positions.mismatches.size(); ++position) {
+    if (positions.mismatches[position] > 0) {
+      positions.start = static_cast<int64_t>(position);
+      break;
+    }
+  }
+  double largest = 0;
+  size_t at = 0;
+  for (size_t position = 1; position < positions.error.size(); ++position) {
+    const double before = positions.error[position - 1];
+    if (!(before > 0)) continue;
+    const double factor = positions.error[position] / before;
+    if (factor > largest) {
+      largest = factor;
+      at = position;
+    }
+  }
+  if (largest >= kJumpFactor) {
+    positions.jump = static_cast<int64_t>(at);
+    positions.jump_factor = largest;
+  }
+}
+
 Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
                       const std::vector<std::string>& axes, const std::optional<std::string>& along,
                       std::optional<double> threshold) {
@@ -232,6 +259,10 @@ Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
   std::vector<std::vector<double>> per_axis(shape.size());
   for (size_t axis = 0; axis < shape.size(); ++axis) per_axis[axis].assign(shape[axis], 0.0);
   std::vector<int64_t> finite_per_position(length, 0);
+  PositionErrors positions;
+  positions.max_abs.assign(static_cast<size_t>(length), 0.0);
+  positions.mismatches.assign(static_cast<size_t>(length), 0);
+  const Tolerance& tolerance = metrics.tolerance;
   std::vector<int64_t> coords(shape.size(), 0);
   constexpr int64_t kChunk = 4096;
   std::vector<double> values_a(kChunk), values_b(kChunk);
@@ -243,10 +274,19 @@ Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
     for (int64_t offset = 0; offset < count; ++offset) {
       const double value_a = values_a[offset];
       const double value_b = values_b[offset];
+      const auto position = static_cast<size_t>(coords[along_axis]);
       if (std::isfinite(value_a) && std::isfinite(value_b)) {
         const double squared = (value_a - value_b) * (value_a - value_b);
         for (size_t axis = 0; axis < shape.size(); ++axis) per_axis[axis][coords[axis]] += squared;
         ++finite_per_position[coords[along_axis]];
+        const double abs_diff = std::fabs(value_a - value_b);
+        positions.max_abs[position] = std::max(positions.max_abs[position], abs_diff);
+        positions.mismatches[position] +=
+            abs_diff > tolerance.atol + tolerance.rtol * std::fabs(value_b);
+      } else {
+        const bool agree = value_a == value_b ||
+                           (tolerance.equal_nan && std::isnan(value_a) && std::isnan(value_b));
+        positions.mismatches[position] += !agree;
       }
       for (size_t axis = shape.size(); axis-- > 0;) {  // C-order odometer
         if (++coords[axis] < shape[axis]) break;
@@ -285,6 +325,9 @@ Localisation localise(const Tensor& a, const Tensor& b, const Metrics& metrics,
   }
   if (threshold) result.first_exceeding = first_exceeding(position_error, *threshold);
   result.periodicity = find_periodicity(position_error);
+  positions.error = position_error;
+  find_onset(positions);
+  result.positions = std::move(positions);
 
   double total = 0;
   for (double squared : per_axis[along_axis]) total += squared;

@@ -99,10 +99,24 @@ struct Periodicity {
 std::optional<int64_t> first_exceeding(std::span<const double> position_error, double threshold);
 std::optional<Periodicity> find_periodicity(std::span<const double> position_error);
 
+// The per-position (per-token) table along the profiled axis and where its error starts and jumps.
+struct PositionErrors {
+  std::vector<double> error;        // as position_error above
+  std::vector<double> max_abs;      // max |a - b| over the position's finite pairs
+  std::vector<int64_t> mismatches;  // outside the tolerance of `metrics` (NaN/Inf rule included)
+  std::optional<int64_t> start;     // the first position with a mismatch
+  std::optional<int64_t> jump;      // the position t >= 1 whose error is the largest multiple of
+  double jump_factor = 0;           //   position t-1's (> 0), when that multiple >= kJumpFactor
+};
+inline constexpr double kJumpFactor = 4.0;
+// start and jump from the three tables.
+void find_onset(PositionErrors& positions);
+
 struct Localisation {
   Coords worst_coords;  // empty when every position agrees
   std::optional<ErrorProfile> profile;
-  std::optional<int64_t> first_exceeding;  // see above; needs CompareOptions::profile_threshold
+  std::optional<PositionErrors> positions;  // with `along`
+  std::optional<int64_t> first_exceeding;   // see above; needs CompareOptions::profile_threshold
   std::optional<Periodicity> periodicity;
   // For every axis except the profiled one with extent > 1: its top slice, ordered by
   // share * extent (how many times its fair share it holds), largest first.

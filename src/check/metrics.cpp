@@ -23,6 +23,34 @@ constexpr std::array<Metric, 10> kAllMetrics = {
     Metric::kMismatchCount, Metric::kMismatchFrac, Metric::kNonfiniteMismatch,
     Metric::kOracleRatio};
 
+constexpr std::array<Metric, 19> kStatisticMetrics = {Metric::kCosine,
+                                                      Metric::kMeanAbs,
+                                                      Metric::kAbsP50,
+                                                      Metric::kAbsP90,
+                                                      Metric::kAbsP99,
+                                                      Metric::kAbsP999,
+                                                      Metric::kAMean,
+                                                      Metric::kAAbsMean,
+                                                      Metric::kAStd,
+                                                      Metric::kAMin,
+                                                      Metric::kAMax,
+                                                      Metric::kBMean,
+                                                      Metric::kBAbsMean,
+                                                      Metric::kBStd,
+                                                      Metric::kBMin,
+                                                      Metric::kBMax,
+                                                      Metric::kDowncastMaxAbs,
+                                                      Metric::kDowncastRmsRatio,
+                                                      Metric::kDowncastMismatchCount};
+
+// Other tools' names for loupe's metrics (SGLang's comparator, DeepGEMM's calc_diff).
+constexpr std::array<std::pair<std::string_view, Metric>, 4> kAliases = {{
+    {"rel", Metric::kCosDist},
+    {"rel_diff", Metric::kCosDist},
+    {"max_abs_diff", Metric::kMaxAbs},
+    {"mean_abs_diff", Metric::kMeanAbs},
+}};
+
 // ULP distances go to a histogram: exact counts below 256, then 32 sub-buckets per binade
 // [2^k, 2^(k+1)) for k = 8..63, then one bucket for NaN/Inf positions (infinite
 // distance). The 99th percentile is exact when it lands below 256; above, it is the upper edge of
@@ -97,6 +125,7 @@ struct Accumulator {
   Running running;
   std::vector<int64_t> ulp_histograms = std::vector<int64_t>(kUlpBuckets * kHistogramCopies, 0);
   int64_t nonfinite = 0;
+  int64_t nonfinite_equal = 0;
   int64_t first_nonfinite = -1;
   double nonfinite_a = 0;
   double nonfinite_b = 0;
@@ -137,10 +166,17 @@ inline void accumulate_finite(Running& run, int64_t* histogram, double a, double
   ++run.finite;
 }
 
-// A position where A or B is NaN or Inf is a mismatch at an infinite distance whatever the other
-// side holds: a NaN on both sides is two broken computations, not an agreement (a candidate
-// compared with itself, or with a reference that broke the same way, must not pass).
-void accumulate_nonfinite(Accumulator& acc, double a, double b, int64_t index) {
+// A position where A or B is NaN or Inf: torch.testing.assert_close's rule decides. The same
+// infinity on both sides agrees (distance 0); NaN against NaN agrees only under equal_nan (by
+// default a NaN on both sides is two broken computations, and a candidate compared with a
+// reference that broke the same way must not pass); anything else is a mismatch at an infinite
+// distance.
+void accumulate_nonfinite(Accumulator& acc, double a, double b, int64_t index, bool equal_nan) {
+  if (a == b || (equal_nan && std::isnan(a) && std::isnan(b))) {
+    ++acc.nonfinite_equal;
+    ++acc.ulp_histograms[0];
+    return;
+  }
   ++acc.nonfinite;  // also a mismatch; finish() adds it to mismatch_count
   ++acc.ulp_histograms[kInfiniteUlpBucket];
   if (acc.first_nonfinite < 0) {
@@ -181,7 +217,7 @@ void accumulate_native(const Float* a, const Float* b, int64_t numel, const Tole
     const Bits bits_b = std::bit_cast<Bits>(b[index]);
     if (((bits_a & Traits::kExponentMask) == Traits::kExponentMask) |
         ((bits_b & Traits::kExponentMask) == Traits::kExponentMask)) [[unlikely]] {
-      accumulate_nonfinite(acc, a[index], b[index], index);
+      accumulate_nonfinite(acc, a[index], b[index], index, local_tolerance.equal_nan);
       return;
     }
     uint64_t ulp;
@@ -357,7 +393,7 @@ void accumulate_generic(const Tensor& a, const Tensor& b, const Tolerance& toler
       const double value_a = values_a[offset];
       const double value_b = values_b[offset];
       if (!is_finite(value_a) || !is_finite(value_b)) {
-        accumulate_nonfinite(acc, value_a, value_b, begin + offset);
+        accumulate_nonfinite(acc, value_a, value_b, begin + offset, tolerance.equal_nan);
         continue;
       }
       uint64_t ulp;
@@ -396,16 +432,23 @@ Metrics finish(int64_t numel, const Tolerance& tolerance, DType ulp_dtype, RunPa
   metrics.rms_ratio = metrics.rms_diff / (metrics.rms_b + 1e-8);
   const double norms = run.sum_sq_a + run.sum_sq_b;
   metrics.cos_dist = norms == 0 ? 0.0 : 1.0 - 2.0 * run.sum_ab / norms;
+  if (run.sum_sq_a == 0 || run.sum_sq_b == 0) {
+    metrics.cosine = run.sum_sq_a == run.sum_sq_b ? 1.0 : 0.0;
+  } else {
+    metrics.cosine = run.sum_ab / (std::sqrt(run.sum_sq_a) * std::sqrt(run.sum_sq_b));
+  }
   metrics.ulp_max = static_cast<double>(run.ulp_max);
   metrics.mismatch_count = run.mismatch + acc.nonfinite;
   metrics.mismatch_frac = numel > 0 ? static_cast<double>(metrics.mismatch_count) / numel : 0.0;
   metrics.nonfinite_mismatch = acc.nonfinite;
+  metrics.nonfinite_equal = acc.nonfinite_equal;
   if (acc.first_nonfinite >= 0) {
     metrics.worst_index = acc.first_nonfinite;
     metrics.worst_a = acc.nonfinite_a;
     metrics.worst_b = acc.nonfinite_b;
     metrics.max_abs = metrics.max_rel = metrics.rms_ratio = metrics.cos_dist = kInf;
     metrics.ulp_max = kInf;
+    metrics.cosine = std::numeric_limits<double>::quiet_NaN();
   } else {
     metrics.worst_index = run.max_abs_index;
     metrics.worst_a = run.max_abs_a;
@@ -448,7 +491,164 @@ Metrics native_metrics(std::span<const Float> a, std::span<const Float> b, Toler
   });
 }
 
+// ---- the statistics' pass (add_statistics) ----
+
+// |a - b| histogram: bucket 0 holds exact zeros, bucket 1 everything in (0, 2^kLowestBinade),
+// then 32 sub-buckets per binade [2^e, 2^(e+1)) for e = kLowestBinade..kHighestBinade, then one
+// bucket for +Inf (and anything above).
+constexpr int kLowestBinade = -126;
+constexpr int kHighestBinade = 127;
+constexpr int kAbsSubBuckets = 32;
+constexpr size_t kAbsFirstBinadeBucket = 2;
+constexpr size_t kAbsInfiniteBucket =
+    kAbsFirstBinadeBucket +
+    static_cast<size_t>(kHighestBinade - kLowestBinade + 1) * kAbsSubBuckets;
+
+// From the bits of a non-negative double: the biased exponent picks the binade, the top 5
+// mantissa bits the sub-bucket (no frexp: this runs once per element).
+inline size_t abs_bucket(double value) {
+  const uint64_t bits = std::bit_cast<uint64_t>(value);
+  const int64_t binade = static_cast<int64_t>(bits >> 52) - 1023;  // sign bit is 0: |a - b|
+  if (value == 0) return 0;
+  if (binade < kLowestBinade) return 1;
+  if (binade > kHighestBinade) return kAbsInfiniteBucket;  // Inf, and NaN never arrives here
+  return kAbsFirstBinadeBucket + static_cast<size_t>(binade - kLowestBinade) * kAbsSubBuckets +
+         static_cast<size_t>((bits >> 47) & (kAbsSubBuckets - 1));
+}
+
+// The exclusive upper edge of a bucket (0 for the zero bucket, +Inf for the last).
+double abs_bucket_upper_edge(size_t bucket) {
+  if (bucket == 0) return 0;
+  if (bucket == 1) return std::ldexp(1.0, kLowestBinade);
+  if (bucket >= kAbsInfiniteBucket) return kInf;
+  const size_t offset = bucket - kAbsFirstBinadeBucket;
+  const int binade = kLowestBinade + static_cast<int>(offset / kAbsSubBuckets);
+  const double sub = static_cast<double>(offset % kAbsSubBuckets);
+  return std::ldexp(1.0 + (sub + 1) / kAbsSubBuckets, binade);
+}
+
+struct SideAccumulator {
+  int64_t count = 0;
+  double sum = 0;
+  double sum_abs = 0;
+  double sum_sq = 0;
+  double min = kInf;
+  double max = -kInf;
+
+  void add(double value) {
+    if (!is_finite(value)) return;
+    ++count;
+    sum += value;
+    sum_abs += std::fabs(value);
+    sum_sq += value * value;
+    min = std::min(min, value);
+    max = std::max(max, value);
+  }
+  SideStatistics finish() const {
+    SideStatistics out;
+    if (count == 0) return out;
+    const double n = static_cast<double>(count);
+    out.mean = sum / n;
+    out.abs_mean = sum_abs / n;
+    out.std = std::sqrt(std::max(0.0, sum_sq / n - out.mean * out.mean));
+    out.min = min;
+    out.max = max;
+    return out;
+  }
+};
+
+// `tensor` rounded to the float dtype `coarse` (nearest, ties to even).
+Tensor rounded_to(const Tensor& tensor, DType coarse) {
+  Tensor out(coarse, tensor.shape());
+  std::vector<double> values(kBlock);
+  std::byte* bytes = out.mutable_bytes();
+  const size_t width = dtype_size(coarse);
+  for (int64_t begin = 0; begin < tensor.numel(); begin += kBlock) {
+    const int64_t count = std::min(kBlock, tensor.numel() - begin);
+    decode_chunk(tensor, begin, count, values.data());
+    for (int64_t index = 0; index < count; ++index) {
+      std::byte* to = bytes + static_cast<size_t>(begin + index) * width;
+      if (coarse == DType::kF64) {
+        std::memcpy(to, &values[index], 8);
+      } else if (coarse == DType::kF32) {
+        const float narrow = static_cast<float>(values[index]);
+        std::memcpy(to, &narrow, 4);
+      } else {
+        const uint32_t bits = encode_mini_float(values[index], *mini_format(coarse));
+        std::memcpy(to, &bits, width);  // little-endian: the low bytes
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void add_statistics(const Tensor& a, const Tensor& b, Metrics& metrics) {
+  std::vector<double> values_a(kBlock), values_b(kBlock);
+  std::vector<int64_t> histogram(kAbsInfiniteBucket + 1, 0);
+  SideAccumulator side_a, side_b;
+  double sum_abs = 0;
+  const bool equal_nan = metrics.tolerance.equal_nan;
+  const int64_t numel = a.numel();
+  for (int64_t begin = 0; begin < numel; begin += kBlock) {
+    const int64_t count = std::min(kBlock, numel - begin);
+    decode_chunk(a, begin, count, values_a.data());
+    decode_chunk(b, begin, count, values_b.data());
+    for (int64_t offset = 0; offset < count; ++offset) {
+      const double value_a = values_a[offset];
+      const double value_b = values_b[offset];
+      side_a.add(value_a);
+      side_b.add(value_b);
+      if (is_finite(value_a) && is_finite(value_b)) {
+        const double abs_diff = std::fabs(value_a - value_b);
+        sum_abs += abs_diff;
+        ++histogram[abs_bucket(abs_diff)];
+      } else {
+        const bool agree =
+            value_a == value_b || (equal_nan && std::isnan(value_a) && std::isnan(value_b));
+        ++histogram[agree ? 0 : kAbsInfiniteBucket];
+      }
+    }
+  }
+  metrics.has_statistics = true;
+  metrics.a = side_a.finish();
+  metrics.b = side_b.finish();
+  metrics.mean_abs =
+      metrics.finite_count > 0 ? sum_abs / static_cast<double>(metrics.finite_count) : 0.0;
+  if (metrics.nonfinite_mismatch > 0) metrics.mean_abs = kInf;
+  // Nearest rank: the ceil(q * n)-th smallest, q given in thousandths.
+  auto percentile = [&](int64_t thousandths) {
+    if (numel == 0) return 0.0;
+    const int64_t rank = std::max<int64_t>(1, (thousandths * numel + 999) / 1000);
+    int64_t before = 0;
+    size_t bucket = 0;
+    while (before + histogram[bucket] < rank) before += histogram[bucket++];
+    const double edge = abs_bucket_upper_edge(bucket);
+    return bucket == kAbsInfiniteBucket ? kInf : std::min(edge, metrics.max_abs);
+  };
+  metrics.abs_p50 = percentile(500);
+  metrics.abs_p90 = percentile(900);
+  metrics.abs_p99 = percentile(990);
+  metrics.abs_p999 = percentile(999);
+
+  const bool both_float = dtype_is_floating(a.dtype()) && dtype_is_floating(b.dtype());
+  metrics.downcast_dtype = coarser_dtype(a.dtype(), b.dtype());
+  if (a.dtype() == b.dtype() || !both_float) {
+    metrics.downcast_max_abs = metrics.max_abs;
+    metrics.downcast_rms_ratio = metrics.rms_ratio;
+    metrics.downcast_mismatch_count = static_cast<double>(metrics.mismatch_count);
+    return;
+  }
+  const Tensor& narrow_a =
+      a.dtype() == metrics.downcast_dtype ? a : rounded_to(a, metrics.downcast_dtype);
+  const Tensor& narrow_b =
+      b.dtype() == metrics.downcast_dtype ? b : rounded_to(b, metrics.downcast_dtype);
+  const Metrics downcast = compute_metrics(narrow_a, narrow_b, metrics.tolerance);
+  metrics.downcast_max_abs = downcast.max_abs;
+  metrics.downcast_rms_ratio = downcast.rms_ratio;
+  metrics.downcast_mismatch_count = static_cast<double>(downcast.mismatch_count);
+}
 
 std::string_view metric_name(Metric metric) {
   switch (metric) {
@@ -472,15 +672,66 @@ std::string_view metric_name(Metric metric) {
       return "nonfinite_mismatch";
     case Metric::kOracleRatio:
       return "oracle_ratio";
+    case Metric::kCosine:
+      return "cosine";
+    case Metric::kMeanAbs:
+      return "mean_abs";
+    case Metric::kAbsP50:
+      return "abs_p50";
+    case Metric::kAbsP90:
+      return "abs_p90";
+    case Metric::kAbsP99:
+      return "abs_p99";
+    case Metric::kAbsP999:
+      return "abs_p999";
+    case Metric::kAMean:
+      return "a_mean";
+    case Metric::kAAbsMean:
+      return "a_abs_mean";
+    case Metric::kAStd:
+      return "a_std";
+    case Metric::kAMin:
+      return "a_min";
+    case Metric::kAMax:
+      return "a_max";
+    case Metric::kBMean:
+      return "b_mean";
+    case Metric::kBAbsMean:
+      return "b_abs_mean";
+    case Metric::kBStd:
+      return "b_std";
+    case Metric::kBMin:
+      return "b_min";
+    case Metric::kBMax:
+      return "b_max";
+    case Metric::kDowncastMaxAbs:
+      return "downcast_max_abs";
+    case Metric::kDowncastRmsRatio:
+      return "downcast_rms_ratio";
+    case Metric::kDowncastMismatchCount:
+      return "downcast_mismatch_count";
   }
   return "unknown";
 }
 
 std::span<const Metric> all_metrics() { return kAllMetrics; }
 
+std::span<const Metric> statistic_metrics() { return kStatisticMetrics; }
+
+bool is_statistic(Metric metric) {
+  return std::find(kStatisticMetrics.begin(), kStatisticMetrics.end(), metric) !=
+         kStatisticMetrics.end();
+}
+
 std::optional<Metric> parse_metric(std::string_view name) {
   for (Metric metric : kAllMetrics) {
     if (metric_name(metric) == name) return metric;
+  }
+  for (Metric metric : kStatisticMetrics) {
+    if (metric_name(metric) == name) return metric;
+  }
+  for (const auto& [alias, metric] : kAliases) {
+    if (alias == name) return metric;
   }
   return std::nullopt;
 }
@@ -491,7 +742,12 @@ std::string metric_names_list() {
     if (!out.empty()) out += ", ";
     out += metric_name(metric);
   }
-  return out;
+  for (Metric metric : kStatisticMetrics) out += ", " + std::string(metric_name(metric));
+  out += " (aliases:";
+  for (const auto& [alias, metric] : kAliases) {
+    out += " " + std::string(alias) + "=" + std::string(metric_name(metric));
+  }
+  return out + ")";
 }
 
 Tolerance default_tolerance(DType dtype) {
@@ -504,10 +760,6 @@ Tolerance default_tolerance(DType dtype) {
       return {1e-5, 1.6e-2};
     case DType::kF16:
       return {1e-5, 1e-3};
-    case DType::kF8E4M3:
-      return {1e-5, 0.125};
-    case DType::kF8E5M2:
-      return {1e-5, 0.25};
     default:
       return {0, 0};
   }
@@ -524,7 +776,11 @@ DType coarser_dtype(DType a, DType b) {
   return dtype_size(a) <= dtype_size(b) ? a : b;
 }
 
-Tolerance default_tolerance(DType a, DType b) { return default_tolerance(coarser_dtype(a, b)); }
+Tolerance default_tolerance(DType a, DType b) {
+  const Tolerance left = default_tolerance(a);
+  const Tolerance right = default_tolerance(b);
+  return {std::max(left.atol, right.atol), std::max(left.rtol, right.rtol)};
+}
 
 double metric_value(const Metrics& metrics, Metric metric) {
   switch (metric) {
@@ -548,6 +804,44 @@ double metric_value(const Metrics& metrics, Metric metric) {
       return static_cast<double>(metrics.nonfinite_mismatch);
     case Metric::kOracleRatio:
       return std::numeric_limits<double>::quiet_NaN();
+    case Metric::kCosine:
+      return metrics.cosine;
+    case Metric::kMeanAbs:
+      return metrics.mean_abs;
+    case Metric::kAbsP50:
+      return metrics.abs_p50;
+    case Metric::kAbsP90:
+      return metrics.abs_p90;
+    case Metric::kAbsP99:
+      return metrics.abs_p99;
+    case Metric::kAbsP999:
+      return metrics.abs_p999;
+    case Metric::kAMean:
+      return metrics.a.mean;
+    case Metric::kAAbsMean:
+      return metrics.a.abs_mean;
+    case Metric::kAStd:
+      return metrics.a.std;
+    case Metric::kAMin:
+      return metrics.a.min;
+    case Metric::kAMax:
+      return metrics.a.max;
+    case Metric::kBMean:
+      return metrics.b.mean;
+    case Metric::kBAbsMean:
+      return metrics.b.abs_mean;
+    case Metric::kBStd:
+      return metrics.b.std;
+    case Metric::kBMin:
+      return metrics.b.min;
+    case Metric::kBMax:
+      return metrics.b.max;
+    case Metric::kDowncastMaxAbs:
+      return metrics.downcast_max_abs;
+    case Metric::kDowncastRmsRatio:
+      return metrics.downcast_rms_ratio;
+    case Metric::kDowncastMismatchCount:
+      return metrics.downcast_mismatch_count;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }

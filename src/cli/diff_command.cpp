@@ -1,6 +1,8 @@
 // `loupe diff A B`: compare tensors file by file (src/check/diff.hpp does the work).
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "check/diff.hpp"
 #include "cli/commands.hpp"
@@ -17,8 +19,13 @@ struct DiffOptions {
   std::string axes;
   std::string along;
   std::vector<std::string> tolerances;
+  std::optional<double> rtol;
+  std::optional<double> atol;
+  bool equal_nan = false;
   bool report_only = false;
   bool json = false;
+  bool jsonl = false;
+  std::string rules;
   std::vector<std::string> dims;
   std::string parallel;
   std::string parallel_b;
@@ -63,9 +70,23 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
                    "METRIC=VALUE bound (repeatable) in place of the per-dtype default "
                    "tolerances (atol + rtol*|B|, docs/formats.md)")
       ->take_first();
+  diff->add_option("--rtol", options->rtol,
+                   "relative tolerance of the elementwise rule |A-B| <= atol + rtol*|B| (with "
+                   "--atol; default per dtype, torch.testing.assert_close's)");
+  diff->add_option("--atol", options->atol,
+                   "absolute tolerance of the elementwise rule (with --rtol)");
+  diff->add_flag("--equal-nan", options->equal_nan,
+                 "NaN against NaN agrees (assert_close's equal_nan); otherwise it is a mismatch");
   diff->add_flag("--report-only", options->report_only,
                  "print the comparison and exit 0 whatever it shows (no verdict)");
   diff->add_flag("--json", options->json, "print one JSON envelope");
+  diff->add_flag("--jsonl", options->jsonl,
+                 "print one JSON object per tensor as it is compared (flushed), then a summary "
+                 "envelope without data.tensors");
+  diff->add_option("--rules", options->rules,
+                   "TOML file of ordered [[rule]] tables (match = REGEX, when = [\"rel <= "
+                   "0.0085\", ...]): the first rule matching a tensor's name decides it; a "
+                   "tensor no rule matches exits 2");
   // Sharded dumps (docs/sharded-diff.md): rank-<r>/ directories put back together by a dims spec.
   diff->add_option("--dims", options->dims,
                    "dims spec of a rank-sharded tensor, e.g. 'b t(cp,zigzag) h(tp) d'; "
@@ -87,12 +108,49 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     if (!options->axes.empty()) request.axes = split_axes(options->axes);
     if (!options->along.empty()) request.along = options->along;
     for (const auto& text : options->tolerances) request.bounds.push_back(check::parse_bound(text));
+    if (options->rtol.has_value() != options->atol.has_value()) {
+      throw Error(ErrorCode::kUsage,
+                  std::string("--") + (options->rtol ? "rtol" : "atol") + " given without --" +
+                      (options->rtol ? "atol" : "rtol") + "; expected both or neither",
+                  "give both, e.g. --rtol 1.3e-6 --atol 1e-5 (torch.testing.assert_close's rule)");
+    }
+    for (const auto& [flag, value] :
+         {std::pair{"--rtol", options->rtol}, {"--atol", options->atol}}) {
+      if (value && !(*value >= 0)) {
+        throw Error(
+            ErrorCode::kUsage,
+            std::string(flag) + " " + check::format_number(*value) + ": expected a number >= 0",
+            "tolerances are non-negative, e.g. --rtol 1.3e-6 --atol 1e-5");
+      }
+    }
+    if (options->rtol) request.tolerance = check::Tolerance{*options->atol, *options->rtol};
+    request.equal_nan = options->equal_nan;
+    request.statistics = options->json || options->jsonl;  // JSON lists every metric
     request.report_only = options->report_only;
+    if (options->json && options->jsonl) {
+      throw Error(ErrorCode::kUsage, "--json and --jsonl: expected one of them",
+                  "--json prints one envelope at the end, --jsonl a line per tensor as it goes");
+    }
+    if (!options->rules.empty()) {
+      if (!request.bounds.empty() || request.tolerance) {
+        throw Error(ErrorCode::kUsage,
+                    "--rules with --tol/--rtol/--atol: expected one way of deciding",
+                    "put the bounds in the rules file (when = [\"max_abs <= 1e-2\"])");
+      }
+      request.rules = check::read_rules(options->rules);
+    }
+    if (options->jsonl) {
+      request.on_compared = [&request](const check::DiffResult& partial, size_t index) {
+        std::cout << check::render_diff_tensor_line(partial, request, index) << "\n" << std::flush;
+      };
+    }
     request.dims = options->dims;
     if (!options->parallel.empty()) request.parallel = options->parallel;
     if (!options->parallel_b.empty()) request.parallel_b = options->parallel_b;
     const check::DiffResult diff_result = check::run_diff(request);
-    if (options->json) {
+    if (options->jsonl) {
+      std::cout << check::render_diff_summary_line(diff_result, request) << "\n";
+    } else if (options->json) {
       std::cout << check::render_diff_json(diff_result, request) << "\n";
     } else {
       std::cout << check::render_diff_summary(diff_result, request);

@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -150,7 +152,11 @@ TEST_F(DiffCliTest, UnknownMetricExits2ListingTheValidOnes) {
       run.err,
       "loupe: --tol rmse=1: unknown metric 'rmse'; valid metrics: max_abs, max_rel, "
       "rms_ratio, cos_dist, ulp_max, ulp_p99, mismatch_count, mismatch_frac, "
-      "nonfinite_mismatch, oracle_ratio\nhint: see docs/formats.md, \"Comparison metrics\"\n");
+      "nonfinite_mismatch, oracle_ratio, cosine, mean_abs, abs_p50, abs_p90, abs_p99, abs_p999, "
+      "a_mean, a_abs_mean, a_std, a_min, a_max, b_mean, b_abs_mean, b_std, b_min, b_max, "
+      "downcast_max_abs, downcast_rms_ratio, downcast_mismatch_count (aliases: rel=cos_dist "
+      "rel_diff=cos_dist max_abs_diff=max_abs mean_abs_diff=mean_abs)\nhint: see "
+      "docs/formats.md, \"Comparison metrics\"\n");
 }
 
 TEST_F(DiffCliTest, ToleranceBoundsExit0WhenTheyHoldAnd1WhenOneFails) {
@@ -242,6 +248,176 @@ TEST_F(DiffCliTest, NothingComparedExits1NamingWhatWasUnmatched) {
   run = loupe("diff " + path("npy_side").string() + " " + path("st_side").string() +
               " --report-only");
   EXPECT_EQ(run.exit_code, 0) << run.out;
+}
+
+TEST_F(DiffCliTest, RtolAtolAndEqualNanSetTheElementwiseRule) {
+  const fs::path a = write("a.npy", {1.0f, 2.0f, 3.5f});
+  const fs::path b = write("b.npy", {1.0f, 2.0f, 3.0f});
+  const std::string pair = "diff " + a.string() + " " + b.string();
+  CliRun run = loupe(pair + " --rtol 0.2 --atol 0");  // 0.5 <= 0 + 0.2 * 3
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("(atol+rtol*|B| with rtol 0.2, atol 0)"), std::string::npos) << run.out;
+  run = loupe(pair + " --rtol 0.1 --atol 0.1");  // 0.5 > 0.1 + 0.3
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  run = loupe(pair + " --atol 1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err.rfind("loupe: --atol given without --rtol; expected both or neither\n", 0), 0u)
+      << run.err;
+  run = loupe(pair + " --rtol -1 --atol 0");
+  EXPECT_EQ(run.exit_code, 2);
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const fs::path c = write("c.npy", {nan, inf, -inf});
+  const fs::path d = write("d.npy", {nan, inf, -inf});
+  run = loupe("diff " + c.string() + " " + d.string());
+  EXPECT_EQ(run.exit_code, 1) << run.out;  // NaN vs NaN; the infinities agree
+  EXPECT_NE(run.out.find("1 of 3 outside atol+rtol*|B| (1 hold NaN/Inf)"), std::string::npos)
+      << run.out;
+  run = loupe("diff " + c.string() + " " + d.string() + " --equal-nan --json");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const Json envelope = Json::parse(run.out);
+  EXPECT_EQ(envelope["data"]["tensors"][0]["tolerance"]["equal_nan"], true);
+  EXPECT_EQ(envelope["data"]["tensors"][0]["metrics"]["nonfinite_equal"], 3);
+}
+
+TEST_F(DiffCliTest, AlongGivesThePerTokenTableAndWhereTheErrorStartsAndJumps) {
+  // Tokens 0-4 agree; token 5 is off by 1e-3 (past float32's tolerance), token 6 by 0.1.
+  const fs::path a = write("a.npy", {1, 1, 1, 1, 1, 1.001f, 1.1f, 1.1f});
+  const fs::path b = write("b.npy", std::vector<float>(8, 1.0f));
+  const std::string pair = "diff " + a.string() + " " + b.string() + " --axes T --along T";
+  CliRun run = loupe(pair);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.out.find("    error starts at T=5 (first position past tolerance); jumps ×100 at "
+                         "T=6\n"),
+            std::string::npos)
+      << run.out;
+  run = loupe(pair + " --json");
+  const Json envelope = Json::parse(run.out);
+  const Json& positions = envelope["data"]["tensors"][0]["per_position"];
+  EXPECT_EQ(positions["axis"], "T");
+  EXPECT_EQ(positions["mismatches"], Json({0, 0, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(positions["error"].size(), 8u);
+  EXPECT_EQ(positions["start"], 5);
+  EXPECT_EQ(positions["jump"], 6);
+  bool onset = false;
+  for (const Json& finding : envelope["findings"]) {
+    if (finding["id"] != "check.diff.onset") continue;
+    onset = true;
+    EXPECT_EQ(finding["where"]["coords"]["T"], 5);
+    EXPECT_EQ(finding["severity"], "warn");
+  }
+  EXPECT_TRUE(onset) << run.out;
+}
+
+TEST_F(DiffCliTest, TorchSaveFilesPointToThePythonPackage) {
+  std::ofstream(path("a.pt")) << "not read";
+  std::ofstream(path("b.pt")) << "not read";
+  const CliRun run = loupe("diff " + path("a.pt").string() + " " + path("b.pt").string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(
+      run.err.rfind("loupe: A (" + path("a.pt").string() +
+                        "): a torch.save file; expected a "
+                        ".npy file, a .safetensors file or a directory\nhint: compare .pt files "
+                        "through the Python package",
+                    0),
+      0u)
+      << run.err;
+}
+
+class DiffRulesCliTest : public DiffCliTest {
+ protected:
+  // A and B directories: layer_1 equal, layer_2 off by 0.5 in one element, logits off by 1e-3.
+  void write_dumps() {
+    fs::create_directories(path("A"));
+    fs::create_directories(path("B"));
+    write("A/layer_1.npy", {1, 2, 3});
+    write("B/layer_1.npy", {1, 2, 3});
+    write("A/layer_2.npy", {1, 2, 3.5f});
+    write("B/layer_2.npy", {1, 2, 3});
+    write("A/logits_3.npy", {1.001f, 2});
+    write("B/logits_3.npy", {1, 2});
+  }
+  fs::path rules(const std::string& text) const {
+    std::ofstream(path("rules.toml")) << text;
+    return path("rules.toml");
+  }
+  std::string dirs() const { return "diff " + path("A").string() + " " + path("B").string(); }
+};
+
+TEST_F(DiffRulesCliTest, EachTensorIsDecidedByTheFirstRuleMatchingItsName) {
+  write_dumps();
+  const fs::path file = rules(
+      "[[rule]]\nname = \"logits\"\nmatch = '^logits'\nwhen = [\"rel <= 1e-3\"]\n"
+      "[[rule]]\nname = \"layers\"\nmatch = 'layer_'\nwhen = [\"max_abs <= 0.1\", \"mean_abs < "
+      "1\"]\n");
+  CliRun run = loupe(dirs() + " --rules " + file.string());
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("3 compared, 1 past tolerance (rules " + file.string() +
+                         " (2 rules)); order: natural\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("first divergence: layer_2.npy (#2 of 3)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("    rule 'layers' (" + file.string() +
+                         ":5) decided: max_abs 0.5 > 0.1; mean_abs 0.167 < 1\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("bound failed"), std::string::npos) << run.out;  // the rule says it
+
+  run = loupe(dirs() + " --rules " + file.string() + " --json");
+  const Json envelope = Json::parse(run.out);
+  const Json& tensors = envelope["data"]["tensors"];
+  ASSERT_EQ(tensors.size(), 3u);
+  EXPECT_EQ(tensors[0]["rule"]["name"], "layers");
+  EXPECT_EQ(tensors[0]["diverged"], false);
+  EXPECT_EQ(tensors[1]["rule"]["name"], "layers");
+  EXPECT_EQ(tensors[1]["rule"]["line"], 5);
+  EXPECT_EQ(tensors[1]["bounds"][0]["op"], "<=");
+  EXPECT_EQ(tensors[1]["bounds"][0]["pass"], false);
+  EXPECT_EQ(tensors[2]["rule"]["name"], "logits");
+  EXPECT_EQ(tensors[2]["diverged"], false);  // rel (cos_dist) of 1e-3 off in one of two: ~1e-7
+  EXPECT_EQ(envelope["data"]["rules"]["rules"].size(), 2u);
+}
+
+TEST_F(DiffRulesCliTest, ATensorNoRuleMatchesExits2NamingIt) {
+  write_dumps();
+  const fs::path file = rules("[[rule]]\nmatch = 'layer_'\nwhen = [\"max_abs <= 1\"]\n");
+  const CliRun run = loupe(dirs() + " --rules " + file.string());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err.rfind("loupe: tensor 'logits_3.npy' matches no rule in " + file.string() +
+                              " (1 rules); expected every compared tensor to match one\n",
+                          0),
+            0u)
+      << run.err;
+  const CliRun both = loupe(dirs() + " --rules " + file.string() + " --tol max_abs=1");
+  EXPECT_EQ(both.exit_code, 2);
+  const CliRun bad = loupe(dirs() + " --rules " +
+                           rules("[[rule]]\nmatch = 'x'\nwhen = [\"rms <= 1\"]\n").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("rules.toml:3: rule[0].when: predicate 'rms <= 1'"), std::string::npos)
+      << bad.err;
+}
+
+TEST_F(DiffRulesCliTest, JsonlStreamsOneLinePerTensorThenTheSummary) {
+  write_dumps();
+  const CliRun run = loupe(dirs() + " --jsonl");
+  EXPECT_EQ(run.exit_code, 1);
+  std::istringstream lines(run.out);
+  std::vector<Json> parsed;
+  for (std::string line; std::getline(lines, line);) parsed.push_back(Json::parse(line));
+  ASSERT_EQ(parsed.size(), 4u) << run.out;
+  for (size_t index = 0; index < 3; ++index) {
+    EXPECT_EQ(parsed[index]["kind"], "diff.tensor");
+    EXPECT_EQ(parsed[index]["index"], index);
+  }
+  EXPECT_EQ(parsed[0]["name"], "layer_1.npy");
+  EXPECT_EQ(parsed[1]["diverged"], true);
+  EXPECT_EQ(parsed[3]["kind"], "diff");
+  EXPECT_EQ(parsed[3]["verdict"], "fail");
+  EXPECT_EQ(parsed[3]["data"]["tensors_streamed"], 3);
+  EXPECT_FALSE(parsed[3]["data"].contains("tensors"));
+  EXPECT_EQ(parsed[3]["data"]["first_divergence"], "layer_2.npy");
+  EXPECT_EQ(loupe(dirs() + " --jsonl --json").exit_code, 2);
 }
 
 }  // namespace

@@ -71,7 +71,11 @@ TEST(BoundTest, UnknownMetricListsTheValidOnes) {
     EXPECT_EQ(error.message(),
               "--tol rms=1: unknown metric 'rms'; valid metrics: max_abs, max_rel, rms_ratio, "
               "cos_dist, ulp_max, ulp_p99, mismatch_count, mismatch_frac, nonfinite_mismatch, "
-              "oracle_ratio");
+              "oracle_ratio"
+              ", cosine, mean_abs, abs_p50, abs_p90, abs_p99, abs_p999, a_mean, a_abs_mean, a_std, "
+              "a_min, a_max, b_mean, b_abs_mean, b_std, b_min, b_max, downcast_max_abs, "
+              "downcast_rms_ratio, downcast_mismatch_count (aliases: rel=cos_dist "
+              "rel_diff=cos_dist max_abs_diff=max_abs mean_abs_diff=mean_abs)");
   }
 }
 

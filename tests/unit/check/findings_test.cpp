@@ -86,7 +86,8 @@ TEST(FindingsTest, NonfiniteDisagreementIsItsOwnFinding) {
             (std::vector<std::string>{"check.diff.mismatch", "check.diff.nonfinite"}));
   EXPECT_EQ(
       findings[1].claim,
-      "x: 1 positions hold NaN/Inf (on either side, alike or not); first at d0=1 (A nan, B 2)");
+      "x: 1 positions hold NaN/Inf that the other side does not match; first at d0=1 (A nan, B "
+      "2)");
 }
 
 TEST(FindingsTest, GrowingProfileIsADriftAndTheOracleIsCompared) {

@@ -75,34 +75,61 @@ TEST(MetricsTest, RelativeErrorAgainstZeroIsInfinite) {
   EXPECT_EQ(compute_metrics(make<float>({0, 3}), make<float>({0, 2})).max_rel, 0.5);
 }
 
-TEST(MetricsTest, EveryNanAndInfPositionIsAMismatch) {
-  // 0: NaN/NaN; 1: 1 vs NaN; 2: +Inf/+Inf; 3: -Inf vs +Inf; 4: equal. A non-finite value is a
-  // broken result whatever the other side holds.
+TEST(MetricsTest, NanAndDisagreeingInfPositionsAreMismatches) {
+  // 0: NaN/NaN; 1: 1 vs NaN; 2: +Inf/+Inf; 3: -Inf vs +Inf; 4: equal. torch's rule: the same
+  // infinity on both sides agrees; NaN agrees with nothing unless equal_nan.
   const float inf = std::numeric_limits<float>::infinity();
   const Metrics m =
       compute_metrics(make<float>({kNaN, 1, inf, -inf, 2}), make<float>({kNaN, kNaN, inf, inf, 2}));
-  EXPECT_EQ(m.nonfinite_mismatch, 4);
-  EXPECT_EQ(m.mismatch_count, 4);
+  EXPECT_EQ(m.nonfinite_mismatch, 3);
+  EXPECT_EQ(m.nonfinite_equal, 1);
+  EXPECT_EQ(m.mismatch_count, 3);
   EXPECT_EQ(m.finite_count, 1);
   EXPECT_EQ(m.worst_index, 0);
   EXPECT_EQ(m.max_abs, kInf);
   EXPECT_EQ(m.max_rel, kInf);
   EXPECT_EQ(m.rms_ratio, kInf);
   EXPECT_EQ(m.cos_dist, kInf);
+  EXPECT_TRUE(std::isnan(m.cosine));
   EXPECT_EQ(m.ulp_max, kInf);
   EXPECT_EQ(m.ulp_p99, kInf);
 }
 
 // Regression (diff_identical_nonfinite_passed): `loupe diff` of [nan, inf, nan, 1] against
-// itself reported rms_ratio 0 and passed.
+// itself reported rms_ratio 0 and passed. The NaN positions still fail; the infinity, the same on
+// both sides, agrees as torch.testing.assert_close says (issue 38).
 TEST(MetricsTest, DiffIdenticalNonfinitePassedRegression) {
   const float inf = std::numeric_limits<float>::infinity();
   const Metrics m =
       compute_metrics(make<float>({kNaN, inf, kNaN, 1}), make<float>({kNaN, inf, kNaN, 1}));
-  EXPECT_EQ(m.nonfinite_mismatch, 3);
-  EXPECT_EQ(m.mismatch_count, 3);
+  EXPECT_EQ(m.nonfinite_mismatch, 2);
+  EXPECT_EQ(m.nonfinite_equal, 1);
+  EXPECT_EQ(m.mismatch_count, 2);
   EXPECT_EQ(m.rms_ratio, kInf);
   EXPECT_EQ(m.worst_index, 0);
+}
+
+TEST(MetricsTest, EqualNanLetsNanMeetNanAndNothingElse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tolerance tolerance = default_tolerance(DType::kF32);
+  tolerance.equal_nan = true;
+  const Metrics same = compute_metrics(make<float>({kNaN, inf, -inf, 1}),
+                                       make<float>({kNaN, inf, -inf, 1}), tolerance);
+  EXPECT_EQ(same.mismatch_count, 0);
+  EXPECT_EQ(same.nonfinite_equal, 3);
+  EXPECT_EQ(same.rms_ratio, 0);
+  EXPECT_EQ(same.ulp_p99, 0);
+  // NaN against a number, and NaN against an infinity, still disagree; so does Inf vs -Inf.
+  const Metrics other =
+      compute_metrics(make<float>({kNaN, kNaN, inf}), make<float>({1, inf, -inf}), tolerance);
+  EXPECT_EQ(other.mismatch_count, 3);
+  EXPECT_EQ(other.nonfinite_equal, 0);
+  // The generic (decoded) path follows the same rule: float16 NaN (0x7e00) and +Inf (0x7c00).
+  const Metrics half =
+      compute_metrics(make_bits16(DType::kF16, {0x7e00, 0x7c00, 0xfc00}),
+                      make_bits16(DType::kF16, {0x7e00, 0x7c00, 0x7c00}), tolerance);
+  EXPECT_EQ(half.mismatch_count, 1);
+  EXPECT_EQ(half.nonfinite_equal, 2);
 }
 
 TEST(MetricsTest, UlpDistanceCrossesZeroAndIgnoresTheSignOfZero) {
@@ -152,6 +179,16 @@ TEST(MetricsTest, DefaultTolerancesFollowAssertClose) {
   EXPECT_EQ(default_tolerance(DType::kF16).rtol, 1e-3);
   EXPECT_EQ(default_tolerance(DType::kI32).atol, 0);
   EXPECT_EQ(default_tolerance(DType::kF32, DType::kBF16).rtol, 1.6e-2);
+  // torch has no default for fp8 (_DTYPE_PRECISIONS): exact, like integers.
+  EXPECT_EQ(default_tolerance(DType::kF8E4M3).rtol, 0);
+  EXPECT_EQ(default_tolerance(DType::kF8E4M3).atol, 0);
+  EXPECT_EQ(default_tolerance(DType::kF8E5M2).rtol, 0);
+  EXPECT_EQ(default_tolerance(DType::kF8E5M2).atol, 0);
+  // A pair takes the larger rtol and the larger atol of its two dtypes, as torch does.
+  EXPECT_EQ(default_tolerance(DType::kF8E4M3, DType::kF32).rtol, 1.3e-6);
+  EXPECT_EQ(default_tolerance(DType::kF8E4M3, DType::kF32).atol, 1e-5);
+  EXPECT_EQ(default_tolerance(DType::kF64, DType::kF16).rtol, 1e-3);
+  EXPECT_EQ(default_tolerance(DType::kF64, DType::kF16).atol, 1e-5);
   EXPECT_EQ(coarser_dtype(DType::kF32, DType::kBF16), DType::kBF16);
   EXPECT_EQ(coarser_dtype(DType::kF16, DType::kBF16), DType::kBF16);
   EXPECT_EQ(coarser_dtype(DType::kI32, DType::kF64), DType::kF64);
@@ -235,7 +272,80 @@ TEST(MetricsTest, Float32LoopAgreesWithTheGenericPath) {
 TEST(MetricsTest, MetricNamesRoundTrip) {
   for (Metric metric : all_metrics()) EXPECT_EQ(parse_metric(metric_name(metric)), metric);
   EXPECT_FALSE(parse_metric("rms"));
+  for (Metric metric : statistic_metrics()) EXPECT_EQ(parse_metric(metric_name(metric)), metric);
+  // SGLang's comparator names and DeepGEMM's: rel is 1 - 2<x,y>/(|x|^2+|y|^2), loupe's cos_dist.
+  EXPECT_EQ(parse_metric("rel"), Metric::kCosDist);
+  EXPECT_EQ(parse_metric("rel_diff"), Metric::kCosDist);
+  EXPECT_EQ(parse_metric("max_abs_diff"), Metric::kMaxAbs);
+  EXPECT_EQ(parse_metric("mean_abs_diff"), Metric::kMeanAbs);
   EXPECT_EQ(metric_names_list().substr(0, 17), "max_abs, max_rel,");
+}
+
+TEST(StatisticsTest, EveryStatisticOnAHandComputedPair) {
+  // diff = (0, 0, 0, -1); |A|^2 = 30, |B|^2 = 39, <A,B> = 34.
+  const Tensor a = make<float>({1, 2, 3, 4});
+  const Tensor b = make<float>({1, 2, 3, 5});
+  Metrics m = compute_metrics(a, b);
+  add_statistics(a, b, m);
+  EXPECT_DOUBLE_EQ(m.cosine, 34.0 / (std::sqrt(30.0) * std::sqrt(39.0)));
+  EXPECT_DOUBLE_EQ(m.mean_abs, 0.25);
+  EXPECT_EQ(m.abs_p50, 0);  // nearest rank 2 of (0, 0, 0, 1)
+  EXPECT_EQ(m.abs_p90, 1);  // rank 4: the bucket's edge 1.03125, capped at max_abs
+  EXPECT_EQ(m.abs_p99, 1);
+  EXPECT_EQ(m.abs_p999, 1);
+  EXPECT_DOUBLE_EQ(m.a.mean, 2.5);
+  EXPECT_DOUBLE_EQ(m.a.abs_mean, 2.5);
+  EXPECT_DOUBLE_EQ(m.a.std, std::sqrt(1.25));
+  EXPECT_EQ(m.a.min, 1);
+  EXPECT_EQ(m.a.max, 4);
+  EXPECT_DOUBLE_EQ(m.b.mean, 2.75);
+  EXPECT_DOUBLE_EQ(m.b.std, std::sqrt(9.75 - 2.75 * 2.75));
+  EXPECT_EQ(m.b.max, 5);
+  EXPECT_EQ(m.downcast_dtype, DType::kF32);
+  EXPECT_EQ(m.downcast_max_abs, m.max_abs);
+  EXPECT_EQ(m.downcast_mismatch_count, 1);
+  EXPECT_EQ(metric_value(m, Metric::kMeanAbs), 0.25);
+  EXPECT_EQ(metric_value(m, Metric::kBMin), 1);
+}
+
+TEST(StatisticsTest, PercentilesAreTheirBucketsUpperEdgeCappedAtMaxAbs) {
+  // 99 differences of 3 and one of 10: 3 lies in [3, 3.0625) (binade [2, 4) cut in 32), so the
+  // median reads 3.0625; the 99.9th percentile is 10 (its bucket edge 10.25, capped at max_abs).
+  std::vector<double> a(100, 3.0), b(100, 0.0);
+  a[99] = 10.0;
+  Metrics m = compute_metrics(make<double>(a), make<double>(b));
+  add_statistics(make<double>(a), make<double>(b), m);
+  EXPECT_EQ(m.abs_p50, 3.0625);
+  EXPECT_EQ(m.abs_p99, 3.0625);
+  EXPECT_EQ(m.abs_p999, 10);
+  EXPECT_DOUBLE_EQ(m.mean_abs, (99 * 3.0 + 10.0) / 100);
+}
+
+TEST(StatisticsTest, NonfinitePositionsAreInfiniteInPercentilesAndLeftOutOfSides) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor a = make<float>({1, 2, kNaN, inf});
+  const Tensor b = make<float>({1, 2, 1, inf});
+  Metrics m = compute_metrics(a, b);
+  add_statistics(a, b, m);
+  EXPECT_EQ(m.abs_p50, 0);      // ranks 1-2: the two equal pairs; the agreeing Inf is 0 too
+  EXPECT_EQ(m.abs_p999, kInf);  // the NaN position
+  EXPECT_EQ(m.mean_abs, kInf);
+  EXPECT_DOUBLE_EQ(m.a.mean, 1.5);  // finite values of A only: 1, 2
+  EXPECT_DOUBLE_EQ(m.b.mean, 4.0 / 3.0);
+}
+
+TEST(StatisticsTest, DowncastRoundsBothSidesToTheNarrowerDtype) {
+  // 1.0001 in float32 against bfloat16 1.0: 1.0001 rounds to bfloat16 1.0, so the downcast diff
+  // is 0 while the plain one is about 1e-4.
+  const Tensor a = make<float>({1.0001f, 2.5f});
+  const Tensor b = make_bits16(DType::kBF16, {0x3f80, 0x4020});  // 1.0, 2.5
+  Metrics m = compute_metrics(a, b);
+  add_statistics(a, b, m);
+  EXPECT_EQ(m.downcast_dtype, DType::kBF16);
+  EXPECT_GT(m.max_abs, 9e-5);
+  EXPECT_EQ(m.downcast_max_abs, 0);
+  EXPECT_EQ(m.downcast_rms_ratio, 0);
+  EXPECT_EQ(m.downcast_mismatch_count, 0);
 }
 
 }  // namespace

@@ -163,6 +163,39 @@ TEST_F(ShardedRunDiff, FirstDivergenceOverOrderedShardedDumps) {
   EXPECT_EQ(result.shards[*result.first_divergence][0].attribution.axes[0].top_rank, 0);
 }
 
+TEST_F(ShardedRunDiff, RulesDecideEveryUnshardedTensorAndTheRankStillNamesTheFault) {
+  // As above, with threshold rules in place of --tol: every tensor matches a rule, the first
+  // failing one is the faulty layer, and its rank attribution is kept.
+  for (int rank = 0; rank < 2; ++rank) {
+    write_npy(dir("a/rank-" + std::to_string(rank)) / "layer_0.npy", rows(4 * rank, 4));
+    write_npy(dir("a/rank-" + std::to_string(rank)) / "layer_1.npy", rows(4 * rank, 4, 2.0f, 1, 2));
+  }
+  write_npy(dir("b") / "layer_0.npy", rows(0, 8));
+  write_npy(dir("b") / "layer_1.npy", rows(0, 8));
+  DiffRequest req = request("a", "b");
+  req.bounds.clear();
+  req.rules = parse_rules(
+      "[[rule]]\nname = 'layers'\nmatch = '^layer_'\nwhen = ['rel <= 1e-6', 'max_abs <= 0.5']\n",
+      "rules.toml");
+  req.dims = {"t(cp) d"};
+  req.parallel = "cp=2";
+  const DiffResult result = run_diff(req);
+  ASSERT_EQ(result.rule_index.size(), 2u);
+  EXPECT_EQ(result.rule_index[0], 0u);
+  EXPECT_EQ(result.rule_index[1], 0u);
+  EXPECT_EQ(result.diverged, (std::vector<bool>{false, true}));
+  ASSERT_TRUE(result.first_divergence);
+  EXPECT_EQ(result.comparisons[*result.first_divergence].name, "layer_1.npy");
+  EXPECT_EQ(result.shards[*result.first_divergence][0].attribution.axes[0].top_rank, 0);
+  const std::string summary = render_diff_summary(result, req);
+  // The sentence names each metric by its own name (rel is cos_dist) and keeps the rank line.
+  EXPECT_NE(summary.find("    rule 'layers' (rules.toml:1) decided: cos_dist 0.00704 > 1.00e-06; "
+                         "max_abs 2 > 0.5\n    A unsharded (cp=2, dims 't(cp) d'): CP rank 0 holds "
+                         "100% of the squared error"),
+            std::string::npos)
+      << summary;
+}
+
 TEST_F(ShardedRunDiff, MissingDimsOrGroupsAreUsageErrors) {
   for (int rank = 0; rank < 2; ++rank) {
     write_npy(dir("a/rank-" + std::to_string(rank)) / "x.npy", rows(4 * rank, 4));
