@@ -25,8 +25,22 @@ std::vector<float> normal_values(math::NormalStream& stream, int64_t count, doub
   return values;
 }
 
-Linear make_linear(math::NormalStream& stream, int64_t out, int64_t in, bool w8a8) {
-  return Linear(out, in, normal_values(stream, out * in, 1.0 / std::sqrt(double(in))), w8a8);
+Linear make_linear(math::NormalStream& stream, int64_t out, int64_t in, bool w8a8,
+                   WeightStructure structure) {
+  std::vector<float> weight = normal_values(stream, out * in, 1.0 / std::sqrt(double(in)));
+  if (structure == WeightStructure::kOutlierChannels) {
+    bool any = false;
+    for (int64_t row = 0; row < out; ++row) {
+      const bool outlier = stream.uniform() < 1.0 / 16.0;
+      const double scale = std::pow(10.0, 1.0 + stream.uniform());  // 10-100x
+      if (!outlier && (any || row + 1 < out)) continue;
+      any = true;
+      for (int64_t column = 0; column < in; ++column) {
+        weight[row * in + column] = static_cast<float>(weight[row * in + column] * scale);
+      }
+    }
+  }
+  return Linear(out, in, std::move(weight), w8a8);
 }
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
@@ -40,6 +54,14 @@ void require_positive(int64_t value, const char* field) {
 }
 
 }  // namespace
+
+WeightStructure parse_weight_structure(std::string_view name) {
+  if (name == "iid") return WeightStructure::kIid;
+  if (name == "outlier_channels") return WeightStructure::kOutlierChannels;
+  throw loupe::Error(loupe::ErrorCode::kUsage,
+                     "kda model: weights = '" + std::string(name) +
+                         "': expected iid or outlier_channels");
+}
 
 void ModelConfig::validate() const {
   require_positive(vocab, "vocab");
@@ -136,19 +158,19 @@ Model::Model(const ModelConfig& config) : config_(config) {
   const int64_t d = config.hidden, kw = config.key_width(), f = config.expert_hidden;
   embedding_ = normal_values(stream, config.vocab * d, 1.0);
   final_norm_.assign(d, 1.0f);
-  lm_head_ = make_linear(stream, config.vocab, d, config.w8a8);
+  lm_head_ = make_linear(stream, config.vocab, d, config.w8a8, WeightStructure::kIid);
   layers_.resize(config.layers);
   for (Layer& layer : layers_) {
     layer.attn_norm.assign(d, 1.0f);
     layer.ffn_norm.assign(d, 1.0f);
     layer.out_norm.assign(config.head_dim, 1.0f);
-    layer.q_proj = make_linear(stream, kw, d, config.w8a8);
-    layer.k_proj = make_linear(stream, kw, d, config.w8a8);
-    layer.v_proj = make_linear(stream, kw, d, config.w8a8);
-    layer.g_proj = make_linear(stream, kw, d, config.w8a8);
-    layer.b_proj = make_linear(stream, config.heads, d, config.w8a8);
-    layer.out_gate = make_linear(stream, kw, d, config.w8a8);
-    layer.o_proj = make_linear(stream, d, kw, config.w8a8);
+    layer.q_proj = make_linear(stream, kw, d, config.w8a8, config.weights);
+    layer.k_proj = make_linear(stream, kw, d, config.w8a8, config.weights);
+    layer.v_proj = make_linear(stream, kw, d, config.w8a8, WeightStructure::kIid);
+    layer.g_proj = make_linear(stream, kw, d, config.w8a8, config.weights);
+    layer.b_proj = make_linear(stream, config.heads, d, config.w8a8, WeightStructure::kIid);
+    layer.out_gate = make_linear(stream, kw, d, config.w8a8, WeightStructure::kIid);
+    layer.o_proj = make_linear(stream, d, kw, config.w8a8, WeightStructure::kIid);
     // A near-identity convolution (the newest tap ≈ 1) keeps the token's own projection dominant.
     layer.conv_weight = normal_values(stream, config.conv_channels() * config.conv_width, 0.2);
     for (int64_t channel = 0; channel < config.conv_channels(); ++channel) {
@@ -159,14 +181,14 @@ Model::Model(const ModelConfig& config) : config_(config) {
     layer.a_log.resize(config.heads);
     for (float& value : layer.a_log) value = static_cast<float>(-1.0 + 1.5 * stream.uniform());
     layer.dt_bias = normal_values(stream, kw, 0.5, -3.0);
-    layer.router = make_linear(stream, config.experts, d, config.w8a8);
+    layer.router = make_linear(stream, config.experts, d, config.w8a8, config.weights);
     for (int64_t expert = 0; expert < config.experts; ++expert) {
-      layer.experts.push_back({make_linear(stream, f, d, config.w8a8),
-                               make_linear(stream, f, d, config.w8a8),
-                               make_linear(stream, d, f, config.w8a8)});
+      layer.experts.push_back({make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
+                               make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
+                               make_linear(stream, d, f, config.w8a8, WeightStructure::kIid)});
     }
-    layer.shared = {make_linear(stream, f, d, config.w8a8), make_linear(stream, f, d, config.w8a8),
-                    make_linear(stream, d, f, config.w8a8)};
+    layer.shared = {make_linear(stream, f, d, config.w8a8, WeightStructure::kIid), make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
+                    make_linear(stream, d, f, config.w8a8, WeightStructure::kIid)};
   }
 }
 

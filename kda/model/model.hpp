@@ -18,6 +18,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kda/kernels/cpu/decode.hpp"
@@ -26,6 +27,17 @@
 #include "kda/model/state_cache.hpp"
 
 namespace kda::model {
+
+// How the weights are drawn. kIid: every weight i.i.d. normal with variance 1/in. kOutlierChannels:
+// the same, then about one output channel (row) in 16 of the q, k, gate and router projections
+// scaled by 10–100x, as trained models have (what per-channel weight scales exist for; i.i.d.
+// weights cannot tell them from one scale per tensor). Only layers whose outputs do not write the
+// residual stream: outliers there make activation outliers, which per-token int8 activations
+// cannot hold whatever the weight scales (measured: hidden-state rms ratio 0.2-0.55 of fp32).
+enum class WeightStructure { kIid, kOutlierChannels };
+
+// "iid" | "outlier_channels"; throws loupe::Error(kUsage) naming the value otherwise.
+WeightStructure parse_weight_structure(std::string_view name);
 
 struct ModelConfig {
   int64_t vocab = 256;
@@ -39,6 +51,7 @@ struct ModelConfig {
   int64_t conv_width = 4;
   bool w8a8 = false;  // every projection and expert layer in W8A8
   uint64_t seed = 0;  // the weights' seed
+  WeightStructure weights = WeightStructure::kIid;
   // Prefill through the CP kernel with this many shards (0: the chunk kernel).
   int cp_shards = 0;
   math::DotPrecision cp_precision = math::DotPrecision::kIeee;

@@ -303,7 +303,18 @@ ServeResult run_server(const ServeOptions& options) {
           // matters to the incident is how long the lock is held, and a hold that burns no core
           // keeps the measurement about the lock on a shared 2-core machine.
           // Planted fault transfer_long_hold: the bookkeeping holds the lock twice as long.
-          poll_until(start + options.bookkeeping_us * 1000 * (fault("transfer_long_hold") ? 2 : 1));
+          const int64_t deadline =
+              start + options.bookkeeping_us * 1000 * (fault("transfer_long_hold") ? 2 : 1);
+          // Planted fault transfer_lock_per_slice: the bookkeeping gives the lock back and takes
+          // it again every 250 us: the same work in ten short holds, each shorter than before.
+          if (fault("transfer_lock_per_slice") && !per_layer) {
+            for (int64_t slice_end = start + 250000; slice_end < deadline; slice_end += 250000) {
+              poll_until(slice_end);
+              interpreter_lock.release();
+              lock_wait_ns += interpreter_lock.acquire().count();
+            }
+          }
+          poll_until(deadline);
           bookkeeping_ns += now_ns() - start;
           if (!per_layer) interpreter_lock.release();
           packets[request].state = work->states[request];  // the copy, outside the lock

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "kda/faults.hpp"
 #include "loupe/error.hpp"
 
 namespace kda::serve {
@@ -31,8 +32,11 @@ std::string hex(uint64_t value) {
 
 uint64_t state_digest(int64_t request, int64_t layer, const model::LayerState& state) {
   uint64_t hash = fnv_bytes(kFnvOffset, &request, sizeof(request));
-  hash = fnv_bytes(hash, &layer, sizeof(layer));
+  // Planted faults transfer_digest_skips_layer / transfer_digest_skips_conv: the digest leaves out
+  // the layer label, or the convolution state's bytes.
+  if (!fault("transfer_digest_skips_layer")) hash = fnv_bytes(hash, &layer, sizeof(layer));
   hash = fnv_bytes(hash, state.recurrent.data(), state.recurrent.size() * sizeof(float));
+  if (fault("transfer_digest_skips_conv")) return hash;
   return fnv_bytes(hash, state.conv.data(), state.conv.size() * sizeof(float));
 }
 

@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -173,24 +174,45 @@ std::vector<MetricValue> lock_hold_metrics(const std::vector<std::string>& trace
     return name;
   };
   StatsRegistry stats;
-  // LOCK -> its holds; THREAD_LOCK -> that thread's holds of it.
-  std::map<std::string, std::vector<int64_t>> by_lock, by_thread;
+  // LOCK -> its holds; THREAD_LOCK -> that thread's holds of it, and its contended waits for it.
+  std::map<std::string, std::vector<int64_t>> by_lock, by_thread, waits_by_thread;
   for (const trace::LockSpan& span : trace::derive_lock_spans(model, stats)) {
-    if (!span.hold) continue;
     const std::string lock = metric_name(model.tracks[span.lock].name);
     const std::string thread = metric_name(model.tracks[span.thread].name);
+    if (!span.hold) {
+      waits_by_thread[thread + "_" + lock].push_back(span.end_ns - span.start_ns);
+      continue;
+    }
     by_lock[lock].push_back(span.end_ns - span.start_ns);
     by_thread[thread + "_" + lock].push_back(span.end_ns - span.start_ns);
   }
   auto seconds = [](int64_t ns) { return static_cast<double>(ns) * 1e-9; };
+  auto total = [](const std::vector<int64_t>& list) {
+    return std::accumulate(list.begin(), list.end(), int64_t{0});
+  };
   for (const auto& [name, list] : by_lock) {
     out.push_back({"", name + "_max_hold_s", seconds(*std::max_element(list.begin(), list.end()))});
   }
-  // The median per thread only: over all threads it mixes unlike holds.
+  // The median per thread only: over all threads it mixes unlike holds. The total and the count
+  // beside it: a hold that got shorter but more frequent lowers the median and raises both.
   for (auto& [name, list] : by_thread) {
     std::sort(list.begin(), list.end());
     out.push_back({"", name + "_max_hold_s", seconds(list.back())});
     out.push_back({"", name + "_median_hold_s", seconds(list[list.size() / 2])});
+    out.push_back({"", name + "_total_hold_s", seconds(total(list))});
+    out.push_back({"", name + "_holds", static_cast<double>(list.size())});
+  }
+  // What holding costs the others: each thread's contended waits for each lock, in time and in
+  // number; zero for a thread that held the lock and never had to wait for it (a run without a
+  // wait is a sample too, not a missing one).
+  // The share of the trace's span spent waiting is gated within one build: a median of waits is
+  // zero in most runs of a healthy pipeline, so its ratio to the baseline's is often undefined.
+  const double span_s = seconds(model.end_ns - model.start_ns);
+  for (const auto& [name, list] : by_thread) waits_by_thread.try_emplace(name);
+  for (const auto& [name, list] : waits_by_thread) {
+    out.push_back({"", name + "_wait_s", seconds(total(list))});
+    out.push_back({"", name + "_waits", static_cast<double>(list.size())});
+    if (span_s > 0) out.push_back({"", name + "_wait_share", seconds(total(list)) / span_s});
   }
   return out;
 }

@@ -43,6 +43,13 @@ declare -A expect=(
   # of the chunk), and one only some seeds' inputs show.
   [chunk_tail_decay]="chunk_matches_recurrence chunk_error_not_above_baseline"
   [decode_beta_saturate]="decode_matches_recurrence decode_recurrence_error_not_above_baseline decode_matches_recurrence_on_more_seeds"
+  # Written after the objective gained structured weights and the verifier check (they were not
+  # tuned on these): a per-tensor and a per-group weight scale, and digests that leave out a part.
+  [w8a8_weight_tensor_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
+  [w8a8_weight_group_scale]="w8a8_within_tolerance w8a8_error_not_above_baseline"
+  [transfer_digest_skips_layer]="transfer_verifier_rejects_tampering"
+  [transfer_digest_skips_conv]="transfer_verifier_rejects_tampering"
+  [transfer_lock_per_slice]="prefill_lock_wait_share_within_20pct transfer_lock_holds_not_above_baseline transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )
@@ -52,7 +59,8 @@ if [[ ${#faults[@]} -eq 0 ]]; then
           state_cache_drop_bit w8a8_clip decode_merged_slow chunk_prefill_slow transfer_long_hold
           decode_head_map decode_tail_tile replay_ring_reversed state_cache_slot_scale
           w8a8_tensor_scale cp_chain_order cp_outputs_dead_transition transfer_lock_per_layer
-          chunk_tail_decay decode_beta_saturate none)
+          chunk_tail_decay decode_beta_saturate w8a8_weight_tensor_scale w8a8_weight_group_scale
+          transfer_digest_skips_layer transfer_digest_skips_conv transfer_lock_per_slice none)
 fi
 for fault in "${faults[@]}"; do
   [[ -n ${expect[$fault]:-} ]] || { echo "run_planted.sh: unknown fault '$fault'" >&2; exit 2; }

@@ -6,11 +6,19 @@
 //                              over decode steps: logits along S (which steps) and the final
 //                              states along L (which layer)
 // Tolerances, about 2x the largest rms_ratio measured at the default points (kda/README.md):
-//   w8a8   hidden 0.041 -> bound 1e-1, logits 0.042 -> 1e-1 (seed 7)
+//   w8a8, weights drawn from seeds 1-12 (the weights vary with the check's seed), correct code:
+//     iid               hidden 0.032-0.067 -> bound 0.15, logits 0.027-0.115 -> 0.25
+//     outlier_channels  hidden 0.055-0.100 -> bound 0.2,  logits 0.042-0.251 -> 0.5
+//   (logits spread more than hidden states: a token whose top-2 experts nearly tie can route
+//   differently in W8A8, a discrete change)
 //   bf16   logits 0.003-0.056, states 0.006-0.040 over seeds 1-10 -> 1.2e-1, 8e-2
 //   int8   logits 0.015-0.059, states 0.026-0.043 over seeds 1-10 -> 1.2e-1, 9e-2
 // bf16 is usually 10x closer than int8 (0.003 at 8 of 10 seeds) but seeds 3 and 4 reach int8's
 // level; until that tail is explained the bounds cover it rather than fail one seed in five.
+// The states' worst element, as a multiple of the reference's rms, over seeds 1-40 (2026-12-06):
+// int8 up to 2.48 (seed 32; 2.19 at 35, 1.97 at the secret seed 812417708 that failed the default
+// 1.8), bf16 up to 1.55 (seed 4): a row with a large scale quantises its small elements coarsely.
+// Bounds 2x those: 5 and 3.2. (Logits stay under their default: 1.36 and 0.99.)
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -38,6 +46,8 @@ void copy_into(std::span<float> out, const std::vector<float>& values) {
 void run_w8a8_path(loupe::CheckIo& io, bool w8a8) {
   ModelConfig config = config_of(io.point());
   config.w8a8 = w8a8;
+  config.weights = kda::model::parse_weight_structure(io.point().get_string("weights"));
+  config.seed = static_cast<uint64_t>(io.input<int64_t>("weights_seed")[0]);
   const Model model(config);
   const int64_t requests = io.point().get_int("requests");
   const int64_t tokens = io.point().get_int("prompt_len");
@@ -55,6 +65,9 @@ LOUPE_CHECK(w8a8_vs_fp32)
     .param("layers", 4)
     .param("requests", 2)
     .param("prompt_len", 64)
+    .param("weights", "outlier_channels", {"outlier_channels", "iid"},
+           "how the weights are drawn: outlier_channels scales about one output channel in 16 of "
+           "every linear layer by 10-100x, as trained weights have; iid draws every weight alike")
     .inputs([](loupe::CheckSetup& setup) {
       const loupe::Point& point = setup.point();
       const ModelConfig config = config_of(point);
@@ -63,14 +76,18 @@ LOUPE_CHECK(w8a8_vs_fp32)
           kda::model::generate_prompts(requests, tokens, config.vocab, setup.seed());
       std::span<int32_t> input = setup.input<int32_t>("prompts", {requests, tokens}, {"R", "T"});
       std::copy(prompts.begin(), prompts.end(), input.begin());
+      // The weights vary with the seed too: an outlier channel lands in other rows each time.
+      setup.input<int64_t>("weights_seed", {1}, {"one"})[0] =
+          static_cast<int64_t>(setup.seed() % (uint64_t{1} << 62));
+      const bool outliers = point.get_string("weights") == "outlier_channels";
       setup
           .output<float>("hidden", {config.layers, requests * tokens, config.hidden},
                          {"L", "RT", "D"})
           .along("L")
-          .tolerance("rms_ratio", 1e-1)
+          .tolerance("rms_ratio", outliers ? 0.2 : 0.15)
           .approximate("w8a8: int8 weights and activations in every linear layer");
       setup.output<float>("logits", {requests, config.vocab}, {"R", "vocab"})
-          .tolerance("rms_ratio", 1e-1)
+          .tolerance("rms_ratio", outliers ? 0.5 : 0.25)
           .approximate("w8a8: int8 weights and activations in every linear layer");
     })
     .reference([](loupe::CheckIo& io) { run_w8a8_path(io, false); })
@@ -150,6 +167,7 @@ LOUPE_CHECK(state_cache_vs_fp32)
               {"L", "R", "HKV"})
           .along("L")
           .tolerance("rms_ratio", int8 ? 9e-2 : 8e-2)
+          .worst_element(int8 ? 5.0 : 3.2)
           .stored_narrow(cache);
     })
     .reference([](loupe::CheckIo& io) { run_cache_path(io, CacheDType::kF32); })

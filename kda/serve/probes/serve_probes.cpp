@@ -4,10 +4,17 @@
 //                                        same requests served in one worker; `fault` injects a
 //                                        dropped layer or swapped requests with verification off,
 //                                        which the check must then catch
+//   check    transfer_verifier           the decode side's digest verification against the truth of
+//                                        which packets were tampered with: a verifier that accepts a
+//                                        relabelled, corrupted, swapped or repeated state fails it
 #include <algorithm>
+#include <cstring>
+#include <random>
 #include <string>
 
 #include "kda/serve/server.hpp"
+#include "kda/serve/transfer.hpp"
+#include "loupe/error.hpp"
 #include "loupe/probe.hpp"
 
 namespace {
@@ -127,6 +134,125 @@ LOUPE_CHECK(disaggregated_vs_colocated)
         if (fault == "swap_requests") options.swap_requests = true;
       }
       write_generation(io, kda::serve::run_server(options).generation);
+    });
+
+// What happens to a packet on its way to the decode side (transfer_verifier's input "tamper").
+enum Tamper : int32_t {
+  kIntact = 0,
+  kRelabelRequest = 1,  // delivered under another request's label
+  kRelabelLayer = 2,    // delivered under another layer's label
+  kFlipRecurrent = 3,   // one bit of the recurrent state flipped
+  kFlipConv = 4,        // one bit of the convolution state flipped
+  kSwapContent = 5,     // carries another request's state under its own label and digest
+  kRepeat = 6,          // the intact packet arrives twice
+  kTamperKinds = 7,
+};
+
+// The packets' layout: each row of "states" is one (request, layer) state, recurrent then conv.
+constexpr int64_t kVerifierRecurrent = 2 * 16 * 16;  // (HV, K, V) of a small model
+constexpr int64_t kVerifierConv = 3 * 3 * 2 * 16;    // (conv_width − 1, q + k + v channels)
+
+kda::model::LayerState state_of_row(std::span<const float> states, int64_t row) {
+  const int64_t width = kVerifierRecurrent + kVerifierConv;
+  kda::model::LayerState state;
+  const float* begin = states.data() + row * width;
+  state.recurrent.assign(begin, begin + kVerifierRecurrent);
+  state.conv.assign(begin + kVerifierRecurrent, begin + width);
+  return state;
+}
+
+void flip_bit(std::vector<float>& values, int32_t where) {
+  const size_t index = static_cast<size_t>(where) % values.size();
+  uint32_t bits = 0;
+  std::memcpy(&bits, &values[index], sizeof(bits));
+  bits ^= 1u << (static_cast<uint32_t>(where) % 23u);  // a mantissa bit: the value stays finite
+  std::memcpy(&values[index], &bits, sizeof(bits));
+}
+
+// Every packet goes to a fresh intake (one cache of `requests` x `layers` slots), so one packet's
+// verdict never depends on another's.
+LOUPE_CHECK(transfer_verifier)
+    .description(
+        "the decode side's state verification (sender's digest, DecodeIntake) against the truth "
+        "of which packets were tampered with in transit: relabelled to another request or layer, "
+        "a bit flipped in the recurrent or convolution state, another request's state under this "
+        "label, or the same packet twice; every tampered packet must be rejected and every intact "
+        "one accepted")
+    .param("packets", 128)
+    .param("requests", 4)
+    .param("layers", 6)
+    .inputs([](loupe::CheckSetup& setup) {
+      const loupe::Point& point = setup.point();
+      const int64_t packets = point.get_int("packets"), requests = point.get_int("requests");
+      const int64_t layers = point.get_int("layers");
+      if (requests < 2 || layers < 2) {
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "transfer_verifier: requests and layers must be at least 2 (a packet is "
+                           "relabelled to another one)");
+      }
+      std::mt19937_64 generator(setup.seed());
+      std::normal_distribution<float> normal;
+      std::span<float> states = setup.input<float>(
+          "states", {packets, kVerifierRecurrent + kVerifierConv}, {"N", "state"});
+      for (float& value : states) value = normal(generator);
+      // (request, layer, tamper kind, tamper argument) per packet; about half arrive intact.
+      std::span<int32_t> plan = setup.input<int32_t>("plan", {packets, 4}, {"N", "field"});
+      std::uniform_int_distribution<int32_t> any(0, 1 << 30);
+      for (int64_t packet = 0; packet < packets; ++packet) {
+        int32_t* row = plan.data() + packet * 4;
+        row[0] = static_cast<int32_t>(any(generator) % requests);
+        row[1] = static_cast<int32_t>(any(generator) % layers);
+        row[2] = any(generator) % 2 == 0 ? kIntact : 1 + any(generator) % (kTamperKinds - 1);
+        row[3] = any(generator);
+      }
+      setup.output<int32_t>("rejected", {packets}, {"N"}).tolerance("mismatch_count", 0);
+    })
+    .reference([](loupe::CheckIo& io) {
+      std::span<const int32_t> plan = io.input<int32_t>("plan");
+      std::span<int32_t> rejected = io.output<int32_t>("rejected");
+      for (size_t packet = 0; packet < rejected.size(); ++packet) {
+        rejected[packet] = plan[packet * 4 + 2] == kIntact ? 0 : 1;
+      }
+    })
+    .candidate([](loupe::CheckIo& io) {
+      const int64_t requests = io.point().get_int("requests");
+      const int64_t layers = io.point().get_int("layers");
+      std::span<const float> states = io.input<float>("states");
+      std::span<const int32_t> plan = io.input<int32_t>("plan");
+      std::span<int32_t> rejected = io.output<int32_t>("rejected");
+      const int64_t packets = static_cast<int64_t>(rejected.size());
+      for (int64_t packet = 0; packet < packets; ++packet) {
+        const int32_t* row = plan.data() + packet * 4;
+        const int64_t request = row[0], layer = row[1];
+        const int32_t tamper = row[2], argument = row[3];
+        // The sender: the digest over the packet's true labels and bytes.
+        kda::serve::StatePacket sent{request, layer, 0, state_of_row(states, packet)};
+        sent.digest = kda::serve::state_digest(request, layer, sent.state);
+        // In transit.
+        kda::serve::StatePacket arrived = sent;
+        const int64_t other_request = (request + 1 + argument % (requests - 1)) % requests;
+        switch (tamper) {
+          case kRelabelRequest: arrived.request = other_request; break;
+          case kRelabelLayer: arrived.layer = (layer + 1 + argument % (layers - 1)) % layers; break;
+          case kFlipRecurrent: flip_bit(arrived.state.recurrent, argument); break;
+          case kFlipConv: flip_bit(arrived.state.conv, argument); break;
+          case kSwapContent:
+            arrived.state = state_of_row(states, (packet + 1) % packets);
+            break;
+          default: break;
+        }
+        // The decode side.
+        kda::model::StateCache cache(kda::model::CacheDType::kF32, requests, layers, 16);
+        kda::serve::DecodeIntake intake(cache, /*verify=*/true);
+        bool refused = false;
+        try {
+          if (tamper == kRepeat) intake.receive(sent);
+          intake.receive(std::move(arrived));
+        } catch (const loupe::Error&) {
+          refused = true;
+        }
+        rejected[packet] = refused ? 1 : 0;
+      }
     });
 
 }  // namespace

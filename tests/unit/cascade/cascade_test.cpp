@@ -594,20 +594,34 @@ TEST(SubjectForReproduce, FoldersUnderTheProjectRootAreRelative) {
 }
 
 }  // namespace
-// tests/golden/trace/locks_binary: prefill holds "interpreter" 1100-9300 ns, transfer 9300-9500.
+// tests/golden/trace/locks_binary: prefill holds "interpreter" 1100-9300 ns, transfer waits for
+// it from 1500 ns and holds it 9300-9500; the trace spans 1000-9600 ns (the wait is 7800 / 8600).
 TEST(LockHoldMetricsTest, EachLockAndEachHolderOfItFromTheTrace) {
   const std::string trace =
       std::string(LOUPE_SOURCE_DIR) + "/tests/golden/trace/locks_binary/input.loupetrace";
   std::vector<std::string> shown;
   for (const MetricValue& metric : lock_hold_metrics({trace})) {
     EXPECT_EQ(metric.variant, "");
-    shown.push_back(metric.name + "=" + std::to_string(std::lround(metric.value * 1e9)) + "ns");
+    const bool count = metric.name.ends_with("_holds") || metric.name.ends_with("_waits");
+    const bool share = metric.name.ends_with("_share");
+    shown.push_back(metric.name + "=" +
+                    (count   ? std::to_string(std::lround(metric.value))
+                     : share ? (metric.value == 0 ? "0"
+                                                  : std::to_string(std::lround(metric.value * 1000)) +
+                                                        "permille")
+                             : std::to_string(std::lround(metric.value * 1e9)) + "ns"));
   }
-  EXPECT_EQ(shown,
-            (std::vector<std::string>{
-                "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
-                "prefill_interpreter_median_hold_s=8200ns", "transfer_interpreter_max_hold_s=200ns",
-                "transfer_interpreter_median_hold_s=200ns"}));
+  EXPECT_EQ(shown, (std::vector<std::string>{
+                       "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
+                       "prefill_interpreter_median_hold_s=8200ns",
+                       "prefill_interpreter_total_hold_s=8200ns", "prefill_interpreter_holds=1",
+                       "transfer_interpreter_max_hold_s=200ns",
+                       "transfer_interpreter_median_hold_s=200ns",
+                       "transfer_interpreter_total_hold_s=200ns", "transfer_interpreter_holds=1",
+                       "prefill_interpreter_wait_s=0ns", "prefill_interpreter_waits=0",
+                       "prefill_interpreter_wait_share=0",
+                       "transfer_interpreter_wait_s=7800ns", "transfer_interpreter_waits=1",
+                       "transfer_interpreter_wait_share=907permille"}));
   EXPECT_TRUE(lock_hold_metrics({"/nonexistent/trace.loupetrace"}).empty());
 }
 

@@ -46,18 +46,22 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.subject, subject);
 
   // Cheapest first; the cheapest again on more seeds, last.
-  ASSERT_EQ(objective.checks.size(), 10u);
-  EXPECT_EQ(objective.checks[9].name, "decode_recurrence_seeds");
-  EXPECT_EQ(objective.checks[9].seed, std::optional<uint64_t>(8));
-  EXPECT_EQ(objective.checks[9].seeds, 4);
+  ASSERT_EQ(objective.checks.size(), 11u);
+  EXPECT_EQ(objective.checks[10].name, "decode_recurrence_seeds");
+  EXPECT_EQ(objective.checks[10].seed, std::optional<uint64_t>(8));
+  EXPECT_EQ(objective.checks[10].seeds, 4);
   EXPECT_EQ(objective.checks[0].probe, "decode_vs_recurrence");
   EXPECT_EQ(objective.checks[1].probe, "decode_tiled_vs_merged");
   EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
-  EXPECT_EQ(objective.checks[3].probe, "w8a8_vs_fp32");
-  EXPECT_EQ(objective.checks[4].name, "state_cache");
-  EXPECT_EQ(objective.checks[5].name, "replay");
-  EXPECT_EQ(objective.checks[6].probe, "chunk_vs_recurrent");
-  const ProbeEntry& cp = objective.checks[7];
+  EXPECT_EQ(objective.checks[3].probe, "transfer_verifier");
+  EXPECT_EQ(objective.checks[4].probe, "w8a8_vs_fp32");
+  EXPECT_EQ(objective.checks[4].params,
+            (std::vector<ParamAxis>{
+                {"weights", {std::string("outlier_channels"), std::string("iid")}}}));
+  EXPECT_EQ(objective.checks[5].name, "state_cache");
+  EXPECT_EQ(objective.checks[6].name, "replay");
+  EXPECT_EQ(objective.checks[7].probe, "chunk_vs_recurrent");
+  const ProbeEntry& cp = objective.checks[8];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
   EXPECT_EQ(cp.probe, "cp_vs_nocp");
   EXPECT_EQ(cp.layer, Layer::kCheck);
@@ -69,7 +73,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.params, params);
   EXPECT_EQ(cp.tolerances, (std::vector<std::pair<std::string, double>>{{"rms_ratio", 2e-6}}));
   EXPECT_EQ(cp.seed, 7u);
-  EXPECT_EQ(objective.checks[8].name, "cp_control");
+  EXPECT_EQ(objective.checks[9].name, "cp_control");
 
   ASSERT_EQ(objective.benches.size(), 3u);
   // Cheapest first: the prefill benches, then decode (its batch-128 rounds are the dearest).
@@ -85,22 +89,25 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 30u);
+  ASSERT_EQ(objective.gates.size(), 34u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
-  EXPECT_EQ(objective.gates[7].name, "w8a8_within_tolerance");
-  EXPECT_EQ(gate_layer(objective.gates[8].expression), Layer::kBench);
-  EXPECT_EQ(gate_layer(objective.gates[9].expression), Layer::kScenario);
-  EXPECT_EQ(objective.gates[9].confidence, 0.95);
+  EXPECT_EQ(objective.gates[6].name, "transfer_verifier_rejects_tampering");
+  EXPECT_EQ(objective.gates[8].name, "w8a8_within_tolerance");
+  EXPECT_EQ(gate_layer(objective.gates[9].expression), Layer::kBench);
+  EXPECT_EQ(gate_layer(objective.gates[10].expression), Layer::kScenario);
+  EXPECT_EQ(objective.gates[10].confidence, 0.95);
+  EXPECT_EQ(objective.gates[12].name, "prefill_lock_wait_share_within_20pct");
+  EXPECT_FALSE(is_baseline_gate(objective.gates[12].expression));
   // Every gate after the within-build ones compares with the baseline.
-  EXPECT_EQ(objective.gates[11].name, "decode_matches_recurrence");
-  EXPECT_EQ(objective.gates[12].name, "decode_matches_recurrence_on_more_seeds");
-  for (size_t index = 13; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[13].name, "decode_matches_recurrence");
+  EXPECT_EQ(objective.gates[14].name, "decode_matches_recurrence_on_more_seeds");
+  for (size_t index = 15; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[28].expression),
+      gate_expression_to_string(objective.gates[30].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)

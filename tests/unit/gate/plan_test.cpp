@@ -196,13 +196,14 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
   EXPECT_EQ(
       render_plan(plan, objective, 50),
       "plan for " + kDemo.string() +
-          ", configuration shards=8, cache=int8; by default w8a8=off: 21 tasks\n"
+          ", configuration shards=8, cache=int8; by default w8a8=off: 22 tasks\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
           "variant=merged,steps=37\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
           "variant=tiled,steps=37\n"
           "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
           "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
+          "  check     transfer_verifier        transfer_verifier           (defaults)\n"
           "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
           "  check     replay                   replay_vs_decode            L=4,steps=37\n"
           "  check     replay                   replay_vs_decode            L=8,steps=37\n"
@@ -251,7 +252,8 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
       checks,
       (std::vector<std::string>{
           "decode_recurrence variant=merged,steps=37", "decode_recurrence variant=tiled,steps=37",
-          "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "w8a8 ",
+          "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "transfer_verifier ",
+          "w8a8 weights=outlier_channels", "w8a8 weights=iid",
           "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
           "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
           "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
