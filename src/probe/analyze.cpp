@@ -1199,10 +1199,10 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
   // the comparison, so deferring work into the accessor buys no speed-up (the lazy outputs of
   // issue 33 passed with only guard.implausible_speedup's warning). Per variant the least CPU its
   // process spent in the accessor over every verified call and accessor probe, less the
-  // baseline's least, less kAccessorNoise (the least of a dozen readings of two identical
-  // accessors differs by about a microsecond on this VM); guard.deferred_output still fails what
-  // exceeds its allowances.
-  constexpr double kAccessorNoise = 1e-6;
+  // baseline's least; a difference of kAccessorNoise or less is not charged (the least of a
+  // dozen readings of two honest variants' accessors differed by up to 2 us on this VM, softmax
+  // twice). guard.deferred_output still fails what exceeds its allowances.
+  constexpr double kAccessorNoise = 2e-6;
   std::map<std::string, double> least_accessor_cpu;
   for (const auto& entry : bench_json.value("verified", Json::array())) {
     if (!entry.contains("accessor_cpu_s")) continue;
@@ -1223,17 +1223,18 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const auto own = least_accessor_cpu.find(variants[index].name);
     const auto base = least_accessor_cpu.find(variants[0].name);
     if (own == least_accessor_cpu.end() || base == least_accessor_cpu.end()) continue;
-    const double charge = own->second - base->second - kAccessorNoise;
-    if (!(charge > 0)) continue;
+    const double charge = own->second - base->second;
+    if (!(charge > kAccessorNoise)) continue;
     for (double& sample : charged_samples[index]) sample += charge;
     charges[variants[index].name] = charge;
-    Finding finding =
-        make_finding(context, Layer::kBench, "accessor_charged", Severity::kInfo,
-                     "variant " + variants[index].name + ": its outputs accessor uses " +
-                         format_number(charge * 1e6) + " us more CPU than the baseline " +
-                         variants[0].name + "'s (beyond " + format_number(kAccessorNoise * 1e6) +
-                         " us of noise); that time is added to each of its calls in the comparison",
-                     variants[index].name, "compute the outputs inside the timed call");
+    Finding finding = make_finding(
+        context, Layer::kBench, "accessor_charged", Severity::kInfo,
+        "variant " + variants[index].name + ": its outputs accessor uses " +
+            format_number(charge * 1e6) + " us more CPU than the baseline " + variants[0].name +
+            "'s (more than the " + format_number(kAccessorNoise * 1e6) +
+            " us two honest accessors differ by); that time is added to each of its "
+            "calls in the comparison",
+        variants[index].name, "compute the outputs inside the timed call");
     finding.evidence.metrics = {{"accessor_charge_s", charge}};
     analysis.findings.push_back(std::move(finding));
   }
@@ -1563,7 +1564,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
         ++overfull;
       } else if (sample < threads_before.size() && sample < threads_after.size() &&
                  threads_before[sample] == 1 && threads_after[sample] == 1 &&
-                 cpu[sample] > 1.1 * reported + 150e-6) {
+                 cpu[sample] > 1.1 * reported + 200e-6) {
         // One thread cannot use more CPU than the time that passed: the CPU in the window also
         // holds the child's wake-up and answer around the batch, tens of microseconds. A clock
         // slowed in the variant's process (a seccomp filter answering the clock system call)
@@ -1571,11 +1572,12 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
         ++single_overfull;
       }
     }
-    // A single-threaded batch over its time by the margin is impossible; three of them and a
-    // quarter of the samples, since an honest batch read over it now and then (one of 46 by
-    // 0.46 ms on this loaded 2-core VM), while a slowed clock is over it in every batch.
+    // A single-threaded batch over its time by the margin is impossible; three of them and half
+    // the samples, since an honest batch is read over it now and then under load (one of 46 by
+    // 0.46 ms, three of seven by 0.2 ms on this loaded 2-core VM), while a slowed clock is over
+    // it in every batch.
     const size_t judged = std::min({variants[index].samples.size(), windows.size(), cpu.size()});
-    if (single_overfull >= 3 && single_overfull * 4 >= static_cast<int64_t>(judged)) {
+    if (single_overfull >= 3 && single_overfull * 2 >= static_cast<int64_t>(judged)) {
       overfull += single_overfull;
     }
     if (outside + overfull > 0) {

@@ -69,7 +69,7 @@ TEST_F(Round6Test, TheRegistryIsSealedBeforeAnyPathRuns) {
 // answers with a clock at 0.6x: the filter is seen in its process, and its batches report less
 // time than their one thread used. A budget of 1 s lets batches reach about 1 ms (0.3 s leaves
 // them at tens of microseconds here, input building bounding them, where 40 % of a batch hides
-// under guard.timing's 150 us).
+// under guard.timing's 200 us).
 TEST_F(Round6Test, ASeccompFilterInAVariantsProcessFailsAndItsClockIsNotBelieved) {
   const CliRun run = bench("seccomp_slow_clock", "1");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
@@ -132,16 +132,21 @@ TEST_F(Round6Test, TimedCallsCannotBeComputedInAdvanceFromTheSeed) {
   EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
 }
 
-// 6. A quarter of the work left to the outputs accessor, under guard.deferred_output's
-// allowances, made the variant 1.33x FASTER with no finding. The accessor's CPU beyond the
-// baseline's is now charged to each of the variant's calls before the comparison.
+// 6. Half the work (about 4 us a call) left to the outputs accessor, under
+// guard.deferred_output's allowances, made the variant FASTER at 0.62x with no finding. The
+// accessor's CPU beyond the baseline's is now charged to each of the variant's calls before the
+// comparison: the ratio comes back to about 1 (0.96-1.26 in 5 runs under two busy loops; the
+// charge, a least over a dozen readings, is as noisy as a microsecond, so a verdict of FASTER by
+// a few percent remains possible, never the 38 % the deferral bought).
 TEST_F(Round6Test, WorkLeftToTheOutputsAccessorIsChargedToTheCalls) {
-  const CliRun run = bench("accessor_finishes_a_quarter", "1");
-  EXPECT_EQ(kinds(run).count("faster"), 0u) << run.out;
-  const Json& charged = finding(run, "bench.accessor_finishes_a_quarter.accessor_charged");
+  const CliRun run = bench("accessor_finishes_half", "1");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json& charged = finding(run, "bench.accessor_finishes_half.accessor_charged");
   EXPECT_EQ(charged.at("where").at("path"), "deferred");
-  EXPECT_GT(charged.at("evidence").at("metrics").at("accessor_charge_s").get<double>(), 1e-6)
+  EXPECT_GT(charged.at("evidence").at("metrics").at("accessor_charge_s").get<double>(), 2e-6)
       << charged.dump();
+  const Json& comparison = run.envelope.at("data").at("comparisons").at(0);
+  EXPECT_GT(comparison.at("ratio").get<double>(), 0.85) << comparison.dump();
 }
 
 }  // namespace
