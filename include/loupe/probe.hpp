@@ -31,10 +31,11 @@
 // carries loupe's core, so nothing else from loupe is needed. Compile the files that declare
 // probes into the executable itself: a static library's object holding only registrations is
 // dropped by the linker (as with GoogleTest), unless linked whole-archive.
-// Thread-safety: registration happens during static initialisation, before main; the registry is
-// read-only afterwards. Check paths and bench bodies run in child processes forked from the thread
-// that called subject_main (docs/security.md); `run` ends the process with _exit once the
-// observation is written, so no static destructor of the subject runs after it.
+// Thread-safety: registration happens during static initialisation, before main; subject_main
+// seals the registry (no public function reads or changes it afterwards). Check paths and bench
+// bodies run in child processes forked from the thread that called subject_main (docs/security.md);
+// `run` ends the process with _exit once the observation is written, so no static destructor of the
+// subject runs after it.
 #pragma once
 
 #include <cstdint>
@@ -123,9 +124,10 @@ struct ProbeDefinition {
 
 // Adds a probe to the process-wide registry; a second probe with the same name is reported by
 // subject_main (exit 3) rather than here, because this runs before main.
+// REQUIRES: static initialisation (the registration macros). subject_main seals the registry
+// before any probe code runs: the definitions move where nothing public reaches them, and a
+// later call throws Error(kInternal) — a candidate cannot replace a registered path.
 ProbeDefinition& register_probe(std::string name, ProbeKind kind, const char* file, int line);
-// Every registered probe, in registration order.
-const std::vector<std::unique_ptr<ProbeDefinition>>& registered_probes();
 
 template <class T>
 Value to_value(const T& value) {

@@ -1,28 +1,69 @@
 // The sandbox's command line (see sandbox.hpp).
 #include "probe/sandbox.hpp"
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string_view>
 #include <system_error>
 
 namespace loupe::probe {
 
+std::vector<std::string> gpu_device_nodes(const std::filesystem::path& dev) {
+  std::vector<std::string> nodes;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dev, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("nvidia", 0) == 0 || name == "dri" || name == "kfd") {
+      nodes.push_back(entry.path().string());
+    }
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+bool user_namespace_available() {
+  const pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) ::_exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                         const std::filesystem::path& run_directory,
-                                        const std::vector<std::string>& subject_command) {
-  // /dev is bound whole: a GPU subject needs its device nodes.
+                                        const std::vector<std::string>& subject_command,
+                                        bool gpu_nodes) {
   const std::string hidden = std::filesystem::absolute(home).string();
-  // A private /dev/shm: in its own pid namespace every sandboxed mpirun has the same pid, so
-  // OpenMPI gave two concurrent runs one job id and their ranks' shared-memory segments collided
-  // (segfaults). A subject's ranks all run inside its sandbox and still share this one.
-  std::vector<std::string> prefix = {
-      "bwrap", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm", "--proc",
-      "/proc", "--tmpfs", "/tmp", "--tmpfs", hidden, "--bind", run_directory.string(),
-      run_directory.string(), "--chdir", run_directory.string(), "--unshare-net", "--unshare-pid",
-      // System V shared memory and POSIX message queues outlive a
-      // run in the host's IPC namespace (round 4's ipc_memo_*).
-      "--unshare-ipc", "--die-with-parent"};
+  // A /dev of its own (bwrap's --dev: null, zero, full, random, urandom, tty, pts, shm), fresh
+  // for every run: the host's /dev is writable to a subject running as root, and a file left
+  // there was read by the next run (round 6's dev_memo). A private /dev/shm: in its own pid
+  // namespace every sandboxed mpirun has the same pid, so OpenMPI gave two concurrent runs one
+  // job id and their ranks' shared-memory segments collided (segfaults). A subject's ranks all
+  // run inside its sandbox and still share this one.
+  std::vector<std::string> prefix = {"bwrap", "--ro-bind", "/", "/", "--dev", "/dev"};
+  if (gpu_nodes) {
+    for (const auto& node : gpu_device_nodes("/dev")) {
+      prefix.insert(prefix.end(), {"--dev-bind", node, node});
+    }
+  }
+  prefix.insert(prefix.end(),
+                {"--tmpfs", "/dev/shm", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", hidden,
+                 "--bind", run_directory.string(), run_directory.string(), "--chdir",
+                 run_directory.string(), "--unshare-net", "--unshare-pid",
+                 // System V shared memory and POSIX message queues outlive a run in the host's
+                 // IPC namespace (round 4's ipc_memo_*).
+                 "--unshare-ipc",
+                 // A user namespace where the kernel allows one: the user and session keyrings
+                 // are per user namespace, and without one a key added by a run was found by the
+                 // next (round 6's keyring_memo). bwrap goes on without it where it is refused.
+                 "--unshare-user-try", "--die-with-parent"});
   // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
   // (the file itself when it lies in /tmp directly) is bound read-only.
   std::vector<std::string> binds;

@@ -23,8 +23,8 @@ namespace loupe::subject {
 
 enum class BenchOp : uint32_t {
   kNone = 0,
-  kPrepare,      // build `calls` input sets from seeds (first_work ..), or all from repeat_seed
-  kRun,          // call the variant on each prepared set (the timed batch)
+  kPrepare,  // build `calls` input sets from work_seed and first_work .., or all from repeat_seed
+  kRun,      // call the variant on each prepared set (the timed batch)
   kMaterialise,  // outputs(set `chosen`) into the output area
   kCopy,         // the last materialised outputs into the output area again (a copy's cost)
   kUntimed,      // make(seed), one call, outputs into the output area
@@ -36,6 +36,28 @@ constexpr size_t kMaxVariants = 16;
 constexpr size_t kNameBytes = 64;
 constexpr size_t kOutputAreaBytes = size_t{1} << 30;  // reserved, not committed (MAP_NORESERVE)
 
+// What a body declares before exec, in its child. The runtime process copies it out of the block
+// once, when the child has declared and before any variant call runs in that process, and reads
+// only its copy afterwards: a variant's call could otherwise rewrite what the runtime verifies
+// against (the tolerance, whether there are outputs) or the work the roofline judges.
+struct BenchDeclaration {
+  bool executed;
+  bool skipped;
+  char skip_reason[512];
+  uint32_t variant_count;
+  char variant_names[kMaxVariants][kNameBytes];
+  double bytes_per_call;
+  double flops_per_call;
+  char timer_name[kNameBytes];
+  char timer_type[256];
+  bool timer_is_loupes;
+  bool timer_is_device;
+  char verify_metric[kNameBytes];
+  double verify_bound;
+  bool has_outputs;
+  char timer_method[2048];  // JSON object
+};
+
 struct BenchControl {
   std::atomic<uint32_t> command;  // bumped by the runtime for each command (a futex word)
   std::atomic<uint32_t> answer;   // set to `command` by the child when done (a futex word)
@@ -43,6 +65,7 @@ struct BenchControl {
   uint64_t calls;
   uint64_t first_work;
   uint64_t repeat_seed;
+  uint64_t work_seed;  // kPrepare: the input sets' seeds derive from it and the work index
   bool repeat;
   uint64_t chosen;
   uint64_t seed;
@@ -61,24 +84,10 @@ struct BenchControl {
   char fact_names[8][kNameBytes];
   double fact_values[8];
   uint64_t output_bytes;
-  // Declared by the body before exec (written once, by the first child).
+  // Set by the child once the body has declared (then `declaration` holds what it declared).
   bool declared;
-  bool executed;
-  bool skipped;
-  char skip_reason[512];
-  uint32_t variant_count;
-  char variant_names[kMaxVariants][kNameBytes];
-  double bytes_per_call;
-  double flops_per_call;
-  char timer_name[kNameBytes];
-  char timer_type[256];
-  bool timer_is_loupes;
-  bool timer_is_device;
-  char verify_metric[kNameBytes];
-  double verify_bound;
-  bool has_outputs;
-  char timer_method[2048];  // JSON object
-  char ceiling[1024];       // JSON object, or empty
+  BenchDeclaration declaration;
+  char ceiling[1024];  // JSON object, or empty
 };
 
 // Serialises tensors into `area` (at most `capacity` bytes); returns the bytes used. Throws

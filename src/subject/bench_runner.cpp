@@ -107,28 +107,35 @@ class BenchRunner {
 
 void BenchRunner::declare(const ErasedBench* bench) {
   subject::BenchControl& control = *control_;
-  control.executed = bench != nullptr;
-  control.skipped = skipped_;
-  copy_text(control.skip_reason, sizeof control.skip_reason, skip_reason_);
-  control.variant_count = bench == nullptr ? 0 : static_cast<uint32_t>(bench->variants.size());
+  control.declaration.executed = bench != nullptr;
+  control.declaration.skipped = skipped_;
+  copy_text(control.declaration.skip_reason, sizeof control.declaration.skip_reason, skip_reason_);
+  control.declaration.variant_count =
+      bench == nullptr ? 0 : static_cast<uint32_t>(bench->variants.size());
   if (bench != nullptr) {
     for (size_t index = 0; index < bench->variants.size() && index < subject::kMaxVariants;
          ++index) {
-      copy_text(control.variant_names[index], subject::kNameBytes, bench->variants[index].first);
+      copy_text(control.declaration.variant_names[index], subject::kNameBytes,
+                bench->variants[index].first);
     }
-    control.has_outputs = static_cast<bool>(bench->outputs);
+    control.declaration.has_outputs = static_cast<bool>(bench->outputs);
   }
-  control.bytes_per_call = bytes_per_call_;
-  control.flops_per_call = flops_per_call_;
-  copy_text(control.timer_name, sizeof control.timer_name, std::string(timer_->name()));
-  copy_text(control.timer_type, sizeof control.timer_type, typeid(*timer_).name());
-  control.timer_is_loupes = timer_is_loupes(*timer_);
-  control.timer_is_device = control.timer_is_loupes && timer_->name() == "cuda_events";
-  copy_text(control.verify_metric, sizeof control.verify_metric, verify_metric_);
-  control.verify_bound = verify_bound_;
+  control.declaration.bytes_per_call = bytes_per_call_;
+  control.declaration.flops_per_call = flops_per_call_;
+  copy_text(control.declaration.timer_name, sizeof control.declaration.timer_name,
+            std::string(timer_->name()));
+  copy_text(control.declaration.timer_type, sizeof control.declaration.timer_type,
+            typeid(*timer_).name());
+  control.declaration.timer_is_loupes = timer_is_loupes(*timer_);
+  control.declaration.timer_is_device =
+      control.declaration.timer_is_loupes && timer_->name() == "cuda_events";
+  copy_text(control.declaration.verify_metric, sizeof control.declaration.verify_metric,
+            verify_metric_);
+  control.declaration.verify_bound = verify_bound_;
   Json method = Json::object();
   for (const auto& [key, value] : timer_->method()) method[key] = value;
-  copy_text(control.timer_method, sizeof control.timer_method, method.dump());
+  copy_text(control.declaration.timer_method, sizeof control.declaration.timer_method,
+            method.dump());
   control.declared = true;
   control.answer.store(1, std::memory_order_release);
   subject::futex_wake(control.answer);
@@ -232,11 +239,11 @@ void BenchRunner::serve(const ErasedBench& bench) {
             works.push_back(bench.make(
                 control.repeat
                     ? control.repeat_seed
-                    : subject::derive_seed(options_.seed, 1000 + control.first_work + index)));
+                    : subject::derive_seed(control.work_seed, 1000 + control.first_work + index)));
           }
           break;
         case subject::BenchOp::kRun:
-          if (control.timer_is_device) {
+          if (control.declaration.timer_is_device) {
             timer_->start();
             for (auto& work : works) call(work.get());
             control.timer_seconds = timer_->stop();
@@ -275,7 +282,7 @@ void BenchRunner::serve(const ErasedBench& bench) {
           // A device body's accessor brings its outputs from the device first: the same bytes
           // copied by the timer, once the host copy is done.
           control.to_host_s = 0;
-          if (control.timer_is_device) {
+          if (control.declaration.timer_is_device) {
             control.to_host_s = timer_->to_host_s(control.output_bytes, &now_s).value_or(0.0);
           }
           break;
@@ -353,6 +360,20 @@ struct VariantChild {
   std::vector<std::string> descendants;  // processes seen under it during sampling
   ExecEnvironment environment;           // affinity and priority when it declared
   std::vector<std::string> environment_changes;
+  // Seccomp filters and tracers its process has beyond the runtime's own (syscall_interception),
+  // read once it declared (after the body's setup), before every sample and at the end.
+  std::vector<std::string> interceptions;
+  std::vector<double> warmup_calls;  // seconds of each warm-up call
+  uint64_t warmup_last_seed = 0;     // the input set of its last warm-up call
+};
+
+// The last warm-up call of a variant, judged like a timed call (round 6's precomputed_from_seed
+// did its unjudged work there): its outputs, the variant's own untimed on the same inputs, and
+// the baseline's.
+struct WarmupVerified {
+  size_t variant;
+  uint64_t seed;
+  std::vector<NamedTensor> timed, untimed, reference;
 };
 
 // The outputs accessor timed on another call of a verified batch (no files, no reruns): one more
@@ -372,6 +393,12 @@ struct Verified {
 };
 
 // The best of a few streaming reads of `bytes` bytes just written, as make() leaves its inputs.
+// 64 bits from the kernel's entropy, never written down before it is used.
+uint64_t secret_seed() {
+  std::random_device entropy;
+  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+}
+
 double best_read_rate(size_t bytes) {
   const size_t words = std::max<size_t>(bytes / sizeof(uint64_t), 64);
   std::vector<uint64_t> buffer(words);
@@ -423,7 +450,8 @@ class Supervisor {
         point_(point),
         options_(options),
         files_(files),
-        rng_(derive_seed(options.seed, 2)) {}
+        rng_(secret_seed()),
+        work_seed_(options.seed) {}
 
   ~Supervisor() {
     for (auto& child : children_) {
@@ -446,6 +474,7 @@ class Supervisor {
                 uint64_t* first_seed, bool record = true);
   void verify(size_t variant, size_t calls, uint64_t first_work, double call_s);
   void check_environment(VariantChild& child);
+  void check_interception(VariantChild& child);
   void note_stops(VariantChild& child);
   Json measure_roofline();
   std::vector<pid_t> pids(pid_t except) const;
@@ -454,8 +483,20 @@ class Supervisor {
   const Point& point_;
   const RunOptions& options_;
   ObservationFiles& files_;
+  // Which calls are verified, the variants' order: from a secret, not from the seed on the
+  // command line, which a variant's process can read.
   std::mt19937_64 rng_;
+  // What the timed calls' input sets derive from: the command line's seed during the warm-up, a
+  // secret drawn once the warm-up is over from then on (recorded in the observation afterwards),
+  // so no warm-up call can compute the timed calls' outputs in advance (round 6's
+  // precomputed_from_seed). A later round keeps the seed: both builds of a round time the
+  // same inputs.
+  uint64_t work_seed_;
   std::vector<VariantChild> children_;
+  // What the first variant's body declared, copied out of its control block before any variant
+  // call ran (BenchDeclaration): the runtime reads nothing declared from a block afterwards.
+  BenchDeclaration declared_{};
+  SyscallInterception own_interception_ = syscall_interception(0);
   ExecEnvironment own_environment_;
   std::vector<std::string> own_environment_changes_;
   bool device_timer_ = false;
@@ -463,6 +504,7 @@ class Supervisor {
   uint64_t last_first_work_ = 0;
   size_t calls_per_sample_ = 1;
   std::vector<Verified> verified_;
+  std::vector<WarmupVerified> warmup_verified_;
   std::map<std::string, int64_t> dropped_;
   std::vector<std::string> strays_;
 };
@@ -496,8 +538,40 @@ void Supervisor::spawn(size_t variant) {
     return 0;
   });
   child.first_pid = child.pid;
+  // The variants forked after this one inherit no mapping of its control block (a variant that
+  // could write another's block could raise its call count or switch off its verification:
+  // round 6's loosen_baseline_tolerance).
+  child.region->keep_from_later_children();
   children_.push_back(std::move(child));
-  await_declared(children_.back());
+  VariantChild& spawned = children_.back();
+  await_declared(spawned);
+  check_interception(spawned);
+  if (variant == 0) {
+    declared_ = spawned.control->declaration;
+    return;
+  }
+  // Every variant's process runs the body: it must declare what the first one did.
+  const BenchDeclaration& again = spawned.control->declaration;
+  if (again.has_outputs != declared_.has_outputs || again.verify_bound != declared_.verify_bound ||
+      std::string(again.verify_metric) != declared_.verify_metric ||
+      again.bytes_per_call != declared_.bytes_per_call ||
+      again.flops_per_call != declared_.flops_per_call) {
+    throw Error(ErrorCode::kInternal,
+                "bench '" + probe_.name +
+                    "': the body declares different outputs, verification tolerance, bytes or "
+                    "flops when run again; what it declares must not depend on state");
+  }
+}
+
+void Supervisor::check_interception(VariantChild& child) {
+  if (child.pid <= 0) return;
+  for (const auto& sentence :
+       interception_beyond(own_interception_, syscall_interception(child.pid))) {
+    if (std::find(child.interceptions.begin(), child.interceptions.end(), sentence) ==
+        child.interceptions.end()) {
+      child.interceptions.push_back(sentence);
+    }
+  }
 }
 
 void Supervisor::await_declared(VariantChild& child) {
@@ -594,6 +668,7 @@ void Supervisor::note_stops(VariantChild& child) {
 
 void Supervisor::check_environment(VariantChild& child) {
   note_stops(child);
+  check_interception(child);
   const ExecEnvironment now = capture_environment(child.pid);
   ExecEnvironment expected = child.environment;
   expected.threads = now.threads;  // thread counts are the thread_count guard's
@@ -645,7 +720,8 @@ double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> 
     last_first_work_ = next_work_;
     next_work_ += calls;
   }
-  if (first_seed != nullptr) *first_seed = derive_seed(options_.seed, 1000 + control.first_work);
+  control.work_seed = work_seed_;
+  if (first_seed != nullptr) *first_seed = derive_seed(work_seed_, 1000 + control.first_work);
   // The slow readings (/proc) come first, so that "run" follows "prepare"'s answer at once,
   // while the child is still watching for it.
   check_environment(child);
@@ -690,7 +766,7 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
   entry.ordinal = child.verified;
   // Any call of the batch may be the one verified, so a body cannot be honest only on the last.
   const size_t chosen = static_cast<size_t>(rng_() % calls);
-  entry.seed = derive_seed(options_.seed, 1000 + first_work + chosen);
+  entry.seed = derive_seed(work_seed_, 1000 + first_work + chosen);
   entry.call_s = call_s;
   child.control->chosen = chosen;
   // The timed call's outputs, materialised by the body's accessor; then the cost of a plain copy
@@ -732,7 +808,7 @@ Json Supervisor::run() {
   const double run_start = now_s();
   own_environment_ = capture_environment(::getpid());
   spawn(0);
-  BenchControl& first = *children_[0].control;
+  const BenchDeclaration& first = declared_;
   Json bench = Json::object();
   bench["skipped"] = first.skipped ? Json(std::string(first.skip_reason)) : Json(nullptr);
   bench["executed"] = first.executed;
@@ -751,7 +827,7 @@ Json Supervisor::run() {
   for (size_t variant = 1; variant < variant_count; ++variant) {
     spawn(variant);
     children_[variant].name = first.variant_names[variant];
-    if (std::string(children_[variant].control->variant_names[variant]) !=
+    if (std::string(children_[variant].control->declaration.variant_names[variant]) !=
         children_[variant].name) {
       throw Error(ErrorCode::kInternal, "bench '" + probe_.name +
                                             "': the body declares different variants when run "
@@ -787,7 +863,8 @@ Json Supervisor::run() {
     for (int call = 0;
          call < warmup_calls || now_s() - variant_start < warmup_budget / variant_count; ++call) {
       const double prepare_before = children_[variant].prepare_wall;
-      call_times.push_back(sample(variant, 1, std::nullopt, nullptr));
+      call_times.push_back(sample(variant, 1, std::nullopt, &children_[variant].warmup_last_seed));
+      children_[variant].warmup_calls.push_back(call_times.back());
       make_seconds += children_[variant].prepare_wall - prepare_before;
       ++makes;
       if (call > 1000) break;
@@ -799,10 +876,22 @@ Json Supervisor::run() {
   // guard.deferred_output, judging the least of the verified calls, read as deferred work now
   // and then. An accessor that defers work pays it on every verified call all the same.
   if (first.has_outputs) {
-    for (auto& child : children_) {
+    for (size_t variant = 0; variant < variant_count; ++variant) {
+      VariantChild& child = children_[variant];
+      WarmupVerified entry{variant, child.warmup_last_seed, {}, {}, {}};
       child.control->chosen = 0;
       command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
+      entry.timed = read_tensors(child.area, child.control->output_bytes);
       command(child, BenchOp::kCopy, 0, &child.other_cpu);
+      child.control->seed = entry.seed;
+      command(child, BenchOp::kUntimed, 0, &child.other_cpu);
+      entry.untimed = read_tensors(child.area, child.control->output_bytes);
+      if (variant != 0) {
+        children_[0].control->seed = entry.seed;
+        command(children_[0], BenchOp::kUntimed, 0, &children_[0].other_cpu);
+        entry.reference = read_tensors(children_[0].area, children_[0].control->output_bytes);
+      }
+      warmup_verified_.push_back(std::move(entry));
     }
   }
   for (auto& child : children_) {
@@ -821,6 +910,7 @@ Json Supervisor::run() {
       typical_make > 0 ? std::floor(0.05 * options_.budget_s / typical_make) : 1e4;
   calls_per_sample_ = static_cast<size_t>(std::clamp(std::min(by_time, by_inputs), 1.0, 10000.0));
   const double warmup_s = now_s() - warmup_start;
+  if (!later_round) work_seed_ = secret_seed();
   // The accounting of the sampling phase starts here: warm-up (first calls, lazy set-up) is not
   // judged.
   for (auto& child : children_) {
@@ -940,7 +1030,7 @@ Json Supervisor::run() {
   // point: a later round's binary and point are round 0's, which ran it.
   Json replays = Json::array();
   if (!later_round) {
-    const uint64_t seen_seed = derive_seed(options_.seed, 1000 + last_first_work_);
+    const uint64_t seen_seed = derive_seed(work_seed_, 1000 + last_first_work_);
     const double batch_s =
         children_[0].seconds_per_call.empty()
             ? 0
@@ -1057,6 +1147,27 @@ Json Supervisor::run() {
     verified_json.push_back(std::move(item));
   }
 
+  Json warmup_json = Json::array();
+  for (const auto& entry : warmup_verified_) {
+    const VariantChild& child = children_[entry.variant];
+    Json item = Json::object();
+    item["variant"] = child.name;
+    item["seed"] = entry.seed;
+    const std::string stem = "warmup/" + child.name;
+    auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
+      Json files = Json::object();
+      for (const auto& output : tensors) {
+        files[output.name] =
+            files_.write_tensor(stem + "." + kind + "." + output.name, output.tensor);
+      }
+      return files;
+    };
+    item["timed"] = write("timed", entry.timed);
+    item["untimed"] = write("untimed", entry.untimed);
+    if (entry.variant != 0) item["reference"] = write("reference", entry.reference);
+    warmup_json.push_back(std::move(item));
+  }
+
   Json samples_json = Json::object();
   samples_json["unit"] = "seconds_per_call";
   samples_json["calls_per_sample"] = calls_per_sample_;
@@ -1073,6 +1184,7 @@ Json Supervisor::run() {
     // time the child used in that window.
     entry["window_s"] = child.windows;
     entry["window_cpu_s"] = child.window_cpu;
+    entry["warmup_call_s"] = child.warmup_calls;
     for (const auto& [fact, values] : child.facts) entry[fact] = values;
     variants.push_back(std::move(entry));
     Json account = Json::object();
@@ -1098,6 +1210,7 @@ Json Supervisor::run() {
     descendants.erase(std::unique(descendants.begin(), descendants.end()), descendants.end());
     account["child_processes"] = descendants;
     account["environment_changes"] = child.environment_changes;
+    account["syscall_interception"] = child.interceptions;
     // Threads that lived through the sampling phase, with the CPU each used in it: the timed
     // thread (the process's first) and any other, which can only have worked off the timed path
     // or beside it (threads a call starts and joins are not among them).
@@ -1154,7 +1267,12 @@ Json Supervisor::run() {
   tolerance["metric"] = std::string(first.verify_metric);
   tolerance["bound"] = first.verify_bound;
   bench["verify_tolerance"] = std::move(tolerance);
+  // Whether the body declared an outputs accessor: a bench that did and verified no call fails.
+  bench["declared_outputs"] = first.has_outputs;
   bench["verified"] = std::move(verified_json);
+  bench["warmup_verified"] = std::move(warmup_json);
+  // The secret the timed calls' input sets derive from, revealed now that no call is left.
+  bench["work_seed"] = work_seed_;
   Json dropped = Json::object();
   for (const auto& [reason, count] : dropped_) dropped[reason] = count;
   bench["dropped_samples"] = std::move(dropped);
@@ -1183,7 +1301,7 @@ Json Supervisor::run() {
 }
 
 Json Supervisor::measure_roofline() {
-  const BenchControl& first = *children_[0].control;
+  const BenchDeclaration& first = declared_;
   Json roofline = Json::object();
   if (device_timer_) {
     command(children_[0], BenchOp::kCeiling, 0, &children_[0].other_cpu);
@@ -1228,22 +1346,25 @@ Json run_bench(const detail::ProbeDefinition& probe, const Point& point, const R
     BenchState state(point, runner);
     probe.bench_body(state);
     runner.declare_end();
-    if (!control->skipped && !control->executed) {
+    if (!control->declaration.skipped && !control->declaration.executed) {
       throw Error(ErrorCode::kInternal,
                   "bench '" + probe.name + "': the body neither called exec nor skip",
                   "call state.exec(make, variants) or state.skip(\"reason\")");
     }
     Json bench = Json::object();
-    bench["skipped"] = control->skipped ? Json(std::string(control->skip_reason)) : Json(nullptr);
-    bench["executed"] = control->executed;
+    bench["skipped"] = control->declaration.skipped
+                           ? Json(std::string(control->declaration.skip_reason))
+                           : Json(nullptr);
+    bench["executed"] = control->declaration.executed;
     Json names = Json::array();
-    for (uint32_t index = 0; index < control->variant_count && index < kMaxVariants; ++index) {
-      names.push_back(std::string(control->variant_names[index]));
+    for (uint32_t index = 0; index < control->declaration.variant_count && index < kMaxVariants;
+         ++index) {
+      names.push_back(std::string(control->declaration.variant_names[index]));
     }
     bench["variants"] = std::move(names);
-    bench["timer"] = std::string(control->timer_name);
-    bench["bytes_per_call"] = control->bytes_per_call;
-    bench["flops_per_call"] = control->flops_per_call;
+    bench["timer"] = std::string(control->declaration.timer_name);
+    bench["bytes_per_call"] = control->declaration.bytes_per_call;
+    bench["flops_per_call"] = control->declaration.flops_per_call;
     bench["samples_file"] = "";
     bench["stop_reason"] = "counters_pass";
     bench["sampling_s"] = 0.0;

@@ -136,19 +136,20 @@ class CheckRun {
     }
     JobResult first, second;
     if (options_.multi_rank) {
-      // Across ranks the candidate's collective library starts once per rank: both orders and
-      // the repeats in one child (candidate, reference, reference, candidate, repeats), the
-      // candidate calls in the order every other rank makes them.
-      std::vector<JobCall> calls = {first_calls[0],
-                                    first_calls[1],
-                                    {"reference_first", "reference"},
-                                    {"reference_first", "candidate"}};
+      // Across ranks the candidate's collective library starts once per rank: every candidate
+      // call in one child (candidate, reference, candidate, repeats), in the order every other
+      // rank makes them. The reference the candidate is judged against runs before, in a child
+      // of its own that no candidate code ran in (rank 0's reference is its own).
+      JobResult untouched = run_job({{"reference_first", "reference"}}, inputs_);
+      std::vector<JobCall> calls = {
+          first_calls[0], first_calls[1], {"reference_first", "candidate"}};
       calls.insert(calls.end(), first_calls.begin() + 2, first_calls.end());
       JobResult all = run_job(calls, inputs_);
       first.guards = all.guards;
       first.calls = {all.calls[0], all.calls[1]};
-      first.calls.insert(first.calls.end(), all.calls.begin() + 4, all.calls.end());
-      second.calls = {all.calls[2], all.calls[3]};
+      first.calls.insert(first.calls.end(), all.calls.begin() + 3, all.calls.end());
+      second.guards = untouched.guards;
+      second.calls = {untouched.calls[0], all.calls[2]};
     } else {
       // Secret repeats only where repeats were asked for (`--repeat 0` turns them all off); a
       // multi-rank launch keeps the asked count, which every rank must make alike.

@@ -18,6 +18,7 @@
 #include <cfenv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -38,6 +39,14 @@ SharedRegion::SharedRegion(size_t bytes, bool reserve) : size_(std::max<size_t>(
                     " bytes of shared memory for a child path: " + std::strerror(errno));
   }
   data_ = static_cast<std::byte*>(mapping);
+}
+
+void SharedRegion::keep_from_later_children() {
+  if (::madvise(data_, size_, MADV_DONTFORK) != 0) {
+    throw Error(ErrorCode::kSubject, std::string("cannot keep a child's shared region from the "
+                                                 "children forked after it (madvise): ") +
+                                         std::strerror(errno));
+  }
 }
 
 SharedRegion::~SharedRegion() {
@@ -198,6 +207,56 @@ int64_t thread_count(pid_t pid) {
     if (line.rfind("Threads:", 0) == 0) return std::stoll(line.substr(8));
   }
   return -1;
+}
+
+SyscallInterception syscall_interception(pid_t pid) {
+  SyscallInterception found;
+  const std::string path =
+      pid == 0 ? std::string("/proc/self/status") : "/proc/" + std::to_string(pid) + "/status";
+  std::ifstream status(path);
+  std::string line;
+  while (std::getline(status, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    const char* value = line.c_str() + colon + 1;
+    if (key == "Seccomp") {
+      found.seccomp_mode = std::atoi(value);
+      found.readable = true;
+    } else if (key == "Seccomp_filters") {
+      found.seccomp_filters = std::atoi(value);
+    } else if (key == "TracerPid") {
+      found.tracer = static_cast<pid_t>(std::atol(value));
+    }
+  }
+  return found;
+}
+
+std::vector<std::string> interception_beyond(const SyscallInterception& baseline,
+                                             const SyscallInterception& now) {
+  std::vector<std::string> found;
+  if (!now.readable) return found;
+  const bool more_filters = now.seccomp_filters >= 0 && baseline.seccomp_filters >= 0
+                                ? now.seccomp_filters > baseline.seccomp_filters
+                                : now.seccomp_mode != baseline.seccomp_mode;
+  if (now.seccomp_mode != 0 && (now.seccomp_mode != baseline.seccomp_mode || more_filters)) {
+    static const char* modes[] = {"none", "strict", "filter"};
+    const int mode = std::clamp(now.seccomp_mode, 0, 2);
+    found.push_back("seccomp " + std::string(modes[mode]) + " mode" +
+                    (now.seccomp_filters >= 0
+                         ? " with " + std::to_string(now.seccomp_filters) + " filter(s)"
+                         : std::string()) +
+                    " (the runtime process: " + modes[std::clamp(baseline.seccomp_mode, 0, 2)] +
+                    (baseline.seccomp_filters >= 0
+                         ? ", " + std::to_string(baseline.seccomp_filters) + " filter(s)"
+                         : std::string()) +
+                    ")");
+  }
+  if (now.tracer != 0 && now.tracer != baseline.tracer) {
+    found.push_back("traced by pid " + std::to_string(now.tracer) + " (" +
+                    process_name(now.tracer) + ")");
+  }
+  return found;
 }
 
 double raw_clock_seconds(clockid_t clock) {

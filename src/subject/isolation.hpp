@@ -32,6 +32,10 @@ class SharedRegion {
 
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  // Children forked from now on do not inherit the mapping (MADV_DONTFORK): called once the one
+  // child it is for exists, so that a child forked later (another bench variant) holds no
+  // mapping of it, writable or not.
+  void keep_from_later_children();
 
  private:
   std::byte* data_ = nullptr;
@@ -84,6 +88,22 @@ std::map<pid_t, std::pair<std::string, double>> thread_cpu_seconds(pid_t pid);
 // CPU seconds of `pid`'s children that it has waited for (clock-tick resolution), from
 // /proc/PID/stat; -1 when gone.
 double waited_children_cpu_seconds(pid_t pid);
+
+// What stands between a process and the kernel on its system calls (/proc/PID/status): a
+// seccomp filter can trap the clock system call the runtime times with and answer it with
+// another time, a tracer can rewrite any call's result (round 6's seccomp_slow_clock).
+struct SyscallInterception {
+  bool readable = false;
+  int seccomp_mode = 0;      // 0 none, 1 strict, 2 filter
+  int seccomp_filters = -1;  // filters installed; -1 where the kernel does not say
+  pid_t tracer = 0;          // TracerPid
+};
+SyscallInterception syscall_interception(pid_t pid = 0);
+// Sentences naming what `now` has beyond `baseline` (the runtime process's own: a sandbox or a
+// container may filter every process alike): "seccomp filter mode with 1 filter (the runtime: 0)",
+// "traced by pid 123 (name)". Empty when nothing more.
+std::vector<std::string> interception_beyond(const SyscallInterception& baseline,
+                                             const SyscallInterception& now);
 
 // What one path can change that would alter the next one's arithmetic or speed.
 struct ExecEnvironment {

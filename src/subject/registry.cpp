@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "loupe/probe.hpp"
+#include "subject/runtime.hpp"
 
 namespace loupe {
 
@@ -110,33 +111,60 @@ void ScenarioState::add_file(std::filesystem::path relative_path, std::string ki
   files_.emplace_back(relative_path.generic_string(), std::move(kind));
 }
 
-namespace detail {
-
 namespace {
 
-std::vector<std::unique_ptr<ProbeDefinition>>& mutable_registry() {
-  // A function-local static: registrations run during static initialisation of other
-  // translation units, in an order the language does not fix.
-  static std::vector<std::unique_ptr<ProbeDefinition>> probes;
+// Registrations run during static initialisation of other translation units, in an order the
+// language does not fix: function-local statics.
+std::vector<std::unique_ptr<detail::ProbeDefinition>>& open_registry() {
+  static std::vector<std::unique_ptr<detail::ProbeDefinition>> probes;
   return probes;
+}
+
+struct Sealed {
+  bool done = false;
+  std::vector<std::unique_ptr<detail::ProbeDefinition>> probes;
+};
+
+Sealed& sealed() {
+  static Sealed state;
+  return state;
 }
 
 }  // namespace
 
+namespace detail {
+
 ProbeDefinition& register_probe(std::string name, ProbeKind kind, const char* file, int line) {
+  if (sealed().done) {
+    throw Error(ErrorCode::kInternal,
+                "probe '" + name + "' is registered at " + file + ":" + std::to_string(line) +
+                    " after subject_main started; the registry was sealed then",
+                "declare probes at namespace scope with LOUPE_CHECK / LOUPE_BENCH / "
+                "LOUPE_SCENARIO; a path cannot add or replace one");
+  }
   auto definition = std::make_unique<ProbeDefinition>();
   definition->name = std::move(name);
   definition->kind = kind;
   definition->file = file;
   definition->line = line;
-  mutable_registry().push_back(std::move(definition));
-  return *mutable_registry().back();
-}
-
-const std::vector<std::unique_ptr<ProbeDefinition>>& registered_probes() {
-  return mutable_registry();
+  open_registry().push_back(std::move(definition));
+  return *open_registry().back();
 }
 
 }  // namespace detail
+
+namespace subject {
+
+const std::vector<std::unique_ptr<detail::ProbeDefinition>>& seal_registry() {
+  Sealed& state = sealed();
+  if (!state.done) {
+    state.probes = std::move(open_registry());
+    open_registry().clear();
+    state.done = true;
+  }
+  return state.probes;
+}
+
+}  // namespace subject
 
 }  // namespace loupe

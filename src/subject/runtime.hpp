@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,13 @@ class ObservationFiles {
   std::map<std::string, std::string> digests_;
   std::vector<std::string> planted_;
 };
+
+// Seals the probe registry (probe.hpp, register_probe) and returns the probes in registration
+// order. The first call moves the definitions out of the registry the macros fill, into storage
+// only this function names; register_probe throws from then on. subject_main calls it before it
+// reads a probe, so no code that runs after main — a path, a bench body — can add, replace or
+// reach a definition through the public API.
+const std::vector<std::unique_ptr<detail::ProbeDefinition>>& seal_registry();
 
 Json run_check(const detail::ProbeDefinition& probe, const Point& point, const RunOptions& options,
                ObservationFiles& files);

@@ -24,13 +24,14 @@ constexpr std::string_view kUsage =
 
 std::string probe_names() {
   std::string names;
-  for (const auto& probe : registered_probes()) names += (names.empty() ? "" : ", ") + probe->name;
+  for (const auto& probe : subject::seal_registry())
+    names += (names.empty() ? "" : ", ") + probe->name;
   return names.empty() ? "none" : names;
 }
 
 void check_registry() {
   std::set<std::string> seen;
-  for (const auto& probe : registered_probes()) {
+  for (const auto& probe : subject::seal_registry()) {
     if (!seen.insert(probe->name).second) {
       throw Error(ErrorCode::kInternal,
                   "two probes are named '" + probe->name + "' (" + probe->file + ":" +
@@ -47,7 +48,7 @@ Json value_type_json(const Value& value) {
 
 Json list_json(const std::string& program) {
   Json probes = Json::array();
-  for (const auto& probe : registered_probes()) {
+  for (const auto& probe : subject::seal_registry()) {
     Json entry = Json::object();
     entry["name"] = probe->name;
     entry["kind"] = std::string(probe_kind_name(probe->kind));
@@ -108,7 +109,7 @@ void print_list_text(const Json& list) {
 }
 
 const ProbeDefinition& find_probe(const std::string& name) {
-  for (const auto& probe : registered_probes()) {
+  for (const auto& probe : subject::seal_registry()) {
     if (probe->name == name) return *probe;
   }
   throw Error(ErrorCode::kUsage, "no probe named '" + name + "'; the probes are: " + probe_names(),

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -33,8 +34,11 @@ class AnalyzeTest : public ::testing::Test {
   }
 
   // A check observation with one output y whose candidate and reference files are given.
+  // `after_candidate`: the candidate_first pass's reference, when it differs from `reference`
+  // (the reference_first pass's, computed before any candidate call in its process).
   void write_check(const std::string& candidate, const std::string& reference,
-                   const std::string& alt_reference, const std::string& tolerances) const {
+                   const std::string& alt_reference, const std::string& tolerances,
+                   const std::string& after_candidate = "") const {
     Json observation = Json::parse(R"({"loupe_observation": 1, "subject": "toy", "probe": "p",
       "kind": "check", "params": {"T": 4}, "seed": 7, "check": {"outputs": [{"name": "y",
       "dtype": "float32", "shape": [4], "axes": ["T"], "profile_axis": "",
@@ -49,7 +53,11 @@ class AnalyzeTest : public ::testing::Test {
         Json run = Json::object();
         run["pass"] = pass;
         run["path"] = path;
-        run["outputs"] = {{"y", path == "candidate" ? candidate : reference}};
+        const bool tampered_reference =
+            path == "reference" && pass == "candidate_first" && !after_candidate.empty();
+        run["outputs"] = {{"y", path == "candidate"  ? candidate
+                                : tampered_reference ? after_candidate
+                                                     : reference}};
         runs.push_back(run);
       }
     }
@@ -120,6 +128,40 @@ TEST_F(AnalyzeTest, ZeroReferenceCannotDiscriminate) {
   const RunOutcome outcome = analyze_observation(dir_, {});
   EXPECT_EQ(outcome.verdict, Verdict::kInconclusive);
   EXPECT_NE(outcome.findings.back().claim.find("is zero"), std::string::npos);
+}
+
+// Regression (issue 33): the reference that ran after the candidate in the candidate's process
+// agrees with the candidate (it was patched), the one that ran first in its own process does
+// not. The candidate is judged against the untouched one, and the difference is tampering.
+TEST_F(AnalyzeTest, AReferenceChangedAfterTheCandidateIsTamperingAndNotTheJudge) {
+  write_tensor("c.npy", {1, 2, 3, 5});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_tensor("a.npy", {5, 6, 7, 8});
+  write_check("c.npy", "r.npy", "a.npy", R"([{"metric": "rms_ratio", "bound": 1e-5}])", "c.npy");
+  const RunOutcome outcome = analyze_observation(dir_, {});
+  EXPECT_EQ(outcome.verdict, Verdict::kFail);
+  EXPECT_EQ(outcome.exit_code, 1);
+  const std::vector<std::string> found = ids(outcome);
+  EXPECT_EQ(std::count(found.begin(), found.end(), "check.p.mismatch"), 1);
+  const auto tampered = std::find_if(
+      outcome.findings.begin(), outcome.findings.end(),
+      [](const Finding& finding) { return finding.id == "check.p.guard.reference_tampered"; });
+  ASSERT_NE(tampered, outcome.findings.end());
+  EXPECT_EQ(tampered->severity, Severity::kFail);
+  EXPECT_EQ(tampered->where.coords, (std::vector<std::pair<std::string, int64_t>>{{"T", 3}}))
+      << tampered->claim;
+}
+
+// The same observation with both references equal: no tampering, and the candidate still fails.
+TEST_F(AnalyzeTest, EqualReferencesInBothOrdersAreNoTampering) {
+  write_tensor("c.npy", {1, 2, 3, 5});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_tensor("r2.npy", {1, 2, 3, 4});
+  write_tensor("a.npy", {5, 6, 7, 8});
+  write_check("c.npy", "r.npy", "a.npy", R"([{"metric": "rms_ratio", "bound": 1e-5}])", "r2.npy");
+  const std::vector<std::string> found = ids(analyze_observation(dir_, {}));
+  EXPECT_EQ(std::count(found.begin(), found.end(), "check.p.guard.reference_tampered"), 0);
+  EXPECT_EQ(std::count(found.begin(), found.end(), "check.p.mismatch"), 1);
 }
 
 TEST_F(AnalyzeTest, UnreadableObservationsNameTheFile) {

@@ -106,8 +106,12 @@ TEST_F(SandboxPrefixTest, FoldersUnderTmpAreBoundAfterThePrivateTmpAndBeforeTheH
   ASSERT_NE(hidden_home, std::string::npos);
   ASSERT_NE(writable_run, std::string::npos);
   EXPECT_LT(hidden_home, writable_run);
-  // A private /dev/shm, after /dev is bound (concurrent sandboxed mpiruns collided there).
-  EXPECT_GT(position(prefix, "--tmpfs", "/dev/shm"), position(prefix, "--dev-bind", "/dev"));
+  // A fresh /dev of bwrap's own, never the host's, and a private /dev/shm after it (concurrent
+  // sandboxed mpiruns collided there).
+  EXPECT_NE(position(prefix, "--dev", "/dev"), std::string::npos);
+  EXPECT_EQ(position(prefix, "--dev-bind", "/dev"), std::string::npos);
+  EXPECT_GT(position(prefix, "--tmpfs", "/dev/shm"), position(prefix, "--dev", "/dev"));
+  EXPECT_NE(std::find(prefix.begin(), prefix.end(), "--unshare-user-try"), prefix.end());
   EXPECT_NE(position(prefix, "--tmpfs", "/dev/shm"), std::string::npos);
   for (const fs::path& folder : {root_ / "bin", checkout(), root_ / "py", root_ / "lib"}) {
     const size_t bound = position(prefix, "--ro-bind", folder.string());
@@ -149,6 +153,69 @@ TEST_F(SandboxPrefixTest, InsideBwrapTheModuleIsReadableAndTheHomeHidden) {
   EXPECT_EQ(result.stdout_text, "VALUE = 1\n0\nro\n");
   EXPECT_TRUE(fs::exists(run_directory() / "written"));
   EXPECT_FALSE(fs::exists(checkout() / "outside"));
+}
+
+// GPU device nodes are bound one by one into the fresh /dev where asked, and not otherwise.
+TEST_F(SandboxPrefixTest, GpuNodesAreBoundOnlyWhereAsked) {
+  const fs::path dev = root_ / "dev";
+  fs::create_directories(dev / "dri");
+  for (const char* name : {"nvidia0", "nvidiactl", "nvidia-uvm", "null", "sda"}) {
+    std::ofstream(dev / name) << "";
+  }
+  EXPECT_EQ(gpu_device_nodes(dev),
+            (std::vector<std::string>{(dev / "dri").string(), (dev / "nvidia-uvm").string(),
+                                      (dev / "nvidia0").string(), (dev / "nvidiactl").string()}));
+  const std::vector<std::string> without =
+      sandbox_prefix(home(), run_directory(), {(root_ / "bin" / "subject").string()}, false);
+  EXPECT_EQ(std::count(without.begin(), without.end(), std::string("--dev-bind")), 0);
+  const std::vector<std::string> with =
+      sandbox_prefix(home(), run_directory(), {(root_ / "bin" / "subject").string()}, true);
+  EXPECT_EQ(std::count(with.begin(), with.end(), std::string("--dev-bind")),
+            static_cast<std::ptrdiff_t>(gpu_device_nodes("/dev").size()));
+}
+
+// Regression (issue 33): a run left a file in the host's /dev (writable to a subject running as
+// root) and a key in the shared keyrings, and the next run read both. Each run now gets a fresh
+// /dev and, where the kernel allows it, a user namespace of its own, whose keyrings are its own.
+TEST_F(SandboxPrefixTest, ARunLeavesNothingInDevOrTheKeyringsForTheNext) {
+  ProcessSpec probe_bwrap;
+  probe_bwrap.argv = {"bwrap", "--ro-bind", "/", "/", "--", "/bin/true"};
+  probe_bwrap.timeout = std::chrono::seconds(20);
+  try {
+    if (!run_process(probe_bwrap).succeeded()) GTEST_SKIP() << "bwrap cannot create a sandbox here";
+  } catch (const Error&) {
+    GTEST_SKIP() << "bwrap (Debian package bubblewrap) is not installed";
+  }
+  if (!user_namespace_available()) GTEST_SKIP() << "no user namespaces: keyrings are shared";
+  const std::string marker = "loupe_sandbox_marker_" + std::to_string(::getpid());
+  // add_key(2) is system call 248 and keyctl(2) 250 on x86-64; the user (-4) and session (-3)
+  // keyrings; KEYCTL_SEARCH is 10.
+  // Perl's syscall passes a variable's string as a pointer (a literal is refused as read-only).
+  const std::string names = "my ($type, $name, $value) = (\"user\", \"" + marker + "\", \"v\"); ";
+  const std::string write =
+      "echo left > /dev/" + marker + " && echo left > /dev/shm/" + marker + " && perl -e '" +
+      names +
+      "for my $ring (-4, -3) { syscall(248, $type, $name, $value, 1, $ring) > 0 or exit 1 }'" +
+      " && echo written";
+  const std::string read =
+      "for f in /dev/" + marker + " /dev/shm/" + marker +
+      "; do test -e $f && echo found $f; done; perl -e '" + names +
+      "for my $ring (-4, -3) { print \"key found\\n\" if syscall(250, 10, $ring, $type, $name, "
+      "0) > 0 }'; echo read";
+  std::string outputs;
+  for (const std::string& script : {write, read}) {
+    std::vector<std::string> argv =
+        sandbox_prefix(home(), run_directory(), {(root_ / "bin" / "subject").string()});
+    argv.insert(argv.end(), {"/bin/sh", "-c", script});
+    ProcessSpec spec;
+    spec.argv = argv;
+    spec.timeout = std::chrono::seconds(20);
+    const ProcessResult result = run_process(spec);
+    ASSERT_TRUE(result.succeeded()) << result.describe() << "\n" << result.stderr_text;
+    outputs += result.stdout_text;
+  }
+  EXPECT_EQ(outputs, "written\nread\n");
+  EXPECT_FALSE(fs::exists("/dev/" + marker));
 }
 
 }  // namespace
