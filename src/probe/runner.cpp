@@ -201,8 +201,7 @@ std::optional<std::string> sandbox_unavailable_reason() {
                   "--ro-bind",
                   "/",
                   "/",
-                  "--dev-bind",
-                  "/dev",
+                  "--dev",
                   "/dev",
                   "--proc",
                   "/proc",
@@ -1117,8 +1116,20 @@ std::vector<Finding> guard_findings(const RunRequest& request, Layer layer,
     // What loupe runs to see whether bwrap works here; the same for every point of a run, so a
     // run's points show the finding once.
     out.back().reproduce =
-        "bwrap --ro-bind / / --dev-bind /dev /dev --proc /proc --unshare-net --unshare-pid "
+        "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-net --unshare-pid "
         "--unshare-ipc --die-with-parent true";
+  } else {
+    // Without a user namespace bwrap goes on (--unshare-user-try), and the user and session
+    // keyrings stay the host's: a key one run adds is there for the next.
+    static const bool user_namespace = user_namespace_available();
+    if (!user_namespace) {
+      add("keyring_shared",
+          "the sandbox ran without a user namespace (this kernel or container refuses one): the "
+          "user and session keyrings are shared with the host, so a key one run adds is readable "
+          "by later runs",
+          "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or the "
+          "container's seccomp profile) where loupe runs subjects");
+    }
   }
   if (layer != Layer::kCheck) return out;
   if (!request.add_hidden_point && !request.hidden && !request.hidden_point) {
