@@ -847,7 +847,7 @@ SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>
                                          std::to_string(request.counters->launches) +
                                          ": expected a count of calls from 1 to 10000");
     }
-    counters::make_regex(request.counters->kernel_regex, "--counters");
+    Pattern::compile(request.counters->kernel_regex, "--counters");
     counters::find_ncu();
   }
   Declared probe_declared;
