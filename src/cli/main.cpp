@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-inflated", max_inflated,
                  "the most a gzip input may inflate to, e.g. 32G (default 8G; LOUPE_MAX_INFLATED)");
   app.add_option("--max-inflate-ratio", max_inflate_ratio,
-                 "past 64 MiB, the most a gzip input may inflate per compressed byte (default "
-                 "100; LOUPE_MAX_INFLATE_RATIO)");
+                 "past 32 MiB, the most a gzip input may inflate per compressed byte (default "
+                 "50; LOUPE_MAX_INFLATE_RATIO)");
 
   try {
     // Read before the subcommand's callback runs: CLI11 sets a parent's options during the

@@ -6,8 +6,8 @@
 // as the output passes either cap:
 // - the absolute cap: at most `max_bytes` of output (default 8 GiB: the inflated text and the model
 //   built from it must both fit a 24 GiB machine);
-// - the ratio cap: past kRatioFloorBytes (64 MiB) of output, at most `max_ratio` times the
-//   compressed size (default 100; real Kineto traces inflate 12-15 times).
+// - the ratio cap: past kRatioFloorBytes (32 MiB) of output, at most `max_ratio` times the
+//   compressed size (default 50; real Kineto traces inflate 12-15 times, a gzip bomb ~1,000).
 // Past either: Error(kInput) naming the file, the cap, and how to raise it (`--max-inflated`,
 // `--max-inflate-ratio`, or LOUPE_MAX_INFLATED / LOUPE_MAX_INFLATE_RATIO). The output is never
 // allocated up front from the header's claimed size (ISIZE), which a file may lie about.
@@ -24,8 +24,8 @@
 namespace loupe {
 
 inline constexpr uint64_t kDefaultMaxInflatedBytes = uint64_t{8} << 30;
-inline constexpr uint64_t kDefaultMaxInflateRatio = 100;
-inline constexpr uint64_t kRatioFloorBytes = uint64_t{64} << 20;
+inline constexpr uint64_t kDefaultMaxInflateRatio = 50;
+inline constexpr uint64_t kRatioFloorBytes = uint64_t{32} << 20;
 
 struct DecompressionLimits {
   uint64_t max_bytes = kDefaultMaxInflatedBytes;

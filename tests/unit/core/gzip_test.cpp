@@ -71,9 +71,9 @@ TEST(Gzip, Issue34BombStopsAtTheRatioCap) {
   for (int index = 0; index < 80; ++index) bomb += member;
   const std::string error = inflate_error(bomb, {});
   const std::string stated =
-      "t.json.gz: inflates past the ratio cap (100 times its compressed size "
+      "t.json.gz: inflates past the ratio cap (50 times its compressed size "
       "of " +
-      std::to_string(bomb.size()) + " bytes, past the first 64 MiB); stopped at compressed byte ";
+      std::to_string(bomb.size()) + " bytes, past the first 32 MiB); stopped at compressed byte ";
   EXPECT_EQ(error.substr(0, stated.size()), stated);
   EXPECT_EQ(error.substr(error.find(" | ")),
             " | if the file is trusted, raise the cap with --max-inflate-ratio N (or "

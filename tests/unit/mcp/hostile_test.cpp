@@ -172,7 +172,7 @@ TEST_F(HostileMcpTest, Issue34GzipBombIsAToolErrorNamingTheFileAndTheCap) {
   const Json result = answer(out, 1)["result"];
   EXPECT_EQ(result["isError"], true);
   const std::string message = result["structuredContent"]["error"]["message"];
-  EXPECT_NE(message.find("bomb.json.gz: inflates past the ratio cap (100 times its compressed "
+  EXPECT_NE(message.find("bomb.json.gz: inflates past the ratio cap (50 times its compressed "
                          "size of "),
             std::string::npos)
       << message;
