@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 
 #include "loupe/error.hpp"
 
 namespace loupe {
 namespace {
+
+// simdjson reads up to 64 bytes past its input (src/trace/import reserves as much).
+constexpr size_t kInflatedSlack = 64;
 
 std::mutex limits_mutex;
 std::optional<DecompressionLimits> configured_limits;
@@ -157,21 +162,31 @@ std::string inflate_gzip(std::string_view compressed, const std::string& source,
 
   const unsigned char* next = reinterpret_cast<const unsigned char*>(compressed.data());
   size_t remaining = compressed.size();
-  std::string out;
   // Grown geometrically from what actually came out, never from the size the trailer claims.
-  out.resize(static_cast<size_t>(
-      std::min<uint64_t>(allowed + 1, std::max<size_t>(compressed.size() * 4, 1 << 16))));
+  // malloc/realloc rather than std::string: no zero-filling, and glibc moves large blocks by
+  // remapping pages instead of copying them (a bomb's cost is the output it writes).
+  struct Free {
+    void operator()(char* bytes) const { std::free(bytes); }
+  };
+  size_t capacity = static_cast<size_t>(
+      std::min<uint64_t>(allowed + 1, std::max<size_t>(compressed.size() * 4, 1 << 16)));
+  std::unique_ptr<char, Free> out(static_cast<char*>(std::malloc(capacity)));
+  if (!out) throw std::bad_alloc();
   uint64_t produced = 0;
   while (true) {
-    if (produced == out.size()) {
-      out.resize(static_cast<size_t>(std::min<uint64_t>(allowed + 1, out.size() * uint64_t{2})));
+    if (produced == capacity) {
+      capacity = static_cast<size_t>(std::min<uint64_t>(allowed + 1, capacity * uint64_t{2}));
+      char* grown = static_cast<char*>(std::realloc(out.get(), capacity));
+      if (grown == nullptr) throw std::bad_alloc();
+      static_cast<void>(out.release());
+      out.reset(grown);
     }
     constexpr size_t kMaxChunk = size_t{1} << 30;  // zlib counts in 32-bit uInt
     const size_t in_chunk = std::min(remaining, kMaxChunk);
-    const size_t out_chunk = std::min<size_t>(out.size() - produced, kMaxChunk);
+    const size_t out_chunk = std::min<size_t>(capacity - produced, kMaxChunk);
     stream.next_in = const_cast<Bytef*>(next);
     stream.avail_in = static_cast<uInt>(in_chunk);
-    stream.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    stream.next_out = reinterpret_cast<Bytef*>(out.get() + produced);
     stream.avail_out = static_cast<uInt>(out_chunk);
     const int status = inflate(&stream, Z_NO_FLUSH);
     const size_t consumed = in_chunk - stream.avail_in;
@@ -190,7 +205,7 @@ std::string inflate_gzip(std::string_view compressed, const std::string& source,
     }
     if (status == Z_OK) continue;
     if (status == Z_BUF_ERROR) {
-      if (produced == out.size()) continue;                 // out of room: grow and go on
+      if (produced == capacity) continue;                   // out of room: grow and go on
       if (stream.avail_in == 0 && remaining > 0) continue;  // the next chunk of input
       if (remaining == 0) {
         if (truncated == TruncatedGzip::kKeep) break;
@@ -206,8 +221,11 @@ std::string inflate_gzip(std::string_view compressed, const std::string& source,
                     std::to_string(status) + ")",
                 "check the file with `gzip -t`");
   }
-  out.resize(static_cast<size_t>(produced));
-  return out;
+  // Room past the end for readers that read ahead (simdjson's padding) without another copy.
+  std::string text;
+  text.reserve(static_cast<size_t>(produced) + kInflatedSlack);
+  text.append(out.get(), static_cast<size_t>(produced));
+  return text;
 }
 
 }  // namespace loupe
