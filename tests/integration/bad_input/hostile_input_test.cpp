@@ -80,8 +80,10 @@ class HostileInputTest : public ::testing::Test {
   }
 
   // Runs loupe (through `sh -c` with `ulimit -v KB` when a limit is given).
-  static ProcessResult loupe(const std::vector<std::string>& args, uint64_t memory_kb = 0) {
+  static ProcessResult loupe(const std::vector<std::string>& args, uint64_t memory_kb = 0,
+                             std::vector<std::pair<std::string, std::string>> env = {}) {
     ProcessSpec spec;
+    spec.extra_env = std::move(env);
     if (memory_kb != 0) {
       std::string command = "ulimit -v " + std::to_string(memory_kb) + " && exec \"$0\"";
       for (size_t index = 0; index < args.size(); ++index) {
@@ -169,6 +171,26 @@ TEST_F(HostileInputTest, Issue34AbsoluteCapFromTheFlagAndTheEnvironment) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.stderr_text.find("--max-inflated: expected a size such as 512M or 16G, found "
                                  "'lots'"),
+            std::string::npos)
+      << bad.stderr_text;
+}
+
+// The environment sets the caps too, and `ledger import` (read whole) is held to the absolute one.
+TEST_F(HostileInputTest, Issue34CapsFromTheEnvironmentHoldForLedgerImports) {
+  write(*dir_ / "export.json", "{\"loupe_export\": " + std::string(4096, ' ') + "1}");
+  const ProcessResult result = loupe({"ledger", "import", "export.json", "--home", "ledger_home"},
+                                     0, {{"LOUPE_MAX_INFLATED", "1K"}});
+  EXPECT_EQ(result.exit_code, 2) << result.describe();
+  EXPECT_NE(result.stderr_text.find("export.json: 4115 bytes, past the absolute cap of 1024 bytes "
+                                    "on input read whole"),
+            std::string::npos)
+      << result.stderr_text;
+  EXPECT_FALSE(fs::exists(*dir_ / "ledger_home"));
+  const ProcessResult bad =
+      loupe({"trace", "analyze", "bomb.json.gz"}, 0, {{"LOUPE_MAX_INFLATE_RATIO", "many"}});
+  EXPECT_EQ(bad.exit_code, 2) << bad.describe();
+  EXPECT_NE(bad.stderr_text.find("LOUPE_MAX_INFLATE_RATIO: expected a positive integer ratio such "
+                                 "as 100, found 'many'"),
             std::string::npos)
       << bad.stderr_text;
 }
