@@ -155,7 +155,7 @@ void run_counters(CountersOptions& options, CommandResult& result) {
   }
   counters::AnalyzeOptions analyze_options;
   if (!options.kernel.empty()) {
-    analyze_options.kernel_filter = counters::make_regex(options.kernel, "--kernel");
+    analyze_options.kernel_filter = Pattern::compile(options.kernel, "--kernel");
     analyze_options.kernel_pattern = options.kernel;
   }
   for (const std::string& text : options.bytes)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "core/gzip.hpp"
 #include "core/home.hpp"
 #include "core/json.hpp"
 #include "ledger/exchange.hpp"
@@ -170,6 +171,19 @@ void add_import(CLI::App* ledger_app, CommandResult& result) {
     if (!in) {
       throw Error(ErrorCode::kInput, options->file + ": cannot read the file to import",
                   "pass a file `loupe ledger export RUN --out FILE` wrote");
+    }
+    // Read whole, so held to the absolute decompression cap (core/gzip.hpp) like any input
+    // loupe expands in memory.
+    std::error_code size_error;
+    const uint64_t size = std::filesystem::file_size(options->file, size_error);
+    const DecompressionLimits limits = decompression_limits();
+    if (!size_error && size > limits.max_bytes) {
+      throw Error(ErrorCode::kInput,
+                  options->file + ": " + std::to_string(size) +
+                      " bytes, past the absolute cap of " + std::to_string(limits.max_bytes) +
+                      " bytes on input read whole",
+                  "if the file is trusted, raise the cap with --max-inflated SIZE (or "
+                  "LOUPE_MAX_INFLATED=SIZE)");
     }
     std::ostringstream text;
     text << in.rdbuf();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "core/gzip.hpp"
 #include "core/json.hpp"
 
 namespace {
@@ -68,9 +69,44 @@ int main(int argc, char** argv) {
     }
     if (argument == "--json") result.json = true;
   }
+  // The decompression caps (core/gzip.hpp) hold for every command that reads gzip input, so they
+  // are options of loupe itself, accepted after the subcommand too: subcommands inherit
+  // fallthrough from the app when they are added.
+  app.fallthrough();
   loupe::cli::add_registered_commands(app, result);
+  std::string max_inflated;
+  std::string max_inflate_ratio;
+  app.add_option("--max-inflated", max_inflated,
+                 "the most a gzip input may inflate to, e.g. 32G (default 8G; LOUPE_MAX_INFLATED)");
+  app.add_option("--max-inflate-ratio", max_inflate_ratio,
+                 "past 32 MiB, the most a gzip input may inflate per compressed byte (default "
+                 "50; LOUPE_MAX_INFLATE_RATIO)");
 
   try {
+    // Read before the subcommand's callback runs: CLI11 sets a parent's options during the
+    // parse, while callbacks may already be reading input.
+    for (int index = 1; index < argc; ++index) {
+      const std::string_view argument(argv[index]);
+      if (argument == "--") break;
+      for (const std::string_view name : {"--max-inflated", "--max-inflate-ratio"}) {
+        std::string_view value;
+        if (argument == name && index + 1 < argc) {
+          value = argv[index + 1];
+        } else if (argument.size() > name.size() + 1 && argument.substr(0, name.size()) == name &&
+                   argument[name.size()] == '=') {
+          value = argument.substr(name.size() + 1);
+        } else {
+          continue;
+        }
+        loupe::DecompressionLimits limits = loupe::decompression_limits();
+        if (name == "--max-inflated") {
+          limits.max_bytes = loupe::parse_byte_size(value, name);
+        } else {
+          limits.max_ratio = loupe::parse_inflate_ratio(value, name);
+        }
+        loupe::set_decompression_limits(limits);
+      }
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
@@ -92,6 +128,14 @@ int main(int argc, char** argv) {
                      "cannot use " + error.path1().string() + ": " + error.code().message(),
                      "check that the path exists and that loupe may write there (--home DIR)"),
         result);
+  } catch (const std::bad_alloc&) {
+    // Readers turn an allocation failure into an Error naming their input; one that reaches
+    // here came from input too large for this machine's memory all the same.
+    return render_error(loupe::Error(loupe::ErrorCode::kInput,
+                                     "the input needs more memory than the process could allocate",
+                                     "pass fewer or smaller inputs; gzip input is inflated under "
+                                     "--max-inflated and --max-inflate-ratio"),
+                        result);
   } catch (const std::exception& error) {
     return render_error(
         loupe::Error(loupe::ErrorCode::kInternal, std::string("internal error: ") + error.what()),

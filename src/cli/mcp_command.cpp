@@ -1,17 +1,20 @@
-// `loupe mcp [--home DIR] [--skeletons DIR]`: the MCP server over stdio (src/mcp/server.hpp).
-// stdout carries protocol messages only: the command keeps the real stdout for them and points
-// file descriptor 1 at stderr, so nothing else written to stdout can corrupt the stream.
-// Exit 0 on EOF. SIGINT/SIGTERM stop the subjects of running calls before the server exits.
+// `loupe mcp [--home DIR] [--skeletons DIR] [--max-message-size SIZE] [--tool-timeout ...]`: the
+// MCP server over stdio (src/mcp/server.hpp). stdout carries protocol messages only: the command
+// keeps the real stdout for them and points file descriptor 1 at stderr, so nothing else written to
+// stdout can corrupt the stream. Exit 0 on EOF. SIGINT/SIGTERM stop the subjects of running calls
+// before the server exits.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "core/gzip.hpp"
 #include "gate/recorded_run.hpp"
 #include "mcp/access.hpp"
 #include "mcp/server.hpp"
@@ -23,7 +26,32 @@ struct McpOptions {
   std::string home;
   std::string skeletons;
   std::vector<std::string> allow_paths;
+  std::string max_message_size;
+  std::vector<std::string> tool_timeouts;
 };
+
+// "SECONDS" (every tool) or "TOOL=SECONDS" → settings.time_bounds_s; throws Error(kUsage).
+void add_tool_timeout(const std::string& text, mcp::ServerSettings& settings) {
+  const size_t equals = text.find('=');
+  const std::string tool = equals == std::string::npos ? "*" : text.substr(0, equals);
+  const std::string seconds = equals == std::string::npos ? text : text.substr(equals + 1);
+  const bool known = tool == "*" || std::any_of(mcp::all_tools().begin(), mcp::all_tools().end(),
+                                                [&](const mcp::Tool& t) { return t.name == tool; });
+  double value = 0;
+  size_t used = 0;
+  try {
+    value = std::stod(seconds, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (!known || used == 0 || used != seconds.size() || !(value > 0) || value > 1e7) {
+    throw Error(ErrorCode::kUsage,
+                "--tool-timeout '" + text + "': expected SECONDS or TOOL=SECONDS with a known " +
+                    "tool and a positive number of seconds",
+                "e.g. --tool-timeout analyze_trace=10 or --tool-timeout 30 (docs/mcp.md)");
+  }
+  settings.time_bounds_s[tool] = value;
+}
 
 // A client that dies without closing stdin gets SIGTERM from its supervisor: subjects run in their
 // own sessions, so they would outlive the server unless it stops them.
@@ -53,9 +81,19 @@ void add_mcp_command(CLI::App& app, CommandResult& result) {
   mcp->add_option("--allow-path", options->allow_paths,
                   "a folder outside the project root that clients may name (repeatable; "
                   "docs/mcp.md, Access)");
+  mcp->add_option("--max-message-size", options->max_message_size,
+                  "the longest message read, e.g. 16M (default); a longer one is answered with "
+                  "a JSON-RPC error and skipped");
+  mcp->add_option("--tool-timeout", options->tool_timeouts,
+                  "[TOOL=]SECONDS: the time bound of a tool's calls, or of every tool "
+                  "(repeatable; defaults in docs/mcp.md)");
   mcp->callback([options, &result] {
     result.kind = "mcp";
     mcp::ServerSettings settings;
+    if (!options->max_message_size.empty()) {
+      settings.max_message_bytes = parse_byte_size(options->max_message_size, "--max-message-size");
+    }
+    for (const std::string& text : options->tool_timeouts) add_tool_timeout(text, settings);
     if (!options->home.empty()) settings.home = std::filesystem::absolute(options->home);
     if (!options->skeletons.empty()) {
       settings.skeletons = std::filesystem::absolute(options->skeletons);
@@ -81,6 +119,9 @@ void add_mcp_command(CLI::App& app, CommandResult& result) {
     ::signal(SIGPIPE, SIG_IGN);
     watch_termination();
 
+    // Own buffering for stdin: the server reads it in chunks of what is ready (a message may be
+    // megabytes), which the stdio-synchronised stream would hand over a byte at a time.
+    std::ios::sync_with_stdio(false);
     mcp::Server server(settings);
     std::cerr << "loupe mcp: serving " << mcp::all_tools().size()
               << " tools on stdio (docs/mcp.md)\n";

@@ -355,14 +355,14 @@ std::string KernelGroup::label() const {
 }
 
 std::vector<KernelGroup> group_launches(const Profile& profile,
-                                        const std::optional<std::regex>& filter) {
+                                        const std::optional<Pattern>& filter) {
   std::vector<KernelGroup> groups;
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
   for (const Launch& launch : profile.launches) {
     // Searched in the name and the launch configuration, so that 'grid .4, 32' picks one of
     // several configurations of a kernel.
-    if (filter && !std::regex_search(
-                      launch.kernel + " block " + launch.block + " grid " + launch.grid, *filter)) {
+    if (filter &&
+        !filter->search(launch.kernel + " block " + launch.block + " grid " + launch.grid)) {
       continue;
     }
     const auto key = std::make_tuple(launch.kernel, launch.block, launch.grid);
@@ -692,7 +692,7 @@ std::optional<Finding> bytes_finding(const KernelGroup& group, const AnalyzeOpti
   std::optional<double> declared;
   std::string declared_pattern;
   for (const DeclaredBytes& entry : options.declared) {
-    if (std::regex_search(group.kernel, entry.kernel)) {
+    if (entry.kernel.search(group.kernel)) {
       declared = entry.bytes;
       declared_pattern = entry.pattern;
       break;
@@ -808,11 +808,10 @@ Analysis analyze(const Profile& profile, const AnalyzeOptions& options) {
       seen.push_back(launch.kernel);
       if (seen.size() <= 8) names += (names.empty() ? "" : "; ") + launch.kernel;
     }
-    throw Error(
-        ErrorCode::kUsage,
-        "--kernel '" + options.kernel_pattern + "' matches none of the " +
-            std::to_string(seen.size()) + " kernel(s): " + names,
-        "the pattern is an ECMAScript regex searched in 'KERNEL block (x, y, z) grid (x, y, z)'");
+    throw Error(ErrorCode::kUsage,
+                "--kernel '" + options.kernel_pattern + "' matches none of the " +
+                    std::to_string(seen.size()) + " kernel(s): " + names,
+                "the pattern is searched (RE2 syntax) in 'KERNEL block (x, y, z) grid (x, y, z)'");
   }
   std::vector<Finding> all;
   for (const KernelGroup& group : analysis.groups) {
@@ -1082,21 +1081,8 @@ DeclaredBytes parse_declared_bytes(const std::string& text) {
   }
   const auto value = parse_number(number);
   if (!value || *value <= 0) return bad("'" + text.substr(equals + 1) + "' is not a positive size");
-  DeclaredBytes declared;
-  declared.pattern = text.substr(0, equals);
-  declared.kernel = make_regex(declared.pattern, "--bytes");
-  declared.bytes = *value * factor;
-  return declared;
-}
-
-std::regex make_regex(const std::string& pattern, std::string_view option) {
-  try {
-    return std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& error) {
-    throw Error(ErrorCode::kUsage,
-                std::string(option) + " '" + pattern + "' is not a regex: " + error.what(),
-                "an ECMAScript regex searched in the kernel name, e.g. 'merged_v_decode'");
-  }
+  const std::string pattern = text.substr(0, equals);
+  return DeclaredBytes{Pattern::compile(pattern, "--bytes"), pattern, *value * factor};
 }
 
 }  // namespace loupe::counters

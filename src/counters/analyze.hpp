@@ -14,7 +14,7 @@
 // diff compares two groups side by side and leads with the difference that explains the time
 // difference: the work counts (instructions, global loads, DRAM bytes) that moved with the time,
 // largest first; when none did, the stalls and occupancy.
-// Errors: bad regexes and kernels that match nothing (or too much) throw Error(kUsage) naming
+// Errors: bad patterns and kernels that match nothing (or too much) throw Error(kUsage) naming
 // the option and listing the kernels there are.
 // Thread-safety: pure functions.
 #pragma once
@@ -22,13 +22,13 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/finding.hpp"
+#include "core/pattern.hpp"
 #include "counters/profile.hpp"
 
 namespace loupe::counters {
@@ -116,16 +116,16 @@ struct KernelGroup {
 // Groups the launches (in first-launch order). `filter` keeps the launches it finds in
 // "KERNEL block (x, y, z) grid (x, y, z)": a name, or a name and a configuration.
 std::vector<KernelGroup> group_launches(const Profile& profile,
-                                        const std::optional<std::regex>& filter = std::nullopt);
+                                        const std::optional<Pattern>& filter = std::nullopt);
 
 struct DeclaredBytes {
-  std::regex kernel;
+  Pattern kernel;
   std::string pattern;
   double bytes = 0;
 };
 
 struct AnalyzeOptions {
-  std::optional<std::regex> kernel_filter;
+  std::optional<Pattern> kernel_filter;
   std::string kernel_pattern;  // as given, for messages
   std::vector<DeclaredBytes> declared;
   std::string reproduce;
@@ -175,7 +175,5 @@ Comparison compare(const DiffSide& a, const DiffSide& b, const std::string& repr
 // Parses "REGEX=BYTES" (BYTES a number with an optional K/M/G/Ki/Mi/Gi suffix and optional B).
 // Throws Error(kUsage) naming the text.
 DeclaredBytes parse_declared_bytes(const std::string& text);
-// Builds an ECMAScript regex; throws Error(kUsage) naming `option` when it does not compile.
-std::regex make_regex(const std::string& pattern, std::string_view option);
 
 }  // namespace loupe::counters

@@ -105,8 +105,8 @@ Envelope comparison_envelope(const DiffSide& a, const DiffSide& b, const Compari
 
 KernelGroup pick_group(const Profile& profile, const std::string& pattern, std::string_view option,
                        std::string_view side) {
-  std::optional<std::regex> filter;
-  if (!pattern.empty()) filter = make_regex(pattern, option);
+  std::optional<Pattern> filter;
+  if (!pattern.empty()) filter = Pattern::compile(pattern, option);
   std::vector<KernelGroup> groups = group_launches(profile, filter);
   if (groups.size() == 1) return std::move(groups.front());
   std::string names;

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
+#include "core/gzip.hpp"
 #include "core/process.hpp"
 #include "loupe/error.hpp"
 
@@ -76,10 +79,11 @@ std::vector<std::string> import_argv(const std::filesystem::path& ncu,
 
 namespace {
 
-ProcessResult run_ncu(const std::vector<std::string>& argv, const std::string& doing) {
+ProcessResult run_ncu(const std::vector<std::string>& argv, const std::string& doing,
+                      size_t stdout_limit = size_t{1} << 30) {
   ProcessSpec spec;
   spec.argv = argv;
-  spec.stdout_limit = size_t{1} << 30;  // a raw page of many launches is large
+  spec.stdout_limit = stdout_limit;
   spec.stderr_limit = size_t{4} << 20;
   ProcessResult result = run_process(spec);
   if (!result.succeeded()) {
@@ -125,10 +129,24 @@ std::filesystem::path profile_command(const std::filesystem::path& ncu,
 }
 
 Pages import_report(const std::filesystem::path& ncu, const std::filesystem::path& report) {
+  // A .ncu-rep is compressed; what ncu --import prints from it is held under the decompression
+  // caps (core/gzip.hpp), each page against the report's size.
+  std::error_code size_error;
+  const uint64_t report_size = std::filesystem::file_size(report, size_error);
+  const DecompressionLimits limits = decompression_limits();
+  const uint64_t allowed = inflate_allowance(size_error ? 0 : report_size, limits);
+  auto page = [&](std::string_view name) {
+    ProcessResult result = run_ncu(import_argv(ncu, report, name), "reading " + report.string(),
+                                   static_cast<size_t>(std::min<uint64_t>(allowed, SIZE_MAX)));
+    if (result.stdout_truncated) {
+      throw inflate_cap_error(report.string(), size_error ? 0 : report_size, limits,
+                              "in ncu --import's " + std::string(name) + " page");
+    }
+    return std::move(result.stdout_text);
+  };
   Pages pages;
-  pages.details =
-      run_ncu(import_argv(ncu, report, "details"), "reading " + report.string()).stdout_text;
-  pages.raw = run_ncu(import_argv(ncu, report, "raw"), "reading " + report.string()).stdout_text;
+  pages.details = page("details");
+  pages.raw = page("raw");
   return pages;
 }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <new>
 #include <unordered_map>
 
-#include <zlib.h>
-
+#include "core/gzip.hpp"
 #include "core/mapped_file.hpp"
 #include "counters/csv.hpp"
 #include "loupe/error.hpp"
@@ -401,55 +401,22 @@ void parse_ncu_csv(std::string_view text, const std::string& source, Profile& pr
                    [](const Launch& a, const Launch& b) { return a.id < b.id; });
 }
 
-namespace {
-
-bool gzip_magic(std::string_view bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-// The whole decompressed text of a gzip file (several members are read one after another).
-std::string gunzip(std::string_view compressed, const std::string& source) {
-  z_stream stream{};
-  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK)
-    throw Error(ErrorCode::kInternal, source + ": zlib could not start");
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());
-  std::string text;
-  std::array<char, 1 << 18> chunk;
-  while (true) {
-    stream.next_out = reinterpret_cast<Bytef*>(chunk.data());
-    stream.avail_out = static_cast<uInt>(chunk.size());
-    const int status = inflate(&stream, Z_NO_FLUSH);
-    text.append(chunk.data(), chunk.size() - stream.avail_out);
-    if (status == Z_STREAM_END && stream.avail_in == 0) break;
-    if (status == Z_STREAM_END) {
-      inflateReset(&stream);
-      continue;
-    }
-    if (status == Z_OK) continue;
-    const size_t offset = compressed.size() - stream.avail_in;
-    inflateEnd(&stream);
-    throw Error(ErrorCode::kInput,
-                source + ": " +
-                    (status == Z_BUF_ERROR ? std::string("the gzip stream ends early")
-                                           : "corrupt gzip data") +
-                    " at compressed byte " + std::to_string(offset),
-                "check the file with `gzip -t`");
-  }
-  inflateEnd(&stream);
-  return text;
-}
-
-}  // namespace
-
 void read_ncu_csv_file(const std::filesystem::path& file, Profile& profile, StatsRegistry& stats) {
   const auto mapped = MappedFile::open(file);
   const std::string_view bytes(reinterpret_cast<const char*>(mapped->data()), mapped->size());
-  if (gzip_magic(bytes)) {
-    parse_ncu_csv(gunzip(bytes, file.string()), file.string(), profile, stats);
-  } else {
-    parse_ncu_csv(bytes, file.string(), profile, stats);
+  try {
+    if (is_gzip(bytes)) {
+      parse_ncu_csv(inflate_gzip(bytes, file.string(), TruncatedGzip::kError), file.string(),
+                    profile, stats);
+    } else {
+      parse_ncu_csv(bytes, file.string(), profile, stats);
+    }
+  } catch (const std::bad_alloc&) {
+    throw Error(
+        ErrorCode::kInput,
+        file.string() + ": the ncu export needs more memory than the process could allocate",
+        "read fewer or smaller exports at once; a gzip file is inflated under "
+        "--max-inflated and --max-inflate-ratio");
   }
 }
 

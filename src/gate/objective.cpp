@@ -2,6 +2,7 @@
 
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
+#include "core/pattern.hpp"
 #include "gate/executor.hpp"
 #include "gate/plan.hpp"
 
@@ -9,7 +10,6 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -308,14 +308,15 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
     parsed.kernel = reader.string_of(kernel, child(key, "kernel"));
     bool valid = !parsed.kernel.empty();
     try {
-      if (valid) std::regex(parsed.kernel, std::regex::ECMAScript);
-    } catch (const std::regex_error&) {
+      if (valid) Pattern::compile(parsed.kernel, "kernel", ErrorCode::kConfig);
+    } catch (const Error&) {
       valid = false;
     }
     if (!valid) {
       reader.fail(kernel, child(key, "kernel"),
-                  "expected an ECMAScript regex of the kernel name (\"merged_v_decode\"), found '" +
-                      parsed.kernel + "'");
+                  "expected a pattern (RE2 syntax) of the kernel name (\"merged_v_decode\"), "
+                  "found " +
+                      quoted_pattern(parsed.kernel));
     }
     if (const toml::node* launches = spec.get("launches")) {
       parsed.launches = reader.integer_of(*launches, child(key, "launches"));

@@ -90,7 +90,7 @@ struct ParamAxis {
 // A bench entry's `counters = { kernel = "REGEX", launches = N }`: after each point's verdict, the
 // subject runs once more under ncu, untimed (docs/counters.md, "Bench attachment").
 struct EntryCounters {
-  std::string kernel;    // ECMAScript regex on the kernel name (ncu's --kernel-name regex:)
+  std::string kernel;    // a pattern (RE2 syntax) on the kernel name (ncu's --kernel-name regex:)
   int64_t launches = 1;  // untimed calls of the last variant, and ncu's --launch-count
   bool operator==(const EntryCounters&) const = default;
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -20,6 +21,8 @@ constexpr int kParseError = -32700;
 constexpr int kInvalidRequest = -32600;
 constexpr int kMethodNotFound = -32601;
 constexpr int kInvalidParams = -32602;
+// Server-defined (-32000 to -32099); the MCP TypeScript SDK's RequestTimeout has the same code.
+constexpr int kRequestTimeout = -32001;
 
 // Clients reset their idle timeout on progress; 10 s is the longest gap docs/mcp.md promises.
 constexpr auto kHeartbeat = std::chrono::seconds(5);
@@ -111,8 +114,96 @@ struct Job {
   Json arguments;
   std::shared_ptr<ProgressSink> progress;
   std::atomic<bool> cancelled{false};
+  // Set by whichever decides the request's outcome first (its result, its time bound, a
+  // client's cancel): exactly one of them answers, or none for a cancel.
+  std::atomic<bool> settled{false};
   Clock::time_point started = Clock::now();
+  double time_bound_s = 0;
+  Clock::time_point deadline() const {
+    return started +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(time_bound_s));
+  }
 };
+
+// A queue of calls and the one running from it. Long calls (which run subjects) have a lane of
+// their own: interrupt_subjects() stops every subject of this process, so two runs at once could
+// not be cancelled separately. Every other call runs on the quick lane, so the reader thread
+// stays free to answer pings and cancels while a call works.
+struct Lane {
+  std::deque<std::shared_ptr<Job>> queue;
+  std::shared_ptr<Job> running;
+  bool runs_subjects = false;
+};
+
+// Lines of at most `max_bytes` from a stream, read in chunks of what is available: a longer line
+// is consumed to its newline and reported by its length, never held.
+class LineReader {
+ public:
+  LineReader(std::istream& in, size_t max_bytes)
+      : in_(*in.rdbuf()), max_bytes_(max_bytes), chunk_(size_t{1} << 16) {}
+
+  // The next line, without its newline, into `line`; false at EOF. A line longer than max_bytes
+  // leaves `line` empty and sets `too_long`; `length` is its length either way.
+  bool next(std::string& line, bool& too_long, uint64_t& length) {
+    line.clear();
+    too_long = false;
+    length = 0;
+    bool any = false;
+    while (true) {
+      if (begin_ == end_ && !fill()) return any;
+      any = true;
+      const char* start = chunk_.data() + begin_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      const size_t take = newline != nullptr ? static_cast<size_t>(newline - start) : end_ - begin_;
+      length += take;
+      if (!too_long) {
+        if (line.size() + take > max_bytes_) {
+          too_long = true;
+          std::string().swap(line);
+        } else {
+          line.append(start, take);
+        }
+      }
+      begin_ += take;
+      if (newline != nullptr) {
+        ++begin_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  // Reads what the stream has ready (waiting for at least one byte); false at EOF.
+  bool fill() {
+    begin_ = 0;
+    end_ = 0;
+    std::streamsize ready = in_.in_avail();
+    if (ready <= 0) {
+      const int first = in_.sbumpc();
+      if (first == std::char_traits<char>::eof()) return false;
+      chunk_[end_++] = static_cast<char>(first);
+      ready = in_.in_avail();
+    }
+    if (ready > 0) {
+      const auto room = static_cast<std::streamsize>(chunk_.size() - end_);
+      end_ += static_cast<size_t>(in_.sgetn(chunk_.data() + end_, std::min(ready, room)));
+    }
+    return true;
+  }
+
+  std::streambuf& in_;
+  size_t max_bytes_;
+  std::vector<char> chunk_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+std::string seconds_text(double seconds) {
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
 
 }  // namespace
 
@@ -126,10 +217,27 @@ struct Server::Impl {
   ServerSettings settings;
   std::mutex mutex;  // guards settings.client_name, the queue, the jobs and `stopping`
   std::condition_variable wake;
-  std::deque<std::shared_ptr<Job>> queue;
+  Lane long_lane{{}, nullptr, true};
+  Lane quick_lane;
   std::map<std::string, std::shared_ptr<Job>> jobs;  // by serialised request id
-  std::shared_ptr<Job> running;
   bool stopping = false;
+
+  Json oversized_message(uint64_t length) const {
+    return error_response(
+        nullptr, kInvalidRequest,
+        "Invalid Request: a message of " + std::to_string(length) +
+            " bytes exceeds the maximum message size of " +
+            std::to_string(settings.max_message_bytes) +
+            " bytes; it was skipped (loupe mcp --max-message-size BYTES raises the limit)");
+  }
+
+  static Json timed_out(const Job& job) {
+    return error_response(job.id, kRequestTimeout,
+                          "Request timed out: " + job.tool->name + " ran past its time bound of " +
+                              seconds_text(job.time_bound_s) +
+                              " s and was cancelled (loupe mcp --tool-timeout " + job.tool->name +
+                              "=SECONDS raises it)");
+  }
 
   // Runs a tool call to its envelope; never throws.
   Json execute(const Tool& tool, const Json& arguments, ProgressSink& progress,
@@ -160,6 +268,14 @@ struct Server::Impl {
                                   tool.name + ": cannot use " + error.path1().string() + ": " +
                                       error.code().message(),
                                   "check that the path exists and that loupe may write there"));
+    } catch (const std::bad_alloc&) {
+      // Readers name their input when they can; either way the input was too large, not loupe
+      // broken, and the server stays up for the next request.
+      return error_envelope(tool.envelope_kind,
+                            Error(ErrorCode::kInput,
+                                  tool.name + ": the input needs more memory than the server "
+                                              "could allocate",
+                                  "pass fewer or smaller inputs"));
     } catch (const std::exception& error) {
       return error_envelope(tool.envelope_kind,
                             Error(ErrorCode::kInternal, std::string("internal error in ") +
@@ -172,6 +288,10 @@ struct Server::Impl {
   void dispatch(std::string_view line, const std::function<void(const Json&)>& emit,
                 const std::function<void(std::shared_ptr<Job>)>* enqueue) {
     if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) return;
+    if (line.size() > settings.max_message_bytes) {
+      emit(oversized_message(line.size()));
+      return;
+    }
     Json message;
     try {
       // A message nested 100,000 deep overflowed the stack inside nlohmann-json and killed the
@@ -272,8 +392,9 @@ struct Server::Impl {
     std::lock_guard lock(mutex);
     const auto job = jobs.find(dump_compact(params["requestId"]));
     if (job == jobs.end()) return;
+    job->second->settled.store(true);
     job->second->cancelled.store(true);
-    if (job->second == running) gate::interrupt_subjects();
+    if (job->second == long_lane.running) gate::interrupt_subjects();
   }
 
   void call(const Json& id, const Json& params, const std::function<void(const Json&)>& emit,
@@ -301,7 +422,7 @@ struct Server::Impl {
     job->tool = tool;
     job->arguments = arguments;
     job->progress = std::make_shared<ProgressSink>(token, emit);
-    if (enqueue != nullptr && tool->long_running) {
+    if (enqueue != nullptr) {
       (*enqueue)(job);
       return;
     }
@@ -333,68 +454,100 @@ int Server::serve(std::istream& in, const std::function<void(std::string_view)>&
   const std::function<void(std::shared_ptr<Job>)> enqueue = [&impl](std::shared_ptr<Job> job) {
     std::lock_guard lock(impl.mutex);
     impl.jobs[dump_compact(job->id)] = job;
-    impl.queue.push_back(std::move(job));
+    (job->tool->long_running ? impl.long_lane : impl.quick_lane).queue.push_back(std::move(job));
     impl.wake.notify_all();
   };
 
-  // Long calls run here, one at a time: interrupt_subjects() stops every subject of this process,
-  // so two runs at once could not be cancelled separately.
-  std::thread worker([&impl, &emit] {
+  // Each lane runs its calls one at a time. A call's time bound starts when it starts running.
+  const auto run_lane = [&impl, &emit](Lane& lane) {
     std::unique_lock lock(impl.mutex);
     while (true) {
-      impl.wake.wait(lock, [&impl] { return impl.stopping || !impl.queue.empty(); });
-      if (impl.queue.empty()) return;  // stopping
-      std::shared_ptr<Job> job = impl.queue.front();
-      impl.queue.pop_front();
+      impl.wake.wait(lock, [&] { return impl.stopping || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;  // stopping
+      std::shared_ptr<Job> job = lane.queue.front();
+      lane.queue.pop_front();
       if (job->cancelled.load()) {
         impl.jobs.erase(dump_compact(job->id));
         continue;
       }
-      impl.running = job;
+      lane.running = job;
       job->started = Clock::now();
+      job->time_bound_s = time_bound_s(impl.settings, *job->tool);
       lock.unlock();
       const Json result = impl.execute(*job->tool, job->arguments, *job->progress, &job->cancelled);
+      const bool late = Clock::now() > job->deadline();
       lock.lock();
-      impl.running = nullptr;
+      lane.running = nullptr;
       impl.jobs.erase(dump_compact(job->id));
-      // A cancelled request gets no response (the client has stopped waiting for it).
-      if (!job->cancelled.load()) emit(response(job->id, call_result(result)));
-    }
-  });
-  // Heartbeat progress for the running call, and repeated interrupts while a cancelled call is
-  // still running (a subject started after the cancel must stop too).
-  std::thread monitor([&impl] {
-    std::unique_lock lock(impl.mutex);
-    while (!impl.stopping || impl.running) {
-      impl.wake.wait_for(lock, kMonitorTick);
-      if (!impl.running) continue;
-      const std::shared_ptr<Job> job = impl.running;
-      lock.unlock();
-      if (job->cancelled.load()) {
-        gate::interrupt_subjects();
-      } else {
-        job->progress->heartbeat(job->started);
+      // One answer per request: none for a cancelled one (the client stopped waiting), the
+      // time-out error for one that ran past its bound, else the result.
+      if (!job->settled.exchange(true)) {
+        if (late) {
+          job->cancelled.store(true);
+          emit(Impl::timed_out(*job));
+        } else {
+          emit(response(job->id, call_result(result)));
+        }
       }
-      lock.lock();
+    }
+  };
+  std::thread long_worker(run_lane, std::ref(impl.long_lane));
+  std::thread quick_worker(run_lane, std::ref(impl.quick_lane));
+  // Heartbeat progress for the running calls; a call past its time bound is cancelled as a
+  // client's cancel would be (its subjects interrupted, again on every tick while it still runs,
+  // so that a subject started after the cancel stops too) and answered with the time-out error.
+  std::thread monitor([&impl, &emit] {
+    std::unique_lock lock(impl.mutex);
+    while (!impl.stopping || impl.long_lane.running || impl.quick_lane.running) {
+      impl.wake.wait_for(lock, kMonitorTick);
+      for (Lane* lane : {&impl.long_lane, &impl.quick_lane}) {
+        if (!lane->running) continue;
+        const std::shared_ptr<Job> job = lane->running;
+        lock.unlock();
+        if (!job->cancelled.load() && Clock::now() > job->deadline() &&
+            !job->settled.exchange(true)) {
+          job->cancelled.store(true);
+          emit(Impl::timed_out(*job));
+        }
+        if (job->cancelled.load()) {
+          if (lane->runs_subjects) gate::interrupt_subjects();
+        } else {
+          job->progress->heartbeat(job->started);
+        }
+        lock.lock();
+      }
     }
   });
 
+  LineReader reader(in, impl.settings.max_message_bytes);
   std::string line;
-  while (std::getline(in, line)) impl.dispatch(line, emit, &enqueue);
+  bool too_long = false;
+  uint64_t length = 0;
+  while (reader.next(line, too_long, length)) {
+    if (too_long) {
+      emit(impl.oversized_message(length));
+    } else {
+      impl.dispatch(line, emit, &enqueue);
+    }
+  }
 
-  // EOF: the client is gone. Cancel what is queued and running, and wait for the worker.
+  // EOF: the client is gone. Cancel the long calls, queued and running; the quick ones finish
+  // (within their time bounds) and answer. Then wait for the workers.
   {
     std::lock_guard lock(impl.mutex);
     impl.stopping = true;
-    for (auto& job : impl.queue) job->cancelled.store(true);
-    impl.queue.clear();
-    if (impl.running) {
-      impl.running->cancelled.store(true);
+    Lane& lane = impl.long_lane;
+    for (auto& job : lane.queue) job->cancelled.store(true);
+    lane.queue.clear();
+    if (lane.running) {
+      lane.running->settled.store(true);
+      lane.running->cancelled.store(true);
       gate::interrupt_subjects();
     }
     impl.wake.notify_all();
   }
-  worker.join();
+  long_worker.join();
+  quick_worker.join();
   {
     std::lock_guard lock(impl.mutex);
     impl.wake.notify_all();

@@ -149,6 +149,17 @@ Json* largest_array(Json& value, size_t* size) {
 
 }  // namespace
 
+double time_bound_s(const ServerSettings& settings, const Tool& tool) {
+  if (const auto named = settings.time_bounds_s.find(tool.name);
+      named != settings.time_bounds_s.end()) {
+    return named->second;
+  }
+  if (const auto every = settings.time_bounds_s.find("*"); every != settings.time_bounds_s.end()) {
+    return every->second;
+  }
+  return tool.long_running ? kLongToolTimeBoundS : kToolTimeBoundS;
+}
+
 Json input_schema(const Tool& tool) {
   Json properties = Json::object();
   Json required = Json::array();

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ namespace loupe::mcp {
 
 inline constexpr size_t kConciseBytes = 8000;  // ~2,000 tokens: the default answer
 inline constexpr size_t kMaxBytes = 32000;     // ~8,000 tokens: no answer is larger
+inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;
+// A call that runs subjects (long_running) may take an hour; any other tool reads files and
+// answers in seconds, so a minute is ample and bounds what one client request can hold.
+inline constexpr double kLongToolTimeBoundS = 3600;
+inline constexpr double kToolTimeBoundS = 60;
 
 struct AccessPolicy;  // mcp/access.hpp
 
@@ -40,6 +46,12 @@ struct ServerSettings {
   std::string client_name = "mcp-client";          // from initialize; recorded as who decided
   // What a client may reach (paths, subjects); absent: the default policy of cwd (access.hpp).
   std::shared_ptr<const AccessPolicy> access;
+  // The longest message read (one line, without its newline); a longer one is answered with
+  // -32600 and skipped to its newline without being held (`loupe mcp --max-message-size`).
+  size_t max_message_bytes = kDefaultMaxMessageBytes;
+  // Time bounds in seconds, by tool name, over the defaults of default_time_bound; the key "*"
+  // sets every tool not named (`loupe mcp --tool-timeout [TOOL=]SECONDS`).
+  std::map<std::string, double> time_bounds_s;
 };
 
 struct CallContext {
@@ -97,6 +109,11 @@ struct Tool {
   // envelope with isError true.
   std::function<Json(const Json& arguments, CallContext& context)> call;
 };
+
+// The time bound of a call of `tool` in seconds: settings.time_bounds_s[tool.name], else
+// settings.time_bounds_s["*"], else kLongToolTimeBoundS for long-running tools and kToolTimeBoundS
+// for the others.
+double time_bound_s(const ServerSettings& settings, const Tool& tool);
 
 // {"type": "object", "properties": ..., "required": [...], "additionalProperties": false}.
 Json input_schema(const Tool& tool);

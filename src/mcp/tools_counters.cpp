@@ -51,7 +51,7 @@ Json counters_call(const Json& arguments, CallContext& context) {
   }
   counters::AnalyzeOptions options;
   if (!kernel.empty()) {
-    options.kernel_filter = counters::make_regex(kernel, "kernel");
+    options.kernel_filter = Pattern::compile(kernel, "kernel");
     options.kernel_pattern = kernel;
   }
   for (const std::string& text : strings_argument(arguments, "bytes"))

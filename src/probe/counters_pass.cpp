@@ -197,7 +197,7 @@ void apply_counters(const RunRequest& request, RunOutcome& outcome) {
   counters::parse_ncu_csv(pages.details, (dir / "details.csv").string(), profile, stats);
   counters::parse_ncu_csv(pages.raw, (dir / "raw.csv").string(), profile, stats);
   counters::AnalyzeOptions options;
-  options.kernel_filter = counters::make_regex(ask.kernel_regex, "--counters");
+  options.kernel_filter = Pattern::compile(ask.kernel_regex, "--counters");
   options.kernel_pattern = ask.kernel_regex;
   const double declared = bench.value("bytes_per_call", 0.0);
   if (declared > 0) {

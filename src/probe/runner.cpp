@@ -882,7 +882,7 @@ SweepOutcome run_points(const RunRequest& request,
                                          std::to_string(request.counters->launches) +
                                          ": expected a count of calls from 1 to 10000");
     }
-    counters::make_regex(request.counters->kernel_regex, "--counters");
+    Pattern::compile(request.counters->kernel_regex, "--counters");
     counters::find_ncu();
   }
   Declared probe_declared;

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -17,6 +16,7 @@
 #include "check/findings.hpp"
 #include "core/json.hpp"
 #include "core/limits.hpp"
+#include "core/pattern.hpp"
 #include "ledger/exchange.hpp"
 #include "report/counters_plot.hpp"
 #include "report/model.hpp"
@@ -329,7 +329,8 @@ Finding reversed_bench_finding(const Finding& finding) {
 }
 
 void orient_sweeps(Model& model) {
-  static const std::regex stated(R"(( |^)([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+) = )");
+  static const Pattern stated = Pattern::compile(R"(( |^)([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+) = )",
+                                                 "the stated-ratio pattern", ErrorCode::kInternal);
   for (SweepPlot& plot : model.sweeps) {
     std::sort(plot.points.begin(), plot.points.end(),
               [](const SweepPoint& left, const SweepPoint& right) {
@@ -342,9 +343,9 @@ void orient_sweeps(Model& model) {
     plot.comparison = b + " / " + a;
     for (const GateRow& gate : model.gates) {
       if (gate.layer && *gate.layer != Layer::kBench) continue;
-      std::smatch match;
-      if (!std::regex_search(gate.rule, match, stated)) continue;
-      const std::string subject = match[2], other = match[3];
+      std::vector<std::string_view> match;
+      if (!stated.search(gate.rule, match)) continue;
+      const std::string subject(match[2]), other(match[3]);
       if (!((subject == a && other == b) || (subject == b && other == a))) continue;
       plot.gate = gate.name;
       if (subject == a) {  // drawn B/A; the gate says A/B

@@ -24,25 +24,26 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/json.hpp"
+#include "core/pattern.hpp"
 #include "trace/model/model.hpp"
 
 namespace loupe::trace {
 
 // A selector picks slices. Terms joined by '&' must all match:
-//   name:REGEX      the slice name matches the ECMAScript regex (searched; anchor with ^ and $)
+//   name:PATTERN    the slice name matches the pattern (RE2 syntax, core/pattern.hpp; searched:
+//                   anchor with ^ and $)
 //   cat:CATEGORY    one of the slice's comma-separated categories equals CATEGORY
 //   thread:X        on a CPU thread track whose name is X or whose tid is X
 //   stream:X        on a GPU stream track whose name is X or whose stream id is X
 //   track:X         on any track whose name or id is X
 //   kind:K          on a track of kind thread | gpu_stream
-// A term without a prefix is a name regex. Throws Error(kUsage) naming a malformed term.
+// A term without a prefix is a name pattern. Throws Error(kUsage) naming a malformed term.
 class Selector {
  public:
   explicit Selector(const std::string& text);
@@ -54,7 +55,7 @@ class Selector {
   struct Term {
     enum class Kind { kName, kCategory, kThread, kStream, kTrack, kTrackKind } kind;
     std::string value;
-    std::optional<std::regex> regex;
+    std::optional<Pattern> pattern;
   };
   bool track_matches(const Model& model, TrackId track) const;
   std::string text_;

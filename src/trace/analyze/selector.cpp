@@ -29,14 +29,8 @@ Selector::Selector(const std::string& text) : text_(text) {
       // An unknown prefix is part of a name regex ("ns::op" names contain colons).
       term.kind = Term::Kind::kName;
       term.value = prefix == "name" ? value : term_text;
-      try {
-        term.regex.emplace(term.value, std::regex::ECMAScript | std::regex::optimize);
-      } catch (const std::regex_error& error) {
-        throw Error(ErrorCode::kUsage,
-                    "selector '" + text + "': name regex '" + term.value + "' is invalid (" +
-                        error.what() + ")",
-                    "regexes are ECMAScript, e.g. name:^prefill_layer");
-      }
+      term.pattern.emplace(
+          Pattern::compile(term.value, "selector " + quoted_pattern(text) + ": name pattern"));
     } else {
       term.value = value;
       if (prefix == "cat") term.kind = Term::Kind::kCategory;
@@ -86,7 +80,7 @@ bool Selector::track_matches(const Model& model, TrackId track_id) const {
 }
 
 std::vector<uint8_t> Selector::select(const Model& model) const {
-  // Regexes and categories are evaluated once per distinct string, tracks once per track.
+  // Name patterns and categories are evaluated once per distinct string, tracks once per track.
   std::vector<int8_t> name_match(model.strings.size(), -1);
   std::vector<int8_t> category_match(model.strings.size(), -1);
   std::vector<int8_t> track_match(model.tracks.size(), -1);
@@ -94,9 +88,9 @@ std::vector<uint8_t> Selector::select(const Model& model) const {
     int8_t& cached = name_match[name];
     if (cached < 0) {
       cached = 1;
-      const std::string text(model.strings.get(name));
+      const std::string_view text = model.strings.get(name);
       for (const Term& term : terms_) {
-        if (term.kind == Term::Kind::kName && !std::regex_search(text, *term.regex)) cached = 0;
+        if (term.kind == Term::Kind::kName && !term.pattern->search(text)) cached = 0;
       }
     }
     return cached == 1;

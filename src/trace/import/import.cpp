@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,11 +14,14 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <regex>
+#include <new>
 #include <set>
 #include <system_error>
 #include <thread>
+#include <vector>
 
+#include "core/gzip.hpp"
+#include "core/pattern.hpp"
 #include "loupe/error.hpp"
 #include "trace/record/binary_format.hpp"
 
@@ -100,52 +102,11 @@ class PaddedMapping {
   size_t mapped_size_;
 };
 
-bool is_gzip(std::string_view bytes) {
-  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-         static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-std::string inflate_gzip(std::string_view compressed, const std::string& path) {
-  z_stream stream{};
-  if (inflateInit2(&stream, 15 + 32) != Z_OK) {
-    throw Error(ErrorCode::kInternal, "zlib could not start inflating '" + path + "'");
-  }
-  std::string out;
-  out.resize(compressed.size() * 4 + (1 << 16));
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
-  stream.avail_in = static_cast<uInt>(compressed.size());
-  int status = Z_OK;
-  while (true) {
-    if (stream.total_out == out.size()) out.resize(out.size() * 2);
-    stream.next_out = reinterpret_cast<Bytef*>(out.data() + stream.total_out);
-    stream.avail_out = static_cast<uInt>(out.size() - stream.total_out);
-    status = inflate(&stream, Z_NO_FLUSH);
-    if (status == Z_STREAM_END) {
-      // Concatenated gzip members continue.
-      if (stream.avail_in == 0) break;
-      inflateReset(&stream);
-      continue;
-    }
-    if (status == Z_BUF_ERROR && stream.avail_in == 0) break;  // truncated: keep what came out
-    if (status != Z_OK) {
-      const size_t offset = compressed.size() - stream.avail_in;
-      inflateEnd(&stream);
-      throw Error(ErrorCode::kInput,
-                  "gzip trace '" + path + "' is corrupt at compressed offset " +
-                      std::to_string(offset) + " (zlib status " + std::to_string(status) + ")",
-                  "check the file with `gzip -t`");
-    }
-  }
-  out.resize(stream.total_out);
-  inflateEnd(&stream);
-  return out;
-}
-
 }  // namespace
 
 std::string read_trace_bytes(const std::string& path) {
   std::string bytes = read_plain(path);
-  if (is_gzip(bytes)) return inflate_gzip(bytes, path);
+  if (is_gzip(bytes)) return inflate_gzip(bytes, path, TruncatedGzip::kKeep);
   return bytes;
 }
 
@@ -178,26 +139,37 @@ void import_bytes(std::string_view bytes, size_t capacity, std::string* owned,
 }  // namespace
 
 void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
-  const std::unique_ptr<PaddedMapping> mapping = PaddedMapping::open(path);
-  if (mapping != nullptr && !is_gzip(mapping->bytes())) {
-    import_bytes(mapping->bytes(), mapping->capacity(), nullptr, path, builder, file_index);
-    return;
+  try {
+    const std::unique_ptr<PaddedMapping> mapping = PaddedMapping::open(path);
+    if (mapping != nullptr && !is_gzip(mapping->bytes())) {
+      import_bytes(mapping->bytes(), mapping->capacity(), nullptr, path, builder, file_index);
+      return;
+    }
+    std::string bytes = mapping != nullptr
+                            ? inflate_gzip(mapping->bytes(), path, TruncatedGzip::kKeep)
+                            : read_trace_bytes(path);
+    if (bytes.capacity() < bytes.size() + kReadPadding) bytes.reserve(bytes.size() + kReadPadding);
+    import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
+  } catch (const std::bad_alloc&) {
+    // The input, not loupe, is too large for this machine's memory: exit 2 naming it.
+    throw Error(ErrorCode::kInput,
+                "trace file '" + path + "' needs more memory than the process could allocate",
+                "import fewer or smaller files at once; a gzip file is inflated under "
+                "--max-inflated and --max-inflate-ratio");
   }
-  std::string bytes =
-      mapping != nullptr ? inflate_gzip(mapping->bytes(), path) : read_trace_bytes(path);
-  if (bytes.capacity() < bytes.size() + kReadPadding) bytes.reserve(bytes.size() + kReadPadding);
-  import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
 }
 
 namespace {
 
 // "rank-3", "rank_3", "rank3", "RANK.3" in the file's name (not its folders): the rank, or -1.
 int rank_from_file_name(const std::string& path) {
-  static const std::regex pattern("rank[-_.]?([0-9]{1,6})", std::regex::icase);
+  static const Pattern pattern =
+      Pattern::compile("rank[-_.]?([0-9]{1,6})", "the rank-from-file-name pattern",
+                       ErrorCode::kInternal, /*case_insensitive=*/true);
   const std::string name = std::filesystem::path(path).filename().string();
-  std::smatch match;
-  if (!std::regex_search(name, match, pattern)) return -1;
-  return std::stoi(match[1].str());
+  std::vector<std::string_view> groups;
+  if (!pattern.search(name, groups)) return -1;
+  return std::stoi(std::string(groups[1]));
 }
 
 // Several files: each parsed on a worker thread into a model of its own (at most `threads`

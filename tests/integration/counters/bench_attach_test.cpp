@@ -188,7 +188,7 @@ TEST_F(BenchAttach, RefusedBeforeAnythingRuns) {
   const auto regex = probe_run(ncu.string(), {"--counters", "merged("});
   EXPECT_EQ(regex.exit_code, 2);
   EXPECT_NE(regex.envelope["error"]["message"].get<std::string>().find(
-                "--counters 'merged(' is not a regex"),
+                "--counters 'merged(' is not a valid pattern: missing ): merged("),
             std::string::npos)
       << regex.out;
   const auto no_ncu = probe_run("", {"--counters", "merged"});

@@ -80,8 +80,8 @@ TEST(Group, FilterSearchesTheLaunchConfigurationToo) {
   text += metric_row(1, kMerged, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "50",
                      "(128, 1, 1)", "(8, 16, 1)");
   const Profile profile = profile_of(text);
-  EXPECT_EQ(group_launches(profile, make_regex("merged", "-")).size(), 2u);
-  const auto groups = group_launches(profile, make_regex("merged.*grid .8, 16", "-"));
+  EXPECT_EQ(group_launches(profile, Pattern::compile("merged", "-")).size(), 2u);
+  const auto groups = group_launches(profile, Pattern::compile("merged.*grid .8, 16", "-"));
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].grid, "(8, 16, 1)");
 }
@@ -225,7 +225,7 @@ TEST(Findings, NcuAdviceQuotedLargestSpeedupFirst) {
 TEST(Analyze, KernelFilterThatMatchesNothingListsTheKernels) {
   AnalyzeOptions options;
   options.kernel_pattern = "nope";
-  options.kernel_filter = make_regex("nope", "--kernel");
+  options.kernel_filter = Pattern::compile("nope", "--kernel");
   try {
     analyze(profile_of(kDetailsHeader + launch_rows(0, kMerged)), options);
     FAIL();
@@ -266,8 +266,8 @@ TEST(Compare, LeadsWithTheWorkThatMovedWithTheTime) {
       profile_of(raw_page(metrics, units,
                           {{kTiled, {"610", "2,400,000", "300,000", "2.15", "4"}},
                            {kMerged, {"543", "1,500,000", "100,000", "2.14", "4"}}}));
-  DiffSide a{"A", group_launches(profile, make_regex("tiled", "--kernel-a")).at(0)};
-  DiffSide b{"B", group_launches(profile, make_regex("merged", "--kernel-b")).at(0)};
+  DiffSide a{"A", group_launches(profile, Pattern::compile("tiled", "--kernel-a")).at(0)};
+  DiffSide b{"B", group_launches(profile, Pattern::compile("merged", "--kernel-b")).at(0)};
   const Comparison comparison = compare(a, b, "loupe counters diff t.csv");
   ASSERT_FALSE(comparison.findings.empty());
   const Finding& lead = comparison.findings.front();
@@ -290,8 +290,8 @@ TEST(Compare, SameWorkPointsAtTheStalls) {
   const Profile profile = profile_of(
       raw_page(metrics, {"usecond", "inst", "", ""},
                {{kTiled, {"700", "1,000", "12.5", "8"}}, {kMerged, {"500", "1,000", "8.0", "3"}}}));
-  DiffSide a{"A", group_launches(profile, make_regex("tiled", "-")).at(0)};
-  DiffSide b{"B", group_launches(profile, make_regex("merged", "-")).at(0)};
+  DiffSide a{"A", group_launches(profile, Pattern::compile("tiled", "-")).at(0)};
+  DiffSide b{"B", group_launches(profile, Pattern::compile("merged", "-")).at(0)};
   const Comparison comparison = compare(a, b, "");
   EXPECT_EQ(comparison.findings.front().claim,
             "tiled_v_decode (A) takes 1.40x the time per launch of merged_v_decode (B) (700 us vs "

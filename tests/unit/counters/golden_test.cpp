@@ -58,7 +58,7 @@ Request read_request(const fs::path& dir) {
     if (key == "command") request.command = value;
     if (key == "input") request.inputs.push_back((kFixtures / value).string());
     if (key == "kernel") {
-      request.options.kernel_filter = make_regex(value, "--kernel");
+      request.options.kernel_filter = Pattern::compile(value, "--kernel");
       request.options.kernel_pattern = value;
     }
     if (key == "kernel_a") request.kernel_a = value;

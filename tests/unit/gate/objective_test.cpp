@@ -429,11 +429,11 @@ TEST(ObjectiveErrorsTest, BenchCounters) {
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { launches = 2 }\n"),
             "obj.toml:9: bench[0].counters.kernel: missing; this key is required");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"a(\" }\n"),
-            "obj.toml:9: bench[0].counters.kernel: expected an ECMAScript regex of the kernel "
-            "name (\"merged_v_decode\"), found 'a('");
+            "obj.toml:9: bench[0].counters.kernel: expected a pattern (RE2 syntax) of the "
+            "kernel name (\"merged_v_decode\"), found 'a('");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"\" }\n"),
-            "obj.toml:9: bench[0].counters.kernel: expected an ECMAScript regex of the kernel "
-            "name (\"merged_v_decode\"), found ''");
+            "obj.toml:9: bench[0].counters.kernel: expected a pattern (RE2 syntax) of the "
+            "kernel name (\"merged_v_decode\"), found ''");
   EXPECT_EQ(config_error(kBase +
                          "[[bench]]\nprobe = \"x\"\ncounters = { kernel = \"k\", launches = 0 }\n"),
             "obj.toml:9: bench[0].counters.launches: expected 1 to 10000 untimed calls (ncu's "

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace loupe::gate {
 namespace {
 
@@ -22,6 +24,20 @@ TEST(GlobTest, StarStaysInOneFolderDoubleStarCrossesFolders) {
   EXPECT_FALSE(glob_matches("README.md", "docs/README.md"));
   EXPECT_TRUE(glob_matches("*", "anything"));
   EXPECT_FALSE(glob_matches("*", "a/b"));
+}
+
+// Issue 34: a recursive matcher took time exponential in the stars; an objective's glob against
+// a long path must answer at once.
+TEST(GlobTest, Issue34ManyStarsAgainstALongPathAnswer) {
+  std::string stars;
+  for (int index = 0; index < 40; ++index) stars += "*a";
+  EXPECT_FALSE(glob_matches(stars + "*b", std::string(20000, 'a')));
+  EXPECT_TRUE(glob_matches(stars + "*b", std::string(20000, 'a') + "b"));
+  std::string folders;
+  for (int index = 0; index < 40; ++index) folders += "**/x";
+  EXPECT_FALSE(glob_matches(folders + "/y", std::string(20000, 'x')));
+  EXPECT_TRUE(glob_matches("**/**/**/z", "a/b/c/d/z"));
+  EXPECT_TRUE(glob_matches("a/**/**", "a/"));
 }
 
 TEST(ReviewTest, TriggersNameTheCategoryAndWhatTouchedIt) {
