@@ -7,10 +7,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <sstream>
 
 #include "config/toml_reader.hpp"
+#include "core/pattern.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe::check {
@@ -21,27 +21,22 @@ constexpr std::string_view kHint =
     "when = [\"rel <= 0.0085\", ...]";
 
 // Compiled patterns, kept so that 10,000 tensors do not recompile one pattern 10,000 times.
-const std::regex& compiled(const std::string& pattern) {
+const Pattern& compiled(const std::string& pattern) {
   static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<std::regex>> cache;
+  static std::map<std::string, Pattern> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(pattern);
   if (found == cache.end()) {
-    try {
-      found = cache.emplace(pattern, std::make_unique<std::regex>(pattern)).first;
-    } catch (const std::regex_error& error) {
-      throw Error(ErrorCode::kConfig,
-                  "pattern '" + pattern + "' is not a regular expression: " + error.what(),
-                  std::string(kHint));
-    }
+    found = cache.emplace(pattern, Pattern::compile(pattern, "rule pattern", ErrorCode::kConfig))
+                .first;
   }
-  return *found->second;
+  return found->second;
 }
 
 }  // namespace
 
 bool name_matches(const std::string& pattern, const std::string& name) {
-  return std::regex_search(name, compiled(pattern));
+  return compiled(pattern).search(name);
 }
 
 Bound parse_predicate(std::string_view text, const std::string& where) {
