@@ -37,7 +37,7 @@ struct RuleSet {
 
 // Parses rules from TOML text; `origin` names it in messages. Throws Error(kConfig) naming the
 // origin, the line and the key for a syntax error, an unknown key, a rule without `match` or
-// `when`, a pattern that is not a regular expression, or a predicate that is not
+// `when`, a pattern that does not compile (core/pattern.hpp), or a predicate that is not
 // "METRIC OP NUMBER" (OP one of <=, <, >=, >; METRIC any metric name or alias).
 RuleSet parse_rules(std::string_view text, const std::string& origin);
 // Reads and parses a rules file; Error(kInput) when it cannot be read.

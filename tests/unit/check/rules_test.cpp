@@ -69,7 +69,7 @@ TEST(RulesTest, MistakesNameTheFileLineAndKey) {
             "rules.toml:3: rule[0].when: predicate 'rel <= abc' at character 8: expected a number");
   EXPECT_NE(error_of("[[rule]]\nwhen = [\"rel <= 1\"]\n").find("rule[0].match"), std::string::npos);
   EXPECT_NE(error_of("[[rule]]\nmatch = '('\nwhen = [\"rel <= 1\"]\n")
-                .find("rules.toml:2: rule[0].match: pattern '(' is not a regular expression"),
+                .find("rules.toml:2: rule[0].match: rule pattern '(' is not a valid pattern"),
             std::string::npos);
   EXPECT_NE(error_of("[[rule]]\nmatch = 'x'\nwhen = []\n").find("expected at least one predicate"),
             std::string::npos);
