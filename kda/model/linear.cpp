@@ -43,17 +43,17 @@ Linear::Linear(int64_t out_features, int64_t in_features, std::vector<float> wei
   }
   // Planted faults w8a8_weight_tensor_scale / w8a8_weight_group_scale: one weight scale for the
   // whole tensor, or one per group of 8 rows (the group's largest), instead of one per row.
-  const int64_t group = fault("w8a8_weight_tensor_scale") ? out_features
+  const int64_t group = fault("w8a8_weight_tensor_scale")  ? out_features
                         : fault("w8a8_weight_group_scale") ? 8
-                                                            : 1;
+                                                           : 1;
   if (group > 1) {
     for (int64_t first = 0; first < out_features; first += group) {
       const int64_t last = std::min(out_features, first + group);
       float scale = 0.0f;
       for (int64_t row = first; row < last; ++row) scale = std::max(scale, weight_scale_[row]);
       for (int64_t idx = first * in_features; idx < last * in_features; ++idx) {
-        weight_int8_[idx] = static_cast<int8_t>(
-            std::clamp(std::round(weight[idx] / scale), -127.0f, 127.0f));
+        weight_int8_[idx] =
+            static_cast<int8_t>(std::clamp(std::round(weight[idx] / scale), -127.0f, 127.0f));
       }
       for (int64_t row = first; row < last; ++row) weight_scale_[row] = scale;
     }

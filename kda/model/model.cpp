@@ -58,9 +58,8 @@ void require_positive(int64_t value, const char* field) {
 WeightStructure parse_weight_structure(std::string_view name) {
   if (name == "iid") return WeightStructure::kIid;
   if (name == "outlier_channels") return WeightStructure::kOutlierChannels;
-  throw loupe::Error(loupe::ErrorCode::kUsage,
-                     "kda model: weights = '" + std::string(name) +
-                         "': expected iid or outlier_channels");
+  throw loupe::Error(loupe::ErrorCode::kUsage, "kda model: weights = '" + std::string(name) +
+                                                   "': expected iid or outlier_channels");
 }
 
 void ModelConfig::validate() const {
@@ -187,7 +186,8 @@ Model::Model(const ModelConfig& config) : config_(config) {
                                make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
                                make_linear(stream, d, f, config.w8a8, WeightStructure::kIid)});
     }
-    layer.shared = {make_linear(stream, f, d, config.w8a8, WeightStructure::kIid), make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
+    layer.shared = {make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
+                    make_linear(stream, f, d, config.w8a8, WeightStructure::kIid),
                     make_linear(stream, d, f, config.w8a8, WeightStructure::kIid)};
   }
 }

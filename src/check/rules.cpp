@@ -27,8 +27,8 @@ const Pattern& compiled(const std::string& pattern) {
   std::lock_guard<std::mutex> lock(mutex);
   auto found = cache.find(pattern);
   if (found == cache.end()) {
-    found = cache.emplace(pattern, Pattern::compile(pattern, "rule pattern", ErrorCode::kConfig))
-                .first;
+    found =
+        cache.emplace(pattern, Pattern::compile(pattern, "rule pattern", ErrorCode::kConfig)).first;
   }
   return found->second;
 }

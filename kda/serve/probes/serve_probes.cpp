@@ -5,8 +5,9 @@
 //                                        dropped layer or swapped requests with verification off,
 //                                        which the check must then catch
 //   check    transfer_verifier           the decode side's digest verification against the truth of
-//                                        which packets were tampered with: a verifier that accepts a
-//                                        relabelled, corrupted, swapped or repeated state fails it
+//                                        which packets were tampered with: a verifier that accepts
+//                                        a relabelled, corrupted, swapped or repeated state fails
+//                                        it
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -232,14 +233,23 @@ LOUPE_CHECK(transfer_verifier)
         kda::serve::StatePacket arrived = sent;
         const int64_t other_request = (request + 1 + argument % (requests - 1)) % requests;
         switch (tamper) {
-          case kRelabelRequest: arrived.request = other_request; break;
-          case kRelabelLayer: arrived.layer = (layer + 1 + argument % (layers - 1)) % layers; break;
-          case kFlipRecurrent: flip_bit(arrived.state.recurrent, argument); break;
-          case kFlipConv: flip_bit(arrived.state.conv, argument); break;
+          case kRelabelRequest:
+            arrived.request = other_request;
+            break;
+          case kRelabelLayer:
+            arrived.layer = (layer + 1 + argument % (layers - 1)) % layers;
+            break;
+          case kFlipRecurrent:
+            flip_bit(arrived.state.recurrent, argument);
+            break;
+          case kFlipConv:
+            flip_bit(arrived.state.conv, argument);
+            break;
           case kSwapContent:
             arrived.state = state_of_row(states, (packet + 1) % packets);
             break;
-          default: break;
+          default:
+            break;
         }
         // The decode side.
         kda::model::StateCache cache(kda::model::CacheDType::kF32, requests, layers, 16);

@@ -606,22 +606,21 @@ TEST(LockHoldMetricsTest, EachLockAndEachHolderOfItFromTheTrace) {
     const bool share = metric.name.ends_with("_share");
     shown.push_back(metric.name + "=" +
                     (count   ? std::to_string(std::lround(metric.value))
-                     : share ? (metric.value == 0 ? "0"
-                                                  : std::to_string(std::lround(metric.value * 1000)) +
-                                                        "permille")
+                     : share ? (metric.value == 0
+                                    ? "0"
+                                    : std::to_string(std::lround(metric.value * 1000)) + "permille")
                              : std::to_string(std::lround(metric.value * 1e9)) + "ns"));
   }
-  EXPECT_EQ(shown, (std::vector<std::string>{
-                       "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
-                       "prefill_interpreter_median_hold_s=8200ns",
-                       "prefill_interpreter_total_hold_s=8200ns", "prefill_interpreter_holds=1",
-                       "transfer_interpreter_max_hold_s=200ns",
-                       "transfer_interpreter_median_hold_s=200ns",
-                       "transfer_interpreter_total_hold_s=200ns", "transfer_interpreter_holds=1",
-                       "prefill_interpreter_wait_s=0ns", "prefill_interpreter_waits=0",
-                       "prefill_interpreter_wait_share=0",
-                       "transfer_interpreter_wait_s=7800ns", "transfer_interpreter_waits=1",
-                       "transfer_interpreter_wait_share=907permille"}));
+  EXPECT_EQ(shown,
+            (std::vector<std::string>{
+                "interpreter_max_hold_s=8200ns", "prefill_interpreter_max_hold_s=8200ns",
+                "prefill_interpreter_median_hold_s=8200ns",
+                "prefill_interpreter_total_hold_s=8200ns", "prefill_interpreter_holds=1",
+                "transfer_interpreter_max_hold_s=200ns", "transfer_interpreter_median_hold_s=200ns",
+                "transfer_interpreter_total_hold_s=200ns", "transfer_interpreter_holds=1",
+                "prefill_interpreter_wait_s=0ns", "prefill_interpreter_waits=0",
+                "prefill_interpreter_wait_share=0", "transfer_interpreter_wait_s=7800ns",
+                "transfer_interpreter_waits=1", "transfer_interpreter_wait_share=907permille"}));
   EXPECT_TRUE(lock_hold_metrics({"/nonexistent/trace.loupetrace"}).empty());
 }
 

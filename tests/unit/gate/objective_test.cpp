@@ -55,9 +55,9 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
   EXPECT_EQ(objective.checks[3].probe, "transfer_verifier");
   EXPECT_EQ(objective.checks[4].probe, "w8a8_vs_fp32");
-  EXPECT_EQ(objective.checks[4].params,
-            (std::vector<ParamAxis>{
-                {"weights", {std::string("outlier_channels"), std::string("iid")}}}));
+  EXPECT_EQ(
+      objective.checks[4].params,
+      (std::vector<ParamAxis>{{"weights", {std::string("outlier_channels"), std::string("iid")}}}));
   EXPECT_EQ(objective.checks[5].name, "state_cache");
   EXPECT_EQ(objective.checks[6].name, "replay");
   EXPECT_EQ(objective.checks[7].probe, "chunk_vs_recurrent");

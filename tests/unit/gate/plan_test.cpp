@@ -253,8 +253,8 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
       (std::vector<std::string>{
           "decode_recurrence variant=merged,steps=37", "decode_recurrence variant=tiled,steps=37",
           "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "transfer_verifier ",
-          "w8a8 weights=outlier_channels", "w8a8 weights=iid",
-          "state_cache cache=int8", "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
+          "w8a8 weights=outlier_channels", "w8a8 weights=iid", "state_cache cache=int8",
+          "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
           "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
           "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
           "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
