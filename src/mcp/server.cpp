@@ -143,11 +143,22 @@ class LineReader {
       : in_(*in.rdbuf()), max_bytes_(max_bytes), chunk_(size_t{1} << 16) {}
 
   // The next line, without its newline, into `line`; false at EOF. A line longer than max_bytes
-  // leaves `line` empty and sets `too_long`; `length` is its length either way.
-  bool next(std::string& line, bool& too_long, uint64_t& length) {
+  // leaves `line` empty and sets `too_long` the moment it passes the bound, so the client hears
+  // at once; the rest of that line is skipped by the next call, never buffered.
+  bool next(std::string& line, bool& too_long) {
     line.clear();
     too_long = false;
-    length = 0;
+    while (skipping_) {
+      if (begin_ == end_ && !fill()) return false;
+      const char* start = chunk_.data() + begin_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      if (newline == nullptr) {
+        begin_ = end_;
+        continue;
+      }
+      begin_ += static_cast<size_t>(newline - start) + 1;
+      skipping_ = false;
+    }
     bool any = false;
     while (true) {
       if (begin_ == end_ && !fill()) return any;
@@ -155,15 +166,18 @@ class LineReader {
       const char* start = chunk_.data() + begin_;
       const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
       const size_t take = newline != nullptr ? static_cast<size_t>(newline - start) : end_ - begin_;
-      length += take;
-      if (!too_long) {
-        if (line.size() + take > max_bytes_) {
-          too_long = true;
-          std::string().swap(line);
+      if (line.size() + take > max_bytes_) {
+        too_long = true;
+        std::string().swap(line);
+        begin_ += take;
+        if (newline != nullptr) {
+          ++begin_;
         } else {
-          line.append(start, take);
+          skipping_ = true;
         }
+        return true;
       }
+      line.append(start, take);
       begin_ += take;
       if (newline != nullptr) {
         ++begin_;
@@ -196,6 +210,7 @@ class LineReader {
   std::vector<char> chunk_;
   size_t begin_ = 0;
   size_t end_ = 0;
+  bool skipping_ = false;  // inside a line already answered as too long
 };
 
 std::string seconds_text(double seconds) {
@@ -222,13 +237,13 @@ struct Server::Impl {
   std::map<std::string, std::shared_ptr<Job>> jobs;  // by serialised request id
   bool stopping = false;
 
-  Json oversized_message(uint64_t length) const {
+  Json oversized_message() const {
     return error_response(
         nullptr, kInvalidRequest,
-        "Invalid Request: a message of " + std::to_string(length) +
-            " bytes exceeds the maximum message size of " +
+        "Invalid Request: a message exceeds the maximum message size of " +
             std::to_string(settings.max_message_bytes) +
-            " bytes; it was skipped (loupe mcp --max-message-size BYTES raises the limit)");
+            " bytes; the rest of its line is skipped (loupe mcp --max-message-size BYTES raises "
+            "the limit)");
   }
 
   static Json timed_out(const Job& job) {
@@ -522,10 +537,9 @@ int Server::serve(std::istream& in, const std::function<void(std::string_view)>&
   LineReader reader(in, impl.settings.max_message_bytes);
   std::string line;
   bool too_long = false;
-  uint64_t length = 0;
-  while (reader.next(line, too_long, length)) {
+  while (reader.next(line, too_long)) {
     if (too_long) {
-      emit(impl.oversized_message(length));
+      emit(impl.oversized_message());
     } else {
       impl.dispatch(line, emit, &enqueue);
     }
