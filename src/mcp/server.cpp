@@ -304,7 +304,7 @@ struct Server::Impl {
                 const std::function<void(std::shared_ptr<Job>)>* enqueue) {
     if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) return;
     if (line.size() > settings.max_message_bytes) {
-      emit(oversized_message(line.size()));
+      emit(oversized_message());
       return;
     }
     Json message;
