@@ -126,10 +126,8 @@ try {
     const decode = detailed.findings.filter((finding) => finding.id.startsWith("bench.decode."));
     assert.ok(decode.length > 0, "show_run lists the bench.decode finding");
     for (const finding of decode) expectSlower(finding, "show_run");
-    const recorded = detailed.data.run.gates.find((gate) => gate.name === "decode_kernel_not_slower");
-    assert.equal(recorded.statistics.ratio_of, "candidate/baseline");
-    assert.equal(recorded.statistics.candidate, "tiled");
-    assert.ok(recorded.statistics.estimate > 1, JSON.stringify(recorded.statistics));
+    // The gate's own statistics come back in run_objective's gate rows (above); a detailed show_run
+    // of this run is past the answer limit, which drops its data and keeps the findings.
   });
 
   const matches = await step("match_skeletons: the top three are the three fixes", async () => {
