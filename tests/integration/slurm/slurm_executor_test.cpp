@@ -180,6 +180,15 @@ TEST_F(SlurmExecutorTest, ATaskCancelledMidRunIsResubmittedAndRecorded) {
     }
     std::ofstream(objective_) << text.str();
   }
+  // A job of the previous test can still be in the queue (a cancelled layer's array is torn down
+  // after that run exits): wait for the queue to drain, so the victim is a task of this run.
+  const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < drain_deadline &&
+         !run_cli({"squeue", "--noheader", "--format=%i"}).out.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(run_cli({"squeue", "--noheader", "--format=%i"}).out.empty())
+      << "the queue still holds jobs of an earlier test";
   const fs::path out_file = dir_ / "run.json";
   std::vector<std::string> args = {LOUPE_EXECUTABLE};
   for (const auto& arg : run_args("fixed", "slurm", true)) args.push_back(arg);
@@ -219,7 +228,8 @@ TEST_F(SlurmExecutorTest, ATaskCancelledMidRunIsResubmittedAndRecorded) {
   EXPECT_EQ(verdicts.at("cp_matches_single_device"), "pass");
   EXPECT_EQ(verdicts.at("decode_kernels_agree"), "pass");
   const Json& retries = envelope.at("data").at("executor").at("retries");
-  ASSERT_EQ(retries.size(), 1u) << envelope.at("data").at("executor").dump();
+  ASSERT_EQ(retries.size(), 1u) << "cancelled " << victim << "; "
+                                << envelope.at("data").at("executor").dump();
   EXPECT_EQ(retries[0].at("job_id").get<std::string>() + "_" +
                 std::to_string(retries[0].at("index").get<int64_t>()),
             victim);
