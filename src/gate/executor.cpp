@@ -213,6 +213,7 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   // defaults (sandboxed, with a hidden run).
   request.sandbox = point.value("sandbox", true);
   request.add_hidden_point = point.value("add_hidden_point", true);
+  request.hidden_elsewhere = point.value("hidden_elsewhere", std::string());
   if (point.contains("hidden_secret"))
     request.hidden_secret = point["hidden_secret"].get<uint64_t>();
   if (point.contains("layer")) request.layer = parse_layer(point["layer"].get<std::string>());

@@ -62,6 +62,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   if (!request.launch.empty()) point["launch"] = request.launch;
   point["sandbox"] = request.sandbox;
   point["add_hidden_point"] = request.add_hidden_point;
+  if (!request.hidden_elsewhere.empty()) point["hidden_elsewhere"] = request.hidden_elsewhere;
   // In the layer's spec folder, under loupe's home by default, which the sandbox hides.
   if (request.hidden_secret) point["hidden_secret"] = *request.hidden_secret;
   if (request.layer) point["layer"] = std::string(layer_name(*request.layer));

@@ -905,6 +905,9 @@ SweepOutcome run_points(const RunRequest& request,
   for (const auto& sets : points) {
     point_request.sets = sets;
     sweep.points.push_back(run_probe(point_request));
+    if (!request.hidden_elsewhere.empty()) {
+      sweep.points.back().data["hidden_run_at"] = request.hidden_elsewhere;
+    }
   }
   // Every check also runs one point the candidate's author never saw, with a seed loupe draws
   // in secret (even when --seed pins the others'): one of the probe's hidden points or a value
@@ -1132,7 +1135,8 @@ std::vector<Finding> guard_findings(const RunRequest& request, Layer layer,
     }
   }
   if (layer != Layer::kCheck) return out;
-  if (!request.add_hidden_point && !request.hidden && !request.hidden_point) {
+  if (!request.add_hidden_point && !request.hidden && !request.hidden_point &&
+      request.hidden_elsewhere.empty()) {
     add("hidden_off",
         "no hidden run (turned off by --no-hidden): the candidate was judged only at the "
         "point(s) and seed(s) it was shown, which its author could have specialised it to",

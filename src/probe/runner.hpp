@@ -76,6 +76,11 @@ struct RunRequest {
   // again) on a seed drawn in secret, revealed in its observation afterwards (DESIGN.md,
   // "Seeds"). Off: a guard.hidden_off warn finding.
   bool add_hidden_point = true;
+  // Set with add_hidden_point off: another request of the same run makes this point's hidden
+  // run, and this says which (the cascade runs it at a point's first repeat only: the later
+  // repeats differ from it by their seed alone, and its seed and shape are drawn in secret
+  // already). No guard.hidden_off finding then; data.hidden_run_at says where it ran.
+  std::string hidden_elsewhere;
   // What the hidden run's draws (its seed, its point) come from; drawn at random when absent.
   // The cascade draws one per point and run and hands it to the candidate's and the baseline's
   // build alike, so that both see the same hidden inputs. Never on a subject's command line.

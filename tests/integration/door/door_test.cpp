@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,34 @@ TEST_F(DoorTest, LoupeRunFailsTheReplayOnTheSecretSeed) {
   EXPECT_EQ(observation.at("hidden").at("secret_seed_only"), true);
   EXPECT_EQ(observation.at("hidden").at("seed"), observation.at("seed"));
   EXPECT_NE(observation.at("seed"), 7);
+}
+
+// One hidden run per point: at its first repeat. The later repeats run the shown point alone and
+// say where the hidden run was made; no guard.hidden_off for them (the guard is not off).
+TEST_F(DoorTest, LoupeRunMakesOneHiddenRunPerPointAtItsFirstRepeat) {
+  {
+    std::ifstream in(objective_);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string seed_line = "seed = 7\n";
+    text.replace(text.find(seed_line), seed_line.size(), seed_line + "repeats = 3\n");
+    std::ofstream(objective_) << text;
+  }
+  const CliRun run =
+      run_loupe({"run", objective_.string(), "--home", (dir_.path() / "home").string(), "--json"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const Json& tasks = run.envelope.at("data").at("tasks");
+  ASSERT_EQ(tasks.size(), 3u) << tasks.dump();
+  for (const auto& task : tasks) {
+    const fs::path point = task.at("observation").get<std::string>();
+    EXPECT_EQ(fs::exists(point / "hidden" / "observation.json"), task.at("repeat") == 0)
+        << task.dump();
+    // The shown point replays what the recorder left for seed 7: it passes at every repeat.
+    EXPECT_EQ(task.at("verdict"), task.at("repeat") == 0 ? "fail" : "pass") << task.dump();
+  }
+  EXPECT_TRUE(finding(run.envelope, "check.replay_candidate.guard.hidden_off").is_null())
+      << run.out;
+  EXPECT_TRUE(finding(run.envelope, "check.replay_candidate.guard.hidden_point").is_object())
+      << run.out;
 }
 
 // MCP run_objective: a client's request, answered by `loupe mcp` over stdio. The shell keeps the
