@@ -1105,6 +1105,21 @@ Json Supervisor::run() {
   }
 
   // Files, now that no child is left to read or change them.
+  // A verified call's outputs (timed, untimed, and the reference's for a candidate variant) as
+  // files under `stem`, named in `item`: the verified calls' and the warm-up calls' alike.
+  auto write_call_outputs = [this](Json& item, const std::string& stem, const auto& entry) {
+    auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
+      Json files = Json::object();
+      for (const auto& output : tensors) {
+        files[output.name] =
+            files_.write_tensor(stem + "." + kind + "." + output.name, output.tensor);
+      }
+      return files;
+    };
+    item["timed"] = write("timed", entry.timed);
+    item["untimed"] = write("untimed", entry.untimed);
+    if (entry.variant != 0) item["reference"] = write("reference", entry.reference);
+  };
   Json verified_json = Json::array();
   for (const auto& entry : verified_) {
     const VariantChild& child = children_[entry.variant];
@@ -1133,17 +1148,7 @@ Json Supervisor::run() {
     // and guard.constant_output (which needs the baseline's to differ) missed a variant that
     // returns a constant (consistently_wrong, 1 run in 17).
     const std::string stem = "verify/" + child.name + "." + std::to_string(entry.ordinal);
-    auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
-      Json files = Json::object();
-      for (const auto& output : tensors) {
-        files[output.name] =
-            files_.write_tensor(stem + "." + kind + "." + output.name, output.tensor);
-      }
-      return files;
-    };
-    item["timed"] = write("timed", entry.timed);
-    item["untimed"] = write("untimed", entry.untimed);
-    if (entry.variant != 0) item["reference"] = write("reference", entry.reference);
+    write_call_outputs(item, stem, entry);
     verified_json.push_back(std::move(item));
   }
 
@@ -1154,17 +1159,7 @@ Json Supervisor::run() {
     item["variant"] = child.name;
     item["seed"] = entry.seed;
     const std::string stem = "warmup/" + child.name;
-    auto write = [&](const char* kind, const std::vector<NamedTensor>& tensors) {
-      Json files = Json::object();
-      for (const auto& output : tensors) {
-        files[output.name] =
-            files_.write_tensor(stem + "." + kind + "." + output.name, output.tensor);
-      }
-      return files;
-    };
-    item["timed"] = write("timed", entry.timed);
-    item["untimed"] = write("untimed", entry.untimed);
-    if (entry.variant != 0) item["reference"] = write("reference", entry.reference);
+    write_call_outputs(item, stem, entry);
     warmup_json.push_back(std::move(item));
   }
 
