@@ -100,9 +100,9 @@ std::vector<Token> tokenize(std::string_view text) {
       for (auto symbol : kTwoCharacter) {
         if (text.substr(at, 2) == symbol) token.text = std::string(symbol);
       }
-      static constexpr std::string_view kOne = "<>./[]";
+      static constexpr std::string_view kOne = "<>./[]()";
       if (token.text.size() == 1 && kOne.find(c) == std::string_view::npos) {
-        fail_at(token.column, "a name, a number, a comparison, '.', '/', '[' or ']'",
+        fail_at(token.column, "a name, a number, a comparison, '.', '/', '[', ']', '(' or ')'",
                 "'" + token.text + "'");
       }
       at += token.text.size();
@@ -137,7 +137,18 @@ class Parser {
     }
     GateExpression expression;
     const auto layer = layer_word(first.text);
-    if (layer && peek(1).kind == TokenKind::kSymbol && peek(1).text == ".") {
+    if (lowercase(first.text) == "median" && peek(1).kind == TokenKind::kSymbol &&
+        peek(1).text == "(") {
+      take();
+      take();
+      const Token& inner = peek();
+      const auto inner_layer =
+          inner.kind == TokenKind::kWord ? layer_word(inner.text) : std::nullopt;
+      if (!inner_layer || !(peek(1).kind == TokenKind::kSymbol && peek(1).text == ".")) {
+        fail_at(inner.column, "a metric (LAYER.NAME.METRIC) inside median(...)", describe(inner));
+      }
+      expression = parse_metric_gate(*inner_layer, /*median=*/true);
+    } else if (layer && peek(1).kind == TokenKind::kSymbol && peek(1).text == ".") {
       expression = parse_metric_gate(*layer);
     } else {
       expression = parse_bench_verdict();
@@ -196,10 +207,14 @@ class Parser {
   }
 
   // After LAYER ".": either "ENTRY passes" (checks) or a metric reference and a bound.
-  GateExpression parse_metric_gate(Layer layer) {
+  // `median`: inside median( ... ), which closes after the metric and takes an absolute bound.
+  GateExpression parse_metric_gate(Layer layer, bool median = false) {
     take();  // the layer word
     take();  // "."
     const std::string entry = name("a probe name after '" + std::string(layer_name(layer)) + ".'");
+    if (median && at_word("passes")) {
+      fail_at(peek().column, "'.' and a metric (median takes a metric)", describe(peek()));
+    }
     if (at_word("passes")) {
       if (layer != Layer::kCheck) {
         fail_at(peek().column, "'.' and a metric ('passes' applies to checks)", describe(peek()));
@@ -211,6 +226,15 @@ class Parser {
     }
     MetricBound bound;
     bound.metric = metric_rest(layer, entry);
+    if (median) {
+      expect_symbol(")");
+      bound.median = true;
+      if (at_symbol("/")) {
+        fail_at(peek().column,
+                "a comparison (median(...) takes an absolute bound: a ratio has its own interval)",
+                describe(peek()));
+      }
+    }
     if (at_symbol("/")) {
       take();
       if (at_word("baseline") && !(peek(1).kind == TokenKind::kSymbol && peek(1).text == ".")) {
@@ -521,7 +545,8 @@ GateExpression parse_gate_expression(std::string_view text) { return Parser(text
 std::string gate_expression_to_string(const GateExpression& expression) {
   struct Visitor {
     std::string operator()(const MetricBound& bound) const {
-      std::string out = metric_to_string(bound.metric);
+      std::string out = bound.median ? "median(" + metric_to_string(bound.metric) + ")"
+                                     : metric_to_string(bound.metric);
       if (bound.baseline) out += " / " + metric_to_string(*bound.baseline);
       if (bound.versus_baseline) out += " / baseline";
       out += " " + std::string(comparison_symbol(bound.comparison)) + " " +

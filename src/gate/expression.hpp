@@ -3,6 +3,7 @@
 // Grammar (docs/objective.md, "Gate expressions"; keywords are case-insensitive):
 //   gate       := bound | verdict | passes
 //   bound      := metric_ref [ "/" ( metric_ref | "baseline" ) ] comparison NUMBER [ where ]
+//               | "median" "(" metric_ref ")" comparison NUMBER [ where ]
 //   metric_ref := LAYER "." ENTRY [ "[" VARIANT "]" ] "." METRIC      LAYER := check|bench|scenario
 //   verdict    := ENTRY [ "[" selector "]" ] [ "not" ] ( "SLOWER" "than" | "FASTER" "than" |
 //                 "SAME" "as" ) ( ENTRY "[" selector "]" | "baseline" ) [ where ]
@@ -65,6 +66,10 @@ struct MetricBound {
   MetricRef metric;
   std::optional<MetricRef> baseline;  // the other entry of a relative bound
   bool versus_baseline = false;
+  // median(metric) <= x: each point's median over its repeats (or seeds) must satisfy the
+  // bound, not every repeat's value — for a metric that a preempted repeat can throw far off
+  // (a lock wait under load). Absolute bounds only.
+  bool median = false;
   Comparison comparison = Comparison::kLessEqual;
   double limit = 0;
   std::vector<Condition> where;

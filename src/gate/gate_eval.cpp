@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "bench/report.hpp"
@@ -126,28 +127,61 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   gate.statistics.bound = bound.limit;
   const bool larger_is_worse =
       bound.comparison == Comparison::kLess || bound.comparison == Comparison::kLessEqual;
-  const PointResult* worst_point = nullptr;
-  double worst = 0.0;
+  // What the bound judges: every value, or (median(...)) each point's median over its repeats
+  // and seeds. A NaN among a point's values makes its median NaN: a broken measurement fails.
+  struct Judged {
+    const PointResult* point = nullptr;  // the first of `members`
+    double value = 0.0;
+    std::vector<const PointResult*> members;
+    std::vector<double> values;
+  };
+  std::vector<Judged> judged;
   int64_t n = 0;
-  const PointResult* first_failure = nullptr;
   for (const auto* point : points) {
     const auto value = metric_of(*point, bound.metric);
     if (!value) continue;
     ++n;
-    const bool satisfied = number_satisfies(*value, bound.comparison, bound.limit);
-    if (!satisfied && first_failure == nullptr) first_failure = point;
-    // A NaN is the worst value of all: it satisfies no bound.
-    const bool worse =
-        worst_point == nullptr ||
-        (!std::isnan(worst) &&
-         (std::isnan(*value) || (larger_is_worse ? *value > worst : *value < worst)));
-    if (worse) {
-      worst = *value;
-      worst_point = point;
+    auto same = judged.end();
+    if (bound.median) {
+      same = std::find_if(judged.begin(), judged.end(),
+                          [&](const Judged& j) { return j.point->params == point->params; });
     }
+    if (same == judged.end()) {
+      judged.push_back({point, *value, {}, {}});
+      same = judged.end() - 1;
+    }
+    same->members.push_back(point);
+    same->values.push_back(*value);
+  }
+  if (bound.median) {
+    for (auto& j : judged) {
+      std::vector<double> sorted = j.values;
+      if (std::any_of(sorted.begin(), sorted.end(), [](double v) { return std::isnan(v); })) {
+        j.value = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      std::sort(sorted.begin(), sorted.end());
+      const size_t half = sorted.size() / 2;
+      j.value = sorted.size() % 2 == 1 ? sorted[half] : 0.5 * (sorted[half - 1] + sorted[half]);
+    }
+  }
+  const Judged* worst_item = nullptr;
+  const Judged* first_failure = nullptr;
+  for (const auto& j : judged) {
+    if (!number_satisfies(j.value, bound.comparison, bound.limit) && first_failure == nullptr) {
+      first_failure = &j;
+    }
+    // A NaN is the worst value of all: it satisfies no bound.
+    const bool worse = worst_item == nullptr ||
+                       (!std::isnan(worst_item->value) &&
+                        (std::isnan(j.value) || (larger_is_worse ? j.value > worst_item->value
+                                                                 : j.value < worst_item->value)));
+    if (worse) worst_item = &j;
   }
   gate.statistics.n = n;
   const std::string scope = where_text(bound.where);
+  const std::string ref = bound.median ? "median(" + ref_text(bound.metric) + ")"
+                                       : ref_text(bound.metric);
   if (n == 0) {
     gate.verdict = GateVerdict::kInconclusive;
     gate.rule = "inconclusive: no observation of " + ref_text(bound.metric) + scope + " (" +
@@ -155,12 +189,17 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
                 " point(s) selected; their metrics: " + metric_names(points) + ")";
     return;
   }
+  const double worst = worst_item->value;
+  const PointResult* worst_point = worst_item->point;
   gate.statistics.estimate = worst;
   gate.statistics.point = worst_point->params;
   const std::string which = larger_is_worse ? "the largest" : "the smallest";
-  std::string value_text = ref_text(bound.metric) + " over " + std::to_string(n) + " value(s)" +
-                           scope + " is " + format_number(worst) + " at " +
-                           point_text(worst_point->params);
+  std::string value_text =
+      bound.median ? ref + " over " + std::to_string(judged.size()) + " point(s) (" +
+                         std::to_string(n) + " value(s))" + scope + " is " +
+                         format_number(worst) + " at " + point_text(worst_point->params)
+                   : ref + " over " + std::to_string(n) + " value(s)" + scope + " is " +
+                         format_number(worst) + " at " + point_text(worst_point->params);
   // Several seeds (or repeats) of one point: their spread, so one lucky seed is visible.
   std::vector<double> at_worst;
   for (const auto* point : points) {
@@ -177,16 +216,21 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   }
   if (first_failure == nullptr) {
     gate.verdict = GateVerdict::kPass;
-    gate.rule = "pass: every value satisfies " + symbol + " " + format_number(bound.limit) + "; " +
-                which + " " + value_text;
+    gate.rule = "pass: " + std::string(bound.median ? "every point's median" : "every value") +
+                " satisfies " + symbol + " " + format_number(bound.limit) + "; " + which + " " +
+                value_text;
   } else {
     gate.verdict = GateVerdict::kFail;
     gate.rule =
         "fail: " + which + " " + value_text + ", not " + symbol + " " + format_number(bound.limit);
-    for (const auto* point : points) {
-      const auto value = metric_of(*point, bound.metric);
-      if (value && !number_satisfies(*value, bound.comparison, bound.limit)) {
-        attach_fail_findings(gate, *point);
+    for (const auto& j : judged) {
+      if (number_satisfies(j.value, bound.comparison, bound.limit)) continue;
+      for (size_t index = 0; index < j.members.size(); ++index) {
+        // median(...): the repeats that pulled the median over; every value otherwise.
+        if (bound.median && number_satisfies(j.values[index], bound.comparison, bound.limit)) {
+          continue;
+        }
+        attach_fail_findings(gate, *j.members[index]);
       }
     }
   }

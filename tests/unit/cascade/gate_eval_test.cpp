@@ -71,6 +71,10 @@ expr = "scenario.transfer.wall_s / scenario.prefill.wall_s <= 1.05"
 name = "prefill_wall"
 expr = "scenario.prefill.wall_s <= 0.5"
 
+[[gate]]
+name = "prefill_wall_median"
+expr = "median(scenario.prefill.wall_s) <= 0.5"
+
 [[deployment_key]]
 key = "decode_kernel"
 values = ["tiled", "merged"]
@@ -165,6 +169,28 @@ class GateEvalTest : public ::testing::Test {
 
   Objective objective_;
 };
+
+// median(...): one repeat thrown far off (a preempted holder) fails the every-value bound and
+// not the median's; a median over the bound fails, and only the repeats over it are attached.
+TEST_F(GateEvalTest, MedianBoundJudgesEachPointsMedianOverItsRepeats) {
+  const auto one_off = scenarios({0.1, 0.2, 0.9, 0.1, 0.3}, {});
+  EXPECT_EQ(evaluate("prefill_wall", one_off).verdict, GateVerdict::kFail);
+  const auto median = evaluate("prefill_wall_median", one_off);
+  EXPECT_EQ(median.verdict, GateVerdict::kPass) << median.rule;
+  EXPECT_DOUBLE_EQ(median.statistics.estimate.value(), 0.2);
+  EXPECT_EQ(median.statistics.n, 5);
+  EXPECT_EQ(median.rule,
+            "pass: every point's median satisfies <= 0.5; the largest "
+            "median(scenario.prefill.wall_s) over 1 point(s) (5 value(s)) is 0.2 at mode=prefill "
+            "(its 5 seeds: median 0.2, spread [0.1, 0.9])");
+
+  const auto mostly_over = evaluate("prefill_wall_median", scenarios({0.6, 0.2, 0.9, 0.7}, {}));
+  EXPECT_EQ(mostly_over.verdict, GateVerdict::kFail) << mostly_over.rule;
+  EXPECT_DOUBLE_EQ(mostly_over.statistics.estimate.value(), 0.65);  // (0.6 + 0.7) / 2
+
+  const auto broken = evaluate("prefill_wall_median", scenarios({0.1, std::nan(""), 0.1}, {}));
+  EXPECT_EQ(broken.verdict, GateVerdict::kFail) << broken.rule;
+}
 
 TEST_F(GateEvalTest, AbsoluteBoundPassesWhenEveryPointSatisfiesIt) {
   const auto result = evaluate(

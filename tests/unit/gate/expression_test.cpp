@@ -26,6 +26,30 @@ TEST(GateExpressionTest, AbsoluteBound) {
   EXPECT_EQ(gate_expression_to_string(expression), "check.cp_vs_nocp.rms_ratio <= 2e-06");
 }
 
+TEST(GateExpressionTest, MedianOfAnAbsoluteBound) {
+  const auto expression = parse_gate_expression(
+      "MEDIAN(scenario.prefill_transfer.prefill_worker_interpreter_lock_wait_share) <= 0.2");
+  MetricBound expected;
+  expected.metric = {Layer::kScenario, "prefill_transfer", std::nullopt,
+                     "prefill_worker_interpreter_lock_wait_share"};
+  expected.median = true;
+  expected.comparison = Comparison::kLessEqual;
+  expected.limit = 0.2;
+  EXPECT_EQ(expression, GateExpression(expected));
+  EXPECT_EQ(gate_expression_to_string(expression),
+            "median(scenario.prefill_transfer.prefill_worker_interpreter_lock_wait_share) <= 0.2");
+  EXPECT_EQ(parse_error("median(scenario.a.wall_s / scenario.b.wall_s) <= 1"),
+            "at column 26: expected ')', found '/'");
+  EXPECT_EQ(parse_error("median(scenario.a.wall_s) / baseline <= 1"),
+            "at column 27: expected a comparison (median(...) takes an absolute bound: a ratio "
+            "has its own interval), found '/'");
+  EXPECT_EQ(parse_error("median(check.a passes)"),
+            "at column 16: expected '.' and a metric (median takes a metric), found 'passes'");
+  EXPECT_EQ(parse_error("median(decode[merged]) <= 1"),
+            "at column 8: expected a metric (LAYER.NAME.METRIC) inside median(...), found "
+            "'decode'");
+}
+
 TEST(GateExpressionTest, RelativeBoundBetweenNamedScenarios) {
   const auto expression =
       parse_gate_expression("scenario.prefill_transfer.wall_s / scenario.prefill.wall_s <= 1.05");
@@ -176,7 +200,7 @@ TEST(GateExpressionTest, ErrorsNameTheColumnAndWhatWasExpected) {
             "at column 14: expected a finite number, found "
             "'1e999'");
   EXPECT_EQ(parse_error("check.a.x <= 1 where T = 3"),
-            "at column 24: expected a name, a number, a comparison, '.', '/', '[' or ']', found "
+            "at column 24: expected a name, a number, a comparison, '.', '/', '[', ']', '(' or ')', found "
             "'='");
 }
 
