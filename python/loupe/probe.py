@@ -1101,6 +1101,21 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     next_work = [0]
 
     clock = CudaEventClock() if getattr(probe, "timer", "cpu") == "cuda" else None
+    # The environment guard (benches): what the variants run in is read after every batch and
+    # put back; a change fails the variant whose batch made it (guard.environment). The variants
+    # share this one process, so this is what keeps one from slowing the next.
+    base_environment = capture_environment()
+    names_in_order = [name for name, _ in probe.variants]
+    environment_changed = {name: [] for name in names_in_order}
+
+    def check_environment(variant):
+        now = capture_environment()
+        changes = environment_changes(base_environment, now)
+        if changes:
+            for change in changes:
+                if change not in environment_changed[names_in_order[variant]]:
+                    environment_changed[names_in_order[variant]].append(change)
+            restore_environment(base_environment)
 
     def time_calls(variant, calls):
         seeds = []
@@ -1117,6 +1132,7 @@ def run_bench(probe, point, seed, files, precision, budget_s):
             for work in works:
                 function(work)
             elapsed = time.perf_counter() - start
+        check_environment(variant)
         chosen = derive_seed(seeds[-1], 3) % calls  # any call of the batch may be verified
         return elapsed, seeds[chosen], works[chosen]
 
@@ -1230,7 +1246,12 @@ def run_bench(probe, point, seed, files, precision, budget_s):
                    "variants": [{"name": name, "samples": samples[name], "rounds": rounds[name],
                                  "threads_before": before[name], "threads_after": after[name]}
                                 for name in names],
-                   "block_orders": block_orders}, out)
+                   "block_orders": block_orders,
+                   # What the runtime saw around each variant's batches (the C++ runtime's
+                   # accounting carries these and more, from a process per variant).
+                   "accounting": [{"variant": name,
+                                   "environment_changes": environment_changed[name]}
+                                  for name in names]}, out)
     files.add("samples.json", "samples")
     section = {
         "skipped": None,

@@ -7,7 +7,8 @@ documented NaN, told the hidden run by `--hidden` on its command line, made no r
 and had no environment guard, each of these cheats passed with exit 0 (measured with that
 runtime, hidden_ranges= left out, which it did not know), except two: `writes_half`, the control
 that the keyed poison still counts unwritten elements, and the rounding mode left upward, which
-guard.order_dependence caught (the affinity change passed)."""
+guard.order_dependence caught (the affinity change passed). The bench variant that pins the
+process to one CPU passed too (exit 0, AMBIGUOUS)."""
 
 import json
 import os
@@ -252,3 +253,44 @@ def test_a_candidate_that_changes_the_reference_is_judged_against_the_untouched_
     assert tampered[0]["claim"].startswith(
         "the reference output y computed after the candidate in its process differs from the "
         "one computed before any candidate code ran (first at N=")
+
+
+BENCH_SUBJECT = textwrap.dedent('''
+    import os
+    import sys
+    import numpy as np
+    import loupe
+
+    def copy(work):
+        np.copyto(work["y"], work["x"])
+
+    def copy_and_pin(work):
+        # Pins the one process both variants run in to one CPU: whatever runs next shares it.
+        np.copyto(work["y"], work["x"])
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+    @loupe.bench(params={"N": 4096}, variants={"copy": copy, "copy_and_pin": copy_and_pin},
+                 outputs=lambda work: {"y": work["y"]})
+    def pinning_speed(point, seed):
+        x = np.random.default_rng(seed).standard_normal(point["N"]).astype(np.float32)
+        return {"x": x, "y": np.empty_like(x)}
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_a_bench_variant_that_changes_the_environment_fails(loupe_executable, tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: pinning to it changes nothing")
+    path = tmp_path / "pinning.py"
+    path.write_text(BENCH_SUBJECT)
+    code, envelope = run_probe(loupe_executable, [sys.executable, str(path)], "pinning_speed",
+                               "--seed", "5", "--budget", "0.3")
+    assert code == 1, envelope
+    assert [(f["severity"], f["claim"]) for f in envelope["findings"]
+            if f["id"] == "bench.pinning_speed.guard.environment"] == [
+        ("fail", "variant copy_and_pin's process had its CPU affinity {%s} -> {%d} changed "
+                 "during sampling: a state that changes its speed or the others'"
+         % (",".join(map(str, cpus)), cpus[0]))]
