@@ -1147,6 +1147,7 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         name = names[variant]
         fresh = probe.make(point, work_seed)
         probe.variants[variant][1](fresh)
+        check_environment(variant)  # the untimed call may change it as well as a timed one
         stem = "verify/%s.%d" % (name, index)
         timed = {k: files.write_tensor(stem + ".timed." + k, v)
                  for k, v in probe.outputs(work).items()}
