@@ -27,6 +27,7 @@ import math
 import os
 import platform
 import random
+import select
 import socket
 import struct
 import sys
@@ -634,16 +635,37 @@ def _write_all(fd, data):
 
 
 class _Reader:
-    """Reads a child's records from its pipe, exactly as many bytes as asked."""
+    """Reads a child's records from its pipe. Polls, so that a child that has ended while a
+    process it started still holds the pipe open does not hang the runtime (check_runner.cpp's
+    read_records)."""
 
-    def __init__(self, fd):
+    def __init__(self, fd, pid):
         self.fd = fd
+        self.pid = pid
         self.pending = b""  # a tag read where a record was expected: the start of the end
+
+    def _child_ended(self):
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def _read_some(self, limit):
+        """Up to `limit` bytes; b"" once the pipe is closed or the child has ended and nothing
+        is left to read."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            if poller.poll(50):
+                return os.read(self.fd, limit)
+            if self._child_ended():
+                # Whatever it wrote before it ended is in the pipe already.
+                return os.read(self.fd, limit) if poller.poll(0) else b""
 
     def exact(self, size):
         chunks = bytearray()
         while len(chunks) < size:
-            got = os.read(self.fd, min(size - len(chunks), 1 << 20))
+            got = self._read_some(min(size - len(chunks), 1 << 20))
             if not got:
                 return None
             chunks += got
@@ -652,7 +674,7 @@ class _Reader:
     def rest(self):
         chunks = bytearray(self.pending)
         while True:
-            got = os.read(self.fd, 1 << 20)
+            got = self._read_some(1 << 20)
             if not got:
                 return bytes(chunks)
             chunks += got
@@ -813,7 +835,7 @@ class CheckRun:
         os.close(write_fd)
         if gate_child is not None:
             gate_child.close()
-        reader = _Reader(read_fd)
+        reader = _Reader(read_fd, pid)
         results = []
         secret_made, differing = 0, None
         failure = None
@@ -854,8 +876,11 @@ class CheckRun:
             except ChildProcessError:
                 break
         left = named
+        # The call the child was in when it ended (the last secret repeat, past the listed calls).
         now = "the %s path (%s pass)" % (calls[min(len(results), len(calls) - 1)][1],
                                          calls[min(len(results), len(calls) - 1)][0])
+        if secret_made > 0:
+            now = "the candidate path (repeat/%d pass)" % (self.repeat + secret_made)
         end = None
         if tail[:1] == b"E" and len(tail) >= 9:
             size = struct.unpack_from("<Q", tail, 1)[0]

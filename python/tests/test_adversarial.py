@@ -117,6 +117,17 @@ SUBJECT = textwrap.dedent('''
             np.cumsum = scaled
         out["y"][:] = np.cumsum(inputs["x"], dtype=np.float64).astype(np.float32)
 
+    # 5. Leaves a process running (forked on its first call; it would outlive the check).
+    @loupe.check(**DECLARED)
+    def leaves_a_process(point, inputs, out):
+        if not CALLS[0]:
+            CALLS[0] = 1
+            if os.fork() == 0:
+                import time
+                time.sleep(60)
+                os._exit(0)
+        reference(point, inputs, out)
+
     if __name__ == "__main__":
         sys.exit(loupe.subject_main())
 ''')
@@ -294,3 +305,17 @@ def test_a_bench_variant_that_changes_the_environment_fails(loupe_executable, tm
         ("fail", "variant copy_and_pin's process had its CPU affinity {%s} -> {%d} changed "
                  "during sampling: a state that changes its speed or the others'"
          % (",".join(map(str, cpus)), cpus[0]))]
+
+
+def test_a_process_a_path_leaves_running_is_killed_and_named(loupe_executable, subject):
+    # The child that ran the path ends while the process it started holds the records' pipe
+    # open: the runtime must not wait for it (it sleeps 60 s), and names it.
+    code, envelope = run_probe(loupe_executable, subject, "leaves_a_process", "--seed", "7",
+                               "--no-hidden")
+    assert code == 1, envelope
+    assert failing(envelope) == ["check.leaves_a_process.guard.child_process"]
+    claims = [f["claim"] for f in envelope["findings"] if f["id"].endswith("guard.child_process")]
+    assert len(claims) == 2  # one per pass: its process started one on its first call
+    for claim in claims:
+        assert claim.startswith("after the candidate path (") and \
+            claim.endswith("); they were killed"), claim
