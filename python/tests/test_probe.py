@@ -42,7 +42,8 @@ SUBJECT = textwrap.dedent('''
 
     # A candidate of its own (the hidden run takes the defaults, not the asked --set values).
     @loupe.check(params={"N": (4096, [1024, 4096])}, hidden_points=[{"N": 1000}],
-                 hidden_ranges=[("N", 1000, 1020, 4)], inputs=inputs, outputs=outputs, reference=reference)
+                 hidden_ranges=[("N", 1000, 1020, 4)], inputs=inputs, outputs=outputs,
+                 reference=reference)
     def prefix_sum_tiled(point, inputs, out):
         """right only when N is a multiple of 256: specialised to the shapes it was shown"""
         whole = point["N"] // 256 * 256  # whole tiles of 256; any tail is left as zeros
