@@ -480,11 +480,14 @@ _libm = None
 def _libm_handle():
     global _libm
     if _libm is None:
-        try:
-            _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-            _libm.fegetround.restype = ctypes.c_int
-        except OSError:
-            _libm = False
+        # libm.so.6 first: find_library runs ldconfig (a tenth of a second), once per process.
+        for find in (lambda: "libm.so.6", lambda: ctypes.util.find_library("m")):
+            try:
+                _libm = ctypes.CDLL(find())
+                _libm.fegetround.restype = ctypes.c_int
+                break
+            except (OSError, TypeError):
+                _libm = False
     return _libm
 
 
@@ -578,11 +581,28 @@ def process_cpu_seconds(pid):
         return -1.0
 
 
+def _anything_left(child_pid):
+    """Whether the child's process group has a member, or this process a child: cheap enough
+    to ask after every job, so the scan of /proc below runs only when one does."""
+    try:
+        os.killpg(child_pid, 0)
+        return True
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as children:
+            return bool(children.read().split())
+    except OSError:
+        return True  # no children file (CONFIG_PROC_CHILDREN off): scan
+
+
 def _processes_left(child_pid):
     """Processes in the child's process group, or re-parented to this process (the subreaper):
-    'name (pid N)' each."""
+    (pid, 'name (pid N)') each."""
     left = []
     me = os.getpid()
+    if not _anything_left(child_pid):
+        return left
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -704,6 +724,7 @@ class CheckRun:
                                     "return a list of loupe.Output from outputs=")
         self.patterns = {o.name: poison_pattern(o.dtype, o.shape, self.poison_key)
                          for o in self.outputs}
+        _libm_handle()  # loaded once here, not in every child
         self.guards = {"input_mutation": [], "output_unwritten": [], "output_alias": [],
                        "environment": [], "stray_processes": [], "output_overwritten": []}
 
