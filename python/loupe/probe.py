@@ -10,11 +10,12 @@ the one loupe::subject_main gives a C++ subject (docs/formats.md, "Subject comma
                    [--repeat N] [--precision P] [--budget SECONDS] --out DIR [--json]
 
 `run` writes DIR/observation.json, .npy tensors and samples.json in the schema src/probe/analyze.cpp
-reads. Like the C++ runtime it only observes and records, next to the candidate: both orders of
-a check, NaN-poisoned outputs, input checksums, a second seed for the reference, fresh inputs per
-timed call, interleaved blocks, verification of timed calls, the roofline of a CPU bench, the
-hidden point a `--hidden` run draws in secret. Everything that decides runs in
-`loupe` from these files. Exit 0 once observation.json is written, 2 for a bad request (unknown
+reads. Like the C++ runtime it only observes and records, next to the candidate: each pass of a
+check in a child process forked for it (CheckRun), outputs poisoned with NaNs keyed by a secret
+of the run, input checksums, the environment guard, secret repeats, a second seed for the
+reference; fresh inputs per timed call, paired rounds, verification of timed calls, the
+environment guard and the roofline of a bench; the hidden points and ranges listed so loupe can
+pass a hidden run like a shown one. Everything that decides runs in `loupe` from these files. Exit 0 once observation.json is written, 2 for a bad request (unknown
 probe, option or parameter), 3 when a probe body fails.
 """
 

@@ -274,6 +274,42 @@ def test_bad_hidden_points_are_refused_at_declaration(points, message):
         probe._REGISTRY[:] = before
 
 
+@pytest.mark.parametrize("ranges, message", [
+    ([("M", 1, 9)], "probe 'bad_range': hidden range 0 names 'M', which is not an int parameter; "
+                    "its parameters are N, name"),
+    ([("name", 1, 9)], "probe 'bad_range': hidden range 0 names 'name', which is not an int "
+                       "parameter"),
+    ([("N", 9, 1)], "probe 'bad_range': hidden range 0 (9, 1, 1): expected integers with LOW <= "
+                    "HIGH and STEP >= 1"),
+    ([("N", 1, 9, 0)], "probe 'bad_range': hidden range 0 (1, 9, 0): expected integers"),
+    (["N"], "probe 'bad_range': hidden range 0 is 'N'; expected (NAME, LOW, HIGH[, STEP])"),
+])
+def test_bad_hidden_ranges_are_refused_at_declaration(ranges, message):
+    from loupe import probe
+
+    before = list(probe._REGISTRY)
+    try:
+        with pytest.raises(loupe.UsageError) as raised:
+            @loupe.scenario(name="bad_range", params={"N": 4, "name": "a"}, hidden_ranges=ranges)
+            def body(point, seed, out_dir):
+                return {}, []
+        assert str(raised.value).startswith(message)
+    finally:
+        probe._REGISTRY[:] = before
+
+
+def test_a_hidden_value_is_accepted_where_the_allowed_set_would_refuse_it():
+    from loupe import probe
+
+    check = probe.Check("sized", "", [probe.Param("N", 4, [4, 8])], None, None, None, None,
+                        hidden_points=[{"N": 5}], hidden_ranges=[("N", 100, 120, 10)])
+    assert probe.resolve_point(check, ["N=5"]) == {"N": 5}
+    assert probe.resolve_point(check, ["N=110"]) == {"N": 110}
+    for refused in ("N=6", "N=105", "N=130"):
+        with pytest.raises(probe.ProbeRequestError):
+            probe.resolve_point(check, [refused])
+
+
 BENCH_SUBJECT = textwrap.dedent('''
     import sys
     import numpy as np
