@@ -507,7 +507,7 @@ def capture_environment(pid=0):
                 environment["fp_control"] = struct.unpack_from("<I", whole.raw, 28)[0] & ~0x3F
     try:
         environment["cpus"] = sorted(os.sched_getaffinity(pid))
-    except OSError:
+    except (OSError, AttributeError):  # AttributeError: a platform without affinity (macOS)
         environment["cpus"] = []
     try:
         environment["nice"] = os.getpriority(os.PRIO_PROCESS, pid)
@@ -515,7 +515,7 @@ def capture_environment(pid=0):
         environment["nice"] = 0
     try:
         environment["policy"] = os.sched_getscheduler(pid) & ~_SCHED_RESET_ON_FORK
-    except OSError:
+    except (OSError, AttributeError):
         environment["policy"] = -1
     return environment
 
@@ -604,7 +604,11 @@ def _processes_left(child_pid):
     me = os.getpid()
     if not _anything_left(child_pid):
         return left
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return left  # no /proc (not Linux): nothing can be named
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
