@@ -10,14 +10,17 @@ the one loupe::subject_main gives a C++ subject (docs/formats.md, "Subject comma
                    [--repeat N] [--precision P] [--budget SECONDS] --out DIR [--json]
 
 `run` writes DIR/observation.json, .npy tensors and samples.json in the schema src/probe/analyze.cpp
-reads. Like the C++ runtime it only observes and records, next to the candidate: both orders of
-a check, NaN-poisoned outputs, input checksums, a second seed for the reference, fresh inputs per
-timed call, interleaved blocks, verification of timed calls, the roofline of a CPU bench, the
-hidden point a `--hidden` run draws in secret. Everything that decides runs in
-`loupe` from these files. Exit 0 once observation.json is written, 2 for a bad request (unknown
+reads. Like the C++ runtime it only observes and records, next to the candidate: each pass of a
+check in a child process forked for it (CheckRun), outputs poisoned with NaNs keyed by a secret
+of the run, input checksums, the environment guard, secret repeats, a second seed for the
+reference; fresh inputs per timed call, paired rounds, verification of timed calls, the
+environment guard and the roofline of a bench; the hidden points and ranges listed so loupe can
+pass a hidden run like a shown one. Everything that decides runs in `loupe` from these files. Exit 0 once observation.json is written, 2 for a bad request (unknown
 probe, option or parameter), 3 when a probe body fails.
 """
 
+import ctypes
+import ctypes.util
 import datetime
 import hashlib
 import json
@@ -25,7 +28,9 @@ import math
 import os
 import platform
 import random
+import select
 import socket
+import struct
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -100,7 +105,10 @@ class Param:
             return "float"
         return "string"
 
-    def parse(self, text):
+    def parse(self, text, hidden_ok=None):
+        """The value `text` names; REQUIRES: it is of the parameter's type and allowed, or
+        `hidden_ok(value)` says it is a hidden point's or range's value (loupe passes a hidden
+        point exactly like an asked one)."""
         kind = self.type_name
         try:
             if kind == "bool":
@@ -119,7 +127,7 @@ class Param:
                 "parameter '%s' is %s, but '%s' is not one" % (self.name, kind, text),
                 "pass --set %s=%s" % (self.name, json.dumps(self.default)),
             )
-        if self.allowed and value not in self.allowed:
+        if self.allowed and value not in self.allowed and not (hidden_ok and hidden_ok(value)):
             raise ProbeRequestError(
                 "usage",
                 "parameter '%s' = %s is not allowed; the allowed values are %s"
@@ -180,6 +188,52 @@ def check_hidden_points(name, params, points):
     return out
 
 
+def check_hidden_ranges(name, params, ranges):
+    """Hidden ranges as a list of {"name", "low", "high", "step"} over integer parameters
+    (ProbeBuilder::hidden_range): loupe draws each in secret over the hidden point."""
+    from ._errors import UsageError
+
+    declared = {param.name: param for param in params}
+    out = []
+    for index, entry in enumerate(ranges):
+        if isinstance(entry, dict):
+            entry = (entry.get("name"), entry.get("low"), entry.get("high"), entry.get("step", 1))
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (3, 4):
+            raise UsageError("probe '%s': hidden range %d is %r; expected (NAME, LOW, HIGH[, "
+                             "STEP])" % (name, index, entry),
+                             "for example hidden_ranges=[(\"N\", 500, 1500)]")
+        key, low, high = entry[0], entry[1], entry[2]
+        step = entry[3] if len(entry) == 4 else 1
+        if key not in declared or declared[key].type_name != "int":
+            raise UsageError("probe '%s': hidden range %d names '%s', which is not an int "
+                             "parameter; its parameters are %s"
+                             % (name, index, key, ", ".join(declared) or "none"),
+                             "a hidden range draws an integer size")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, step)) \
+                or low > high or step < 1:
+            raise UsageError("probe '%s': hidden range %d (%r, %r, %r): expected integers with "
+                             "LOW <= HIGH and STEP >= 1" % (name, index, low, high, step))
+        out.append({"name": key, "low": low, "high": high, "step": step})
+    return out
+
+
+def hidden_value_of(probe, name):
+    """A predicate: is a value one of `probe`'s hidden points' or ranges' for parameter `name`
+    (params.cpp accepts those like allowed ones)."""
+    def accepts(value):
+        for point in probe.hidden_points:
+            if name in point and point[name] == value and \
+                    value_type_name(point[name]) == value_type_name(value):
+                return True
+        for entry in getattr(probe, "hidden_ranges", []):
+            if entry["name"] == name and isinstance(value, int) and \
+                    not isinstance(value, bool) and entry["low"] <= value <= entry["high"] and \
+                    (value - entry["low"]) % entry["step"] == 0:
+                return True
+        return False
+    return accepts
+
+
 def resolve_point(probe, sets, hidden_point=None):
     """The full point in declaration order from NAME=VALUE texts, then the hidden point's values
     over them (those may leave the allowed sets: that is their purpose)."""
@@ -201,7 +255,8 @@ def resolve_point(probe, sets, hidden_point=None):
         given[name] = value
     point = {}
     for param in probe.params:
-        point[param.name] = param.parse(given[param.name]) if param.name in given else param.default
+        point[param.name] = (param.parse(given[param.name], hidden_value_of(probe, param.name))
+                             if param.name in given else param.default)
     if hidden_point is not None:
         point.update(hidden_point)
     return point
@@ -237,10 +292,11 @@ class Check:
     kind = "check"
 
     def __init__(self, name, description, params, inputs, outputs, reference, candidate,
-                 oracle=None, hidden_points=()):
+                 oracle=None, hidden_points=(), hidden_ranges=()):
         self.name = name
         # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
         self.hidden_points = check_hidden_points(name, params, hidden_points)
+        self.hidden_ranges = check_hidden_ranges(name, params, hidden_ranges)
         self.description = description
         self.params = params
         self.inputs = inputs
@@ -257,10 +313,11 @@ class Bench:
     kind = "bench"
 
     def __init__(self, name, description, params, make, variants, outputs=None,
-                 bytes_per_call=None, timer="cpu", hidden_points=()):
+                 bytes_per_call=None, timer="cpu", hidden_points=(), hidden_ranges=()):
         self.name = name
         # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
         self.hidden_points = check_hidden_points(name, params, hidden_points)
+        self.hidden_ranges = check_hidden_ranges(name, params, hidden_ranges)
         self.description = description
         self.params = params
         self.make = make
@@ -323,10 +380,11 @@ class Scenario:
 
     kind = "scenario"
 
-    def __init__(self, name, description, params, body, hidden_points=()):
+    def __init__(self, name, description, params, body, hidden_points=(), hidden_ranges=()):
         self.name = name
         # Points `list` only counts; `run --hidden` draws one (include/loupe/probe.hpp).
         self.hidden_points = check_hidden_points(name, params, hidden_points)
+        self.hidden_ranges = check_hidden_ranges(name, params, hidden_ranges)
         self.description = description
         self.params = params
         self.body = body
@@ -362,121 +420,681 @@ class ObservationFiles:
         self.listing.append({"path": path, "kind": kind})
 
 
-POISON = {
-    np.dtype(np.float32): np.array([0x7FC0DEAD], dtype=np.uint32).view(np.float32)[0],
-    np.dtype(np.float64): np.array([0x7FF8DEADDEADDEAD], dtype=np.uint64).view(np.float64)[0],
-}
+# --- guards next to the candidate ------------------------------------------------------------
 
 
-def poisoned_buffer(output):
-    buffer = np.empty(output.shape, dtype=output.dtype)
-    buffer.fill(POISON[output.dtype] if output.dtype in POISON else -1)
-    return buffer
+def _mix(values):
+    """splitmix64's finaliser over a uint64 array (src/subject/guards.cpp's mix)."""
+    values = values + np.uint64(0x9E3779B97F4A7C15)
+    values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return values ^ (values >> np.uint64(31))
 
 
-def count_poisoned(output, buffer):
-    if output.dtype not in POISON:
+def poison_pattern(dtype, shape, key):
+    """The poison an output buffer is handed: for a floating dtype a NaN whose sign and payload
+    come from `key` (a secret of the run) and the element's index, as guards.cpp's poison_bits
+    makes them; all bits set for any other dtype. No fixed pattern: a candidate cannot recognise
+    loupe's buffers by their value."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+        return np.full(count * dtype.itemsize, 0xFF, dtype=np.uint8).view(dtype).reshape(shape)
+    random = _mix(np.uint64(key) ^ _mix(np.arange(count, dtype=np.uint64)))
+    sign = random >> np.uint64(63)
+
+    def payload(bits):
+        value = random & np.uint64((1 << bits) - 1)
+        value[value == 0] = 1  # a zero payload would be the default NaN 0/0 makes
+        return value
+
+    if dtype == np.dtype(np.float32):
+        bits = (sign << np.uint64(31)) | np.uint64(0x7FC00000) | payload(22)
+        return bits.astype(np.uint32).view(np.float32).reshape(shape)
+    if dtype == np.dtype(np.float64):
+        bits = (sign << np.uint64(63)) | np.uint64(0x7FF8000000000000) | payload(51)
+        return bits.view(np.float64).reshape(shape)
+    bits = (sign << np.uint64(15)) | np.uint64(0x7E00) | payload(9)
+    return bits.astype(np.uint16).view(np.float16).reshape(shape)
+
+
+def count_poisoned(buffer, pattern):
+    """Elements of `buffer` still bit for bit the poison they were handed: never written."""
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(buffer.dtype.itemsize)
+    if width is None:
         return 0
-    width = np.uint32 if output.dtype.itemsize == 4 else np.uint64
-    poison = np.array([POISON[output.dtype]], dtype=output.dtype).view(width)[0]
-    return int(np.count_nonzero(buffer.view(width) == poison))
+    return int(np.count_nonzero(np.ascontiguousarray(buffer).reshape(-1).view(width) ==
+                                pattern.reshape(-1).view(width)))
+
+
+# The environment a path must leave as it found it (src/subject/isolation.cpp's ExecEnvironment):
+# the floating-point state through libm (Python has no other way to it), the affinity, the nice
+# value and the scheduling policy.
+_FE_NAMES = {0: "to-nearest", 0x400: "downward", 0x800: "upward", 0xC00: "toward-zero"}
+_POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH",
+                 5: "SCHED_IDLE"}
+_SCHED_RESET_ON_FORK = 0x40000000
+_X86 = platform.machine() in ("x86_64", "AMD64", "i386", "i686")
+_libm = None
+
+
+def _libm_handle():
+    global _libm
+    if _libm is None:
+        # libm.so.6 first: find_library runs ldconfig (a tenth of a second), once per process.
+        for find in (lambda: "libm.so.6", lambda: ctypes.util.find_library("m")):
+            try:
+                _libm = ctypes.CDLL(find())
+                _libm.fegetround.restype = ctypes.c_int
+                break
+            except (OSError, TypeError):
+                _libm = False
+    return _libm
+
+
+def capture_environment(pid=0):
+    """The environment of this process (pid 0; with the floating-point state) or of another."""
+    environment = {"rounding": 0, "fp_control": 0, "x87_control": 0, "fenv": None}
+    libm = _libm_handle() if pid == 0 else None
+    if libm:
+        environment["rounding"] = libm.fegetround()
+        whole = ctypes.create_string_buffer(64)  # fenv_t: 32 bytes on x86-64
+        if libm.fegetenv(whole) == 0:
+            environment["fenv"] = whole
+            if _X86 and struct.calcsize("P") == 8:
+                # The control bits only: the exception flags (bits 0-5) change with arithmetic.
+                environment["x87_control"] = struct.unpack_from("<H", whole.raw, 0)[0]
+                environment["fp_control"] = struct.unpack_from("<I", whole.raw, 28)[0] & ~0x3F
+    try:
+        environment["cpus"] = sorted(os.sched_getaffinity(pid))
+    except (OSError, AttributeError):  # AttributeError: a platform without affinity (macOS)
+        environment["cpus"] = []
+    try:
+        environment["nice"] = os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        environment["nice"] = 0
+    try:
+        environment["policy"] = os.sched_getscheduler(pid) & ~_SCHED_RESET_ON_FORK
+    except (OSError, AttributeError):
+        environment["policy"] = -1
+    return environment
+
+
+def environment_changes(before, after):
+    """Sentences naming each difference, worded as isolation.cpp's environment_changes."""
+    changes = []
+    if before["rounding"] != after["rounding"]:
+        changes.append("rounding mode %s -> %s" % (
+            _FE_NAMES.get(before["rounding"], str(before["rounding"])),
+            _FE_NAMES.get(after["rounding"], str(after["rounding"]))))
+    if before["fp_control"] != after["fp_control"]:
+        what = "MXCSR 0x%04x -> 0x%04x" % (before["fp_control"], after["fp_control"])
+        changed = before["fp_control"] ^ after["fp_control"]
+        if changed & 0x8000:
+            what += " (flush-to-zero %s)" % ("on" if after["fp_control"] & 0x8000 else "off")
+        if changed & 0x40:
+            what += " (denormals-are-zero %s)" % ("on" if after["fp_control"] & 0x40 else "off")
+        changes.append(what)
+    if before["x87_control"] != after["x87_control"]:
+        changes.append("x87 control word 0x%04x -> 0x%04x" % (before["x87_control"],
+                                                             after["x87_control"]))
+    if before["cpus"] != after["cpus"]:
+        changes.append("CPU affinity {%s} -> {%s}" % (",".join(map(str, before["cpus"])),
+                                                      ",".join(map(str, after["cpus"]))))
+    if before["nice"] != after["nice"]:
+        changes.append("scheduling priority (nice) %d -> %d" % (before["nice"], after["nice"]))
+    if before["policy"] != after["policy"] and before["policy"] >= 0 and after["policy"] >= 0:
+        changes.append("scheduling policy %s -> %s" % (
+            _POLICY_NAMES.get(before["policy"], str(before["policy"])),
+            _POLICY_NAMES.get(after["policy"], str(after["policy"]))))
+    return changes
+
+
+def restore_environment(environment):
+    """Puts this process's floating-point state, affinity, policy and nice value back (the last
+    two where allowed: lowering a nice value needs privilege)."""
+    libm = _libm_handle()
+    if libm and environment["fenv"] is not None:
+        libm.fesetenv(environment["fenv"])
+    if environment["cpus"]:
+        try:
+            os.sched_setaffinity(0, environment["cpus"])
+        except OSError:
+            pass
+    try:
+        if environment["policy"] >= 0 and \
+                os.sched_getscheduler(0) & ~_SCHED_RESET_ON_FORK != environment["policy"]:
+            os.sched_setscheduler(0, environment["policy"], os.sched_param(0))
+    except OSError:
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, environment["nice"])
+    except OSError:
+        pass
+
+
+def process_cpu_seconds(pid):
+    """CPU time of process `pid` on its own clock (the kernel's CPU-clock id for a process),
+    -1 when it cannot be read."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except OSError:
+        return -1.0
+
+
+def _anything_left(child_pid):
+    """Whether the child's process group has a member, or this process a child: cheap enough
+    to ask after every job, so the scan of /proc below runs only when one does."""
+    try:
+        os.killpg(child_pid, 0)
+        return True
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/task/%d/children" % os.getpid()) as children:
+            return bool(children.read().split())
+    except OSError:
+        return True  # no children file (CONFIG_PROC_CHILDREN off): scan
+
+
+def _processes_left(child_pid):
+    """Processes in the child's process group, or re-parented to this process (the subreaper):
+    (pid, 'name (pid N)') each."""
+    left = []
+    me = os.getpid()
+    if not _anything_left(child_pid):
+        return left
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return left  # no /proc (not Linux): nothing can be named
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1:text.rfind(")")]
+        fields = text[text.rfind(")") + 2:].split()
+        if len(fields) < 3 or fields[0] == "Z":
+            continue
+        parent, group = int(fields[1]), int(fields[2])
+        if int(entry) != child_pid and (group == child_pid or parent == me):
+            left.append((int(entry), "%s (pid %s)" % (name, entry)))
+    return left
+
+
+def _become_subreaper():
+    """Orphans of a path's child come back to this process instead of init, to be named and
+    killed (prctl PR_SET_CHILD_SUBREAPER; as harden_runtime_process does for C++)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(36, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 # --- checks --------------------------------------------------------------------------------
 
+# The secret repeats (check_runner.cpp's constants): after the asked repeats, the candidate runs
+# more times in the process of its first call, handed one call at a time, as many as fit a
+# budget drawn in [25, 50) ms at the cheapest call so far, never fewer than a draw of 1 to 6,
+# at most 256; past that floor they also stop after 4 budgets of wall time.
+SECRET_REPEATS_FLOOR = 6
+SECRET_REPEATS_MAX = 256
+SECRET_BUDGET_SECONDS = 0.025
+SECRET_WALL_BUDGETS = 4
+
+
+class _ChildFailed(Exception):
+    pass
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class _Reader:
+    """Reads a child's records from its pipe. Polls, so that a child that has ended while a
+    process it started still holds the pipe open does not hang the runtime (check_runner.cpp's
+    read_records)."""
+
+    def __init__(self, fd, pid):
+        self.fd = fd
+        self.pid = pid
+        self.pending = b""  # a tag read where a record was expected: the start of the end
+
+    def _child_ended(self):
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def _read_some(self, limit):
+        """Up to `limit` bytes; b"" once the pipe is closed or the child has ended and nothing
+        is left to read."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        while True:
+            if poller.poll(50):
+                return os.read(self.fd, limit)
+            if self._child_ended():
+                # Whatever it wrote before it ended is in the pipe already.
+                return os.read(self.fd, limit) if poller.poll(0) else b""
+
+    def exact(self, size):
+        chunks = bytearray()
+        while len(chunks) < size:
+            got = self._read_some(min(size - len(chunks), 1 << 20))
+            if not got:
+                return None
+            chunks += got
+        return bytes(chunks)
+
+    def rest(self):
+        chunks = bytearray(self.pending)
+        while True:
+            got = self._read_some(1 << 20)
+            if not got:
+                return bytes(chunks)
+            chunks += got
+
+
+class CheckRun:
+    """A check's passes, each in a child process forked for it (as src/subject/check_runner.cpp):
+    the runtime process never calls a candidate, so the reference of the reference_first pass,
+    which the candidate is judged against, runs before any candidate code in a process forked
+    from one no candidate ran in. Each path's outputs go down a pipe to this process as soon as
+    the path returns, before the next path runs: what is in the pipe no later code can change.
+    Unwritten elements (the keyed poison), the secret repeats and what a path left behind
+    (processes) are judged here, from what came down the pipe; a mutated input and a changed
+    environment are seen in the child, restored there and reported with its last record."""
+
+    def __init__(self, probe, point, seed, files, repeat):
+        self.probe = probe
+        self.point = point
+        self.seed = seed
+        self.files = files
+        self.repeat = repeat
+        # A secret of the run: the poison's key (check_runner's options.poison_key).
+        self.poison_key = int.from_bytes(os.urandom(8), "little")
+        self.outputs = probe.outputs(point)
+        if not self.outputs:
+            raise ProbeRequestError("subject", "check '%s' declares no outputs" % probe.name,
+                                    "return a list of loupe.Output from outputs=")
+        self.patterns = {o.name: poison_pattern(o.dtype, o.shape, self.poison_key)
+                         for o in self.outputs}
+        _libm_handle()  # loaded once here, not in every child
+        self.guards = {"input_mutation": [], "output_unwritten": [], "output_alias": [],
+                       "environment": [], "stray_processes": [], "output_overwritten": []}
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def make_inputs(self, input_seed):
+        made = self.probe.inputs(self.point, np.random.default_rng(input_seed))
+        inputs = {}
+        for name, (array, axes) in made.items():
+            inputs[name] = (np.ascontiguousarray(array), axes)
+        return inputs
+
+    def out_dtype(self, output, path):
+        if path == "oracle" and output.dtype.kind == "f":
+            return np.dtype(np.float64)
+        return output.dtype
+
+    def record_bytes(self, path):
+        return sum(int(np.prod(o.shape, dtype=np.int64)) * self.out_dtype(o, path).itemsize
+                   for o in self.outputs)
+
+    # -- the child -------------------------------------------------------------------------
+
+    def child_call(self, call_pass, path, inputs, pristine, base, records):
+        """One path call in the child: poisoned buffers in, outputs out (as bytes), the inputs
+        and the environment checked and restored."""
+        plain = {name: array for name, (array, _) in inputs.items()}
+        if path == "oracle":
+            result = self.probe.oracle(self.point, plain)
+            blobs = []
+            for o in self.outputs:
+                array = np.ascontiguousarray(np.asarray(result[o.name],
+                                                        dtype=self.out_dtype(o, path)))
+                if array.shape != o.shape:
+                    raise ValueError("oracle output '%s' has shape %s; declared %s"
+                                     % (o.name, array.shape, o.shape))
+                blobs.append(array.tobytes())
+        else:
+            handed = {o.name: self.patterns[o.name].copy() for o in self.outputs}
+            function = self.probe.candidate if path == "candidate" else self.probe.reference
+            function(self.point, plain, dict(handed))
+            # The buffers handed over, not whatever the dict holds now: a path writes into them.
+            blobs = [handed[o.name].tobytes() for o in self.outputs]
+        for name, (array, _) in inputs.items():
+            if np.array_equal(array.reshape(-1).view(np.uint8),
+                              pristine[name].reshape(-1).view(np.uint8)):
+                continue
+            records["input_mutation"].append(
+                {"pass": call_pass, "path": path, "input": name,
+                 "checksum_before": self.input_checksums[name], "checksum_after": checksum(array)})
+            array.setflags(write=True)
+            np.copyto(array, pristine[name])
+        after = capture_environment()
+        for change in environment_changes(base, after):
+            records["environment"].append({"pass": call_pass, "path": path, "change": change})
+        restore_environment(base)
+        return b"".join(blobs)
+
+    def child_main(self, calls, inputs, data_fd, gate):
+        records = {"input_mutation": [], "environment": []}
+        current = [""]
+        try:
+            # A group of its own, so whatever the path starts can be found and killed; and it
+            # dies with the runtime process (PR_SET_PDEATHSIG) when loupe kills that on timeout.
+            os.setpgid(0, 0)
+            try:
+                ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+            except (OSError, AttributeError):
+                pass
+            pristine = {name: array.copy() for name, (array, _) in inputs.items()}
+            base = capture_environment()
+            for call_pass, path in calls:
+                current[0] = "the %s path (%s pass)" % (path, call_pass)
+                _write_all(data_fd, b"O" + self.child_call(call_pass, path, inputs, pristine,
+                                                           base, records))
+            if gate is not None:
+                seen = set()
+                made = 0
+                while gate.recv(1) == b"c":
+                    made += 1
+                    call_pass = "repeat/%d" % (self.repeat + made)
+                    current[0] = "the candidate path (%s pass)" % call_pass
+                    counts = {kind: len(entries) for kind, entries in records.items()}
+                    blob = self.child_call(call_pass, "candidate", inputs, pristine, base,
+                                           records)
+                    # Each kind of record once for the secret repeats, not once per call.
+                    for kind, entries in records.items():
+                        kept = entries[:counts[kind]]
+                        for entry in entries[counts[kind]:]:
+                            key = json.dumps({k: v for k, v in entry.items() if k != "pass"},
+                                             sort_keys=True)
+                            if key not in seen:
+                                seen.add(key)
+                                kept.append(entry)
+                        records[kind] = kept
+                    _write_all(data_fd, b"O" + blob)
+            end = json.dumps({"guards": records}).encode()
+            _write_all(data_fd, b"E" + struct.pack("<Q", len(end)) + end)
+            return 0
+        except BaseException as error:  # the path's failure, reported as the subject's
+            message = "probe '%s' failed in %s: %s: %s" % (self.probe.name, current[0],
+                                                          type(error).__name__, error)
+            end = json.dumps({"error": message}).encode()
+            try:
+                _write_all(data_fd, b"E" + struct.pack("<Q", len(end)) + end)
+            except OSError:
+                pass
+            return 3
+
+    # -- the runtime's side ----------------------------------------------------------------
+
+    def run_job(self, calls, inputs, secret=False):
+        """Runs `calls` ((pass, path) pairs, in order) in a child forked for them, and takes
+        back each call's outputs as it returns. With `secret`, the secret repeats follow."""
+        read_fd, write_fd = os.pipe()
+        gate_parent, gate_child = socket.socketpair() if secret else (None, None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                os.close(read_fd)
+                if gate_parent is not None:
+                    gate_parent.close()
+                code = self.child_main(calls, inputs, write_fd, gate_child)
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        if gate_child is not None:
+            gate_child.close()
+        reader = _Reader(read_fd, pid)
+        results = []
+        secret_made, differing = 0, None
+        failure = None
+        try:
+            for call_pass, path in calls:
+                outputs = self.read_record(reader, path)
+                if outputs is None:
+                    break
+                results.append((call_pass, path, outputs))
+            if secret and len(results) == len(calls):
+                secret_made, differing = self.secret_repeats(pid, reader, gate_parent,
+                                                             results[0][2])
+        finally:
+            if gate_parent is not None:
+                gate_parent.close()
+            tail = reader.rest()
+            os.close(read_fd)
+            _, status = os.waitpid(pid, 0)
+        # What the path left running: killed and named (guard.child_process). A process whose
+        # parent is killed here comes back to this process (the subreaper): looked for again.
+        left, named = _processes_left(pid), []
+        for _ in range(3):
+            if not left:
+                break
+            for other, name in left:
+                named.append((other, name))
+                try:
+                    os.kill(other, 9)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+            left = [entry for entry in _processes_left(pid)
+                    if entry[0] not in {other for other, _ in named}]
+        while named:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        left = named
+        # The call the child was in when it ended (the last secret repeat, past the listed calls).
+        now = "the %s path (%s pass)" % (calls[min(len(results), len(calls) - 1)][1],
+                                         calls[min(len(results), len(calls) - 1)][0])
+        if secret_made > 0:
+            now = "the candidate path (repeat/%d pass)" % (self.repeat + secret_made)
+        end = None
+        if tail[:1] == b"E" and len(tail) >= 9:
+            size = struct.unpack_from("<Q", tail, 1)[0]
+            try:
+                end = json.loads(tail[9:9 + size].decode())
+            except (ValueError, UnicodeDecodeError):
+                end = None
+            if end is not None and len(tail) != 9 + size:
+                self.guards["output_overwritten"].append(
+                    {"pass": calls[0][0], "path": "", "output": "", "by": "candidate",
+                     "record": "extra"})
+        if isinstance(end, dict) and isinstance(end.get("error"), str):
+            raise ProbeRequestError("subject", end["error"])
+        if len(results) < len(calls) or not isinstance(end, dict) or "guards" not in end:
+            if os.WIFSIGNALED(status):
+                how = "was killed by signal %d" % os.WTERMSIG(status)
+            elif os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+                how = "exited with %d" % os.WEXITSTATUS(status)
+            else:
+                how = "ended without sending its records"
+            raise ProbeRequestError("subject", "check '%s': the child process running %s %s"
+                                    % (self.probe.name, now, how),
+                                    "run the probe directly (SUBJECT run ...) to see the failure")
+        for kind in ("input_mutation", "environment"):
+            for entry in end["guards"].get(kind, []):
+                if isinstance(entry, dict):
+                    self.guards[kind].append(entry)
+        if left:
+            self.guards["stray_processes"].append(
+                {"after": now, "processes": [name for _, name in left]})
+        return results, secret_made, differing
+
+    def read_record(self, reader, path):
+        tag = reader.exact(1)
+        if tag != b"O":
+            if tag == b"E":  # the child's error: read with the rest
+                reader.pending = tag
+            return None
+        blob = reader.exact(self.record_bytes(path))
+        if blob is None:
+            return None
+        outputs, offset = {}, 0
+        for o in self.outputs:
+            dtype = self.out_dtype(o, path)
+            size = int(np.prod(o.shape, dtype=np.int64)) * dtype.itemsize
+            outputs[o.name] = np.frombuffer(blob, dtype=dtype, count=size // dtype.itemsize,
+                                            offset=offset).reshape(o.shape)
+            offset += size
+        return outputs
+
+    def secret_repeats(self, pid, reader, gate, first):
+        """The runtime's side of the secret repeats: one 'c' per call, each call's outputs
+        compared with the first candidate call's as they come back; the count, decided here
+        as the calls come back, is never in the child."""
+        entropy = random.SystemRandom()
+        least = 1 + entropy.randrange(SECRET_REPEATS_FLOOR)
+        budget = SECRET_BUDGET_SECONDS * (1.0 + entropy.random())
+        first_bytes = {name: array.tobytes() for name, array in first.items()}
+        made, cheapest, spent, target = 0, 0.0, 0.0, least
+        differing = None
+        while made < target and not (made >= least and spent >= SECRET_WALL_BUDGETS * budget):
+            started = time.monotonic()
+            cpu_before = process_cpu_seconds(pid)
+            try:
+                gate.sendall(b"c")
+            except OSError:
+                break
+            outputs = self.read_record(reader, "candidate")
+            if outputs is None:
+                break
+            wall = time.monotonic() - started
+            cpu = process_cpu_seconds(pid) - cpu_before
+            spent += wall
+            made += 1
+            self.note_unwritten("repeat/%d" % (self.repeat + made), "candidate", outputs,
+                                once=True)
+            if any(outputs[name].tobytes() != first_bytes[name] for name in first_bytes):
+                differing = (made, outputs)
+                break  # the check fails on this repeat: a later one could add nothing
+            # A call's cost: the lesser of its wall time (which waiting for a CPU lengthens)
+            # and the CPU its process used (which sleeping does not).
+            cost = min(wall, cpu) if cpu_before >= 0 and cpu >= 0 else wall
+            if cost > 0 and (cheapest == 0 or cost < cheapest):
+                cheapest = cost
+            fit = budget / cheapest if cheapest > 0 else SECRET_REPEATS_MAX
+            target = int(min(max(min(fit, SECRET_REPEATS_MAX), least), SECRET_REPEATS_MAX))
+        try:
+            gate.sendall(b"s")
+        except OSError:
+            pass
+        return made, differing
+
+    def note_unwritten(self, call_pass, path, outputs, once=False):
+        if path == "oracle":
+            return
+        for o in self.outputs:
+            poisoned = count_poisoned(outputs[o.name], self.patterns[o.name])
+            if not poisoned:
+                continue
+            entry = {"pass": call_pass, "path": path, "output": o.name, "poisoned": poisoned,
+                     "numel": int(outputs[o.name].size)}
+            if once and any(e["path"] == path and e["output"] == o.name and
+                            e["pass"].startswith("repeat/")
+                            for e in self.guards["output_unwritten"]):
+                continue
+            self.guards["output_unwritten"].append(entry)
+
+    def record(self, call_pass, path, outputs):
+        stem = ("oracle/" if path == "oracle" else call_pass + "/" + path + ".")
+        written = {o.name: self.files.write_tensor(stem + o.name, outputs[o.name])
+                   for o in self.outputs}
+        return {"pass": call_pass, "path": path, "outputs": written,
+                "bound": {o.name: False for o in self.outputs}}
+
+    def run(self):
+        inputs = self.make_inputs(self.seed)
+        self.input_checksums = {name: checksum(array) for name, (array, _) in inputs.items()}
+        _become_subreaper()
+        repeats = max(self.repeat, 0)
+        first_calls = [("candidate_first", "candidate"), ("candidate_first", "reference")]
+        first_calls += [("repeat/%d" % index, "candidate") for index in range(1, repeats + 1)]
+        # Secret repeats only where repeats were asked for (`--repeat 0` turns them all off).
+        first, secret_made, differing = self.run_job(first_calls, inputs, secret=repeats > 0)
+        # The reference the candidate is judged against: first in a child of a process no
+        # candidate ran in. The candidate_first pass's reference ran after the candidate in
+        # its process and only confirms it (loupe: guard.reference_tampered).
+        second, _, _ = self.run_job([("reference_first", "reference"),
+                                     ("reference_first", "candidate")], inputs)
+        oracle = None
+        if self.probe.oracle is not None:
+            oracle, _, _ = self.run_job([("oracle", "oracle")], inputs)
+        alt_seed = derive_seed(self.seed, 1)
+        alt_inputs = self.make_inputs(alt_seed)
+        saved = self.input_checksums
+        self.input_checksums = {name: checksum(array) for name, (array, _) in alt_inputs.items()}
+        alt, _, _ = self.run_job([("alt_seed", "reference")], alt_inputs)
+        self.input_checksums = saved
+
+        for call_pass, path, outputs in first[:2] + second:
+            self.note_unwritten(call_pass, path, outputs)
+        runs = [self.record(p, path, out) for p, path, out in first[:2] + second]
+        if oracle is not None:
+            runs.append(self.record("oracle", "oracle", oracle[0][2]))
+        section = {
+            "inputs": [
+                {"name": name, "dtype": array.dtype.name, "shape": list(array.shape),
+                 "axes": axes, "checksum": self.input_checksums[name]}
+                for name, (array, axes) in inputs.items()
+            ],
+            "outputs": [
+                {"name": o.name, "dtype": o.dtype.name, "shape": list(o.shape), "axes": o.axes,
+                 "profile_axis": o.along,
+                 "tolerances": [{"metric": metric, "bound": bound, "relative_to_oracle": False}
+                                for metric, bound in o.tolerances]}
+                for o in self.outputs
+            ],
+            "has_oracle": self.probe.oracle is not None,
+            "runs": runs,
+            "alt_seed": {"seed": alt_seed,
+                         "outputs": {o.name: self.files.write_tensor(
+                             "alt_seed/reference." + o.name, alt[0][2][o.name])
+                             for o in self.outputs}},
+        }
+        # The asked repeats and the secret ones: every candidate call after the first two. A
+        # secret repeat bit-identical to the first call names the first call's file.
+        made = len(first) - 2 + secret_made
+        if made > 0:
+            repeat_files = []
+            for call_pass, path, outputs in first[2:]:
+                self.note_unwritten(call_pass, path, outputs)
+                repeat_files.append({o.name: self.files.write_tensor(
+                    call_pass + "/candidate." + o.name, outputs[o.name]) for o in self.outputs})
+            for index in range(1, secret_made + 1):
+                if differing is None or index != differing[0]:
+                    repeat_files.append(dict(runs[0]["outputs"]))
+                    continue
+                call_pass = "repeat/%d" % (repeats + index)
+                repeat_files.append({o.name: self.files.write_tensor(
+                    call_pass + "/candidate." + o.name, differing[1][o.name])
+                    for o in self.outputs})
+            section["repeat"] = {"count": made, "asked": repeats, "outputs": repeat_files}
+        section["guards"] = self.guards
+        section["poison"] = "NaN, payload and sign drawn per element from a secret of the run"
+        return section
+
 
 def run_check(probe, point, seed, files, repeat):
-    guards = {"input_mutation": [], "output_unwritten": [], "output_alias": []}
-    outputs = probe.outputs(point)
-
-    def make_inputs(input_seed):
-        return probe.inputs(point, np.random.default_rng(input_seed))
-
-    inputs = make_inputs(seed)
-    checksums = {name: checksum(array) for name, (array, _) in inputs.items()}
-    plain = {name: array for name, (array, _) in inputs.items()}
-
-    def call(pass_name, path, function):
-        out = {output.name: poisoned_buffer(output) for output in outputs}
-        function(point, plain, out)
-        for name, (array, _) in inputs.items():
-            after = checksum(array)
-            if after != checksums[name]:
-                guards["input_mutation"].append(
-                    {"pass": pass_name, "path": path, "input": name,
-                     "checksum_before": checksums[name], "checksum_after": after}
-                )
-                inputs[name] = (make_inputs(seed)[name][0], inputs[name][1])
-                plain[name] = inputs[name][0]
-        for output in outputs:
-            poisoned = count_poisoned(output, out[output.name])
-            if poisoned:
-                guards["output_unwritten"].append(
-                    {"pass": pass_name, "path": path, "output": output.name,
-                     "poisoned": poisoned, "numel": int(out[output.name].size)}
-                )
-        return out
-
-    def record(pass_name, path, out, stem):
-        written = {o.name: files.write_tensor(stem + "." + o.name, out[o.name]) for o in outputs}
-        return {"pass": pass_name, "path": path, "outputs": written,
-                "bound": {o.name: False for o in outputs}}
-
-    runs = []
-    # Both orders: a candidate whose output depends on running first is caught by loupe.
-    candidate = call("candidate_first", "candidate", probe.candidate)
-    runs.append(record("candidate_first", "candidate", candidate, "candidate_first/candidate"))
-    reference = call("candidate_first", "reference", probe.reference)
-    runs.append(record("candidate_first", "reference", reference, "candidate_first/reference"))
-    reference = call("reference_first", "reference", probe.reference)
-    runs.append(record("reference_first", "reference", reference, "reference_first/reference"))
-    candidate = call("reference_first", "candidate", probe.candidate)
-    runs.append(record("reference_first", "candidate", candidate, "reference_first/candidate"))
-    if probe.oracle is not None:
-        oracle = probe.oracle(point, plain)
-        written = {o.name: files.write_tensor("oracle/" + o.name, np.asarray(oracle[o.name]))
-                   for o in outputs}
-        runs.append({"pass": "oracle", "path": "oracle", "outputs": written,
-                     "bound": {o.name: False for o in outputs}})
-
-    section = {
-        "inputs": [
-            {"name": name, "dtype": array.dtype.name, "shape": list(array.shape), "axes": axes,
-             "checksum": checksums[name]}
-            for name, (array, axes) in inputs.items()
-        ],
-        "outputs": [
-            {"name": o.name, "dtype": o.dtype.name, "shape": list(o.shape), "axes": o.axes,
-             "profile_axis": o.along,
-             "tolerances": [{"metric": metric, "bound": bound, "relative_to_oracle": False}
-                            for metric, bound in o.tolerances]}
-            for o in outputs
-        ],
-        "has_oracle": probe.oracle is not None,
-        "runs": runs,
-    }
-
-    # The reference on a second seed's inputs: a reference that ignores its inputs cannot
-    # discriminate a wrong candidate.
-    alt_seed = derive_seed(seed, 1)
-    alt_inputs = {name: array for name, (array, _) in make_inputs(alt_seed).items()}
-    alt_out = {output.name: poisoned_buffer(output) for output in outputs}
-    probe.reference(point, alt_inputs, alt_out)
-    section["alt_seed"] = {
-        "seed": alt_seed,
-        "outputs": {o.name: files.write_tensor("alt_seed/reference." + o.name, alt_out[o.name])
-                    for o in outputs},
-    }
-    if repeat > 0:
-        repeats = []
-        for index in range(repeat):
-            out = call("repeat", "candidate", probe.candidate)
-            repeats.append({o.name: files.write_tensor(
-                "repeat/%d.candidate.%s" % (index + 1, o.name), out[o.name]) for o in outputs})
-        section["repeat"] = {"count": repeat, "outputs": repeats}
-    section["guards"] = guards
-    return section
-
+    return CheckRun(probe, point, seed, files, repeat).run()
 
 # --- benches -------------------------------------------------------------------------------
 
@@ -534,6 +1152,21 @@ def run_bench(probe, point, seed, files, precision, budget_s):
     next_work = [0]
 
     clock = CudaEventClock() if getattr(probe, "timer", "cpu") == "cuda" else None
+    # The environment guard (benches): what the variants run in is read after every batch and
+    # put back; a change fails the variant whose batch made it (guard.environment). The variants
+    # share this one process, so this is what keeps one from slowing the next.
+    base_environment = capture_environment()
+    names_in_order = [name for name, _ in probe.variants]
+    environment_changed = {name: [] for name in names_in_order}
+
+    def check_environment(variant):
+        now = capture_environment()
+        changes = environment_changes(base_environment, now)
+        if changes:
+            for change in changes:
+                if change not in environment_changed[names_in_order[variant]]:
+                    environment_changed[names_in_order[variant]].append(change)
+            restore_environment(base_environment)
 
     def time_calls(variant, calls):
         seeds = []
@@ -550,6 +1183,7 @@ def run_bench(probe, point, seed, files, precision, budget_s):
             for work in works:
                 function(work)
             elapsed = time.perf_counter() - start
+        check_environment(variant)
         chosen = derive_seed(seeds[-1], 3) % calls  # any call of the batch may be verified
         return elapsed, seeds[chosen], works[chosen]
 
@@ -564,6 +1198,7 @@ def run_bench(probe, point, seed, files, precision, budget_s):
         name = names[variant]
         fresh = probe.make(point, work_seed)
         probe.variants[variant][1](fresh)
+        check_environment(variant)  # the untimed call may change it as well as a timed one
         stem = "verify/%s.%d" % (name, index)
         timed = {k: files.write_tensor(stem + ".timed." + k, v)
                  for k, v in probe.outputs(work).items()}
@@ -663,7 +1298,12 @@ def run_bench(probe, point, seed, files, precision, budget_s):
                    "variants": [{"name": name, "samples": samples[name], "rounds": rounds[name],
                                  "threads_before": before[name], "threads_after": after[name]}
                                 for name in names],
-                   "block_orders": block_orders}, out)
+                   "block_orders": block_orders,
+                   # What the runtime saw around each variant's batches (the C++ runtime's
+                   # accounting carries these and more, from a process per variant).
+                   "accounting": [{"variant": name,
+                                   "environment_changes": environment_changed[name]}
+                                  for name in names]}, out)
     files.add("samples.json", "samples")
     section = {
         "skipped": None,
@@ -757,8 +1397,12 @@ def list_json(program, probes):
             {"name": probe.name, "kind": probe.kind, "description": probe.description,
              "params": [param.to_json() for param in probe.params],
              "has_oracle": getattr(probe, "oracle", None) is not None,
-             # Only how many: the points are revealed in the observation of a hidden run.
-             "hidden_points": len(probe.hidden_points)}
+             "hidden_points": len(probe.hidden_points),
+             # The values too (they are in the source): loupe passes a hidden point with --set,
+             # exactly like an asked one, and draws the ranges over it, so nothing in the argv
+             # says which run is hidden (subject_main.cpp lists the same).
+             "hidden_point_values": [dict(point) for point in probe.hidden_points],
+             "hidden_ranges": [dict(entry) for entry in probe.hidden_ranges]}
             for probe in probes
         ],
     }
@@ -791,7 +1435,7 @@ def run_command(program, args, probes):
     probe = matches[0]
     sets, seed, out_dir = [], None, None
     hidden, hidden_index = False, None
-    repeat, precision, budget_s = 0, 0.01, 2.0
+    repeat, precision, budget_s = 2, 0.01, 2.0
     index = 2
     while index < len(args):
         flag = args[index]
@@ -985,22 +1629,30 @@ def check(name: Optional[str] = None, *, description: str = "", params: Any = ()
           inputs: Callable[..., Dict[str, Any]], outputs: Callable[..., List["Output"]],
           reference: Callable[..., None],
           oracle: Optional[Callable[..., Dict[str, Any]]] = None,
-          hidden_points: Any = ()) -> Callable[[Callable[..., None]], "Check"]:
-    """Declare a check (decorates the candidate): the candidate and the reference run on the same
-    inputs, in both orders, into NaN-poisoned outputs, with input checksums and a second seed for
-    the reference; ``loupe probe run`` compares and decides.
+          hidden_points: Any = (),
+          hidden_ranges: Any = ()) -> Callable[[Callable[..., None]], "Check"]:
+    """Declare a check (decorates the candidate): each pass runs in a child process of its own
+    (candidate then reference, reference then candidate and the repeats, the oracle, the
+    reference on a second seed) into outputs poisoned with NaNs keyed by a secret of the run,
+    with input checksums and the environment checked after every path; the candidate is judged
+    against the reference that ran before any candidate code in its process; ``loupe probe
+    run`` compares and decides.
 
     ``inputs(point, rng) -> {name: (array, axes)}``; ``outputs(point) -> [Output]``;
-    ``reference`` and the decorated candidate ``(point, inputs, out)`` write into ``out[name]``;
-    ``oracle(point, inputs) -> {name: float64 array}``. ``params``: ``[Param]`` or
-    ``{name: default}``. ``hidden_points``: ``[{name: value}]``, points ``list`` only counts and
-    ``loupe probe run`` adds one of, drawn in secret (values may leave the allowed sets;
-    parameters a point leaves out take their defaults): a candidate right only at the points it
-    was shown fails ``guard.hidden_point``.
+    ``reference`` and the decorated candidate ``(point, inputs, out)`` write into the arrays
+    ``out[name]`` (rebinding a key writes nothing); ``oracle(point, inputs) -> {name: float64
+    array}``. ``params``: ``[Param]`` or ``{name: default}``. ``hidden_points``: ``[{name:
+    value}]``, corners ``loupe probe run`` picks one of in secret for its hidden run (values may
+    leave the allowed sets; parameters a point leaves out keep the shown point's);
+    ``hidden_ranges``: ``[(name, low, high[, step])]`` over integer parameters, each drawn in
+    secret over the corner. A candidate right only at the points it was shown fails
+    ``guard.hidden_point``, and so does a probe whose hidden points are all in its source with
+    no hidden range (a candidate's author can read them).
 
     Example::
 
         @loupe.check(params={"N": (1024, [256, 1024])}, hidden_points=[{"N": 777}],
+                     hidden_ranges=[("N", 500, 1500)],
                      inputs=make_inputs, outputs=lambda p: [
             loupe.Output("y", np.float32, (p["N"],), ["N"])], reference=numpy_sum)
         def row_sums(point, inputs, out):
@@ -1009,14 +1661,15 @@ def check(name: Optional[str] = None, *, description: str = "", params: Any = ()
     def register(candidate):
         return _register(Check(name or candidate.__name__, description or (candidate.__doc__ or
                                "").strip().split("\n")[0], _params(params), inputs, outputs,
-                               reference, candidate, oracle, hidden_points))
+                               reference, candidate, oracle, hidden_points, hidden_ranges))
     return register
 
 
 def bench(name: Optional[str] = None, *, description: str = "", params: Any = (),
           variants: Any, outputs: Optional[Callable[[Any], Dict[str, Any]]] = None,
           bytes_per_call: Optional[Callable[[Dict[str, Any]], float]] = None,
-          timer: str = "cpu", hidden_points: Any = ()) -> Callable[[Callable[..., Any]], "Bench"]:
+          timer: str = "cpu", hidden_points: Any = (),
+          hidden_ranges: Any = ()) -> Callable[[Callable[..., Any]], "Bench"]:
     """Declare a bench (decorates ``make(point, seed) -> work``, a fresh input set per timed
     call): each variant ``call(work)`` is timed in rounds (one batch of each, back to back, the
     order reversed every round) with fresh inputs per call and verified against an untimed
@@ -1043,13 +1696,13 @@ def bench(name: Optional[str] = None, *, description: str = "", params: Any = ()
         pairs = list(variants.items()) if isinstance(variants, dict) else list(variants)
         return _register(Bench(name or make.__name__, description or (make.__doc__ or "")
                                .strip().split("\n")[0], _params(params), make, pairs, outputs,
-                               bytes_per_call, timer, hidden_points))
+                               bytes_per_call, timer, hidden_points, hidden_ranges))
     return register
 
 
 def scenario(name: Optional[str] = None, *, description: str = "",
-             params: Any = (), hidden_points: Any = ()) -> Callable[[Callable[..., Any]],
-                                                                     "Scenario"]:
+             params: Any = (), hidden_points: Any = (),
+             hidden_ranges: Any = ()) -> Callable[[Callable[..., Any]], "Scenario"]:
     """Declare a scenario (decorates ``body(point, seed, out_dir) -> (metrics, files)``, files
     being ``[(relative path, kind)]`` with kind "trace" for a Chrome JSON trace); ``wall_s`` is
     recorded around the body unless it reports its own.
@@ -1063,7 +1716,7 @@ def scenario(name: Optional[str] = None, *, description: str = "",
     def register(body):
         return _register(Scenario(name or body.__name__, description or (body.__doc__ or "")
                                   .strip().split("\n")[0], _params(params), body,
-                                  hidden_points))
+                                  hidden_points, hidden_ranges))
     return register
 
 

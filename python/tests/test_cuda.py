@@ -1,7 +1,8 @@
 """The CUDA paths of the package, on a machine with a GPU (skipped where torch sees none):
 CUDA tensors into diff/assert_close (every float dtype, the same answer as their CPU copies), and a
 bench whose variants are CUDA kernels timed with CUDA events (timer="cuda") through `loupe probe
-run`, with its verdict, the timer recorded and the device's copy rate next to the samples."""
+run`, with its verdict, the timer recorded and the device's copy rate next to the samples; and a
+check whose candidate first touches CUDA in the child process its pass is forked for."""
 
 import json
 import os
@@ -89,3 +90,47 @@ def test_cuda_event_bench_through_loupe_probe_run(tmp_path, loupe_executable):
         observation = json.load(handle)
     assert observation["bench"]["timer"] == "cuda_events"
     sys.stdout.write(json.dumps(ratio)[:1500] + "\n")
+
+
+CHECK_SUBJECT = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import torch
+    import loupe
+
+    def inputs(point, rng):
+        return {"x": (rng.standard_normal(point["N"]).astype(np.float32), ["N"])}
+
+    def outputs(point):
+        return [loupe.Output("y", np.float32, (point["N"],), ["N"],
+                             tolerances=[("rms_ratio", 1e-5)])]
+
+    def reference(point, inputs, out):
+        out["y"][:] = np.cumsum(inputs["x"], dtype=np.float64).astype(np.float32)
+
+    # CUDA is first touched in the path, inside the child forked for its pass (a CUDA context
+    # does not survive fork: a subject must not create one at import).
+    @loupe.check(params={"N": 1 << 16}, hidden_points=[{"N": 1000}],
+                 hidden_ranges=[("N", 1000, 5000)], inputs=inputs, outputs=outputs,
+                 reference=reference)
+    def device_cumsum(point, inputs, out):
+        x = torch.from_numpy(inputs["x"]).cuda().double()
+        out["y"][:] = torch.cumsum(x, 0).float().cpu().numpy()
+
+    if __name__ == "__main__":
+        sys.exit(loupe.subject_main())
+''')
+
+
+def test_a_check_whose_candidate_runs_on_the_gpu_in_its_forked_child(tmp_path, loupe_executable):
+    path = tmp_path / "cuda_check.py"
+    path.write_text(CHECK_SUBJECT)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(loupe.__file__))
+    completed = subprocess.run([loupe_executable, "probe", "run", "device_cumsum", "--seed", "5",
+                                "--home", str(tmp_path / "home"), "--json", "--",
+                                sys.executable, str(path)],
+                               capture_output=True, text=True, env=env, timeout=300)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    envelope = json.loads(completed.stdout)
+    assert not [f for f in envelope["findings"] if f["severity"] == "fail"]

@@ -27,7 +27,7 @@ SUBJECT = textwrap.dedent('''
         out["y"][:] = np.cumsum(inputs["x"], dtype=np.float64).astype(np.float32)
 
     @loupe.check(params={"N": 4096, "mode": ("honest", ["honest", "fp16", "mutate"])},
-                 hidden_points=[{"N": 1000}],
+                 hidden_points=[{"N": 1000}], hidden_ranges=[("N", 1000, 1020, 4)],
                  inputs=inputs, outputs=outputs, reference=reference)
     def prefix_sum(point, inputs, out):
         """a running sum: float64 accumulation (honest), float16 (drifts), or one that
@@ -42,7 +42,8 @@ SUBJECT = textwrap.dedent('''
 
     # A candidate of its own (the hidden run takes the defaults, not the asked --set values).
     @loupe.check(params={"N": (4096, [1024, 4096])}, hidden_points=[{"N": 1000}],
-                 inputs=inputs, outputs=outputs, reference=reference)
+                 hidden_ranges=[("N", 1000, 1020, 4)], inputs=inputs, outputs=outputs,
+                 reference=reference)
     def prefix_sum_tiled(point, inputs, out):
         """right only when N is a multiple of 256: specialised to the shapes it was shown"""
         whole = point["N"] // 256 * 256  # whole tiles of 256; any tail is left as zeros
@@ -88,9 +89,13 @@ def test_list_describes_the_declared_probes(loupe_executable, subject):
     assert params[1] == {"name": "mode", "type": "string", "default": "honest",
                          "allowed": ["honest", "fp16", "mutate"]}
     assert listing["probes"][0]["description"].startswith("a running sum")
-    # Hidden points are counted, never listed.
+    # Hidden points and ranges are listed (they are in the source): loupe passes the hidden run
+    # exactly like a shown one, so the subject's command line cannot tell them apart.
     assert [p["hidden_points"] for p in listing["probes"]] == [1, 1, 0]
-    assert "1000" not in completed.stdout
+    assert [p["hidden_point_values"] for p in listing["probes"]] == [[{"N": 1000}], [{"N": 1000}],
+                                                                     []]
+    assert [p["hidden_ranges"] for p in listing["probes"]] == [
+        [{"name": "N", "low": 1000, "high": 1020, "step": 4}]] * 2 + [[]]
 
 
 def test_honest_check_passes(loupe_executable, subject):
@@ -152,13 +157,17 @@ def test_honest_check_also_passes_at_the_hidden_point(loupe_executable, subject)
     assert envelope["verdict"] == "pass"
     hidden = hidden_point_finding(envelope)
     assert hidden["severity"] == "info"
-    assert hidden["where"]["params"] == {"N": 1000, "mode": "honest"}
-    assert hidden["claim"] == ("the candidate also passes at the hidden point N=1000,mode=honest "
-                               "(hidden point 0 of 1), drawn in secret")
     runs = envelope["data"]["hidden_runs"]
     assert len(runs) == 1
-    assert runs[0]["hidden"] == {"index": 0, "of": 1, "point": {"N": 1000}}
-    assert runs[0]["params"] == {"N": 1000, "mode": "honest"}
+    drawn = runs[0]["hidden"]["point"]["N"]
+    assert drawn in range(1000, 1021, 4)
+    assert hidden["where"]["params"] == {"N": drawn, "mode": "honest"}
+    assert hidden["claim"] == (
+        "the candidate also passes at the hidden point N=%d,mode=honest (hidden point 0 of 1, "
+        "sizes drawn from the probe's hidden ranges), seed %d, drawn in secret"
+        % (drawn, runs[0]["hidden"]["seed"]))
+    assert runs[0]["hidden"]["index"] == 0 and runs[0]["hidden"]["of"] == 1
+    assert runs[0]["params"] == {"N": drawn, "mode": "honest"}
 
 
 def test_candidate_right_only_at_the_shown_points_is_caught_by_the_hidden_point(
@@ -168,21 +177,26 @@ def test_candidate_right_only_at_the_shown_points_is_caught_by_the_hidden_point(
     assert code == 1
     assert envelope["verdict"] == "fail"
     # Right at the points it was shown, wrong only at the hidden one (its tail left as zeros)...
+    drawn = envelope["data"]["hidden_runs"][0]["hidden"]["point"]["N"]
+    assert drawn in range(1000, 1021, 4)
     assert [(f["id"], f["severity"], f["where"]["params"]["N"])
-            for f in envelope["findings"] if f["severity"] != "warn"] == [
+            for f in envelope["findings"]
+            if f["severity"] != "warn" and f["id"] != "check.prefix_sum_tiled.deterministic"] == [
         ("check.prefix_sum_tiled.match", "info", 1024),
         ("check.prefix_sum_tiled.match", "info", 4096),
-        ("check.prefix_sum_tiled.mismatch", "fail", 1000),
-        ("check.prefix_sum_tiled.guard.hidden_point", "fail", 1000)]
+        ("check.prefix_sum_tiled.mismatch", "fail", drawn),
+        ("check.prefix_sum_tiled.guard.hidden_point", "fail", drawn)]
     # ...and the guard says so.
     hidden = hidden_point_finding(envelope, "prefix_sum_tiled")
     assert hidden["severity"] == "fail"
-    assert hidden["where"]["params"] == {"N": 1000}
+    assert hidden["where"]["params"] == {"N": drawn}
     assert hidden["claim"].startswith(
         "the candidate passes at the point(s) it was shown (N=1024; N=4096) but fails at the "
-        "hidden point N=1000 (hidden point 0 of 1), drawn in secret")
-    assert "--hidden-point 0" in hidden["reproduce"]
-    assert envelope["data"]["hidden_runs"][0]["hidden"]["point"] == {"N": 1000}
+        "hidden point N=%d (hidden point 0 of 1, sizes drawn from the probe's hidden ranges), "
+        "seed " % drawn)
+    # Passed as a shown point is: --set and --seed, never --hidden.
+    assert "--set N=%d" % drawn in hidden["reproduce"]
+    assert "--hidden" not in hidden["reproduce"]
 
 
 def test_without_the_hidden_point_the_specialised_candidate_passes(loupe_executable, subject):
@@ -258,6 +272,42 @@ def test_bad_hidden_points_are_refused_at_declaration(points, message):
         assert str(raised.value).startswith(message)
     finally:
         probe._REGISTRY[:] = before
+
+
+@pytest.mark.parametrize("ranges, message", [
+    ([("M", 1, 9)], "probe 'bad_range': hidden range 0 names 'M', which is not an int parameter; "
+                    "its parameters are N, name"),
+    ([("name", 1, 9)], "probe 'bad_range': hidden range 0 names 'name', which is not an int "
+                       "parameter"),
+    ([("N", 9, 1)], "probe 'bad_range': hidden range 0 (9, 1, 1): expected integers with LOW <= "
+                    "HIGH and STEP >= 1"),
+    ([("N", 1, 9, 0)], "probe 'bad_range': hidden range 0 (1, 9, 0): expected integers"),
+    (["N"], "probe 'bad_range': hidden range 0 is 'N'; expected (NAME, LOW, HIGH[, STEP])"),
+])
+def test_bad_hidden_ranges_are_refused_at_declaration(ranges, message):
+    from loupe import probe
+
+    before = list(probe._REGISTRY)
+    try:
+        with pytest.raises(loupe.UsageError) as raised:
+            @loupe.scenario(name="bad_range", params={"N": 4, "name": "a"}, hidden_ranges=ranges)
+            def body(point, seed, out_dir):
+                return {}, []
+        assert str(raised.value).startswith(message)
+    finally:
+        probe._REGISTRY[:] = before
+
+
+def test_a_hidden_value_is_accepted_where_the_allowed_set_would_refuse_it():
+    from loupe import probe
+
+    check = probe.Check("sized", "", [probe.Param("N", 4, [4, 8])], None, None, None, None,
+                        hidden_points=[{"N": 5}], hidden_ranges=[("N", 100, 120, 10)])
+    assert probe.resolve_point(check, ["N=5"]) == {"N": 5}
+    assert probe.resolve_point(check, ["N=110"]) == {"N": 110}
+    for refused in ("N=6", "N=105", "N=130"):
+        with pytest.raises(probe.ProbeRequestError):
+            probe.resolve_point(check, [refused])
 
 
 BENCH_SUBJECT = textwrap.dedent('''
