@@ -763,8 +763,8 @@ std::string first_reproduce(const RunOutcome& outcome) {
 
 // How the candidate fared at the hidden point, said next to how it fared at the visible ones.
 // `source_only`: loupe took the hidden values from the probe's source alone (hidden points, no
-// hidden range to draw); a subject that draws its hidden point itself (the Python package) is not
-// judged so.
+// hidden range to draw); a subject built before hidden points were listed, which draws its hidden
+// point itself, is not judged so.
 Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOutcome>& visible,
                              const RunOutcome& hidden, bool source_only) {
   bool visible_failed = false;
