@@ -878,14 +878,7 @@ bool names_statistic(const DiffRequest& request) {
   for (const Bound& bound : request.bounds) {
     if (is_statistic(bound.metric)) return true;
   }
-  if (request.rules) {
-    for (const Rule& rule : request.rules->rules) {
-      for (const Bound& bound : rule.when) {
-        if (is_statistic(bound.metric)) return true;
-      }
-    }
-  }
-  return false;
+  return request.rules && rules_name_statistic(*request.rules);
 }
 
 // Compares one pair and appends it to `result`; `where` names both sides in an error.
@@ -957,18 +950,8 @@ void decide(const DiffRequest& request, DiffResult& result) {
 
 // "rule 'attention' (rules.toml:4) decided: rel 0.012 > 0.0085; max_abs 3e-3 <= 0.01".
 std::string rule_sentence(const DiffRequest& request, const DiffResult& result, size_t index) {
-  const Rule& rule = request.rules->rules[*result.rule_index[index]];
-  std::string out = "rule '" + rule.name + "' (" + request.rules->origin + ":" +
-                    std::to_string(rule.line) + ") decided: ";
-  const std::vector<BoundResult>& bounds = result.bound_results[index];
-  for (size_t position = 0; position < bounds.size(); ++position) {
-    const BoundResult& bound = bounds[position];
-    out += (position > 0 ? "; " : "") + std::string(metric_name(bound.metric)) + " " +
-           format_number(bound.value) + " " +
-           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) + " " +
-           format_number(bound.limit);
-  }
-  return out;
+  return rule_decision_sentence(request.rules->rules[*result.rule_index[index]],
+                                request.rules->origin, result.bound_results[index]);
 }
 
 // The first divergence and the worst pairs, once every pair is compared and decided.
