@@ -148,7 +148,14 @@ class dump:
     number of names differs from a tensor's rank is not written for it. ``step``: recorded as
     ``loupe.step`` (set ``d.step`` between decode steps). ``parallel``/``ranks``: e.g.
     ``"tp=2,cp=4"`` and ``{"tp": 1, "cp": 3}``, recorded for sharded comparisons.
-    ``max_calls``: keep at most this many calls per module (None: all). ``stats_only``: write
+    ``max_calls``: keep at most this many calls per module (None: all). ``cuda_graph``: record
+    the outputs of modules that run inside a region captured by ``torch.cuda.graph``: during
+    capture each output is copied into a static buffer (the copy is captured with the graph), and
+    ``d.after_replay(step)`` writes the buffers of the last replay to
+    ``DIR/replay-<step>/<module>.call<k>.safetensors`` (with ``manifest.txt``; calls counted from
+    0 in each capture, as an eager dump of one forward counts them), so
+    ``loupe diff EAGER_DIR DIR/replay-<step>`` compares graph mode with eager mode. Forward calls
+    outside a capture (warm-up) are not recorded in this mode. ``stats_only``: write
     no tensors, only each tensor's stats (norm, sha256, quantiles, shape, dtype) to
     ``loupe-stats.jsonl``, for runs too large to dump whole; ``loupe diff`` of two such dumps (or
     of one and a full dump) names the first divergent tensor, the one to dump in full next.
@@ -163,7 +170,8 @@ class dump:
     def __init__(self, module: Any, directory: Union[str, os.PathLike], *,
                  modules: Filter = None, dims: Dims = None, step: int = 0,
                  parallel: Optional[str] = None, ranks: Optional[Mapping[str, int]] = None,
-                 max_calls: Optional[int] = None, stats_only: bool = False) -> None:
+                 max_calls: Optional[int] = None, stats_only: bool = False,
+                 cuda_graph: bool = False) -> None:
         import torch
 
         if not isinstance(module, torch.nn.Module):
@@ -176,6 +184,15 @@ class dump:
         self.ranks = dict(ranks or {})
         self.max_calls = max_calls
         self.stats_only = bool(stats_only)
+        if cuda_graph and stats_only:
+            raise UsageError("loupe.dump: cuda_graph and stats_only together",
+                             "dump a graph's outputs in full (cuda_graph=True) or stats of an "
+                             "eager run (stats_only=True)")
+        self.cuda_graph = bool(cuda_graph)
+        # Captured outputs: (file name, {tensor name: static buffer}, metadata) per call, in
+        # completion order; filled while a graph is captured, written by after_replay.
+        self._captured: List[Any] = []
+        self._capturing = False
         self._stats_file: Any = None
         self.skipped = 0  # outputs that are not tensors
         self.written: List[str] = []  # tensor names in execution order
@@ -216,8 +233,52 @@ class dump:
             for name in self.written:
                 out.write(name + "\n")
 
+    def after_replay(self, step: Optional[int] = None) -> str:
+        """Writes what the captured graph's last replay left in the static buffers (cuda_graph
+        mode) to ``DIR/replay-<step>/`` and returns that directory; ``step`` defaults to
+        ``d.step``. Call it after ``graph.replay()``; it synchronises the device first.
+
+        Example::
+
+            with loupe.dump(model, "dumps/graph", cuda_graph=True) as d:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_out = model(static_in)
+                for step in range(3):
+                    static_in.copy_(inputs[step]); graph.replay(); d.after_replay(step)
+        """
+        import torch
+
+        if not self.cuda_graph:
+            raise UsageError("loupe.dump.after_replay: this dump was not made with "
+                             "cuda_graph=True", "pass cuda_graph=True to loupe.dump")
+        if not self._captured:
+            raise UsageError("loupe.dump.after_replay: no module ran inside a captured region",
+                             "capture the model's forward with torch.cuda.graph inside the "
+                             "dump's with-block, then replay it")
+        step = self.step if step is None else int(step)
+        directory = os.path.join(self.directory, "replay-%d" % step)
+        os.makedirs(directory, exist_ok=True)
+        torch.cuda.synchronize()
+        names: List[str] = []
+        for file_name, buffers, metadata in self._captured:
+            tensors = {name: buffer.detach().to("cpu") for name, buffer in buffers.items()}
+            written = dict(metadata)
+            written["loupe.step"] = str(step)
+            written["loupe.cuda_graph"] = "replay"
+            write_safetensors(os.path.join(directory, file_name), tensors, written)
+            names.extend("%s:%s" % (file_name, name) for name in tensors)
+        with open(os.path.join(directory, "manifest.txt"), "w") as out:
+            out.write("# loupe.dump: tensors of a captured graph's replay, in capture order\n")
+            for name in names:
+                out.write(name + "\n")
+        return directory
+
     def _hook(self, path: str) -> Callable[..., None]:
         def record(_module: Any, _inputs: Any, output: Any) -> None:
+            if self.cuda_graph:
+                self._record_captured(path, output)
+                return
             call = self._calls.get(path, 0)
             self._calls[path] = call + 1
             if self.max_calls is not None and call >= self.max_calls:
@@ -225,7 +286,35 @@ class dump:
             self._write(path, call, output)
         return record
 
-    def _write(self, path: str, call: int, output: Any) -> None:
+    def _record_captured(self, path: str, output: Any) -> None:
+        import torch
+
+        capturing = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+        if not capturing:
+            self._capturing = False  # a warm-up or eager call: not recorded in this mode
+            return
+        if not self._capturing:
+            # A new capture: its calls count from 0, as one eager forward's do.
+            self._capturing = True
+            self._captured = []
+            self._calls = {}
+        call = self._calls.get(path, 0)
+        self._calls[path] = call + 1
+        if self.max_calls is not None and call >= self.max_calls:
+            return
+        tensors, metadata, file_name = self._collect(path, call, output)
+        if not tensors:
+            return
+        # The buffer is allocated from the graph's private pool and the copy is captured: every
+        # replay refreshes it, and nothing outside the graph's own work runs at replay time.
+        buffers = {}
+        for name, tensor in tensors.items():
+            buffer = torch.empty_like(tensor)
+            buffer.copy_(tensor)
+            buffers[name] = buffer
+        self._captured.append((file_name, buffers, metadata))
+
+    def _collect(self, path: str, call: int, output: Any) -> Any:
         import torch
 
         tensors: Dict[str, Any] = {}
@@ -243,8 +332,6 @@ class dump:
                 self.skipped += 1
 
         collect(output, "output")
-        if not tensors:
-            return
         metadata = {"loupe.module": path, "loupe.call": str(call), "loupe.step": str(self.step)}
         if self.rank is not None:
             metadata["loupe.rank"] = str(self.rank)
@@ -258,7 +345,12 @@ class dump:
             for name, tensor in tensors.items():
                 if len(names) == tensor.dim():
                     metadata["loupe.dims.%s" % name] = spec
-        file_name = "%s.call%d.safetensors" % (_safe(path), call)
+        return tensors, metadata, "%s.call%d.safetensors" % (_safe(path), call)
+
+    def _write(self, path: str, call: int, output: Any) -> None:
+        tensors, metadata, file_name = self._collect(path, call, output)
+        if not tensors:
+            return
         if self._stats_file is not None:
             for name, tensor in tensors.items():
                 record = {"name": "%s:%s" % (file_name, name), "module": path, "call": call,

@@ -251,3 +251,19 @@ def test_stats_only_refuses_options_that_need_values(tmp_path, loupe_executable)
                          capture_output=True, text=True)
     assert cli.returncode == 2
     assert "loupe-stats.jsonl:2)" in cli.stderr + cli.stdout
+
+
+def test_cuda_graph_mode_outside_a_capture_records_nothing_and_says_so(tmp_path):
+    """Without a captured region (here: no CUDA at all, or an eager call), cuda_graph mode
+    records nothing, and after_replay says why instead of writing an empty replay."""
+    net = Net(depth=1)
+    with loupe.dump(net, tmp_path / "g", cuda_graph=True) as recorder:
+        net(torch.randn(1, 2, 8))
+        with pytest.raises(loupe.UsageError, match="no module ran inside a captured region"):
+            recorder.after_replay(0)
+    assert sorted(os.listdir(tmp_path / "g")) == ["manifest.txt"]
+    with pytest.raises(loupe.UsageError, match="cuda_graph and stats_only together"):
+        loupe.dump(net, tmp_path / "h", cuda_graph=True, stats_only=True)
+    with loupe.dump(net, tmp_path / "e") as eager:
+        with pytest.raises(loupe.UsageError, match="was not made with cuda_graph=True"):
+            eager.after_replay(0)
