@@ -399,6 +399,22 @@ Source open_source(const fs::path& path, const std::string& side,
         source.not_tensor.push_back(file_name);
       }
     }
+    // A directory of torch.save files only (SGLang's dumper writes one per value, every rank in
+    // one directory): say how to read it instead of comparing nothing.
+    if (source.names.empty()) {
+      const size_t torch_files = static_cast<size_t>(
+          std::count_if(source.not_tensor.begin(), source.not_tensor.end(),
+                        [](const auto& name) { return lower_extension(name) == ".pt"; }));
+      if (torch_files > 0) {
+        throw Error(ErrorCode::kInput,
+                    side + " (" + path.string() + "): holds " + std::to_string(torch_files) +
+                        " torch.save (.pt) files and no .npy or .safetensors tensor",
+                    "an SGLang dumper directory: convert each run with PYTHONPATH="
+                    "build/release/python python3 -m loupe.sglang DIR OUT and diff the OUT "
+                    "directories, which unshards by the dumps' dims; other .pt files: "
+                    "loupe.diff in Python (docs/python.md)");
+      }
+    }
     const fs::path manifest_path = path / "manifest.txt";
     if (fs::is_regular_file(manifest_path)) {
       source.has_manifest = true;
