@@ -24,7 +24,8 @@ TEST(TensorStatsTest, NormMeanQuantilesAndCountsOfTheFiniteValues) {
   EXPECT_EQ(stats.finite, 3);
   EXPECT_EQ(stats.nan_count, 1);
   EXPECT_EQ(stats.inf_count, 1);
-  // numpy.quantile([0, 3, 4], [0, 0.01, 0.5, 0.99, 1]) (python/tests/test_dump.py asserts the same).
+  // numpy.quantile([0, 3, 4], [0, 0.01, 0.5, 0.99, 1]) (python/tests/test_dump.py asserts the
+  // same).
   ASSERT_EQ(stats.quantiles.size(), 5u);
   EXPECT_EQ(stats.quantiles[0], 0.0);
   EXPECT_DOUBLE_EQ(stats.quantiles[1], 0.06);
