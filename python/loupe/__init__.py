@@ -15,7 +15,7 @@ from ._diff import (DEFAULT_TOLERANCES, DiffResult, Profile, TensorDiff, Worst, 
 from ._arrays import Bits  # noqa: F401
 from .dump import dump  # noqa: F401
 from .generations import GenerationComparison, compare_generations  # noqa: F401
-from . import trace  # noqa: F401
+from . import sglang, trace  # noqa: F401
 from .probe import (Output, Param, bench, check, scenario, subject_main)  # noqa: F401
 
 __version__ = "0.1.0"
@@ -24,5 +24,5 @@ __all__ = [
     "Error", "UsageError", "ConfigError", "InputError", "SubjectError", "InternalError",
     "diff", "assert_close", "Bits", "compare_generations", "GenerationComparison", "DiffResult",
     "TensorDiff", "Worst", "Profile", "DEFAULT_TOLERANCES",
-    "dump", "trace", "check", "bench", "scenario", "Param", "Output", "subject_main",
+    "dump", "sglang", "trace", "check", "bench", "scenario", "Param", "Output", "subject_main",
 ]

@@ -16,11 +16,22 @@ Metadata (safetensors ``__metadata__``, strings): ``loupe.module``, ``loupe.call
 ``loupe.step``, ``loupe.rank`` (when torch.distributed is initialised), ``loupe.parallel`` and
 ``loupe.rank.<group>`` (when given), and ``loupe.dims.<tensor>`` when ``dims`` names the module's
 axes (the spec ``loupe diff`` reads: axis names separated by spaces, "B T H D").
+
+Stats-only dumps (``stats_only=True``, for runs too large to write out): no tensor files; instead
+``DIR/loupe-stats.jsonl``, a header line ``{"loupe_stats": 1, "quantiles": [...]}`` then one line
+per tensor, written as it is produced, with the name the full dump would give it
+("<module path>.call<k>.safetensors:output"), ``module``, ``call``, ``step``, ``dtype``,
+``shape``, ``sha256`` (of the raw little-endian bytes in C order, as safetensors stores them),
+``norm`` (the L2 norm of the finite values, in float64), ``mean``, ``finite``, ``nan_count``,
+``inf_count`` and ``quantiles`` (of the finite values at the header's levels, numpy's linear
+interpolation). ``loupe diff`` reads it against another stats-only dump or a full one
+(docs/formats.md, "Stats-only dumps").
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -39,6 +50,55 @@ _SAFETENSORS_DTYPES = {
     "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
     "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
 }
+
+
+# The quantile levels of a stats-only dump: min, 1 %, median, 99 %, max.
+STATS_QUANTILES = (0.0, 0.01, 0.5, 0.99, 1.0)
+STATS_FILE = "loupe-stats.jsonl"
+
+
+def _float(value: float) -> Any:
+    # JSON has no NaN or infinity: write them as strings loupe reads back.
+    value = float(value)
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def tensor_stats(value: Any) -> Dict[str, Any]:
+    """The stats a stats-only dump records of one tensor (torch tensor or numpy array).
+
+    Example::
+
+        loupe.dump.tensor_stats(torch.arange(4.0))["norm"]  # 3.7416573867739413
+    """
+    from . import _arrays
+
+    operand = _arrays.operand(value, "tensor")
+    dtype = operand.dtype or operand.array.dtype.name
+    digest = hashlib.sha256(operand.array.tobytes()).hexdigest()
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            values = value.detach().to("cpu").to(torch.float64).reshape(-1).numpy()
+        else:
+            values = np.asarray(value, dtype=np.float64).reshape(-1)
+    except ImportError:
+        values = np.asarray(value, dtype=np.float64).reshape(-1)
+    finite_mask = np.isfinite(values)
+    finite = values[finite_mask]
+    nan_count = int(np.isnan(values).sum())
+    inf_count = int(values.size - finite.size - nan_count)
+    norm = float(np.sqrt(np.dot(finite, finite))) if finite.size else 0.0
+    mean = float(finite.mean()) if finite.size else 0.0
+    quantiles = ([_float(q) for q in np.quantile(finite, STATS_QUANTILES)]
+                 if finite.size else [])
+    return {"dtype": dtype, "shape": list(operand.shape), "sha256": digest, "norm": _float(norm),
+            "mean": _float(mean), "finite": int(finite.size), "nan_count": nan_count,
+            "inf_count": inf_count, "quantiles": quantiles}
 
 
 def write_safetensors(path: str, tensors: Mapping[str, Any],
@@ -88,7 +148,17 @@ class dump:
     number of names differs from a tensor's rank is not written for it. ``step``: recorded as
     ``loupe.step`` (set ``d.step`` between decode steps). ``parallel``/``ranks``: e.g.
     ``"tp=2,cp=4"`` and ``{"tp": 1, "cp": 3}``, recorded for sharded comparisons.
-    ``max_calls``: keep at most this many calls per module (None: all).
+    ``max_calls``: keep at most this many calls per module (None: all). ``cuda_graph``: record
+    the outputs of modules that run inside a region captured by ``torch.cuda.graph``: during
+    capture each output is copied into a static buffer (the copy is captured with the graph), and
+    ``d.after_replay(step)`` writes the buffers of the last replay to
+    ``DIR/replay-<step>/<module>.call<k>.safetensors`` (with ``manifest.txt``; calls counted from
+    0 in each capture, as an eager dump of one forward counts them), so
+    ``loupe diff EAGER_DIR DIR/replay-<step>`` compares graph mode with eager mode. Forward calls
+    outside a capture (warm-up) are not recorded in this mode. ``stats_only``: write
+    no tensors, only each tensor's stats (norm, sha256, quantiles, shape, dtype) to
+    ``loupe-stats.jsonl``, for runs too large to dump whole; ``loupe diff`` of two such dumps (or
+    of one and a full dump) names the first divergent tensor, the one to dump in full next.
 
     Example::
 
@@ -100,7 +170,8 @@ class dump:
     def __init__(self, module: Any, directory: Union[str, os.PathLike], *,
                  modules: Filter = None, dims: Dims = None, step: int = 0,
                  parallel: Optional[str] = None, ranks: Optional[Mapping[str, int]] = None,
-                 max_calls: Optional[int] = None) -> None:
+                 max_calls: Optional[int] = None, stats_only: bool = False,
+                 cuda_graph: bool = False) -> None:
         import torch
 
         if not isinstance(module, torch.nn.Module):
@@ -112,6 +183,17 @@ class dump:
         self.parallel = parallel
         self.ranks = dict(ranks or {})
         self.max_calls = max_calls
+        self.stats_only = bool(stats_only)
+        if cuda_graph and stats_only:
+            raise UsageError("loupe.dump: cuda_graph and stats_only together",
+                             "dump a graph's outputs in full (cuda_graph=True) or stats of an "
+                             "eager run (stats_only=True)")
+        self.cuda_graph = bool(cuda_graph)
+        # Captured outputs: (file name, {tensor name: static buffer}, metadata) per call, in
+        # completion order; filled while a graph is captured, written by after_replay.
+        self._captured: List[Any] = []
+        self._capturing = False
+        self._stats_file: Any = None
         self.skipped = 0  # outputs that are not tensors
         self.written: List[str] = []  # tensor names in execution order
         self._select = _selector(modules)
@@ -129,6 +211,10 @@ class dump:
             self.rank = int(distributed.get_rank())
             self.directory = os.path.join(self.root, "rank-%d" % self.rank)
         os.makedirs(self.directory, exist_ok=True)
+        if self.stats_only:
+            self._stats_file = open(os.path.join(self.directory, STATS_FILE), "w")
+            self._stats_file.write(json.dumps({"loupe_stats": 1,
+                                               "quantiles": list(STATS_QUANTILES)}) + "\n")
         for path, submodule in self.module.named_modules():
             path = path or "model"
             if self._select(path):
@@ -139,13 +225,60 @@ class dump:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._stats_file is not None:
+            self._stats_file.close()
+            self._stats_file = None
         with open(os.path.join(self.directory, "manifest.txt"), "w") as out:
             out.write("# loupe.dump: tensor names in execution order (forward-hook completion)\n")
             for name in self.written:
                 out.write(name + "\n")
 
+    def after_replay(self, step: Optional[int] = None) -> str:
+        """Writes what the captured graph's last replay left in the static buffers (cuda_graph
+        mode) to ``DIR/replay-<step>/`` and returns that directory; ``step`` defaults to
+        ``d.step``. Call it after ``graph.replay()``; it synchronises the device first.
+
+        Example::
+
+            with loupe.dump(model, "dumps/graph", cuda_graph=True) as d:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_out = model(static_in)
+                for step in range(3):
+                    static_in.copy_(inputs[step]); graph.replay(); d.after_replay(step)
+        """
+        import torch
+
+        if not self.cuda_graph:
+            raise UsageError("loupe.dump.after_replay: this dump was not made with "
+                             "cuda_graph=True", "pass cuda_graph=True to loupe.dump")
+        if not self._captured:
+            raise UsageError("loupe.dump.after_replay: no module ran inside a captured region",
+                             "capture the model's forward with torch.cuda.graph inside the "
+                             "dump's with-block, then replay it")
+        step = self.step if step is None else int(step)
+        directory = os.path.join(self.directory, "replay-%d" % step)
+        os.makedirs(directory, exist_ok=True)
+        torch.cuda.synchronize()
+        names: List[str] = []
+        for file_name, buffers, metadata in self._captured:
+            tensors = {name: buffer.detach().to("cpu") for name, buffer in buffers.items()}
+            written = dict(metadata)
+            written["loupe.step"] = str(step)
+            written["loupe.cuda_graph"] = "replay"
+            write_safetensors(os.path.join(directory, file_name), tensors, written)
+            names.extend("%s:%s" % (file_name, name) for name in tensors)
+        with open(os.path.join(directory, "manifest.txt"), "w") as out:
+            out.write("# loupe.dump: tensors of a captured graph's replay, in capture order\n")
+            for name in names:
+                out.write(name + "\n")
+        return directory
+
     def _hook(self, path: str) -> Callable[..., None]:
         def record(_module: Any, _inputs: Any, output: Any) -> None:
+            if self.cuda_graph:
+                self._record_captured(path, output)
+                return
             call = self._calls.get(path, 0)
             self._calls[path] = call + 1
             if self.max_calls is not None and call >= self.max_calls:
@@ -153,7 +286,35 @@ class dump:
             self._write(path, call, output)
         return record
 
-    def _write(self, path: str, call: int, output: Any) -> None:
+    def _record_captured(self, path: str, output: Any) -> None:
+        import torch
+
+        capturing = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+        if not capturing:
+            self._capturing = False  # a warm-up or eager call: not recorded in this mode
+            return
+        if not self._capturing:
+            # A new capture: its calls count from 0, as one eager forward's do.
+            self._capturing = True
+            self._captured = []
+            self._calls = {}
+        call = self._calls.get(path, 0)
+        self._calls[path] = call + 1
+        if self.max_calls is not None and call >= self.max_calls:
+            return
+        tensors, metadata, file_name = self._collect(path, call, output)
+        if not tensors:
+            return
+        # The buffer is allocated from the graph's private pool and the copy is captured: every
+        # replay refreshes it, and nothing outside the graph's own work runs at replay time.
+        buffers = {}
+        for name, tensor in tensors.items():
+            buffer = torch.empty_like(tensor)
+            buffer.copy_(tensor)
+            buffers[name] = buffer
+        self._captured.append((file_name, buffers, metadata))
+
+    def _collect(self, path: str, call: int, output: Any) -> Any:
         import torch
 
         tensors: Dict[str, Any] = {}
@@ -171,8 +332,6 @@ class dump:
                 self.skipped += 1
 
         collect(output, "output")
-        if not tensors:
-            return
         metadata = {"loupe.module": path, "loupe.call": str(call), "loupe.step": str(self.step)}
         if self.rank is not None:
             metadata["loupe.rank"] = str(self.rank)
@@ -186,7 +345,23 @@ class dump:
             for name, tensor in tensors.items():
                 if len(names) == tensor.dim():
                     metadata["loupe.dims.%s" % name] = spec
-        file_name = "%s.call%d.safetensors" % (_safe(path), call)
+        return tensors, metadata, "%s.call%d.safetensors" % (_safe(path), call)
+
+    def _write(self, path: str, call: int, output: Any) -> None:
+        tensors, metadata, file_name = self._collect(path, call, output)
+        if not tensors:
+            return
+        if self._stats_file is not None:
+            for name, tensor in tensors.items():
+                record = {"name": "%s:%s" % (file_name, name), "module": path, "call": call,
+                          "step": self.step}
+                record.update(tensor_stats(tensor))
+                if "loupe.dims.%s" % name in metadata:
+                    record["dims"] = metadata["loupe.dims.%s" % name]
+                self._stats_file.write(json.dumps(record, separators=(",", ":")) + "\n")
+                self._stats_file.flush()  # a crashed run keeps what it recorded
+                self.written.append(record["name"])
+            return
         write_safetensors(os.path.join(self.directory, file_name), tensors, metadata)
         for name in tensors:
             self.written.append("%s:%s" % (file_name, name))
@@ -215,3 +390,4 @@ def _dims_for(dims: Dims, path: str) -> Optional[str]:
 
 
 dump.write_safetensors = staticmethod(write_safetensors)  # type: ignore[attr-defined]
+dump.tensor_stats = staticmethod(tensor_stats)  # type: ignore[attr-defined]

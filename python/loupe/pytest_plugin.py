@@ -1,6 +1,7 @@
 """pytest plugin (entry point ``pytest11``: ``loupe``): ``--loupe-report DIR`` writes, for every
 test whose ``loupe.assert_close`` failed, each failing assert's envelope (``<test>.<k>.json``,
-the schema of ``loupe diff --json``) and one HTML page per test (``<test>.html``), with
+the schema of ``loupe diff --json``) and one HTML page per test (``<test>.html``: the findings,
+the error profile and, with ``along=``, the per-token chart with the onset and jump marked), with
 ``index.html`` listing them. Without ``--loupe-report`` the plugin does nothing at all.
 
 From the build tree (no entry point there): ``python3 -m pytest -p loupe.pytest_plugin ...``.
@@ -120,6 +121,61 @@ def _profile_svg(profile: Dict[str, Any]) -> str:
         "".join(rects)))
 
 
+def _per_token_svg(table: Dict[str, Any]) -> str:
+    """The per-position table (``per_position``: the error of each position along ``along``)
+    as a chart, one bar per position on a log scale, the onset ("starts at") and the jump
+    marked. Every value is also in the bar's data attributes, so the page carries the table."""
+    errors = [_diff._number(value) for value in table.get("error", [])]
+    if not errors:
+        return ""
+    axis = html.escape(str(table.get("axis", "")))
+    positive = [value for value in errors if math.isfinite(value) and value > 0]
+    width, height, top_pad = 600, 140, 16
+    bar = width / len(errors)
+    high = math.log10(max(positive)) if positive else 0.0
+    low = math.log10(min(positive)) if positive else 0.0
+    low = min(low, high - 1.0)  # at least one decade, so one value does not fill the chart
+
+    def bar_height(value: float) -> float:
+        if not math.isfinite(value):
+            return float(height - top_pad)
+        if value <= 0:
+            return 0.0
+        return (math.log10(value) - low) / (high - low) * (height - top_pad)
+
+    start, jump = table.get("start"), table.get("jump")
+    mismatches = table.get("mismatches", [])
+    parts = []
+    for position, value in enumerate(errors):
+        h = max(bar_height(value), 0.0)
+        failing = position < len(mismatches) and mismatches[position] > 0
+        parts.append("<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' fill='%s' "
+                     "data-position='%d' data-error='%r'><title>%s=%d: error %r</title></rect>" % (
+                         position * bar, height - h, max(bar - 0.5, 0.5), h,
+                         "#c44" if failing else "#888", position, value, axis, position, value))
+    for label, at, colour in (("starts", start, "#06c"), ("jumps", jump, "#a60")):
+        if at is None:
+            continue
+        x = (at + 0.5) * bar
+        parts.append("<line x1='%.1f' x2='%.1f' y1='0' y2='%d' stroke='%s' stroke-width='2'/>"
+                     "<text x='%.1f' y='11' font-size='11' fill='%s'>%s at %s=%d</text>" % (
+                         x, x, height, colour, x + 3, colour, label, axis, at))
+    caption = "error per %s (log scale; red: positions past tolerance)" % axis
+    if start is not None:
+        caption += "; starts at %s=%d" % (axis, start)
+    if jump is not None:
+        caption += "; jumps x%s at %s=%d" % (_short(table.get("jump_factor")), axis, jump)
+    return ("<p>%s</p><svg class='per-token' width='%d' height='%d' role='img' data-axis='%s' "
+            "data-start='%s' data-jump='%s'>%s</svg>" % (
+                caption, width, height, axis, "" if start is None else start,
+                "" if jump is None else jump, "".join(parts)))
+
+
+def _short(value: Any) -> str:
+    number = _diff._number(value) if value is not None else float("nan")
+    return "%.3g" % number
+
+
 def _page(test: str, asserts: List[Dict[str, Any]]) -> str:
     parts = [_HEAD % html.escape(test), "<h1>%s</h1>" % html.escape(test)]
     for index, entry in enumerate(asserts):
@@ -136,6 +192,8 @@ def _page(test: str, asserts: List[Dict[str, Any]]) -> str:
         for tensor in envelope.get("data", {}).get("tensors", []):
             if tensor.get("diverged") and tensor.get("profile"):
                 parts.append(_profile_svg(tensor["profile"]))
+            if tensor.get("diverged") and tensor.get("per_position"):
+                parts.append(_per_token_svg(tensor["per_position"]))
         parts.append("<details><summary>loupe diff summary</summary><pre>%s</pre></details>"
                      % html.escape(entry.get("summary", "")))
     parts.append("</body></html>\n")

@@ -134,3 +134,84 @@ def test_a_check_whose_candidate_runs_on_the_gpu_in_its_forked_child(tmp_path, l
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     envelope = json.loads(completed.stdout)
     assert not [f for f in envelope["findings"] if f["severity"] == "fail"]
+
+
+# --- loupe.dump under CUDA graphs (issue 37) ----------------------------------------------------
+
+class _BakedScale(torch.nn.Module):
+    """Multiplies by a Python float read at call time: a captured graph bakes the value it saw at
+    capture, so changing it afterwards changes eager mode and not graph mode (the kind of bug a
+    capture-time constant or address causes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.factor = 1.0
+
+    def forward(self, x):
+        return x * self.factor
+
+
+class _GraphNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(16, 16)
+        self.scale = _BakedScale()
+        self.act = torch.nn.GELU()
+        self.last = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.last(self.act(self.scale(self.first(x))))
+
+
+def _graph_setup():
+    torch.manual_seed(0)
+    net = _GraphNet().cuda()
+    x = torch.randn(2, 8, 16, device="cuda")
+    return net, x
+
+
+def _eager_dump(net, x, directory):
+    with torch.no_grad(), loupe.dump(net, directory):
+        net(x)
+
+
+def _graph_dump(net, x, directory):
+    static_in = torch.zeros_like(x)
+    with torch.no_grad(), loupe.dump(net, directory, cuda_graph=True) as recorder:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture, as torch's docs ask
+            for _ in range(2):
+                net(static_in)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            net(static_in)
+        net.scale.factor = 2.0  # eager mode sees this from now on; the graph keeps 1.0
+        static_in.copy_(x)
+        graph.replay()
+        return recorder.after_replay(0)
+
+
+def test_graph_mode_against_eager_names_the_op_baked_at_capture(tmp_path):
+    net, x = _graph_setup()
+    replay = _graph_dump(net, x, tmp_path / "graph")
+    assert sorted(os.listdir(replay)) == ["act.call0.safetensors", "first.call0.safetensors",
+                                          "last.call0.safetensors", "manifest.txt",
+                                          "model.call0.safetensors", "scale.call0.safetensors"]
+    _eager_dump(net, x, tmp_path / "eager")  # factor 2.0
+    result = loupe.diff(str(tmp_path / "eager"), replay)
+    assert not result.passed
+    assert result.first_divergence == "scale.call0.safetensors:output"
+    # The op before it agrees exactly: graph mode recorded the same values.
+    first = [t for t in result.tensors if t.name == "first.call0.safetensors:output"][0]
+    assert first.metrics["max_abs"] == 0
+
+
+def test_eager_against_eager_gives_no_finding(tmp_path):
+    net, x = _graph_setup()
+    net.scale.factor = 2.0
+    _eager_dump(net, x, tmp_path / "a")
+    _eager_dump(net, x, tmp_path / "b")
+    result = loupe.diff(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert result.passed and result.first_divergence is None

@@ -133,3 +133,137 @@ def test_distributed_rank_goes_into_its_own_directory(tmp_path):
         assert header["__metadata__"]["loupe.rank.tp"] == "0"
     finally:
         distributed.destroy_process_group()
+
+
+# --- stats-only dumps (issue 37): stats per tensor, the first divergent one named -------------
+
+def make_stats_dumps(tmp_path, fault_block=None, stats_b=True):
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(2, 5, 8)
+    with loupe.dump(net, tmp_path / "a", stats_only=True):
+        net(x)
+    if fault_block is not None:
+        with torch.no_grad():
+            net.blocks[fault_block].linear.bias[4] += 0.5
+    with loupe.dump(net, tmp_path / "b", stats_only=stats_b):
+        net(x)
+
+
+def stats_lines(directory):
+    with open(os.path.join(directory, "loupe-stats.jsonl")) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def test_stats_only_writes_stats_and_no_tensors(tmp_path):
+    make_stats_dumps(tmp_path)
+    assert sorted(os.listdir(tmp_path / "a")) == ["loupe-stats.jsonl", "manifest.txt"]
+    lines = stats_lines(tmp_path / "a")
+    assert lines[0] == {"loupe_stats": 1, "quantiles": [0.0, 0.01, 0.5, 0.99, 1.0]}
+    assert [line["name"] for line in lines[1:4]] == [
+        "blocks.0.linear.call0.safetensors:output", "blocks.0.act.call0.safetensors:output",
+        "blocks.0.call0.safetensors:output"]
+    first = lines[1]
+    assert first["module"] == "blocks.0.linear" and first["call"] == 0 and first["step"] == 0
+    assert first["dtype"] == "float32" and first["shape"] == [2, 5, 8]
+    assert first["finite"] == 80 and first["nan_count"] == 0 and first["inf_count"] == 0
+    assert len(first["quantiles"]) == 5 and len(first["sha256"]) == 64
+
+
+def test_tensor_stats_exact_values():
+    stats = loupe.dump.tensor_stats(torch.tensor([3.0, float("nan"), 4.0, float("inf"), 0.0]))
+    assert stats["norm"] == 5.0
+    assert stats["mean"] == 7.0 / 3.0
+    assert (stats["finite"], stats["nan_count"], stats["inf_count"]) == (3, 1, 1)
+    # numpy's linear quantiles of [0, 3, 4]: positions 0, 0.02, 1, 1.98, 2.
+    assert stats["quantiles"] == [0.0, 0.06, 3.0, 3.98, 4.0]
+    import hashlib
+    assert stats["sha256"] == hashlib.sha256(
+        np.array([3.0, np.nan, 4.0, np.inf, 0.0], dtype=np.float32).tobytes()).hexdigest()
+
+
+def test_two_stats_only_runs_name_the_first_divergent_tensor(tmp_path, loupe_executable):
+    make_stats_dumps(tmp_path, fault_block=2)
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b"),
+                          "--json"], capture_output=True, text=True)
+    assert cli.returncode == 1, cli.stderr
+    envelope = json.loads(cli.stdout)
+    data = envelope["data"]
+    assert data["mode"] == "stats" and data["sides"] == {"a": "stats", "b": "stats"}
+    assert data["first_divergence"] == "blocks.2.linear.call0.safetensors:output"
+    verdicts = [tensor["verdict"] for tensor in data["tensors"]]
+    # Blocks 0 and 1 (linear, act, block: 6 tensors) are the same bytes; block 2's linear is not.
+    assert verdicts[:6] == ["identical"] * 6 and verdicts[6] == "diverged"
+    finding = envelope["findings"][0]
+    assert finding["id"] == "check.diff.stats_divergence"
+    assert finding["next"] == (
+        'dump blocks.2.linear.call0.safetensors:output in full on both runs (loupe.dump(model, '
+        'DIR, modules="blocks.2.linear")), then loupe diff DIR_A DIR_B --name '
+        'blocks.2.linear.call0.safetensors:output')
+    text = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b")],
+                          capture_output=True, text=True).stdout
+    assert text.splitlines()[1].startswith(
+        "first divergence (#7 of 15): blocks.2.linear.call0.safetensors:output: norm_rel ")
+
+
+def test_identical_stats_only_runs_pass(tmp_path, loupe_executable):
+    make_stats_dumps(tmp_path)
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert cli.stdout.splitlines() == [
+        "stats-only comparison (A: stats, B: stats): 15 tensors, 15 identical, 0 agree in their "
+        "stats, 0 diverged", "no tensor diverged in its stats"]
+
+
+def test_stats_only_against_a_full_dump(tmp_path, loupe_executable):
+    """The full side's stats are computed by loupe the same way: the same run is identical
+    tensor by tensor (same bytes), a planted fault is found at the same tensor."""
+    make_stats_dumps(tmp_path, stats_b=False)
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b"),
+                          "--json"], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    data = json.loads(cli.stdout)["data"]
+    assert data["sides"] == {"a": "stats", "b": "full"}
+    assert [tensor["verdict"] for tensor in data["tensors"]] == ["identical"] * 15
+    # loupe's stats of the full side equal Python's of the same tensor.
+    first = data["tensors"][0]
+    assert first["a"]["norm"] == pytest.approx(first["b"]["norm"], rel=1e-15)
+    assert first["a"]["quantiles"] == pytest.approx(first["b"]["quantiles"], rel=1e-12)
+    make_stats_dumps(tmp_path, fault_block=1, stats_b=False)
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "b"), str(tmp_path / "a"),
+                          "--json"], capture_output=True, text=True)
+    assert cli.returncode == 1
+    data = json.loads(cli.stdout)["data"]
+    assert data["sides"] == {"a": "full", "b": "stats"}
+    assert data["first_divergence"] == "blocks.1.linear.call0.safetensors:output"
+
+
+def test_stats_only_refuses_options_that_need_values(tmp_path, loupe_executable):
+    make_stats_dumps(tmp_path)
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b"),
+                          "--along", "T"], capture_output=True, text=True)
+    assert cli.returncode == 2
+    assert "--along needs full values on both sides" in cli.stderr + cli.stdout
+    (tmp_path / "a" / "loupe-stats.jsonl").write_text('{"loupe_stats": 1, "quantiles": '
+                                                      '[0.0, 0.01, 0.5, 0.99, 1.0]}\n{"name": 3}\n')
+    cli = subprocess.run([loupe_executable, "diff", str(tmp_path / "a"), str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2
+    assert "loupe-stats.jsonl:2)" in cli.stderr + cli.stdout
+
+
+def test_cuda_graph_mode_outside_a_capture_records_nothing_and_says_so(tmp_path):
+    """Without a captured region (here: no CUDA at all, or an eager call), cuda_graph mode
+    records nothing, and after_replay says why instead of writing an empty replay."""
+    net = Net(depth=1)
+    with loupe.dump(net, tmp_path / "g", cuda_graph=True) as recorder:
+        net(torch.randn(1, 2, 8))
+        with pytest.raises(loupe.UsageError, match="no module ran inside a captured region"):
+            recorder.after_replay(0)
+    assert sorted(os.listdir(tmp_path / "g")) == ["manifest.txt"]
+    with pytest.raises(loupe.UsageError, match="cuda_graph and stats_only together"):
+        loupe.dump(net, tmp_path / "h", cuda_graph=True, stats_only=True)
+    with loupe.dump(net, tmp_path / "e") as eager:
+        with pytest.raises(loupe.UsageError, match="was not made with cuda_graph=True"):
+            eager.after_replay(0)

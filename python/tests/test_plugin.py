@@ -54,3 +54,43 @@ def test_nothing_written_without_the_option(tmp_path):
     assert "1 failed, 1 passed" in completed.stdout
     # Hidden folders belong to other pytest plugins (pytest-benchmark's .benchmarks), not to loupe.
     assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["test_sample.py"]
+
+
+ONSET_TESTS = textwrap.dedent('''
+    import numpy as np
+    import loupe
+
+    def test_onset():
+        expected = np.zeros((32, 4), np.float32)
+        actual = expected.copy()
+        actual[20:, 1] += 1e-3
+        actual[26:, 1] += 5e-2
+        loupe.assert_close(actual, expected, axes="T,H", along="T")
+''')
+
+
+def test_page_draws_the_per_token_chart_with_onset_and_jump(tmp_path):
+    """Issue 37: the per-position table of --json is drawn in the page (inline SVG, no script),
+    its values in the bars' data attributes, the start and the jump marked."""
+    (tmp_path / "test_sample.py").write_text(ONSET_TESTS)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(loupe.__file__))
+    report = tmp_path / "report"
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "loupe.pytest_plugin",
+                                "-p", "no:cacheprovider", str(tmp_path / "test_sample.py"),
+                                "--loupe-report", str(report)],
+                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert completed.returncode == 1, completed.stdout
+    page = (report / "test_sample.py_test_onset.html").read_text()
+    assert ("<p>error per T (log scale; red: positions past tolerance); starts at T=20; "
+            "jumps x51 at T=26</p>") in page
+    assert "<svg class='per-token' width='600' height='140' role='img' data-axis='T' " \
+           "data-start='20' data-jump='26'>" in page
+    entry = json.loads((report / "test_sample.py_test_onset.1.json").read_text())
+    table = entry["envelope"]["data"]["tensors"][0]["per_position"]
+    assert table["start"] == 20 and table["jump"] == 26
+    # Every position's error is in the page, as the table has it.
+    for position, value in enumerate(table["error"]):
+        assert "data-position='%d' data-error='%r'" % (position, float(value)) in page
+    assert "data-position='19' data-error='0.0'" in page
+    assert "<script" not in page and "http" not in page.split("</title>", 1)[1]

@@ -73,6 +73,7 @@ struct Bound {
   Metric metric = Metric::kRmsRatio;
   double limit = 0;
   ComparisonOp op = ComparisonOp::kLessEqual;
+  bool operator==(const Bound&) const = default;
 };
 struct BoundResult {
   Metric metric = Metric::kRmsRatio;

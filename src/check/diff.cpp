@@ -399,6 +399,22 @@ Source open_source(const fs::path& path, const std::string& side,
         source.not_tensor.push_back(file_name);
       }
     }
+    // A directory of torch.save files only (SGLang's dumper writes one per value, every rank in
+    // one directory): say how to read it instead of comparing nothing.
+    if (source.names.empty()) {
+      const size_t torch_files = static_cast<size_t>(
+          std::count_if(source.not_tensor.begin(), source.not_tensor.end(),
+                        [](const auto& name) { return lower_extension(name) == ".pt"; }));
+      if (torch_files > 0) {
+        throw Error(ErrorCode::kInput,
+                    side + " (" + path.string() + "): holds " + std::to_string(torch_files) +
+                        " torch.save (.pt) files and no .npy or .safetensors tensor",
+                    "an SGLang dumper directory: convert each run with PYTHONPATH="
+                    "build/release/python python3 -m loupe.sglang DIR OUT and diff the OUT "
+                    "directories, which unshards by the dumps' dims; other .pt files: "
+                    "loupe.diff in Python (docs/python.md)");
+      }
+    }
     const fs::path manifest_path = path / "manifest.txt";
     if (fs::is_regular_file(manifest_path)) {
       source.has_manifest = true;
@@ -878,14 +894,7 @@ bool names_statistic(const DiffRequest& request) {
   for (const Bound& bound : request.bounds) {
     if (is_statistic(bound.metric)) return true;
   }
-  if (request.rules) {
-    for (const Rule& rule : request.rules->rules) {
-      for (const Bound& bound : rule.when) {
-        if (is_statistic(bound.metric)) return true;
-      }
-    }
-  }
-  return false;
+  return request.rules && rules_name_statistic(*request.rules);
 }
 
 // Compares one pair and appends it to `result`; `where` names both sides in an error.
@@ -957,18 +966,8 @@ void decide(const DiffRequest& request, DiffResult& result) {
 
 // "rule 'attention' (rules.toml:4) decided: rel 0.012 > 0.0085; max_abs 3e-3 <= 0.01".
 std::string rule_sentence(const DiffRequest& request, const DiffResult& result, size_t index) {
-  const Rule& rule = request.rules->rules[*result.rule_index[index]];
-  std::string out = "rule '" + rule.name + "' (" + request.rules->origin + ":" +
-                    std::to_string(rule.line) + ") decided: ";
-  const std::vector<BoundResult>& bounds = result.bound_results[index];
-  for (size_t position = 0; position < bounds.size(); ++position) {
-    const BoundResult& bound = bounds[position];
-    out += (position > 0 ? "; " : "") + std::string(metric_name(bound.metric)) + " " +
-           format_number(bound.value) + " " +
-           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) + " " +
-           format_number(bound.limit);
-  }
-  return out;
+  return rule_decision_sentence(request.rules->rules[*result.rule_index[index]],
+                                request.rules->origin, result.bound_results[index]);
 }
 
 // The first divergence and the worst pairs, once every pair is compared and decided.

@@ -33,7 +33,54 @@ const Pattern& compiled(const std::string& pattern) {
   return found->second;
 }
 
+constexpr std::string_view kNoPredicate =
+    "expected at least one predicate, e.g. \"mismatch_frac <= 1\" to accept anything";
+
 }  // namespace
+
+Rule make_rule(std::string name, std::string match, std::vector<std::string> when_text, int line,
+               const std::string& where) {
+  Rule rule;
+  rule.name = std::move(name);
+  rule.match = std::move(match);
+  rule.line = line;
+  try {
+    compiled(rule.match);
+  } catch (const Error& error) {
+    throw Error(ErrorCode::kConfig, where + ": " + error.message(), std::string(kHint));
+  }
+  if (when_text.empty()) {
+    throw Error(ErrorCode::kConfig, where + ": " + std::string(kNoPredicate), std::string(kHint));
+  }
+  for (const std::string& predicate : when_text) {
+    rule.when.push_back(parse_predicate(predicate, where));
+  }
+  rule.when_text = std::move(when_text);
+  return rule;
+}
+
+bool rules_name_statistic(const RuleSet& rules) {
+  for (const Rule& rule : rules.rules) {
+    for (const Bound& bound : rule.when) {
+      if (is_statistic(bound.metric)) return true;
+    }
+  }
+  return false;
+}
+
+std::string rule_decision_sentence(const Rule& rule, const std::string& origin,
+                                   std::span<const BoundResult> results) {
+  std::string out =
+      "rule '" + rule.name + "' (" + origin + ":" + std::to_string(rule.line) + ") decided: ";
+  for (size_t position = 0; position < results.size(); ++position) {
+    const BoundResult& bound = results[position];
+    out += (position > 0 ? "; " : "") + std::string(metric_name(bound.metric)) + " " +
+           format_number(bound.value) + " " +
+           std::string(bound.pass ? comparison_op_text(bound.op) : failed_op_text(bound.op)) + " " +
+           format_number(bound.limit);
+  }
+  return out;
+}
 
 bool name_matches(const std::string& pattern, const std::string& name) {
   return compiled(pattern).search(name);
@@ -114,28 +161,23 @@ RuleSet parse_rules(std::string_view text, const std::string& origin) {
     const toml::table& table = reader.table_of(*array.get(index), path);
     reader.allow_keys(table, path, {"name", "match", "when"});
     Rule rule;
-    rule.line = config::TomlReader::line_of(table);
-    rule.name =
+    std::string name =
         reader.optional_string(table, "name", path).value_or("rule " + std::to_string(index + 1));
-    rule.match = reader.required_text(table, "match", path);
+    std::string match = reader.required_text(table, "match", path);
     try {
-      compiled(rule.match);
+      compiled(match);
     } catch (const Error& error) {
       reader.fail(*table.get("match"), config::child(path, "match"), error.message());
     }
     const toml::node& when = reader.required(table, "when", path);
-    rule.when_text = reader.strings_of(when, config::child(path, "when"));
-    if (rule.when_text.empty()) {
-      reader.fail(when, config::child(path, "when"),
-                  "expected at least one predicate, e.g. \"mismatch_frac <= 1\" to accept "
-                  "anything");
+    std::vector<std::string> when_text = reader.strings_of(when, config::child(path, "when"));
+    if (when_text.empty()) {
+      reader.fail(when, config::child(path, "when"), std::string(kNoPredicate));
     }
     const std::string where = origin + ":" + std::to_string(config::TomlReader::line_of(when)) +
                               ": " + config::child(path, "when");
-    for (const std::string& predicate : rule.when_text) {
-      rule.when.push_back(parse_predicate(predicate, where));
-    }
-    rules.rules.push_back(std::move(rule));
+    rules.rules.push_back(make_rule(std::move(name), std::move(match), std::move(when_text),
+                                    config::TomlReader::line_of(table), where));
   }
   return rules;
 }

@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,11 +29,13 @@ struct Rule {
   std::vector<Bound> when;
   std::vector<std::string> when_text;  // each predicate as written
   int line = 0;                        // where the rule starts in its file
+  bool operator==(const Rule&) const = default;
 };
 
 struct RuleSet {
   std::string origin;  // the file (or "rules=" for text given in Python)
   std::vector<Rule> rules;
+  bool operator==(const RuleSet&) const = default;
 };
 
 // Parses rules from TOML text; `origin` names it in messages. Throws Error(kConfig) naming the
@@ -43,6 +46,12 @@ RuleSet parse_rules(std::string_view text, const std::string& origin);
 // Reads and parses a rules file; Error(kInput) when it cannot be read.
 RuleSet read_rules(const std::filesystem::path& path);
 
+// A rule from its parts as written (an objective's inline `rules`, a rule sent to a Slurm task):
+// compiles the pattern and parses each predicate. Throws Error(kConfig) with `where` in front of
+// the message for a bad pattern, no predicate, or a bad predicate.
+Rule make_rule(std::string name, std::string match, std::vector<std::string> when_text, int line,
+               const std::string& where);
+
 // "rel <= 0.0085" → Bound. Throws Error(kConfig) with `where` in front of the message.
 Bound parse_predicate(std::string_view text, const std::string& where);
 
@@ -52,5 +61,15 @@ std::optional<size_t> deciding_rule(const RuleSet& rules, const std::string& nam
 // Whether the regular expression `pattern` (ECMAScript syntax) is found in `name`. The only
 // place rules touch a regex engine. Throws Error(kConfig) for an invalid pattern.
 bool name_matches(const std::string& pattern, const std::string& name);
+
+// Whether any rule's predicate names a statistic (check/metrics.hpp `is_statistic`): the
+// comparison then needs add_statistics' second pass.
+bool rules_name_statistic(const RuleSet& rules);
+
+// "rule 'attention' (rules.toml:4) decided: cos_dist 0.012 > 0.0085; max_abs 3e-3 <= 0.01": each
+// predicate's metric under its own name, its value, the operator that held (or the one that
+// failed) and its limit.
+std::string rule_decision_sentence(const Rule& rule, const std::string& origin,
+                                   std::span<const BoundResult> results);
 
 }  // namespace loupe::check

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "check/diff.hpp"
+#include "check/stats_diff.hpp"
 #include "cli/commands.hpp"
 #include "loupe/error.hpp"
 
@@ -147,6 +148,19 @@ void add_diff_command(CLI::App& app, CommandResult& result) {
     request.dims = options->dims;
     if (!options->parallel.empty()) request.parallel = options->parallel;
     if (!options->parallel_b.empty()) request.parallel_b = options->parallel_b;
+    // A stats-only dump on either side (loupe-stats.jsonl): compare stats, name the tensor to
+    // dump in full next. --jsonl prints the one envelope there: there is nothing heavy to stream.
+    if (check::is_stats_dump(request.a) || check::is_stats_dump(request.b)) {
+      request.on_compared = nullptr;
+      const check::StatsDiffResult stats_result = check::run_stats_diff(request);
+      if (options->json || options->jsonl) {
+        std::cout << check::render_stats_diff_json(stats_result, request) << "\n";
+      } else {
+        std::cout << check::render_stats_diff_summary(stats_result, request);
+      }
+      result.exit_code = check::stats_diff_exit_code(stats_result, request);
+      return;
+    }
     const check::DiffResult diff_result = check::run_diff(request);
     if (options->jsonl) {
       std::cout << check::render_diff_summary_line(diff_result, request) << "\n";

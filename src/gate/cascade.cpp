@@ -1149,6 +1149,7 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
     text << metric << "=" << std::setprecision(17) << limit;
     request.analyze.tolerances.push_back(text.str());
   }
+  request.analyze.rules = entry.rules;
   request.analyze.threshold = entry.threshold.value_or(0.02);
   // The bench's sampling budget and precision reach the subject as --budget/--precision.
   request.budget_s = entry.budget_s;
@@ -1379,6 +1380,7 @@ BaselineSource recorded_baseline(const std::filesystem::path& home,
       text << metric << "=" << std::setprecision(17) << limit;
       analyze.tolerances.push_back(text.str());
     }
+    analyze.rules = entry.rules;
     analyze.threshold = entry.threshold.value_or(0.02);
     if (found->seed) analyze.bootstrap_seed = *found->seed;
     const probe::RunOutcome outcome = probe::analyze_observation(found->dir, analyze);

@@ -218,6 +218,7 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
     request.hidden_secret = point["hidden_secret"].get<uint64_t>();
   if (point.contains("layer")) request.layer = parse_layer(point["layer"].get<std::string>());
   request.analyze.tolerances = point.at("tolerances").get<std::vector<std::string>>();
+  if (point.contains("rules")) request.analyze.rules = probe::rules_from_json(point["rules"]);
   request.analyze.threshold = point.at("threshold").get<double>();
   if (point.contains("budget_s")) request.budget_s = point["budget_s"].get<double>();
   if (point.contains("precision")) request.precision = point["precision"].get<double>();

@@ -153,12 +153,56 @@ std::vector<Value> axis_values(const Reader& reader, const toml::node& node, con
   return values;
 }
 
-ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer layer, size_t index) {
+// A check's `rules`: a rules file (relative to the objective's folder) or an array of inline
+// rule tables, each validated here so that `loupe plan` catches a mistake before anything runs.
+check::RuleSet read_entry_rules(const Reader& reader, const toml::node& node,
+                                const std::string& key, const std::filesystem::path& base) {
+  if (const auto* file = node.as_string()) {
+    const std::filesystem::path path = (base / file->get()).lexically_normal();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      reader.fail(node, key,
+                  "cannot read the rules file " + path.string() +
+                      "; expected a TOML file of [[rule]] tables (docs/formats.md, \"Threshold "
+                      "rules\")");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    return check::parse_rules(text.str(), path.string());
+  }
+  if (!node.is_array()) {
+    reader.expected(node, key, "a rules file name or an array of rule tables");
+  }
+  const toml::array& array = *node.as_array();
+  if (array.empty()) {
+    reader.fail(node, key, "expected at least one rule ({ match = 'REGEX', when = [...] })");
+  }
+  check::RuleSet rules;
+  rules.origin = reader.file();
+  for (size_t index = 0; index < array.size(); ++index) {
+    const std::string path = indexed(key, index);
+    const toml::table& table = reader.table_of(array[index], path);
+    reader.allow_keys(table, path, {"name", "match", "when"});
+    std::string name =
+        reader.optional_string(table, "name", path).value_or("rule " + std::to_string(index + 1));
+    std::string match = reader.required_text(table, "match", path);
+    const toml::node& when = reader.required(table, "when", path);
+    std::vector<std::string> when_text = reader.strings_of(when, child(path, "when"));
+    const int line = Reader::line_of(table);
+    const std::string where = reader.file() + ":" + std::to_string(line) + ": " + path;
+    rules.rules.push_back(
+        check::make_rule(std::move(name), std::move(match), std::move(when_text), line, where));
+  }
+  return rules;
+}
+
+ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer layer, size_t index,
+                      const std::filesystem::path& base) {
   const std::string layer_word(layer_name(layer));
   const std::string path = indexed(layer_word, index);
   std::vector<std::string> allowed = {"probe", "name",    "description", "params",
                                       "zip",   "repeats", "seed"};
-  if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds"});
+  if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds", "rules"});
   if (layer == Layer::kBench) {
     allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision", "counters"});
   }
@@ -223,6 +267,15 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
       }
       entry.tolerances.emplace_back(metric, bound);
     }
+  }
+  if (const toml::node* rules = table.get("rules")) {
+    const std::string key = child(path, "rules");
+    if (!entry.tolerances.empty()) {
+      reader.fail(*rules, key,
+                  "rules replace the tolerances; give " + child(path, "tolerances") +
+                      " or rules, not both");
+    }
+    entry.rules = read_entry_rules(reader, *rules, key, base);
   }
   if (const toml::node* variants = table.get("variants")) {
     const std::string key = child(path, "variants");
@@ -331,7 +384,8 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   return entry;
 }
 
-std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& node, Layer layer) {
+std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& node, Layer layer,
+                                     const std::filesystem::path& base) {
   const std::string key(layer_name(layer));
   if (!node.is_array_of_tables()) {
     reader.expected(node, key, "an array of tables ([[" + key + "]])");
@@ -339,7 +393,7 @@ std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& nod
   std::vector<ProbeEntry> entries;
   const toml::array& array = *node.as_array();
   for (size_t index = 0; index < array.size(); ++index) {
-    ProbeEntry entry = read_entry(reader, *array[index].as_table(), layer, index);
+    ProbeEntry entry = read_entry(reader, *array[index].as_table(), layer, index, base);
     for (size_t other = 0; other < entries.size(); ++other) {
       if (entries[other].name == entry.name) {
         reader.fail(entry.line, indexed(key, index) + ".name",
@@ -882,13 +936,13 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   objective.subject =
       read_subject(reader, reader.table_of(reader.required(root, "subject", ""), "subject"), base);
   if (const toml::node* node = root.get("check")) {
-    objective.checks = read_entries(reader, *node, Layer::kCheck);
+    objective.checks = read_entries(reader, *node, Layer::kCheck, base);
   }
   if (const toml::node* node = root.get("bench")) {
-    objective.benches = read_entries(reader, *node, Layer::kBench);
+    objective.benches = read_entries(reader, *node, Layer::kBench, base);
   }
   if (const toml::node* node = root.get("scenario")) {
-    objective.scenarios = read_entries(reader, *node, Layer::kScenario);
+    objective.scenarios = read_entries(reader, *node, Layer::kScenario, base);
   }
   if (objective.checks.empty() && objective.benches.empty() && objective.scenarios.empty()) {
     reader.fail(root, "check", "expected at least one [[check]], [[bench]] or [[scenario]]");

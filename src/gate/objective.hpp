@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "check/rules.hpp"
 #include "core/finding.hpp"
 #include "gate/expression.hpp"
 #include "loupe/error.hpp"
@@ -104,10 +105,13 @@ struct ProbeEntry {
   std::vector<ParamAxis> params;  // swept as a cartesian product, in declaration order
   std::vector<ParamAxis> zip;     // lists of one length, stepped together
   std::vector<std::pair<std::string, double>> tolerances;  // checks: METRIC -> absolute bound
-  std::vector<std::string> variants;                       // benches: the variants it times
-  int64_t repeats = 1;                                     // runs of each point
-  std::optional<double> threshold;                         // benches, scenarios: A/B threshold t
-  std::optional<uint64_t> seed;                            // absent: loupe draws and records one
+  // Checks: threshold rules (a rules file, or rules written inline) that decide each output by
+  // the first rule matching its name, in place of the tolerances (docs/objective.md).
+  std::optional<check::RuleSet> rules;
+  std::vector<std::string> variants;  // benches: the variants it times
+  int64_t repeats = 1;                // runs of each point
+  std::optional<double> threshold;    // benches, scenarios: A/B threshold t
+  std::optional<uint64_t> seed;       // absent: loupe draws and records one
   int line = 0;
   // Benches: the sampling budget of each point (the subject's --budget; absent: its own, 2 s)
   // and the target relative half-width of the interval that stops sampling early (--precision;

@@ -67,6 +67,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   if (request.hidden_secret) point["hidden_secret"] = *request.hidden_secret;
   if (request.layer) point["layer"] = std::string(layer_name(*request.layer));
   point["tolerances"] = request.analyze.tolerances;
+  if (request.analyze.rules) point["rules"] = probe::rules_to_json(*request.analyze.rules);
   point["threshold"] = request.analyze.threshold;
   if (request.budget_s) point["budget_s"] = *request.budget_s;
   if (request.precision) point["precision"] = *request.precision;

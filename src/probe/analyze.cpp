@@ -657,7 +657,22 @@ void analyze_check(const ObservationReader& reader, const Context& context,
     const std::string name = output.at("name").get<std::string>();
     const std::vector<std::string> axes = string_list(output.value("axes", Json::array()));
     const std::string along = output.value("profile_axis", "");
-    const auto bounds = bounds_for(output, options, file);
+    // With rules, the first rule matching the output's name decides it, in place of every
+    // absolute tolerance; an output no rule decides is a configuration mistake, not a pass.
+    const check::Rule* rule = nullptr;
+    if (options.rules) {
+      const auto index = check::deciding_rule(*options.rules, name);
+      if (!index) {
+        throw Error(ErrorCode::kConfig,
+                    file + ": output '" + name + "' matches no rule in " + options.rules->origin +
+                        " (" + std::to_string(options.rules->rules.size()) +
+                        " rules); expected every output of the check to match one",
+                    "add a rule whose match is found in '" + name +
+                        "' (a catch-all last rule: match = '.*')");
+      }
+      rule = &options.rules->rules[*index];
+    }
+    const auto bounds = rule ? rule->when : bounds_for(output, options, file);
     auto& by_pass = files[name];
     const std::string candidate_first = by_pass["candidate_first"]["candidate"];
     const std::string candidate_second = by_pass["reference_first"]["candidate"];
@@ -702,6 +717,7 @@ void analyze_check(const ObservationReader& reader, const Context& context,
     check::CompareOptions compare_options;
     compare_options.axes = axes;
     if (!along.empty()) compare_options.along = along;
+    compare_options.statistics = rule != nullptr && check::rules_name_statistic(*options.rules);
     for (const check::Bound& bound : bounds) {
       if (bound.metric == check::Metric::kRmsRatio) compare_options.profile_threshold = bound.limit;
     }
@@ -737,22 +753,35 @@ void analyze_check(const ObservationReader& reader, const Context& context,
       finding_context.files = {context.observation_file};
       finding_context.reproduce = context.reproduce;
       finding_context.oracle_factor = oracle_factor;
+      const std::vector<check::BoundResult> evaluated = check::evaluate_bounds(comparison, bounds);
+      // The deciding rule is part of every finding about the output, so a reader of any one of
+      // them knows which rule judged it and by how much.
+      const std::string decision =
+          rule ? check::rule_decision_sentence(*rule, options.rules->origin, evaluated) : "";
       for (auto& finding : check::comparison_findings(comparison, bounds, finding_context)) {
+        if (rule) finding.claim += "; " + decision;
         analysis.findings.push_back(std::move(finding));
       }
       Json entry = comparison_json(comparison, pass);
       Json bound_results = Json::array();
-      for (const auto& result : check::evaluate_bounds(comparison, bounds)) {
+      for (const auto& result : evaluated) {
         Json item = Json::object();
         item["metric"] = std::string(check::metric_name(result.metric));
+        if (rule) item["op"] = std::string(check::comparison_op_text(result.op));
         item["value"] = number_to_json(result.value);
         item["limit"] = number_to_json(result.limit);
         item["pass"] = result.pass;
         bound_results.push_back(std::move(item));
       }
       entry["bounds"] = std::move(bound_results);
+      if (rule) {
+        entry["rule"] = {{"name", rule->name},      {"match", rule->match},
+                         {"when", rule->when_text}, {"file", options.rules->origin},
+                         {"line", rule->line},      {"sentence", decision}};
+      }
       analysis.lines.push_back("  " + name + (passes.size() > 1 ? " (" + pass + ")" : "") + ": " +
-                               check::comparison_headline(comparison));
+                               check::comparison_headline(comparison) +
+                               (rule ? "; " + decision : ""));
       if (comparison.localisation.profile) {
         analysis.lines.push_back("    profile along " + along + ": " +
                                  check::profile_sentence(*comparison.localisation.profile));
@@ -1902,6 +1931,36 @@ void analyze_scenario(const ObservationReader& reader, const Context& context, A
 }
 
 }  // namespace
+
+Json rules_to_json(const check::RuleSet& rules) {
+  Json list = Json::array();
+  for (const check::Rule& rule : rules.rules) {
+    list.push_back({{"name", rule.name},
+                    {"match", rule.match},
+                    {"when", rule.when_text},
+                    {"line", rule.line}});
+  }
+  return {{"origin", rules.origin}, {"rules", std::move(list)}};
+}
+
+check::RuleSet rules_from_json(const Json& json) {
+  check::RuleSet rules;
+  try {
+    rules.origin = json.at("origin").get<std::string>();
+    for (const Json& rule : json.at("rules")) {
+      const int line = rule.at("line").get<int>();
+      rules.rules.push_back(check::make_rule(rule.at("name").get<std::string>(),
+                                             rule.at("match").get<std::string>(),
+                                             rule.at("when").get<std::vector<std::string>>(), line,
+                                             rules.origin + ":" + std::to_string(line)));
+    }
+  } catch (const Json::exception& error) {
+    throw Error(ErrorCode::kInput, std::string("threshold rules: expected {origin, rules: [{name, "
+                                               "match, when, line}]}: ") +
+                                       error.what());
+  }
+  return rules;
+}
 
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options) {
   ObservationReader reader(dir);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench/report.hpp"
+#include "check/rules.hpp"
 #include "core/finding.hpp"
 #include "core/json.hpp"
 
@@ -36,6 +37,9 @@ namespace loupe::probe {
 struct AnalyzeOptions {
   // METRIC=VALUE overrides of the probe's absolute tolerances (every output).
   std::vector<std::string> tolerances;
+  // Checks: threshold rules deciding each output by the first rule matching its name, in place of
+  // every tolerance (an objective's `rules`); an output no rule matches is Error(kConfig).
+  std::optional<check::RuleSet> rules;
   double threshold = 0.02;  // benches: the A/B verdict threshold t
   uint64_t bootstrap_seed = 0;
   // The command that reproduces the run, seed included; used in every finding.
@@ -215,6 +219,11 @@ RunOutcome run_probe(const RunRequest& request);
 // Writes the findings back into DIR/observation.json. Throws Error(kInput) naming the file and
 // field when the observation is unreadable.
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options);
+
+// Threshold rules as JSON ({"origin", "rules": [{"name", "match", "when", "line"}]}) and back, for
+// a point handed to another process (a Slurm task); rules_from_json validates each rule again.
+Json rules_to_json(const check::RuleSet& rules);
+check::RuleSet rules_from_json(const Json& json);
 
 // "loupe probe run PROBE --set T=16384 --seed 7 -- build/bin/kda probe": every parameter of the
 // point, so the command stays true if defaults change; `launch` adds --launch "WORDS", `repeat`

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 namespace loupe::gate {
 namespace {
@@ -255,7 +258,7 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
             "executor, build");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances, seeds");
+            "params, zip, repeats, seed, tolerances, seeds, rules");
   EXPECT_EQ(config_error("cascade = \"some\"\n" + kBase),
             "obj.toml:1: cascade: expected \"stop\" (or \"stop-at-first-failure\") or \"all\", "
             "found \"some\"");
@@ -314,14 +317,14 @@ TEST(ObjectiveErrorsTest, Subject) {
 TEST(ObjectiveErrorsTest, ProbeEntries) {
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nprams = {}\n"),
             "obj.toml:9: check[1].prams: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances, seeds");
+            "params, zip, repeats, seed, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
             "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
             "description, params, zip, repeats, seed, variants, threshold, budget_s, precision, "
             "counters");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
             "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, tolerances, seeds");
+            "description, params, zip, repeats, seed, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[check]]\nname = \"x\"\n"),
             "obj.toml:7: check[1].probe: missing; this key is required");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp-vs\"\n"),
@@ -420,10 +423,112 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
           .counters);
 }
 
+// Issue 37: a check names threshold rules (a file beside the objective, or inline); each output
+// is decided by the first rule matching its name, and the point request carries them.
+TEST(ObjectiveTest, CheckRulesInlineAndFromAFileReachTheRunRequest) {
+  const Objective inline_rules = parse_objective(
+      kBase +
+          "rules = [{ name = \"state\", match = '^state$', when = [\"rel <= 0.0085\"] },\n"
+          "         { match = '.*', when = [\"max_abs <= 1e-2\", \"cosine >= 0.999\"] }]\n",
+      "dir/obj.toml");
+  ASSERT_TRUE(inline_rules.checks[0].rules.has_value());
+  const check::RuleSet& rules = *inline_rules.checks[0].rules;
+  EXPECT_EQ(rules.origin, "dir/obj.toml");
+  ASSERT_EQ(rules.rules.size(), 2u);
+  EXPECT_EQ(rules.rules[0].name, "state");
+  EXPECT_EQ(rules.rules[0].match, "^state$");
+  EXPECT_EQ(rules.rules[0].line, 7);
+  EXPECT_EQ(rules.rules[1].name, "rule 2");
+  EXPECT_EQ(rules.rules[1].when_text,
+            (std::vector<std::string>{"max_abs <= 1e-2", "cosine >= 0.999"}));
+  ASSERT_EQ(rules.rules[1].when.size(), 2u);
+  EXPECT_EQ(rules.rules[1].when[1].op, check::ComparisonOp::kGreaterEqual);
+  EXPECT_EQ(rules.rules[1].when[1].limit, 0.999);
+
+  PlanTask task;
+  task.layer = Layer::kCheck;
+  task.entry = task.probe = "cp_vs_nocp";
+  task.params = {{"T", Value(int64_t{1024})}, {"shards", Value(int64_t{8})}};
+  const probe::RunRequest request = point_run_request(inline_rules, "/tmp/home", "run/.staging", 0,
+                                                      task, inline_rules.checks[0], 0, "run");
+  EXPECT_EQ(request.analyze.rules, inline_rules.checks[0].rules);
+  // What a Slurm task reads back is the same rule set.
+  EXPECT_EQ(probe::rules_from_json(probe::rules_to_json(rules)), rules);
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("loupe_objective_rules_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream out(dir / "rules.toml");
+    out << "[[rule]]\nname = \"all\"\nmatch = '.*'\nwhen = [\"rms_ratio <= 1e-5\"]\n";
+  }
+  const Objective from_file = parse_objective(kBase + "rules = \"rules.toml\"\n", dir / "obj.toml");
+  ASSERT_TRUE(from_file.checks[0].rules.has_value());
+  EXPECT_EQ(from_file.checks[0].rules->origin, (dir / "rules.toml").string());
+  ASSERT_EQ(from_file.checks[0].rules->rules.size(), 1u);
+  EXPECT_EQ(from_file.checks[0].rules->rules[0].name, "all");
+  EXPECT_EQ(from_file.checks[0].rules->rules[0].line, 1);
+  {
+    std::ofstream out(dir / "bad.toml");
+    out << "[[rule]]\nmatch = '.*'\nwhen = [\"rel <== 1\"]\n";
+  }
+  try {
+    parse_objective(kBase + "rules = \"bad.toml\"\n", dir / "obj.toml");
+    ADD_FAILURE() << "a bad rules file parsed";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kConfig);
+    EXPECT_EQ(error.message(), (dir / "bad.toml").string() +
+                                   ":3: rule[0].when: predicate 'rel <== 1' at character 7: "
+                                   "expected a number");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ObjectiveErrorsTest, CheckRules) {
+  EXPECT_EQ(config_error(kBase + "rules = \"missing.toml\"\n"),
+            "obj.toml:7: check[0].rules: cannot read the rules file missing.toml; expected a TOML "
+            "file of [[rule]] tables (docs/formats.md, \"Threshold rules\")");
+  EXPECT_EQ(config_error(kBase + "rules = 3\n"),
+            "obj.toml:7: check[0].rules: expected a rules file name or an array of rule tables, "
+            "found an integer");
+  EXPECT_EQ(config_error(kBase + "rules = []\n"),
+            "obj.toml:7: check[0].rules: expected at least one rule ({ match = 'REGEX', when = "
+            "[...] })");
+  EXPECT_EQ(config_error(kBase + "rules = [{ match = 'x', when = [], limit = 1 }]\n"),
+            "obj.toml:7: check[0].rules[0].limit: unknown key; expected one of name, match, when");
+  EXPECT_EQ(config_error(kBase + "rules = [{ when = [\"rel <= 1\"] }]\n"),
+            "obj.toml:7: check[0].rules[0].match: missing; this key is required");
+  EXPECT_EQ(config_error(kBase + "tolerances = { rms_ratio = 1e-5 }\n"
+                                 "rules = [{ match = 'x', when = [\"rel <= 1\"] }]\n"),
+            "obj.toml:8: check[0].rules: rules replace the tolerances; give check[0].tolerances "
+            "or rules, not both");
+  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"decode\"\nrules = \"r.toml\"\n"),
+            "obj.toml:9: bench[0].rules: unknown key; expected one of probe, name, description, "
+            "params, zip, repeats, seed, variants, threshold, budget_s, precision, counters");
+  // A rule's own mistakes name the objective, the line and the rule (not the objective's hint).
+  try {
+    parse_objective(kBase + "rules = [{ match = 'x', when = [] }]\n", "obj.toml");
+    ADD_FAILURE() << "an empty when parsed";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kConfig);
+    EXPECT_EQ(error.message(),
+              "obj.toml:7: check[0].rules[0]: expected at least one predicate, e.g. "
+              "\"mismatch_frac <= 1\" to accept anything");
+  }
+  try {
+    parse_objective(kBase + "rules = [{ match = 'x', when = [\"speed <= 1\"] }]\n", "obj.toml");
+    ADD_FAILURE() << "an unknown metric parsed";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(),
+              "obj.toml:7: check[0].rules[0]: predicate 'speed <= 1' at character 1: expected a "
+              "metric name, found 'speed'");
+  }
+}
+
 TEST(ObjectiveErrorsTest, BenchCounters) {
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\ncounters = { kernel = \"k\" }\n"),
             "obj.toml:9: check[1].counters: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, tolerances, seeds");
+            "description, params, zip, repeats, seed, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = \"merged\"\n"),
             "obj.toml:9: bench[0].counters: expected a table, found a string");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { launches = 2 }\n"),

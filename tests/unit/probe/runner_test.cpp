@@ -108,6 +108,63 @@ TEST_F(AnalyzeTest, TolOverrideTightensTheBound) {
   EXPECT_EQ(ids(outcome).front(), "check.p.mismatch");
 }
 
+// Issue 37: an objective's rules decide each output in place of the tolerances; the deciding
+// rule is in every finding about the output and in its comparison's data.
+TEST_F(AnalyzeTest, RulesDecideEachOutputAndNameTheRule) {
+  write_tensor("c.npy", {1, 2, 3, 4.002f});
+  write_tensor("r.npy", {1, 2, 3, 4});
+  write_tensor("a.npy", {5, 6, 7, 8});
+  // The probe's own tolerance would fail the output; the rule passes it.
+  write_check("c.npy", "r.npy", "a.npy", R"([{"metric": "rms_ratio", "bound": 1e-6}])");
+  AnalyzeOptions options;
+  options.rules = check::parse_rules(
+      "[[rule]]\nname = \"other\"\nmatch = '^x$'\nwhen = [\"max_abs <= 0\"]\n"
+      "[[rule]]\nname = \"outputs\"\nmatch = '^y$'\nwhen = [\"max_abs <= 0.01\", "
+      "\"mean_abs < 1e-3\"]\n",
+      "rules.toml");
+  RunOutcome outcome = analyze_observation(dir_, options);
+  EXPECT_EQ(outcome.verdict, Verdict::kPass);
+  ASSERT_EQ(ids(outcome), std::vector<std::string>{"check.p.match"});
+  const std::string passed =
+      "rule 'outputs' (rules.toml:5) decided: max_abs 0.002 <= 0.01; mean_abs 5.00e-04 < 0.001";
+  EXPECT_NE(outcome.findings[0].claim.find("; " + passed), std::string::npos)
+      << outcome.findings[0].claim;
+  const Json& comparison = outcome.data["comparisons"][0];
+  EXPECT_EQ(comparison["rule"]["name"], "outputs");
+  EXPECT_EQ(comparison["rule"]["file"], "rules.toml");
+  EXPECT_EQ(comparison["rule"]["line"], 5);
+  EXPECT_EQ(comparison["rule"]["sentence"], passed);
+  ASSERT_EQ(comparison["bounds"].size(), 2u);
+  EXPECT_EQ(comparison["bounds"][1]["metric"], "mean_abs");
+  EXPECT_EQ(comparison["bounds"][1]["op"], "<");
+  EXPECT_EQ(comparison["bounds"][1]["pass"], true);
+
+  // A tighter rule fails the output, and the mismatch says which rule and predicate did it.
+  options.rules = check::parse_rules(
+      "[[rule]]\nname = \"tight\"\nmatch = 'y'\nwhen = [\"max_abs <= 1e-3\"]\n", "rules.toml");
+  outcome = analyze_observation(dir_, options);
+  EXPECT_EQ(outcome.verdict, Verdict::kFail);
+  ASSERT_FALSE(outcome.findings.empty());
+  EXPECT_EQ(outcome.findings[0].id, "check.p.mismatch");
+  EXPECT_NE(outcome.findings[0].claim.find(
+                "; rule 'tight' (rules.toml:1) decided: max_abs 0.002 > 0.001"),
+            std::string::npos)
+      << outcome.findings[0].claim;
+
+  // Every output must match a rule.
+  options.rules =
+      check::parse_rules("[[rule]]\nmatch = '^state$'\nwhen = [\"rel <= 1\"]\n", "rules.toml");
+  try {
+    analyze_observation(dir_, options);
+    ADD_FAILURE() << "an output no rule matches passed";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kConfig);
+    EXPECT_EQ(error.message(), (dir_ / "observation.json").string() +
+                                   ": output 'y' matches no rule in rules.toml (1 rules); "
+                                   "expected every output of the check to match one");
+  }
+}
+
 TEST_F(AnalyzeTest, ReferenceIdenticalForTwoSeedsCannotDiscriminate) {
   write_tensor("c.npy", {1, 2, 3, 4});
   write_tensor("r.npy", {1, 2, 3, 4});
