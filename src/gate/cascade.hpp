@@ -23,6 +23,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "gate/causes.hpp"
 #include "gate/gate_eval.hpp"
 #include "gate/objective.hpp"
 #include "gate/plan.hpp"
@@ -119,6 +120,8 @@ struct CascadeResult {
   bool interrupted = false;
   std::optional<Error> error;  // the subject failure that stopped the cascade
   double wall_s = 0;
+  // The failing gates, most specific first, and how the others follow (gate/causes.hpp).
+  CauseReport causes;
 };
 
 // Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across
