@@ -1129,12 +1129,22 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
   };
   // In turn across the gates that did not pass (the first finding of each, then the second, ...),
   // so that a gate with many findings does not hide the lead finding of the next one.
+  // The failing causes lead, most specific first (gate/causes.hpp); then the objective's order.
+  std::vector<const GateResult*> ordered;
+  for (const auto& cause : result.causes.causes) {
+    for (const auto& gate : result.gates) {
+      if (gate.name == cause) ordered.push_back(&gate);
+    }
+  }
+  for (const auto& gate : result.gates) {
+    if (std::find(ordered.begin(), ordered.end(), &gate) == ordered.end()) ordered.push_back(&gate);
+  }
   size_t depth = 0;
   for (bool more = true; more; ++depth) {
     more = false;
-    for (const auto& gate : result.gates) {
-      if (gate.verdict == GateVerdict::kPass || depth >= gate.findings.size()) continue;
-      add(gate.findings[depth]);
+    for (const GateResult* gate : ordered) {
+      if (gate->verdict == GateVerdict::kPass || depth >= gate->findings.size()) continue;
+      add(gate->findings[depth]);
       more = true;
     }
   }

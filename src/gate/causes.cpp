@@ -148,4 +148,45 @@ nlohmann::ordered_json cause_report_to_json(const CauseReport& report, const Obj
   return out;
 }
 
+std::vector<ComponentCoverage> component_coverage(
+    const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned) {
+  std::vector<ComponentCoverage> out;
+  for (const Component& component : objective.components) {
+    ComponentCoverage row;
+    row.component = component.name;
+    std::vector<std::pair<size_t, std::string>> running;  // (components covered, "layer entry")
+    for (const auto& [layer, name] : planned) {
+      const ProbeEntry* entry = objective.find_entry(layer, name);
+      if (entry == nullptr) continue;
+      if (std::find(entry->covers.begin(), entry->covers.end(), component.name) ==
+          entry->covers.end()) {
+        continue;
+      }
+      running.emplace_back(entry->covers.size(), std::string(layer_name(layer)) + " " + name);
+    }
+    if (!running.empty()) {
+      size_t fewest = SIZE_MAX;
+      for (const auto& [size, label] : running) fewest = std::min(fewest, size);
+      row.most_specific_size = fewest;
+      for (const auto& [size, label] : running) {
+        (size == fewest ? row.most_specific : row.also).push_back(label);
+      }
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<std::string> entries_without_covers(
+    const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned) {
+  std::vector<std::string> out;
+  for (const auto& [layer, name] : planned) {
+    const ProbeEntry* entry = objective.find_entry(layer, name);
+    if (entry != nullptr && entry->covers.empty()) {
+      out.push_back(std::string(layer_name(layer)) + " " + name);
+    }
+  }
+  return out;
+}
+
 }  // namespace loupe::gate

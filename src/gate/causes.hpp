@@ -59,4 +59,19 @@ std::vector<std::string> cause_lines(const CauseReport& report, const Objective&
 //  "via", "sentence"}]}: the run envelope's data.causes (docs/formats.md).
 nlohmann::ordered_json cause_report_to_json(const CauseReport& report, const Objective& objective);
 
+// What `loupe plan` says of the components: for each declared component, the planned entries
+// that run it with the fewest components (the check that names it when it breaks) and the other
+// planned entries that run it; then the planned entries that declare no `covers`.
+struct ComponentCoverage {
+  std::string component;
+  std::vector<std::string> most_specific;  // "check chunk", fewest components first
+  size_t most_specific_size = 0;           // how many components those entries cover
+  std::vector<std::string> also;           // "check w8a8", every other planned entry running it
+};
+std::vector<ComponentCoverage> component_coverage(const Objective& objective,
+                                                  const std::vector<std::pair<Layer, std::string>>& planned);
+// Planned entries without `covers`, as "check NAME".
+std::vector<std::string> entries_without_covers(
+    const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned);
+
 }  // namespace loupe::gate

@@ -1,5 +1,7 @@
 #include "gate/objective.hpp"
 
+#include "loupe/structure.hpp"
+
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
 #include "core/pattern.hpp"
@@ -158,7 +160,7 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
   const std::string layer_word(layer_name(layer));
   const std::string path = indexed(layer_word, index);
   std::vector<std::string> allowed = {"probe", "name", "description", "params",
-                                      "zip",   "repeats", "seed", "covers"};
+                                      "zip",   "repeats", "seed", "covers", "structures"};
   if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds"});
   if (layer == Layer::kBench) {
     allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision", "counters"});
@@ -328,6 +330,23 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
       }
     }
     entry.counters = std::move(parsed);
+  }
+  if (const toml::node* structures = table.get("structures")) {
+    const std::string key = child(path, "structures");
+    entry.structures = reader.strings_of(*structures, key);
+    std::set<std::string> unique;
+    for (size_t at = 0; at < entry.structures.size(); ++at) {
+      const std::string& name = entry.structures[at];
+      if (!structure::parse(name)) {
+        std::vector<std::string> names(structure::kNames.begin(), structure::kNames.end());
+        reader.fail(*structures, indexed(key, at),
+                    "expected one of the input structures " + join(names) +
+                        " (docs/structures.md), found '" + name + "'");
+      }
+      if (!unique.insert(name).second) {
+        reader.fail(*structures, indexed(key, at), "'" + name + "' is listed twice");
+      }
+    }
   }
   if (const toml::node* covers = table.get("covers")) {
     const std::string key = child(path, "covers");

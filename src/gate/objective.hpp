@@ -122,6 +122,10 @@ struct ProbeEntry {
   // so that a failing gate can be traced to the most specific one (gate/causes.hpp). Empty: not
   // declared.
   std::vector<std::string> covers;
+  // The named input structures (include/loupe/structure.hpp, docs/structures.md) this entry's
+  // inputs carry; `loupe plan` names the ones of the family a check never sees. Empty: not
+  // declared.
+  std::vector<std::string> structures;
   // Never read from a file: the cascade sets it on the copy of a bench entry it hands the runner
   // for a later round (>= 1) against a baseline build (the subject's --round).
   int64_t round = 0;

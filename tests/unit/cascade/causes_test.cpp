@@ -123,6 +123,27 @@ TEST(CoversTest, AComponentListedTwiceAndAnEmptyDescriptionAreErrors) {
             "found ''");
 }
 
+TEST(CoversTest, ThePlanSaysWhichEntryEachComponentIsTracedTo) {
+  const Objective objective = parse_objective(kObjective, "obj.toml");
+  const Plan plan = make_plan(objective, Configuration{});
+  EXPECT_EQ(render_plan(plan, objective, 50),
+            "plan for obj.toml, no configuration (the file's own points): 4 tasks\n"
+            "  check     w8a8    w8a8_vs_fp32          (defaults)\n"
+            "  check     decode  decode_vs_recurrence  (defaults)\n"
+            "  check     chunk   chunk_vs_recurrent    (defaults)\n"
+            "  check     plain   replay_vs_decode      (defaults)\n"
+            "components (covers):\n"
+            "  chunk_kernel: check chunk; also run by check w8a8\n"
+            "  linear: check w8a8 (with 2 other component(s): no entry runs it alone)\n"
+            "  model: check w8a8 (with 2 other component(s): no entry runs it alone)\n"
+            "  decode_kernel: check decode\n"
+            "  without covers: check plain\n");
+  EXPECT_EQ(plan_to_json(plan, objective)["components"][0].dump(),
+            R"({"name":"chunk_kernel","description":"the chunked prefill","most_specific":)"
+            R"(["check chunk"],"most_specific_covers":1,"also":["check w8a8"]})");
+  EXPECT_EQ(plan_to_json(plan, objective)["without_covers"].dump(), R"(["check plain"])");
+}
+
 TEST(ExplainFailuresTest, TheMostSpecificFailingGateLeadsAndTheCompositeFollowsFromIt) {
   const Objective objective = parse_objective(kObjective, "obj.toml");
   const CauseReport report = explain_failures(
