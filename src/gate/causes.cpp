@@ -56,8 +56,8 @@ CauseReport explain_failures(const Objective& objective, const std::vector<GateR
   for (const auto& gate : gates) {
     if (gate.verdict != GateVerdict::kFail) continue;
     const GateSpec* spec = find_gate(objective, gate.name);
-    failing.push_back({gate.name, spec != nullptr ? gate_covers(objective, *spec)
-                                                  : std::vector<std::string>{},
+    failing.push_back({gate.name,
+                       spec != nullptr ? gate_covers(objective, *spec) : std::vector<std::string>{},
                        gate_index(objective, gate.name)});
   }
   // Most specific first: fewest components (none known: last), then the objective's order.
@@ -131,9 +131,9 @@ nlohmann::ordered_json cause_report_to_json(const CauseReport& report, const Obj
   Json causes = Json::array();
   for (const auto& name : report.causes) {
     const GateSpec* spec = find_gate(objective, name);
-    causes.push_back({{"gate", name},
-                      {"covers", spec != nullptr ? gate_covers(objective, *spec)
-                                                 : std::vector<std::string>{}}});
+    causes.push_back(
+        {{"gate", name},
+         {"covers", spec != nullptr ? gate_covers(objective, *spec) : std::vector<std::string>{}}});
   }
   out["causes"] = std::move(causes);
   Json follows = Json::array();

@@ -32,8 +32,8 @@ bool explains(const std::vector<std::string>& specific, const std::vector<std::s
 // A failing gate that follows from a more specific one.
 struct FollowingGate {
   std::string gate;
-  std::string cause;             // the more specific failing gate
-  std::string entry;             // the gate's entry that runs the cause's components
+  std::string cause;  // the more specific failing gate
+  std::string entry;  // the gate's entry that runs the cause's components
   Layer entry_layer = Layer::kCheck;
   std::vector<std::string> via;  // the cause's components
   // "w8a8_within_tolerance fails because check w8a8 runs chunk_kernel, which fails
@@ -68,8 +68,8 @@ struct ComponentCoverage {
   size_t most_specific_size = 0;           // how many components those entries cover
   std::vector<std::string> also;           // "check w8a8", every other planned entry running it
 };
-std::vector<ComponentCoverage> component_coverage(const Objective& objective,
-                                                  const std::vector<std::pair<Layer, std::string>>& planned);
+std::vector<ComponentCoverage> component_coverage(
+    const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned);
 // Planned entries without `covers`, as "check NAME".
 std::vector<std::string> entries_without_covers(
     const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned);

@@ -159,8 +159,8 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
                       const std::vector<Component>& components) {
   const std::string layer_word(layer_name(layer));
   const std::string path = indexed(layer_word, index);
-  std::vector<std::string> allowed = {"probe", "name", "description", "params",
-                                      "zip",   "repeats", "seed", "covers", "structures"};
+  std::vector<std::string> allowed = {"probe",   "name", "description", "params",    "zip",
+                                      "repeats", "seed", "covers",      "structures"};
   if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds"});
   if (layer == Layer::kBench) {
     allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision", "counters"});
@@ -934,8 +934,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
     objective.build = read_build(reader, reader.table_of(*build, "build"));
   }
   if (const toml::node* components = root.get("components")) {
-    for (const auto& [name, node] :
-         Reader::ordered(reader.table_of(*components, "components"))) {
+    for (const auto& [name, node] : Reader::ordered(reader.table_of(*components, "components"))) {
       const std::string key = child("components", name);
       if (!is_word(name)) {
         reader.fail(*node, key,

@@ -101,9 +101,10 @@ TEST(CoversTest, AnUnknownComponentNamesTheFileLineAndTheDeclaredOnes) {
 }
 
 TEST(CoversTest, CoversWithoutComponentsSaysTheFileDeclaresNone) {
-  EXPECT_EQ(config_error("[subject]\ncommand = \"s\"\n[[check]]\nprobe = \"p\"\ncovers = [\"x\"]\n"),
-            "obj.toml:5: check[0].covers[0]: expected a component declared in [components] "
-            "(the file declares none), found 'x'");
+  EXPECT_EQ(
+      config_error("[subject]\ncommand = \"s\"\n[[check]]\nprobe = \"p\"\ncovers = [\"x\"]\n"),
+      "obj.toml:5: check[0].covers[0]: expected a component declared in [components] "
+      "(the file declares none), found 'x'");
 }
 
 TEST(CoversTest, ACheckCoveringNothingIsAnError) {
@@ -147,8 +148,9 @@ TEST(CoversTest, ThePlanSaysWhichEntryEachComponentIsTracedTo) {
 TEST(ExplainFailuresTest, TheMostSpecificFailingGateLeadsAndTheCompositeFollowsFromIt) {
   const Objective objective = parse_objective(kObjective, "obj.toml");
   const CauseReport report = explain_failures(
-      objective, {gate_with("w8a8_ok", GateVerdict::kFail), gate_with("decode_ok", GateVerdict::kPass),
-                  gate_with("chunk_ok", GateVerdict::kFail), gate_with("plain_ok", GateVerdict::kFail)});
+      objective,
+      {gate_with("w8a8_ok", GateVerdict::kFail), gate_with("decode_ok", GateVerdict::kPass),
+       gate_with("chunk_ok", GateVerdict::kFail), gate_with("plain_ok", GateVerdict::kFail)});
   // plain_ok's entry declares no components: a cause of its own, after every covered one.
   EXPECT_EQ(report.causes, (std::vector<std::string>{"chunk_ok", "plain_ok"}));
   ASSERT_EQ(report.follows.size(), 1u);
@@ -160,8 +162,9 @@ TEST(ExplainFailuresTest, TheMostSpecificFailingGateLeadsAndTheCompositeFollowsF
             "w8a8_ok fails because check w8a8 runs chunk_kernel, which fails chunk_ok");
   EXPECT_EQ(cause_lines(report, objective),
             (std::vector<std::string>{
-                "lead: chunk_ok (covers chunk_kernel)", "also: plain_ok (its components are not "
-                                                        "declared)",
+                "lead: chunk_ok (covers chunk_kernel)",
+                "also: plain_ok (its components are not "
+                "declared)",
                 "w8a8_ok fails because check w8a8 runs chunk_kernel, which fails chunk_ok"}));
   EXPECT_EQ(cause_report_to_json(report, objective).dump(),
             R"({"lead":"chunk_ok","causes":[{"gate":"chunk_ok","covers":["chunk_kernel"]},)"

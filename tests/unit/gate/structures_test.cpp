@@ -42,17 +42,18 @@ TEST(StructuresTest, ThePlanNamesWhatEachCheckNeverSees) {
   EXPECT_EQ(objective.checks[0].structures,
             (std::vector<std::string>{"outlier_channels", "heavy_tails"}));
   const Plan plan = make_plan(objective, Configuration{});
-  EXPECT_EQ(render_plan(plan, objective, 50),
-            "plan for obj.toml, no configuration (the file's own points): 3 tasks\n"
-            "  check     w8a8   w8a8_vs_fp32        (defaults)\n"
-            "  check     chunk  chunk_vs_recurrent  (defaults)\n"
-            "  check     plain  replay_vs_decode    (defaults)\n"
-            "structures (docs/structures.md):\n"
-            "  check w8a8: outlier_channels, heavy_tails; never sees long_history, fast_gates, "
-            "k_ne_v, ragged_tail\n"
-            "  check chunk: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
-            "k_ne_v, ragged_tail\n"
-            "  check plain: not declared\n");
+  EXPECT_EQ(
+      render_plan(plan, objective, 50),
+      "plan for obj.toml, no configuration (the file's own points): 3 tasks\n"
+      "  check     w8a8   w8a8_vs_fp32        (defaults)\n"
+      "  check     chunk  chunk_vs_recurrent  (defaults)\n"
+      "  check     plain  replay_vs_decode    (defaults)\n"
+      "structures (docs/structures.md):\n"
+      "  check w8a8: outlier_channels, heavy_tails; never sees long_history, fast_gates, "
+      "k_ne_v, ragged_tail\n"
+      "  check chunk: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
+      "k_ne_v, ragged_tail\n"
+      "  check plain: not declared\n");
   EXPECT_EQ(plan_to_json(plan, objective)["structures"][0].dump(),
             R"({"entry":"w8a8","declared":true,"sees":["outlier_channels","heavy_tails"],)"
             R"("never_sees":["long_history","fast_gates","k_ne_v","ragged_tail"]})");
@@ -67,7 +68,8 @@ TEST(StructuresTest, AnUnknownOrRepeatedStructureNamesTheFileAndLine) {
             "(docs/structures.md), found 'heavy_tail'");
   text = kObjective;
   text.replace(text.find("\"heavy_tails\""), 13, "\"outlier_channels\"");
-  EXPECT_EQ(config_error(text), "obj.toml:7: check[0].structures[1]: 'outlier_channels' is listed twice");
+  EXPECT_EQ(config_error(text),
+            "obj.toml:7: check[0].structures[1]: 'outlier_channels' is listed twice");
 }
 
 }  // namespace
