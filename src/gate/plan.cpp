@@ -346,13 +346,11 @@ std::vector<StructureRow> structures_seen(const Objective& objective, const Plan
     StructureRow row;
     row.entry = name;
     row.declared = !entry->structures.empty();
-    if (row.declared) {
-      for (std::string_view structure : structure::kNames) {
-        const std::string text(structure);
-        const bool sees = std::find(entry->structures.begin(), entry->structures.end(), text) !=
-                          entry->structures.end();
-        (sees ? row.sees : row.never_sees).push_back(text);
-      }
+    for (std::string_view structure : structure::kNames) {
+      const std::string text(structure);
+      const bool sees = std::find(entry->structures.begin(), entry->structures.end(), text) !=
+                        entry->structures.end();
+      (sees ? row.sees : row.never_sees).push_back(text);
     }
     rows.push_back(std::move(row));
   }
@@ -442,10 +440,6 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
     out << "structures (docs/structures.md):\n";
     for (const auto& row : seen) {
       out << "  check " << row.entry << ": ";
-      if (!row.declared) {
-        out << "not declared\n";
-        continue;
-      }
       out << (row.sees.empty() ? "none" : join_labels(row.sees));
       if (!row.never_sees.empty()) out << "; never sees " << join_labels(row.never_sees);
       out << "\n";

@@ -90,11 +90,11 @@ Plan make_plan(const Objective& objective, const Configuration& configuration);
 std::optional<std::string> configured_variant(const Plan& plan, std::string_view bench);
 
 // What `loupe plan` says of a planned check's input structures (include/loupe/structure.hpp):
-// those its `structures` declares and those of the family it never sees. Empty when no check of
-// the objective declares any.
+// those its `structures` declares and those of the family it never sees (all of them for a check
+// that declares none). Empty when no check of the objective declares any.
 struct StructureRow {
   std::string entry;
-  bool declared = false;
+  bool declared = false;                // its `structures` names at least one
   std::vector<std::string> sees;        // in the family's order
   std::vector<std::string> never_sees;  // in the family's order
 };

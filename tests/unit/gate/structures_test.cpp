@@ -53,7 +53,8 @@ TEST(StructuresTest, ThePlanNamesWhatEachCheckNeverSees) {
       "k_ne_v, ragged_tail\n"
       "  check chunk: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
       "k_ne_v, ragged_tail\n"
-      "  check plain: not declared\n");
+      "  check plain: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
+      "k_ne_v, ragged_tail\n");
   EXPECT_EQ(plan_to_json(plan, objective)["structures"][0].dump(),
             R"({"entry":"w8a8","declared":true,"sees":["outlier_channels","heavy_tails"],)"
             R"("never_sees":["long_history","fast_gates","k_ne_v","ragged_tail"]})");
