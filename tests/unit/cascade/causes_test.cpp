@@ -280,5 +280,24 @@ TEST(CauseCascadeTest, WithoutAFailureTheObjectivesOrderStands) {
   EXPECT_TRUE(result.causes.empty());
 }
 
+TEST(CauseCascadeTest, TopFindingsLeadWithTheCausesFinding) {
+  CascadeResult result;
+  for (const std::string name : {"w8a8_ok", "chunk_ok"}) {
+    GateResult gate = gate_with(name, GateVerdict::kFail);
+    Finding finding;
+    finding.id = "check." + name + ".mismatch";
+    finding.severity = Severity::kFail;
+    gate.findings.push_back(finding);
+    result.gates.push_back(gate);
+  }
+  result.causes.causes = {"chunk_ok"};
+  bool truncated = true;
+  const std::vector<Finding> top = top_findings(result, 5, &truncated);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, "check.chunk_ok.mismatch");
+  EXPECT_EQ(top[1].id, "check.w8a8_ok.mismatch");
+  EXPECT_FALSE(truncated);
+}
+
 }  // namespace
 }  // namespace loupe::gate
