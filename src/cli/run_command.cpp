@@ -272,6 +272,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       std::cout << render_envelope(envelope) << "\n";
     } else {
       if (model) std::cout << report::render_terminal(*model);
+      // The cause before the symptom: the most specific failing gate, and how the others follow.
+      for (const auto& line : gate::cause_lines(run.outcome.causes, run.objective)) {
+        std::cout << "cause " << line << "\n";
+      }
       // Coverage on stderr, with the progress: stdout stays the run's report, the text `loupe
       // report RUN` renders again (the coverage findings are in the ledger).
       if (!run.coverage.empty()) std::cerr << gate::render_coverage(run.coverage);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "bench/report.hpp"
 #include "bench/stopping.hpp"
@@ -543,8 +545,66 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   }
 
   std::vector<std::optional<GateResult>> gates(objective.gates.size());
-  auto announce = [&](size_t index) {
-    if (options.gate_decided && gates[index]) options.gate_decided(*gates[index]);
+  // The cause before the symptom (gate/causes.hpp): each gate's components, and the failing gates
+  // whose announcement waits for the more specific gates of their layer.
+  std::vector<std::vector<std::string>> covers(objective.gates.size());
+  for (size_t index = 0; index < objective.gates.size(); ++index) {
+    covers[index] = gate_covers(objective, objective.gates[index]);
+  }
+  // The most specific decided failing gate that explains gate `index`, if any.
+  auto decided_cause = [&](size_t index) -> std::optional<size_t> {
+    std::optional<size_t> best;
+    for (size_t other = 0; other < gates.size(); ++other) {
+      if (!gates[other] || gates[other]->verdict != GateVerdict::kFail) continue;
+      if (!explains(covers[other], covers[index])) continue;
+      if (!best || covers[other].size() < covers[*best].size()) best = other;
+    }
+    return best;
+  };
+  // A failing gate is held while a more specific gate of its layer within the build is
+  // undecided, unless one already failed: the cause is printed before the symptom.
+  auto must_wait = [&](size_t index) {
+    if (gates[index]->verdict != GateVerdict::kFail || decided_cause(index)) return false;
+    for (size_t other = 0; other < gates.size(); ++other) {
+      if (gates[other] || !explains(covers[other], covers[index])) continue;
+      const GateSpec& spec = objective.gates[other];
+      if (gate_layer(spec.expression) != gates[index]->layer) continue;
+      if (baseline != nullptr && is_baseline_gate(spec.expression)) continue;
+      return true;
+    }
+    return false;
+  };
+  std::vector<size_t> held;
+  std::function<void(size_t)> announce = [&](size_t index) {
+    if (!options.gate_decided || !gates[index]) return;
+    if (must_wait(index)) {
+      held.push_back(index);
+      return;
+    }
+    GateResult shown = *gates[index];
+    if (shown.verdict == GateVerdict::kFail) {
+      if (const auto cause = decided_cause(index)) {
+        shown.rule += " (follows from " + objective.gates[*cause].name + ": it covers " +
+                      gate_names(covers[*cause]) + ")";
+      }
+    }
+    options.gate_decided(shown);
+    for (size_t at = 0; at < held.size();) {
+      if (must_wait(held[at])) {
+        ++at;
+        continue;
+      }
+      const size_t released = held[at];
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+      announce(released);
+      at = 0;
+    }
+  };
+  auto flush_held = [&] {
+    const std::vector<size_t> rest = std::exchange(held, {});
+    for (size_t index : rest) {
+      if (options.gate_decided) options.gate_decided(*gates[index]);
+    }
   };
   std::string stop_reason;  // set once the cascade stops
   size_t done = 0;
@@ -593,6 +653,17 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     std::set<std::string> controlled;  // bench entries whose false-discovery control is done
     std::vector<std::string> failing;
+    // Entries of this layer that a failing gate covers more specifically: their points run next
+    // (in the objective's order, which lists a layer's entries cheapest first), so that the
+    // component a failing composite check runs is judged before the rest of the layer.
+    std::set<std::string> promoted;
+    auto promote_covered = [&](size_t index) {
+      for (const ProbeEntry& entry : objective.entries(layer)) {
+        std::vector<std::string> entry_covers = entry.covers;
+        std::sort(entry_covers.begin(), entry_covers.end());
+        if (explains(entry_covers, covers[index])) promoted.insert(entry.name);
+      }
+    };
     std::vector<size_t> decided_early;  // check gates decided FAIL before their entries' last point
     // Decides the gate now when every entry it reads has run all its points.
     auto decide = [&](size_t index, bool layer_done) {
@@ -634,6 +705,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           failing.push_back(early.name);
           decided_early.push_back(index);
           gates[index] = std::move(early);
+          promote_covered(index);
           announce(index);
           return;
         }
@@ -650,6 +722,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           failing.push_back(early.name);
           decided_early.push_back(index);
           gates[index] = std::move(early);
+          promote_covered(index);
           announce(index);
           return;
         }
@@ -681,7 +754,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           gate.rule += " (the traces could not be analysed: " + error.message() + ")";
         }
       }
-      if (gate.verdict == GateVerdict::kFail) failing.push_back(gate.name);
+      if (gate.verdict == GateVerdict::kFail) {
+        failing.push_back(gate.name);
+        promote_covered(index);
+      }
       gates[index] = std::move(gate);
       announce(index);
     };
@@ -899,8 +975,13 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     if (options.layer_begin && !order.empty()) options.layer_begin(layer, order);
     size_t ordinal = 0;
-    for (const PointRef& ref : order) {
+    for (size_t next = 0; next < order.size(); ++next) {
       if (!stop_reason.empty()) break;
+      if (!promoted.empty()) {
+        std::stable_partition(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(),
+                              [&](const PointRef& ref) { return promoted.count(ref.task->entry); });
+      }
+      const PointRef& ref = order[next];
       const PlanTask* task = ref.task;
       if (options.interrupted != nullptr && options.interrupted->load()) {
         result.interrupted = true;
@@ -991,6 +1072,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       if (full.verdict == GateVerdict::kFail) gates[index] = std::move(full);
     }
     for (size_t index : layer_gates) decide(index, true);
+    flush_held();
     std::vector<std::string> failed_points;
     for (size_t index = first_point; index < result.points.size(); ++index) {
       if (result.points[index].verdict == Verdict::kFail) {
@@ -1008,9 +1090,16 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     result.layers.push_back(outcome);
   }
+  flush_held();
   for (size_t index = 0; index < gates.size(); ++index) {
     result.gates.push_back(gates[index] ? std::move(*gates[index])
                                         : not_run_gate(objective.gates[index], "no layer ran it"));
+  }
+  result.causes = explain_failures(objective, result.gates);
+  for (const FollowingGate& link : result.causes.follows) {
+    for (auto& gate : result.gates) {
+      if (gate.name == link.gate) gate.rule += " (" + link.sentence + ")";
+    }
   }
   result.wall_s = seconds_since(start);
   return result;
@@ -1040,12 +1129,22 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
   };
   // In turn across the gates that did not pass (the first finding of each, then the second, ...),
   // so that a gate with many findings does not hide the lead finding of the next one.
+  // The failing causes lead, most specific first (gate/causes.hpp); then the objective's order.
+  std::vector<const GateResult*> ordered;
+  for (const auto& cause : result.causes.causes) {
+    for (const auto& gate : result.gates) {
+      if (gate.name == cause) ordered.push_back(&gate);
+    }
+  }
+  for (const auto& gate : result.gates) {
+    if (std::find(ordered.begin(), ordered.end(), &gate) == ordered.end()) ordered.push_back(&gate);
+  }
   size_t depth = 0;
   for (bool more = true; more; ++depth) {
     more = false;
-    for (const auto& gate : result.gates) {
-      if (gate.verdict == GateVerdict::kPass || depth >= gate.findings.size()) continue;
-      add(gate.findings[depth]);
+    for (const GateResult* gate : ordered) {
+      if (gate->verdict == GateVerdict::kPass || depth >= gate->findings.size()) continue;
+      add(gate->findings[depth]);
       more = true;
     }
   }

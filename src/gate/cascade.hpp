@@ -4,6 +4,10 @@
 // the first failing layer unless asked to run all. Where the points run is the executor's business
 // (gate/executor.hpp: layer_begin / the runner / layer_end).
 //
+// The cause before the symptom (gate/causes.hpp): when a gate fails while its layer still runs,
+// the points of the layer's entries that cover a strict subset of its components run next (in
+// the objective's order), and its announcement waits until every such gate within the build is
+// decided or one of them failed; CascadeResult::causes ranks the failing gates most specific first.
 // A layer fails when one of its gates fails or one of its points has the verdict fail (a failing
 // check without a gate is still a failing check). Gates of layers the cascade did not reach, or
 // that --only left out, and gates that read an entry a configuration switch left out of the plan
@@ -23,6 +27,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "gate/causes.hpp"
 #include "gate/gate_eval.hpp"
 #include "gate/objective.hpp"
 #include "gate/plan.hpp"
@@ -119,6 +124,8 @@ struct CascadeResult {
   bool interrupted = false;
   std::optional<Error> error;  // the subject failure that stopped the cascade
   double wall_s = 0;
+  // The failing gates, most specific first, and how the others follow (gate/causes.hpp).
+  CauseReport causes;
 };
 
 // Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across

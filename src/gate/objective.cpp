@@ -1,5 +1,7 @@
 #include "gate/objective.hpp"
 
+#include "loupe/structure.hpp"
+
 #include "config/toml_reader.hpp"
 #include "core/limits.hpp"
 #include "core/pattern.hpp"
@@ -197,11 +199,11 @@ check::RuleSet read_entry_rules(const Reader& reader, const toml::node& node,
 }
 
 ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer layer, size_t index,
-                      const std::filesystem::path& base) {
+                      const std::filesystem::path& base, const std::vector<Component>& components) {
   const std::string layer_word(layer_name(layer));
   const std::string path = indexed(layer_word, index);
-  std::vector<std::string> allowed = {"probe", "name",    "description", "params",
-                                      "zip",   "repeats", "seed"};
+  std::vector<std::string> allowed = {"probe",   "name", "description", "params",    "zip",
+                                      "repeats", "seed", "covers",      "structures"};
   if (layer == Layer::kCheck) allowed.insert(allowed.end(), {"tolerances", "seeds", "rules"});
   if (layer == Layer::kBench) {
     allowed.insert(allowed.end(), {"variants", "threshold", "budget_s", "precision", "counters"});
@@ -381,11 +383,56 @@ ProbeEntry read_entry(const Reader& reader, const toml::table& table, Layer laye
     }
     entry.counters = std::move(parsed);
   }
+  if (const toml::node* structures = table.get("structures")) {
+    const std::string key = child(path, "structures");
+    entry.structures = reader.strings_of(*structures, key);
+    std::set<std::string> unique;
+    for (size_t at = 0; at < entry.structures.size(); ++at) {
+      const std::string& name = entry.structures[at];
+      if (!structure::parse(name)) {
+        std::vector<std::string> names(structure::kNames.begin(), structure::kNames.end());
+        reader.fail(*structures, indexed(key, at),
+                    "expected one of the input structures " + join(names) +
+                        " (docs/structures.md), found '" + name + "'");
+      }
+      if (!unique.insert(name).second) {
+        reader.fail(*structures, indexed(key, at), "'" + name + "' is listed twice");
+      }
+    }
+  }
+  if (const toml::node* covers = table.get("covers")) {
+    const std::string key = child(path, "covers");
+    entry.covers = reader.strings_of(*covers, key);
+    if (entry.covers.empty()) {
+      reader.fail(*covers, key,
+                  "expected at least one component the probe runs (a check that covers nothing "
+                  "explains no failure; leave covers out instead), found []");
+    }
+    std::set<std::string> unique;
+    for (size_t at = 0; at < entry.covers.size(); ++at) {
+      const std::string& name = entry.covers[at];
+      const bool known = std::any_of(components.begin(), components.end(),
+                                     [&](const Component& c) { return c.name == name; });
+      if (!known) {
+        std::vector<std::string> names;
+        for (const auto& component : components) names.push_back(component.name);
+        reader.fail(*covers, indexed(key, at),
+                    "expected a component declared in [components]" +
+                        (names.empty() ? std::string(" (the file declares none)")
+                                       : " (" + join(names) + ")") +
+                        ", found '" + name + "'");
+      }
+      if (!unique.insert(name).second) {
+        reader.fail(*covers, indexed(key, at), "'" + name + "' is listed twice");
+      }
+    }
+  }
   return entry;
 }
 
 std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& node, Layer layer,
-                                     const std::filesystem::path& base) {
+                                     const std::filesystem::path& base,
+                                     const std::vector<Component>& components) {
   const std::string key(layer_name(layer));
   if (!node.is_array_of_tables()) {
     reader.expected(node, key, "an array of tables ([[" + key + "]])");
@@ -393,7 +440,7 @@ std::vector<ProbeEntry> read_entries(const Reader& reader, const toml::node& nod
   std::vector<ProbeEntry> entries;
   const toml::array& array = *node.as_array();
   for (size_t index = 0; index < array.size(); ++index) {
-    ProbeEntry entry = read_entry(reader, *array[index].as_table(), layer, index, base);
+    ProbeEntry entry = read_entry(reader, *array[index].as_table(), layer, index, base, components);
     for (size_t other = 0; other < entries.size(); ++other) {
       if (entries[other].name == entry.name) {
         reader.fail(entry.line, indexed(key, index) + ".name",
@@ -839,6 +886,13 @@ const ProbeEntry* Objective::find_entry(Layer layer, std::string_view entry_name
   return nullptr;
 }
 
+const Component* Objective::find_component(std::string_view name) const {
+  for (const auto& component : components) {
+    if (component.name == name) return &component;
+  }
+  return nullptr;
+}
+
 const DeploymentKey* Objective::find_deployment_key(std::string_view key) const {
   for (const auto& candidate : deployment_keys) {
     if (candidate.key == key) return &candidate;
@@ -896,7 +950,7 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   reader.allow_keys(
       root, "",
       {"name", "description", "cascade", "subject", "check", "bench", "scenario", "gate",
-       "deployment_key", "deployment", "review", "coverage", "executor", "build"});
+       "deployment_key", "deployment", "review", "coverage", "executor", "build", "components"});
   Objective objective;
   objective.file = file;
   objective.name = reader.optional_string(root, "name", "").value_or("");
@@ -932,17 +986,32 @@ Objective parse_objective(std::string_view text, const std::filesystem::path& fi
   if (const toml::node* build = root.get("build")) {
     objective.build = read_build(reader, reader.table_of(*build, "build"));
   }
+  if (const toml::node* components = root.get("components")) {
+    for (const auto& [name, node] : Reader::ordered(reader.table_of(*components, "components"))) {
+      const std::string key = child("components", name);
+      if (!is_word(name)) {
+        reader.fail(*node, key,
+                    "expected a component name of letters, digits and '_', found '" + name + "'");
+      }
+      const std::string description = reader.string_of(*node, key);
+      if (description.empty()) {
+        reader.fail(*node, key,
+                    "expected what component '" + name + "' is (the code it names), found ''");
+      }
+      objective.components.push_back({name, description, Reader::line_of(*node)});
+    }
+  }
   const std::filesystem::path base = file.parent_path();
   objective.subject =
       read_subject(reader, reader.table_of(reader.required(root, "subject", ""), "subject"), base);
   if (const toml::node* node = root.get("check")) {
-    objective.checks = read_entries(reader, *node, Layer::kCheck, base);
+    objective.checks = read_entries(reader, *node, Layer::kCheck, base, objective.components);
   }
   if (const toml::node* node = root.get("bench")) {
-    objective.benches = read_entries(reader, *node, Layer::kBench, base);
+    objective.benches = read_entries(reader, *node, Layer::kBench, base, objective.components);
   }
   if (const toml::node* node = root.get("scenario")) {
-    objective.scenarios = read_entries(reader, *node, Layer::kScenario, base);
+    objective.scenarios = read_entries(reader, *node, Layer::kScenario, base, objective.components);
   }
   if (objective.checks.empty() && objective.benches.empty() && objective.scenarios.empty()) {
     reader.fail(root, "check", "expected at least one [[check]], [[bench]] or [[scenario]]");

@@ -122,6 +122,14 @@ struct ProbeEntry {
   // see every seed's values, so a fault that shows on one seed in ten is not left to luck.
   int64_t seeds = 1;
   std::optional<EntryCounters> counters;  // benches
+  // The components of the subject this entry's probe runs (names declared in [components]),
+  // so that a failing gate can be traced to the most specific one (gate/causes.hpp). Empty: not
+  // declared.
+  std::vector<std::string> covers;
+  // The named input structures (include/loupe/structure.hpp, docs/structures.md) this entry's
+  // inputs carry; `loupe plan` names the ones of the family a check never sees. Empty: not
+  // declared.
+  std::vector<std::string> structures;
   // Never read from a file: the cascade sets it on the copy of a bench entry it hands the runner
   // for a later round (>= 1) against a baseline build (the subject's --round).
   int64_t round = 0;
@@ -131,6 +139,14 @@ struct ProbeEntry {
 // Every parameter point of an entry: the cartesian product of `params` (the last one varies
 // fastest) times the rows of `zip`; each point lists params' names, then zip's.
 std::vector<Params> expand_points(const ProbeEntry& entry);
+
+// A [components] entry: a part of the subject that checks, benches and scenarios `cover`.
+struct Component {
+  std::string name;
+  std::string description;
+  int line = 0;
+  bool operator==(const Component&) const = default;
+};
 
 struct GateSpec {
   std::string name;
@@ -205,6 +221,7 @@ struct Objective {
   std::vector<ProbeEntry> checks;
   std::vector<ProbeEntry> benches;
   std::vector<ProbeEntry> scenarios;
+  std::vector<Component> components;  // [components], in the file's order
   std::vector<GateSpec> gates;
   std::vector<DeploymentKey> deployment_keys;
   std::vector<Deployment> deployments;
@@ -218,6 +235,7 @@ struct Objective {
   // The entries of one layer (kTrace has none).
   const std::vector<ProbeEntry>& entries(Layer layer) const;
   const ProbeEntry* find_entry(Layer layer, std::string_view name) const;
+  const Component* find_component(std::string_view name) const;
   const DeploymentKey* find_deployment_key(std::string_view key) const;
   const Deployment* find_deployment(std::string_view name) const;
 };

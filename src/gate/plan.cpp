@@ -1,5 +1,8 @@
 #include "gate/plan.hpp"
 
+#include "gate/causes.hpp"
+#include "loupe/structure.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -311,6 +314,49 @@ std::optional<std::string> configured_variant(const Plan& plan, std::string_view
   return std::nullopt;
 }
 
+namespace {
+
+// The plan's entries, each once, in the plan's order.
+std::vector<std::pair<Layer, std::string>> planned_entries(const Plan& plan) {
+  std::vector<std::pair<Layer, std::string>> out;
+  for (const auto& task : plan.tasks) {
+    const std::pair<Layer, std::string> entry{task.layer, task.entry};
+    if (std::find(out.begin(), out.end(), entry) == out.end()) out.push_back(entry);
+  }
+  return out;
+}
+
+std::string join_labels(const std::vector<std::string>& labels) {
+  std::string out;
+  for (const auto& label : labels) out += (out.empty() ? "" : ", ") + label;
+  return out;
+}
+
+}  // namespace
+
+std::vector<StructureRow> structures_seen(const Objective& objective, const Plan& plan) {
+  const bool any = std::any_of(objective.checks.begin(), objective.checks.end(),
+                               [](const ProbeEntry& entry) { return !entry.structures.empty(); });
+  std::vector<StructureRow> rows;
+  if (!any) return rows;
+  for (const auto& [layer, name] : planned_entries(plan)) {
+    if (layer != Layer::kCheck) continue;
+    const ProbeEntry* entry = objective.find_entry(layer, name);
+    if (entry == nullptr) continue;
+    StructureRow row;
+    row.entry = name;
+    row.declared = !entry->structures.empty();
+    for (std::string_view structure : structure::kNames) {
+      const std::string text(structure);
+      const bool sees = std::find(entry->structures.begin(), entry->structures.end(), text) !=
+                        entry->structures.end();
+      (sees ? row.sees : row.never_sees).push_back(text);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 std::string render_plan(const Plan& plan, const Objective& objective, size_t max_tasks) {
   std::ostringstream out;
   out << "plan for " << objective.file.string() << ", ";
@@ -367,6 +413,38 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
         << left_out.probe << "), by " << left_out.reason << "\n";
   }
   if (any_configured) out << "* set by the configuration\n";
+  if (!objective.components.empty()) {
+    // What a failing gate will be traced to (gate/causes.hpp): each component's most specific
+    // entry, and the components only composite entries run (a fault there names no component).
+    const auto planned = planned_entries(plan);
+    out << "components (covers):\n";
+    for (const auto& row : component_coverage(objective, planned)) {
+      out << "  " << row.component << ": ";
+      if (row.most_specific.empty()) {
+        out << "no planned entry runs it\n";
+        continue;
+      }
+      out << join_labels(row.most_specific);
+      if (row.most_specific_size > 1) {
+        out << " (with " << row.most_specific_size - 1
+            << " other component(s): no entry runs it alone)";
+      }
+      if (!row.also.empty()) out << "; also run by " << join_labels(row.also);
+      out << "\n";
+    }
+    const auto bare = entries_without_covers(objective, planned);
+    if (!bare.empty()) out << "  without covers: " << join_labels(bare) << "\n";
+  }
+  const auto seen = structures_seen(objective, plan);
+  if (!seen.empty()) {
+    out << "structures (docs/structures.md):\n";
+    for (const auto& row : seen) {
+      out << "  check " << row.entry << ": ";
+      out << (row.sees.empty() ? "none" : join_labels(row.sees));
+      if (!row.never_sees.empty()) out << "; never sees " << join_labels(row.never_sees);
+      out << "\n";
+    }
+  }
   return out.str();
 }
 
@@ -402,12 +480,31 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective
                         {"probe", entry.probe},
                         {"reason", entry.reason}});
   }
+  const auto planned = planned_entries(plan);
+  Json components = Json::array();
+  for (const auto& row : component_coverage(objective, planned)) {
+    components.push_back({{"name", row.component},
+                          {"description", objective.find_component(row.component)->description},
+                          {"most_specific", row.most_specific},
+                          {"most_specific_covers", row.most_specific_size},
+                          {"also", row.also}});
+  }
+  Json structures = Json::array();
+  for (const auto& row : structures_seen(objective, plan)) {
+    structures.push_back({{"entry", row.entry},
+                          {"declared", row.declared},
+                          {"sees", row.sees},
+                          {"never_sees", row.never_sees}});
+  }
   return {{"objective", objective.file.string()},
           {"configuration", configuration_to_json(plan.configuration)},
           {"tasks", tasks},
           {"configured_variants", variants},
           {"defaults", defaults},
-          {"left_out", left_out}};
+          {"left_out", left_out},
+          {"components", components},
+          {"without_covers", entries_without_covers(objective, planned)},
+          {"structures", structures}};
 }
 
 }  // namespace loupe::gate

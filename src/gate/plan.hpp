@@ -89,6 +89,17 @@ Plan make_plan(const Objective& objective, const Configuration& configuration);
 // The variant NAME[configured] means under this plan; nullopt when no setting selects one.
 std::optional<std::string> configured_variant(const Plan& plan, std::string_view bench);
 
+// What `loupe plan` says of a planned check's input structures (include/loupe/structure.hpp):
+// those its `structures` declares and those of the family it never sees (all of them for a check
+// that declares none). Empty when no check of the objective declares any.
+struct StructureRow {
+  std::string entry;
+  bool declared = false;                // its `structures` names at least one
+  std::vector<std::string> sees;        // in the family's order
+  std::vector<std::string> never_sees;  // in the family's order
+};
+std::vector<StructureRow> structures_seen(const Objective& objective, const Plan& plan);
+
 // Text: one line per task, at most `max_tasks` (the rest announced with a hint).
 std::string render_plan(const Plan& plan, const Objective& objective, size_t max_tasks);
 // {"name": NAME|null, "settings": {KEY: VALUE, ...}}: what the ledger records as a run's config.

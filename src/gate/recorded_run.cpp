@@ -290,6 +290,8 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
                       {"points", layer.points}});
   }
   data["layers"] = std::move(layers);
+  // The failing gates most specific first, and how the others follow (gate/causes.hpp).
+  data["causes"] = cause_report_to_json(run.outcome.causes, run.objective);
   Json gates = Json::array();
   for (const auto& gate : run.outcome.gates) gates.push_back(gate_result_to_json(gate));
   data["gates"] = std::move(gates);

@@ -40,6 +40,12 @@ std::vector<Finding> lead_findings(const gate::CascadeResult& outcome, size_t li
       out.push_back(finding);
     }
   };
+  // The most specific failing gate first (gate/causes.hpp: the cause before the symptom).
+  for (const auto& cause : outcome.causes.causes) {
+    for (const auto& gate : outcome.gates) {
+      if (gate.name == cause && !gate.findings.empty()) add(gate.findings.front());
+    }
+  }
   for (GateVerdict wanted : {GateVerdict::kFail, GateVerdict::kInconclusive}) {
     for (const auto& gate : outcome.gates) {
       if (gate.verdict == wanted && !gate.findings.empty()) add(gate.findings.front());
@@ -109,6 +115,9 @@ Json run_objective(const Json& arguments, CallContext& context) {
         row["baseline"] = gate.statistics.baseline;
       }
       if (gate.verdict != GateVerdict::kPass) row["rule"] = gate.rule;
+      for (const auto& link : run.outcome.causes.follows) {
+        if (link.gate == gate.name) row["follows_from"] = link.cause;
+      }
       Json ids = Json::array();
       for (const auto& finding : gate.findings) {
         if (std::find(ids.begin(), ids.end(), finding.id) == ids.end()) ids.push_back(finding.id);

@@ -255,10 +255,10 @@ TEST(ObjectiveErrorsTest, SyntaxAndTopLevel) {
   EXPECT_EQ(config_error("bogus = 1\n" + kBase),
             "obj.toml:1: bogus: unknown key; expected one of name, description, cascade, subject, "
             "check, bench, scenario, gate, deployment_key, deployment, review, coverage, "
-            "executor, build");
+            "executor, build, components");
   EXPECT_EQ(config_error(kBase + "bogus = 1\n"),
             "obj.toml:7: check[0].bogus: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances, seeds, rules");
+            "params, zip, repeats, seed, covers, structures, tolerances, seeds, rules");
   EXPECT_EQ(config_error("cascade = \"some\"\n" + kBase),
             "obj.toml:1: cascade: expected \"stop\" (or \"stop-at-first-failure\") or \"all\", "
             "found \"some\"");
@@ -317,14 +317,16 @@ TEST(ObjectiveErrorsTest, Subject) {
 TEST(ObjectiveErrorsTest, ProbeEntries) {
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nprams = {}\n"),
             "obj.toml:9: check[1].prams: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, tolerances, seeds, rules");
+            "params, zip, repeats, seed, covers, structures, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ntolerances = {}\n"),
             "obj.toml:9: bench[0].tolerances: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, variants, threshold, budget_s, precision, "
+            "description, params, zip, repeats, seed, covers, structures, variants, threshold, "
+            "budget_s, precision, "
             "counters");
-  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
-            "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, tolerances, seeds, rules");
+  EXPECT_EQ(
+      config_error(kBase + "[[check]]\nprobe = \"x\"\nbudget_s = 5\n"),
+      "obj.toml:9: check[1].budget_s: unknown key; expected one of probe, name, "
+      "description, params, zip, repeats, seed, covers, structures, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[check]]\nname = \"x\"\n"),
             "obj.toml:7: check[1].probe: missing; this key is required");
   EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"cp-vs\"\n"),
@@ -526,9 +528,10 @@ TEST(ObjectiveErrorsTest, CheckRules) {
 }
 
 TEST(ObjectiveErrorsTest, BenchCounters) {
-  EXPECT_EQ(config_error(kBase + "[[check]]\nprobe = \"x\"\ncounters = { kernel = \"k\" }\n"),
-            "obj.toml:9: check[1].counters: unknown key; expected one of probe, name, "
-            "description, params, zip, repeats, seed, tolerances, seeds, rules");
+  EXPECT_EQ(
+      config_error(kBase + "[[check]]\nprobe = \"x\"\ncounters = { kernel = \"k\" }\n"),
+      "obj.toml:9: check[1].counters: unknown key; expected one of probe, name, "
+      "description, params, zip, repeats, seed, covers, structures, tolerances, seeds, rules");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = \"merged\"\n"),
             "obj.toml:9: bench[0].counters: expected a table, found a string");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"x\"\ncounters = { launches = 2 }\n"),
