@@ -250,7 +250,9 @@ struct CriticalPath {
   enum class Kind : uint8_t { kCpu, kGpu, kLaunch, kWait, kUntraced, kCount };
   struct Segment {
     Kind kind;
-    std::string name;  // the CPU zone, the GPU op, "launch latency", "stream gap", "wait on ..."
+    // The CPU zone, the GPU op, "launch latency", "stream gap", "wait on <stream>", or "nothing
+    // traced on <thread>" (no zone open: idle, or work the profiler did not record).
+    std::string name;
     Interval interval;
     SliceId slice = kNoSlice;
   };

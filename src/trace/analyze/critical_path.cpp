@@ -16,6 +16,9 @@ constexpr size_t kMaxHops = 1'000'000;
 // An op that starts this soon after an op of another stream ended, later than its own launch and
 // its stream's previous op, waited for that op (an event: cudaStreamWaitEvent).
 constexpr int64_t kEventSlackNs = 20'000;
+// A helper thread idle at least this long was waiting (for the iteration's thread); shorter gaps
+// between its zones are its own untraced work.
+constexpr int64_t kHandOffNs = 20'000;
 
 // A host call that returns only when GPU work has finished.
 bool waits_for_gpu(std::string_view name) {
@@ -131,6 +134,7 @@ class Walk {
   void run(TrackId thread, int64_t from, SliceId from_op, int64_t start) {
     start_ = start;
     frontier_ = from;
+    home_ = thread;
     std::optional<SliceId> op;
     if (from_op != kNoSlice) op = from_op;
     TrackId cpu_thread = thread;
@@ -140,8 +144,9 @@ class Walk {
         if (!next && cpu_thread == kNoTrack) break;
         op = next;
       } else {
+        const TrackId was = cpu_thread;
         op = cpu_step(cpu_thread);
-        if (!op) break;
+        if (!op && cpu_thread == was) break;
       }
     }
     if (frontier_ > start_)
@@ -160,7 +165,11 @@ class Walk {
   // The CPU thread back from the frontier to its latest wait for the GPU: its work is on the
   // path, attributed to its innermost zones; then the op the wait ended on. nullopt: the thread's
   // work reaches back to the iteration's start.
-  std::optional<SliceId> cpu_step(TrackId thread) {
+  // Another thread (one that launched an op on the path) found idle for kHandOffNs hands the
+  // path to the iteration's own thread at that moment (`thread` becomes it): an idle helper was
+  // waiting for the thread that runs the iteration, as autograd's backward thread waits for the
+  // forward.
+  std::optional<SliceId> cpu_step(TrackId& thread) {
     const SliceTable& slices = model_.slices;
     SliceId waited = kNoSlice;
     auto found = waits_.find(thread);
@@ -189,8 +198,18 @@ class Walk {
     cpu_pieces(thread, begin, frontier_, pieces);
     for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) {
       const SliceId zone = index_.innermost_at(thread, it->first);
-      add(CriticalPath::Kind::kCpu,
-          zone == kNoSlice ? "(no zone)" : std::string(model_.slice_name(zone)), it->first, zone);
+      // Nothing open on the thread: it was idle (waiting for another thread, say autograd's
+      // backward thread for the forward) or ran what the profiler did not record.
+      if (zone == kNoSlice && thread != home_ && it->second - it->first >= kHandOffNs) {
+        thread = home_;
+        return std::nullopt;
+      }
+      if (zone == kNoSlice) {
+        add(CriticalPath::Kind::kUntraced, "nothing traced on " + model_.track_label(thread),
+            it->first, kNoSlice);
+      } else {
+        add(CriticalPath::Kind::kCpu, std::string(model_.slice_name(zone)), it->first, zone);
+      }
     }
     if (waited == kNoSlice) return std::nullopt;
     return waited;
@@ -281,6 +300,7 @@ class Walk {
   std::vector<std::pair<int64_t, SliceId>> by_end_;
   std::map<TrackId, std::vector<SliceId>> waits_;  // per thread, by end
   int64_t start_ = 0, frontier_ = 0;
+  TrackId home_ = kNoTrack;  // the iteration's thread
 };
 
 }  // namespace

@@ -122,6 +122,48 @@ TEST(CriticalPath, ASynchronisationSerialisesTheHostAndTheGpu) {
   EXPECT_EQ(items_of(path), expected);
 }
 
+// A cudaMemcpyAsync to pageable memory returns only after its copy: a wait for the GPU. Back from
+// the step's end (s+165): the step (5), aten::op1 (20), aten::copy_ (2) and the call's return (3)
+// after the copy ended at s+135; the copy (10), which began when kernel_0 ended — not when its
+// call began (s+21), nor when the call returned (s+138, after the copy had started); kernel_0
+// (100), its launch latency (5), op0 and its launch (15 + 5) from s.
+TEST(CriticalPath, ABlockingCopyWaitsForTheKernelBeforeIt) {
+  const CriticalPath path = path_of("critical_blocking_copy.json.gz");
+  ASSERT_TRUE(path.present);
+  EXPECT_EQ((path.span.second - path.span.first) / kUs, 165);
+  expect_tiled(path);
+  EXPECT_EQ(kind_us(path, Kind::kGpu), 110);
+  EXPECT_EQ(kind_us(path, Kind::kLaunch), 5);
+  EXPECT_EQ(kind_us(path, Kind::kCpu), 50);
+  const std::map<std::pair<Kind, std::string>, int64_t> expected{
+      {{Kind::kGpu, "kernel_0"}, 100},       {{Kind::kGpu, "Memcpy DtoH (Device -> Pageable)"}, 10},
+      {{Kind::kCpu, "aten::op0"}, 15},       {{Kind::kCpu, "cudaLaunchKernel"}, 5},
+      {{Kind::kCpu, "cudaMemcpyAsync"}, 3},  {{Kind::kCpu, "aten::copy_"}, 2},
+      {{Kind::kCpu, "aten::op1"}, 20},       {{Kind::kCpu, "ProfilerStep#1"}, 5},
+      {{Kind::kLaunch, "launch latency"}, 5}};
+  EXPECT_EQ(items_of(path), expected);
+}
+
+// kernel_1, launched by the helper thread, ends last (s+125): kernel_1 (20), its launch latency
+// (5), the helper's launch call (5) and MulBackward0 (45) back to s+50, where the helper has
+// nothing open — it waited for the main thread, which takes the path: wait_backward (10), op0's
+// launch (5) and op0 (35) from s.
+TEST(CriticalPath, AnIdleHelperThreadHandsThePathToTheIterationsThread) {
+  const CriticalPath path = path_of("critical_two_threads.json.gz");
+  ASSERT_TRUE(path.present);
+  EXPECT_EQ((path.span.second - path.span.first) / kUs, 125);
+  expect_tiled(path);
+  EXPECT_EQ(kind_us(path, Kind::kGpu), 20);
+  EXPECT_EQ(kind_us(path, Kind::kLaunch), 5);
+  EXPECT_EQ(kind_us(path, Kind::kCpu), 100);
+  EXPECT_EQ(kind_us(path, Kind::kUntraced), 0);
+  const std::map<std::pair<Kind, std::string>, int64_t> expected{
+      {{Kind::kGpu, "kernel_1"}, 20},         {{Kind::kLaunch, "launch latency"}, 5},
+      {{Kind::kCpu, "cudaLaunchKernel"}, 10}, {{Kind::kCpu, "MulBackward0"}, 45},
+      {{Kind::kCpu, "wait_backward"}, 10},    {{Kind::kCpu, "aten::op0"}, 35}};
+  EXPECT_EQ(items_of(path), expected);
+}
+
 // Ranges named by --iteration instead of ProfilerStep: here the ops themselves, on one thread.
 TEST(CriticalPath, IterationsCanBeNamedByAPattern) {
   const CriticalPath path = path_of("critical_cpu_bound.json.gz", "^aten::op1$");
