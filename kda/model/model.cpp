@@ -11,6 +11,7 @@
 #include "kda/math/gates.hpp"
 #include "kda/math/generator.hpp"
 #include "loupe/error.hpp"
+#include "loupe/trace.hpp"
 
 namespace kda::model {
 
@@ -540,19 +541,32 @@ std::vector<float> Model::prefill_layers(std::span<const int32_t> prompts, int64
 
 std::vector<float> Model::decode_step(std::span<const int32_t> tokens,
                                       std::span<const int64_t> requests, StateCache& cache) const {
+  // Zones per stage, so that a trace of a decode step (its critical path, its breakdown) can
+  // say which stage the step spends its time in.
   const int64_t n = static_cast<int64_t>(requests.size());
   std::vector<float> hidden = embed(tokens);
   std::vector<LayerState> states(n);
   std::vector<LayerState*> pointers(n);
   for (int64_t seq = 0; seq < n; ++seq) pointers[seq] = &states[seq];
   for (int64_t layer = 0; layer < config_.layers; ++layer) {
-    for (int64_t seq = 0; seq < n; ++seq) cache.load(requests[seq], layer, states[seq]);
-    attention_decode(layer, hidden.data(), pointers);
-    for (int64_t seq = 0; seq < n; ++seq) cache.store(requests[seq], layer, states[seq]);
+    {
+      LOUPE_ZONE("state_load");
+      for (int64_t seq = 0; seq < n; ++seq) cache.load(requests[seq], layer, states[seq]);
+    }
+    {
+      LOUPE_ZONE("attention_decode");
+      attention_decode(layer, hidden.data(), pointers);
+    }
+    {
+      LOUPE_ZONE("state_store");
+      for (int64_t seq = 0; seq < n; ++seq) cache.store(requests[seq], layer, states[seq]);
+    }
+    LOUPE_ZONE("moe");
     MoeBatch batch = moe_dispatch(layer, hidden.data(), n);
     moe_experts(layer, batch);
     moe_combine(batch, hidden.data());
   }
+  LOUPE_ZONE("logits");
   return logits(hidden.data(), n);
 }
 

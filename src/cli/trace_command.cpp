@@ -17,6 +17,7 @@ struct TraceOptions {
   std::string overlap;
   std::string window;
   std::string gap_threshold = "100us";
+  std::string iteration;
   bool detail = false;
   bool json = false;
   std::string chrome_out;
@@ -38,6 +39,7 @@ trace::AnalyzeRequest make_request(const TraceOptions& options) {
   }
   request.window_class = options.window;
   request.gap_threshold_ns = trace::parse_duration_ns("--gap-threshold", options.gap_threshold);
+  request.iteration = options.iteration;
   request.detail = options.detail;
   return request;
 }
@@ -62,6 +64,7 @@ std::string reproduce_line(const std::string& verb, const TraceOptions& options)
   if (!options.overlap.empty()) line += " --overlap " + quote(options.overlap);
   if (!options.window.empty()) line += " --window " + quote(options.window);
   if (options.gap_threshold != "100us") line += " --gap-threshold " + options.gap_threshold;
+  if (!options.iteration.empty()) line += " --iteration " + quote(options.iteration);
   return line;
 }
 
@@ -118,6 +121,8 @@ void add_analysis_options(CLI::App* command, TraceOptions& options) {
   command->add_option("--window", options.window, "CLASS: also per instance of this class");
   command->add_option("--gap-threshold", options.gap_threshold,
                       "shortest idle interval reported (default 100us)");
+  command->add_option("--iteration", options.iteration,
+                      "PATTERN: the ranges whose critical path is walked (default ProfilerStep#N)");
   command
       ->add_option("--rank", options.ranks,
                    "R,R,...: the rank of each file, in order (overrides distributedInfo and "

@@ -62,6 +62,7 @@ trace::AnalyzeRequest analyze_request(const Json& arguments) {
   request.window_class = string_argument(arguments, "window").value_or("");
   request.gap_threshold_ns = trace::parse_duration_ns(
       "gap_threshold", string_argument(arguments, "gap_threshold").value_or("100us"));
+  request.iteration = string_argument(arguments, "iteration").value_or("");
   request.detail = flag_argument(arguments, "detail");
   return request;
 }
@@ -85,6 +86,9 @@ std::string trace_reproduce(const std::string& verb, const std::vector<std::stri
   if (auto window = string_argument(arguments, "window")) line += " --window " + quote(*window);
   if (auto gap = string_argument(arguments, "gap_threshold")) {
     line += " --gap-threshold " + quote(*gap);
+  }
+  if (auto iteration = string_argument(arguments, "iteration")) {
+    line += " --iteration " + quote(*iteration);
   }
   return line;
 }
@@ -229,6 +233,8 @@ std::vector<Param> analysis_params() {
           {"overlap", ParamType::kString, "A,B: time of class A overlapped by B"},
           {"window", ParamType::kString, "CLASS: also per instance of it"},
           {"gap_threshold", ParamType::kString, "shortest gap reported (default 100us)"},
+          {"iteration", ParamType::kString,
+           "PATTERN: the ranges whose critical path is walked (default ProfilerStep#N)"},
           detail_param("every finding and row")};
 }
 

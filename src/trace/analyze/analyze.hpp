@@ -10,7 +10,10 @@
 //              ones, the first ProfilerStep: reported apart, kept out of the workload's findings
 //   gpu        on traces with GPU work, by default: GPU time by kind, copy/compute and
 //              communication/compute overlap, idle time per stream split into host wait /
-//              kernel wait / other, kernel launch statistics through the ac2g flows, per step
+//              kernel wait / other, kernel launch statistics through the ac2g flows, queue
+//              length per stream, per step
+//   critical path  of one iteration (a ProfilerStep or a named range): the CPU work, launches,
+//              GPU ops and synchronisations that decided when it finished, and each one's time
 //   gil        Python programs: stalls of one Python thread inside an open zone that coincide
 //              with another's uninterrupted call, inferred as waits for the interpreter lock
 //   diff       two traces of one workload compared through the above
@@ -78,6 +81,8 @@ struct AnalyzeRequest {
   std::string window_class;                                    // empty: no windows
   int64_t gap_threshold_ns = 100'000;
   int64_t kernel_wait_ns = 10'000;  // gpu idle: shorter gaps after an enqueued op are kernel wait
+  // Critical path: a pattern naming the iteration ranges; empty: the ProfilerStep ranges.
+  std::string iteration;
   bool detail = false;
   size_t top = 6;  // findings shown without detail (tables keep 5 rows, names 80 characters)
 };
@@ -162,6 +167,14 @@ struct StreamIdle {
   // What the launching threads were in during host-wait gaps (the longest ones), descending.
   std::vector<std::pair<std::string, int64_t>> host_zones;
   int64_t host_zones_ns = 0;  // the gap time those zones cover
+  // Queue length: ops launched to the stream and not yet started. +1 at each op's launch call
+  // start (a graph's replay enqueues all its ops), −1 at the op's start; ops without a launch
+  // call are left out. Over the values after each change (HTA's statistic) and over time.
+  uint64_t queue_changes = 0;
+  double queue_mean = 0;       // mean of the values after each change
+  double queue_time_mean = 0;  // time-weighted over the stream's first change to its last op start
+  int64_t queue_max = 0;
+  int64_t queue_median = 0;  // of the values after each change (the lower middle one)
 };
 struct LaunchStats {
   uint64_t launches = 0;  // launch calls; a CUDA graph's replay (cudaGraphLaunch) is one
@@ -212,6 +225,59 @@ struct GpuAnalysis {
 };
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
                         const TrackIndex* index = nullptr);
+
+// The GPU ops of a model and their launch calls: what the GPU analyses and the critical path
+// share. Empty when the model has no GPU stream.
+struct GpuOps {
+  std::vector<uint8_t> kind;       // per slice: its GpuKind, or kNotGpuOp
+  std::vector<SliceId> ops;        // ascending
+  std::vector<SliceId> launch_of;  // per slice: its ac2g flow's source on a CPU thread, or kNoSlice
+};
+inline constexpr uint8_t kNotGpuOp = 0xFF;
+GpuOps find_gpu_ops(const Model& model);
+
+// The critical path of one iteration: the chain of CPU work, launches, GPU ops and waits that
+// decided when it finished, walked backwards from its end (the later of its range's end and the
+// end of the last GPU op launched in it). At a GPU op, what bound its start: its launch call
+// (then the launching thread), the previous op of its stream, or an op of another stream that
+// ended within 20 µs before it (an event). On a CPU thread: its innermost zones back to its
+// latest wait for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+// a synchronous cudaMemcpy, .item(), a launch call that returned after its own op finished),
+// then the op that wait returned on. Iterations: the
+// ProfilerStep ranges, or the ranges matching `iteration` on the thread with most of them; the
+// first is warm-up when there are others, and of the rest the median by duration is walked.
+struct CriticalPath {
+  enum class Kind : uint8_t { kCpu, kGpu, kLaunch, kWait, kUntraced, kCount };
+  struct Segment {
+    Kind kind;
+    // The CPU zone, the GPU op, "launch latency", "stream gap", "wait on <stream>", or "nothing
+    // traced on <thread>" (no zone open: idle, or work the profiler did not record).
+    std::string name;
+    Interval interval;
+    SliceId slice = kNoSlice;
+  };
+  // Per (kind, name): its time on the path — at most what the step would save were it free.
+  struct Item {
+    Kind kind;
+    std::string name;
+    int64_t ns = 0;
+    uint64_t segments = 0;
+    SliceId example = kNoSlice;
+  };
+  bool present = false;
+  SliceId iteration = kNoSlice;
+  uint64_t iterations = 0, steady_iterations = 0;
+  std::string source;  // "ProfilerStep" or the iteration pattern
+  Interval span{0, 0};
+  std::vector<Segment> segments;  // in time order; they tile `span`
+  std::vector<Item> items;        // by time on the path, descending
+  std::array<int64_t, static_cast<size_t>(Kind::kCount)> kind_ns{};
+};
+std::string_view critical_path_kind_name(CriticalPath::Kind kind);
+// Throws Error(kUsage) when `iteration_pattern` is not a valid pattern.
+CriticalPath compute_critical_path(const Model& model, const Warmup& warmup, const GpuOps& gpu,
+                                   const std::string& iteration_pattern,
+                                   const TrackIndex* index = nullptr);
 
 // The interpreter lock of a Python program, inferred from the timeline (no lock events exist).
 // A holder thread's uninterrupted call — a stretch of at least 200 us in which no slice of the

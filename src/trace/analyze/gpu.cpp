@@ -8,7 +8,7 @@
 namespace loupe::trace {
 namespace {
 
-constexpr uint8_t kNotGpu = 0xFF;
+constexpr uint8_t kNotGpu = kNotGpuOp;
 // Host-wait gaps whose launching thread's zones are looked up, longest first: enough to name the
 // host work, bounded so that 100 k tiny gaps cost nothing.
 constexpr size_t kZoneGaps = 32;
@@ -93,6 +93,46 @@ bool synchronisation(std::string_view name) {
   return name == "cudaStreamSynchronize" || name == "cudaDeviceSynchronize" ||
          name == "cudaEventSynchronize" || name == "aten::_local_scalar_dense" ||
          name == "aten::item";
+}
+
+// The stream's queue length (StreamIdle): launches and starts of `ids`, one stream's ops, as
+// changes in time order; at equal times a launch counts before a start (it came first).
+void queue_length(const Context& context, const std::vector<SliceId>& ids, StreamIdle& idle) {
+  const SliceTable& slices = context.model.slices;
+  std::vector<std::pair<int64_t, int>> changes;  // (time, +1 launch or -1 start)
+  changes.reserve(2 * ids.size());
+  for (SliceId id : ids) {
+    const SliceId launch = context.launch_of[id];
+    if (launch == kNoSlice) continue;
+    changes.emplace_back(slices.start_ns[launch], +1);
+    changes.emplace_back(slices.start_ns[id], -1);
+  }
+  if (changes.empty()) return;
+  std::sort(changes.begin(), changes.end(), [](const auto& left, const auto& right) {
+    return left.first != right.first ? left.first < right.first : left.second > right.second;
+  });
+  std::vector<int64_t> values;
+  values.reserve(changes.size());
+  int64_t length = 0, sum = 0;
+  double weighted = 0;
+  for (size_t at = 0; at < changes.size(); ++at) {
+    length += changes[at].second;
+    values.push_back(length);
+    sum += length;
+    idle.queue_max = std::max(idle.queue_max, length);
+    if (at + 1 < changes.size()) {
+      weighted += static_cast<double>(length) *
+                  static_cast<double>(changes[at + 1].first - changes[at].first);
+    }
+  }
+  idle.queue_changes = values.size();
+  idle.queue_mean = static_cast<double>(sum) / static_cast<double>(values.size());
+  const int64_t span = changes.back().first - changes.front().first;
+  idle.queue_time_mean = span > 0 ? weighted / static_cast<double>(span) : 0;
+  const size_t middle = (values.size() - 1) / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle),
+                   values.end());
+  idle.queue_median = values[middle];
 }
 
 // `ops`: GPU op ids, ascending (so by track, then start), each overlapping `window`. Every
@@ -222,6 +262,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops, In
     }
     busy += covered_until - busy_start;
     idle.busy_ns = busy;
+    queue_length(context, ids, idle);
     idle.span_ns = covered_until - begin(ids.front());
     uint64_t most = 0;
     for (const auto& [thread, count] : launchers) {
@@ -366,9 +407,8 @@ std::string_view gpu_kind_name(GpuKind kind) {
   return "other";
 }
 
-GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
-                        const TrackIndex* shared_index) {
-  GpuAnalysis result;
+GpuOps find_gpu_ops(const Model& model) {
+  GpuOps found;
   const SliceTable& slices = model.slices;
   const std::vector<uint8_t> roles = category_roles(model);
   // Per track: a stream's lane where work runs (not its annotation labels).
@@ -379,26 +419,37 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
     work_track[track] = info.kind == TrackKind::kGpuStream && info.lane != Lane::kAnnotation;
     any |= work_track[track] != 0;
   }
-  if (!any) return result;
-  std::vector<uint8_t> kind(slices.size(), kNotGpu);
-  std::vector<SliceId> ops;
+  if (!any) return found;
+  found.kind.assign(slices.size(), kNotGpu);
   for (SliceId id = 0; id < slices.size(); ++id) {
     if (work_track[slices.track[id]] == 0) continue;
     const uint8_t role = roles[slices.category[id]];
     if (role == kNotGpu) continue;
-    kind[id] = static_cast<uint8_t>(kind_from(role, model.slice_name(id)));
-    ops.push_back(id);
+    found.kind[id] = static_cast<uint8_t>(kind_from(role, model.slice_name(id)));
+    found.ops.push_back(id);
   }
-  if (ops.empty()) return result;
-  result.present = true;
+  if (found.ops.empty()) return found;
   // The launch call of each op: the ac2g flow's source on a CPU thread.
-  std::vector<SliceId> launch_of(slices.size(), kNoSlice);
+  found.launch_of.assign(slices.size(), kNoSlice);
   for (size_t row = 0; row < model.flows.size(); ++row) {
     const SliceId from = model.flows.from_slice[row], to = model.flows.to_slice[row];
-    if (from == kNoSlice || to == kNoSlice || kind[to] == kNotGpu) continue;
+    if (from == kNoSlice || to == kNoSlice || found.kind[to] == kNotGpu) continue;
     if (model.tracks[slices.track[from]].kind != TrackKind::kThread) continue;
-    launch_of[to] = from;
+    found.launch_of[to] = from;
   }
+  return found;
+}
+
+GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
+                        const TrackIndex* shared_index) {
+  GpuAnalysis result;
+  const SliceTable& slices = model.slices;
+  const GpuOps found = find_gpu_ops(model);
+  if (found.ops.empty()) return result;
+  const std::vector<uint8_t>& kind = found.kind;
+  const std::vector<SliceId>& ops = found.ops;
+  const std::vector<SliceId>& launch_of = found.launch_of;
+  result.present = true;
   // Devices: (file, pid) of the GPU tracks, numbered once.
   std::vector<uint32_t> device_of(model.tracks.size(), 0);
   std::map<std::pair<uint32_t, std::string>, uint32_t> devices;

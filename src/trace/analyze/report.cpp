@@ -89,6 +89,7 @@ struct Analysis {
   Locks locks;
   std::vector<TrackGaps> gaps;
   Collectives collectives;
+  CriticalPath critical_path;
   StatsRegistry stats;
 };
 
@@ -137,6 +138,10 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const T
   analysis.locks = compute_locks(model, analysis.stats, &index);
   analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index);
   analysis.collectives = compute_collectives(model, index);
+  if (!analysis.warmup.steps.empty() || !request.iteration.empty()) {
+    analysis.critical_path = compute_critical_path(model, analysis.warmup, find_gpu_ops(model),
+                                                   request.iteration, &index);
+  }
   return analysis;
 }
 
@@ -163,6 +168,7 @@ int rank_of(const Finding& finding) {
   if (id == "trace.gpu.idle") return 4;
   if (id == "trace.gaps.idle") return 5;
   if (id == "trace.gpu.launch" || id == "trace.gpu.steps") return 6;
+  if (id.rfind("trace.critical_path.", 0) == 0) return 6;
   if (id == "trace.warmup") return 8;
   return 7;
 }
@@ -547,6 +553,63 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
     finding.next = "data.gpu.steps has each step's GPU time, overlap and idle split";
     findings.push_back(std::move(finding));
   }
+}
+
+void add_critical_path_finding(const Model& model, const Analysis& analysis,
+                               std::vector<Finding>& findings) {
+  const CriticalPath& path = analysis.critical_path;
+  if (!path.present) return;
+  using Kind = CriticalPath::Kind;
+  const int64_t span = path.span.second - path.span.first;
+  auto kind_ns = [&](Kind kind) { return path.kind_ns[static_cast<size_t>(kind)]; };
+  Finding finding = trace_finding("trace.critical_path.iteration", Severity::kInfo);
+  const int64_t range_ns =
+      model.slices.end_ns[path.iteration] - model.slices.start_ns[path.iteration];
+  std::string chosen =
+      "the median of " + std::to_string(path.steady_iterations) + " after the first";
+  if (path.steady_iterations == path.iterations) chosen = "the only one";
+  if (path.steady_iterations == 1 && path.iterations == 2) chosen = "the one after the first";
+  finding.claim = "critical path of " + display(model.slice_name(path.iteration)) + " (" + chosen +
+                  ", " + format_duration(span) +
+                  (span > range_ns ? " to the end of the GPU work it launched" : "") + "): CPU " +
+                  percent(ratio(kind_ns(Kind::kCpu), span)) + ", GPU " +
+                  percent(ratio(kind_ns(Kind::kGpu), span)) + ", launch latency " +
+                  percent(ratio(kind_ns(Kind::kLaunch), span)) + ", GPU waits " +
+                  percent(ratio(kind_ns(Kind::kWait), span));
+  if (kind_ns(Kind::kUntraced) > 0) {
+    finding.claim += ", untraced " + percent(ratio(kind_ns(Kind::kUntraced), span));
+  }
+  std::vector<std::string> top;
+  for (size_t index = 0; index < path.items.size() && index < 3; ++index) {
+    const CriticalPath::Item& item = path.items[index];
+    top.push_back(display(item.name) + " (" + std::string(critical_path_kind_name(item.kind)) +
+                  ") " + format_duration(item.ns) + ", " + percent(ratio(item.ns, span)));
+  }
+  if (!top.empty()) {
+    finding.claim += "; longest on it: " + joined(top) +
+                     " — each would shorten the step by at most its time on the path";
+  }
+  finding.where.path = "critical path";
+  finding.where.thread = model.track_label(model.slices.track[path.iteration]);
+  finding.where.interval_ns = relative(model, path.span);
+  finding.evidence.events.push_back(slice_ref(model, path.iteration));
+  for (const CriticalPath::Item& item : path.items) {
+    if (item.kind == Kind::kGpu && item.example != kNoSlice) {
+      finding.evidence.events.push_back(slice_ref(model, item.example));
+      break;
+    }
+  }
+  finding.evidence.metrics = {{"path_ns", static_cast<double>(span)},
+                              {"cpu_ns", static_cast<double>(kind_ns(Kind::kCpu))},
+                              {"gpu_ns", static_cast<double>(kind_ns(Kind::kGpu))},
+                              {"launch_ns", static_cast<double>(kind_ns(Kind::kLaunch))},
+                              {"gpu_wait_ns", static_cast<double>(kind_ns(Kind::kWait))},
+                              {"untraced_ns", static_cast<double>(kind_ns(Kind::kUntraced))},
+                              {"segments", static_cast<double>(path.segments.size())}};
+  finding.next =
+      "data.critical_path.items ranks what the path spent its time in; shorten the top one, "
+      "or move CPU work off the path (launch earlier, fewer synchronisations)";
+  findings.push_back(std::move(finding));
 }
 
 void add_warmup_finding(const Model& model, const Analysis& analysis,
@@ -943,6 +1006,7 @@ void add_findings(const Model& model, const TrackIndex& index, const Analysis& a
     findings.push_back(std::move(finding));
   }
   add_warmup_finding(model, analysis, findings);
+  add_critical_path_finding(model, analysis, findings);
   add_collective_findings(model, analysis, findings);
   // Across ranks every finding says whose: the rank of its first evidence event (or its thread).
   if (model.multi_rank()) {
@@ -990,7 +1054,13 @@ Json summary_json(const Model& model, const GpuSummary& gpu, size_t rows, bool& 
          {"kernel_wait_ns", idle.kernel_wait_ns},
          {"sync_wait_ns", idle.sync_wait_ns},
          {"collective_wait_ns", idle.collective_wait_ns},
-         {"other_ns", idle.other_ns}});
+         {"other_ns", idle.other_ns},
+         {"queue",
+          {{"changes", idle.queue_changes},
+           {"mean", idle.queue_mean},
+           {"time_mean", idle.queue_time_mean},
+           {"median", idle.queue_median},
+           {"max", idle.queue_max}}}});
   }
   truncated |= gpu.streams.size() > rows;
   const LaunchStats& launches = gpu.launches;
@@ -1071,6 +1141,46 @@ Json gpu_json(const Model& model, const GpuAnalysis& gpu, const AnalyzeRequest& 
   truncated |= gpu.steps.size() > rows;
   out["steps"] = steps;
   return out;
+}
+
+Json critical_path_json(const Model& model, const CriticalPath& path, size_t rows,
+                        bool& truncated) {
+  const int64_t span = path.span.second - path.span.first;
+  Json kinds = Json::object();
+  for (size_t kind = 0; kind < path.kind_ns.size(); ++kind) {
+    kinds[std::string(critical_path_kind_name(static_cast<CriticalPath::Kind>(kind))) + "_ns"] =
+        path.kind_ns[kind];
+  }
+  Json items = Json::array();
+  for (size_t index = 0; index < path.items.size() && index < rows; ++index) {
+    const CriticalPath::Item& item = path.items[index];
+    items.push_back({{"kind", critical_path_kind_name(item.kind)},
+                     {"name", display(item.name)},
+                     {"ns", item.ns},
+                     {"share", ratio(item.ns, span)},
+                     {"segments", item.segments}});
+  }
+  truncated |= path.items.size() > rows;
+  Json segments = Json::array();
+  for (size_t index = 0; index < path.segments.size() && index < rows; ++index) {
+    const CriticalPath::Segment& segment = path.segments[index];
+    segments.push_back({{"kind", critical_path_kind_name(segment.kind)},
+                        {"name", display(segment.name)},
+                        {"start_ns", segment.interval.first - model.start_ns},
+                        {"end_ns", segment.interval.second - model.start_ns}});
+  }
+  truncated |= path.segments.size() > rows;
+  return {{"iteration", display(model.slice_name(path.iteration))},
+          {"source", path.source},
+          {"iterations", path.iterations},
+          {"steady_iterations", path.steady_iterations},
+          {"start_ns", path.span.first - model.start_ns},
+          {"end_ns", path.span.second - model.start_ns},
+          {"span_ns", span},
+          {"kinds", kinds},
+          {"items", items},
+          {"segment_count", path.segments.size()},
+          {"segments", segments}};
 }
 
 Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRequest& request,
@@ -1250,6 +1360,9 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
   }
   if (analysis.gpu.present) {
     data["gpu"] = gpu_json(model, analysis.gpu, request, rows, truncated);
+  }
+  if (analysis.critical_path.present) {
+    data["critical_path"] = critical_path_json(model, analysis.critical_path, rows, truncated);
   }
   return data;
 }

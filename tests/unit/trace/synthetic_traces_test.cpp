@@ -529,5 +529,48 @@ TEST(SyntheticTraces, CudaGraphReplaysAreOneLaunchAndTheirGpuTimeIsTold) {
   EXPECT_EQ(metric(*finding, "graph_launches"), 4);
 }
 
+// Queue length per stream (HTA's get_queue_length_summary): +1 when a launch call begins, −1
+// when its op starts; statistics over the values after each change, and over time.
+TEST(SyntheticTraces, QueueLengthCountsLaunchedOpsNotYetStarted) {
+  const RawTrace trace = raw_events(kSynthetic / "critical_gpu_bound.json.gz");
+  std::map<int64_t, int64_t> launch_at;  // correlation -> launch start
+  for (const Raw& event : trace.events) {
+    if (event.cat == "cuda_runtime" && event.name == "cudaLaunchKernel") {
+      launch_at[event.args["correlation"].get<int64_t>()] = event.start;
+    }
+  }
+  std::vector<std::pair<int64_t, int>> changes;
+  for (const Raw& event : trace.events) {
+    if (event.cat != "kernel") continue;
+    changes.emplace_back(launch_at.at(event.args["correlation"].get<int64_t>()), +1);
+    changes.emplace_back(event.start, -1);
+  }
+  std::sort(changes.begin(), changes.end(), [](const auto& left, const auto& right) {
+    return left.first != right.first ? left.first < right.first : left.second > right.second;
+  });
+  int64_t length = 0, sum = 0, most = 0;
+  double weighted = 0;
+  for (size_t at = 0; at < changes.size(); ++at) {
+    length += changes[at].second;
+    sum += length;
+    most = std::max(most, length);
+    if (at + 1 < changes.size()) {
+      weighted += static_cast<double>(length * (changes[at + 1].first - changes[at].first));
+    }
+  }
+  ASSERT_EQ(changes.size(), 24u);
+  ASSERT_EQ(most, 3);  // kernels 1 to 3 of a GPU-bound step wait behind kernel 0
+  const Envelope envelope = analyze_files({"critical_gpu_bound.json.gz"});
+  const Json& streams = envelope.data["gpu"]["all"]["streams"];
+  ASSERT_EQ(streams.size(), 1u);
+  const Json& queue = streams[0]["queue"];
+  EXPECT_EQ(queue["changes"], changes.size());
+  EXPECT_DOUBLE_EQ(queue["mean"].get<double>(),
+                   static_cast<double>(sum) / static_cast<double>(changes.size()));
+  EXPECT_DOUBLE_EQ(queue["time_mean"].get<double>(),
+                   weighted / static_cast<double>(changes.back().first - changes.front().first));
+  EXPECT_EQ(queue["max"], most);
+}
+
 }  // namespace
 }  // namespace loupe::trace
