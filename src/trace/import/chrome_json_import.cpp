@@ -26,6 +26,11 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -47,6 +52,9 @@ bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '
 // The window's piece: large enough that a read(2) and the UTF-8 check of each piece cost little
 // per byte, small enough to stay out of the peak resident memory.
 constexpr size_t kPieceBytes = size_t{4} << 20;
+// Texts from this size on are split and scanned on a thread of their own while the calling thread
+// applies the events; smaller ones are not worth a thread.
+constexpr size_t kPipelineBytes = 2 * kPieceBytes;
 
 // One window buffer per thread, kept between imports: its pages stay mapped, so the next file —
 // the second of `trace diff`, another rank, the MCP server's next request — skips their page
@@ -586,6 +594,118 @@ inline uint64_t bytes_equal(uint64_t word, char byte) {
 // Bytes below 0x20 (exact for the lowest flagged byte).
 inline uint64_t bytes_below_space(uint64_t word) { return (word - kOnes * 0x20) & ~word & kHighs; }
 
+// An event found by the thread that splits the text: its fields when the scanner took it, else
+// only its text, for the On-Demand reader on the thread that applies it.
+struct ScannedEvent {
+  EventFields fields;
+  std::string_view raw;
+  uint64_t offset = 0;
+  bool scanned = false;
+};
+
+// A window and the events found in it; the events point into the window.
+struct Batch {
+  std::string window;
+  std::vector<ScannedEvent> events;
+  std::exception_ptr error;  // the splitting thread's, after these events
+  bool last = false;
+};
+
+// Hands windows of split and scanned events from the thread that reads the text (the producer) to
+// the thread that applies them to the model (the consumer), in order, through a few batches that
+// go round: reading, splitting and scanning overlap with applying, and memory stays a few windows.
+class EventPipeline {
+ public:
+  struct Cancelled {};
+
+  explicit EventPipeline(size_t piece) {
+    for (Batch& batch : batches_) {
+      batch.window.resize(piece);
+      free_.push_back(&batch);
+    }
+    producing_ = take_free();
+  }
+
+  // Producer: the batch being filled.
+  Batch& producing() { return *producing_; }
+  // Producer: publishes the batch being filled and returns the next (waiting for one).
+  Batch& exchange() {
+    publish(producing_);
+    producing_ = take_free();
+    return *producing_;
+  }
+  // Producer: publishes the last batch, with the error that ended the text, if any.
+  void finish(std::exception_ptr error) {
+    producing_->error = std::move(error);
+    producing_->last = true;
+    publish(producing_);
+    producing_ = nullptr;
+  }
+  // Consumer: the next batch in order (waiting for it).
+  Batch& next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !ready_.empty(); });
+    Batch* batch = ready_.front();
+    ready_.pop_front();
+    return *batch;
+  }
+  // Consumer: a batch applied; its window and event list are reused.
+  void release(Batch& batch) {
+    batch.events.clear();
+    batch.error = nullptr;
+    batch.last = false;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(&batch);
+    }
+    changed_.notify_all();
+  }
+  // Consumer: stop the producer at its next exchange (it throws Cancelled).
+  void cancel() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void publish(Batch* batch) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      ready_.push_back(batch);
+    }
+    changed_.notify_all();
+  }
+  Batch* take_free() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return cancelled_ || !free_.empty(); });
+    if (cancelled_) throw Cancelled{};
+    Batch* batch = free_.front();
+    free_.pop_front();
+    return batch;
+  }
+
+  std::array<Batch, 3> batches_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch*> free_;
+  std::deque<Batch*> ready_;
+  Batch* producing_ = nullptr;
+  bool cancelled_ = false;
+};
+
+[[noreturn]] void fail_json(const std::string& name, uint64_t offset, const std::string& what,
+                            bool invalid_utf8) {
+  throw Error(ErrorCode::kInput,
+              "cannot read JSON trace '" + name + "': offset " + std::to_string(offset) + ": " +
+                  what,
+              invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
+                             "characters and a truncated tail only"
+                           : "the file is not a Chrome trace; expected [events...] or "
+                             "{\"traceEvents\": [...]}");
+}
+
 // A JSON text read through a window: values are found one after the other, each handed over as
 // its extent in the window, valid until the next call. Everything in the window has been checked
 // for UTF-8 (and repaired); strings are repaired of raw control characters as values are scanned.
@@ -593,23 +713,27 @@ inline uint64_t bytes_below_space(uint64_t word) { return (word - kOnes * 0x20) 
 // throws Error(kInput) naming the file and the offset.
 class JsonStream {
  public:
-  JsonStream(TextSource& source, const std::string& name, StatsRegistry& stats)
-      : source_(source), name_(name), stats_(stats), storage_(window_storage()) {
+  // With a pipeline, the windows are its batches' (a full one is handed on, not compacted);
+  // without, the thread's retained buffer.
+  JsonStream(TextSource& source, const std::string& name, StatsRegistry& stats,
+             EventPipeline* pipeline)
+      : source_(source), name_(name), stats_(stats), pipeline_(pipeline) {
     const uint64_t hint = source.size_hint();
     piece_ = hint != 0 && hint < kPieceBytes ? static_cast<size_t>(hint) + 1 : kPieceBytes;
-    if (storage_.size() < piece_) storage_.resize(piece_);
+    storage_ = pipeline != nullptr ? &pipeline->producing().window : &window_storage();
+    if (storage_->size() < piece_) storage_->resize(piece_);
   }
   JsonStream(const JsonStream&) = delete;
   JsonStream& operator=(const JsonStream&) = delete;
   ~JsonStream() {
-    if (storage_.size() > 2 * kPieceBytes) storage_ = std::string();
+    if (pipeline_ == nullptr && storage_->size() > 2 * kPieceBytes) *storage_ = std::string();
   }
 
   // The next byte that is not JSON whitespace, not consumed; -1 at the end of the text.
   int peek() {
     while (true) {
-      while (pos_ < checked_ && is_json_space(storage_[pos_])) ++pos_;
-      if (pos_ < checked_) return static_cast<unsigned char>(storage_[pos_]);
+      while (pos_ < checked_ && is_json_space((*storage_)[pos_])) ++pos_;
+      if (pos_ < checked_) return static_cast<unsigned char>((*storage_)[pos_]);
       if (!more(pos_)) return -1;
     }
   }
@@ -621,20 +745,13 @@ class JsonStream {
   bool value(std::string_view& text, uint64_t& offset);
 
   [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    throw Error(ErrorCode::kInput,
-                "cannot read JSON trace '" + name_ + "': offset " + std::to_string(offset) + ": " +
-                    what,
-                stats_.count(Stat::trace_json_invalid_utf8) != 0
-                    ? "the file is not JSON; loupe repairs invalid UTF-8, control characters and "
-                      "a truncated tail only"
-                    : "the file is not a Chrome trace; expected [events...] or "
-                      "{\"traceEvents\": [...]}");
+    fail_json(name_, offset, what, stats_.count(Stat::trace_json_invalid_utf8) != 0);
   }
 
  private:
   void repair_utf8_range(size_t from, size_t to) {
-    if (!simdjson::validate_utf8(storage_.data() + from, to - from)) {
-      repair_utf8(storage_.data() + from, to - from, stats_);
+    if (!simdjson::validate_utf8(storage_->data() + from, to - from)) {
+      repair_utf8(storage_->data() + from, to - from, stats_);
     }
   }
   // Keeps the bytes from `keep` on (moved to the window's front; positions shift by `keep`) and
@@ -644,7 +761,8 @@ class JsonStream {
   TextSource& source_;
   const std::string& name_;
   StatsRegistry& stats_;
-  std::string& storage_;
+  EventPipeline* pipeline_;
+  std::string* storage_ = nullptr;
   size_t piece_ = kPieceBytes;
   uint64_t base_ = 0;     // the text offset of storage_[0]
   size_t pos_ = 0;        // the next byte to read
@@ -655,8 +773,21 @@ class JsonStream {
 };
 
 bool JsonStream::more(size_t keep) {
-  if (keep > 0) {
-    std::memmove(storage_.data(), storage_.data() + keep, size_ - keep);
+  if (pipeline_ != nullptr && !pipeline_->producing().events.empty()) {
+    // The events found so far point into this window: hand it on with them and go on in the
+    // next, which starts with the bytes still needed.
+    const std::string& full = *storage_;
+    storage_ = &pipeline_->exchange().window;
+    if (storage_->size() < std::max(piece_, size_ - keep)) {
+      storage_->resize(std::max(piece_, size_ - keep));
+    }
+    std::memcpy(storage_->data(), full.data() + keep, size_ - keep);
+    size_ -= keep;
+    checked_ -= keep;
+    pos_ -= keep;
+    base_ += keep;
+  } else if (keep > 0) {
+    std::memmove(storage_->data(), storage_->data() + keep, size_ - keep);
     size_ -= keep;
     checked_ -= keep;
     pos_ -= keep;
@@ -669,8 +800,10 @@ bool JsonStream::more(size_t keep) {
       checked_ = size_;
       return true;
     }
-    if (storage_.size() - size_ < piece_) storage_.resize(std::max(storage_.size() * 2, size_ + piece_));
-    const size_t got = source_.read(storage_.data() + size_, piece_);
+    if (storage_->size() - size_ < piece_) {
+      storage_->resize(std::max(storage_->size() * 2, size_ + piece_));
+    }
+    const size_t got = source_.read(storage_->data() + size_, piece_);
     if (got == 0) {
       source_done_ = true;
       continue;
@@ -678,7 +811,9 @@ bool JsonStream::more(size_t keep) {
     size_ += got;
     // Check up to the last ASCII byte: a sequence cut by the piece's end waits for its rest.
     size_t limit = size_;
-    while (limit > checked_ && static_cast<unsigned char>(storage_[limit - 1]) >= 0x80) --limit;
+    while (limit > checked_ && static_cast<unsigned char>((*storage_)[limit - 1]) >= 0x80) {
+      --limit;
+    }
     if (limit == checked_) continue;
     repair_utf8_range(checked_, limit);
     checked_ = limit;
@@ -704,17 +839,19 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
     return true;
   };
   auto done = [&] {
-    text = std::string_view(storage_.data() + begin, pos_ - begin);
+    text = std::string_view(storage_->data() + begin, pos_ - begin);
     offset = base_ + begin;
     return true;
   };
-  const char first = storage_[begin];
+  const char first = (*storage_)[begin];
   if (first == ',' || first == ':' || first == ']' || first == '}') {
     fail(base_ + begin, std::string("expected a value, found '") + first + "'");
   }
   if (first != '"' && first != '{' && first != '[') {
     while (true) {
-      while (pos_ < checked_ && !kScalarEnd[static_cast<unsigned char>(storage_[pos_])]) ++pos_;
+      while (pos_ < checked_ && !kScalarEnd[static_cast<unsigned char>((*storage_)[pos_])]) {
+        ++pos_;
+      }
       if (pos_ < checked_) return done();
       if (!refill()) return false;
     }
@@ -724,7 +861,7 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
   bool escaped = false;
   while (true) {
     if (pos_ == checked_ && !refill()) return false;
-    char* const data = storage_.data();
+    char* const data = storage_->data();
     if (in_string) {
       if (escaped) {
         escaped = false;
@@ -796,6 +933,15 @@ class ChromeReader {
 
   // Reads the whole text; throws Error(kInput) when it breaks JSON's structure.
   void read(JsonStream& stream, uint64_t size_hint, StatsRegistry& stats);
+  // With a pipeline, read() hands each event to it, split and scanned, instead of applying it;
+  // the consumer applies them with apply_scanned.
+  void pipe_to(EventPipeline* pipeline) { pipeline_ = pipeline; }
+  // An error only when the On-Demand reader finds the event's text broken.
+  simdjson::error_code apply_scanned(const ScannedEvent& event, StatsRegistry& stats) {
+    if (!event.scanned) return read_event_fallback(event.raw, stats);
+    apply_event(event.fields, stats);
+    return simdjson::SUCCESS;
+  }
   void commit(StatsRegistry& stats);
   // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
   void add_correlation_flows(int64_t offset);
@@ -879,6 +1025,9 @@ class ChromeReader {
   std::map<std::string, std::string> process_names_;
   std::map<TrackId, std::string> thread_names_;
   od::parser fallback_parser_;
+  // For the top-level members, read on the splitting thread when a pipeline applies the events.
+  od::parser member_parser_;
+  EventPipeline* pipeline_ = nullptr;
   // For the args of counter and metadata events: their event's fields may still point into
   // fallback_parser_'s string buffer.
   od::parser args_parser_;
@@ -1107,7 +1256,17 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
     uint64_t at = 0;
     if (!stream.value(text, at)) return false;
     ++elements_;
-    if (text.front() == '{') {
+    if (text.front() == '{' && pipeline_ != nullptr) {
+      ++objects_;
+      std::vector<ScannedEvent>& events = pipeline_->producing().events;
+      // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
+      if (events.capacity() == 0) events.reserve(kPieceBytes / 192);
+      ScannedEvent& event = events.emplace_back();
+      event.raw = text;
+      event.offset = at;
+      EventScanner scanner(text.data(), text.data() + text.size());
+      event.scanned = scanner.scan(event.fields);
+    } else if (text.front() == '{') {
       ++objects_;
       if (const simdjson::error_code error = read_event(text, stats)) {
         stream.fail(at, std::string(simdjson::error_message(error)) + " in this event");
@@ -1174,7 +1333,7 @@ void ChromeReader::read_member(std::string_view key, std::string_view value) {
     const simdjson::padded_string padded(value);
     od::document doc;
     int64_t base = 0;
-    if (!args_parser_.iterate(padded).get(doc) && !doc.get_int64().get(base)) {
+    if (!member_parser_.iterate(padded).get(doc) && !doc.get_int64().get(base)) {
       base_time_ns_ = base;
       has_base_time_ = true;
     }
@@ -1185,7 +1344,7 @@ void ChromeReader::read_member(std::string_view key, std::string_view value) {
     const simdjson::padded_string padded(value);
     od::document doc;
     od::object info;
-    if (args_parser_.iterate(padded).get(doc) || doc.get_object().get(info)) return;
+    if (member_parser_.iterate(padded).get(doc) || doc.get_object().get(info)) return;
     for (auto member : info) {
       std::string_view member_key;
       if (member.unescaped_key().get(member_key)) break;
@@ -1378,9 +1537,54 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
   Model& model = builder.model();
   StatsRegistry stats;
   auto reader = std::make_unique<ChromeReader>(name, builder, file_index);
-  {
-    JsonStream stream(source, name, stats);
-    reader->read(stream, source.size_hint(), stats);
+  const uint64_t size = source.size_hint();
+  if (size < kPipelineBytes || std::thread::hardware_concurrency() < 2) {
+    JsonStream stream(source, name, stats, nullptr);
+    reader->read(stream, size, stats);
+  } else {
+    // Two threads: this one applies the events the other reads, splits and scans.
+    EventPipeline pipeline(kPieceBytes);
+    reader->pipe_to(&pipeline);
+    StatsRegistry split_stats;  // the producer's: repairs, non-object elements, truncation
+    std::thread producer([&] {
+      std::exception_ptr error;
+      try {
+        JsonStream stream(source, name, split_stats, &pipeline);
+        reader->read(stream, size, split_stats);
+      } catch (const EventPipeline::Cancelled&) {
+        return;
+      } catch (...) {
+        error = std::current_exception();
+      }
+      pipeline.finish(std::move(error));
+    });
+    std::exception_ptr error;
+    try {
+      for (bool last = false; !last;) {
+        Batch& batch = pipeline.next();
+        for (const ScannedEvent& event : batch.events) {
+          if (const simdjson::error_code code = reader->apply_scanned(event, stats)) {
+            pipeline.cancel();
+            producer.join();
+            fail_json(name, event.offset,
+                      std::string(simdjson::error_message(code)) + " in this event",
+                      split_stats.count(Stat::trace_json_invalid_utf8) != 0);
+          }
+        }
+        last = batch.last;
+        error = batch.error;
+        pipeline.release(batch);
+      }
+    } catch (...) {
+      if (producer.joinable()) {
+        pipeline.cancel();
+        producer.join();
+      }
+      throw;
+    }
+    producer.join();
+    if (error) std::rethrow_exception(error);
+    stats.merge(split_stats);
   }
   // An object without "traceEvents" is some other JSON (a config, a metrics file): reading it as
   // an empty trace would answer every analysis with nothing. A truncated trace cut before its
