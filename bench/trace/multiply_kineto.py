@@ -19,8 +19,9 @@ import sys
 ID_ARGS = ("correlation", "External id")
 
 
-def template(event, marks):
-    """The event's JSON with its time and ids as %-format fields."""
+def template(event):
+    """The event's JSON with its time, ids and step number as %-format fields, and their values."""
+    original = event
     event = dict(event)
     event["ts"] = "@@ts@@"
     fields = {}
@@ -44,18 +45,15 @@ def template(event, marks):
     for key in ID_ARGS:
         text = text.replace('"@@%s@@"' % key, "%%(%s)d" % key.replace(" ", "_"))
     text = text.replace('"@@step@@"', '"ProfilerStep#%(step)d"')
-    base = {
-        "ts": event_ts(marks),
-        "id": 0,
-        "correlation": 0,
-        "External_id": 0,
+    args = original.get("args") if isinstance(original.get("args"), dict) else {}
+    values = {
+        "ts": float(original["ts"]),
+        "id": original["id"] if fields else 0,
+        "correlation": args.get("correlation", 0) if "%(correlation)d" in text else 0,
+        "External_id": args.get("External id", 0) if "%(External_id)d" in text else 0,
         "step": int(step.group(1)) if step else 0,
     }
-    return text, base
-
-
-def event_ts(marks):
-    return marks
+    return text, values
 
 
 def main():
@@ -85,14 +83,7 @@ def main():
         step = re.fullmatch(r"ProfilerStep#(\d+)", str(event.get("name", "")))
         if step:
             step_span = max(step_span, int(step.group(1)) + 1)
-    templates = []
-    for event in timed:
-        text, fields = template(event, float(event["ts"]))
-        args = event.get("args") or {}
-        fields["id"] = event["id"] if "%(id)d" in text else 0
-        fields["correlation"] = args.get("correlation", 0) if "%(correlation)d" in text else 0
-        fields["External_id"] = args.get("External id", 0) if "%(External_id)d" in text else 0
-        templates.append((text, fields))
+    templates = [template(event) for event in timed]
     limit = int(options.mb * 1e6)
     head = json.dumps(document, separators=(",", ":"))[:-1]
     with open(options.out, "w") as out:

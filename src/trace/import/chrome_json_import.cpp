@@ -54,7 +54,9 @@ bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '
 constexpr size_t kPieceBytes = size_t{4} << 20;
 // Texts from this size on are split and scanned on a thread of their own while the calling thread
 // applies the events; smaller ones are not worth a thread.
-constexpr size_t kPipelineBytes = 2 * kPieceBytes;
+constexpr size_t kPipelineBytes = size_t{8} << 20;
+// The pipeline's windows are smaller: three of them, with their events, are in flight at once.
+constexpr size_t kPipelinePieceBytes = size_t{1} << 20;
 
 // One window buffer per thread, kept between imports: its pages stay mapped, so the next file —
 // the second of `trace diff`, another rank, the MCP server's next request — skips their page
@@ -719,7 +721,8 @@ class JsonStream {
              EventPipeline* pipeline)
       : source_(source), name_(name), stats_(stats), pipeline_(pipeline) {
     const uint64_t hint = source.size_hint();
-    piece_ = hint != 0 && hint < kPieceBytes ? static_cast<size_t>(hint) + 1 : kPieceBytes;
+    const size_t piece = pipeline != nullptr ? kPipelinePieceBytes : kPieceBytes;
+    piece_ = hint != 0 && hint < piece ? static_cast<size_t>(hint) + 1 : piece;
     storage_ = pipeline != nullptr ? &pipeline->producing().window : &window_storage();
     if (storage_->size() < piece_) storage_->resize(piece_);
   }
@@ -1260,7 +1263,7 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
       ++objects_;
       std::vector<ScannedEvent>& events = pipeline_->producing().events;
       // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
-      if (events.capacity() == 0) events.reserve(kPieceBytes / 192);
+      if (events.capacity() == 0) events.reserve(kPipelinePieceBytes / 192);
       ScannedEvent& event = events.emplace_back();
       event.raw = text;
       event.offset = at;
@@ -1543,7 +1546,7 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
     reader->read(stream, size, stats);
   } else {
     // Two threads: this one applies the events the other reads, splits and scans.
-    EventPipeline pipeline(kPieceBytes);
+    EventPipeline pipeline(kPipelinePieceBytes);
     reader->pipe_to(&pipeline);
     StatsRegistry split_stats;  // the producer's: repairs, non-object elements, truncation
     std::thread producer([&] {
