@@ -26,17 +26,17 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <mutex>
-#include <thread>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "loupe/error.hpp"
@@ -542,8 +542,8 @@ class FileSource final : public TextSource {
       const ssize_t got = ::read(fd_, out, capacity);
       if (got >= 0) return static_cast<size_t>(got);
       if (errno != EINTR) {
-        throw Error(ErrorCode::kInput, "cannot read trace file '" + path_ + "': " +
-                                           std::strerror(errno));
+        throw Error(ErrorCode::kInput,
+                    "cannot read trace file '" + path_ + "': " + std::strerror(errno));
       }
     }
   }
@@ -699,13 +699,13 @@ class EventPipeline {
 
 [[noreturn]] void fail_json(const std::string& name, uint64_t offset, const std::string& what,
                             bool invalid_utf8) {
-  throw Error(ErrorCode::kInput,
-              "cannot read JSON trace '" + name + "': offset " + std::to_string(offset) + ": " +
-                  what,
-              invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
-                             "characters and a truncated tail only"
-                           : "the file is not a Chrome trace; expected [events...] or "
-                             "{\"traceEvents\": [...]}");
+  throw Error(
+      ErrorCode::kInput,
+      "cannot read JSON trace '" + name + "': offset " + std::to_string(offset) + ": " + what,
+      invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
+                     "characters and a truncated tail only"
+                   : "the file is not a Chrome trace; expected [events...] or "
+                     "{\"traceEvents\": [...]}");
 }
 
 // A JSON text read through a window: values are found one after the other, each handed over as
@@ -767,10 +767,10 @@ class JsonStream {
   EventPipeline* pipeline_;
   std::string* storage_ = nullptr;
   size_t piece_ = kPieceBytes;
-  uint64_t base_ = 0;     // the text offset of storage_[0]
-  size_t pos_ = 0;        // the next byte to read
-  size_t checked_ = 0;    // bytes [0, checked_) are UTF-8-checked text
-  size_t size_ = 0;       // bytes [0, size_) hold text
+  uint64_t base_ = 0;   // the text offset of storage_[0]
+  size_t pos_ = 0;      // the next byte to read
+  size_t checked_ = 0;  // bytes [0, checked_) are UTF-8-checked text
+  size_t size_ = 0;     // bytes [0, size_) hold text
   bool source_done_ = false;
   std::string brackets_;  // the open brackets of the value being scanned
 };
@@ -919,9 +919,10 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
     } else if (c == '}' || c == ']') {
       const char open = c == '}' ? '{' : '[';
       if (brackets_.empty() || brackets_.back() != open) {
-        fail(base_ + pos_ - 1, std::string("'") + c + "' closes " +
-                                   (brackets_.empty() ? std::string("nothing")
-                                                      : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
+        fail(base_ + pos_ - 1,
+             std::string("'") + c + "' closes " +
+                 (brackets_.empty() ? std::string("nothing")
+                                    : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
       }
       brackets_.pop_back();
       if (brackets_.empty()) return done();
@@ -1629,8 +1630,7 @@ void import_chrome_json(std::string& text, const std::string& name, ModelBuilder
   import_stream(source, name, builder, file_index);
 }
 
-void import_chrome_json_file(const std::string& path, ModelBuilder& builder,
-                             uint32_t file_index) {
+void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
   FileSource source(path);
   import_stream(source, path, builder, file_index);
 }

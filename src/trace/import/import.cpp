@@ -114,8 +114,8 @@ namespace {
 
 // Dispatches on the content. `bytes` has at least kReadPadding readable bytes past its end; when
 // `owned` is given it holds `bytes` and JSON repairs may modify it in place.
-void import_bytes(std::string_view bytes, std::string* owned,
-                  const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+void import_bytes(std::string_view bytes, std::string* owned, const std::string& path,
+                  ModelBuilder& builder, uint32_t file_index) {
   if (bytes.size() >= sizeof(format::kMagic) &&
       std::memcmp(bytes.data(), format::kMagic, sizeof(format::kMagic)) == 0) {
     import_loupe_binary(bytes, path, builder, file_index);

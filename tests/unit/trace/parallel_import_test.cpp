@@ -54,13 +54,12 @@ std::string large_chrome_text(int events) {
     text += ",\n";
     switch (index % 5) {
       case 0:
-        text += R"({"ph":"X","cat":"cuda_runtime","name":")" + name +
-                R"(","pid":1,"tid":1,"ts":)" + ts + R"(,"dur":3.5,"args":{"correlation":)" +
-                std::to_string(index) + "}}";
+        text += R"({"ph":"X","cat":"cuda_runtime","name":")" + name + R"(","pid":1,"tid":1,"ts":)" +
+                ts + R"(,"dur":3.5,"args":{"correlation":)" + std::to_string(index) + "}}";
         break;
       case 1:
-        text += R"({"ph":"X","cat":"kernel","name":")" + name + R"(","pid":0,"tid":7,"ts":)" +
-                ts + R"(,"dur":5.25,"args":{"correlation":)" + std::to_string(index - 1) +
+        text += R"({"ph":"X","cat":"kernel","name":")" + name + R"(","pid":0,"tid":7,"ts":)" + ts +
+                R"(,"dur":5.25,"args":{"correlation":)" + std::to_string(index - 1) +
                 R"(,"grid":[132,1,1]}})";
         break;
       case 2:
