@@ -15,6 +15,10 @@
 // field setter, so they agree. Top-level values other than the events (distributedInfo,
 // baseTimeNanoseconds) are read by On-Demand from their own text too.
 //
+// A text of 8 MiB or more is read, split and scanned on a thread of its own while the calling
+// thread applies the events (EventPipeline); the On-Demand fallback and everything that touches the
+// builder stay on the calling thread, so the model is the one-thread import's.
+//
 // Events are gathered into local tables and committed to the builder only when the whole text was
 // read; a text that cannot be read at all throws before anything is committed.
 #include <fcntl.h>
