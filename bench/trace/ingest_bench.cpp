@@ -9,11 +9,17 @@
 //                        on `threads` workers (1: the serial import), wall time
 //   analyze_eight_ranks  the same load on one worker per core + the default analyses (collectives
 //                        matched across the ranks), wall time
+//   analyze_large_kineto `loupe trace analyze FILE`'s work on the file LOUPE_INGEST_LARGE_FILE
+//                        names (bench/trace/multiply_kineto.py writes one of any size): wall and
+//                        CPU time, and the process's peak resident memory against the file's size;
+//                        skipped without it
 // Run: build/bin/trace_ingest_bench
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -257,6 +263,45 @@ void analyze_eight_ranks(benchmark::State& state) {
   }
 }
 BENCHMARK(analyze_eight_ranks)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// A file as large as real jobs write (bench/trace/multiply_kineto.py multiplies a recorded Kineto
+// trace to any size), loaded and analysed with no options. The peak resident memory is the
+// process's (getrusage), so run this case alone: --benchmark_filter=analyze_large_kineto.
+void analyze_large_kineto(benchmark::State& state) {
+  const char* path = std::getenv("LOUPE_INGEST_LARGE_FILE");
+  if (path == nullptr || !fs::exists(path)) {
+    state.SkipWithError(
+        "set LOUPE_INGEST_LARGE_FILE to a Kineto file (bench/trace/multiply_kineto.py writes one)");
+    return;
+  }
+  const loupe::trace::AnalyzeRequest request;
+  uint64_t events = 0;
+  double cpu_seconds = 0;
+  for (auto _ : state) {
+    rusage before{};
+    getrusage(RUSAGE_SELF, &before);
+    const loupe::trace::Model model = load_traces({path});
+    const loupe::Envelope envelope = loupe::trace::analyze(model, request);
+    events = model.files[0].events;
+    benchmark::DoNotOptimize(envelope.findings.size());
+    rusage after{};
+    getrusage(RUSAGE_SELF, &after);
+    auto seconds = [](const timeval& time) { return time.tv_sec + time.tv_usec / 1e6; };
+    cpu_seconds += seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
+                   seconds(before.ru_stime);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto bytes = static_cast<double>(fs::file_size(path));
+  const double peak = static_cast<double>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
+  state.counters["file_MB"] = bytes / 1e6;
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["cpu_s"] = cpu_seconds / static_cast<double>(state.iterations());
+  state.counters["peak_MB"] = peak / 1e6;
+  state.counters["peak_per_file"] = peak / bytes;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(analyze_large_kineto)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 }  // namespace
 

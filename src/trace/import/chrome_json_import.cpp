@@ -1,28 +1,46 @@
-// Reader of Chrome trace event JSON and PyTorch profiler (Kineto) traces, with simdjson On-Demand.
+// Reader of Chrome trace event JSON and PyTorch profiler (Kineto) traces, streamed.
 //
-// simdjson indexes and validates the document (stage 1) and walks the event array, handing each
-// event object over as its raw text. A scanner reads the fields of that text once, in document
-// order: keys are matched on their raw bytes, strings without escapes are views of the input and
-// numbers their raw tokens, so an ordinary event costs no copy, no unescaping and no allocation.
-// An event the scanner does not take (an escaped string in a field loupe reads, an unexpected
-// byte) is read again by On-Demand from its own text; both paths feed one field setter, so they
-// agree. (Iterating every field through On-Demand's value objects cost ~60 cycles a field in
-// store-forwarding stalls with GCC 12; that was most of the import time.)
+// The text is read in pieces of a few MiB (a file through read(2), never mapped whole), and a
+// splitter finds each value's extent itself: strings and escapes tracked, brackets matched by
+// kind. Each piece is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
+// '?', raw control characters inside strings ' ', and a tail cut mid-value is dropped, each counted
+// — the repairs happen as the text streams by, so a broken file costs no second pass and no copy.
+// Memory is the window, not the file: peak resident memory is the model plus a few MiB.
 //
-// Events are gathered into local tables and committed to the builder only when the whole file was
-// read, so a file that needs repair (invalid UTF-8, raw control characters, a truncated tail) is
-// repaired and read again from a clean slate.
+// Each event object is handed as its raw text to a scanner that reads its fields once, in
+// document order: keys are matched on their raw bytes, strings without escapes are views of the
+// window and numbers their raw tokens, so an ordinary event costs no copy, no unescaping and no
+// allocation. An event the scanner does not take (an escaped string in a field loupe reads, an
+// unexpected byte) is read again by simdjson On-Demand from its own text; both paths feed one
+// field setter, so they agree. Top-level values other than the events (distributedInfo,
+// baseTimeNanoseconds) are read by On-Demand from their own text too.
+//
+// A text of 8 MiB or more is read, split and scanned on a thread of its own while the calling
+// thread applies the events (EventPipeline); the On-Demand fallback and everything that touches the
+// builder stay on the calling thread, so the model is the one-thread import's.
+//
+// Events are gathered into local tables and committed to the builder only when the whole text was
+// read; a text that cannot be read at all throws before anything is committed.
+#include <fcntl.h>
 #include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "loupe/error.hpp"
@@ -35,17 +53,21 @@ namespace od = simdjson::ondemand;
 
 bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// Documents up to this size are parsed by the thread's retained parser.
-constexpr size_t kRetainedParserBytes = size_t{256} << 20;
+// The window's piece: large enough that a read(2) and the UTF-8 check of each piece cost little
+// per byte, small enough to stay out of the peak resident memory.
+constexpr size_t kPieceBytes = size_t{4} << 20;
+// Texts from this size on are split and scanned on a thread of their own while the calling thread
+// applies the events; smaller ones are not worth a thread.
+constexpr size_t kPipelineBytes = size_t{8} << 20;
+// The pipeline's windows are smaller: three of them, with their events, are in flight at once.
+constexpr size_t kPipelinePieceBytes = size_t{1} << 20;
 
-// One document parser per thread, kept between imports, as simdjson advises: its structural
-// index (4 bytes of address space per input byte, touched in proportion to the structure) stays
-// mapped, so the next file — the second of `trace diff`, another rank, the MCP server's next
-// request — skips the page faults of a fresh index, which on a VM cost about as much as the
-// parse. Larger documents get a parser of their own, freed when their import ends.
-od::parser& retained_parser() {
-  thread_local od::parser parser;
-  return parser;
+// One window buffer per thread, kept between imports: its pages stay mapped, so the next file —
+// the second of `trace diff`, another rank, the MCP server's next request — skips their page
+// faults. A buffer grown past two pieces (a value larger than a piece) is freed after its import.
+std::string& window_storage() {
+  thread_local std::string storage;
+  return storage;
 }
 
 // Bytes that end a number or literal token: JSON whitespace, ',', '}' and ']'.
@@ -148,11 +170,6 @@ struct LocalCounter {
   TrackId track;
   int64_t ts;
   double value;
-};
-
-struct ParseFailure {
-  simdjson::error_code code;
-  size_t offset;
 };
 
 enum class Key { kOther, kPh, kTs, kDur, kName, kCat, kPid, kTid, kId, kBp, kArgs };
@@ -478,13 +495,461 @@ simdjson::error_code read_fields(od::object event, EventFields& fields) {
   return simdjson::SUCCESS;
 }
 
+// The bytes of a JSON text, in pieces.
+class TextSource {
+ public:
+  virtual ~TextSource() = default;
+  // Copies up to `capacity` further bytes to `out`; returns 0 at the end. Throws Error(kInput).
+  virtual size_t read(char* out, size_t capacity) = 0;
+  // The text's size when known (to size the window and the tables), else 0.
+  virtual uint64_t size_hint() const = 0;
+};
+
+class MemorySource final : public TextSource {
+ public:
+  explicit MemorySource(std::string_view text) : text_(text) {}
+  size_t read(char* out, size_t capacity) override {
+    const size_t count = std::min(capacity, text_.size() - at_);
+    std::memcpy(out, text_.data() + at_, count);
+    at_ += count;
+    return count;
+  }
+  uint64_t size_hint() const override { return text_.size(); }
+
+ private:
+  std::string_view text_;
+  size_t at_ = 0;
+};
+
+// A file read front to back with read(2): the page cache holds what was read, not this process.
+class FileSource final : public TextSource {
+ public:
+  FileSource(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      throw Error(ErrorCode::kInput,
+                  "cannot open trace file '" + path + "': " + std::strerror(errno),
+                  "check the path; traces are loupe binary (.loupetrace) or Chrome/Kineto JSON");
+    }
+    struct stat status {};
+    if (::fstat(fd_, &status) == 0 && S_ISREG(status.st_mode)) {
+      size_ = static_cast<uint64_t>(status.st_size);
+      ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
+  }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+  ~FileSource() override { ::close(fd_); }
+
+  size_t read(char* out, size_t capacity) override {
+    while (true) {
+      const ssize_t got = ::read(fd_, out, capacity);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) {
+        throw Error(ErrorCode::kInput,
+                    "cannot read trace file '" + path_ + "': " + std::strerror(errno));
+      }
+    }
+  }
+  uint64_t size_hint() const override { return size_; }
+
+ private:
+  const std::string& path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Replaces each byte of [text, text + size) that does not belong to a valid UTF-8 sequence with
+// '?', counting each. REQUIRES: no sequence continues past `size` unless the text ends there.
+void repair_utf8(char* text, size_t size, StatsRegistry& stats) {
+  for (size_t pos = 0; pos < size; ++pos) {
+    const auto byte = static_cast<unsigned char>(text[pos]);
+    if (byte < 0x80) continue;
+    const size_t length = byte >= 0xF0 && byte <= 0xF4   ? 4
+                          : byte >= 0xE0 && byte <= 0xEF ? 3
+                          : byte >= 0xC2 && byte <= 0xDF ? 2
+                                                         : 0;
+    bool valid = length != 0 && pos + length <= size;
+    for (size_t next = 1; valid && next < length; ++next) {
+      valid = (static_cast<unsigned char>(text[pos + next]) & 0xC0) == 0x80;
+    }
+    if (valid && length == 3) {
+      const auto second = static_cast<unsigned char>(text[pos + 1]);
+      if ((byte == 0xE0 && second < 0xA0) || (byte == 0xED && second >= 0xA0)) valid = false;
+    }
+    if (valid && length == 4) {
+      const auto second = static_cast<unsigned char>(text[pos + 1]);
+      if ((byte == 0xF0 && second < 0x90) || (byte == 0xF4 && second >= 0x90)) valid = false;
+    }
+    if (!valid) {
+      text[pos] = '?';
+      stats.add(Stat::trace_json_invalid_utf8);
+    } else {
+      pos += length - 1;
+    }
+  }
+}
+
+// SWAR helpers: eight bytes at a time, the lowest flagged byte is the earliest match.
+constexpr uint64_t kOnes = 0x0101010101010101ull;
+constexpr uint64_t kHighs = 0x8080808080808080ull;
+inline uint64_t bytes_equal(uint64_t word, char byte) {
+  const uint64_t diff = word ^ (kOnes * static_cast<uint8_t>(byte));
+  return (diff - kOnes) & ~diff & kHighs;
+}
+// Bytes below 0x20 (exact for the lowest flagged byte).
+inline uint64_t bytes_below_space(uint64_t word) { return (word - kOnes * 0x20) & ~word & kHighs; }
+
+// An event found by the thread that splits the text: its fields when the scanner took it, else
+// only its text, for the On-Demand reader on the thread that applies it.
+struct ScannedEvent {
+  EventFields fields;
+  std::string_view raw;
+  uint64_t offset = 0;
+  bool scanned = false;
+};
+
+// A window and the events found in it; the events point into the window.
+struct Batch {
+  std::string window;
+  std::vector<ScannedEvent> events;
+  std::exception_ptr error;  // the splitting thread's, after these events
+  bool last = false;
+};
+
+// Hands windows of split and scanned events from the thread that reads the text (the producer) to
+// the thread that applies them to the model (the consumer), in order, through a few batches that
+// go round: reading, splitting and scanning overlap with applying, and memory stays a few windows.
+class EventPipeline {
+ public:
+  struct Cancelled {};
+
+  explicit EventPipeline(size_t piece) {
+    for (Batch& batch : batches_) {
+      batch.window.resize(piece);
+      free_.push_back(&batch);
+    }
+    producing_ = take_free();
+  }
+
+  // Producer: the batch being filled.
+  Batch& producing() { return *producing_; }
+  // Producer: publishes the batch being filled and returns the next (waiting for one).
+  Batch& exchange() {
+    publish(producing_);
+    producing_ = take_free();
+    return *producing_;
+  }
+  // Producer: publishes the last batch, with the error that ended the text, if any.
+  void finish(std::exception_ptr error) {
+    producing_->error = std::move(error);
+    producing_->last = true;
+    publish(producing_);
+    producing_ = nullptr;
+  }
+  // Consumer: the next batch in order (waiting for it).
+  Batch& next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !ready_.empty(); });
+    Batch* batch = ready_.front();
+    ready_.pop_front();
+    return *batch;
+  }
+  // Consumer: a batch applied; its window and event list are reused.
+  void release(Batch& batch) {
+    batch.events.clear();
+    batch.error = nullptr;
+    batch.last = false;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(&batch);
+    }
+    changed_.notify_all();
+  }
+  // Consumer: stop the producer at its next exchange (it throws Cancelled).
+  void cancel() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void publish(Batch* batch) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      ready_.push_back(batch);
+    }
+    changed_.notify_all();
+  }
+  Batch* take_free() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return cancelled_ || !free_.empty(); });
+    if (cancelled_) throw Cancelled{};
+    Batch* batch = free_.front();
+    free_.pop_front();
+    return batch;
+  }
+
+  std::array<Batch, 3> batches_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch*> free_;
+  std::deque<Batch*> ready_;
+  Batch* producing_ = nullptr;
+  bool cancelled_ = false;
+};
+
+[[noreturn]] void fail_json(const std::string& name, uint64_t offset, const std::string& what,
+                            bool invalid_utf8) {
+  throw Error(
+      ErrorCode::kInput,
+      "cannot read JSON trace '" + name + "': offset " + std::to_string(offset) + ": " + what,
+      invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
+                     "characters and a truncated tail only"
+                   : "the file is not a Chrome trace; expected [events...] or "
+                     "{\"traceEvents\": [...]}");
+}
+
+// A JSON text read through a window: values are found one after the other, each handed over as
+// its extent in the window, valid until the next call. Everything in the window has been checked
+// for UTF-8 (and repaired); strings are repaired of raw control characters as values are scanned.
+// A value cut off by the end of the text reports truncation; a text that breaks JSON's structure
+// throws Error(kInput) naming the file and the offset.
+class JsonStream {
+ public:
+  // With a pipeline, the windows are its batches' (a full one is handed on, not compacted);
+  // without, the thread's retained buffer.
+  JsonStream(TextSource& source, const std::string& name, StatsRegistry& stats,
+             EventPipeline* pipeline)
+      : source_(source), name_(name), stats_(stats), pipeline_(pipeline) {
+    const uint64_t hint = source.size_hint();
+    const size_t piece = pipeline != nullptr ? kPipelinePieceBytes : kPieceBytes;
+    piece_ = hint != 0 && hint < piece ? static_cast<size_t>(hint) + 1 : piece;
+    storage_ = pipeline != nullptr ? &pipeline->producing().window : &window_storage();
+    if (storage_->size() < piece_) storage_->resize(piece_);
+  }
+  JsonStream(const JsonStream&) = delete;
+  JsonStream& operator=(const JsonStream&) = delete;
+  ~JsonStream() {
+    if (pipeline_ == nullptr && storage_->size() > 2 * kPieceBytes) *storage_ = std::string();
+  }
+
+  // The next byte that is not JSON whitespace, not consumed; -1 at the end of the text.
+  int peek() {
+    while (true) {
+      while (pos_ < checked_ && is_json_space((*storage_)[pos_])) ++pos_;
+      if (pos_ < checked_) return static_cast<unsigned char>((*storage_)[pos_]);
+      if (!more(pos_)) return -1;
+    }
+  }
+  void advance() { ++pos_; }
+  uint64_t offset() const { return base_ + pos_; }
+
+  // The value at the current byte (peek() returned it): its text, consumed. Returns false when
+  // the text ends inside it.
+  bool value(std::string_view& text, uint64_t& offset);
+
+  [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
+    fail_json(name_, offset, what, stats_.count(Stat::trace_json_invalid_utf8) != 0);
+  }
+
+ private:
+  void repair_utf8_range(size_t from, size_t to) {
+    if (!simdjson::validate_utf8(storage_->data() + from, to - from)) {
+      repair_utf8(storage_->data() + from, to - from, stats_);
+    }
+  }
+  // Keeps the bytes from `keep` on (moved to the window's front; positions shift by `keep`) and
+  // adds checked bytes. Returns false when the text has no more.
+  bool more(size_t keep);
+
+  TextSource& source_;
+  const std::string& name_;
+  StatsRegistry& stats_;
+  EventPipeline* pipeline_;
+  std::string* storage_ = nullptr;
+  size_t piece_ = kPieceBytes;
+  uint64_t base_ = 0;   // the text offset of storage_[0]
+  size_t pos_ = 0;      // the next byte to read
+  size_t checked_ = 0;  // bytes [0, checked_) are UTF-8-checked text
+  size_t size_ = 0;     // bytes [0, size_) hold text
+  bool source_done_ = false;
+  std::string brackets_;  // the open brackets of the value being scanned
+};
+
+bool JsonStream::more(size_t keep) {
+  if (pipeline_ != nullptr && !pipeline_->producing().events.empty()) {
+    // The events found so far point into this window: hand it on with them and go on in the
+    // next, which starts with the bytes still needed.
+    const std::string& full = *storage_;
+    storage_ = &pipeline_->exchange().window;
+    if (storage_->size() < std::max(piece_, size_ - keep)) {
+      storage_->resize(std::max(piece_, size_ - keep));
+    }
+    std::memcpy(storage_->data(), full.data() + keep, size_ - keep);
+    size_ -= keep;
+    checked_ -= keep;
+    pos_ -= keep;
+    base_ += keep;
+  } else if (keep > 0) {
+    std::memmove(storage_->data(), storage_->data() + keep, size_ - keep);
+    size_ -= keep;
+    checked_ -= keep;
+    pos_ -= keep;
+    base_ += keep;
+  }
+  while (true) {
+    if (source_done_) {
+      if (checked_ == size_) return false;
+      repair_utf8_range(checked_, size_);
+      checked_ = size_;
+      return true;
+    }
+    if (storage_->size() - size_ < piece_) {
+      storage_->resize(std::max(storage_->size() * 2, size_ + piece_));
+    }
+    const size_t got = source_.read(storage_->data() + size_, piece_);
+    if (got == 0) {
+      source_done_ = true;
+      continue;
+    }
+    size_ += got;
+    // Check up to the last ASCII byte: a sequence cut by the piece's end waits for its rest.
+    size_t limit = size_;
+    while (limit > checked_ && static_cast<unsigned char>((*storage_)[limit - 1]) >= 0x80) {
+      --limit;
+    }
+    if (limit == checked_) continue;
+    repair_utf8_range(checked_, limit);
+    checked_ = limit;
+    return true;
+  }
+}
+
+// Bytes that end a number or literal: those that end a token, and those no token may hold.
+constexpr std::array<bool, 256> kScalarEnd = [] {
+  std::array<bool, 256> table{};
+  for (const char c : {' ', '\n', '\r', '\t', ',', '}', ']', '"', '{', '[', ':'}) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+bool JsonStream::value(std::string_view& text, uint64_t& offset) {
+  size_t begin = pos_;
+  auto refill = [&] {
+    const size_t keep = begin;
+    if (!more(keep)) return false;
+    begin -= keep;
+    return true;
+  };
+  auto done = [&] {
+    text = std::string_view(storage_->data() + begin, pos_ - begin);
+    offset = base_ + begin;
+    return true;
+  };
+  const char first = (*storage_)[begin];
+  if (first == ',' || first == ':' || first == ']' || first == '}') {
+    fail(base_ + begin, std::string("expected a value, found '") + first + "'");
+  }
+  if (first != '"' && first != '{' && first != '[') {
+    while (true) {
+      while (pos_ < checked_ && !kScalarEnd[static_cast<unsigned char>((*storage_)[pos_])]) {
+        ++pos_;
+      }
+      if (pos_ < checked_) return done();
+      if (!refill()) return false;
+    }
+  }
+  brackets_.clear();
+  bool in_string = false;
+  bool escaped = false;
+  while (true) {
+    if (pos_ == checked_ && !refill()) return false;
+    char* const data = storage_->data();
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+        ++pos_;
+        continue;
+      }
+      while (checked_ - pos_ >= 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, data + pos_, 8);
+        const uint64_t hits =
+            bytes_equal(word, '"') | bytes_equal(word, '\\') | bytes_below_space(word);
+        if (hits != 0) {
+          pos_ += static_cast<size_t>(__builtin_ctzll(hits) / 8);
+          break;
+        }
+        pos_ += 8;
+      }
+      if (pos_ == checked_) continue;
+      const auto c = static_cast<unsigned char>(data[pos_]);
+      ++pos_;
+      if (c == '"') {
+        in_string = false;
+        if (brackets_.empty()) return done();
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c < 0x20) {
+        data[pos_ - 1] = ' ';
+        stats_.add(Stat::trace_json_control_character);
+      }
+      continue;
+    }
+    while (checked_ - pos_ >= 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, data + pos_, 8);
+      // Setting bit 5 folds '[' into '{' and ']' into '}' (and no other byte into either).
+      const uint64_t folded = word | (kOnes * 0x20);
+      const uint64_t hits =
+          bytes_equal(word, '"') | bytes_equal(folded, '{') | bytes_equal(folded, '}');
+      if (hits != 0) {
+        pos_ += static_cast<size_t>(__builtin_ctzll(hits) / 8);
+        break;
+      }
+      pos_ += 8;
+    }
+    if (pos_ == checked_) continue;
+    const char c = data[pos_];
+    ++pos_;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      brackets_.push_back(c);
+    } else if (c == '}' || c == ']') {
+      const char open = c == '}' ? '{' : '[';
+      if (brackets_.empty() || brackets_.back() != open) {
+        fail(base_ + pos_ - 1,
+             std::string("'") + c + "' closes " +
+                 (brackets_.empty() ? std::string("nothing")
+                                    : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
+      }
+      brackets_.pop_back();
+      if (brackets_.empty()) return done();
+    }
+  }
+}
+
 class ChromeReader {
  public:
   ChromeReader(const std::string& name, ModelBuilder& builder, uint32_t file_index)
       : name_(name), builder_(builder), file_index_(file_index), keep_args_(builder.keeps_args()) {}
 
-  // Returns false with `failure` set when simdjson reports a structural problem.
-  bool read(simdjson::padded_string_view padded, StatsRegistry& stats, ParseFailure& failure);
+  // Reads the whole text; throws Error(kInput) when it breaks JSON's structure.
+  void read(JsonStream& stream, uint64_t size_hint, StatsRegistry& stats);
+  // With a pipeline, read() hands each event to it, split and scanned, instead of applying it;
+  // the consumer applies them with apply_scanned.
+  void pipe_to(EventPipeline* pipeline) { pipeline_ = pipeline; }
+  // An error only when the On-Demand reader finds the event's text broken.
+  simdjson::error_code apply_scanned(const ScannedEvent& event, StatsRegistry& stats) {
+    if (!event.scanned) return read_event_fallback(event.raw, stats);
+    apply_event(event.fields, stats);
+    return simdjson::SUCCESS;
+  }
   void commit(StatsRegistry& stats);
   // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
   void add_correlation_flows(int64_t offset);
@@ -518,12 +983,15 @@ class ChromeReader {
   simdjson::error_code read_event(std::string_view raw, StatsRegistry& stats);
   simdjson::error_code read_event_fallback(std::string_view raw, StatsRegistry& stats);
   void apply_event(const EventFields& fields, StatsRegistry& stats);
-  bool read_events(od::array events, StatsRegistry& stats, simdjson::error_code& error);
+  // The event list, after its '['; false when the text ends inside it.
+  bool read_events(JsonStream& stream, StatsRegistry& stats);
+  // The top-level object's members, after its '{'; false when the text ends inside it.
+  bool read_members(JsonStream& stream, StatsRegistry& stats);
+  void read_member(std::string_view key, std::string_view value);
 
   const std::string& name_;
   ModelBuilder& builder_;
   uint32_t file_index_;
-  const char* base_ = nullptr;
   bool kineto_ = false;
   bool top_object_ = false;
   bool saw_trace_events_ = false;
@@ -534,7 +1002,6 @@ class ChromeReader {
   int rank_ = -1, world_size_ = 0;
   uint64_t events_ = 0;
   uint64_t order_ = 0;
-  size_t error_offset_ = SIZE_MAX;  // set when the fallback failed inside an event
   std::string key_;
   std::unordered_map<std::string, TrackId> tracks_;
   std::array<CachedTrack, 8> recent_tracks_;  // most events reuse a few tracks
@@ -566,6 +1033,9 @@ class ChromeReader {
   std::map<std::string, std::string> process_names_;
   std::map<TrackId, std::string> thread_names_;
   od::parser fallback_parser_;
+  // For the top-level members, read on the splitting thread when a pipeline applies the events.
+  od::parser member_parser_;
+  EventPipeline* pipeline_ = nullptr;
   // For the args of counter and metadata events: their event's fields may still point into
   // fallback_parser_'s string buffer.
   od::parser args_parser_;
@@ -632,10 +1102,7 @@ simdjson::error_code ChromeReader::read_event_fallback(std::string_view raw, Sta
   simdjson::error_code error = fallback_parser_.iterate(padded).get(doc);
   if (!error) error = doc.get_object().get(event);
   if (!error) error = read_fields(event, fields);
-  if (error) {
-    error_offset_ = static_cast<size_t>(raw.data() - base_);
-    return error;
-  }
+  if (error) return error;
   apply_event(fields, stats);
   return simdjson::SUCCESS;
 }
@@ -786,102 +1253,143 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
   }
 }
 
-bool ChromeReader::read_events(od::array events, StatsRegistry& stats,
-                               simdjson::error_code& error) {
-  for (auto element : events) {
-    ++elements_;
-    od::object event;
-    if ((error = element.get_object().get(event))) {
-      if (error == simdjson::INCORRECT_TYPE) {
-        stats.add(Stat::trace_json_event_malformed);
-        error = simdjson::SUCCESS;
-        continue;
-      }
-      return false;
-    }
-    ++objects_;
-    std::string_view raw;
-    if ((error = event.raw_json().get(raw))) return false;
-    if ((error = read_event(raw, stats))) return false;
+bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
+  int next = stream.peek();
+  if (next == ']') {
+    stream.advance();
+    return true;
   }
-  return true;
+  while (next != -1) {
+    std::string_view text;
+    uint64_t at = 0;
+    if (!stream.value(text, at)) return false;
+    ++elements_;
+    if (text.front() == '{' && pipeline_ != nullptr) {
+      ++objects_;
+      std::vector<ScannedEvent>& events = pipeline_->producing().events;
+      // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
+      if (events.capacity() == 0) events.reserve(kPipelinePieceBytes / 192);
+      ScannedEvent& event = events.emplace_back();
+      event.raw = text;
+      event.offset = at;
+      EventScanner scanner(text.data(), text.data() + text.size());
+      event.scanned = scanner.scan(event.fields);
+    } else if (text.front() == '{') {
+      ++objects_;
+      if (const simdjson::error_code error = read_event(text, stats)) {
+        stream.fail(at, std::string(simdjson::error_message(error)) + " in this event");
+      }
+    } else {
+      stats.add(Stat::trace_json_event_malformed);
+    }
+    next = stream.peek();
+    if (next == ']') {
+      stream.advance();
+      return true;
+    }
+    if (next == -1) break;
+    if (next != ',') stream.fail(stream.offset(), "expected ',' or ']' after an event");
+    stream.advance();
+    next = stream.peek();
+  }
+  return false;
 }
 
-bool ChromeReader::read(simdjson::padded_string_view padded, StatsRegistry& stats,
-                        ParseFailure& failure) {
-  base_ = padded.data();
-  // Room for the events of a typical file (Kineto writes ~220 bytes an event; dense files ~120)
-  // so the tables grow without copies; untouched capacity costs address space only.
-  slices_.reserve(padded.size() / 128);
-  flows_.reserve(padded.size() / 256);
-  std::optional<od::parser> own_parser;
-  od::parser* parser = &retained_parser();
-  if (padded.size() > kRetainedParserBytes) parser = &own_parser.emplace();
-  od::document doc;
-  simdjson::error_code error = parser->iterate(padded).get(doc);
-  if (error) {
-    // The document never started: no location to report beyond the start.
-    failure = {error, 0};
-    return false;
+bool ChromeReader::read_members(JsonStream& stream, StatsRegistry& stats) {
+  int next = stream.peek();
+  if (next == '}') {
+    stream.advance();
+    return true;
   }
-  auto fail = [&](simdjson::error_code code) {
-    failure.code = code;
-    const char* location = nullptr;
-    if (error_offset_ != SIZE_MAX) {
-      failure.offset = error_offset_;
+  while (next != -1) {
+    if (next != '"') stream.fail(stream.offset(), "expected a key string");
+    std::string_view text;
+    uint64_t at = 0;
+    if (!stream.value(text, at)) return false;
+    const std::string key(text.substr(1, text.size() - 2));
+    next = stream.peek();
+    if (next == -1) return false;
+    if (next != ':') stream.fail(stream.offset(), "expected ':' after the key \"" + key + "\"");
+    stream.advance();
+    next = stream.peek();
+    if (next == -1) return false;
+    if (key == "traceEvents") {
+      saw_trace_events_ = true;
+      if (next != '[') stream.fail(stream.offset(), "\"traceEvents\" is not an array");
+      stream.advance();
+      if (!read_events(stream, stats)) return false;
     } else {
-      failure.offset = doc.current_location().get(location) ? padded.size() : location - base_;
+      if (!stream.value(text, at)) return false;
+      read_member(key, text);
     }
-    return false;
-  };
-  od::json_type type;
-  if ((error = doc.type().get(type))) return fail(error);
-  if (type == od::json_type::array) {
-    od::array events;
-    if ((error = doc.get_array().get(events))) return fail(error);
-    if (!read_events(events, stats, error)) return fail(error);
-  } else {
-    od::object top;
-    if ((error = doc.get_object().get(top))) return fail(error);
-    top_object_ = true;
-    for (auto field : top) {
-      std::string_view key;
-      if ((error = field.unescaped_key().get(key))) return fail(error);
-      if (key == "traceEvents") {
-        saw_trace_events_ = true;
-        od::array events;
-        if ((error = field.value().get_array().get(events))) return fail(error);
-        if (!read_events(events, stats, error)) return fail(error);
-      } else if (key == "baseTimeNanoseconds") {
-        int64_t base = 0;
-        if (!field.value().get_int64().get(base)) {
-          base_time_ns_ = base;
-          has_base_time_ = true;
-        }
-        kineto_ = true;
-      } else if (key == "distributedInfo") {
-        kineto_ = true;
-        // {"rank": R, "world_size": W, ...}: the rank this file holds. Anything else in it is
-        // read by nobody yet; a malformed one leaves the rank unknown.
-        od::object info;
-        if (!field.value().get_object().get(info)) {
-          for (auto member : info) {
-            std::string_view member_key;
-            if (member.unescaped_key().get(member_key)) break;
-            int64_t number = 0;
-            if (member_key == "rank" && !member.value().get_int64().get(number)) {
-              rank_ = static_cast<int>(number);
-            } else if (member_key == "world_size" && !member.value().get_int64().get(number)) {
-              world_size_ = static_cast<int>(number);
-            }
-          }
-        }
-      } else if (key == "schemaVersion" || key == "deviceProperties") {
-        kineto_ = true;
+    next = stream.peek();
+    if (next == '}') {
+      stream.advance();
+      return true;
+    }
+    if (next == -1) break;
+    if (next != ',') stream.fail(stream.offset(), "expected ',' or '}' after a member");
+    stream.advance();
+    next = stream.peek();
+  }
+  return false;
+}
+
+void ChromeReader::read_member(std::string_view key, std::string_view value) {
+  if (key == "baseTimeNanoseconds") {
+    kineto_ = true;
+    const simdjson::padded_string padded(value);
+    od::document doc;
+    int64_t base = 0;
+    if (!member_parser_.iterate(padded).get(doc) && !doc.get_int64().get(base)) {
+      base_time_ns_ = base;
+      has_base_time_ = true;
+    }
+  } else if (key == "distributedInfo") {
+    kineto_ = true;
+    // {"rank": R, "world_size": W, ...}: the rank this file holds. Anything else in it is read by
+    // nobody yet; a malformed one leaves the rank unknown.
+    const simdjson::padded_string padded(value);
+    od::document doc;
+    od::object info;
+    if (member_parser_.iterate(padded).get(doc) || doc.get_object().get(info)) return;
+    for (auto member : info) {
+      std::string_view member_key;
+      if (member.unescaped_key().get(member_key)) break;
+      int64_t number = 0;
+      if (member_key == "rank" && !member.value().get_int64().get(number)) {
+        rank_ = static_cast<int>(number);
+      } else if (member_key == "world_size" && !member.value().get_int64().get(number)) {
+        world_size_ = static_cast<int>(number);
       }
     }
+  } else if (key == "schemaVersion" || key == "deviceProperties") {
+    kineto_ = true;
   }
-  return true;
+}
+
+void ChromeReader::read(JsonStream& stream, uint64_t size_hint, StatsRegistry& stats) {
+  // Room for the events of a typical file (Kineto writes ~220 bytes an event; dense files ~120)
+  // so the tables grow without copies; untouched capacity costs address space only.
+  slices_.reserve(size_hint / 128);
+  flows_.reserve(size_hint / 256);
+  const int first = stream.peek();
+  bool complete = false;
+  if (first == '[') {
+    stream.advance();
+    complete = read_events(stream, stats);
+  } else if (first == '{') {
+    top_object_ = true;
+    stream.advance();
+    complete = read_members(stream, stats);
+  } else {
+    stream.fail(first == -1 ? 0 : stream.offset(), "expected '[' or '{'");
+  }
+  if (!complete) {
+    stats.add(Stat::trace_json_truncated);
+  } else if (stream.peek() != -1) {
+    stream.fail(stream.offset(), "content after the end of the trace");
+  }
 }
 
 void ChromeReader::add_correlation_flows(int64_t offset) {
@@ -1027,149 +1535,68 @@ void ChromeReader::commit(StatsRegistry& stats) {
   }
 }
 
-// One pass that makes a broken file parseable: invalid UTF-8 bytes become '?', raw control
-// characters inside strings become ' ', and a truncated tail is cut after the last complete
-// array element, with the open brackets closed.
-void repair(std::string& text, StatsRegistry& stats) {
-  std::string stack;
-  std::string stack_at_cut;
-  size_t cut = std::string::npos;
-  bool in_string = false;
-  bool escaped = false;
-  const size_t size = text.size();
-  for (size_t pos = 0; pos < size; ++pos) {
-    auto byte = static_cast<unsigned char>(text[pos]);
-    if (byte >= 0x80) {
-      size_t length = byte >= 0xF0 && byte <= 0xF4   ? 4
-                      : byte >= 0xE0 && byte <= 0xEF ? 3
-                      : byte >= 0xC2 && byte <= 0xDF ? 2
-                                                     : 0;
-      bool valid = length != 0 && pos + length <= size;
-      for (size_t next = 1; valid && next < length; ++next) {
-        valid = (static_cast<unsigned char>(text[pos + next]) & 0xC0) == 0x80;
-      }
-      if (valid && length == 3) {
-        const auto second = static_cast<unsigned char>(text[pos + 1]);
-        if ((byte == 0xE0 && second < 0xA0) || (byte == 0xED && second >= 0xA0)) valid = false;
-      }
-      if (valid && length == 4) {
-        const auto second = static_cast<unsigned char>(text[pos + 1]);
-        if ((byte == 0xF0 && second < 0x90) || (byte == 0xF4 && second >= 0x90)) valid = false;
-      }
-      if (!valid) {
-        text[pos] = '?';
-        stats.add(Stat::trace_json_invalid_utf8);
-      } else {
-        pos += length - 1;
-      }
-      escaped = false;
-      continue;
-    }
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (byte == '\\') {
-        escaped = true;
-      } else if (byte == '"') {
-        in_string = false;
-      } else if (byte < 0x20) {
-        text[pos] = ' ';
-        stats.add(Stat::trace_json_control_character);
-      }
-      continue;
-    }
-    switch (byte) {
-      case '"':
-        in_string = true;
-        break;
-      case '[':
-      case '{':
-        stack.push_back(static_cast<char>(byte));
-        break;
-      case ']':
-      case '}':
-        if (!stack.empty()) stack.pop_back();
-        if (!stack.empty() && stack.back() == '[') {
-          cut = pos + 1;
-          stack_at_cut = stack;
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  if (stack.empty() && !in_string) return;
-  stats.add(Stat::trace_json_truncated);
-  if (cut == std::string::npos) {
-    // Not even one complete element: keep the opening brackets only.
-    const size_t first = text.find_first_of("[{");
-    if (first == std::string::npos) return;
-    stack_at_cut = std::string(1, text[first]);
-    cut = first + 1;
-    if (text[first] == '{') {
-      text = "{}";
-      return;
-    }
-  }
-  text.resize(cut);
-  for (auto bracket = stack_at_cut.rbegin(); bracket != stack_at_cut.rend(); ++bracket) {
-    text += *bracket == '[' ? ']' : '}';
-  }
-}
-
 }  // namespace
 
 namespace {
 
-// One import over either a caller's string (`owned`, repaired in place) or read-only padded bytes
-// (copied into `local` only when they need repair).
-void import_text(std::string_view text, size_t capacity, std::string* owned,
-                 const std::string& name, ModelBuilder& builder, uint32_t file_index) {
+// One import of a text streamed from `source`.
+void import_stream(TextSource& source, const std::string& name, ModelBuilder& builder,
+                   uint32_t file_index) {
   Model& model = builder.model();
   StatsRegistry stats;
-  ParseFailure failure{};
-  std::string local;
-  std::string* writable = owned;
-  auto repair_text = [&](StatsRegistry& repair_stats) {
-    if (writable == nullptr) {
-      local.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-      local.assign(text);
-      writable = &local;
-    }
-    repair(*writable, repair_stats);
-  };
-  // Reads in place: the text's capacity holds simdjson's padding (read_trace_bytes reserves it).
-  auto padded_view = [&]() {
-    if (writable == nullptr)
-      return simdjson::padded_string_view(text.data(), text.size(), capacity);
-    if (writable->capacity() < writable->size() + simdjson::SIMDJSON_PADDING) {
-      writable->reserve(writable->size() + simdjson::SIMDJSON_PADDING);
-    }
-    return simdjson::padded_string_view(writable->data(), writable->size(), writable->capacity());
-  };
   auto reader = std::make_unique<ChromeReader>(name, builder, file_index);
-  if (!reader->read(padded_view(), stats, failure)) {
-    // simdjson's first stage checks UTF-8 over the whole text before any event is read, so no
-    // separate validation pass is needed to know that the text wants repair.
-    const bool invalid_utf8 = failure.code == simdjson::UTF8_ERROR;
-    // Start again from a clean slate on the repaired text.
-    stats = StatsRegistry();
-    repair_text(stats);
-    reader = std::make_unique<ChromeReader>(name, builder, file_index);
-    if (!reader->read(padded_view(), stats, failure)) {
-      throw Error(ErrorCode::kInput,
-                  "cannot read JSON trace '" + name +
-                      "': " + simdjson::error_message(failure.code) + " near offset " +
-                      std::to_string(failure.offset),
-                  invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
-                                 "characters and a truncated tail only"
-                               : "the file is not a Chrome trace; expected [events...] or "
-                                 "{\"traceEvents\": [...]}");
+  const uint64_t size = source.size_hint();
+  if (size < kPipelineBytes || std::thread::hardware_concurrency() < 2) {
+    JsonStream stream(source, name, stats, nullptr);
+    reader->read(stream, size, stats);
+  } else {
+    // Two threads: this one applies the events the other reads, splits and scans.
+    EventPipeline pipeline(kPipelinePieceBytes);
+    reader->pipe_to(&pipeline);
+    StatsRegistry split_stats;  // the producer's: repairs, non-object elements, truncation
+    std::thread producer([&] {
+      std::exception_ptr error;
+      try {
+        JsonStream stream(source, name, split_stats, &pipeline);
+        reader->read(stream, size, split_stats);
+      } catch (const EventPipeline::Cancelled&) {
+        return;
+      } catch (...) {
+        error = std::current_exception();
+      }
+      pipeline.finish(std::move(error));
+    });
+    std::exception_ptr error;
+    try {
+      for (bool last = false; !last;) {
+        Batch& batch = pipeline.next();
+        for (const ScannedEvent& event : batch.events) {
+          if (const simdjson::error_code code = reader->apply_scanned(event, stats)) {
+            pipeline.cancel();
+            producer.join();
+            fail_json(name, event.offset,
+                      std::string(simdjson::error_message(code)) + " in this event",
+                      split_stats.count(Stat::trace_json_invalid_utf8) != 0);
+          }
+        }
+        last = batch.last;
+        error = batch.error;
+        pipeline.release(batch);
+      }
+    } catch (...) {
+      if (producer.joinable()) {
+        pipeline.cancel();
+        producer.join();
+      }
+      throw;
     }
+    producer.join();
+    if (error) std::rethrow_exception(error);
+    stats.merge(split_stats);
   }
   // An object without "traceEvents" is some other JSON (a config, a metrics file): reading it as
-  // an empty trace would answer every analysis with nothing. A truncated trace cut back to "{}"
-  // is still a trace whose events were lost, and says so through its stats.
+  // an empty trace would answer every analysis with nothing. A truncated trace cut before its
+  // events is still a trace whose events were lost, and says so through its stats.
   const bool no_events = reader->object_without_events() || reader->list_without_events();
   if (no_events && stats.count(Stat::trace_json_truncated) == 0) {
     throw Error(ErrorCode::kInput,
@@ -1199,24 +1626,17 @@ void import_text(std::string_view text, size_t capacity, std::string* owned,
 
 }  // namespace
 
-void release_import_buffers() { retained_parser() = od::parser(); }
+void release_import_buffers() { window_storage() = std::string(); }
 
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
                         uint32_t file_index) {
-  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) {
-    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  }
-  import_text(text, text.capacity(), &text, name, builder, file_index);
+  MemorySource source(text);
+  import_stream(source, name, builder, file_index);
 }
 
-void import_chrome_json_padded(std::string_view text, size_t capacity, const std::string& name,
-                               ModelBuilder& builder, uint32_t file_index) {
-  if (capacity < text.size() + simdjson::SIMDJSON_PADDING) {
-    throw Error(ErrorCode::kInternal, "JSON trace '" + name + "' is read in place without the " +
-                                          std::to_string(simdjson::SIMDJSON_PADDING) +
-                                          " bytes of padding simdjson needs");
-  }
-  import_text(text, capacity, nullptr, name, builder, file_index);
+void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+  FileSource source(path);
+  import_stream(source, path, builder, file_index);
 }
 
 }  // namespace loupe::trace

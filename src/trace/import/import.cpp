@@ -114,8 +114,8 @@ namespace {
 
 // Dispatches on the content. `bytes` has at least kReadPadding readable bytes past its end; when
 // `owned` is given it holds `bytes` and JSON repairs may modify it in place.
-void import_bytes(std::string_view bytes, size_t capacity, std::string* owned,
-                  const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+void import_bytes(std::string_view bytes, std::string* owned, const std::string& path,
+                  ModelBuilder& builder, uint32_t file_index) {
   if (bytes.size() >= sizeof(format::kMagic) &&
       std::memcmp(bytes.data(), format::kMagic, sizeof(format::kMagic)) == 0) {
     import_loupe_binary(bytes, path, builder, file_index);
@@ -132,24 +132,48 @@ void import_bytes(std::string_view bytes, size_t capacity, std::string* owned,
   if (owned != nullptr) {
     import_chrome_json(*owned, path, builder, file_index);
   } else {
-    import_chrome_json_padded(bytes, capacity, path, builder, file_index);
+    import_chrome_json_file(path, builder, file_index);
   }
+}
+
+// The first bytes of a file (up to 4 KiB); empty when it cannot be opened or read, which the
+// caller's full read then reports.
+std::string read_head(const std::string& path) {
+  std::string head(4096, '\0');
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  const ssize_t got = ::read(fd, head.data(), head.size());
+  ::close(fd);
+  head.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return head;
+}
+
+// Plain JSON is streamed from the file (the JSON importer reads it in pieces): mapping it whole
+// would make the file part of the resident memory.
+bool is_plain_json(std::string_view head) {
+  if (is_gzip(head)) return false;
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && (head[first] == '[' || head[first] == '{');
 }
 
 }  // namespace
 
 void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
   try {
+    if (is_plain_json(read_head(path))) {
+      import_chrome_json_file(path, builder, file_index);
+      return;
+    }
     const std::unique_ptr<PaddedMapping> mapping = PaddedMapping::open(path);
     if (mapping != nullptr && !is_gzip(mapping->bytes())) {
-      import_bytes(mapping->bytes(), mapping->capacity(), nullptr, path, builder, file_index);
+      import_bytes(mapping->bytes(), nullptr, path, builder, file_index);
       return;
     }
     std::string bytes = mapping != nullptr
                             ? inflate_gzip(mapping->bytes(), path, TruncatedGzip::kKeep)
                             : read_trace_bytes(path);
     if (bytes.capacity() < bytes.size() + kReadPadding) bytes.reserve(bytes.size() + kReadPadding);
-    import_bytes(bytes, bytes.capacity(), &bytes, path, builder, file_index);
+    import_bytes(bytes, &bytes, path, builder, file_index);
   } catch (const std::bad_alloc&) {
     // The input, not loupe, is too large for this machine's memory: exit 2 naming it.
     throw Error(ErrorCode::kInput,

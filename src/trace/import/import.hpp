@@ -21,19 +21,17 @@ void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_i
 // Format-specific entry points over bytes already in memory (`name` appears in errors).
 void import_loupe_binary(std::string_view bytes, const std::string& name, ModelBuilder& builder,
                          uint32_t file_index);
-// `text` is modified in place by repairs (invalid UTF-8, control characters, truncated tail).
+// `text` is streamed through the reader's window (repairs are made there; `text` is not changed).
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
                         uint32_t file_index);
-// The same over bytes read in place (a mapped file): `text` stays unmodified and valid for the
-// call. REQUIRES: `capacity` >= text.size() + 64 readable bytes at text.data() (simdjson reads
-// past the end). A text that needs repair is copied first.
-void import_chrome_json_padded(std::string_view text, size_t capacity, const std::string& name,
-                               ModelBuilder& builder, uint32_t file_index);
+// The same, read from the file at `path` in pieces of a few MiB (read(2), not a mapping): peak
+// memory is the model plus the window, whatever the file's size. REQUIRES: the file is plain JSON
+// (import_file detects gzip and the binary format first).
+void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index);
 
-// The JSON importer keeps one parser per thread between imports (documents up to 256 MiB): its
-// structural index stays mapped, so a later import skips the page faults of a fresh one. This
-// frees the calling thread's; the next import allocates it again. A long-lived process calls it
-// after a large import it does not expect to repeat.
+// The JSON importer keeps one window buffer per thread (a few MiB) between imports, so a later
+// import skips the page faults of a fresh one. This frees the calling thread's; the next import
+// allocates it again. A long-lived process calls it after an import it does not expect to repeat.
 void release_import_buffers();
 
 // Reads the whole file, inflating gzip. Throws Error(kInput) when it cannot be read.
