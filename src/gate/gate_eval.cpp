@@ -180,8 +180,8 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   }
   gate.statistics.n = n;
   const std::string scope = where_text(bound.where);
-  const std::string ref = bound.median ? "median(" + ref_text(bound.metric) + ")"
-                                       : ref_text(bound.metric);
+  const std::string ref =
+      bound.median ? "median(" + ref_text(bound.metric) + ")" : ref_text(bound.metric);
   if (n == 0) {
     gate.verdict = GateVerdict::kInconclusive;
     gate.rule = "inconclusive: no observation of " + ref_text(bound.metric) + scope + " (" +
@@ -196,8 +196,8 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   const std::string which = larger_is_worse ? "the largest" : "the smallest";
   std::string value_text =
       bound.median ? ref + " over " + std::to_string(judged.size()) + " point(s) (" +
-                         std::to_string(n) + " value(s))" + scope + " is " +
-                         format_number(worst) + " at " + point_text(worst_point->params)
+                         std::to_string(n) + " value(s))" + scope + " is " + format_number(worst) +
+                         " at " + point_text(worst_point->params)
                    : ref + " over " + std::to_string(n) + " value(s)" + scope + " is " +
                          format_number(worst) + " at " + point_text(worst_point->params);
   // Several seeds (or repeats) of one point: their spread, so one lucky seed is visible.

@@ -200,7 +200,8 @@ TEST(GateExpressionTest, ErrorsNameTheColumnAndWhatWasExpected) {
             "at column 14: expected a finite number, found "
             "'1e999'");
   EXPECT_EQ(parse_error("check.a.x <= 1 where T = 3"),
-            "at column 24: expected a name, a number, a comparison, '.', '/', '[', ']', '(' or ')', found "
+            "at column 24: expected a name, a number, a comparison, '.', '/', '[', ']', '(' or "
+            "')', found "
             "'='");
 }
 
