@@ -86,8 +86,7 @@ void add_counters_tools(std::vector<Tool>& tools) {
   tool.annotations = {true, false, true, false};
   tool.description =
       "Nsight Compute exports (CSV, .gz, .ncu-rep) per kernel: binding limit and share of "
-      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; compare_*: two kernels side "
-      "by side.";
+      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; compare_*: two kernels.";
   tool.params = {
       {"files", ParamType::kStringArray, "exports of one run (details and/or raw page)", true},
       {"kernel", ParamType::kString, "regex on 'NAME block (..) grid (..)'; kernel A"},

@@ -228,13 +228,12 @@ Tool read_only_tool(std::string name, std::string kind) {
 
 std::vector<Param> analysis_params() {
   return {{"classes", ParamType::kStringArray,
-           "NAME=SELECTOR, terms joined by '&': name:REGEX, cat:C, thread:X, stream:X, track:X, "
+           "NAME=SELECTOR, '&' joins terms: name:REGEX, cat:C, thread:X, stream:X, track:X, "
            "kind:thread|gpu_stream"},
-          {"overlap", ParamType::kString, "A,B: time of class A overlapped by B"},
+          {"overlap", ParamType::kString, "A,B: time of class A under class B"},
           {"window", ParamType::kString, "CLASS: also per instance of it"},
-          {"gap_threshold", ParamType::kString, "shortest gap reported (default 100us)"},
-          {"iteration", ParamType::kString,
-           "PATTERN: the ranges whose critical path is walked (default ProfilerStep#N)"},
+          {"gap_threshold", ParamType::kString, "shortest gap shown (default 100us)"},
+          {"iteration", ParamType::kString, "ranges for the critical path (ProfilerStep)"},
           detail_param("every finding and row")};
 }
 
@@ -243,9 +242,9 @@ std::vector<Param> analysis_params() {
 void add_inspect_tools(std::vector<Tool>& tools) {
   Tool diff = read_only_tool("diff_tensors", "diff");
   diff.description =
-      "Compares tensors (.npy, .safetensors, folders; rank-<r>/ shards joined by dims, "
+      "Compares tensors (.npy, .safetensors, folders; rank-<r>/ joined by dims, "
       "step-<s>/ aligned): first divergence, worst coordinate, error profile. Fails "
-      "past per-dtype tolerances, on nothing compared or unmatched names.";
+      "past dtype tolerances, on nothing compared or unmatched names.";
   diff.params = {
       {"a", ParamType::kString, "candidate file or directory", true},
       {"b", ParamType::kString, "reference, like a", true},

@@ -239,8 +239,7 @@ void add_research_tools(std::vector<Tool>& tools) {
   Tool decide = make_tool("decide_hypothesis", "hypothesis.decide", {false, false, false, false});
   decide.description =
       "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
-      "changes in the objective's [review] categories stay needs-review until a person "
-      "approves.";
+      "changes in [review] categories stay needs-review until a person approves.";
   decide.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
                    {"decision", ParamType::kString, "", true, {"retain", "revise", "reject"}},
                    {"why", ParamType::kString, "the evidence, in a sentence", true},

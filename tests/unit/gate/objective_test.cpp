@@ -506,7 +506,8 @@ TEST(ObjectiveErrorsTest, CheckRules) {
             "or rules, not both");
   EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"decode\"\nrules = \"r.toml\"\n"),
             "obj.toml:9: bench[0].rules: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, variants, threshold, budget_s, precision, counters");
+            "params, zip, repeats, seed, covers, structures, variants, threshold, budget_s, precision, "
+            "counters");
   // A rule's own mistakes name the objective, the line and the rule (not the objective's hint).
   try {
     parse_objective(kBase + "rules = [{ match = 'x', when = [] }]\n", "obj.toml");
