@@ -47,10 +47,12 @@ void expect_tiled_slower_everywhere(const Json& findings, const Json& gates,
                                     const std::string& where) {
   int64_t decode_findings = 0;
   // The A/B findings of the decode bench; its other findings (bench.decode.accessor_charged, an
-  // info finding the runtime adds when the outputs accessor took measurable CPU) state no direction.
+  // info finding the runtime adds when the outputs accessor took measurable CPU) state no
+  // direction.
   auto expect_slower = [&](const Json& finding) {
-    static const std::set<std::string> kVerdictIds = {
-        "bench.decode.slower", "bench.decode.faster", "bench.decode.same", "bench.decode.ambiguous"};
+    static const std::set<std::string> kVerdictIds = {"bench.decode.slower", "bench.decode.faster",
+                                                      "bench.decode.same",
+                                                      "bench.decode.ambiguous"};
     if (kVerdictIds.count(finding.at("id").get<std::string>()) == 0) return;
     ++decode_findings;
     EXPECT_EQ(finding.at("id"), "bench.decode.slower") << where << ": " << finding.dump();

@@ -504,10 +504,11 @@ TEST(ObjectiveErrorsTest, CheckRules) {
                                  "rules = [{ match = 'x', when = [\"rel <= 1\"] }]\n"),
             "obj.toml:8: check[0].rules: rules replace the tolerances; give check[0].tolerances "
             "or rules, not both");
-  EXPECT_EQ(config_error(kBase + "[[bench]]\nprobe = \"decode\"\nrules = \"r.toml\"\n"),
-            "obj.toml:9: bench[0].rules: unknown key; expected one of probe, name, description, "
-            "params, zip, repeats, seed, covers, structures, variants, threshold, budget_s, precision, "
-            "counters");
+  EXPECT_EQ(
+      config_error(kBase + "[[bench]]\nprobe = \"decode\"\nrules = \"r.toml\"\n"),
+      "obj.toml:9: bench[0].rules: unknown key; expected one of probe, name, description, "
+      "params, zip, repeats, seed, covers, structures, variants, threshold, budget_s, precision, "
+      "counters");
   // A rule's own mistakes name the objective, the line and the rule (not the objective's hint).
   try {
     parse_objective(kBase + "rules = [{ match = 'x', when = [] }]\n", "obj.toml");
