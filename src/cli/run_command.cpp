@@ -273,6 +273,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     } else {
       if (model) std::cout << report::render_terminal(*model);
       // The cause before the symptom: the most specific failing gate, and how the others follow.
+      // Not recorded in the ledger: `loupe report RUN` renders the text above without these lines.
       for (const auto& line : gate::cause_lines(run.outcome.causes, run.objective)) {
         std::cout << "cause " << line << "\n";
       }
