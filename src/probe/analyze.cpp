@@ -1573,6 +1573,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const auto& entry = samples_json.at("variants")[index];
     const auto windows = entry.value("window_s", std::vector<double>{});
     const auto cpu = entry.value("window_cpu_s", std::vector<double>{});
+    const auto main_cpu = entry.value("window_main_thread_cpu_s", std::vector<double>{});
     const double calls = std::max(1.0, samples_json.value("calls_per_sample", 1.0));
     // The child reads the clock around its batch; the runtime process's window from "run" to
     // the answer must contain that interval, and the CPU the child used in the window must fit
@@ -1590,7 +1591,12 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
       if (!off_path.count(variants[index].name) && cpu[sample] > 1.25 * cores * reported + 200e-6) {
         ++overfull;
       } else if (sample < threads_before.size() && sample < threads_after.size() &&
-                 threads_before[sample] == 1 && threads_after[sample] == 1 &&
+                 sample < main_cpu.size() && threads_before[sample] == 1 &&
+                 threads_after[sample] == 1 &&
+                 // One thread through the batch: the main thread used (nearly) all of its CPU. A
+                 // body that starts and joins threads inside the batch has one thread before and
+                 // after, and on an idle machine more CPU than time (kda's two-thread prefill).
+                 cpu[sample] - main_cpu[sample] <= 0.05 * cpu[sample] + 200e-6 &&
                  cpu[sample] > 1.1 * reported + 200e-6) {
         // One thread cannot use more CPU than the time that passed: the CPU in the window also
         // holds the child's wake-up and answer around the batch, tens of microseconds. A clock

@@ -340,6 +340,7 @@ struct VariantChild {
   std::vector<int64_t> rounds;  // per sample: the round it was timed in
   std::vector<int64_t> threads_before, threads_after;
   std::vector<double> windows, window_cpu;  // per sample: the runtime's window, the child's CPU
+  std::vector<double> window_main_cpu;      // per sample: the CPU of the child's main thread alone
   std::map<std::string, std::vector<double>> facts;
   int verified = 0;
   size_t forced_verify_at = 0;
@@ -734,11 +735,14 @@ double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> 
   std::vector<double> others_before;
   for (const auto& other : children_) others_before.push_back(process_cpu_seconds(other.pid));
   const double cpu_before = child.run_cpu;
+  const double main_before = main_thread_cpu_seconds(child.pid);
   const double wall = command(child, BenchOp::kRun, child.last_batch_s, &child.run_cpu);
+  const double main_after = main_thread_cpu_seconds(child.pid);
   const int64_t after = thread_count(child.pid);
   if (record) {
     child.windows.push_back(wall);
     child.window_cpu.push_back(child.run_cpu - cpu_before);
+    child.window_main_cpu.push_back(std::max(0.0, main_after - main_before));
   }
   for (size_t index = 0; index < children_.size(); ++index) {
     if (index == variant) continue;
@@ -899,6 +903,7 @@ Json Supervisor::run() {
     child.threads_after.clear();
     child.windows.clear();
     child.window_cpu.clear();
+    child.window_main_cpu.clear();
     child.descendants.clear();
   }
   std::sort(call_times.begin(), call_times.end());
@@ -964,6 +969,7 @@ Json Supervisor::run() {
         child.threads_after.pop_back();
         child.windows.pop_back();
         child.window_cpu.pop_back();
+        child.window_main_cpu.pop_back();
         continue;
       }
       if (device_timer_) {
@@ -1179,6 +1185,9 @@ Json Supervisor::run() {
     // time the child used in that window.
     entry["window_s"] = child.windows;
     entry["window_cpu_s"] = child.window_cpu;
+    // The main thread's share of it: a body that starts and joins threads inside its batch has
+    // one thread before and after, and more CPU than time on an idle machine.
+    entry["window_main_thread_cpu_s"] = child.window_main_cpu;
     entry["warmup_call_s"] = child.warmup_calls;
     for (const auto& [fact, values] : child.facts) entry[fact] = values;
     variants.push_back(std::move(entry));

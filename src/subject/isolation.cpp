@@ -306,6 +306,14 @@ double process_cpu_seconds(pid_t pid) {
   return raw_clock_seconds(clock);
 }
 
+double main_thread_cpu_seconds(pid_t pid) {
+  const std::string id = std::to_string(pid);
+  std::istringstream schedstat(read_text("/proc/" + id + "/task/" + id + "/schedstat"));
+  double nanoseconds = 0;
+  if (!(schedstat >> nanoseconds)) return 0.0;
+  return nanoseconds * 1e-9;
+}
+
 double settled_process_cpu_seconds(pid_t pid, double max_wait_s) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_wait_s);
   while (std::chrono::steady_clock::now() < until) {

@@ -69,6 +69,9 @@ int64_t thread_count(pid_t pid = 0);
 // Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
 // used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.
 double process_cpu_seconds(pid_t pid);
+// The CPU time of the process's main thread alone (/proc/PID/task/PID/schedstat; a thread CPU
+// clock of another process cannot be read), 0 when unreadable.
+double main_thread_cpu_seconds(pid_t pid);
 // Seconds on `clock` (CLOCK_MONOTONIC, a CPU-time clock), -1 on failure, read by the system call
 // itself on x86-64 Linux: libc's clock_gettime and libstdc++'s steady_clock are symbols the
 // subject's executable can define, and its definition would reach libloupe's timings too (round
