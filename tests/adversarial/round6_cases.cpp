@@ -26,6 +26,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sums_probe.hpp"
@@ -247,6 +248,34 @@ LOUPE_BENCH(seccomp_clock_from_setup)
     .body([](loupe::BenchState& state) {
       slow_the_monotonic_clock(0.6);
       state.exec(make_rows, honest_rows, rows_output);
+    });
+
+// An honest body that starts a thread for half the rows and joins it inside every call: one thread
+// before and after the batch, and on an idle machine more CPU than time (as kda's two-thread
+// prefill). Class 3's one-thread rule must not read it as a slowed clock.
+LOUPE_BENCH(honest_joined_threads)
+    .description("the baseline's sums, half the rows on a thread started and joined in the call")
+    .body([](loupe::BenchState& state) {
+      state.exec(make_rows,
+                 {{"baseline", honest_rows},
+                  {"split",
+                   [](Rows& work) {
+                     const size_t half = work.y.size() / 2;
+                     std::span<const float> x(work.x);
+                     std::span<float> y(work.y);
+                     // Each half 64 times over (the same result), so the two threads overlap
+                     // for most of the call rather than for the thread's start.
+                     std::thread first([&] {
+                       for (int pass = 0; pass < 64; ++pass) {
+                         sums(x.first(half * kWidth), y.first(half));
+                       }
+                     });
+                     for (int pass = 0; pass < 64; ++pass) {
+                       sums(x.subspan(half * kWidth), y.subspan(half));
+                     }
+                     first.join();
+                   }}},
+                 rows_output);
     });
 
 // --- 2. reaching another variant's control block

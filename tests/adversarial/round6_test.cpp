@@ -84,6 +84,14 @@ TEST_F(Round6Test, ASeccompFilterInAVariantsProcessFailsAndItsClockIsNotBelieved
   EXPECT_EQ(guards(run, "fail"), (Guards{"guard.syscall_interception", "guard.timing"})) << run.out;
 }
 
+// 3's control: a body that runs half its rows on a thread it starts and joins inside each call has
+// one thread before and after its batch and more CPU than time where a core is free; no guard.
+TEST_F(Round6Test, AThreadStartedAndJoinedInsideTheCallIsNotASlowedClock) {
+  const CliRun run = bench("honest_joined_threads", "1");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
+}
+
 // 3. The same filter installed by the body before exec (the candidate's setup), for a bench of
 // one body whose absolute time a gate would judge.
 TEST_F(Round6Test, ASeccompFilterInstalledBeforeExecFails) {
