@@ -9,6 +9,7 @@
 #include "bench/report.hpp"
 #include "check/compare.hpp"
 #include "core/json.hpp"
+#include "core/statistics.hpp"
 #include "trace/analyze/analyze.hpp"
 #include "trace/import/import.hpp"
 
@@ -155,14 +156,10 @@ void evaluate_absolute(const MetricBound& bound, std::span<const PointResult> re
   }
   if (bound.median) {
     for (auto& j : judged) {
-      std::vector<double> sorted = j.values;
-      if (std::any_of(sorted.begin(), sorted.end(), [](double v) { return std::isnan(v); })) {
-        j.value = std::numeric_limits<double>::quiet_NaN();
-        continue;
-      }
-      std::sort(sorted.begin(), sorted.end());
-      const size_t half = sorted.size() / 2;
-      j.value = sorted.size() % 2 == 1 ? sorted[half] : 0.5 * (sorted[half - 1] + sorted[half]);
+      j.value =
+          std::any_of(j.values.begin(), j.values.end(), [](double v) { return std::isnan(v); })
+              ? std::numeric_limits<double>::quiet_NaN()
+              : median(j.values);
     }
   }
   const Judged* worst_item = nullptr;
