@@ -2,13 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <set>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "check/align.hpp"
 #include "check/dims.hpp"
@@ -27,7 +33,7 @@ enum class SourceKind { kNpy, kSafetensors, kDirectory };
 
 // Where one named tensor of a source lives.
 struct Entry {
-  fs::path file;
+  std::string file;  // a string, not a path: a path splits itself into components when built
   std::optional<std::string> tensor;  // the name inside a .safetensors file
 };
 
@@ -72,6 +78,57 @@ std::string lower_extension(const fs::path& path) {
   return extension;
 }
 
+// One directory's entries, sorted by name, with their type from the listing itself (readdir's
+// d_type; a symbolic link or a file system without d_type is stat'ed, following the link). No
+// std::filesystem::path per entry: a dump of 10,000 tensors is listed before its first pair is
+// compared, which --jsonl's first line waits for.
+struct Listed {
+  std::string name;
+  enum class Type { kDirectory, kRegular, kOther } type = Type::kOther;
+};
+
+std::vector<Listed> list_directory(const fs::path& path, const std::string& side) {
+  DIR* directory = ::opendir(path.c_str());
+  if (directory == nullptr) {
+    throw Error(
+        ErrorCode::kInput,
+        side + " (" + path.string() + "): cannot list the directory: " + std::strerror(errno),
+        "pass a directory loupe may read");
+  }
+  std::vector<Listed> listed;
+  while (const dirent* item = ::readdir(directory)) {
+    const char* name = item->d_name;
+    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+    Listed entry{name};
+    unsigned char type = item->d_type;
+    if (type == DT_LNK || type == DT_UNKNOWN) {
+      struct stat status;
+      type = ::fstatat(::dirfd(directory), name, &status, 0) != 0 ? DT_UNKNOWN
+             : S_ISDIR(status.st_mode)                            ? DT_DIR
+             : S_ISREG(status.st_mode)                            ? DT_REG
+                                                                  : DT_UNKNOWN;
+    }
+    entry.type = type == DT_DIR   ? Listed::Type::kDirectory
+                 : type == DT_REG ? Listed::Type::kRegular
+                                  : Listed::Type::kOther;
+    listed.push_back(std::move(entry));
+  }
+  ::closedir(directory);
+  std::sort(listed.begin(), listed.end(),
+            [](const Listed& left, const Listed& right) { return left.name < right.name; });
+  return listed;
+}
+
+// The lower-cased extension of a file name ("" when none; a leading dot is not one), as
+// lower_extension gives it for a path.
+std::string lower_extension_of_name(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0 || name == "..") return "";
+  std::string extension = name.substr(dot);
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return extension;
+}
+
 [[noreturn]] void rethrow_for_side(const Error& error, const std::string& side) {
   throw Error(error.code(), "reading " + side + ": " + error.message(), error.hint());
 }
@@ -98,15 +155,14 @@ Tensor load_plain(Source& source, const std::string& name) {
   for (const NamedTensor& named : safetensors_of(source, entry.file)) {
     if (named.name == *entry.tensor) return named.tensor;
   }
-  throw Error(ErrorCode::kInternal,
-              "tensor '" + *entry.tensor + "' vanished from " + entry.file.string());
+  throw Error(ErrorCode::kInternal, "tensor '" + *entry.tensor + "' vanished from " + entry.file);
 }
 
 void add_safetensors_entries(Source& source, const fs::path& file, const std::string& prefix) {
   for (const NamedTensor& named : safetensors_of(source, file)) {
     const std::string name = prefix + named.name;
     source.names.push_back(name);
-    source.entries[name] = Entry{file, named.name};
+    source.entries[name] = Entry{file.string(), named.name};
   }
 }
 
@@ -133,14 +189,15 @@ std::optional<int64_t> numbered(const std::string& file_name, const std::string&
 // number (loupe.step metadata, when present, decides later).
 bool open_layered(Source& source, const std::string& side) {
   std::map<int64_t, fs::path> ranks, steps;
-  for (const auto& item : fs::directory_iterator(source.path)) {
-    if (!item.is_directory()) continue;
-    const std::string file_name = item.path().filename().string();
+  const std::vector<Listed> listed = list_directory(source.path, side);
+  for (const Listed& item : listed) {
+    if (item.type != Listed::Type::kDirectory) continue;
+    const std::string& file_name = item.name;
     for (auto [prefix, parts] : {std::pair{"rank-", &ranks}, {"step-", &steps}}) {
       const auto number = numbered(file_name, prefix);
       if (!number) continue;
       // rank-1/ and rank-01/ both read as 1: one must not silently replace the other.
-      const auto [where, added] = parts->emplace(*number, item.path());
+      const auto [where, added] = parts->emplace(*number, source.path / file_name);
       if (!added) {
         std::string first = where->second.filename().string(), second = file_name;
         if (second < first) std::swap(first, second);
@@ -185,10 +242,9 @@ bool open_layered(Source& source, const std::string& side) {
   source.entries = first.entries;
   source.manifest = first.manifest;
   source.has_manifest = first.has_manifest;
-  for (const auto& item : fs::directory_iterator(source.path)) {
-    if (!item.is_directory()) {
-      const std::string file_name = item.path().filename().string();
-      if (file_name != "manifest.txt") source.not_tensor.push_back(file_name);
+  for (const Listed& item : listed) {
+    if (item.type != Listed::Type::kDirectory && item.name != "manifest.txt") {
+      source.not_tensor.push_back(item.name);
     }
   }
   return true;
@@ -232,8 +288,7 @@ Loaded load(Source& source, const std::string& name, const ShardSettings& settin
     loaded.origin = file_of(source, name);
     const Entry& entry = source.entries.at(name);
     if (entry.tensor) {
-      loaded.meta =
-          parse_dump_metadata(metadata_of(source, entry.file), *entry.tensor, entry.file.string());
+      loaded.meta = parse_dump_metadata(metadata_of(source, entry.file), *entry.tensor, entry.file);
     }
     // A dims spec names the axes of an unsharded tensor too (worst_coords, --along).
     if (auto dims = dims_for(settings, name, loaded.meta, loaded.origin)) {
@@ -376,25 +431,20 @@ Source open_source(const fs::path& path, const std::string& side,
   if (fs::is_directory(status)) {
     source.kind = SourceKind::kDirectory;
     if (open_layered(source, side)) return source;
-    // Entries carry the file type the directory listing gave (no stat per file: a dump of
-    // 10,000 tensors is listed before its first pair is compared, which --jsonl waits for).
-    std::vector<std::pair<std::string, fs::directory_entry>> files;
-    for (const auto& item : fs::directory_iterator(path)) {
-      files.emplace_back(item.path().filename().string(), item);
-    }
-    // One directory: ordering the names orders the paths (and compares strings, not paths).
-    std::sort(files.begin(), files.end(),
-              [](const auto& left, const auto& right) { return left.first < right.first; });
-    for (const auto& [file_name, item] : files) {
-      const fs::path& file = item.path();
+    // Entries carry the file type the directory listing gave (list_directory).
+    std::string prefix = path.string();
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    for (const Listed& item : list_directory(path, side)) {
+      const std::string& file_name = item.name;
       if (file_name == "manifest.txt") continue;
-      const std::string extension = lower_extension(file);
-      const bool regular = item.is_regular_file();
+      const std::string extension = lower_extension_of_name(file_name);
+      const bool regular = item.type == Listed::Type::kRegular;
       if (regular && extension == ".npy") {
         source.names.push_back(file_name);
-        source.entries[file_name] = Entry{file, std::nullopt};
+        source.entries.emplace_hint(source.entries.end(), file_name,
+                                    Entry{prefix + file_name, std::nullopt});
       } else if (regular && extension == ".safetensors") {
-        add_safetensors_entries(source, file, file_name + ":");
+        add_safetensors_entries(source, path / file_name, file_name + ":");
       } else {
         source.not_tensor.push_back(file_name);
       }
@@ -440,7 +490,7 @@ Source open_source(const fs::path& path, const std::string& side,
     source.kind = SourceKind::kNpy;
     const std::string name = npy_name.value_or(path.filename().string());
     source.names.push_back(name);
-    source.entries[name] = Entry{path, std::nullopt};
+    source.entries[name] = Entry{path.string(), std::nullopt};
     return source;
   }
   if (extension == ".safetensors") {
@@ -465,7 +515,7 @@ Source open_source(const fs::path& path, const std::string& side,
 
 std::string file_of(const Source& source, const std::string& name) {
   const Entry& entry = source.entries.at(name);
-  return entry.tensor ? entry.file.string() + ":" + *entry.tensor : entry.file.string();
+  return entry.tensor ? entry.file + ":" + *entry.tensor : entry.file;
 }
 
 bool every_name_has_digit(const std::vector<std::string>& names) {

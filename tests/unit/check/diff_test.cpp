@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -248,6 +249,24 @@ TEST_F(DiffTest, DefaultTolerancesFailWithoutTolUnlessReportOnly) {
   fs::remove(root_ / "b" / "layer_0.npy");
   req.report_only = false;
   EXPECT_EQ(diff_exit_code(run_diff(req), req), 0);
+}
+
+TEST_F(DiffTest, TheListingFollowsLinksAndTellsFilesFromDirectoriesByTheirType) {
+  // A link to a tensor is a tensor (the listing stats a link, following it); a directory named
+  // like a tensor, a dangling link and a FIFO are not tensors; the extension's case is ignored.
+  write("a", "layer_0.npy", filled(1.0f));
+  write("b", "layer_0.npy", filled(1.0f));
+  write_npy(root_ / "elsewhere.npy", filled(2.0f));
+  fs::create_symlink(root_ / "elsewhere.npy", root_ / "a" / "layer_1.NPY");
+  write("b", "layer_1.NPY", filled(2.0f));
+  fs::create_directories(root_ / "a" / "layer_2.npy");
+  fs::create_symlink(root_ / "missing.npy", root_ / "a" / "layer_3.npy");
+  ASSERT_EQ(::mkfifo((root_ / "b" / "layer_4.npy").c_str(), 0600), 0);
+  const DiffResult result = run_diff(request());
+  EXPECT_EQ(names(result), (std::vector<std::string>{"layer_0.npy", "layer_1.NPY"}));
+  EXPECT_FALSE(result.first_divergence);
+  EXPECT_EQ(result.not_tensor,
+            (std::vector<std::string>{"A/layer_2.npy", "A/layer_3.npy", "B/layer_4.npy"}));
 }
 
 TEST_F(DiffTest, NothingComparedFailsNamingBothSides) {
