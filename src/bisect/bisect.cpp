@@ -13,6 +13,7 @@
 #include "bench/compare.hpp"
 #include "core/home.hpp"
 #include "core/process.hpp"
+#include "core/trust.hpp"
 #include "gate/cascade.hpp"
 #include "gate/gate_eval.hpp"
 #include "gate/objective.hpp"
@@ -462,6 +463,17 @@ Bisector::Evaluation Bisector::evaluate_check(const Point& point, const Tree& tr
       break;
     default:
       out.verdict = StepVerdict::kAmbiguous;
+  }
+  // A failing guard makes the step bad whatever the gate says, as in `loupe run`
+  // (gate::cascade_verdict): the results the gate judged cannot be believed.
+  for (const auto& result_point : results) {
+    for (const auto& finding : result_point.findings) {
+      if (out.verdict == StepVerdict::kBad || !undermines_results(finding)) continue;
+      out.verdict = StepVerdict::kBad;
+      out.reason =
+          "guard " + finding.id + " failed (the run fails whatever its gates say); " + out.reason;
+      out.json["failed_guard"] = finding.id;
+    }
   }
   for (const auto& result_point : results) out.observations.push_back(result_point.observation_dir);
   return out;

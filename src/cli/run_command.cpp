@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -276,6 +277,23 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       // Not recorded in the ledger: `loupe report RUN` renders the text above without these lines.
       for (const auto& line : gate::cause_lines(run.outcome.causes, run.objective)) {
         std::cout << "cause " << line << "\n";
+      }
+      // A failing guard fails the run whatever its gates say (gate::cascade_verdict).
+      std::vector<std::string> guards;
+      for (const Finding* guard : gate::failed_guards(run.outcome)) {
+        if (std::find(guards.begin(), guards.end(), guard->id) == guards.end()) {
+          guards.push_back(guard->id);
+        }
+      }
+      constexpr size_t kGuardsListed = 5;
+      for (size_t index = 0; index < guards.size() && index < kGuardsListed; ++index) {
+        std::cout << "guard failed: " << guards[index]
+                  << " (the run fails whatever its gates say: the results they judged cannot be "
+                     "believed; its finding is above)\n";
+      }
+      if (guards.size() > kGuardsListed) {
+        std::cout << "guard failed: " << guards.size() - kGuardsListed << " more (--json lists "
+                  << "every one in data.failed_guards)\n";
       }
       // Coverage on stderr, with the progress: stdout stays the run's report, the text `loupe
       // report RUN` renders again (the coverage findings are in the ledger).

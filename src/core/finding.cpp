@@ -1,5 +1,7 @@
 #include "core/finding.hpp"
 
+#include "core/trust.hpp"
+
 #include <array>
 #include <string>
 
@@ -72,6 +74,16 @@ std::string verification_experiment(const Finding& finding) {
   if (!finding.next.empty()) return finding.next;
   return "a controlled A/B that changes only the suspected cause (a bench or scenario gate "
          "against a baseline run), linked to both runs through a hypothesis";
+}
+
+bool undermines_results(const Finding& finding) {
+  if (finding.severity != Severity::kFail) return false;
+  constexpr std::string_view kGuard = ".guard.";
+  const size_t at = finding.id.find(kGuard);
+  if (at == std::string::npos) return false;
+  const std::string_view name = std::string_view(finding.id).substr(at + kGuard.size());
+  if (name == "hidden_point") return finding.claim.rfind(kHiddenAlsoFails, 0) != 0;
+  return name != "precision" && name != "worst_element" && name != "nonfinite";
 }
 
 }  // namespace loupe

@@ -28,6 +28,7 @@
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "core/sha256.hpp"
+#include "core/trust.hpp"
 #include "gate/executor.hpp"
 #include "probe/counters_pass.hpp"
 #include "probe/runner.hpp"
@@ -1105,7 +1106,18 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   return result;
 }
 
+std::vector<const Finding*> failed_guards(const CascadeResult& result) {
+  std::vector<const Finding*> out;
+  for (const auto& point : result.points) {
+    for (const auto& finding : point.findings) {
+      if (undermines_results(finding)) out.push_back(&finding);
+    }
+  }
+  return out;
+}
+
 Verdict cascade_verdict(const CascadeResult& result) {
+  if (!failed_guards(result).empty()) return Verdict::kFail;
   bool fail = false, unsure = false, decided = false;
   for (const auto& gate : result.gates) {
     fail = fail || gate.verdict == GateVerdict::kFail;
@@ -1129,6 +1141,8 @@ std::vector<Finding> top_findings(const CascadeResult& result, size_t limit, boo
   };
   // In turn across the gates that did not pass (the first finding of each, then the second, ...),
   // so that a gate with many findings does not hide the lead finding of the next one.
+  // A failing guard leads: it says the results the gates judged cannot be believed.
+  for (const Finding* guard : failed_guards(result)) add(*guard);
   // The failing causes lead, most specific first (gate/causes.hpp); then the objective's order.
   std::vector<const GateResult*> ordered;
   for (const auto& cause : result.causes.causes) {

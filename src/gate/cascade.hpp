@@ -135,13 +135,22 @@ struct CascadeResult {
 CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                           const CascadeOptions& options, const PointRunner& runner);
 
-// Over the gates that ran: any fail → fail; else any inconclusive → inconclusive; else pass; none
-// ran → none. Not-run gates do not count: the cascade stops only after a failure (which already
-// fails the run), and --only leaves layers out on purpose. 0 for pass and none, 1 otherwise.
+// The candidate's points' findings that undermine their results (core/finding.hpp,
+// undermines_results: failing guards such as the hidden run, tampering, timing and environment;
+// not guard.precision and the other descriptions of a mismatch), in point order. Such a guard
+// says whether a point's results can be believed, not what they are; gates judge the results.
+std::vector<const Finding*> failed_guards(const CascadeResult& result);
+
+// A failing guard fails the run whatever its gates say (a gate over a metric would otherwise pass
+// a candidate that replays outputs at the shown seed). Else, over the gates that ran: any fail →
+// fail; else any inconclusive → inconclusive; else pass; none ran → none. Not-run gates do not
+// count: the cascade stops only after a failure (which already fails the run), and --only leaves
+// layers out on purpose. 0 for pass and none, 1 otherwise.
 Verdict cascade_verdict(const CascadeResult& result);
 int cascade_exit_code(const CascadeResult& result);
 
-// The findings worth showing first: the findings of gates that did not pass, taken in turn (the
+// The findings worth showing first: the failing guards' (failed_guards), then the findings of
+// gates that did not pass, taken in turn (the
 // first of each gate, then the second, ...) so that every such gate's lead finding shows, then the
 // points' fail and warn findings; without duplicates, at most `limit`. `truncated` says whether
 // more existed.

@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -292,6 +293,14 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   data["layers"] = std::move(layers);
   // The failing gates most specific first, and how the others follow (gate/causes.hpp).
   data["causes"] = cause_report_to_json(run.outcome.causes, run.objective);
+  // The guards that failed the run whatever its gates say (cascade_verdict), each id once.
+  Json guards = Json::array();
+  for (const Finding* guard : failed_guards(run.outcome)) {
+    if (std::find(guards.begin(), guards.end(), Json(guard->id)) == guards.end()) {
+      guards.push_back(guard->id);
+    }
+  }
+  data["failed_guards"] = std::move(guards);
   Json gates = Json::array();
   for (const auto& gate : run.outcome.gates) gates.push_back(gate_result_to_json(gate));
   data["gates"] = std::move(gates);

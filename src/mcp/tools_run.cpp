@@ -40,6 +40,8 @@ std::vector<Finding> lead_findings(const gate::CascadeResult& outcome, size_t li
       out.push_back(finding);
     }
   };
+  // A failing guard first: the results the gates judged cannot be believed.
+  for (const Finding* guard : gate::failed_guards(outcome)) add(*guard);
   // The most specific failing gate first (gate/causes.hpp: the cause before the symptom).
   for (const auto& cause : outcome.causes.causes) {
     for (const auto& gate : outcome.gates) {

@@ -1580,7 +1580,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     // in it (on every core at most).
     const auto threads_before = entry.value("threads_before", std::vector<int64_t>{});
     const auto threads_after = entry.value("threads_after", std::vector<int64_t>{});
-    int64_t outside = 0, overfull = 0, single_overfull = 0;
+    int64_t outside = 0, overfull = 0, cores_overfull = 0, single_overfull = 0;
     for (size_t sample = 0;
          sample < variants[index].samples.size() && sample < windows.size() &&
          sample < cpu.size() && bench_json.value("timer", "") == "cpu_steady_clock";
@@ -1589,7 +1589,7 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
       if (reported > windows[sample] + 20e-6) ++outside;
       // A variant already caught working on other threads fills the window with their CPU.
       if (!off_path.count(variants[index].name) && cpu[sample] > 1.25 * cores * reported + 200e-6) {
-        ++overfull;
+        ++cores_overfull;
       } else if (sample < threads_before.size() && sample < threads_after.size() &&
                  sample < main_cpu.size() && threads_before[sample] == 1 &&
                  threads_after[sample] == 1 &&
@@ -1612,6 +1612,14 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const size_t judged = std::min({variants[index].samples.size(), windows.size(), cpu.size()});
     if (single_overfull >= 3 && single_overfull * 2 >= static_cast<int64_t>(judged)) {
       overfull += single_overfull;
+    }
+    // CPU beyond every core's time: a tampered timing moves the median only in half the samples
+    // or more, while an honest batch's window can hold the answer's page faults and cache misses
+    // now and then (one of 21 samples of 0.12 ms batches at load ~10). One sample suffices when
+    // there are fewer than three; a report outside the window counts from the first.
+    const int64_t needed = std::min<int64_t>(3, static_cast<int64_t>(judged));
+    if (cores_overfull >= needed && cores_overfull * 2 >= static_cast<int64_t>(judged)) {
+      overfull += cores_overfull;
     }
     if (outside + overfull > 0) {
       Finding finding = make_finding(

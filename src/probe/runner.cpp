@@ -16,6 +16,7 @@
 #include "core/limits.hpp"
 #include "core/process.hpp"
 #include "core/sha256.hpp"
+#include "core/trust.hpp"
 #include "counters/analyze.hpp"
 #include "counters/ncu.hpp"
 #include "probe/counters_pass.hpp"
@@ -802,9 +803,12 @@ Finding hidden_point_finding(const RunRequest& request, const std::vector<RunOut
       (info.is_object() && info.contains("seed") ? ", seed " + info["seed"].dump() : std::string());
   if (hidden.verdict == Verdict::kFail) {
     finding.severity = Severity::kFail;
+    // Failing at a shown point too, the candidate is wrong, not specialised to what it was
+    // shown: this finding then says where else, and does not fail a run whatever its gates say
+    // (core/trust.hpp reads the claim's start).
     finding.claim =
         visible_failed
-            ? "the candidate also fails at the hidden point " + at + ", drawn in secret"
+            ? std::string(kHiddenAlsoFails) + " " + at + ", drawn in secret"
             : "the candidate passes at the point(s) it was shown (" + shown +
                   ") but fails at the hidden point " + at +
                   ", drawn in secret and revealed only after the run: it may be specialised to "

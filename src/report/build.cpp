@@ -17,6 +17,7 @@
 #include "core/json.hpp"
 #include "core/limits.hpp"
 #include "core/pattern.hpp"
+#include "core/trust.hpp"
 #include "ledger/exchange.hpp"
 #include "report/counters_plot.hpp"
 #include "report/model.hpp"
@@ -668,6 +669,11 @@ Model build_model(const ledger::RunRecord& run, const BuildOptions& options) {
     model.gates.push_back(std::move(row));
   }
   header.verdict = gates_verdict(model.gates);
+  // A failing guard on the candidate's points fails the run whatever its gates say, as
+  // gate::cascade_verdict decided it (the ledger holds the candidate's point findings only).
+  for (const auto& finding : run.findings) {
+    if (undermines_results(finding)) header.verdict = Verdict::kFail;
+  }
   if (run.status == ledger::RunStatus::kFailed) header.verdict = Verdict::kError;
 
   for (const auto& finding : run.findings) {

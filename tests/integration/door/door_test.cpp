@@ -67,6 +67,21 @@ class DoorTest : public ::testing::Test {
                                  "[[gate]]\n"
                                  "name = \"replay_passes\"\n"
                                  "expr = \"check.replay passes\"\n";
+    // The same check gated on a metric alone: at the shown seed the replay's rms_ratio is tiny,
+    // so only the guard can fail it.
+    metric_objective_ = dir_.path() / "replay_metric.toml";
+    std::ofstream(metric_objective_) << "name = \"replay_metric\"\n"
+                                        "[subject]\n"
+                                        "command = [\"" REPLAY_SUBJECT
+                                        "\"]\n"
+                                        "timeout_s = 60\n"
+                                        "[[check]]\n"
+                                        "name = \"replay\"\n"
+                                        "probe = \"replay_candidate\"\n"
+                                        "seed = 7\n"
+                                        "[[gate]]\n"
+                                        "name = \"replay_close\"\n"
+                                        "expr = \"check.replay.rms_ratio <= 1e-3\"\n";
   }
 
   CliRun probe_run(std::vector<std::string> flags) const {
@@ -85,6 +100,7 @@ class DoorTest : public ::testing::Test {
 
   test_support::ScratchDir dir_{"door"};
   fs::path objective_;
+  fs::path metric_objective_;
 };
 
 // The replay is right at the seed it was recorded on: without the hidden run nothing catches it,
@@ -137,6 +153,32 @@ TEST_F(DoorTest, LoupeRunFailsTheReplayOnTheSecretSeed) {
   EXPECT_NE(observation.at("seed"), 7);
 }
 
+// A gate over a metric passes the replay (its rms_ratio at the shown seed is tiny); the failing
+// guard fails the run all the same, leads the findings and is named.
+TEST_F(DoorTest, LoupeRunFailsOnAFailingGuardWhateverItsGatesSay) {
+  const std::string home = (dir_.path() / "home").string();
+  const CliRun json = run_loupe({"run", metric_objective_.string(), "--home", home, "--json"});
+  EXPECT_EQ(json.exit_code, 1) << json.out << json.err;
+  EXPECT_EQ(json.envelope.at("verdict"), "fail");
+  const Json& gates = json.envelope.at("data").at("gates");
+  ASSERT_EQ(gates.size(), 1u);
+  EXPECT_EQ(gates[0].at("verdict"), "pass");
+  EXPECT_EQ(json.envelope.at("data").at("failed_guards"),
+            Json::array({"check.replay_candidate.guard.hidden_point"}));
+  EXPECT_EQ(json.envelope.at("findings").at(0).at("id"),
+            "check.replay_candidate.guard.hidden_point");
+  // Rendered again from the ledger, the run keeps its verdict.
+  const CliRun report =
+      run_loupe({"report", json.envelope.at("data").at("run").get<std::string>(), "--home", home});
+  EXPECT_EQ(report.exit_code, 1) << report.out << report.err;
+  const CliRun text = run_loupe({"run", metric_objective_.string(), "--home", home});
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_NE(text.out.find("guard failed: check.replay_candidate.guard.hidden_point (the run fails "
+                          "whatever its gates say"),
+            std::string::npos)
+      << text.out;
+}
+
 // One hidden run per point: at its first repeat. The later repeats run the shown point alone and
 // say where the hidden run was made; no guard.hidden_off for them (the guard is not off).
 TEST_F(DoorTest, LoupeRunMakesOneHiddenRunPerPointAtItsFirstRepeat) {
@@ -176,7 +218,7 @@ TEST_F(DoorTest, McpRunObjectiveFailsTheReplayOnTheSecretSeed) {
       << R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
       << "\n"
       << R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_objective","arguments":{"objective":")"
-      << objective_.string() << R"("}}})"
+      << metric_objective_.string() << R"("}}})"
       << "\n";
   const std::string script = "cd '" + dir_.path().string() + "' && { cat '" + requests.string() +
                              "'; while ! grep -q '\"id\":2,\"result\"' '" + answers.string() +
@@ -193,10 +235,14 @@ TEST_F(DoorTest, McpRunObjectiveFailsTheReplayOnTheSecretSeed) {
   }
   ASSERT_TRUE(result.is_object()) << server.err;
   const Json& envelope = result.at("structuredContent");
+  // Gated on a metric alone: the guard fails the run, and leads the concise findings.
   EXPECT_EQ(envelope.at("verdict"), "fail") << envelope.dump();
+  EXPECT_EQ(envelope.at("data").at("failed_guards"),
+            Json::array({"check.replay_candidate.guard.hidden_point"}));
   const Json hidden = finding(envelope, "check.replay_candidate.guard.hidden_point");
   ASSERT_TRUE(hidden.is_object()) << envelope.dump();
   EXPECT_EQ(hidden.at("severity"), "fail");
+  EXPECT_EQ(envelope.at("findings").at(0).at("id"), "check.replay_candidate.guard.hidden_point");
 }
 
 // `--repeat 0` turns every repeat off, the secret ones too, and says so; by default the candidate

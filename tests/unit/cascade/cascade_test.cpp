@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/trust.hpp"
+
 namespace loupe::gate {
 namespace {
 
@@ -503,6 +505,52 @@ TEST_F(CascadeTest, TopFindingsPutGateFindingsFirstWithoutDuplicates) {
   EXPECT_FALSE(truncated);
   top_findings(result, 1, &truncated);
   EXPECT_TRUE(truncated);
+}
+
+// A failing guard on a candidate's point fails the run though every gate passed, and leads the
+// findings; a warn guard, a failing mismatch with its guard.precision and its hidden run failing
+// too, and a baseline point's guard do not.
+TEST_F(CascadeTest, AFailingGuardFailsTheRunWhateverTheGatesSay) {
+  CascadeResult result;
+  GateResult gate;
+  gate.verdict = GateVerdict::kPass;
+  result.gates.push_back(gate);
+  Finding mismatch;
+  mismatch.id = "check.cp_prefill_tf32.mismatch";  // a probe's own bound: gates judge it
+  mismatch.severity = Severity::kFail;
+  Finding precision;  // describes how the numbers are wrong: the gates judge the mismatch
+  precision.id = "check.cp_prefill_tf32.guard.precision";
+  precision.severity = Severity::kFail;
+  Finding also;  // the shown point failed too: where else, not a reason to doubt the results
+  also.id = "check.cp_prefill_tf32.guard.hidden_point";
+  also.severity = Severity::kFail;
+  also.claim = std::string(kHiddenAlsoFails) + " T=4096, drawn in secret";
+  Finding warned;
+  warned.id = "check.replay.guard.hidden_off";
+  warned.severity = Severity::kWarn;
+  Finding guard;
+  guard.id = "check.replay.guard.hidden_point";
+  guard.severity = Severity::kFail;
+  guard.claim = "the candidate passes at the point(s) it was shown (N=256) but fails at the hidden";
+  PointResult point;
+  point.findings = {mismatch, precision, also, warned};
+  result.points.push_back(point);
+  PointResult baseline_point;
+  baseline_point.findings = {guard};
+  result.baseline_points.push_back(baseline_point);
+  EXPECT_TRUE(failed_guards(result).empty());
+  EXPECT_EQ(cascade_verdict(result), Verdict::kPass);
+  EXPECT_EQ(cascade_exit_code(result), 0);
+
+  result.points.push_back(baseline_point);
+  ASSERT_EQ(failed_guards(result).size(), 1u);
+  EXPECT_EQ(failed_guards(result)[0]->id, "check.replay.guard.hidden_point");
+  EXPECT_EQ(cascade_verdict(result), Verdict::kFail);
+  EXPECT_EQ(cascade_exit_code(result), 1);
+  bool truncated = true;
+  const auto findings = top_findings(result, 5, &truncated);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings[0].id, "check.replay.guard.hidden_point");
 }
 
 // Two failing gates, the first with many findings: the second's lead finding is not crowded out.
