@@ -123,20 +123,6 @@ __global__ void __launch_bounds__(kScanThreads) chunk_cp_scan_kernel(
 
 }  // namespace
 
-int chunk_prefill_cp_shards(const ChunkPrefillProblem& problem, int multiprocessors) {
-  if (problem.cu_seqlens != nullptr || problem.tokens % kPrefillChunk != 0) return 1;
-  // The plain pass's CTAs (32-column V tiles); shards multiply them until the GPU is covered,
-  // keeping at least 16 chunks per shard.
-  const int64_t ctas = int64_t{problem.batch} * problem.value_heads * (kV / 32);
-  const int chunks = problem.tokens / kPrefillChunk;
-  int shards = 1;
-  while (ctas * shards * 2 <= multiprocessors && chunks % (shards * 2) == 0 &&
-         chunks / (shards * 2) >= 16) {
-    shards *= 2;
-  }
-  return shards;
-}
-
 cudaError_t launch_chunk_prefill_cp(const ChunkPrefillProblem& problem, int shards,
                                     const ChunkCpWorkspace& cp, cudaStream_t stream) {
   if (chunk_prefill_cp_error(problem, shards) != nullptr || cp.transitions == nullptr ||

@@ -191,9 +191,23 @@ inline const char* chunk_prefill_cp_error(const ChunkPrefillProblem& p, int shar
   }
   return nullptr;
 }
-// The shard count the CP pass takes when asked for none (measured on the H100: kda/gpu/README.md);
-// 1: no context parallelism pays at this shape.
-int chunk_prefill_cp_shards(const ChunkPrefillProblem& problem, int multiprocessors);
+// The shard count to ask for when the caller names none; 1: no context parallelism at this shape.
+// The one-pass prefill's chunk_state has B·HV·4 CTAs (32-column V tiles), each walking all of its
+// sequence's chunks; shards double while the second pass's CTAs still fit in one wave of
+// `multiprocessors` and each shard keeps at least 16 chunks (the first pass and the scan cost a
+// shard's worth of work each, so thinner shards stop paying). Varlen batches and T not a multiple
+// of 64 take 1.
+inline int chunk_prefill_cp_shards(const ChunkPrefillProblem& problem, int multiprocessors) {
+  if (problem.cu_seqlens != nullptr || problem.tokens % kPrefillChunk != 0) return 1;
+  const int64_t ctas = int64_t{problem.batch} * problem.value_heads * (kPrefillValueDim / 32);
+  const int chunks = problem.tokens / kPrefillChunk;
+  int shards = 1;
+  while (ctas * shards * 2 <= multiprocessors && chunks % (shards * 2) == 0 &&
+         chunks / (shards * 2) >= 16 && int64_t{problem.batch} * shards * 2 <= 65535) {
+    shards *= 2;
+  }
+  return shards;
+}
 // REQUIRES: chunk_prefill_cp_error(problem, shards) == nullptr (else cudaErrorInvalidValue, no
 // launch); each ChunkCpWorkspace array holds chunk_cp_workspace_elements(problem, shards) floats.
 // Writes o and the final states as launch_chunk_prefill does, the shards at once: chunk_intra,
