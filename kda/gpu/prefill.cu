@@ -120,7 +120,8 @@ void GpuPrefill::launch(cuda::ChainPrecision precision) {
 
 void GpuPrefill::launch_cp(cuda::ChainPrecision precision, int shards) {
   const cuda::ChunkPrefillProblem p = problem(precision);
-  if (const char* error = cuda::chunk_prefill_cp_error(p, shards)) throw std::invalid_argument(error);
+  if (const char* error = cuda::chunk_prefill_cp_error(p, shards))
+    throw std::invalid_argument(error);
   const int64_t elements = cuda::chunk_cp_workspace_elements(p, shards);
   DeviceBuffer<float> transitions(elements), shard_ends(elements), starts(elements);
   KDA_CUDA_CHECK(cuda::launch_chunk_prefill_cp(

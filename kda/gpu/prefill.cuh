@@ -24,7 +24,7 @@ struct PrefillShape {
   // Varlen: the lengths of the sequences packed along T (then batch = lengths.size() and tokens =
   // their sum, the inputs (1, tokens, …), the states (batch, HV, K, V)); empty: `batch` sequences
   // of `tokens` each.
-  std::vector<int> lengths;
+  std::vector<int> lengths{};
 };
 
 class GpuPrefill {
@@ -44,7 +44,8 @@ class GpuPrefill {
   void launch(kernels::cuda::ChainPrecision precision);
   // The same outputs by intra-card context parallelism in `shards` shards
   // (launch_chunk_prefill_cp; its buffers allocated here), then a device synchronisation.
-  // REQUIRES: chunk_prefill_cp_error(problem(precision), shards) == nullptr (std::invalid_argument).
+  // REQUIRES: chunk_prefill_cp_error(problem(precision), shards) == nullptr
+  // (std::invalid_argument).
   void launch_cp(kernels::cuda::ChainPrecision precision, int shards);
 
   DeviceBuffer<uint16_t> q, k, v;  // bf16 bits

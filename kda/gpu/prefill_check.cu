@@ -33,14 +33,18 @@ struct PrefillPoint {
   int tokens, heads, value_heads;
   GateKind gate;
   cuda::ChainPrecision precision;
-  int shards = 1;            // >= 2: intra-card context parallelism (launch_chunk_prefill_cp)
-  std::vector<int> lengths;  // varlen: the packed sequences (tokens = their sum)
+  int shards = 1;              // >= 2: intra-card context parallelism (launch_chunk_prefill_cp)
+  std::vector<int> lengths{};  // varlen: the packed sequences (tokens = their sum)
 };
 
 std::string lengths_name(const std::vector<int>& lengths) {
   std::string name = "[";
-  for (size_t i = 0; i < lengths.size(); ++i) name += (i ? "," : "") + std::to_string(lengths[i]);
-  return name + "]";
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (i > 0) name.push_back(',');
+    name.append(std::to_string(lengths[i]));
+  }
+  name.push_back(']');
+  return name;
 }
 
 const char* precision_name(cuda::ChainPrecision precision) {
@@ -78,7 +82,8 @@ Result run_point(const HarnessOptions& options, const PrefillPoint& point, int t
       prefill_inputs(options.seed, point.gate, 1, drawn, point.heads, point.value_heads, threads);
   const int64_t key_row = int64_t{point.heads} * kKeyDim, value_row = int64_t{point.value_heads};
   in.q.resize(point.tokens * key_row), in.k.resize(point.tokens * key_row);
-  in.v.resize(point.tokens * value_row * kValueDim), in.g.resize(point.tokens * value_row * kKeyDim);
+  in.v.resize(point.tokens * value_row * kValueDim),
+      in.g.resize(point.tokens * value_row * kKeyDim);
   in.beta.resize(point.tokens * value_row);
   PrefillShape prefill_shape{1, point.tokens, point.heads, point.value_heads};
   prefill_shape.lengths = point.lengths;
@@ -121,11 +126,19 @@ Result run_point(const HarnessOptions& options, const PrefillPoint& point, int t
 
   Result result;
   result.mode = "prefill";
-  result.name = (point.lengths.empty() ? "T=" + std::to_string(point.tokens)
-                                       : "varlen " + lengths_name(point.lengths)) +
-                " H=" + std::to_string(point.heads) + " HV=" + std::to_string(point.value_heads) +
-                (point.shards > 1 ? " CP P=" + std::to_string(point.shards) : "") + " " +
-                gate_kind_name(point.gate) + " " + precision_name(point.precision);
+  // Appended piece by piece: GCC 12 misreads `const char* + std::string&&` chains (-Wrestrict).
+  std::string name;
+  if (point.lengths.empty()) {
+    name.append("T=").append(std::to_string(point.tokens));
+  } else {
+    name.append("varlen ").append(lengths_name(point.lengths));
+  }
+  name.append(" H=").append(std::to_string(point.heads));
+  name.append(" HV=").append(std::to_string(point.value_heads));
+  if (point.shards > 1) name.append(" CP P=").append(std::to_string(point.shards));
+  name.append(" ").append(gate_kind_name(point.gate));
+  name.append(" ").append(precision_name(point.precision));
+  result.name = name;
   result.gated = true;
   result.passed = within(o_ratios) && within(s_ratios);
   result.record.add("tokens", point.tokens)

@@ -33,8 +33,12 @@ Where the libraries come from (none of their files are in this repository):
                    `python setup.py build_ext --inplace`); env KDA_FLASHKDA. An installed package
                    is used when no directory is given.
 A library that is not given or fails to import is reported "not available" and the rest still runs.
-kda's extension (torch_prefill.cpp with kda/kernels/cuda/chunk_{intra,state}.cu) is built at start
-into --kda-build (default OUT/kda_ext_build), or taken prebuilt from --kda-module FILE.so.
+kda's extension (torch_prefill.cpp with kda/kernels/cuda/chunk_{intra,state,cp}.cu) is built at start
+into --kda-build (default OUT/kda_ext_build), or taken prebuilt from --kda-module FILE.so. kda runs
+three ways: the TF32 and the 3×TF32 state pass, and the TF32 pass with intra-card context
+parallelism ("kda TF32, CP": the shard count the extension picks for the shape, or --kda-shards P;
+a row where it picks 1 shard, or a batch of several sequences, reads "no CP"). A batch of several
+sequences goes to kda packed, with sequence descriptors (cu_seqlens), as to FLA and FlashKDA.
 
 Writes under --out (default $OUT, else build/side-by-side): side_by_side.json (every figure and raw
 sample), side_by_side.md (the tables), side_by_side.log (everything printed).

@@ -1,7 +1,7 @@
 // kda/gpu/torch_prefill.cpp — kda's chunked prefill (kda/kernels/cuda/chunk_prefill.cuh) as a
 // PyTorch extension, so side_by_side.py can time it in the same process as other libraries'
-// kernels. Built at run time by torch.utils.cpp_extension.load with kda/kernels/cuda/chunk_intra.cu,
-// chunk_state.cu and chunk_cp.cu; the kernels are kda's own.
+// kernels. Built at run time by torch.utils.cpp_extension.load with
+// kda/kernels/cuda/chunk_intra.cu, chunk_state.cu and chunk_cp.cu; the kernels are kda's own.
 //   workspace_elements(batch, tokens, heads, value_heads, total_chunks=0) -> [q_decayed, k_to_end,
 //       w, u, a_qk, decay_end] element counts (fp32) for one problem (total_chunks: varlen's).
 //   sequence_descriptors(lengths, device) -> (cu_seqlens, cu_chunks, total_chunks): a varlen
@@ -16,8 +16,8 @@
 //       fp32 log decay; beta (B, T, HV) fp32; o (B, T, HV, 128) fp32 and state (N, HV, 128, 128)
 //       fp32 written (N = B); workspace: six fp32 tensors of workspace_elements' sizes. Any T.
 //       Varlen: B = 1, the N sequences packed along T as cu_seqlens says (from
-//       sequence_descriptors; REQUIRES: its contents unchanged), state holds each one's final state.
-//       shards: 1 the one-pass prefill; P >= 2 intra-card context parallelism in P shards
+//       sequence_descriptors; REQUIRES: its contents unchanged), state holds each one's final
+//       state. shards: 1 the one-pass prefill; P >= 2 intra-card context parallelism in P shards
 //       (chunk_cp.cu; equal lengths, T a multiple of 64 P; its buffers are allocated here);
 //       0 cp_shards' choice.
 // Bad input raises a Python exception naming the argument (TORCH_CHECK); nothing is launched then.
@@ -86,9 +86,9 @@ std::tuple<torch::Tensor, torch::Tensor, int64_t> sequence_descriptors(
 int processor_count() {
   int device = 0, processors = 0;
   TORCH_CHECK(cudaGetDevice(&device) == cudaSuccess, "no CUDA device");
-  TORCH_CHECK(cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device) ==
-                  cudaSuccess,
-              "cannot read the multiprocessor count");
+  TORCH_CHECK(
+      cudaDeviceGetAttribute(&processors, cudaDevAttrMultiProcessorCount, device) == cudaSuccess,
+      "cannot read the multiprocessor count");
   return processors;
 }
 
@@ -112,8 +112,7 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
              const torch::Tensor& state, const std::vector<torch::Tensor>& workspace, double scale,
              bool tf32x3, int64_t stream, const std::optional<torch::Tensor>& h0,
              const std::optional<torch::Tensor>& cu_seqlens,
-             const std::optional<torch::Tensor>& cu_chunks, int64_t total_chunks,
-             int64_t shards) {
+             const std::optional<torch::Tensor>& cu_chunks, int64_t total_chunks, int64_t shards) {
   TORCH_CHECK(q.dim() == 4, "q must be (B, T, H, 128), got ", q.sizes());
   TORCH_CHECK(v.dim() == 4, "v must be (B, T, HV, 128), got ", v.sizes());
   TORCH_CHECK(cu_seqlens.has_value() == cu_chunks.has_value(),
@@ -123,16 +122,17 @@ void prefill(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
   const int64_t value_heads = v.size(2), dim = kc::kPrefillKeyDim;
   int64_t sequences = batch;
   if (packed) {
-    TORCH_CHECK(batch == 1, "varlen: q must be (1, T, H, 128) with the sequences packed, got B = ",
-                batch);
+    TORCH_CHECK(batch == 1,
+                "varlen: q must be (1, T, H, 128) with the sequences packed, got B = ", batch);
     TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->size(0) >= 2,
                 "cu_seqlens must be (N + 1), got ", cu_seqlens->sizes());
     sequences = cu_seqlens->size(0) - 1;
     check_tensor(*cu_seqlens, "cu_seqlens", torch::kInt32, {sequences + 1});
     check_tensor(*cu_chunks, "cu_chunks", torch::kInt32, {sequences + 1});
     TORCH_CHECK(total_chunks >= sequences && total_chunks <= tokens,
-                "total_chunks = ", total_chunks, ": expected cu_chunks[N] from sequence_descriptors");
-    TORCH_CHECK(shards == 1, "shards = ", shards, ": context parallelism takes no varlen batch");
+                "total_chunks = ", total_chunks,
+                ": expected cu_chunks[N] from sequence_descriptors");
+    TORCH_CHECK(shards <= 1, "shards = ", shards, ": context parallelism takes no varlen batch");
   }
   TORCH_CHECK(shards >= 0, "shards = ", shards, ": expected 0 (automatic), 1 or more");
   check_tensor(q, "q", torch::kBFloat16, {batch, tokens, heads, dim});
@@ -212,12 +212,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sequence_descriptors", &sequence_descriptors,
         "cu_seqlens, cu_chunks (int32, on device) and the chunk count of a varlen batch");
   m.def("cp_shards", &cp_shards, "the shard count shards=0 takes for this shape on this GPU");
-  m.def("prefill", &prefill, "launch kda's chunked prefill on the given stream",
-        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("g"),
-        pybind11::arg("beta"), pybind11::arg("o"), pybind11::arg("state"),
-        pybind11::arg("workspace"), pybind11::arg("scale"), pybind11::arg("tf32x3"),
-        pybind11::arg("stream"), pybind11::arg("h0") = pybind11::none(),
-        pybind11::arg("cu_seqlens") = pybind11::none(),
+  m.def("prefill", &prefill, "launch kda's chunked prefill on the given stream", pybind11::arg("q"),
+        pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("g"), pybind11::arg("beta"),
+        pybind11::arg("o"), pybind11::arg("state"), pybind11::arg("workspace"),
+        pybind11::arg("scale"), pybind11::arg("tf32x3"), pybind11::arg("stream"),
+        pybind11::arg("h0") = pybind11::none(), pybind11::arg("cu_seqlens") = pybind11::none(),
         pybind11::arg("cu_chunks") = pybind11::none(), pybind11::arg("total_chunks") = 0,
         pybind11::arg("shards") = 1);
 }

@@ -3,11 +3,13 @@
 // per (sequence, value head, V tile) walks every chunk), so the sequence is cut into P shards that
 // walk at once:
 //   1. chunk_intra on the whole problem (every chunk is independent);
-//   2. chunk_state on the problem reshaped to B·P sequences of T / P tokens, from zero, writing each
+//   2. chunk_state on the problem reshaped to B·P sequences of T / P tokens, from zero, writing
+//   each
 //      shard's end state H_r and, in extra tiles, its transition M_r (3×TF32);
 //   3. chunk_cp_scan_kernel: S_0 = h0 (or 0), S_{r+1} = M_r S_r + H_r, writing every S_r and the
 //      final state S_P; M_r's diagonal multiplies in fp32 and only its off-diagonal part goes
-//      through the tensor cores in 3×TF32 (the tf32x3_exact_diagonal form: TF32 here is incident 1);
+//      through the tensor cores in 3×TF32 (the tf32x3_exact_diagonal form: TF32 here is incident
+//      1);
 //   4. chunk_state on the reshaped problem from S_r, writing o.
 // Four launches on one stream, no host round trip.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
@@ -37,9 +39,9 @@ __device__ __forceinline__ void copy16(void* shared, const void* global) {
 
 // grid (V / 16, HV, B). The scan is sequential in r but independent per column tile: each CTA
 // carries its 128 × 16 tile of S through the P shards, warp w rows 16 w … 16 w + 15.
-__global__ void __launch_bounds__(kScanThreads) chunk_cp_scan_kernel(
-    const float* h0, const float* transitions, const float* shard_ends, float* starts,
-    float* final_states, int shards, int value_heads) {
+__global__ void __launch_bounds__(kScanThreads)
+    chunk_cp_scan_kernel(const float* h0, const float* transitions, const float* shard_ends,
+                         float* starts, float* final_states, int shards, int value_heads) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   ScanShared& s = *reinterpret_cast<ScanShared*>(shared_raw);
   const int col0 = blockIdx.x * kScanTile, value_head = blockIdx.y, sequence = blockIdx.z;
@@ -54,15 +56,16 @@ __global__ void __launch_bounds__(kScanThreads) chunk_cp_scan_kernel(
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) body(nt, half, row0 + group + 8 * half, 8 * nt + 2 * quad);
+      for (int half = 0; half < 2; ++half)
+        body(nt, half, row0 + group + 8 * half, 8 * nt + 2 * quad);
     }
   };
   const int64_t sequence_pair = int64_t{sequence} * value_heads + value_head;
   for_tile([&](int nt, int half, int row, int col) {
     float2 value = make_float2(0.0f, 0.0f);
     if (h0 != nullptr) {
-      value = *reinterpret_cast<const float2*>(h0 + sequence_pair * kStateSize + row * kV + col0 +
-                                               col);
+      value =
+          *reinterpret_cast<const float2*>(h0 + sequence_pair * kStateSize + row * kV + col0 + col);
     }
     st[nt][2 * half] = value.x, st[nt][2 * half + 1] = value.y;
   });
@@ -99,7 +102,8 @@ __global__ void __launch_bounds__(kScanThreads) chunk_cp_scan_kernel(
       }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const float b[2] = {s.state[k0 + quad][8 * nt + group], s.state[k0 + quad + 4][8 * nt + group]};
+        const float b[2] = {s.state[k0 + quad][8 * nt + group],
+                            s.state[k0 + quad + 4][8 * nt + group]};
         SplitTf32x3{}(product[nt], a, b);
       }
     }

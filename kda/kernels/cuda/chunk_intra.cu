@@ -225,7 +225,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     int low = 0, high = p.batch - 1;
     while (low < high) {
       const int middle = (low + high + 1) / 2;
-      if (p.cu_chunks[middle] <= chunk) low = middle; else high = middle - 1;
+      if (p.cu_chunks[middle] <= chunk)
+        low = middle;
+      else
+        high = middle - 1;
     }
     sequence = low;
     chunk -= p.cu_chunks[sequence];

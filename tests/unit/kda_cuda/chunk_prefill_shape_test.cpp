@@ -140,10 +140,10 @@ TEST(ChunkPrefillShapeTest, ContextParallelismNeedsEqualShardsOfWholeChunks) {
 TEST(ChunkPrefillShapeTest, ShardsDoubleUntilTheSecondPassFillsTheGpuOrShardsGetThin) {
   auto p = runnable();
   p.batch = 1, p.heads = p.value_heads = 4, p.tokens = 65536;  // 16 CTAs, 1024 chunks
-  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 8);           // 128 CTAs in the second pass
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 8);         // 128 CTAs in the second pass
   EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 256), 16);
   EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 4096), 64);  // 16 chunks per shard at the most
-  p.value_heads = p.heads = 64;  // 256 CTAs already: no CP
+  p.value_heads = p.heads = 64;                           // 256 CTAs already: no CP
   EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 1);
   p.value_heads = p.heads = 4, p.tokens = 2048;  // 32 chunks: 2 shards of 16
   EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 2);
