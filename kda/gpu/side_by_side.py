@@ -84,6 +84,8 @@ QUICK_SHAPES = [
     ("T=1000 H=8", [1000], 8, False),
 ]
 KERNELS = ["fla", "fla_raw_gate", "flashkda", "kda_tf32", "kda_tf32x3", "kda_cp"]
+COLUMNS = {"fla": "FLA, g given", "fla_raw_gate": "FLA, raw gate", "flashkda": "FlashKDA",
+           "kda_tf32": "kda TF32", "kda_tf32x3": "kda 3×TF32", "kda_cp": "kda TF32, CP"}
 TITLES = {
     "fla": "FLA Triton chunk_kda (g, β given)",
     "fla_raw_gate": "FLA Triton chunk_kda (raw gate in kernel, safe_gate)",
@@ -455,11 +457,12 @@ def load_libraries(args, log):
         buffers = {}
         runners["kda_tf32"] = KdaRunner(module, False, buffers)
         runners["kda_tf32x3"] = KdaRunner(module, True, buffers)
-        runners["kda_cp"] = KdaRunner(module, False, buffers, shards=args.kda_shards)
+        for name, count in args.cp_kernels.items():
+            runners[name] = KdaRunner(module, False, buffers, shards=count)
     except Exception as exc:  # a build failure is reported in the table, the rest still runs
         log("kda: extension build failed:\n" + traceback.format_exc())
-        missing["kda_tf32"] = missing["kda_tf32x3"] = missing["kda_cp"] = (
-            f"not available (build failed: {type(exc).__name__})")
+        for name in ["kda_tf32", "kda_tf32x3", *args.cp_kernels]:
+            missing[name] = f"not available (build failed: {type(exc).__name__})"
 
     os.environ["FLA_FLASH_KDA"] = "0"  # the Triton path, never FLA's dispatch to FlashKDA
     os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
@@ -627,6 +630,20 @@ def fmt_err(entry, regime, what):
     return f"{m['rel_rms']:.2e} / {m['cos']:.6f}"
 
 
+def cp_kernels(shard_counts):
+    """The kda CP runners' names for --kda-shards: one count, "kda_cp"; several (a sweep), one
+    "kda_cp_p<P>" each, in KERNELS, COLUMNS and TITLES."""
+    if len(shard_counts) == 1:
+        return {"kda_cp": shard_counts[0]}
+    names = {f"kda_cp_p{count}": count for count in shard_counts}
+    KERNELS.remove("kda_cp")
+    for name, count in names.items():
+        KERNELS.append(name)
+        COLUMNS[name] = f"kda TF32, CP P={count}"
+        TITLES[name] = f"kda, TF32 state pass, intra-card context parallelism in {count} shards"
+    return names
+
+
 def tables(rows, env):
     lines = [f"GPU: {env['gpu']}; torch {env['torch']}; triton {env.get('triton', '?')}; "
              f"L2 {env['l2_mb']:.0f} MB; flush buffer 2× L2; {env['date']}", ""]
@@ -635,13 +652,14 @@ def tables(rows, env):
         lines.append(f"Time, ms, {regime} gates: median [bootstrap 95 % interval of the median]; "
                      "ratio = the faster kda TF32 row / FlashKDA (medians)")
         lines.append("")
-        lines.append("| shape | FLA, g given | FLA, raw gate | FlashKDA | kda TF32 | kda 3×TF32 | "
-                     "kda TF32, CP | best kda TF32 / FlashKDA | samples |")
-        lines.append("|---|---|---|---|---|---|---|---|---|")
+        lines.append("| shape | " + " | ".join(COLUMNS[n] for n in KERNELS) +
+                     " | best kda TF32 / FlashKDA | samples |")
+        lines.append("|---" * (len(KERNELS) + 3) + "|")
         for r in rows:
             k = r["kernels"]
             ratio = "–"
-            kda_best = [k[n][key]["median"] for n in ("kda_tf32", "kda_cp") if k[n].get(key)]
+            kda_best = [k[n][key]["median"] for n in KERNELS
+                        if (n == "kda_tf32" or n.startswith("kda_cp")) and k[n].get(key)]
             if kda_best and k["flashkda"].get(key):
                 ratio = f"{min(kda_best) / k['flashkda'][key]['median']:.2f}×"
             lines.append(f"| {r['shape']} | " + " | ".join(fmt_time(k[n], key) for n in KERNELS) +
@@ -787,8 +805,9 @@ def parse_args(argv):
     p.add_argument("--time-gates", default="bench", help="gate regimes to time, comma-separated: bench "
                    "(FlashKDA's benchmark draws, fast forgetting) and/or slow")
     p.add_argument("--no-fla-raw-gate", action="store_true", help="skip FLA's raw-gate configuration")
-    p.add_argument("--kda-shards", type=int, default=0, help="shards of the kda CP row (default 0: "
-                   "the extension's choice for the shape; at least 2 forces that count)")
+    p.add_argument("--kda-shards", default="0", help="shards of the kda CP column (default 0: the "
+                   "extension's choice for the shape; P >= 2 forces P); comma-separated counts "
+                   "give one column each (a sweep, timed in the same interleaved calls)")
     p.add_argument("--self-test", action="store_true", help="CPU checks of the reference and the "
                    "input derivation, no GPU needed")
     p.add_argument("--floors", action="store_true", help="CPU: the error kda's bf16 normalised q, k "
@@ -796,8 +815,15 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.samples and args.samples < 30:
         p.error(f"--samples {args.samples}: expected at least 30")
-    if args.kda_shards == 1 or args.kda_shards < 0:
-        p.error(f"--kda-shards {args.kda_shards}: expected 0 (automatic) or at least 2")
+    try:
+        counts = [int(c) for c in args.kda_shards.split(",")]
+    except ValueError:
+        p.error(f"--kda-shards {args.kda_shards!r}: expected comma-separated integers")
+    bad = [c for c in counts if c == 1 or c < 0]
+    if bad or len(set(counts)) != len(counts):
+        p.error(f"--kda-shards {args.kda_shards!r}: expected distinct counts, each 0 (automatic) "
+                "or at least 2")
+    args.cp_kernels = cp_kernels(counts)
     args.time_gates = args.time_gates.split(",")
     bad = [g for g in args.time_gates if g not in ("bench", "slow")]
     if bad:
