@@ -56,8 +56,8 @@ for stage in "${stages[@]}"; do
       side_by_side gates --shapes 0,2 --time-gates bench,slow
       ;;
     full)
-      side_by_side full --fla "${KDA_FLA:?KDA_FLA: FLA's directory}" \
-        --flashkda "${KDA_FLASHKDA:?KDA_FLASHKDA: FlashKDA's directory, built}" \
+      side_by_side full --fla "${KDA_FLA:?KDA_FLA: the FLA directory}" \
+        --flashkda "${KDA_FLASHKDA:?KDA_FLASHKDA: the built FlashKDA directory}" \
         --time-gates bench,slow
       ;;
     *)
