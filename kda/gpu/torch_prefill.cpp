@@ -47,12 +47,7 @@ kc::ChunkPrefillProblem shape_only(int64_t batch, int64_t tokens, int64_t heads,
 
 std::vector<int64_t> workspace_elements(int64_t batch, int64_t tokens, int64_t heads,
                                         int64_t value_heads, int64_t total_chunks) {
-  kc::ChunkPrefillProblem p = shape_only(sequences, tokens, heads, value_heads);
-  if (packed) {
-    p.cu_seqlens = cu_seqlens->data_ptr<int32_t>();
-    p.cu_chunks = cu_chunks->data_ptr<int32_t>();
-    p.total_chunks = static_cast<int>(total_chunks);
-  }
+  kc::ChunkPrefillProblem p = shape_only(batch, tokens, heads, value_heads);
   if (total_chunks > 0) {  // varlen: only the chunk count matters for the sizes
     static const int kMarker = 0;
     p.cu_seqlens = p.cu_chunks = &kMarker;
