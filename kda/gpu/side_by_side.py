@@ -80,7 +80,7 @@ QUICK_SHAPES = [
     ("T=2048 H=8", [2048], 8, False),
     ("varlen mix H=8", [300, 57, 512, 171], 8, False),
     ("varlen 4x256 H=8", [256] * 4, 8, False),
-    ("T=1024 H=8, initial state", [1024], 8, True),
+    ("T=2048 H=8, initial state", [2048], 8, True),  # 32 chunks: CP in 2 shards from h0
     ("T=1000 H=8", [1000], 8, False),
 ]
 KERNELS = ["fla", "fla_raw_gate", "flashkda", "kda_tf32", "kda_tf32x3", "kda_cp"]
@@ -327,8 +327,11 @@ class KdaRunner:
             return None
         if len(lengths) > 1:
             return "no CP (a batch of sequences)"
-        if self.shards_for(lengths, heads) == 1:
+        shards = self.shards_for(lengths, heads)
+        if shards == 1:
             return "no CP (1 shard at this shape)"
+        if lengths[0] % (64 * shards):
+            return f"no CP ({shards} shards need T a multiple of {64 * shards})"
         return None
 
     def release(self):
@@ -632,15 +635,16 @@ def fmt_err(entry, regime, what):
 
 def cp_kernels(shard_counts):
     """The kda CP runners' names for --kda-shards: one count, "kda_cp"; several (a sweep), one
-    "kda_cp_p<P>" each, in KERNELS, COLUMNS and TITLES."""
+    "kda_cp_p<P>" each ("kda_cp_auto" for 0), in KERNELS, COLUMNS and TITLES."""
     if len(shard_counts) == 1:
         return {"kda_cp": shard_counts[0]}
-    names = {f"kda_cp_p{count}": count for count in shard_counts}
+    names = {(f"kda_cp_p{count}" if count else "kda_cp_auto"): count for count in shard_counts}
     KERNELS.remove("kda_cp")
     for name, count in names.items():
         KERNELS.append(name)
-        COLUMNS[name] = f"kda TF32, CP P={count}"
-        TITLES[name] = f"kda, TF32 state pass, intra-card context parallelism in {count} shards"
+        COLUMNS[name] = f"kda TF32, CP P={count}" if count else "kda TF32, CP (P automatic)"
+        TITLES[name] = ("kda, TF32 state pass, intra-card context parallelism in "
+                        + (f"{count} shards" if count else "the extension's shard count"))
     return names
 
 
