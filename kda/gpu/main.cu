@@ -100,7 +100,8 @@ void print_usage() {
       "  --quick    fewer points (a smoke run)\n"
       "  --prefill  the chunked prefill vs the fp64 recurrence and its bf16 floor, T {1024,8192,"
       "65536}\n"
-      "             x H {16,32,64}, slow and fast gates, and GVA (H=2, HV=4)\n"
+      "             x H {16,32,64}, slow and fast gates, and GVA (H=2, HV=4); then CP (T=65536,\n"
+      "             H=4, 16 shards), T=1000 and the varlen mix [1300,547,2048,963,271,3063]\n"
       "  --batch B, --heads H  time only these shapes (repeatable; e.g. for ncu)\n"
       "  --tokens T, --heads H  --prefill at these T and H only (repeatable)\n"
       "  (no mode flag: --check --cp --time)\n");

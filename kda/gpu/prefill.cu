@@ -39,7 +39,7 @@ cuda::AffineMergeProblem merge(const float* a, int64_t a_stride, const float* b,
 
 void check_cp_shape(const GpuPrefill& prefill, int shards) {
   const PrefillShape& shape = prefill.shape();
-  require(shape.batch == 1, "the CP prefill takes one sequence (batch 1)");
+  require(shape.batch == 1 && shape.lengths.empty(), "the CP prefill takes one sequence (batch 1)");
   require(shards >= 1 && shape.tokens % (kChunkSize * shards) == 0,
           "T must be a multiple of 64 x shards");
 }
@@ -47,7 +47,23 @@ void check_cp_shape(const GpuPrefill& prefill, int shards) {
 }  // namespace
 
 GpuPrefill::GpuPrefill(const PrefillShape& shape) : shape_(shape) {
-  const int64_t tokens = int64_t{shape.batch} * shape.tokens;
+  if (!shape_.lengths.empty()) {
+    std::vector<int> seqlens{0}, chunks{0};
+    for (const int length : shape_.lengths) {
+      require(length > 0, "GpuPrefill: a sequence length must be positive");
+      seqlens.push_back(seqlens.back() + length);
+      chunks.push_back(chunks.back() + cuda::chunks_of(length));
+    }
+    shape_.batch = static_cast<int>(shape_.lengths.size());
+    shape_.tokens = seqlens.back();
+    total_chunks_ = chunks.back();
+    cu_seqlens = DeviceBuffer<int>(seqlens.size());
+    cu_seqlens.upload(seqlens);
+    cu_chunks = DeviceBuffer<int>(chunks.size());
+    cu_chunks.upload(chunks);
+  }
+  const bool packed = !shape_.lengths.empty();
+  const int64_t tokens = packed ? int64_t{shape_.tokens} : int64_t{shape.batch} * shape.tokens;
   const int64_t key_rows = tokens * shape.heads, value_rows = tokens * shape.value_heads;
   q = DeviceBuffer<uint16_t>(key_rows * kKeyDim);
   k = DeviceBuffer<uint16_t>(key_rows * kKeyDim);
@@ -55,7 +71,7 @@ GpuPrefill::GpuPrefill(const PrefillShape& shape) : shape_(shape) {
   g = DeviceBuffer<float>(value_rows * kKeyDim);
   beta = DeviceBuffer<float>(value_rows);
   o = DeviceBuffer<float>(value_rows * kValueDim);
-  state = DeviceBuffer<float>(int64_t{shape.batch} * shape.value_heads * kState);
+  state = DeviceBuffer<float>(int64_t{shape_.batch} * shape.value_heads * kState);
   const auto sizes = cuda::chunk_workspace_sizes(problem(cuda::ChainPrecision::kTf32));
   q_decayed = DeviceBuffer<float>(sizes.q_decayed);
   k_to_end = DeviceBuffer<float>(sizes.k_to_end);
@@ -91,11 +107,26 @@ cuda::ChunkPrefillProblem GpuPrefill::problem(cuda::ChainPrecision precision) co
   p.scale = 1.0f / std::sqrt(static_cast<float>(kKeyDim));
   p.precision = precision;
   p.workspace = {q_decayed.get(), k_to_end.get(), w.get(), u.get(), a_qk.get(), decay_end.get()};
+  if (!shape_.lengths.empty()) {
+    p.cu_seqlens = cu_seqlens.get(), p.cu_chunks = cu_chunks.get();
+    p.total_chunks = total_chunks_;
+  }
   return p;
 }
 
 void GpuPrefill::launch(cuda::ChainPrecision precision) {
   KDA_CUDA_CHECK(cuda::launch_chunk_prefill(problem(precision), cudaStreamLegacy));
+}
+
+void GpuPrefill::launch_cp(cuda::ChainPrecision precision, int shards) {
+  const cuda::ChunkPrefillProblem p = problem(precision);
+  if (const char* error = cuda::chunk_prefill_cp_error(p, shards))
+    throw std::invalid_argument(error);
+  const int64_t elements = cuda::chunk_cp_workspace_elements(p, shards);
+  DeviceBuffer<float> transitions(elements), shard_ends(elements), starts(elements);
+  KDA_CUDA_CHECK(cuda::launch_chunk_prefill_cp(
+      p, shards, {transitions.get(), shard_ends.get(), starts.get()}, cudaStreamLegacy));
+  KDA_CUDA_CHECK(cudaDeviceSynchronize());  // before the buffers go
 }
 
 CpPrefillRun run_nocp_prefill(GpuPrefill& prefill, int shards, cuda::ChainPrecision precision) {

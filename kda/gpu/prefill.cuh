@@ -21,6 +21,10 @@ namespace kda::gpu {
 
 struct PrefillShape {
   int batch = 1, tokens = 0, heads = 0, value_heads = 0;  // K = V = 128
+  // Varlen: the lengths of the sequences packed along T (then batch = lengths.size() and tokens =
+  // their sum, the inputs (1, tokens, …), the states (batch, HV, K, V)); empty: `batch` sequences
+  // of `tokens` each.
+  std::vector<int> lengths{};
 };
 
 class GpuPrefill {
@@ -38,13 +42,20 @@ class GpuPrefill {
 
   // Launches chunk_intra then chunk_state (asynchronous). Throws CudaFailure.
   void launch(kernels::cuda::ChainPrecision precision);
+  // The same outputs by intra-card context parallelism in `shards` shards
+  // (launch_chunk_prefill_cp; its buffers allocated here), then a device synchronisation.
+  // REQUIRES: chunk_prefill_cp_error(problem(precision), shards) == nullptr
+  // (std::invalid_argument).
+  void launch_cp(kernels::cuda::ChainPrecision precision, int shards);
 
   DeviceBuffer<uint16_t> q, k, v;  // bf16 bits
   DeviceBuffer<float> g, beta;
   DeviceBuffer<float> o, state;                                    // (B, T, HV, V), (B, HV, K, V)
   DeviceBuffer<float> q_decayed, k_to_end, w, u, a_qk, decay_end;  // the workspace
+  DeviceBuffer<int> cu_seqlens, cu_chunks;                         // varlen only: (B + 1)
 
  private:
+  int total_chunks_ = 0;
   PrefillShape shape_;
 };
 

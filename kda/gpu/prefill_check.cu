@@ -1,5 +1,7 @@
 // kda/gpu/prefill_check.cu — `kda_gpu --prefill`: the chunked prefill on the GPU against the fp64
-// token recurrence, at issue 26's shapes up to T = 65536, H = 64, in memory. Each point: fresh
+// token recurrence, at issue 26's shapes up to T = 65536, H = 64, and issue 36's: the
+// context-parallel pass (T = 65536, H = 4, 16 shards), T = 1000 (a partial last chunk) and a packed
+// varlen batch (cu_seqlens), in memory. Each point: fresh
 // inputs (reference.hpp's prefill_inputs, q/k/v in bf16), one GPU pass (chunk_intra +
 // chunk_state, outputs poisoned first), the fp64 recurrence of kda/probes/oracle.hpp (the
 // independent formulation kda's probes judge against, one thread per (sequence, value head)), and
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +33,19 @@ struct PrefillPoint {
   int tokens, heads, value_heads;
   GateKind gate;
   cuda::ChainPrecision precision;
+  int shards = 1;              // >= 2: intra-card context parallelism (launch_chunk_prefill_cp)
+  std::vector<int> lengths{};  // varlen: the packed sequences (tokens = their sum)
 };
+
+std::string lengths_name(const std::vector<int>& lengths) {
+  std::string name = "[";
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (i > 0) name.push_back(',');
+    name.append(std::to_string(lengths[i]));
+  }
+  name.push_back(']');
+  return name;
+}
 
 const char* precision_name(cuda::ChainPrecision precision) {
   return precision == cuda::ChainPrecision::kTf32x3 ? "tf32x3" : "tf32";
@@ -60,31 +75,70 @@ bool within(const Ratios& r) {
 
 Result run_point(const HarnessOptions& options, const PrefillPoint& point, int threads) {
   const auto start = std::chrono::steady_clock::now();
-  const PrefillInputs in = prefill_inputs(options.seed, point.gate, 1, point.tokens, point.heads,
-                                          point.value_heads, threads);
-  GpuPrefill prefill({1, point.tokens, point.heads, point.value_heads});
+  // Inputs for T rounded up to 64 (what prefill_inputs draws), cut to T: a sequence's tail chunk
+  // then holds real tokens only, and the GPU must not read past them.
+  const int drawn = (point.tokens + kChunkSize - 1) / kChunkSize * kChunkSize;
+  PrefillInputs in =
+      prefill_inputs(options.seed, point.gate, 1, drawn, point.heads, point.value_heads, threads);
+  const int64_t key_row = int64_t{point.heads} * kKeyDim, value_row = int64_t{point.value_heads};
+  in.q.resize(point.tokens * key_row), in.k.resize(point.tokens * key_row);
+  in.v.resize(point.tokens * value_row * kValueDim),
+      in.g.resize(point.tokens * value_row * kKeyDim);
+  in.beta.resize(point.tokens * value_row);
+  PrefillShape prefill_shape{1, point.tokens, point.heads, point.value_heads};
+  prefill_shape.lengths = point.lengths;
+  GpuPrefill prefill(prefill_shape);
   prefill.upload(in.q, in.k, in.v, in.g, in.beta);
   prefill.o.poison();
   prefill.state.poison();
-  prefill.launch(point.precision);
+  if (point.shards > 1) {
+    prefill.launch_cp(point.precision, point.shards);
+  } else {
+    prefill.launch(point.precision);
+  }
   KDA_CUDA_CHECK(cudaGetLastError());
   KDA_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> o = prefill.o.download();
   const std::vector<float> state = prefill.state.download();
 
-  const Shape shape{1, point.tokens, point.heads, point.value_heads, kKeyDim, kValueDim};
-  const probes::OracleOutputs exact = probes::oracle_recurrence(
-      shape, in.q, in.k, in.v, in.g, in.beta, probes::OracleForms{}, {}, threads);
-  const Ratios o_ratios = ratios(o, exact.o);
-  const Ratios s_ratios = ratios(state, exact.state);
+  // The fp64 recurrence per sequence (one sequence unless varlen), packed like the GPU's outputs.
+  const std::vector<int> lengths =
+      point.lengths.empty() ? std::vector<int>{point.tokens} : point.lengths;
+  std::vector<double> exact_o, exact_state;
+  int64_t first = 0;
+  for (const int length : lengths) {
+    auto rows = [&](const std::vector<float>& all, int64_t row) {
+      return std::span<const float>(all).subspan(first * row, length * row);
+    };
+    const Shape shape{1, length, point.heads, point.value_heads, kKeyDim, kValueDim};
+    const probes::OracleOutputs exact = probes::oracle_recurrence(
+        shape, rows(in.q, key_row), rows(in.k, key_row), rows(in.v, value_row * kValueDim),
+        rows(in.g, value_row * kKeyDim), rows(in.beta, value_row), probes::OracleForms{}, {},
+        threads);
+    exact_o.insert(exact_o.end(), exact.o.begin(), exact.o.end());
+    exact_state.insert(exact_state.end(), exact.state.begin(), exact.state.end());
+    first += length;
+  }
+  const Ratios o_ratios = ratios(o, exact_o);
+  const Ratios s_ratios = ratios(state, exact_state);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   Result result;
   result.mode = "prefill";
-  result.name = "T=" + std::to_string(point.tokens) + " H=" + std::to_string(point.heads) +
-                " HV=" + std::to_string(point.value_heads) + " " + gate_kind_name(point.gate) +
-                " " + precision_name(point.precision);
+  // Appended piece by piece: GCC 12 misreads `const char* + std::string&&` chains (-Wrestrict).
+  std::string name;
+  if (point.lengths.empty()) {
+    name.append("T=").append(std::to_string(point.tokens));
+  } else {
+    name.append("varlen ").append(lengths_name(point.lengths));
+  }
+  name.append(" H=").append(std::to_string(point.heads));
+  name.append(" HV=").append(std::to_string(point.value_heads));
+  if (point.shards > 1) name.append(" CP P=").append(std::to_string(point.shards));
+  name.append(" ").append(gate_kind_name(point.gate));
+  name.append(" ").append(precision_name(point.precision));
+  result.name = name;
   result.gated = true;
   result.passed = within(o_ratios) && within(s_ratios);
   result.record.add("tokens", point.tokens)
@@ -92,6 +146,8 @@ Result run_point(const HarnessOptions& options, const PrefillPoint& point, int t
       .add("value_heads", point.value_heads)
       .add("gate", gate_kind_name(point.gate))
       .add("precision", precision_name(point.precision))
+      .add("shards", point.shards)
+      .add("sequences", static_cast<int>(lengths.size()))
       .add("o_rms_ratio_gpu_vs_fp64", o_ratios.gpu)
       .add("o_rms_ratio_floor_vs_fp64", o_ratios.floor)
       .add("o_gpu_over_floor", o_ratios.gpu / o_ratios.floor)
@@ -135,6 +191,21 @@ void run_prefill_check(const HarnessOptions& options, std::vector<Result>& resul
         points.push_back({t, h, h, gate, cuda::ChainPrecision::kTf32});
       }
     }
+  }
+  // Intra-card context parallelism (few heads, a long sequence), a sequence ending inside a chunk,
+  // and packed varlen batches (issue 36's mix; quick: a smaller one).
+  const int cp_tokens = options.quick ? 4096 : 65536, cp_shards = options.quick ? 4 : 16;
+  const std::vector<int> mix = options.quick ? std::vector<int>{300, 57, 512, 171}
+                                             : std::vector<int>{1300, 547, 2048, 963, 271, 3063};
+  for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget}) {
+    for (auto precision : {cuda::ChainPrecision::kTf32, cuda::ChainPrecision::kTf32x3}) {
+      points.push_back({cp_tokens, 4, 4, gate, precision, cp_shards, {}});
+    }
+    points.push_back({1000, 4, 4, gate, cuda::ChainPrecision::kTf32, 1, {}});
+    int mix_tokens = 0;
+    for (const int length : mix) mix_tokens += length;
+    points.push_back({mix_tokens, 4, 4, gate, cuda::ChainPrecision::kTf32, 1, mix});
+    points.push_back({mix_tokens, 2, 4, gate, cuda::ChainPrecision::kTf32x3, 1, mix});
   }
   std::printf(
       "prefill: GPU chunked pass vs the fp64 token recurrence (B = 1, K = V = 128, %d "

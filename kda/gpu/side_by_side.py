@@ -33,8 +33,12 @@ Where the libraries come from (none of their files are in this repository):
                    `python setup.py build_ext --inplace`); env KDA_FLASHKDA. An installed package
                    is used when no directory is given.
 A library that is not given or fails to import is reported "not available" and the rest still runs.
-kda's extension (torch_prefill.cpp with kda/kernels/cuda/chunk_{intra,state}.cu) is built at start
-into --kda-build (default OUT/kda_ext_build), or taken prebuilt from --kda-module FILE.so.
+kda's extension (torch_prefill.cpp with kda/kernels/cuda/chunk_{intra,state,cp}.cu) is built at start
+into --kda-build (default OUT/kda_ext_build), or taken prebuilt from --kda-module FILE.so. kda runs
+three ways: the TF32 and the 3×TF32 state pass, and the TF32 pass with intra-card context
+parallelism ("kda TF32, CP": the shard count the extension picks for the shape, or --kda-shards P;
+a row where it picks 1 shard, or a batch of several sequences, reads "no CP"). A batch of several
+sequences goes to kda packed, with sequence descriptors (cu_seqlens), as to FLA and FlashKDA.
 
 Writes under --out (default $OUT, else build/side-by-side): side_by_side.json (every figure and raw
 sample), side_by_side.md (the tables), side_by_side.log (everything printed).
@@ -76,16 +80,19 @@ QUICK_SHAPES = [
     ("T=2048 H=8", [2048], 8, False),
     ("varlen mix H=8", [300, 57, 512, 171], 8, False),
     ("varlen 4x256 H=8", [256] * 4, 8, False),
-    ("T=1024 H=8, initial state", [1024], 8, True),
+    ("T=2048 H=8, initial state", [2048], 8, True),  # 32 chunks: CP in 2 shards from h0
     ("T=1000 H=8", [1000], 8, False),
 ]
-KERNELS = ["fla", "fla_raw_gate", "flashkda", "kda_tf32", "kda_tf32x3"]
+KERNELS = ["fla", "fla_raw_gate", "flashkda", "kda_tf32", "kda_tf32x3", "kda_cp"]
+COLUMNS = {"fla": "FLA, g given", "fla_raw_gate": "FLA, raw gate", "flashkda": "FlashKDA",
+           "kda_tf32": "kda TF32", "kda_tf32x3": "kda 3×TF32", "kda_cp": "kda TF32, CP"}
 TITLES = {
     "fla": "FLA Triton chunk_kda (g, β given)",
     "fla_raw_gate": "FLA Triton chunk_kda (raw gate in kernel, safe_gate)",
     "flashkda": "FlashKDA (fp32 state buffers)",
     "kda_tf32": "kda, TF32 state pass",
     "kda_tf32x3": "kda, 3×TF32 state pass",
+    "kda_cp": "kda, TF32 state pass, intra-card context parallelism (M chain and scan in 3×TF32)",
 }
 
 
@@ -288,7 +295,8 @@ def load_kda(build_dir, log):
     module = load(
         name="kda_prefill_torch",
         sources=[os.path.join(REPO, "kda", "gpu", "torch_prefill.cpp"),
-                 os.path.join(cuda_dir, "chunk_intra.cu"), os.path.join(cuda_dir, "chunk_state.cu")],
+                 os.path.join(cuda_dir, "chunk_intra.cu"), os.path.join(cuda_dir, "chunk_state.cu"),
+                 os.path.join(cuda_dir, "chunk_cp.cu")],
         extra_include_paths=[REPO],
         extra_cflags=["-O3"],
         extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler=-Wall"],
@@ -300,46 +308,64 @@ def load_kda(build_dir, log):
 
 
 class KdaRunner:
-    """One chain precision of kda's prefill. Output and workspace buffers are shared by the runners
-    given the same `buffers` dict (one set per shape: release() drops them)."""
+    """One configuration of kda's prefill: the chain precision, and `shards` (1: one pass; 0: the
+    shard count the extension picks for the shape; P: P shards).
+    Output and workspace buffers are shared by the runners given the same `buffers` dict (one set
+    per shape: release() drops them). A varlen batch (several lengths) goes in packed, with
+    sequence descriptors (cu_seqlens)."""
 
-    def __init__(self, module, tf32x3, buffers):
-        self.module, self.tf32x3, self.buffers = module, tf32x3, buffers
+    def __init__(self, module, tf32x3, buffers, shards=1):
+        self.module, self.tf32x3, self.buffers, self.shards = module, tf32x3, buffers, shards
 
-    def supports(self, lengths):
-        if len(set(lengths)) > 1:
-            return "not supported: no cu_seqlens (varlen of unequal lengths)"
-        if lengths[0] % 64:
-            return "not supported: T must be a multiple of 64"
+    def shards_for(self, lengths, heads):
+        if self.shards != 0:
+            return self.shards
+        return self.module.cp_shards(1, lengths[0], heads, heads)
+
+    def supports(self, lengths, heads):
+        if self.shards == 1:
+            return None
+        if len(lengths) > 1:
+            return "no CP (a batch of sequences)"
+        shards = self.shards_for(lengths, heads)
+        if shards == 1:
+            return "no CP (1 shard at this shape)"
+        if lengths[0] % (64 * shards):
+            return f"no CP ({shards} shards need T a multiple of {64 * shards})"
         return None
 
     def release(self):
         self.buffers.clear()
 
     def prepare(self, raw, derived, lengths, scale):
-        n, t = len(lengths), lengths[0]  # equal lengths: a batch of n sequences
         heads = raw["q"].shape[2]
-        view = lambda x: x.view(n, t, *x.shape[2:])
-        q, k, v = view(derived["q_norm"]), view(derived["k_norm"]), view(raw["v"])
-        g, beta = view(derived["g_eff"]), view(derived["beta_eff"])
+        total = sum(lengths)
+        q, k, v = derived["q_norm"], derived["k_norm"], raw["v"]
+        g, beta = derived["g_eff"], derived["beta_eff"]
         dev = q.device
-        key = (n, t, heads)
+        packed = len(lengths) > 1
+        shards = 1 if packed else self.shards_for(lengths, heads)
+        key = (tuple(lengths), heads)
         if key not in self.buffers:
             self.buffers.clear()
+            descriptors = (self.module.sequence_descriptors(lengths, dev) if packed
+                           else (None, None, 0))
             self.buffers[key] = (
-                torch.empty((n, t, heads, DIM), dtype=torch.float32, device=dev),
-                torch.empty((n, heads, DIM, DIM), dtype=torch.float32, device=dev),
+                torch.empty((1, total, heads, DIM), dtype=torch.float32, device=dev),
+                torch.empty((len(lengths), heads, DIM, DIM), dtype=torch.float32, device=dev),
                 [torch.empty(e, dtype=torch.float32, device=dev)
-                 for e in self.module.workspace_elements(n, t, heads, heads)])
-        o, state, ws = self.buffers[key]
+                 for e in self.module.workspace_elements(1, total, heads, heads, descriptors[2])],
+                descriptors)
+        o, state, ws, (cu_seqlens, cu_chunks, chunks) = self.buffers[key]
         o.fill_(float("nan"))  # poisoned: an unwritten output cannot pass the check
         state.fill_(float("nan"))
         module, tf32x3, h0 = self.module, self.tf32x3, raw["h0"]
 
         def call():
             module.prefill(q, k, v, g, beta, o, state, ws, scale, tf32x3,
-                           torch.cuda.current_stream().cuda_stream, h0)
-            return o.view(1, n * t, heads, DIM), state
+                           torch.cuda.current_stream().cuda_stream, h0, cu_seqlens, cu_chunks,
+                           chunks, shards)
+            return o, state
 
         return call
 
@@ -348,7 +374,7 @@ class FlaRunner:
     def __init__(self, chunk_kda, raw_gate):
         self.chunk_kda, self.raw_gate = chunk_kda, raw_gate
 
-    def supports(self, lengths):
+    def supports(self, lengths, heads):
         return None
 
     def prepare(self, raw, derived, lengths, scale):
@@ -375,7 +401,7 @@ class FlashKdaRunner:
     def __init__(self, module):
         self.module = module
 
-    def supports(self, lengths):
+    def supports(self, lengths, heads):
         return None
 
     def prepare(self, raw, derived, lengths, scale):
@@ -434,9 +460,12 @@ def load_libraries(args, log):
         buffers = {}
         runners["kda_tf32"] = KdaRunner(module, False, buffers)
         runners["kda_tf32x3"] = KdaRunner(module, True, buffers)
+        for name, count in args.cp_kernels.items():
+            runners[name] = KdaRunner(module, False, buffers, shards=count)
     except Exception as exc:  # a build failure is reported in the table, the rest still runs
         log("kda: extension build failed:\n" + traceback.format_exc())
-        missing["kda_tf32"] = missing["kda_tf32x3"] = f"not available (build failed: {type(exc).__name__})"
+        for name in ["kda_tf32", "kda_tf32x3", *args.cp_kernels]:
+            missing[name] = f"not available (build failed: {type(exc).__name__})"
 
     os.environ["FLA_FLASH_KDA"] = "0"  # the Triton path, never FLA's dispatch to FlashKDA
     os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
@@ -517,8 +546,8 @@ def run_shape(name, lengths, heads, with_h0, runners, missing, args, log, rng_np
         entry = row["kernels"].setdefault(kname, {})
         if kname in missing:
             entry["status"] = missing[kname]
-        elif kname in runners and runners[kname].supports(lengths):
-            entry["status"] = runners[kname].supports(lengths)
+        elif kname in runners and runners[kname].supports(lengths, heads):
+            entry["status"] = runners[kname].supports(lengths, heads)
     active = [k for k in order if "status" not in row["kernels"][k]]
 
     # Checks: each kernel once per gate regime against the fp64 recurrence.
@@ -604,22 +633,39 @@ def fmt_err(entry, regime, what):
     return f"{m['rel_rms']:.2e} / {m['cos']:.6f}"
 
 
+def cp_kernels(shard_counts):
+    """The kda CP runners' names for --kda-shards: one count, "kda_cp"; several (a sweep), one
+    "kda_cp_p<P>" each ("kda_cp_auto" for 0), in KERNELS, COLUMNS and TITLES."""
+    if len(shard_counts) == 1:
+        return {"kda_cp": shard_counts[0]}
+    names = {(f"kda_cp_p{count}" if count else "kda_cp_auto"): count for count in shard_counts}
+    KERNELS.remove("kda_cp")
+    for name, count in names.items():
+        KERNELS.append(name)
+        COLUMNS[name] = f"kda TF32, CP P={count}" if count else "kda TF32, CP (P automatic)"
+        TITLES[name] = ("kda, TF32 state pass, intra-card context parallelism in "
+                        + (f"{count} shards" if count else "the extension's shard count"))
+    return names
+
+
 def tables(rows, env):
     lines = [f"GPU: {env['gpu']}; torch {env['torch']}; triton {env.get('triton', '?')}; "
              f"L2 {env['l2_mb']:.0f} MB; flush buffer 2× L2; {env['date']}", ""]
     for regime in env.get("time_gates", ["bench"]):
         key = "time_ms" if regime == "bench" else f"time_ms_{regime}"
         lines.append(f"Time, ms, {regime} gates: median [bootstrap 95 % interval of the median]; "
-                     "ratio = kda TF32 / FlashKDA (medians)")
+                     "ratio = the faster kda TF32 row / FlashKDA (medians)")
         lines.append("")
-        lines.append("| shape | FLA, g given | FLA, raw gate | FlashKDA | kda TF32 | kda 3×TF32 | "
-                     "kda TF32 / FlashKDA | samples |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("| shape | " + " | ".join(COLUMNS[n] for n in KERNELS) +
+                     " | best kda TF32 / FlashKDA | samples |")
+        lines.append("|---" * (len(KERNELS) + 3) + "|")
         for r in rows:
             k = r["kernels"]
             ratio = "–"
-            if k["kda_tf32"].get(key) and k["flashkda"].get(key):
-                ratio = f"{k['kda_tf32'][key]['median'] / k['flashkda'][key]['median']:.2f}×"
+            kda_best = [k[n][key]["median"] for n in KERNELS
+                        if (n == "kda_tf32" or n.startswith("kda_cp")) and k[n].get(key)]
+            if kda_best and k["flashkda"].get(key):
+                ratio = f"{min(kda_best) / k['flashkda'][key]['median']:.2f}×"
             lines.append(f"| {r['shape']} | " + " | ".join(fmt_time(k[n], key) for n in KERNELS) +
                          f" | {ratio} | {r.get('samples', '–')} |")
         lines.append("")
@@ -763,6 +809,9 @@ def parse_args(argv):
     p.add_argument("--time-gates", default="bench", help="gate regimes to time, comma-separated: bench "
                    "(FlashKDA's benchmark draws, fast forgetting) and/or slow")
     p.add_argument("--no-fla-raw-gate", action="store_true", help="skip FLA's raw-gate configuration")
+    p.add_argument("--kda-shards", default="0", help="shards of the kda CP column (default 0: the "
+                   "extension's choice for the shape; P >= 2 forces P); comma-separated counts "
+                   "give one column each (a sweep, timed in the same interleaved calls)")
     p.add_argument("--self-test", action="store_true", help="CPU checks of the reference and the "
                    "input derivation, no GPU needed")
     p.add_argument("--floors", action="store_true", help="CPU: the error kda's bf16 normalised q, k "
@@ -770,6 +819,15 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.samples and args.samples < 30:
         p.error(f"--samples {args.samples}: expected at least 30")
+    try:
+        counts = [int(c) for c in args.kda_shards.split(",")]
+    except ValueError:
+        p.error(f"--kda-shards {args.kda_shards!r}: expected comma-separated integers")
+    bad = [c for c in counts if c == 1 or c < 0]
+    if bad or len(set(counts)) != len(counts):
+        p.error(f"--kda-shards {args.kda_shards!r}: expected distinct counts, each 0 (automatic) "
+                "or at least 2")
+    args.cp_kernels = cp_kernels(counts)
     args.time_gates = args.time_gates.split(",")
     bad = [g for g in args.time_gates if g not in ("bench", "slow")]
     if bad:

@@ -73,10 +73,13 @@ __device__ __forceinline__ float operand(float value, bool round) {
 }
 
 // 16 bytes global -> shared without a register round trip: every copy of a thread is in flight at
-// once, so the chunk's inputs cost one memory latency instead of one per loop trip.
-__device__ __forceinline__ void copy16(void* shared, const void* global) {
+// once, so the chunk's inputs cost one memory latency instead of one per loop trip. `valid` false
+// reads nothing from `global` and writes 16 zero bytes (rows past a sequence's end).
+__device__ __forceinline__ void copy16_or_zero(void* shared, const void* global, bool valid) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global));
+  const int source_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
+               "r"(source_bytes));
 }
 __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
@@ -216,14 +219,31 @@ __device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float
 __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPrefillProblem p) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   IntraShared& s = *reinterpret_cast<IntraShared*>(shared_raw);
-  const int chunk = blockIdx.x, value_head = blockIdx.y, sequence = blockIdx.z;
+  const int value_head = blockIdx.y;
+  int sequence = blockIdx.z, chunk = blockIdx.x;
+  if (p.cu_seqlens != nullptr) {  // blockIdx.x counts every sequence's chunks: find its sequence
+    int low = 0, high = p.batch - 1;
+    while (low < high) {
+      const int middle = (low + high + 1) / 2;
+      if (p.cu_chunks[middle] <= chunk)
+        low = middle;
+      else
+        high = middle - 1;
+    }
+    sequence = low;
+    chunk -= p.cu_chunks[sequence];
+  }
+  const SequenceSpan span = sequence_span(p, sequence);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int group = lane / 4, quad = lane % 4;
   const int heads = p.heads, value_heads = p.value_heads;
   const int head = value_head / (value_heads / heads);
   const bool round = p.precision == ChainPrecision::kTf32;
-  const int64_t token0 = int64_t{sequence} * p.tokens + int64_t{chunk} * kC;
-  const int64_t entry = (int64_t{sequence} * (p.tokens / kC) + chunk) * value_heads + value_head;
+  const int64_t token0 = span.token_begin + int64_t{chunk} * kC;
+  // Rows at or past `valid` lie beyond the sequence's end: read as zero (k = 0, β = 0, g = 0 make
+  // them identity steps; q = 0 gives them a zero output, which chunk_state does not write).
+  const int valid = min(kC, span.tokens - chunk * kC);
+  const int64_t entry = (span.chunk_begin + chunk) * value_heads + value_head;
   auto qk_offset = [&](int row) { return ((token0 + row) * heads + head) * kK; };
   auto hv_offset = [&](int row) { return ((token0 + row) * value_heads + value_head) * kK; };
 
@@ -233,16 +253,21 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   for (int trip = 0; trip < kC * kK / 8 / kThreads; ++trip) {
     const int idx = tid + trip * kThreads;
     const int row = idx / (kK / 8), col = 8 * (idx % (kK / 8));
-    copy16(&s.q[row][col], p.q_global + qk_offset(row) + col);
-    copy16(&s.k[row][col], p.k_global + qk_offset(row) + col);
+    const bool inside = row < valid;
+    const int source_row = inside ? row : 0;  // an address inside the inputs, never read
+    copy16_or_zero(&s.q[row][col], p.q_global + qk_offset(source_row) + col, inside);
+    copy16_or_zero(&s.k[row][col], p.k_global + qk_offset(source_row) + col, inside);
   }
 #pragma unroll
   for (int trip = 0; trip < kC * kK / 4 / kThreads; ++trip) {
     const int idx = tid + trip * kThreads;
     const int row = idx / (kK / 4), col = 4 * (idx % (kK / 4));
-    copy16(&s.g[row][col], p.g_global + hv_offset(row) + col);
+    const bool inside = row < valid;
+    copy16_or_zero(&s.g[row][col], p.g_global + hv_offset(inside ? row : 0) + col, inside);
   }
-  if (tid < kC) s.beta[tid] = p.beta_global[(token0 + tid) * value_heads + value_head];
+  if (tid < kC) {
+    s.beta[tid] = tid < valid ? p.beta_global[(token0 + tid) * value_heads + value_head] : 0.0f;
+  }
   if (tid < kBlocks) s.span[tid] = 0.0f;
   if (tid == 0) s.magnitude = 0.0f;
   // A_kk needs no clearing: every entry read below (strictly lower) is written by the A phase.
@@ -391,7 +416,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   for (int trip = 0; trip < kC * kV / 8 / kThreads; ++trip) {
     const int idx = tid + trip * kThreads;
     const int j = idx / (kV / 8), col = 8 * (idx % (kV / 8));
-    copy16(&v_staged[j][col], p.v_global + hv_offset(j) + col);
+    const bool inside = j < valid;
+    copy16_or_zero(&v_staged[j][col], p.v_global + hv_offset(inside ? j : 0) + col, inside);
   }
 
   // T = (I + A_kk)^{-1}. Diagonal blocks: thread (block, column c) by forward substitution,
@@ -474,7 +500,9 @@ cudaError_t launch_chunk_intra(const ChunkPrefillProblem& problem, cudaStream_t 
       status != cudaSuccess) {
     return status;
   }
-  const dim3 grid(problem.tokens / kC, problem.value_heads, problem.batch);
+  const bool packed = problem.cu_seqlens != nullptr;
+  const dim3 grid(packed ? problem.total_chunks : chunks_of(problem.tokens), problem.value_heads,
+                  packed ? 1 : problem.batch);
   chunk_intra_kernel<<<grid, kThreads, bytes, stream>>>(problem);
   return cudaGetLastError();
 }

@@ -7,6 +7,9 @@
 // The product K_gᵀ V' goes into a fresh accumulator and is added to the decayed state in fp32, so
 // the inherited state is never rounded by a tensor-core operand or accumulator (incident 1).
 // The state tile is mirrored into shared memory as the B operand of the next chunk's products.
+// Sequences may end inside a chunk (chunk_intra zeroed the rows past the end; their o is not
+// written) and may be packed (cu_seqlens). With transition_global, extra tiles carry the shard
+// transition M of the context-parallel pass from the identity (chunk_prefill.cuh), in 3×TF32.
 // V tiles of 32 columns while the CTAs fit in one wave of the GPU, else 64 (half the CTAs, and half
 // the re-reads of W, Q_g, K_g, A_qk per column): 161 or 190 KB of shared memory, one CTA per SM.
 // Loads: cp.async into one buffer per operand, each refilled for the next chunk right after its
@@ -99,17 +102,19 @@ __device__ __forceinline__ ChunkAddress chunk_address(const ChunkPrefillProblem&
           ws.a_qk + entry * kC * kC,      ws.decay_end + entry * kK};
 }
 
-template <int kTile>
+// A transition tile takes U as zero (reads none); a pass without o reads no Q_g and A_qk.
+template <int kTile, bool kTransition>
 __device__ __forceinline__ void load_first_operands(StateShared<kTile>& s, const ChunkAddress& a) {
   copy_rows<kC, kK, kRowPitch>(s.w, a.w, kK);
-  copy_rows<kC, kTile, kTile + 8>(s.u, a.u, kV);
+  if constexpr (!kTransition) copy_rows<kC, kTile, kTile + 8>(s.u, a.u, kV);
 }
 
 template <int kTile>
-__device__ __forceinline__ void load_second_operands(StateShared<kTile>& s, const ChunkAddress& a) {
-  copy_rows<kC, kK, kRowPitch>(s.q_decayed, a.q_decayed, kK);
+__device__ __forceinline__ void load_second_operands(StateShared<kTile>& s, const ChunkAddress& a,
+                                                     bool with_output) {
+  if (with_output) copy_rows<kC, kK, kRowPitch>(s.q_decayed, a.q_decayed, kK);
   copy_rows<kC, kK, kKgPitch>(s.k_to_end, a.k_to_end, kK);
-  copy_rows<kC, kC, kAqkPitch>(s.a_qk, a.a_qk, kC);
+  if (with_output) copy_rows<kC, kC, kAqkPitch>(s.a_qk, a.a_qk, kC);
   if (threadIdx.x < kK / 4) copy16(&s.decay_end[4 * threadIdx.x], a.decay_end + 4 * threadIdx.x);
 }
 
@@ -145,18 +150,23 @@ __device__ __forceinline__ void a_fragment(const float (*rows)[kPitchFloats], in
   a[3] = rows[m0 + group + 8][k0 + quad + 4];
 }
 
-template <ChainPrecision kPrecision, int kTile>
-__global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPrefillProblem p) {
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  StateShared<kTile>& s = *reinterpret_cast<StateShared<kTile>*>(shared_raw);
+// One CTA's walk over its sequence's chunks. kTransition: the tile carries columns col0 … of the
+// transition M from the identity with U = 0 (V' = −W M) and writes them to transition_global; no
+// o, no records.
+template <ChainPrecision kPrecision, int kTile, bool kTransition>
+__device__ __forceinline__ void state_walk(const ChunkPrefillProblem& p, StateShared<kTile>& s,
+                                           int col0) {
   constexpr int kOutTiles = kTile / 16;   // n-tiles of V' and O per warp (half the columns)
   constexpr int kStateTiles = kTile / 8;  // n-tiles of the state per warp (all the columns)
   const Mac<kPrecision> mac;
-  const int col0 = blockIdx.x * kTile, value_head = blockIdx.y, sequence = blockIdx.z;
+  const int value_head = blockIdx.y, sequence = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int group = lane / 4, quad = lane % 4;
   const int value_heads = p.value_heads;
-  const int chunks = p.tokens / kC;
+  const SequenceSpan span = sequence_span(p, sequence);
+  const int chunks = chunks_of(span.tokens);
+  const bool with_output = !kTransition && p.o_global != nullptr;
+  const bool with_records = !kTransition && p.record_global != nullptr;
   const int64_t pair = int64_t{sequence} * value_heads + value_head;
   const int state_row0 = 16 * warp;      // this warp's 16 rows of the state, all kTile columns
   const int out_row0 = 16 * (warp / 2);  // this warp's 16 rows of V' and O …
@@ -174,28 +184,30 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
     }
   };
   {
-    const float* h0 = p.h0_global ? p.h0_global + pair * kK * kV + col0 : nullptr;
+    const float* h0 = p.h0_global && !kTransition ? p.h0_global + pair * kK * kV + col0 : nullptr;
     for_state([&](int nt, int half, int row, int col) {
       float2 value = make_float2(0.0f, 0.0f);
       if (h0) value = *reinterpret_cast<const float2*>(h0 + row * kV + col);
+      if (kTransition) {  // the identity's columns col0 …
+        value.x = row == col0 + col ? 1.0f : 0.0f;
+        value.y = row == col0 + col + 1 ? 1.0f : 0.0f;
+      }
       st[nt][2 * half] = value.x, st[nt][2 * half + 1] = value.y;
       s.state[row][col] = b_operand<kPrecision>(value.x);
       s.state[row][col + 1] = b_operand<kPrecision>(value.y);
     });
   }
-  auto entry_of = [&](int chunk) {
-    return (int64_t{sequence} * chunks + chunk) * value_heads + value_head;
-  };
+  auto entry_of = [&](int chunk) { return (span.chunk_begin + chunk) * value_heads + value_head; };
   {
     const ChunkAddress first = chunk_address(p, entry_of(0), col0);
-    load_first_operands(s, first);
+    load_first_operands<kTile, kTransition>(s, first);
     commit_group();
-    load_second_operands(s, first);
+    load_second_operands(s, first, with_output);
     commit_group();
   }
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
-    if (p.record_global != nullptr && chunk % p.record_every == 0) {
+    if (with_records && chunk % p.record_every == 0) {
       const int records = chunks / p.record_every;
       float* record =
           p.record_global +
@@ -229,22 +241,23 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
-          s.v_new[row][col] = b_operand<kPrecision>(s.u[row][col] - product[nt][2 * half]);
-          s.v_new[row][col + 1] =
-              b_operand<kPrecision>(s.u[row][col + 1] - product[nt][2 * half + 1]);
+          const float u0 = kTransition ? 0.0f : s.u[row][col];
+          const float u1 = kTransition ? 0.0f : s.u[row][col + 1];
+          s.v_new[row][col] = b_operand<kPrecision>(u0 - product[nt][2 * half]);
+          s.v_new[row][col + 1] = b_operand<kPrecision>(u1 - product[nt][2 * half + 1]);
         }
       }
     }
     __syncthreads();  // V' complete; W and U are free
     const bool more = chunk + 1 < chunks;
     const ChunkAddress next = chunk_address(p, entry_of(more ? chunk + 1 : chunk), col0);
-    if (more) load_first_operands(s, next);
+    if (more) load_first_operands<kTile, kTransition>(s, next);
     commit_group();
     wait_group<1>();  // Q_g, K_g, A_qk, e^{G_C} of this chunk
     __syncthreads();
 
     // O = Q_g S + A_qk V' (A_qk is lower triangular: columns past the warp's rows are zero).
-    if (p.o_global != nullptr) {
+    if (with_output) {
       float out[kOutTiles][4] = {};
 #pragma unroll 4
       for (int k0 = 0; k0 < kK; k0 += 8) {
@@ -267,12 +280,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
           mac(out[nt], a, b);
         }
       }
-      const int64_t token0 = int64_t{sequence} * p.tokens + int64_t{chunk} * kC;
+      const int64_t token0 = span.token_begin + int64_t{chunk} * kC;
+      const int valid = min(kC, span.tokens - chunk * kC);  // rows past the sequence's end: none
 #pragma unroll
       for (int nt = 0; nt < kOutTiles; ++nt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int row = out_row0 + group + 8 * half, col = out_col0 + 8 * nt + 2 * quad;
+          if (row >= valid) continue;
           float* o = p.o_global + ((token0 + row) * value_heads + value_head) * kV + col0 + col;
           *reinterpret_cast<float2*>(o) = make_float2(out[nt][2 * half], out[nt][2 * half + 1]);
         }
@@ -308,13 +323,14 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
       s.state[row][col] = b_operand<kPrecision>(st[nt][2 * half]);
       s.state[row][col + 1] = b_operand<kPrecision>(st[nt][2 * half + 1]);
     });
-    if (more) load_second_operands(s, next);
+    if (more) load_second_operands(s, next, with_output);
     commit_group();
   }
   wait_group<0>();
 
-  if (p.state_global != nullptr) {
-    float* out = p.state_global + pair * kK * kV + col0;
+  float* out = kTransition ? p.transition_global + pair * kK * kK + col0
+                           : (p.state_global ? p.state_global + pair * kK * kV + col0 : nullptr);
+  if (out != nullptr) {
     for_state([&](int nt, int half, int row, int col) {
       *reinterpret_cast<float2*>(out + row * kV + col) =
           make_float2(st[nt][2 * half], st[nt][2 * half + 1]);
@@ -322,18 +338,43 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPre
   }
 }
 
-template <ChainPrecision kPrecision, int kTile>
-cudaError_t launch_state(const ChunkPrefillProblem& problem, cudaStream_t stream) {
+// grid (V / kTile, HV, B), plus K / kTile transition tiles per (sequence, value head) when
+// transition_global is set: those run in 3×TF32 whatever kPrecision (the M chain drifts in TF32:
+// incident 1).
+// A separate instantiation with transitions keeps the plain pass's code and registers as they are.
+template <ChainPrecision kPrecision, int kTile, bool kWithTransitions>
+__global__ void __launch_bounds__(kThreads, 1) chunk_state_kernel(const ChunkPrefillProblem p) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  StateShared<kTile>& s = *reinterpret_cast<StateShared<kTile>*>(shared_raw);
+  constexpr int kStateTilesPerHead = kV / kTile;
+  if (!kWithTransitions || static_cast<int>(blockIdx.x) < kStateTilesPerHead) {
+    state_walk<kPrecision, kTile, false>(p, s, blockIdx.x * kTile);
+  } else if constexpr (kWithTransitions) {
+    state_walk<ChainPrecision::kTf32x3, kTile, true>(p, s,
+                                                     (blockIdx.x - kStateTilesPerHead) * kTile);
+  }
+}
+
+template <ChainPrecision kPrecision, int kTile, bool kWithTransitions>
+cudaError_t launch_state_kernel(const ChunkPrefillProblem& problem, cudaStream_t stream) {
   const int bytes = static_cast<int>(sizeof(StateShared<kTile>));
+  const auto kernel = chunk_state_kernel<kPrecision, kTile, kWithTransitions>;
   if (const cudaError_t status =
-          cudaFuncSetAttribute(chunk_state_kernel<kPrecision, kTile>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       status != cudaSuccess) {
     return status;
   }
-  const dim3 grid(kV / kTile, problem.value_heads, problem.batch);
-  chunk_state_kernel<kPrecision, kTile><<<grid, kThreads, bytes, stream>>>(problem);
+  const dim3 grid(kV / kTile + (kWithTransitions ? kK / kTile : 0), problem.value_heads,
+                  problem.batch);
+  kernel<<<grid, kThreads, bytes, stream>>>(problem);
   return cudaGetLastError();
+}
+
+template <ChainPrecision kPrecision, int kTile>
+cudaError_t launch_state(const ChunkPrefillProblem& problem, cudaStream_t stream) {
+  return problem.transition_global != nullptr
+             ? launch_state_kernel<kPrecision, kTile, true>(problem, stream)
+             : launch_state_kernel<kPrecision, kTile, false>(problem, stream);
 }
 
 // V tiles of 32 while (sequence, value head, tile) CTAs fit in one wave of the GPU; tiles of 64
@@ -347,7 +388,8 @@ cudaError_t launch_state_tiled(const ChunkPrefillProblem& problem, cudaStream_t 
       status != cudaSuccess) {
     return status;
   }
-  const int64_t narrow_ctas = int64_t{problem.batch} * problem.value_heads * (kV / 32);
+  const int columns = kV + (problem.transition_global != nullptr ? kK : 0);
+  const int64_t narrow_ctas = int64_t{problem.batch} * problem.value_heads * (columns / 32);
   return narrow_ctas > processors ? launch_state<kPrecision, 64>(problem, stream)
                                   : launch_state<kPrecision, 32>(problem, stream);
 }

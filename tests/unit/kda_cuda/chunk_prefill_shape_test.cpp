@@ -31,12 +31,17 @@ std::string error_of(const cuda::ChunkPrefillProblem& p) {
   return error == nullptr ? "" : error;
 }
 
+std::string cp_error_of(const cuda::ChunkPrefillProblem& p, int shards) {
+  const char* error = cuda::chunk_prefill_cp_error(p, shards);
+  return error == nullptr ? "" : error;
+}
+
 TEST(ChunkPrefillShapeTest, ARunnableProblemHasNoError) { EXPECT_EQ(error_of(runnable()), ""); }
 
 TEST(ChunkPrefillShapeTest, EachBadDimensionIsNamed) {
   auto p = runnable();
-  p.tokens = 100;
-  EXPECT_EQ(error_of(p), "T must be a positive multiple of 64");
+  p.tokens = 0;
+  EXPECT_EQ(error_of(p), "T must be positive");
   p = runnable();
   p.key_dim = 64;
   EXPECT_EQ(error_of(p), "K and V must be 128 (the only head sizes compiled)");
@@ -55,9 +60,9 @@ TEST(ChunkPrefillShapeTest, RecordedStatesMustFallOnAnEvenGridOfChunks) {
   p.record_every = 2;
   EXPECT_EQ(error_of(p), "");
   p.record_every = 3;
-  EXPECT_EQ(error_of(p), "record_every must divide the number of chunks T / 64");
+  EXPECT_EQ(error_of(p), "record_every must divide the number of chunks ⌈T / 64⌉");
   p.record_every = 0;
-  EXPECT_EQ(error_of(p), "record_every must divide the number of chunks T / 64");
+  EXPECT_EQ(error_of(p), "record_every must divide the number of chunks ⌈T / 64⌉");
 }
 
 TEST(ChunkPrefillShapeTest, MissingBuffersAreRefused) {
@@ -77,6 +82,75 @@ TEST(ChunkPrefillShapeTest, WorkspaceHasOneEntryPerSequenceChunkAndValueHead) {
   EXPECT_EQ(sizes.u, 12 * 64 * 128);
   EXPECT_EQ(sizes.a_qk, 12 * 64 * 64);
   EXPECT_EQ(sizes.decay_end, 12 * 128);
+}
+
+TEST(ChunkPrefillShapeTest, ASequenceMayEndInsideAChunk) {
+  auto p = runnable();  // B = 2, HV = 3
+  p.tokens = 100;       // chunks of 64 and 36 tokens per sequence
+  EXPECT_EQ(error_of(p), "");
+  EXPECT_EQ(cuda::chunk_count(p), 4);
+  EXPECT_EQ(cuda::chunk_workspace_sizes(p).entries, 4 * 3);
+  p.tokens = 1;
+  EXPECT_EQ(cuda::chunk_count(p), 2);
+  EXPECT_EQ(cuda::chunks_of(64), 1);
+  EXPECT_EQ(cuda::chunks_of(65), 2);
+}
+
+TEST(ChunkPrefillShapeTest, AVarlenBatchNeedsBothDescriptorsAndItsChunkCount) {
+  static const int cu_seqlens[4] = {0, 100, 164, 165}, cu_chunks[4] = {0, 2, 3, 4};
+  auto p = runnable();
+  p.batch = 3, p.tokens = 165;  // lengths 100, 64, 1 packed
+  p.cu_seqlens = cu_seqlens;
+  EXPECT_EQ(error_of(p), "cu_seqlens and cu_chunks go together");
+  p.cu_chunks = cu_chunks;
+  EXPECT_EQ(error_of(p), "total_chunks must be cu_chunks[B], at least one chunk per sequence");
+  p.total_chunks = 2;  // fewer chunks than sequences
+  EXPECT_EQ(error_of(p), "total_chunks must be cu_chunks[B], at least one chunk per sequence");
+  p.total_chunks = 4;
+  EXPECT_EQ(error_of(p), "");
+  // The workspace follows the descriptors' chunks, not ⌈165 / 64⌉ = 3.
+  EXPECT_EQ(cuda::chunk_workspace_sizes(p).entries, 4 * 3);
+  static float buffer[1];
+  p.transition_global = buffer;
+  EXPECT_EQ(error_of(p),
+            "recorded states and transitions need sequences of equal length (no cu_seqlens)");
+}
+
+TEST(ChunkPrefillShapeTest, ContextParallelismNeedsEqualShardsOfWholeChunks) {
+  auto p = runnable();  // B = 2, T = 128: two chunks per sequence
+  EXPECT_EQ(cp_error_of(p, 2), "");
+  EXPECT_EQ(cp_error_of(p, 1), "context parallelism needs at least 2 shards");
+  EXPECT_EQ(cp_error_of(p, 4), "T must be a multiple of 64 x shards");
+  p.tokens = 100;
+  EXPECT_EQ(cp_error_of(p, 2), "T must be a multiple of 64 x shards");
+  p = runnable();
+  static const int cu_seqlens[3] = {0, 128, 256}, cu_chunks[3] = {0, 2, 4};
+  p.cu_seqlens = cu_seqlens, p.cu_chunks = cu_chunks, p.total_chunks = 4, p.tokens = 256;
+  EXPECT_EQ(cp_error_of(p, 2), "context parallelism takes sequences of equal length");
+  p = runnable();
+  p.batch = 40000;
+  EXPECT_EQ(cp_error_of(p, 2), "B x shards must be at most 65535");
+  p = runnable();
+  p.tokens = 0;  // the plain shape check comes first
+  EXPECT_EQ(cp_error_of(p, 2), "T must be positive");
+  // Each CP buffer: one K x K (= K x V) matrix per (sequence, shard, value head).
+  EXPECT_EQ(cuda::chunk_cp_workspace_elements(runnable(), 2), int64_t{2} * 2 * 3 * 128 * 128);
+}
+
+TEST(ChunkPrefillShapeTest, ShardsDoubleUntilTheSecondPassFillsTheGpuOrShardsGetThin) {
+  auto p = runnable();
+  p.batch = 1, p.heads = p.value_heads = 4, p.tokens = 65536;  // 16 CTAs, 1024 chunks
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 8);         // 128 CTAs in the second pass
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 256), 16);
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 4096), 64);  // 16 chunks per shard at the most
+  p.value_heads = p.heads = 64;                           // 256 CTAs already: no CP
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 1);
+  p.value_heads = p.heads = 4, p.tokens = 2048;  // 32 chunks: 2 shards of 16
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 2);
+  p.tokens = 65536 - 64;  // 1023 chunks: odd, no equal shards
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 1);
+  p.tokens = 8100;  // not whole chunks
+  EXPECT_EQ(cuda::chunk_prefill_cp_shards(p, 132), 1);
 }
 
 }  // namespace

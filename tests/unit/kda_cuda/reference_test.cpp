@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -49,6 +50,59 @@ TEST(ChainStatesTest, EqualsChunkByChunkTokenSteps) {
       EXPECT_LT(rms_ratio(states.at(chunk_index + 1).data(), state.data(), state.size()), 1e-11);
     }
   }
+}
+
+// The algebra of the context-parallel prefill (kda/kernels/cuda/chunk_cp.cu): a shard's transition
+// M is its state walk with v = 0 from the identity (chunk_state's transition tiles), its offset H
+// the walk from zero, and the walk from any S equals M S + H (what chunk_cp_scan chains).
+TEST(ShardTransitionTest, IsTheWalkWithZeroValuesFromTheIdentity) {
+  constexpr int kChunks = 3;
+  std::vector<ChunkInputs> chunks;
+  for (int c = 0; c < kChunks; ++c) chunks.push_back(incident1_chunk(4, GateKind::kSlowDecay, c));
+  auto walk = [&](std::vector<double> state, bool zero_values) {
+    for (ChunkInputs chunk : chunks) {
+      if (zero_values) std::fill(chunk.v.begin(), chunk.v.end(), 0.0);
+      chunk_token_steps(chunk, state.data());
+    }
+    return state;
+  };
+  static_assert(kKeyDim == kValueDim, "M (K x K) walks as a state (K x V)");
+  std::vector<double> identity(kKeyDim * kValueDim, 0.0);
+  for (int row = 0; row < kKeyDim; ++row) identity[row * kValueDim + row] = 1.0;
+  const std::vector<double> transition = walk(identity, true);
+  const std::vector<double> offset = walk(std::vector<double>(kKeyDim * kValueDim, 0.0), false);
+
+  // M against the product of the chunk maps, M_2 M_1 M_0.
+  std::vector<double> product = identity, m(kKeyDim * kKeyDim), h(kKeyDim * kValueDim);
+  for (const ChunkInputs& chunk : chunks) {
+    chunk_affine_map(chunk, m.data(), h.data());
+    std::vector<double> next(kKeyDim * kKeyDim, 0.0);
+    for (int row = 0; row < kKeyDim; ++row) {
+      for (int inner = 0; inner < kKeyDim; ++inner) {
+        for (int column = 0; column < kKeyDim; ++column) {
+          next[row * kKeyDim + column] +=
+              m[row * kKeyDim + inner] * product[inner * kKeyDim + column];
+        }
+      }
+    }
+    product = next;
+  }
+  EXPECT_LT(rms_ratio(transition.data(), product.data(), product.size()), 1e-11);
+
+  Random random(8);
+  std::vector<double> start(kKeyDim * kValueDim);
+  for (auto& value : start) value = random.normal();
+  std::vector<double> scanned = offset;
+  for (int row = 0; row < kKeyDim; ++row) {
+    for (int inner = 0; inner < kKeyDim; ++inner) {
+      for (int column = 0; column < kValueDim; ++column) {
+        scanned[row * kValueDim + column] +=
+            transition[row * kKeyDim + inner] * start[inner * kValueDim + column];
+      }
+    }
+  }
+  const std::vector<double> walked = walk(start, false);
+  EXPECT_LT(rms_ratio(scanned.data(), walked.data(), walked.size()), 1e-11);
 }
 
 TEST(Incident1ChunkTest, SlowGatesDecayWithinTheRangeAndKeysAreUnit) {
