@@ -2,7 +2,8 @@
 //
 // The text is read in pieces of a few MiB (a file through read(2), never mapped whole), and a
 // splitter finds each value's extent itself: strings and escapes tracked, brackets matched by
-// kind. Each piece is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
+// kind, 64 bytes at a time as bit masks (json_blocks.hpp) where a block holds no escape. Each piece
+// is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
 // '?', raw control characters inside strings ' ', and a tail cut mid-value is dropped, each counted
 // — the repairs happen as the text streams by, so a broken file costs no second pass and no copy.
 // Memory is the window, not the file: peak resident memory is the model plus a few MiB.
@@ -45,6 +46,7 @@
 
 #include "loupe/error.hpp"
 #include "trace/import/import.hpp"
+#include "trace/import/json_blocks.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -777,6 +779,7 @@ class JsonStream {
   size_t size_ = 0;     // bytes [0, size_) hold text
   bool source_done_ = false;
   std::string brackets_;  // the open brackets of the value being scanned
+  const JsonBlockClassifier classify_block_ = json_block_classifier();
 };
 
 bool JsonStream::more(size_t keep) {
@@ -866,9 +869,56 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
   brackets_.clear();
   bool in_string = false;
   bool escaped = false;
+  // A bracket outside a string: pushed, or popped when it closes the innermost open one.
+  // Returns true when it closed the value.
+  auto bracket = [this](char c, size_t at) {
+    if (c == '{' || c == '[') {
+      brackets_.push_back(c);
+      return false;
+    }
+    const char open = c == '}' ? '{' : '[';
+    if (brackets_.empty() || brackets_.back() != open) {
+      fail(base_ + at,
+           std::string("'") + c + "' closes " +
+               (brackets_.empty() ? std::string("nothing")
+                                  : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
+    }
+    brackets_.pop_back();
+    return brackets_.empty();
+  };
+  // Blocks of 64 bytes are read as masks (json_blocks.hpp) while they hold no backslash and no
+  // control character inside a string: then quotes simply alternate, and only the brackets
+  // outside strings need a look. The byte loop below takes every other block, up to its end.
+  const bool bracketed = first != '"';
+  size_t bytes_until = 0;  // the byte loop's, from the block the masks declined
   while (true) {
-    if (pos_ == checked_ && !refill()) return false;
+    if (pos_ == checked_) {
+      if (!refill()) return false;
+      bytes_until = 0;
+    }
     char* const data = storage_->data();
+    if (bracketed && !escaped && pos_ >= bytes_until) {
+      while (checked_ - pos_ >= 64) {
+        JsonBlockMasks masks;
+        classify_block_(data + pos_, masks);
+        const uint64_t inside = prefix_xor(masks.quote) ^ (in_string ? ~uint64_t{0} : 0);
+        if (masks.backslash != 0 || (masks.control & inside) != 0) {
+          bytes_until = pos_ + 64;
+          break;
+        }
+        for (uint64_t brackets = (masks.open | masks.close) & ~inside; brackets != 0;
+             brackets &= brackets - 1) {
+          const size_t at = pos_ + static_cast<size_t>(__builtin_ctzll(brackets));
+          if (bracket(data[at], at)) {
+            pos_ = at + 1;
+            return done();
+          }
+        }
+        in_string = (inside >> 63) != 0;
+        pos_ += 64;
+      }
+      if (pos_ == checked_) continue;
+    }
     if (in_string) {
       if (escaped) {
         escaped = false;
@@ -918,18 +968,8 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
     ++pos_;
     if (c == '"') {
       in_string = true;
-    } else if (c == '{' || c == '[') {
-      brackets_.push_back(c);
-    } else if (c == '}' || c == ']') {
-      const char open = c == '}' ? '{' : '[';
-      if (brackets_.empty() || brackets_.back() != open) {
-        fail(base_ + pos_ - 1,
-             std::string("'") + c + "' closes " +
-                 (brackets_.empty() ? std::string("nothing")
-                                    : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
-      }
-      brackets_.pop_back();
-      if (brackets_.empty()) return done();
+    } else if ((c == '{' || c == '[' || c == '}' || c == ']') && bracket(c, pos_ - 1)) {
+      return done();
     }
   }
 }
