@@ -403,6 +403,10 @@ class EventScanner {
   // At an opening quote; moves past the closing one.
   bool skip_string(bool& escaped) {
     ++pos_;
+    return skip_string_rest(escaped);
+  }
+  // Inside a string, not just after a backslash; moves past its closing quote.
+  bool skip_string_rest(bool& escaped) {
     while (true) {
       skip_plain_words(
           [](uint64_t word) { return bytes_equal(word, '"') | bytes_equal(word, '\\'); });
@@ -419,9 +423,34 @@ class EventScanner {
       ++pos_;
     }
   }
-  // At an opening bracket; moves past its partner.
+  // At an opening bracket; moves past its partner. The splitter has matched brackets by kind, so
+  // counting them is enough. A value long enough (Kineto's args objects) is read 64 bytes at a
+  // time as masks, as the splitter reads it, until a block holds a backslash.
   bool skip_nested() {
     int depth = 0;
+    bool in_string = false;
+    while (end_ - pos_ >= 64) {
+      JsonBlockMasks masks;
+      classify_block_(pos_, masks);
+      if (masks.backslash != 0) break;
+      const uint64_t inside = prefix_xor(masks.quote) ^ (in_string ? ~uint64_t{0} : 0);
+      for (uint64_t brackets = (masks.open | masks.close) & ~inside; brackets != 0;
+           brackets &= brackets - 1) {
+        const int at = __builtin_ctzll(brackets);
+        if (((masks.open >> at) & 1) != 0) {
+          ++depth;
+        } else if (--depth == 0) {
+          pos_ += at + 1;
+          return true;
+        }
+      }
+      in_string = (inside >> 63) != 0;
+      pos_ += 64;
+    }
+    if (in_string) {
+      bool escaped = false;
+      if (!skip_string_rest(escaped)) return false;
+    }
     while (true) {
       // Setting bit 5 folds '[' into '{' and ']' into '}' (and no other byte into either).
       skip_plain_words([](uint64_t word) {
@@ -449,6 +478,7 @@ class EventScanner {
 
   const char* pos_;
   const char* end_;
+  const JsonBlockClassifier classify_block_ = json_block_classifier();
 };
 
 // The same fields through On-Demand, for the events the scanner leaves: escaped strings are

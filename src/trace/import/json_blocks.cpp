@@ -96,7 +96,11 @@ __attribute__((target("avx2"))) void classify_avx2(const char* block, JsonBlockM
                        _mm256_cmpeq_epi8(_mm256_min_epu8(high, below_space), high));
 }
 
-bool cpu_has_avx2() { return __builtin_cpu_supports("avx2") != 0; }
+bool cpu_has_avx2() {
+  // Needed before __builtin_cpu_supports when this runs from a static initialiser.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
 
 #endif
 
