@@ -21,7 +21,8 @@
 // builder stay on the calling thread, so the model is the one-thread import's.
 //
 // Events are gathered into local tables and committed to the builder only when the whole text was
-// read; a text that cannot be read at all throws before anything is committed.
+// read; a text that cannot be read at all throws before anything is committed. The complete
+// events' slices are gathered as the model's columns, which the builder then takes whole.
 #include <fcntl.h>
 #include <simdjson.h>
 #include <sys/stat.h>
@@ -137,13 +138,30 @@ bool parse_us_to_ns(std::string_view text, int64_t& out) {
   return true;
 }
 
-struct LocalSlice {
-  TrackId track;
-  int64_t start;
-  int64_t end;
-  StringId name;
-  StringId category;
-  uint64_t args;  // offset into the reader's args text << 24 | size; 0 for none
+// The complete (X) events' slices, column by column as the model holds them, so the builder takes
+// the columns whole (ModelBuilder::add_slices) instead of a copy row by row.
+struct LocalSlices {
+  std::vector<int64_t> start;
+  std::vector<int64_t> end;
+  std::vector<TrackId> track;
+  std::vector<StringId> name;
+  std::vector<StringId> category;
+  std::vector<uint64_t> args;  // offset into the reader's args text << 24 | size; empty unless kept
+  size_t size() const { return start.size(); }
+  void reserve(size_t count) {
+    start.reserve(count);
+    end.reserve(count);
+    track.reserve(count);
+    name.reserve(count);
+    category.reserve(count);
+  }
+};
+// A flow from a runtime call to a GPU op tied by their correlation id, in the file's clock.
+struct CorrelationFlow {
+  TrackId from_track;
+  int64_t from_ns;
+  TrackId to_track;
+  int64_t to_ns;
 };
 struct BeginEnd {
   int64_t ts;
@@ -1021,8 +1039,9 @@ class ChromeReader {
     return simdjson::SUCCESS;
   }
   void commit(StatsRegistry& stats);
-  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
-  void add_correlation_flows(int64_t offset);
+  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches;
+  // nothing when no op is unreached or the file has no launch. REQUIRES: flows_ sorted.
+  std::optional<std::vector<CorrelationFlow>> correlation_flows();
   bool kineto() const { return kineto_; }
   // The document is an object with no "traceEvents" key: some JSON, but not a trace.
   bool object_without_events() const { return top_object_ && !saw_trace_events_; }
@@ -1085,7 +1104,7 @@ class ChromeReader {
   };
   std::array<RecentString, 1024> recent_strings_{};
   size_t recent_next_ = 0;
-  std::vector<LocalSlice> slices_;
+  LocalSlices slices_;
   std::vector<TrackState> track_state_;  // by TrackId
   std::vector<int8_t> category_class_;   // by StringId: -1 unknown, else kCategory* bits
   // Runtime calls and GPU ops with a correlation id, in file order: correlation << 1 | is GPU,
@@ -1243,7 +1262,12 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
             correlation_slices_.push_back(static_cast<uint32_t>(slices_.size()));
           }
         }
-        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
+        slices_.start.push_back(ts);
+        slices_.end.push_back(ts + dur);
+        slices_.track.push_back(slice_track);
+        slices_.name.push_back(name_id);
+        slices_.category.push_back(category_id);
+        if (keep_args_) slices_.args.push_back(packed);
       }
       note_ts(ts + dur);
       return;
@@ -1462,7 +1486,7 @@ void ChromeReader::read(JsonStream& stream, uint64_t size_hint, StatsRegistry& s
   }
 }
 
-void ChromeReader::add_correlation_flows(int64_t offset) {
+std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
   // flows_ is sorted by id first: an op is reached when a flow end with its correlation id
   // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
   std::vector<size_t> unreached;  // positions in correlation_keys_
@@ -1473,16 +1497,18 @@ void ChromeReader::add_correlation_flows(int64_t offset) {
       continue;
     }
     const uint64_t correlation = correlation_keys_[at] >> 1;
-    const LocalSlice& op = slices_[correlation_slices_[at]];
+    const uint32_t op = correlation_slices_[at];
     auto it = std::lower_bound(flows_.begin(), flows_.end(), correlation,
                                [](const FlowPoint& point, uint64_t id) { return point.id < id; });
     bool reached = false;
     for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
-      reached = it->phase != 's' && it->track == op.track && it->ts == op.start;
+      reached = it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op];
     }
     if (!reached) unreached.push_back(at);
   }
+  std::optional<std::vector<CorrelationFlow>> found;
   if (!unreached.empty() && any_launch) {
+    found.emplace();
     std::unordered_map<uint64_t, uint32_t> launch;  // correlation -> the runtime call's slice
     for (size_t at : unreached) launch.emplace(correlation_keys_[at] >> 1, UINT32_MAX);
     for (size_t at = 0; at < correlation_keys_.size(); ++at) {
@@ -1490,23 +1516,35 @@ void ChromeReader::add_correlation_flows(int64_t offset) {
       const auto it = launch.find(correlation_keys_[at] >> 1);
       if (it != launch.end() && it->second == UINT32_MAX) it->second = correlation_slices_[at];
     }
-    const StringId name = intern("correlation");
     for (size_t at : unreached) {
       const uint32_t call = launch[correlation_keys_[at] >> 1];
       if (call == UINT32_MAX) continue;
-      const LocalSlice& from = slices_[call];
-      const LocalSlice& to = slices_[correlation_slices_[at]];
-      builder_.add_flow(name, from.track, from.start + offset, to.track, to.start + offset,
-                        /*bind_to_next=*/false);
+      const uint32_t op = correlation_slices_[at];
+      found->push_back(
+          {slices_.track[call], slices_.start[call], slices_.track[op], slices_.start[op]});
     }
   }
   correlation_keys_ = {};
   correlation_slices_ = {};
+  return found;
 }
 
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
-  builder_.reserve_slices(slices_.size());
+  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
+  // Files that number flows as they go (an "s" then its "f") are already in order.
+  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
+    if (left.id != right.id) return left.id < right.id;
+    if (left.category != right.category) return left.category < right.category;
+    if (left.name != right.name) return left.name < right.name;
+    if (left.ts != right.ts) return left.ts < right.ts;
+    return left.order < right.order;
+  };
+  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
+    std::sort(flows_.begin(), flows_.end(), flow_before);
+  }
+  // Read before the slices' columns move to the builder; added after the file's own flows.
+  const std::optional<std::vector<CorrelationFlow>> correlation = correlation_flows();
   std::string& args_text = builder_.model().args_text;
   const uint64_t args_base = args_text.size();
   if (args_text.empty()) {
@@ -1514,10 +1552,20 @@ void ChromeReader::commit(StatsRegistry& stats) {
   } else {
     args_text += args_;
   }
-  for (const LocalSlice& slice : slices_) {
-    builder_.add_slice(slice.track, slice.start + offset, slice.end + offset, slice.name,
-                       slice.category, args_base + (slice.args >> 24), slice.args & 0xFFFFFF);
+  // The X events' slices: the file's clock shifted in place, then the columns handed over.
+  if (offset != 0) {
+    for (int64_t& start : slices_.start) start += offset;
+    for (int64_t& end : slices_.end) end += offset;
   }
+  if (args_base != 0) {
+    for (uint64_t& args : slices_.args) {
+      if (args != 0) args += args_base << 24;
+    }
+  }
+  builder_.add_slices(std::move(slices_.start), std::move(slices_.end), std::move(slices_.track),
+                      std::move(slices_.name), std::move(slices_.category),
+                      std::move(slices_.args));
+  slices_ = {};
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     std::vector<BeginEnd>& list = track_state_[track].begin_ends;
     if (list.empty()) continue;
@@ -1550,18 +1598,6 @@ void ChromeReader::commit(StatsRegistry& stats) {
   for (const LocalCounter& counter : counters_) {
     builder_.add_counter(counter.track, counter.ts + offset, counter.value);
   }
-  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
-  // Files that number flows as they go (an "s" then its "f") are already in order.
-  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
-    if (left.id != right.id) return left.id < right.id;
-    if (left.category != right.category) return left.category < right.category;
-    if (left.name != right.name) return left.name < right.name;
-    if (left.ts != right.ts) return left.ts < right.ts;
-    return left.order < right.order;
-  };
-  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
-    std::sort(flows_.begin(), flows_.end(), flow_before);
-  }
   const FlowPoint* open_flow = nullptr;
   for (size_t index = 0; index < flows_.size(); ++index) {
     const FlowPoint& point = flows_[index];
@@ -1587,7 +1623,13 @@ void ChromeReader::commit(StatsRegistry& stats) {
     open_flow = point.phase == 't' ? &point : nullptr;
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
-  add_correlation_flows(offset);
+  if (correlation) {
+    const StringId name = intern("correlation");
+    for (const CorrelationFlow& flow : *correlation) {
+      builder_.add_flow(name, flow.from_track, flow.from_ns + offset, flow.to_track,
+                        flow.to_ns + offset, /*bind_to_next=*/false);
+    }
+  }
 
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     if (track_state_[track].gpu) builder_.track_info(track).kind = TrackKind::kGpuStream;
