@@ -2,7 +2,8 @@
 //
 // The text is read in pieces of a few MiB (a file through read(2), never mapped whole), and a
 // splitter finds each value's extent itself: strings and escapes tracked, brackets matched by
-// kind. Each piece is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
+// kind, 64 bytes at a time as bit masks (json_blocks.hpp) where a block holds no escape. Each piece
+// is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
 // '?', raw control characters inside strings ' ', and a tail cut mid-value is dropped, each counted
 // — the repairs happen as the text streams by, so a broken file costs no second pass and no copy.
 // Memory is the window, not the file: peak resident memory is the model plus a few MiB.
@@ -15,12 +16,14 @@
 // field setter, so they agree. Top-level values other than the events (distributedInfo,
 // baseTimeNanoseconds) are read by On-Demand from their own text too.
 //
-// A text of 8 MiB or more is read, split and scanned on a thread of its own while the calling
-// thread applies the events (EventPipeline); the On-Demand fallback and everything that touches the
-// builder stay on the calling thread, so the model is the one-thread import's.
+// A text of 8 MiB or more is read and split on a thread of its own, which scans every other event,
+// while the calling thread scans the rest and applies them all (EventPipeline); the On-Demand
+// fallback and everything that touches the builder stay on the calling thread, so the model is the
+// one-thread import's.
 //
 // Events are gathered into local tables and committed to the builder only when the whole text was
-// read; a text that cannot be read at all throws before anything is committed.
+// read; a text that cannot be read at all throws before anything is committed. The complete
+// events' slices are gathered as the model's columns, which the builder then takes whole.
 #include <fcntl.h>
 #include <simdjson.h>
 #include <sys/stat.h>
@@ -45,6 +48,7 @@
 
 #include "loupe/error.hpp"
 #include "trace/import/import.hpp"
+#include "trace/import/json_blocks.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -135,13 +139,30 @@ bool parse_us_to_ns(std::string_view text, int64_t& out) {
   return true;
 }
 
-struct LocalSlice {
-  TrackId track;
-  int64_t start;
-  int64_t end;
-  StringId name;
-  StringId category;
-  uint64_t args;  // offset into the reader's args text << 24 | size; 0 for none
+// The complete (X) events' slices, column by column as the model holds them, so the builder takes
+// the columns whole (ModelBuilder::add_slices) instead of a copy row by row.
+struct LocalSlices {
+  std::vector<int64_t> start;
+  std::vector<int64_t> end;
+  std::vector<TrackId> track;
+  std::vector<StringId> name;
+  std::vector<StringId> category;
+  std::vector<uint64_t> args;  // offset into the reader's args text << 24 | size; empty unless kept
+  size_t size() const { return start.size(); }
+  void reserve(size_t count) {
+    start.reserve(count);
+    end.reserve(count);
+    track.reserve(count);
+    name.reserve(count);
+    category.reserve(count);
+  }
+};
+// A flow from a runtime call to a GPU op tied by their correlation id, in the file's clock.
+struct CorrelationFlow {
+  TrackId from_track;
+  int64_t from_ns;
+  TrackId to_track;
+  int64_t to_ns;
 };
 struct BeginEnd {
   int64_t ts;
@@ -401,6 +422,10 @@ class EventScanner {
   // At an opening quote; moves past the closing one.
   bool skip_string(bool& escaped) {
     ++pos_;
+    return skip_string_rest(escaped);
+  }
+  // Inside a string, not just after a backslash; moves past its closing quote.
+  bool skip_string_rest(bool& escaped) {
     while (true) {
       skip_plain_words(
           [](uint64_t word) { return bytes_equal(word, '"') | bytes_equal(word, '\\'); });
@@ -417,9 +442,34 @@ class EventScanner {
       ++pos_;
     }
   }
-  // At an opening bracket; moves past its partner.
+  // At an opening bracket; moves past its partner. The splitter has matched brackets by kind, so
+  // counting them is enough. A value long enough (Kineto's args objects) is read 64 bytes at a
+  // time as masks, as the splitter reads it, until a block holds a backslash.
   bool skip_nested() {
     int depth = 0;
+    bool in_string = false;
+    while (end_ - pos_ >= 64) {
+      JsonBlockMasks masks;
+      classify_block_(pos_, masks);
+      if (masks.backslash != 0) break;
+      const uint64_t inside = prefix_xor(masks.quote) ^ (in_string ? ~uint64_t{0} : 0);
+      for (uint64_t brackets = (masks.open | masks.close) & ~inside; brackets != 0;
+           brackets &= brackets - 1) {
+        const int at = __builtin_ctzll(brackets);
+        if (((masks.open >> at) & 1) != 0) {
+          ++depth;
+        } else if (--depth == 0) {
+          pos_ += at + 1;
+          return true;
+        }
+      }
+      in_string = (inside >> 63) != 0;
+      pos_ += 64;
+    }
+    if (in_string) {
+      bool escaped = false;
+      if (!skip_string_rest(escaped)) return false;
+    }
     while (true) {
       // Setting bit 5 folds '[' into '{' and ']' into '}' (and no other byte into either).
       skip_plain_words([](uint64_t word) {
@@ -447,6 +497,7 @@ class EventScanner {
 
   const char* pos_;
   const char* end_;
+  const JsonBlockClassifier classify_block_ = json_block_classifier();
 };
 
 // The same fields through On-Demand, for the events the scanner leaves: escaped strings are
@@ -601,12 +652,15 @@ inline uint64_t bytes_equal(uint64_t word, char byte) {
 inline uint64_t bytes_below_space(uint64_t word) { return (word - kOnes * 0x20) & ~word & kHighs; }
 
 // An event found by the thread that splits the text: its fields when the scanner took it, else
-// only its text, for the On-Demand reader on the thread that applies it.
+// only its text — for the On-Demand reader, or, every other event (`pending`), for the scanner on
+// the thread that applies it: splitting alone costs about what applying does, so the scanning
+// is shared between the two threads.
 struct ScannedEvent {
   EventFields fields;
   std::string_view raw;
   uint64_t offset = 0;
   bool scanned = false;
+  bool pending = false;
 };
 
 // A window and the events found in it; the events point into the window.
@@ -777,6 +831,7 @@ class JsonStream {
   size_t size_ = 0;     // bytes [0, size_) hold text
   bool source_done_ = false;
   std::string brackets_;  // the open brackets of the value being scanned
+  const JsonBlockClassifier classify_block_ = json_block_classifier();
 };
 
 bool JsonStream::more(size_t keep) {
@@ -866,9 +921,56 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
   brackets_.clear();
   bool in_string = false;
   bool escaped = false;
+  // A bracket outside a string: pushed, or popped when it closes the innermost open one.
+  // Returns true when it closed the value.
+  auto bracket = [this](char c, size_t at) {
+    if (c == '{' || c == '[') {
+      brackets_.push_back(c);
+      return false;
+    }
+    const char open = c == '}' ? '{' : '[';
+    if (brackets_.empty() || brackets_.back() != open) {
+      fail(base_ + at,
+           std::string("'") + c + "' closes " +
+               (brackets_.empty() ? std::string("nothing")
+                                  : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
+    }
+    brackets_.pop_back();
+    return brackets_.empty();
+  };
+  // Blocks of 64 bytes are read as masks (json_blocks.hpp) while they hold no backslash and no
+  // control character inside a string: then quotes simply alternate, and only the brackets
+  // outside strings need a look. The byte loop below takes every other block, up to its end.
+  const bool bracketed = first != '"';
+  size_t bytes_until = 0;  // the byte loop's, from the block the masks declined
   while (true) {
-    if (pos_ == checked_ && !refill()) return false;
+    if (pos_ == checked_) {
+      if (!refill()) return false;
+      bytes_until = 0;
+    }
     char* const data = storage_->data();
+    if (bracketed && !escaped && pos_ >= bytes_until) {
+      while (checked_ - pos_ >= 64) {
+        JsonBlockMasks masks;
+        classify_block_(data + pos_, masks);
+        const uint64_t inside = prefix_xor(masks.quote) ^ (in_string ? ~uint64_t{0} : 0);
+        if (masks.backslash != 0 || (masks.control & inside) != 0) {
+          bytes_until = pos_ + 64;
+          break;
+        }
+        for (uint64_t brackets = (masks.open | masks.close) & ~inside; brackets != 0;
+             brackets &= brackets - 1) {
+          const size_t at = pos_ + static_cast<size_t>(__builtin_ctzll(brackets));
+          if (bracket(data[at], at)) {
+            pos_ = at + 1;
+            return done();
+          }
+        }
+        in_string = (inside >> 63) != 0;
+        pos_ += 64;
+      }
+      if (pos_ == checked_) continue;
+    }
     if (in_string) {
       if (escaped) {
         escaped = false;
@@ -918,18 +1020,8 @@ bool JsonStream::value(std::string_view& text, uint64_t& offset) {
     ++pos_;
     if (c == '"') {
       in_string = true;
-    } else if (c == '{' || c == '[') {
-      brackets_.push_back(c);
-    } else if (c == '}' || c == ']') {
-      const char open = c == '}' ? '{' : '[';
-      if (brackets_.empty() || brackets_.back() != open) {
-        fail(base_ + pos_ - 1,
-             std::string("'") + c + "' closes " +
-                 (brackets_.empty() ? std::string("nothing")
-                                    : "a '" + brackets_.substr(brackets_.size() - 1) + "'"));
-      }
-      brackets_.pop_back();
-      if (brackets_.empty()) return done();
+    } else if ((c == '{' || c == '[' || c == '}' || c == ']') && bracket(c, pos_ - 1)) {
+      return done();
     }
   }
 }
@@ -946,13 +1038,15 @@ class ChromeReader {
   void pipe_to(EventPipeline* pipeline) { pipeline_ = pipeline; }
   // An error only when the On-Demand reader finds the event's text broken.
   simdjson::error_code apply_scanned(const ScannedEvent& event, StatsRegistry& stats) {
+    if (event.pending) return read_event(event.raw, stats);
     if (!event.scanned) return read_event_fallback(event.raw, stats);
     apply_event(event.fields, stats);
     return simdjson::SUCCESS;
   }
   void commit(StatsRegistry& stats);
-  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches.
-  void add_correlation_flows(int64_t offset);
+  // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches;
+  // nothing when no op is unreached or the file has no launch. REQUIRES: flows_ sorted.
+  std::optional<std::vector<CorrelationFlow>> correlation_flows();
   bool kineto() const { return kineto_; }
   // The document is an object with no "traceEvents" key: some JSON, but not a trace.
   bool object_without_events() const { return top_object_ && !saw_trace_events_; }
@@ -1015,7 +1109,7 @@ class ChromeReader {
   };
   std::array<RecentString, 1024> recent_strings_{};
   size_t recent_next_ = 0;
-  std::vector<LocalSlice> slices_;
+  LocalSlices slices_;
   std::vector<TrackState> track_state_;  // by TrackId
   std::vector<int8_t> category_class_;   // by StringId: -1 unknown, else kCategory* bits
   // Runtime calls and GPU ops with a correlation id, in file order: correlation << 1 | is GPU,
@@ -1173,7 +1267,12 @@ void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) 
             correlation_slices_.push_back(static_cast<uint32_t>(slices_.size()));
           }
         }
-        slices_.push_back({slice_track, ts, ts + dur, name_id, category_id, packed});
+        slices_.start.push_back(ts);
+        slices_.end.push_back(ts + dur);
+        slices_.track.push_back(slice_track);
+        slices_.name.push_back(name_id);
+        slices_.category.push_back(category_id);
+        if (keep_args_) slices_.args.push_back(packed);
       }
       note_ts(ts + dur);
       return;
@@ -1272,8 +1371,12 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
       ScannedEvent& event = events.emplace_back();
       event.raw = text;
       event.offset = at;
-      EventScanner scanner(text.data(), text.data() + text.size());
-      event.scanned = scanner.scan(event.fields);
+      if ((objects_ & 1) == 0) {
+        event.pending = true;
+      } else {
+        EventScanner scanner(text.data(), text.data() + text.size());
+        event.scanned = scanner.scan(event.fields);
+      }
     } else if (text.front() == '{') {
       ++objects_;
       if (const simdjson::error_code error = read_event(text, stats)) {
@@ -1392,7 +1495,7 @@ void ChromeReader::read(JsonStream& stream, uint64_t size_hint, StatsRegistry& s
   }
 }
 
-void ChromeReader::add_correlation_flows(int64_t offset) {
+std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
   // flows_ is sorted by id first: an op is reached when a flow end with its correlation id
   // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
   std::vector<size_t> unreached;  // positions in correlation_keys_
@@ -1403,16 +1506,18 @@ void ChromeReader::add_correlation_flows(int64_t offset) {
       continue;
     }
     const uint64_t correlation = correlation_keys_[at] >> 1;
-    const LocalSlice& op = slices_[correlation_slices_[at]];
+    const uint32_t op = correlation_slices_[at];
     auto it = std::lower_bound(flows_.begin(), flows_.end(), correlation,
                                [](const FlowPoint& point, uint64_t id) { return point.id < id; });
     bool reached = false;
     for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
-      reached = it->phase != 's' && it->track == op.track && it->ts == op.start;
+      reached = it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op];
     }
     if (!reached) unreached.push_back(at);
   }
+  std::optional<std::vector<CorrelationFlow>> found;
   if (!unreached.empty() && any_launch) {
+    found.emplace();
     std::unordered_map<uint64_t, uint32_t> launch;  // correlation -> the runtime call's slice
     for (size_t at : unreached) launch.emplace(correlation_keys_[at] >> 1, UINT32_MAX);
     for (size_t at = 0; at < correlation_keys_.size(); ++at) {
@@ -1420,23 +1525,35 @@ void ChromeReader::add_correlation_flows(int64_t offset) {
       const auto it = launch.find(correlation_keys_[at] >> 1);
       if (it != launch.end() && it->second == UINT32_MAX) it->second = correlation_slices_[at];
     }
-    const StringId name = intern("correlation");
     for (size_t at : unreached) {
       const uint32_t call = launch[correlation_keys_[at] >> 1];
       if (call == UINT32_MAX) continue;
-      const LocalSlice& from = slices_[call];
-      const LocalSlice& to = slices_[correlation_slices_[at]];
-      builder_.add_flow(name, from.track, from.start + offset, to.track, to.start + offset,
-                        /*bind_to_next=*/false);
+      const uint32_t op = correlation_slices_[at];
+      found->push_back(
+          {slices_.track[call], slices_.start[call], slices_.track[op], slices_.start[op]});
     }
   }
   correlation_keys_ = {};
   correlation_slices_ = {};
+  return found;
 }
 
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
-  builder_.reserve_slices(slices_.size());
+  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
+  // Files that number flows as they go (an "s" then its "f") are already in order.
+  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
+    if (left.id != right.id) return left.id < right.id;
+    if (left.category != right.category) return left.category < right.category;
+    if (left.name != right.name) return left.name < right.name;
+    if (left.ts != right.ts) return left.ts < right.ts;
+    return left.order < right.order;
+  };
+  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
+    std::sort(flows_.begin(), flows_.end(), flow_before);
+  }
+  // Read before the slices' columns move to the builder; added after the file's own flows.
+  const std::optional<std::vector<CorrelationFlow>> correlation = correlation_flows();
   std::string& args_text = builder_.model().args_text;
   const uint64_t args_base = args_text.size();
   if (args_text.empty()) {
@@ -1444,10 +1561,20 @@ void ChromeReader::commit(StatsRegistry& stats) {
   } else {
     args_text += args_;
   }
-  for (const LocalSlice& slice : slices_) {
-    builder_.add_slice(slice.track, slice.start + offset, slice.end + offset, slice.name,
-                       slice.category, args_base + (slice.args >> 24), slice.args & 0xFFFFFF);
+  // The X events' slices: the file's clock shifted in place, then the columns handed over.
+  if (offset != 0) {
+    for (int64_t& start : slices_.start) start += offset;
+    for (int64_t& end : slices_.end) end += offset;
   }
+  if (args_base != 0) {
+    for (uint64_t& args : slices_.args) {
+      if (args != 0) args += args_base << 24;
+    }
+  }
+  builder_.add_slices(std::move(slices_.start), std::move(slices_.end), std::move(slices_.track),
+                      std::move(slices_.name), std::move(slices_.category),
+                      std::move(slices_.args));
+  slices_ = {};
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     std::vector<BeginEnd>& list = track_state_[track].begin_ends;
     if (list.empty()) continue;
@@ -1480,18 +1607,6 @@ void ChromeReader::commit(StatsRegistry& stats) {
   for (const LocalCounter& counter : counters_) {
     builder_.add_counter(counter.track, counter.ts + offset, counter.value);
   }
-  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
-  // Files that number flows as they go (an "s" then its "f") are already in order.
-  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
-    if (left.id != right.id) return left.id < right.id;
-    if (left.category != right.category) return left.category < right.category;
-    if (left.name != right.name) return left.name < right.name;
-    if (left.ts != right.ts) return left.ts < right.ts;
-    return left.order < right.order;
-  };
-  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
-    std::sort(flows_.begin(), flows_.end(), flow_before);
-  }
   const FlowPoint* open_flow = nullptr;
   for (size_t index = 0; index < flows_.size(); ++index) {
     const FlowPoint& point = flows_[index];
@@ -1517,7 +1632,13 @@ void ChromeReader::commit(StatsRegistry& stats) {
     open_flow = point.phase == 't' ? &point : nullptr;
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
-  add_correlation_flows(offset);
+  if (correlation) {
+    const StringId name = intern("correlation");
+    for (const CorrelationFlow& flow : *correlation) {
+      builder_.add_flow(name, flow.from_track, flow.from_ns + offset, flow.to_track,
+                        flow.to_ns + offset, /*bind_to_next=*/false);
+    }
+  }
 
   for (TrackId track = 0; track < track_state_.size(); ++track) {
     if (track_state_[track].gpu) builder_.track_info(track).kind = TrackKind::kGpuStream;

@@ -278,6 +278,39 @@ SliceId ModelBuilder::add_slice(TrackId track, int64_t start_ns, int64_t end_ns,
   return row;
 }
 
+void ModelBuilder::add_slices(std::vector<int64_t>&& start_ns, std::vector<int64_t>&& end_ns,
+                              std::vector<TrackId>&& track, std::vector<StringId>&& name,
+                              std::vector<StringId>&& category, std::vector<uint64_t>&& args) {
+  SliceTable& slices = model_.slices;
+  const size_t base = slices.size();
+  const size_t count = start_ns.size();
+  auto append = [base](auto& column, auto&& part) {
+    if (base == 0) {
+      column = std::move(part);
+    } else {
+      column.insert(column.end(), part.begin(), part.end());
+    }
+  };
+  append(slices.start_ns, std::move(start_ns));
+  append(slices.end_ns, std::move(end_ns));
+  append(slices.track, std::move(track));
+  append(slices.name, std::move(name));
+  append(slices.category, std::move(category));
+  // As add_slice: the column starts with the first row that has args, zeros before it.
+  const bool any_args = std::any_of(args.begin(), args.end(),
+                                    [](uint64_t packed) { return (packed & 0xFFFFFF) != 0; });
+  if (any_args) {
+    if (slices.args.empty() && base == 0) {
+      slices.args = std::move(args);
+    } else {
+      slices.args.resize(base, 0);
+      slices.args.insert(slices.args.end(), args.begin(), args.end());
+    }
+  } else if (!slices.args.empty()) {
+    slices.args.resize(base + count, 0);
+  }
+}
+
 void ModelBuilder::add_instant(TrackId track, int64_t ts_ns, StringId name) {
   model_.instants.ts_ns.push_back(ts_ns);
   model_.instants.track.push_back(track);

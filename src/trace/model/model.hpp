@@ -181,6 +181,12 @@ class ModelBuilder {
   // Returns the slice's row until finish() reorders rows.
   SliceId add_slice(TrackId track, int64_t start_ns, int64_t end_ns, StringId name,
                     StringId category, uint64_t args_offset = 0, uint32_t args_size = 0);
+  // Appends the rows add_slice would add one by one, column by column; into an empty table the
+  // columns are moved, not copied (an importer's bulk path). `args` as SliceTable::args, or
+  // empty when no row has args. REQUIRES: the columns have one length (args: it or none).
+  void add_slices(std::vector<int64_t>&& start_ns, std::vector<int64_t>&& end_ns,
+                  std::vector<TrackId>&& track, std::vector<StringId>&& name,
+                  std::vector<StringId>&& category, std::vector<uint64_t>&& args);
   void set_slice_end(SliceId row, int64_t end_ns) { model_.slices.end_ns[row] = end_ns; }
   void reserve_slices(size_t count);
   void add_instant(TrackId track, int64_t ts_ns, StringId name);

@@ -146,6 +146,45 @@ TEST(ChromeJsonImport, ControlCharactersAreReplacedAndCounted) {
   EXPECT_EQ(model.stats.count(Stat::trace_json_control_character), 1);
 }
 
+// The splitter reads 64-byte blocks as masks and leaves blocks with a backslash or a control
+// character inside a string to its byte loop: each lands at every offset of a block here, next to
+// brackets inside strings, and every event still reads the same.
+TEST(ChromeJsonImport, EscapesControlCharactersAndQuotedBracketsAtEveryBlockOffset) {
+  std::string text = "[";
+  std::vector<std::string> expected;
+  for (int pad = 0; pad < 140; ++pad) {
+    const std::string filler(static_cast<size_t>(pad), 'a');
+    if (pad > 0) text += ",\n";
+    text += R"({"ph":"X","name":")" + filler + R"(q\"\\z)";
+    text += '\x01';
+    text += R"(}]","pid":1,"tid":1,"ts":)" + std::to_string(pad) +
+            R"(,"dur":1,"args":{"k":[1,{"s":"]}[{"}],"e":"\"{"}})";
+    expected.push_back(filler + "q\"\\z }]");
+  }
+  text += "]";
+  const Model model = load_text(text);
+  EXPECT_EQ(names(model), expected);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_control_character), 140);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
+}
+
+// A bracket closing the wrong kind is found wherever it falls in a block, at its exact offset.
+TEST(ChromeJsonImport, AMismatchedBracketIsReportedAtItsOffsetAtEveryBlockOffset) {
+  for (int pad = 0; pad < 70; ++pad) {
+    const std::string text = R"([{"ph":"X","name":")" + std::string(static_cast<size_t>(pad), 'a') +
+                             R"(","pid":1,"tid":1,"ts":0,"dur":1,"args":{"a":[1}}])";
+    const size_t offset = text.find("[1}") + 2;
+    try {
+      load_text(text);
+      FAIL() << "expected an error at pad " << pad;
+    } catch (const Error& error) {
+      EXPECT_NE(error.message().find("offset " + std::to_string(offset) + ": '}' closes a '['"),
+                std::string::npos)
+          << error.message();
+    }
+  }
+}
+
 TEST(ChromeJsonImport, TruncatedTailKeepsCompleteEvents) {
   const Model model = load_text(R"({"traceEvents":[
       {"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1},

@@ -120,6 +120,26 @@ TEST(ChromeJsonScanner, AgreesWithOnDemandOnNestedArgsAndUnknownKeys) {
        R"(1})"});
 }
 
+// The scanner skips a long args object 64 bytes at a time as masks until a block holds a
+// backslash: quoted brackets, an escaped quote and the object's end land at every offset of a
+// block, and the fields after the object are still read.
+TEST(ChromeJsonScanner, AgreesWithOnDemandOnLongArgsAtEveryBlockOffset) {
+  std::vector<std::string> events;
+  for (int pad = 0; pad < 130; ++pad) {
+    const std::string filler(static_cast<size_t>(pad), 'a');
+    events.push_back(R"({"ph":"X","cat":"user","args":{"a":")" + filler +
+                     R"(]}{[","b":[{"c":"}"},[1,2]],"d":{"e":"x\"}]"}},"name":"n)" +
+                     std::to_string(pad) + R"(","pid":1,"tid":2,"ts":)" + std::to_string(pad) +
+                     R"(,"dur":1})");
+  }
+  expect_readers_agree(events);
+  const Model model = load_events(events);
+  ASSERT_EQ(model.slices.size(), 130u);
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    EXPECT_EQ(model.slice_name(id), "n" + std::to_string(model.slices.start_ns[id] / 1000));
+  }
+}
+
 TEST(ChromeJsonScanner, AgreesWithOnDemandOnIllTypedAndRepeatedFields) {
   expect_readers_agree(
       {R"({"ph":"X","cat":"user","name":5,"pid":1,"tid":2,"ts":1,"dur":1})",

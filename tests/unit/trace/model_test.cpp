@@ -38,6 +38,50 @@ TEST(Model, FinishNestsSlicesPerTrackAndComputesTheRange) {
   EXPECT_EQ(index.next_starting_at_or_after(track, 21), kNoSlice);
 }
 
+// The bulk path (whole columns, moved into an empty table) holds what add_slice holds row by row,
+// args column included, before and after rows added one by one.
+TEST(Model, AddSlicesHoldsWhatAddSliceHoldsRowByRow) {
+  auto build = [](bool bulk) {
+    Model model;
+    ModelBuilder builder(model);
+    const TrackId track = builder.track(0, TrackKind::kThread, "1", "1");
+    const StringId name = builder.intern("a");
+    model.args_text = "{\"k\":1}{\"k\":2}";
+    const std::vector<int64_t> start = {0, 10, 2};
+    const std::vector<int64_t> end = {20, 12, 5};
+    const std::vector<uint64_t> args = {0, uint64_t{0} << 24 | 7, uint64_t{7} << 24 | 7};
+    for (int round = 0; round < 2; ++round) {
+      if (bulk) {
+        builder.add_slices(std::vector<int64_t>(start), std::vector<int64_t>(end),
+                           std::vector<TrackId>(3, track), std::vector<StringId>(3, name),
+                           std::vector<StringId>(3, 0),
+                           round == 0 ? std::vector<uint64_t>(args) : std::vector<uint64_t>());
+      } else {
+        for (size_t row = 0; row < 3; ++row) {
+          const uint64_t packed = round == 0 ? args[row] : 0;
+          builder.add_slice(track, start[row], end[row], name, 0, packed >> 24, packed & 0xFFFFFF);
+        }
+      }
+      builder.add_slice(track, 30, 31, name, 0);
+    }
+    builder.finish();
+    std::vector<std::string> rows;
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      rows.push_back(std::to_string(model.slices.start_ns[id]) + "-" +
+                     std::to_string(model.slices.end_ns[id]) + " d" +
+                     std::to_string(model.slices.depth[id]) + " " +
+                     std::string(model.slice_args(id)));
+    }
+    return rows;
+  };
+  const std::vector<std::string> bulk = build(true);
+  EXPECT_EQ(bulk, build(false));
+  // Equal slices nest, the earlier row outside.
+  EXPECT_EQ(bulk, (std::vector<std::string>{"0-20 d0 ", "0-20 d1 ", "2-5 d2 {\"k\":2}", "2-5 d3 ",
+                                            "10-12 d2 {\"k\":1}", "10-12 d3 ", "30-31 d0 ",
+                                            "30-31 d1 "}));
+}
+
 TEST(Model, PartialOverlapMovesWholeToAnOverlapLane) {
   Model model;
   ModelBuilder builder(model);
