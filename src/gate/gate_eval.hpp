@@ -146,6 +146,18 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
                          const std::vector<PointResult>* baseline = nullptr,
                          int64_t pending_comparisons = 0);
 
+// A scenario gate against a baseline build (`scenario.E.METRIC / baseline CMP x`, CMP one of
+// < <= > >=) before the entry's last repeat: the ratios of the repeats both builds ran back to
+// back so far, per parameter point, at the looks of bench::sequential_looks(total_repeats)
+// (asked at other numbers of pairs it answers nothing, so each look is taken once). FAIL when a
+// point's ratios lie beyond the bound beyond doubt (bench::sequential_look: alpha 0.01 spent over
+// the looks); nullopt otherwise, and the gate is decided at the last repeat by evaluate_gate as
+// before. No PASS is decided early: the within-build gates still need every repeat.
+std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
+                                                    std::span<const PointResult> results,
+                                                    const std::vector<PointResult>& baseline,
+                                                    int64_t total_repeats);
+
 // Two builds measured in rounds (round r of each ran back to back, alternating which went
 // first): bench::compare_paired of the candidate's per-round values over the baseline's, with a
 // fixed bootstrap seed. One slow process, or load that lasts a round, falls on one round's ratio
