@@ -941,21 +941,24 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           if (round == 0) first_pair_s = last_pair_s;
         }
         if (round + 1 < min_rounds) continue;
-        // Decided when every variant is SAME, or SLOWER or FASTER with a p-value that survives
-        // the gate's false-discovery control whatever its other comparisons turn out to be
-        // (p <= alpha / m, m being every comparison of the entry: Benjamini-Hochberg adjusts
-        // the smallest p-value by at most m).
-        const double alpha = 0.05 / static_cast<double>(std::max<int64_t>(1, comparisons));
+        // Decided when every variant is SAME, or, at a look (is_round_look), SLOWER or FASTER
+        // with a p-value that survives the gate's false-discovery control whatever its other
+        // comparisons turn out to be (p <= alpha / m, m being every comparison of the entry:
+        // Benjamini-Hochberg adjusts the smallest p-value by at most m), alpha being the look's
+        // share (round_look_alpha: 0.05 spent over the looks). A change is never decided off a
+        // look: each round looked at would spend more of it.
+        const double alpha =
+            round_look_alpha() / static_cast<double>(std::max<int64_t>(1, comparisons));
+        const bool look = is_round_look(round + 1);
         bool decided = true;
         for (const auto& [name, medians] : my_medians) {
           const auto found = their_medians.find(name);
           if (found == their_medians.end() || found->second.size() != medians.size()) continue;
           const bench::Comparison comparison =
               compare_builds(found->second, medians, threshold, 0.95);
-          decided =
-              decided &&
-              (comparison.verdict == bench::AbVerdict::kSame ||
-               (comparison.verdict != bench::AbVerdict::kAmbiguous && comparison.p_value <= alpha));
+          decided = decided && (comparison.verdict == bench::AbVerdict::kSame ||
+                                (look && comparison.verdict != bench::AbVerdict::kAmbiguous &&
+                                 comparison.p_value <= alpha));
         }
         if (decided) break;
       }

@@ -4,6 +4,15 @@
 // the first failing layer unless asked to run all. Where the points run is the executor's business
 // (gate/executor.hpp: layer_begin / the runner / layer_end).
 //
+// The timing stage: against a baseline build run in rounds (BaselineSource::min_rounds > 0, no
+// --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
+// decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then each
+// bench point in its rounds, with the scenarios' repeats up to their next look (5, 8, 12, ...)
+// between two bench points, and the remaining repeats last. A scenario gate against the baseline
+// fails at a look when its pairs so far decide it (gate_eval.hpp, decide_before_last_repeat). A
+// failing bench layer ends the scenario points still to come unless all (their undecided gates
+// not-run); each layer keeps its own LayerOutcome, and the executor hears of each layer's points.
+//
 // The cause before the symptom (gate/causes.hpp): when a gate fails while its layer still runs,
 // the points of the layer's entries that cover a strict subset of its components run next (in
 // the objective's order), and its announcement waits until every such gate within the build is

@@ -902,7 +902,15 @@ void evaluate_bench_versus_baseline(const BenchVerdict& verdict, const GateSpec&
     placeholder.p_value = 1.0;
     comparisons.push_back(placeholder);
   }
-  if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
+  // Two builds in rounds: a change needs the look's alpha (round_look_alpha), even alone.
+  const bool all_paired =
+      !items.empty() && std::all_of(items.begin(), items.end(),
+                                    [](const Item& item) { return item.comparison.pairs > 0; });
+  if (all_paired) {
+    bench::control_false_discovery(comparisons, round_look_alpha());
+  } else if (comparisons.size() > 1) {
+    bench::control_false_discovery(comparisons);
+  }
   comparisons.resize(items.size());
   GateVerdict outcome = GateVerdict::kPass;
   bool have = false;
@@ -1075,6 +1083,10 @@ bench::Comparison compare_builds(std::span<const double> baseline,
   options.seed = seed;  // fixed: the same values give the same interval
   return bench::compare_paired(baseline, candidate, options);
 }
+
+bool is_round_look(int64_t rounds) { return rounds == 5 || rounds == 8 || rounds == 12; }
+
+double round_look_alpha() { return 0.05 / static_cast<double>(kRoundLooks); }
 
 double cross_build_threshold(const ProbeEntry* entry) {
   return 2 * (entry != nullptr && entry->threshold ? *entry->threshold : 0.02);

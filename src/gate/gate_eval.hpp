@@ -166,6 +166,19 @@ bench::Comparison compare_builds(std::span<const double> baseline,
                                  std::span<const double> candidate, double threshold,
                                  double confidence, uint64_t seed = 0x6c6f757065);
 
+// The looks at a bench point's rounds against a baseline build: after rounds 5, 8 and 12, and
+// the last round run (16 at most, or fewer when the rounds' cost ends them): kRoundLooks in all.
+// A change (SLOWER, FASTER) between the builds is decided at a look only with a paired p-value
+// (bench::trimmed_t_p, after Benjamini-Hochberg across the gate's comparisons) of at most
+// round_look_alpha() = 0.05 / kRoundLooks, so that the looks together spend at most 0.05
+// (Bonferroni); a point stops early at a look so decided, or at any round from the fifth once
+// every variant is SAME. Each round looked at with the whole 0.05 — the rule before — let noise
+// under load fail cp_prefill_not_slower_than_baseline on a build whose CP prefill had not
+// changed (1.17 [1.04, 1.48] over 11 rounds whose ratios spread 0.77-1.61; p 0.049 at the 11th).
+inline constexpr int64_t kRoundLooks = 4;
+bool is_round_look(int64_t rounds);
+double round_look_alpha();
+
 // The A/B threshold of a bench against a baseline build: twice the entry's (default 0.02). Two
 // binaries of the same code differ by a few percent in layout alone (5 % measured at decode
 // batch 128 between kda and kda_faulty with no fault on), which a within-build A/B never sees.

@@ -18,6 +18,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "gate/cascade.hpp"
@@ -725,6 +726,104 @@ TEST(TimingStageTest, AFailingBenchEndsTheScenarioRepeatsStillToComeWithCascadeS
   EXPECT_EQ(run.result.layers[1].status, LayerStatus::kFailed);
   EXPECT_EQ(run.result.layers[2].status, LayerStatus::kNotReached);
   EXPECT_EQ(run.result.layers[2].points, 6u);
+}
+
+// The bench rounds' early decisions, measured: a point stops from its fifth round on as soon as
+// every variant is SAME, or SLOWER/FASTER with a paired p-value <= 0.05 / m; "not SLOWER than
+// baseline" fails on SLOWER. Each round is a look. Per-round medians of two builds on a loaded
+// 2-core machine: a load level both runs of a round share (jumping, in 15 % of the rounds, to
+// anywhere in 1.0-1.6x, where it stays), each run's own lognormal spread `sigma` (3 %; 15 % is
+// what cp_prefill's rounds showed at load 5: ratios 0.77-1.61), and 10 % of runs preempted by up
+// to half again. Returns the trials (of `trials`) whose gate failed and the rounds they ran.
+struct RoundsOutcome {
+  int failed = 0;
+  int64_t rounds = 0;
+};
+
+RoundsOutcome bench_rounds_trials(double threshold, double factor, double sigma, int trials) {
+  const std::string text = R"(name = "aa"
+cascade = "all"
+[subject]
+command = ["subject", "probe"]
+
+[[bench]]
+name = "body"
+probe = "body"
+threshold = )" + std::to_string(threshold) +
+                           R"(
+
+[[gate]]
+name = "body_not_slower_than_baseline"
+expr = "body not SLOWER than baseline"
+)";
+  const Objective objective = parse_objective(text, "dir/aa.toml");
+  const Plan plan = make_plan(objective, Configuration{});
+  std::mt19937_64 generator(20261207);
+  std::normal_distribution<double> noise(0.0, sigma);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  RoundsOutcome out;
+  for (int trial = 0; trial < trials; ++trial) {
+    std::vector<double> base_values, candidate_values;
+    double level = 1.0;
+    for (int round = 0; round < 16; ++round) {
+      if (uniform(generator) < 0.15) level = 1.0 + 0.6 * uniform(generator);
+      for (std::vector<double>* side : {&base_values, &candidate_values}) {
+        double value = level * std::exp(noise(generator));
+        if (uniform(generator) < 0.1) value *= 1.0 + 0.5 * uniform(generator);
+        side->push_back(value * (side == &candidate_values ? factor : 1.0));
+      }
+    }
+    size_t base_runs = 0, candidate_runs = 0;
+    auto point = [](const PlanTask& task, int64_t repeat, double value) {
+      PointResult result = plain_point(task, repeat);
+      result.samples = {{"body", {value}}};
+      result.sample_rounds = {{"body", {0}}};
+      return result;
+    };
+    CascadeOptions options;
+    options.only = Layer::kBench;
+    BaselineSource baseline;
+    baseline.interleave = true;
+    baseline.min_rounds = 5;
+    baseline.max_rounds = 16;
+    baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                       std::optional<uint64_t>) -> std::optional<PointResult> {
+      return point(task, repeat, base_values.at(base_runs++));
+    };
+    options.baseline = baseline;
+    const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+      return point(task, repeat, candidate_values.at(candidate_runs++));
+    };
+    const CascadeResult result = run_cascade(objective, plan, options, candidate);
+    out.failed += result.gates[0].verdict == GateVerdict::kFail;
+    out.rounds += static_cast<int64_t>(candidate_runs);
+  }
+  return out;
+}
+
+TEST(BaselineRoundsTest, AaFalseDecisionRateOverTheRoundsLooksIsMeasured) {
+  // The same build on both sides, 150 points each, at kda's two cross-build thresholds (twice the
+  // entry's: 0.1 for chunk_prefill and decode, 0.05 for cp_prefill). SLOWER also needs the
+  // median ratio past 1 + threshold, which a shared load level cannot fake; at the 15 % spread
+  // and 0.05 the looks' spent alpha is what holds it.
+  const RoundsOutcome wide = bench_rounds_trials(0.05, 1.0, 0.03, 150);
+  const RoundsOutcome narrow = bench_rounds_trials(0.025, 1.0, 0.03, 150);
+  const RoundsOutcome wild = bench_rounds_trials(0.025, 1.0, 0.15, 150);
+  // Measured (seeded): no false FAIL at the 3 % spread; 3 of 150 (2 %) at the 15 % spread and
+  // 0.05, which the Bonferroni bound (0.05 over the looks) covers but does not make rare.
+  EXPECT_EQ(wide.failed, 0);
+  EXPECT_EQ(narrow.failed, 0);
+  EXPECT_EQ(wild.failed, 3);
+  // Rounds run (of 16 at most per point): 7.1 and 11.1 a point on average at the 3 % spread (SAME
+  // stops them), 15.8 at the 15 % spread (undecided to the end, then inconclusive).
+  EXPECT_EQ(wide.rounds, 1062);
+  EXPECT_EQ(narrow.rounds, 1665);
+  EXPECT_EQ(wild.rounds, 2368);
+  // What the looks keep: a body 20 % slower fails at the wide threshold in every trial, after 7.2
+  // rounds on average.
+  const RoundsOutcome slower = bench_rounds_trials(0.05, 1.2, 0.03, 150);
+  EXPECT_EQ(slower.failed, 150);
+  EXPECT_EQ(slower.rounds, 1083);
 }
 
 TEST(MoveObservationPathsTest, FindingsAndTheObservationFileNameTheNewFolder) {
