@@ -87,9 +87,9 @@ struct BaselineSource {
   // (at least 0.1 s); round r >= 1 is asked as ProbeEntry::round = r of a side whose round 0 said
   // its runtime takes --round. From round min_rounds on, the rounds stop once every variant's
   // verdict against the baseline (compare_builds on the per-round medians, cross_build_threshold)
-  // is SAME, or SLOWER or FASTER with a paired p-value (bench::trimmed_t_p) <= 0.05 / m (m: the
-  // entry's comparisons, points times variants, so that the gate's false-discovery control
-  // cannot undo it), at
+  // is SAME, or, at a look (gate_eval.hpp, is_round_look: rounds 5, 8, 12), SLOWER or FASTER with
+  // a paired p-value (bench::trimmed_t_p) <= round_look_alpha() / m (m: the entry's comparisons,
+  // points times variants, so that the gate's false-discovery control cannot undo it), at
   // max_rounds, or when one more round would take the point's wall time past 8 times its
   // round 0's.
   // Each side's rounds become one point (merge: every round's samples; the per-round medians in
