@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "bench/report.hpp"
+#include "bench/sequential.hpp"
 #include "bench/stopping.hpp"
 #include "core/home.hpp"
 #include "core/json.hpp"
@@ -415,6 +416,43 @@ PointResult merge_rounds(std::vector<PointResult> rounds) {
 
 namespace {
 
+// The bench and scenario points of a stage against a baseline build, ordered by cost to a
+// decision rather than layer by layer: a scenario repeat is one short subject run of each build,
+// and the first few repeats already decide a gate whose metric moved far beyond its bound
+// (bench/sequential.hpp), while a bench point costs rounds of both builds, its round 0 paying the
+// runtime's fixed costs (warm-up, replays, roofline). So the scenarios' repeats up to their first
+// look run first, then the bench points one by one (each in its rounds, to its own decision,
+// cheapest first as the objective lists them), and between two bench points the scenarios'
+// repeats up to their next look; the repeats past the last look the bench points reach run last.
+// `order`: the stage's points, repeat-major within each layer.
+std::vector<PointRef> timing_order(std::vector<PointRef> order) {
+  std::vector<PointRef> benches, scenarios;
+  int64_t most_repeats = 0;
+  for (const PointRef& ref : order) {
+    if (ref.task->layer == Layer::kScenario) {
+      scenarios.push_back(ref);
+      most_repeats = std::max(most_repeats, ref.repeat + 1);
+    } else {
+      benches.push_back(ref);
+    }
+  }
+  if (benches.empty() || scenarios.empty()) return order;
+  const std::vector<int64_t> looks = bench::sequential_looks(most_repeats);
+  std::vector<PointRef> out;
+  size_t next_scenario = 0;
+  auto scenarios_before = [&](int64_t repeat) {
+    while (next_scenario < scenarios.size() && scenarios[next_scenario].repeat < repeat) {
+      out.push_back(scenarios[next_scenario++]);
+    }
+  };
+  for (size_t index = 0; index < benches.size(); ++index) {
+    if (index < looks.size()) scenarios_before(looks[index]);
+    out.push_back(benches[index]);
+  }
+  scenarios_before(most_repeats);
+  return out;
+}
+
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject,
                             const std::vector<std::string>& launch = {}) {
@@ -609,30 +647,55 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   };
   std::string stop_reason;  // set once the cascade stops
   size_t done = 0;
-  for (Layer layer : kLayers) {
-    LayerOutcome outcome{layer, LayerStatus::kEmpty, 0};
+  // The stages: layers whose points run together. Against a baseline build run back to back
+  // (the local executor: rounds of both builds), the bench and scenario layers are one stage once
+  // the checks passed, their points interleaved by cost to a decision (timing_order); otherwise
+  // each layer is its own stage, cheapest first.
+  const bool timing_together = baseline != nullptr && baseline->run && baseline->interleave &&
+                               baseline->min_rounds > 0 && !options.only;
+  std::vector<std::vector<Layer>> stages;
+  if (timing_together) {
+    stages = {{Layer::kCheck}, {Layer::kBench, Layer::kScenario}};
+  } else {
+    for (Layer layer : kLayers) stages.push_back({layer});
+  }
+  // Entries are named per layer: a bench and a scenario may share a name.
+  auto key = [](Layer layer, const std::string& entry) {
+    return std::string(layer_name(layer)) + ":" + entry;
+  };
+  for (const std::vector<Layer>& stage : stages) {
+    const Layer layer = stage.front();  // the stage's first (with --only: its only) layer
+    auto in_stage = [&stage](Layer other) {
+      return std::find(stage.begin(), stage.end(), other) != stage.end();
+    };
+    std::map<Layer, LayerOutcome> outcomes;
+    for (Layer member : stage) outcomes[member] = LayerOutcome{member, LayerStatus::kEmpty, 0};
     std::vector<size_t> layer_gates;
     for (size_t index = 0; index < objective.gates.size(); ++index) {
-      if (gate_layer(objective.gates[index].expression) == layer) layer_gates.push_back(index);
+      if (in_stage(gate_layer(objective.gates[index].expression))) layer_gates.push_back(index);
     }
-    auto mark_not_run = [&](const std::string& reason) {
+    // Every undecided gate of the stage (or of one layer of it) not-run for `reason`.
+    auto mark_not_run = [&](const std::string& reason, std::optional<Layer> of = std::nullopt) {
       for (size_t index : layer_gates) {
         if (gates[index]) continue;
+        if (of && gate_layer(objective.gates[index].expression) != *of) continue;
         gates[index] = not_run_gate(objective.gates[index], reason);
         announce(index);
       }
     };
     if (options.only && layer != *options.only) {
-      outcome.status = LayerStatus::kSkipped;
+      outcomes[layer].status = LayerStatus::kSkipped;
       mark_not_run("--only " + std::string(layer_name(*options.only)) + " left the " +
                    std::string(layer_name(layer)) + " layer out");
-      result.layers.push_back(outcome);
+      result.layers.push_back(outcomes[layer]);
       continue;
     }
     if (!stop_reason.empty()) {
-      outcome.status = LayerStatus::kNotReached;
       mark_not_run(stop_reason);
-      result.layers.push_back(outcome);
+      for (Layer member : stage) {
+        outcomes[member].status = LayerStatus::kNotReached;
+        result.layers.push_back(outcomes[member]);
+      }
       continue;
     }
 
@@ -641,35 +704,41 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     // machine over the layer's run falls on every entry alike instead of biasing their ratio.
     std::vector<const PlanTask*> layer_tasks;
     int64_t max_repeats = 0;
-    // entry -> runs still to come in this layer, on the candidate's side and the baseline's.
+    // layer:entry -> runs still to come in this stage, on the candidate's side and the
+    // baseline's; all its runs in the stage; its repeats per point.
     std::map<std::string, int64_t> remaining, baseline_remaining;
-    std::map<std::string, int64_t> remaining_total;  // entry -> all its runs in this layer
+    std::map<std::string, int64_t> remaining_total, repeats_of;
     for (const auto& task : plan.tasks) {
-      if (task.layer != layer) continue;
+      if (!in_stage(task.layer)) continue;
       layer_tasks.push_back(&task);
       max_repeats = std::max(max_repeats, task.repeats);
-      remaining[task.entry] += task.repeats;
-      remaining_total[task.entry] += task.repeats;
-      if (baseline != nullptr) baseline_remaining[task.entry] += task.repeats;
+      const std::string name = key(task.layer, task.entry);
+      remaining[name] += task.repeats;
+      remaining_total[name] += task.repeats;
+      repeats_of[name] = std::max(repeats_of[name], task.repeats);
+      if (baseline != nullptr) baseline_remaining[name] += task.repeats;
     }
     std::set<std::string> controlled;  // bench entries whose false-discovery control is done
-    std::vector<std::string> failing;
-    // Entries of this layer that a failing gate covers more specifically: their points run next
+    std::map<Layer, std::vector<std::string>> failing;
+    // Entries of this stage that a failing gate covers more specifically: their points run next
     // (in the objective's order, which lists a layer's entries cheapest first), so that the
     // component a failing composite check runs is judged before the rest of the layer.
     std::set<std::string> promoted;
-    auto promote_covered = [&](size_t index) {
-      for (const ProbeEntry& entry : objective.entries(layer)) {
+    auto promote_covered = [&](size_t index, Layer gate_layer_) {
+      for (const ProbeEntry& entry : objective.entries(gate_layer_)) {
         std::vector<std::string> entry_covers = entry.covers;
         std::sort(entry_covers.begin(), entry_covers.end());
-        if (explains(entry_covers, covers[index])) promoted.insert(entry.name);
+        if (explains(entry_covers, covers[index])) promoted.insert(key(gate_layer_, entry.name));
       }
     };
-    std::vector<size_t> decided_early;  // check gates decided FAIL before their entries' last point
+    // Gates decided FAIL before their entries' last point (a check gate at the first point that
+    // breaks it, a bench gate at a point SLOWER beyond doubt, a scenario gate at a look).
+    std::vector<size_t> decided_early;
     // Decides the gate now when every entry it reads has run all its points.
     auto decide = [&](size_t index, bool layer_done) {
       if (gates[index]) return;
       const GateSpec& spec = objective.gates[index];
+      const Layer spec_layer = gate_layer(spec.expression);
       if (auto reason = left_out_reason(spec, plan)) {
         gates[index] = not_run_gate(spec, *reason);
         announce(index);
@@ -682,10 +751,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         const bool needs_baseline = baseline != nullptr && is_baseline_gate(spec.expression);
         int64_t still_to_run = 0, baseline_pending = 0;
         for (const auto& [entry_layer, entry] : entries) {
-          auto found = remaining.find(entry);
-          if (entry_layer != layer || found == remaining.end()) return;
+          auto found = remaining.find(key(entry_layer, entry));
+          if (!in_stage(entry_layer) || found == remaining.end()) return;
           still_to_run += found->second;
-          if (needs_baseline) baseline_pending += baseline_remaining[entry];
+          if (needs_baseline) baseline_pending += baseline_remaining[key(entry_layer, entry)];
         }
         // "NAME not SLOWER than baseline" fails as soon as one point is SLOWER beyond doubt (its
         // p-value survives the false-discovery control with every comparison still to come
@@ -703,10 +772,32 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           if (early.verdict != GateVerdict::kFail) return;
           early.rule += " (decided before the entry's last point; its " + std::to_string(pending) +
                         " comparison(s) still to come counted with p = 1)";
-          failing.push_back(early.name);
+          failing[spec_layer].push_back(early.name);
           decided_early.push_back(index);
           gates[index] = std::move(early);
-          promote_covered(index);
+          promote_covered(index, spec_layer);
+          announce(index);
+          return;
+        }
+        // A scenario gate against a baseline build fails at a look when its repeats so far lie
+        // beyond the bound beyond doubt (bench/sequential.hpp): a lock held ten times as long
+        // shows in three repeats, not twenty-five.
+        const auto* bound = std::get_if<MetricBound>(&spec.expression);
+        if (needs_baseline && baseline->interleave && bound != nullptr &&
+            spec_layer == Layer::kScenario && (still_to_run > 0 || baseline_pending > 0)) {
+          std::optional<GateResult> early =
+              decide_before_last_repeat(spec, result.points, result.baseline_points,
+                                        repeats_of[key(Layer::kScenario, bound->metric.entry)]);
+          if (!early) return;
+          try {
+            explain_scenario_gate(*early, spec, result.points, 6, &result.baseline_points);
+          } catch (const Error& error) {
+            early->rule += " (the traces could not be analysed: " + error.message() + ")";
+          }
+          failing[spec_layer].push_back(early->name);
+          decided_early.push_back(index);
+          gates[index] = std::move(*early);
+          promote_covered(index, spec_layer);
           announce(index);
           return;
         }
@@ -720,21 +811,23 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           if (early.verdict != GateVerdict::kFail) return;
           early.rule += " (decided at the first point that broke it; " +
                         std::to_string(still_to_run) + " more point(s) still to run)";
-          failing.push_back(early.name);
+          failing[spec_layer].push_back(early.name);
           decided_early.push_back(index);
           gates[index] = std::move(early);
-          promote_covered(index);
+          promote_covered(index, spec_layer);
           announce(index);
           return;
         }
       }
-      if (layer == Layer::kBench) {
+      if (spec_layer == Layer::kBench) {
         for (const auto& [entry_layer, entry] : entries) {
-          if (!controlled.insert(entry).second) continue;
+          if (entry_layer != Layer::kBench || !controlled.insert(entry).second) continue;
           std::vector<size_t> places;
           std::vector<PointResult> entry_points;
           for (size_t at = first_point; at < result.points.size(); ++at) {
-            if (result.points[at].entry != entry) continue;
+            if (result.points[at].layer != Layer::kBench || result.points[at].entry != entry) {
+              continue;
+            }
             places.push_back(at);
             entry_points.push_back(result.points[at]);
           }
@@ -747,7 +840,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       const std::vector<PointResult>* baseline_points =
           baseline != nullptr ? &result.baseline_points : nullptr;
       GateResult gate = evaluate_gate(spec, objective, plan, result.points, baseline_points);
-      if (layer == Layer::kScenario && gate.verdict != GateVerdict::kPass &&
+      if (spec_layer == Layer::kScenario && gate.verdict != GateVerdict::kPass &&
           gate.verdict != GateVerdict::kNotRun) {
         try {
           explain_scenario_gate(gate, spec, result.points, 6, baseline_points);
@@ -756,16 +849,15 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         }
       }
       if (gate.verdict == GateVerdict::kFail) {
-        failing.push_back(gate.name);
-        promote_covered(index);
+        failing[spec_layer].push_back(gate.name);
+        promote_covered(index, spec_layer);
       }
       gates[index] = std::move(gate);
       announce(index);
     };
-    // After each candidate point: progress, then every gate that point completes.
     auto after_point = [&](const PointResult* point) {
       ++done;
-      ++outcome.points;
+      ++outcomes[point->layer].points;
       if (options.progress) {
         Progress progress;
         progress.index = done;
@@ -784,8 +876,8 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     auto run_rounds = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                           bool baseline_first) {
       // Every A/B comparison of the entry against the baseline: its points times its variants.
-      const int64_t comparisons =
-          remaining_total[task.entry] * std::max<int64_t>(1, std::ssize(entry.variants));
+      const int64_t comparisons = remaining_total[key(task.layer, task.entry)] *
+                                  std::max<int64_t>(1, std::ssize(entry.variants));
       const int64_t min_rounds = baseline->min_rounds;
       const int64_t max_rounds = std::max(min_rounds, baseline->max_rounds);
       ProbeEntry short_entry = entry;
@@ -850,21 +942,24 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           if (round == 0) first_pair_s = last_pair_s;
         }
         if (round + 1 < min_rounds) continue;
-        // Decided when every variant is SAME, or SLOWER or FASTER with a p-value that survives
-        // the gate's false-discovery control whatever its other comparisons turn out to be
-        // (p <= alpha / m, m being every comparison of the entry: Benjamini-Hochberg adjusts
-        // the smallest p-value by at most m).
-        const double alpha = 0.05 / static_cast<double>(std::max<int64_t>(1, comparisons));
+        // Decided when every variant is SAME, or, at a look (is_round_look), SLOWER or FASTER
+        // with a p-value that survives the gate's false-discovery control whatever its other
+        // comparisons turn out to be (p <= alpha / m, m being every comparison of the entry:
+        // Benjamini-Hochberg adjusts the smallest p-value by at most m), alpha being the look's
+        // share (round_look_alpha: 0.05 spent over the looks). A change is never decided off a
+        // look: each round looked at would spend more of it.
+        const double alpha =
+            round_look_alpha() / static_cast<double>(std::max<int64_t>(1, comparisons));
+        const bool look = is_round_look(round + 1);
         bool decided = true;
         for (const auto& [name, medians] : my_medians) {
           const auto found = their_medians.find(name);
           if (found == their_medians.end() || found->second.size() != medians.size()) continue;
           const bench::Comparison comparison =
               compare_builds(found->second, medians, threshold, 0.95);
-          decided =
-              decided &&
-              (comparison.verdict == bench::AbVerdict::kSame ||
-               (comparison.verdict != bench::AbVerdict::kAmbiguous && comparison.p_value <= alpha));
+          decided = decided && (comparison.verdict == bench::AbVerdict::kSame ||
+                                (look && comparison.verdict != bench::AbVerdict::kAmbiguous &&
+                                 comparison.p_value <= alpha));
         }
         if (decided) break;
       }
@@ -884,10 +979,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                        bool baseline_first) {
       const bool with_baseline = baseline != nullptr && baseline->run;
       if (with_baseline && baseline->interleave && baseline->min_rounds > 0 &&
-          layer == Layer::kBench) {
+          task.layer == Layer::kBench) {
         auto [point, base] = run_rounds(task, entry, repeat, baseline_first);
         result.points.push_back(std::move(point));
-        --remaining[task.entry];
+        --remaining[key(task.layer, task.entry)];
         after_point(&result.points.back());
         if (base) {
           base->layer = task.layer;
@@ -895,7 +990,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           base->repeat = repeat;
           result.baseline_points.push_back(std::move(*base));
         }
-        --baseline_remaining[task.entry];
+        --baseline_remaining[key(task.layer, task.entry)];
         for (size_t index : layer_gates) decide(index, false);
         return;
       }
@@ -921,11 +1016,11 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       const uint64_t candidate_seed = point.seed;
       result.points.push_back(std::move(point));
       const PointResult& done_point = result.points.back();
-      --remaining[task.entry];
+      --remaining[key(task.layer, task.entry)];
       // Gates within the build that this point completes are decided before the baseline's
       // side runs: a failing check shows as soon as the candidate has run it.
       after_point(&done_point);
-      if (with_baseline && baseline->interleave && layer == Layer::kCheck) {
+      if (with_baseline && baseline->interleave && task.layer == Layer::kCheck) {
         // A baseline build's check points run after every candidate check point: a gate within
         // the build (most numeric faults fail one) is printed after the candidate's checks up to
         // its own, not after both builds' (deferred_checks below).
@@ -938,7 +1033,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       if (with_baseline) {
         if (base) {
           // A scenario's repeat and its baseline's ran back to back: gates pair them.
-          if (baseline->interleave && layer == Layer::kScenario) {
+          if (baseline->interleave && task.layer == Layer::kScenario) {
             base->paired = result.points.back().paired = true;
           }
           base->layer = task.layer;
@@ -946,19 +1041,20 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           base->repeat = repeat;
           result.baseline_points.push_back(std::move(*base));
         }
-        --baseline_remaining[task.entry];
+        --baseline_remaining[key(task.layer, task.entry)];
         for (size_t index : layer_gates) decide(index, false);
       }
     };
-    // The layer's points in the order they run, told to the executor before the first one runs.
-    // A recorded baseline knows its seeds up front: the candidate's points carry them already,
-    // so an executor that submits the whole layer at once runs them on the baseline's inputs.
+    // The stage's points in the order they run, told to the executor (per layer) before the first
+    // one runs. A recorded baseline knows its seeds up front: the candidate's points carry them
+    // already, so an executor that submits the whole layer at once runs them on the baseline's
+    // inputs.
     std::vector<PointRef> order;
     std::deque<ProbeEntry> seeded_entries;  // stable addresses for the PointRefs
     for (int64_t repeat = 0; repeat < max_repeats; ++repeat) {
       for (const PlanTask* task : layer_tasks) {
         if (repeat >= task->repeats) continue;
-        const ProbeEntry* entry = objective.find_entry(layer, task->entry);
+        const ProbeEntry* entry = objective.find_entry(task->layer, task->entry);
         if (entry == nullptr) {
           throw Error(ErrorCode::kInternal, "plan task names entry '" + task->entry +
                                                 "', which the objective does not declare");
@@ -974,25 +1070,61 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         order.push_back({task, entry, repeat});
       }
     }
-    if (options.layer_begin && !order.empty()) options.layer_begin(layer, order);
-    size_t ordinal = 0;
+    if (stage.size() > 1) order = timing_order(std::move(order));
+    std::map<Layer, size_t> points_of_layer;
+    for (Layer member : stage) {
+      std::vector<PointRef> of_layer;
+      for (const PointRef& ref : order) {
+        if (ref.task->layer == member) of_layer.push_back(ref);
+      }
+      points_of_layer[member] = of_layer.size();
+      if (options.layer_begin && !of_layer.empty()) options.layer_begin(member, of_layer);
+    }
+    // Why a failing layer of the stage stops the cascade (empty while it has not failed).
+    auto layer_stop_reason = [&](Layer member) -> std::string {
+      if (run_all) return "";
+      std::string failed_point;
+      for (size_t index = first_point; index < result.points.size(); ++index) {
+        if (result.points[index].layer == member &&
+            result.points[index].verdict == Verdict::kFail) {
+          failed_point = result.points[index].entry;
+          break;
+        }
+      }
+      if (failing[member].empty() && failed_point.empty()) return "";
+      return "the cascade stopped after the " + std::string(layer_name(member)) +
+             " layer failed (" +
+             (failing[member].empty() ? "probe " + failed_point + " failed"
+                                      : "gate " + gate_names(failing[member])) +
+             "); --all runs every layer";
+    };
+    // In a stage of several layers, a failing layer ends the later layers' points (theirs would
+    // not have run after it): `cut` is the first such layer and `cut_reason` why.
+    std::optional<Layer> cut;
+    std::string cut_reason;
+    size_t bench_ordinal = 0;  // which side runs a bench point's first round first
     for (size_t next = 0; next < order.size(); ++next) {
       if (!stop_reason.empty()) break;
       if (!promoted.empty()) {
         std::stable_partition(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(),
-                              [&](const PointRef& ref) { return promoted.count(ref.task->entry); });
+                              [&](const PointRef& ref) {
+                                return promoted.count(key(ref.task->layer, ref.task->entry));
+                              });
       }
       const PointRef& ref = order[next];
       const PlanTask* task = ref.task;
+      if (cut && task->layer >= *cut) continue;
       if (options.interrupted != nullptr && options.interrupted->load()) {
         result.interrupted = true;
         stop_reason = "the run was interrupted";
         break;
       }
-      // Timing sides alternate which runs first; checks need no such care.
-      const bool baseline_first =
-          baseline != nullptr && baseline->interleave && layer != Layer::kCheck && ordinal % 2 == 1;
-      ++ordinal;
+      // Timing sides alternate which runs first (a bench point's first round with each point, a
+      // scenario's pair with each repeat); checks need no such care.
+      const size_t ordinal =
+          task->layer == Layer::kScenario ? static_cast<size_t>(ref.repeat) : bench_ordinal++;
+      const bool baseline_first = baseline != nullptr && baseline->interleave &&
+                                  task->layer != Layer::kCheck && ordinal % 2 == 1;
       try {
         run_one(*task, *ref.entry, ref.repeat, baseline_first);
       } catch (const Error& error) {
@@ -1005,6 +1137,18 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                         params_to_string(task->params) + ": " + error.message();
         }
         break;
+      }
+      if (!cut && stage.size() > 1) {
+        for (Layer member : stage) {
+          if (member == stage.back()) break;
+          const std::string reason = layer_stop_reason(member);
+          if (reason.empty()) continue;
+          cut = stage[static_cast<size_t>(std::find(stage.begin(), stage.end(), member) -
+                                          stage.begin()) +
+                      1];
+          cut_reason = reason;
+          break;
+        }
       }
     }
     // The baseline build's check points, on the candidate's seeds, in the candidate's order.
@@ -1024,7 +1168,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           base->repeat = check.repeat;
           result.baseline_points.push_back(std::move(*base));
         }
-        --baseline_remaining[check.task->entry];
+        --baseline_remaining[key(check.task->layer, check.task->entry)];
         for (size_t index : layer_gates) decide(index, false);
       } catch (const Error& error) {
         if (options.interrupted != nullptr && options.interrupted->load()) {
@@ -1038,58 +1182,85 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         break;
       }
     }
-    if (options.layer_end && !order.empty()) {
-      options.layer_end(layer, outcome.points < order.size());
+    if (options.layer_end) {
+      for (Layer member : stage) {
+        if (points_of_layer[member] == 0) continue;
+        options.layer_end(member, outcomes[member].points < points_of_layer[member]);
+      }
     }
     if (!stop_reason.empty()) {
-      // A layer cut short decides nothing more: its undecided gates are not-run too.
-      outcome.status = LayerStatus::kNotReached;
+      // A stage cut short decides nothing more: its undecided gates are not-run too.
       mark_not_run(stop_reason);
-      result.layers.push_back(outcome);
+      for (Layer member : stage) {
+        outcomes[member].status = LayerStatus::kNotReached;
+        result.layers.push_back(outcomes[member]);
+      }
       continue;
     }
-    if (outcome.points == 0 && layer_gates.empty()) {
-      result.layers.push_back(outcome);
-      continue;
+    // The layers after a failing one in the stage: their undecided gates are not-run (a gate
+    // one of their looks already failed stays failed).
+    if (cut) {
+      for (Layer member : stage) {
+        if (member >= *cut) mark_not_run(cut_reason, member);
+      }
     }
 
-    if (layer == Layer::kBench) {
+    if (in_stage(Layer::kBench)) {
       // Entries no gate reads still get their false-discovery control.
       std::vector<PointResult> rest;
       std::vector<size_t> places;
       for (size_t at = first_point; at < result.points.size(); ++at) {
-        if (controlled.count(result.points[at].entry)) continue;
+        if (result.points[at].layer != Layer::kBench || controlled.count(result.points[at].entry)) {
+          continue;
+        }
         places.push_back(at);
         rest.push_back(result.points[at]);
       }
       control_bench_false_discovery(rest);
       for (size_t at = 0; at < places.size(); ++at) result.points[places[at]] = std::move(rest[at]);
     }
-    // Printed at the first point that broke them; the record holds every point's evidence (a
-    // FAIL stays a FAIL: no later point can make such a gate pass).
+    // Printed at the first point that broke them (or at a look); the record holds every point's
+    // evidence (a FAIL stays a FAIL: no later point can make such a gate pass, and a look's FAIL
+    // was printed).
     for (size_t index : decided_early) {
       GateResult full = evaluate_gate(objective.gates[index], objective, plan, result.points,
                                       baseline != nullptr ? &result.baseline_points : nullptr);
-      if (full.verdict == GateVerdict::kFail) gates[index] = std::move(full);
+      if (full.verdict != GateVerdict::kFail) continue;
+      if (gates[index]->layer == Layer::kScenario) {
+        full.rule += " (printed when a look at " + std::to_string(gates[index]->statistics.n) +
+                     " repeats decided it)";
+        full.findings = gates[index]->findings;
+      }
+      gates[index] = std::move(full);
     }
     for (size_t index : layer_gates) decide(index, true);
     flush_held();
-    std::vector<std::string> failed_points;
-    for (size_t index = first_point; index < result.points.size(); ++index) {
-      if (result.points[index].verdict == Verdict::kFail) {
-        failed_points.push_back(result.points[index].entry);
+    for (Layer member : stage) {
+      LayerOutcome& outcome = outcomes[member];
+      if (cut && member >= *cut) {
+        outcome.status = LayerStatus::kNotReached;
+        result.layers.push_back(outcome);
+        continue;
       }
+      const bool has_gates = std::any_of(layer_gates.begin(), layer_gates.end(), [&](size_t index) {
+        return gate_layer(objective.gates[index].expression) == member;
+      });
+      if (outcome.points == 0 && !has_gates) {
+        result.layers.push_back(outcome);
+        continue;
+      }
+      bool failed_point = false;
+      for (size_t index = first_point; index < result.points.size(); ++index) {
+        failed_point = failed_point || (result.points[index].layer == member &&
+                                        result.points[index].verdict == Verdict::kFail);
+      }
+      outcome.status =
+          failing[member].empty() && !failed_point ? LayerStatus::kPassed : LayerStatus::kFailed;
+      if (outcome.status == LayerStatus::kFailed && stop_reason.empty()) {
+        stop_reason = layer_stop_reason(member);
+      }
+      result.layers.push_back(outcome);
     }
-    outcome.status =
-        failing.empty() && failed_points.empty() ? LayerStatus::kPassed : LayerStatus::kFailed;
-    if (outcome.status == LayerStatus::kFailed && !run_all) {
-      stop_reason = "the cascade stopped after the " + std::string(layer_name(layer)) +
-                    " layer failed (" +
-                    (failing.empty() ? "probe " + failed_points.front() + " failed"
-                                     : "gate " + gate_names(failing)) +
-                    "); --all runs every layer";
-    }
-    result.layers.push_back(outcome);
   }
   flush_held();
   for (size_t index = 0; index < gates.size(); ++index) {

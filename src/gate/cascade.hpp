@@ -4,6 +4,15 @@
 // the first failing layer unless asked to run all. Where the points run is the executor's business
 // (gate/executor.hpp: layer_begin / the runner / layer_end).
 //
+// The timing stage: against a baseline build run in rounds (BaselineSource::min_rounds > 0, no
+// --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
+// decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then each
+// bench point in its rounds, with the scenarios' repeats up to their next look (5, 8, 12, ...)
+// between two bench points, and the remaining repeats last. A scenario gate against the baseline
+// fails at a look when its pairs so far decide it (gate_eval.hpp, decide_before_last_repeat). A
+// failing bench layer ends the scenario points still to come unless all (their undecided gates
+// not-run); each layer keeps its own LayerOutcome, and the executor hears of each layer's points.
+//
 // The cause before the symptom (gate/causes.hpp): when a gate fails while its layer still runs,
 // the points of the layer's entries that cover a strict subset of its components run next (in
 // the objective's order), and its announcement waits until every such gate within the build is
@@ -78,9 +87,9 @@ struct BaselineSource {
   // (at least 0.1 s); round r >= 1 is asked as ProbeEntry::round = r of a side whose round 0 said
   // its runtime takes --round. From round min_rounds on, the rounds stop once every variant's
   // verdict against the baseline (compare_builds on the per-round medians, cross_build_threshold)
-  // is SAME, or SLOWER or FASTER with a paired p-value (bench::trimmed_t_p) <= 0.05 / m (m: the
-  // entry's comparisons, points times variants, so that the gate's false-discovery control
-  // cannot undo it), at
+  // is SAME, or, at a look (gate_eval.hpp, is_round_look: rounds 5, 8, 12), SLOWER or FASTER with
+  // a paired p-value (bench::trimmed_t_p) <= round_look_alpha() / m (m: the entry's comparisons,
+  // points times variants, so that the gate's false-discovery control cannot undo it), at
   // max_rounds, or when one more round would take the point's wall time past 8 times its
   // round 0's.
   // Each side's rounds become one point (merge: every round's samples; the per-round medians in

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "bench/report.hpp"
+#include "bench/sequential.hpp"
 #include "check/compare.hpp"
 #include "core/json.hpp"
 #include "core/statistics.hpp"
@@ -901,7 +902,15 @@ void evaluate_bench_versus_baseline(const BenchVerdict& verdict, const GateSpec&
     placeholder.p_value = 1.0;
     comparisons.push_back(placeholder);
   }
-  if (comparisons.size() > 1) bench::control_false_discovery(comparisons);
+  // Two builds in rounds: a change needs the look's alpha (round_look_alpha), even alone.
+  const bool all_paired =
+      !items.empty() && std::all_of(items.begin(), items.end(),
+                                    [](const Item& item) { return item.comparison.pairs > 0; });
+  if (all_paired) {
+    bench::control_false_discovery(comparisons, round_look_alpha());
+  } else if (comparisons.size() > 1) {
+    bench::control_false_discovery(comparisons);
+  }
   comparisons.resize(items.size());
   GateVerdict outcome = GateVerdict::kPass;
   bool have = false;
@@ -1075,6 +1084,10 @@ bench::Comparison compare_builds(std::span<const double> baseline,
   return bench::compare_paired(baseline, candidate, options);
 }
 
+bool is_round_look(int64_t rounds) { return rounds == 5 || rounds == 8 || rounds == 12; }
+
+double round_look_alpha() { return 0.05 / static_cast<double>(kRoundLooks); }
+
 double cross_build_threshold(const ProbeEntry* entry) {
   return 2 * (entry != nullptr && entry->threshold ? *entry->threshold : 0.02);
 }
@@ -1160,6 +1173,88 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
     evaluate_check_passes(*passes, results, result);
   }
   return result;
+}
+
+std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
+                                                    std::span<const PointResult> results,
+                                                    const std::vector<PointResult>& baseline,
+                                                    int64_t total_repeats) {
+  const auto* bound = std::get_if<MetricBound>(&gate.expression);
+  if (bound == nullptr || !bound->versus_baseline || bound->metric.layer != Layer::kScenario) {
+    return std::nullopt;
+  }
+  bool above = false;
+  switch (bound->comparison) {
+    case Comparison::kLess:
+    case Comparison::kLessEqual:
+      above = true;  // a `<=` gate fails when the ratios lie above its bound
+      break;
+    case Comparison::kGreater:
+    case Comparison::kGreaterEqual:
+      above = false;
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (!(bound->limit > 0.0)) return std::nullopt;
+  const std::vector<int64_t> looks = bench::sequential_looks(total_repeats);
+  if (looks.empty()) return std::nullopt;
+  // Per parameter point: the pair ratios of the repeats both builds ran back to back, in order.
+  struct Group {
+    Params params;
+    std::vector<std::pair<int64_t, double>> ratios;  // (repeat, candidate / baseline)
+    std::vector<const PointResult*> points;
+  };
+  std::vector<Group> groups;
+  for (const auto* point :
+       selected_points(results, bound->metric.layer, bound->metric.entry, bound->where)) {
+    const PointResult* base = baseline_of(*point, baseline);
+    if (base == nullptr || !point->paired || !base->paired) continue;
+    const auto value = metric_of(*point, bound->metric);
+    const auto base_value = metric_of(*base, bound->metric);
+    if (!value || !base_value) continue;
+    auto found = std::find_if(groups.begin(), groups.end(),
+                              [&](const Group& group) { return group.params == point->params; });
+    if (found == groups.end()) {
+      groups.push_back({point->params, {}, {}});
+      found = groups.end() - 1;
+    }
+    found->ratios.emplace_back(point->repeat, baseline_ratio(*value, *base_value));
+    found->points.push_back(point);
+  }
+  for (Group& group : groups) {
+    const auto n = static_cast<int64_t>(group.ratios.size());
+    // Only at a look, so that each look is taken once however often this is asked.
+    if (std::find(looks.begin(), looks.end(), n) == looks.end()) continue;
+    std::sort(group.ratios.begin(), group.ratios.end());
+    std::vector<double> ratios;
+    for (const auto& [repeat, ratio] : group.ratios) ratios.push_back(ratio);
+    const bench::SequentialDecision decision =
+        bench::sequential_look(ratios, bound->limit, above, static_cast<int64_t>(looks.size()));
+    if (decision.side == bench::SequentialSide::kUndecided) continue;
+    GateResult result;
+    result.name = gate.name;
+    result.expression = gate_expression_to_string(gate.expression);
+    result.layer = Layer::kScenario;
+    result.verdict = GateVerdict::kFail;
+    const std::string symbol(comparison_symbol(bound->comparison));
+    result.statistics.n = n;
+    result.statistics.n_baseline = n;
+    result.statistics.estimate = decision.estimate;
+    result.statistics.bound = bound->limit;
+    result.statistics.comparison = symbol;
+    result.statistics.point = group.params;
+    result.statistics.candidate = ref_text(bound->metric) + " of this build";
+    result.statistics.baseline = ref_text(bound->metric) + " of the baseline";
+    result.rule = "fail: " + ref_text(bound->metric) + " / baseline" + where_text(bound->where) +
+                  " is not " + symbol + " " + format_number(bound->limit) + " at " +
+                  point_text(group.params) + ", decided at a look before the last of " +
+                  std::to_string(total_repeats) + " repeats: the repeats of both builds run back " +
+                  "to back are " + decision.rule;
+    for (const auto* point : group.points) attach_fail_findings(result, *point);
+    return result;
+  }
+  return std::nullopt;
 }
 
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,

@@ -146,6 +146,18 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
                          const std::vector<PointResult>* baseline = nullptr,
                          int64_t pending_comparisons = 0);
 
+// A scenario gate against a baseline build (`scenario.E.METRIC / baseline CMP x`, CMP one of
+// < <= > >=) before the entry's last repeat: the ratios of the repeats both builds ran back to
+// back so far, per parameter point, at the looks of bench::sequential_looks(total_repeats)
+// (asked at other numbers of pairs it answers nothing, so each look is taken once). FAIL when a
+// point's ratios lie beyond the bound beyond doubt (bench::sequential_look: alpha 0.01 spent over
+// the looks); nullopt otherwise, and the gate is decided at the last repeat by evaluate_gate as
+// before. No PASS is decided early: the within-build gates still need every repeat.
+std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
+                                                    std::span<const PointResult> results,
+                                                    const std::vector<PointResult>& baseline,
+                                                    int64_t total_repeats);
+
 // Two builds measured in rounds (round r of each ran back to back, alternating which went
 // first): bench::compare_paired of the candidate's per-round values over the baseline's, with a
 // fixed bootstrap seed. One slow process, or load that lasts a round, falls on one round's ratio
@@ -153,6 +165,19 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
 bench::Comparison compare_builds(std::span<const double> baseline,
                                  std::span<const double> candidate, double threshold,
                                  double confidence, uint64_t seed = 0x6c6f757065);
+
+// The looks at a bench point's rounds against a baseline build: after rounds 5, 8 and 12, and
+// the last round run (16 at most, or fewer when the rounds' cost ends them): kRoundLooks in all.
+// A change (SLOWER, FASTER) between the builds is decided at a look only with a paired p-value
+// (bench::trimmed_t_p, after Benjamini-Hochberg across the gate's comparisons) of at most
+// round_look_alpha() = 0.05 / kRoundLooks, so that the looks together spend at most 0.05
+// (Bonferroni); a point stops early at a look so decided, or at any round from the fifth once
+// every variant is SAME. Each round looked at with the whole 0.05 — the rule before — let noise
+// under load fail cp_prefill_not_slower_than_baseline on a build whose CP prefill had not
+// changed (1.17 [1.04, 1.48] over 11 rounds whose ratios spread 0.77-1.61; p 0.049 at the 11th).
+inline constexpr int64_t kRoundLooks = 4;
+bool is_round_look(int64_t rounds);
+double round_look_alpha();
 
 // The A/B threshold of a bench against a baseline build: twice the entry's (default 0.02). Two
 // binaries of the same code differ by a few percent in layout alone (5 % measured at decode

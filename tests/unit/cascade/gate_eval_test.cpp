@@ -434,5 +434,67 @@ TEST_F(GateEvalTest, JsonCarriesTheStatistics) {
   EXPECT_EQ(key_statistic(result), "3.00e-07 <= 2.00e-06 n=1");
 }
 
+// A scenario gate against a baseline build before its last repeat: only at a look (3, 5, 8, ...
+// pairs for 25 repeats), only from paired repeats, and only a FAIL.
+TEST(DecideBeforeLastRepeatTest, FailsAtALookWhenTheRepeatsSoFarLieFarBeyondTheBound) {
+  const Objective objective = parse_objective(R"(name = "looks"
+[subject]
+command = ["subject", "probe"]
+
+[[scenario]]
+name = "transfer"
+probe = "serve"
+repeats = 25
+
+[[gate]]
+name = "holds_vs_baseline"
+expr = "scenario.transfer.holds / baseline <= 1.5"
+
+[[gate]]
+name = "floor_vs_baseline"
+expr = "scenario.transfer.holds / baseline >= 0.5"
+)",
+                                              "looks.toml");
+  auto points = [](int64_t n, double holds, bool paired) {
+    std::vector<PointResult> out;
+    for (int64_t repeat = 0; repeat < n; ++repeat) {
+      PointResult point;
+      point.layer = Layer::kScenario;
+      point.entry = "transfer";
+      point.probe = "serve";
+      point.repeat = repeat;
+      point.paired = paired;
+      point.metrics = {{"", "holds", holds}};
+      out.push_back(point);
+    }
+    return out;
+  };
+  const GateSpec& holds = objective.gates[0];
+  const std::vector<PointResult> baseline = points(25, 1.0, true);
+  // Ten holds against one: decided at the first look, and at the second; 4 pairs are no look.
+  const auto at_three = decide_before_last_repeat(holds, points(3, 10.0, true), baseline, 25);
+  ASSERT_TRUE(at_three.has_value());
+  EXPECT_EQ(at_three->verdict, GateVerdict::kFail);
+  EXPECT_EQ(at_three->statistics.n, 3);
+  EXPECT_DOUBLE_EQ(*at_three->statistics.estimate, 10.0);
+  EXPECT_EQ(at_three->rule,
+            "fail: scenario.transfer.holds / baseline is not <= 1.5 at the default point, decided "
+            "at a look before the last of 25 repeats: the repeats of both builds run back to back "
+            "are above beyond doubt after 3 pairs: 3 of 3 pair ratios above 1.5 (median 10), "
+            "one-sided 20 %-trimmed t-test on log(ratio / 1.5) p = 0 against 0.00167 (0.01 spent "
+            "over 6 looks)");
+  EXPECT_FALSE(decide_before_last_repeat(holds, points(4, 10.0, true), baseline, 25));
+  EXPECT_TRUE(decide_before_last_repeat(holds, points(5, 10.0, true), baseline, 25));
+  // Not beyond the bound, or not run back to back (a recorded baseline): nothing early.
+  EXPECT_FALSE(decide_before_last_repeat(holds, points(3, 1.0, true), baseline, 25));
+  EXPECT_FALSE(decide_before_last_repeat(holds, points(3, 10.0, false), baseline, 25));
+  // 3 repeats in all: the third is the last, decided by the fixed-sample rule alone.
+  EXPECT_FALSE(decide_before_last_repeat(holds, points(3, 10.0, true), baseline, 3));
+  // A lower bound fails when the ratios lie below it.
+  const GateSpec& floor = objective.gates[1];
+  EXPECT_TRUE(decide_before_last_repeat(floor, points(3, 0.1, true), baseline, 25));
+  EXPECT_FALSE(decide_before_last_repeat(floor, points(3, 10.0, true), baseline, 25));
+}
+
 }  // namespace
 }  // namespace loupe::gate
