@@ -53,35 +53,32 @@ class DoorTest : public ::testing::Test {
     ASSERT_EQ(record.exit_code, 0) << record.out << record.err;
   }
 
+  // An objective of the replay check at seed 7 and one gate over it.
+  fs::path write_objective(const std::string& name, const std::string& gate,
+                           const std::string& expr) const {
+    const fs::path file = dir_.path() / (name + ".toml");
+    std::ofstream(file) << "name = \"" << name
+                        << "\"\n"
+                           "[subject]\n"
+                           "command = [\"" REPLAY_SUBJECT
+                           "\"]\n"
+                           "timeout_s = 60\n"
+                           "[[check]]\n"
+                           "name = \"replay\"\n"
+                           "probe = \"replay_candidate\"\n"
+                           "seed = 7\n"
+                           "[[gate]]\n"
+                           "name = \""
+                        << gate << "\"\nexpr = \"" << expr << "\"\n";
+    return file;
+  }
+
   void SetUp() override {
-    objective_ = dir_.path() / "replay.toml";
-    std::ofstream(objective_) << "name = \"replay\"\n"
-                                 "[subject]\n"
-                                 "command = [\"" REPLAY_SUBJECT
-                                 "\"]\n"
-                                 "timeout_s = 60\n"
-                                 "[[check]]\n"
-                                 "name = \"replay\"\n"
-                                 "probe = \"replay_candidate\"\n"
-                                 "seed = 7\n"
-                                 "[[gate]]\n"
-                                 "name = \"replay_passes\"\n"
-                                 "expr = \"check.replay passes\"\n";
+    objective_ = write_objective("replay", "replay_passes", "check.replay passes");
     // The same check gated on a metric alone: at the shown seed the replay's rms_ratio is tiny,
     // so only the guard can fail it.
-    metric_objective_ = dir_.path() / "replay_metric.toml";
-    std::ofstream(metric_objective_) << "name = \"replay_metric\"\n"
-                                        "[subject]\n"
-                                        "command = [\"" REPLAY_SUBJECT
-                                        "\"]\n"
-                                        "timeout_s = 60\n"
-                                        "[[check]]\n"
-                                        "name = \"replay\"\n"
-                                        "probe = \"replay_candidate\"\n"
-                                        "seed = 7\n"
-                                        "[[gate]]\n"
-                                        "name = \"replay_close\"\n"
-                                        "expr = \"check.replay.rms_ratio <= 1e-3\"\n";
+    metric_objective_ =
+        write_objective("replay_metric", "replay_close", "check.replay.rms_ratio <= 1e-3");
   }
 
   CliRun probe_run(std::vector<std::string> flags) const {
