@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "core/gzip.hpp"
 #include "core/json.hpp"
+#include "core/process.hpp"
 
 namespace {
 
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
         }
         loupe::DecompressionLimits limits = loupe::decompression_limits();
         if (name == "--max-inflated") {
-          limits.max_bytes = loupe::parse_byte_size(value, name);
+          limits.max_bytes = loupe::parse_byte_size(std::string(name), std::string(value));
         } else {
           limits.max_ratio = loupe::parse_inflate_ratio(value, name);
         }

@@ -15,6 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "core/gzip.hpp"
+#include "core/process.hpp"
 #include "gate/recorded_run.hpp"
 #include "mcp/access.hpp"
 #include "mcp/server.hpp"
@@ -91,7 +92,7 @@ void add_mcp_command(CLI::App& app, CommandResult& result) {
     result.kind = "mcp";
     mcp::ServerSettings settings;
     if (!options->max_message_size.empty()) {
-      settings.max_message_bytes = parse_byte_size(options->max_message_size, "--max-message-size");
+      settings.max_message_bytes = parse_byte_size("--max-message-size", options->max_message_size);
     }
     for (const std::string& text : options->tool_timeouts) add_tool_timeout(text, settings);
     if (!options->home.empty()) settings.home = std::filesystem::absolute(options->home);

@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 
+#include "core/process.hpp"
 #include "loupe/error.hpp"
 
 namespace loupe {
@@ -33,7 +34,7 @@ std::string size_text(uint64_t bytes) {
 DecompressionLimits limits_from_environment() {
   DecompressionLimits limits;
   if (const char* bytes = std::getenv("LOUPE_MAX_INFLATED"); bytes != nullptr && *bytes != '\0') {
-    limits.max_bytes = parse_byte_size(bytes, "LOUPE_MAX_INFLATED");
+    limits.max_bytes = parse_byte_size("LOUPE_MAX_INFLATED", bytes);
   }
   if (const char* ratio = std::getenv("LOUPE_MAX_INFLATE_RATIO");
       ratio != nullptr && *ratio != '\0') {
@@ -43,54 +44,6 @@ DecompressionLimits limits_from_environment() {
 }
 
 }  // namespace
-
-uint64_t parse_byte_size(std::string_view text, std::string_view what) {
-  std::string_view digits = text;
-  uint64_t multiplier = 1;
-  auto strip_suffix = [&](std::string_view suffix) {
-    if (digits.size() > suffix.size() && digits.substr(digits.size() - suffix.size()) == suffix) {
-      digits.remove_suffix(suffix.size());
-      return true;
-    }
-    return false;
-  };
-  if (!strip_suffix("iB")) strip_suffix("B");
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K':
-      case 'k':
-        multiplier = uint64_t{1} << 10;
-        break;
-      case 'M':
-      case 'm':
-        multiplier = uint64_t{1} << 20;
-        break;
-      case 'G':
-      case 'g':
-        multiplier = uint64_t{1} << 30;
-        break;
-      case 'T':
-      case 't':
-        multiplier = uint64_t{1} << 40;
-        break;
-      default:
-        break;
-    }
-    if (multiplier != 1) digits.remove_suffix(1);
-  }
-  uint64_t value = 0;
-  bool valid = !digits.empty() && digits.size() <= 12;
-  for (const char c : digits) {
-    if (c < '0' || c > '9') valid = false;
-    if (valid) value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  if (!valid || value == 0 || value > (uint64_t{1} << 62) / multiplier) {
-    throw Error(ErrorCode::kUsage, std::string(what) +
-                                       ": expected a size such as 512M or 16G, found '" +
-                                       std::string(text) + "'");
-  }
-  return value * multiplier;
-}
 
 uint64_t parse_inflate_ratio(std::string_view text, std::string_view what) {
   uint64_t value = 0;

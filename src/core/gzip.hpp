@@ -38,10 +38,6 @@ struct DecompressionLimits {
 DecompressionLimits decompression_limits();
 void set_decompression_limits(const DecompressionLimits& limits);
 
-// "512M", "16G", "1024K", "4096" → bytes (binary multiples; K, M, G, T, an optional trailing B or
-// iB). Throws Error(kUsage) "WHAT: expected a size such as 512M or 16G, found 'TEXT'".
-uint64_t parse_byte_size(std::string_view text, std::string_view what);
-
 // A positive integer of at most 12 digits. Throws Error(kUsage) "WHAT: expected a positive
 // integer ratio such as 100, found 'TEXT'".
 uint64_t parse_inflate_ratio(std::string_view text, std::string_view what);

@@ -1,5 +1,6 @@
 // core/gzip.hpp: gzip input inflated under an absolute and a ratio cap (issue 34).
 #include "core/gzip.hpp"
+#include "core/process.hpp"
 
 #include <zlib.h>
 
@@ -102,15 +103,16 @@ TEST(Gzip, Issue34LyingSizeInTheTrailerIsNotTrusted) {
 }
 
 TEST(Gzip, SizesAndRatiosParse) {
-  EXPECT_EQ(parse_byte_size("16G", "--max-inflated"), uint64_t{16} << 30);
-  EXPECT_EQ(parse_byte_size("512MiB", "--max-inflated"), uint64_t{512} << 20);
-  EXPECT_EQ(parse_byte_size("4096", "--max-inflated"), 4096u);
+  EXPECT_EQ(parse_byte_size("--max-inflated", "16G"), uint64_t{16} << 30);
+  EXPECT_EQ(parse_byte_size("--max-inflated", "512MiB"), uint64_t{512} << 20);
+  EXPECT_EQ(parse_byte_size("--max-inflated", "4096"), 4096u);
   EXPECT_EQ(parse_inflate_ratio("250", "--max-inflate-ratio"), 250u);
   try {
-    parse_byte_size("lots", "--max-inflated");
+    parse_byte_size("--max-inflated", "lots");
     ADD_FAILURE();
   } catch (const Error& error) {
-    EXPECT_EQ(error.message(), "--max-inflated: expected a size such as 512M or 16G, found 'lots'");
+    EXPECT_EQ(error.message(),
+              "--max-inflated 'lots': expected a size in bytes such as 512M, 2G or 1048576");
   }
   EXPECT_THROW(parse_inflate_ratio("0", "--max-inflate-ratio"), Error);
 }
