@@ -279,12 +279,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
         std::cout << "cause " << line << "\n";
       }
       // A failing guard fails the run whatever its gates say (gate::cascade_verdict).
-      std::vector<std::string> guards;
-      for (const Finding* guard : gate::failed_guards(run.outcome)) {
-        if (std::find(guards.begin(), guards.end(), guard->id) == guards.end()) {
-          guards.push_back(guard->id);
-        }
-      }
+      const std::vector<std::string> guards = gate::failed_guard_ids(run.outcome);
       constexpr size_t kGuardsListed = 5;
       for (size_t index = 0; index < guards.size() && index < kGuardsListed; ++index) {
         std::cout << "guard failed: " << guards[index]

@@ -247,6 +247,14 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   return run;
 }
 
+std::vector<std::string> failed_guard_ids(const CascadeResult& result) {
+  std::vector<std::string> ids;
+  for (const Finding* guard : failed_guards(result)) {
+    if (std::find(ids.begin(), ids.end(), guard->id) == ids.end()) ids.push_back(guard->id);
+  }
+  return ids;
+}
+
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   Envelope envelope;
   envelope.kind = "run";
@@ -294,13 +302,7 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   // The failing gates most specific first, and how the others follow (gate/causes.hpp).
   data["causes"] = cause_report_to_json(run.outcome.causes, run.objective);
   // The guards that failed the run whatever its gates say (cascade_verdict), each id once.
-  Json guards = Json::array();
-  for (const Finding* guard : failed_guards(run.outcome)) {
-    if (std::find(guards.begin(), guards.end(), Json(guard->id)) == guards.end()) {
-      guards.push_back(guard->id);
-    }
-  }
-  data["failed_guards"] = std::move(guards);
+  data["failed_guards"] = failed_guard_ids(run.outcome);
   Json gates = Json::array();
   for (const auto& gate : run.outcome.gates) gates.push_back(gate_result_to_json(gate));
   data["gates"] = std::move(gates);

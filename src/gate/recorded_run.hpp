@@ -77,6 +77,10 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options);
 // gates, tasks}.
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit);
 
+// The ids of the guards that failed the run (failed_guards, cascade.hpp), each once, in point
+// order: what `loupe run` prints as "guard failed: ID" and --json holds in data.failed_guards.
+std::vector<std::string> failed_guard_ids(const CascadeResult& result);
+
 // Sends SIGTERM to the process group of every child of this process that leads its own group
 // (subjects started by core/process run in their own session), so a running subject stops and
 // run_process returns. Safe to call from any thread.
