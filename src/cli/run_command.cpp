@@ -293,6 +293,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       // Coverage on stderr, with the progress: stdout stays the run's report, the text `loupe
       // report RUN` renders again (the coverage findings are in the ledger).
       if (!run.coverage.empty()) std::cerr << gate::render_coverage(run.coverage);
+      // The baseline build's runs left out because no gate reads them, on stderr beside it.
+      if (const std::string skipped = gate::baseline_skip_line(run.outcome); !skipped.empty()) {
+        std::cerr << skipped << "\n";
+      }
       if (!run.coverage_problem.empty()) {
         std::cerr << "coverage: not checked (" << run.coverage_problem << ")\n";
       }

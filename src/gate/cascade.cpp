@@ -977,7 +977,16 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     std::vector<DeferredCheck> deferred_checks;
     auto run_one = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                        bool baseline_first) {
-      const bool with_baseline = baseline != nullptr && baseline->run;
+      // The baseline side runs a point only when a gate reads the baseline's value of it: a
+      // check no gate compares with the baseline costs the baseline build nothing (kda's
+      // transfer_verifier and decode_recurrence_seeds: 9 of its 22 check runs).
+      const bool with_baseline =
+          baseline != nullptr && baseline->run &&
+          baseline_reads_point(objective, task.layer, task.entry, task.params);
+      if (baseline != nullptr && baseline->run && !with_baseline) {
+        result.baseline_skipped.push_back({task.layer, task.entry, task.params, repeat});
+        --baseline_remaining[key(task.layer, task.entry)];
+      }
       if (with_baseline && baseline->interleave && baseline->min_rounds > 0 &&
           task.layer == Layer::kBench) {
         auto [point, base] = run_rounds(task, entry, repeat, baseline_first);
@@ -1716,6 +1725,62 @@ Json point_result_to_json(const PointResult& point) {
   out["wall_s"] = number_to_json(point.wall_s);
   out["observation"] = point.observation_dir;
   out["reproduce"] = point.reproduce;
+  return out;
+}
+
+namespace {
+
+// The skipped runs per (layer, entry), in the order first met.
+std::vector<std::pair<std::pair<Layer, std::string>, size_t>> skips_by_entry(
+    const CascadeResult& result) {
+  std::vector<std::pair<std::pair<Layer, std::string>, size_t>> entries;
+  for (const BaselineSkip& skip : result.baseline_skipped) {
+    auto found = std::find_if(entries.begin(), entries.end(), [&](const auto& item) {
+      return item.first.first == skip.layer && item.first.second == skip.entry;
+    });
+    if (found == entries.end()) {
+      entries.push_back({{skip.layer, skip.entry}, 1});
+    } else {
+      ++found->second;
+    }
+  }
+  return entries;
+}
+
+constexpr const char* kSkipReason = "no gate reads their baseline values";
+
+}  // namespace
+
+std::string baseline_skip_line(const CascadeResult& result, size_t max_entries) {
+  if (result.baseline_skipped.empty()) return "";
+  const auto entries = skips_by_entry(result);
+  std::string line = "baseline build: " + std::to_string(result.baseline_skipped.size()) +
+                     " run(s) not run, " + kSkipReason + ": ";
+  for (size_t index = 0; index < entries.size() && index < max_entries; ++index) {
+    const auto& [where, runs] = entries[index];
+    line += (index == 0 ? "" : ", ") + std::string(layer_name(where.first)) + " " + where.second +
+            " (" + std::to_string(runs) + ")";
+  }
+  if (entries.size() > max_entries) {
+    line += ", and " + std::to_string(entries.size() - max_entries) +
+            " more entries (--json lists them in data.baseline_skipped)";
+  }
+  return line;
+}
+
+Json baseline_skips_to_json(const CascadeResult& result, size_t max_entries) {
+  const auto entries = skips_by_entry(result);
+  Json out = Json::object();
+  out["runs"] = result.baseline_skipped.size();
+  out["reason"] = kSkipReason;
+  Json listed = Json::array();
+  for (size_t index = 0; index < entries.size() && index < max_entries; ++index) {
+    listed.push_back({{"layer", std::string(layer_name(entries[index].first.first))},
+                      {"entry", entries[index].first.second},
+                      {"runs", entries[index].second}});
+  }
+  out["entries"] = std::move(listed);
+  out["truncated"] = entries.size() > max_entries;
   return out;
 }
 

@@ -124,12 +124,24 @@ struct LayerOutcome {
   size_t points = 0;
 };
 
+// A run of a task that the baseline side left out: no gate reads the baseline's value of it
+// (gate_eval.hpp, baseline_reads_point).
+struct BaselineSkip {
+  Layer layer = Layer::kCheck;
+  std::string entry;
+  Params params;
+  int64_t repeat = 0;
+};
+
 struct CascadeResult {
   std::vector<PointResult> points;           // in the order they ran
   std::vector<PointResult> baseline_points;  // the baseline's results of the same tasks
   std::string baseline_label;                // empty without a baseline
-  std::vector<GateResult> gates;             // in the objective's order
-  std::vector<LayerOutcome> layers;          // check, bench, scenario
+  // With a baseline, the candidate's runs whose baseline counterpart was not run because no gate
+  // reads it, in the order the candidate ran them.
+  std::vector<BaselineSkip> baseline_skipped;
+  std::vector<GateResult> gates;     // in the objective's order
+  std::vector<LayerOutcome> layers;  // check, bench, scenario
   bool interrupted = false;
   std::optional<Error> error;  // the subject failure that stopped the cascade
   double wall_s = 0;
@@ -137,9 +149,19 @@ struct CascadeResult {
   CauseReport causes;
 };
 
+// What the baseline side left out, per entry in the order first met: one line, at most
+// `max_entries` entries named ("baseline build: 9 run(s) not run, no gate reads their baseline
+// values: check transfer_verifier (1), check decode_recurrence_seeds (8)"); empty when nothing
+// was left out. baseline_skips_to_json: {"runs": N, "reason", "entries": [{"layer", "entry",
+// "runs"}], "truncated": bool}, the same bound.
+std::string baseline_skip_line(const CascadeResult& result, size_t max_entries = 8);
+nlohmann::ordered_json baseline_skips_to_json(const CascadeResult& result, size_t max_entries = 8);
+
 // Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across
 // the layer's tasks (A B A B ...: machine drift falls on all alike). With a baseline, each task's
-// repeat also runs on the baseline side (same seed). A gate is decided as soon as the last point
+// repeat also runs on the baseline side (same seed) when a gate reads the baseline's value of it
+// (baseline_reads_point; otherwise it runs as without a baseline and is listed in
+// CascadeResult::baseline_skipped). A gate is decided as soon as the last point
 // of the entries it reads has run. REQUIRES: `plan` was made from `objective`.
 CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                           const CascadeOptions& options, const PointRunner& runner);

@@ -1134,6 +1134,24 @@ bool is_baseline_gate(const GateExpression& expression) {
   return false;
 }
 
+bool baseline_reads_point(const Objective& objective, Layer layer, const std::string& entry,
+                          const Params& params) {
+  for (const GateSpec& gate : objective.gates) {
+    if (const auto* bound = std::get_if<MetricBound>(&gate.expression)) {
+      if (bound->versus_baseline && bound->metric.layer == layer && bound->metric.entry == entry &&
+          conditions_hold(bound->where, params)) {
+        return true;
+      }
+    } else if (const auto* verdict = std::get_if<BenchVerdict>(&gate.expression)) {
+      if (verdict->versus_baseline && layer == Layer::kBench && verdict->subject.bench == entry &&
+          conditions_hold(verdict->where, params)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 bool fails_at_any_point(const GateExpression& expression) {
   if (std::holds_alternative<CheckPasses>(expression)) return true;
   if (const auto* bound = std::get_if<MetricBound>(&expression)) {

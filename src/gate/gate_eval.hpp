@@ -187,6 +187,13 @@ double cross_build_threshold(const ProbeEntry* entry);
 // Whether the gate compares against a baseline (`/ baseline`, `than baseline`).
 bool is_baseline_gate(const GateExpression& expression);
 
+// Whether some gate of the objective reads the baseline's value of a point of `layer`'s `entry`
+// with these parameters: a gate against the baseline on that entry whose `where` holds for them.
+// The cascade runs a point on the baseline side only then (nothing else reads it: reports show
+// the gates' statistics, not the baseline's points).
+bool baseline_reads_point(const Objective& objective, Layer layer, const std::string& entry,
+                          const Params& params);
+
 // Whether one point can decide the gate FAIL before the entry's other points have run: a check
 // gate every point must satisfy on its own (`check.X passes`, `check.X.METRIC <= bound`). Not the
 // gates against the baseline (a point's several seeds are pooled) nor relative bounds.

@@ -255,6 +255,9 @@ std::vector<std::string> failed_guard_ids(const CascadeResult& result) {
   return ids;
 }
 
+// Entries named in data.baseline_skipped: an objective has few; the bound keeps the envelope small.
+constexpr size_t kSkippedEntriesListed = 64;
+
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   Envelope envelope;
   envelope.kind = "run";
@@ -276,6 +279,10 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   data["wall_s"] = number_to_json(run.outcome.wall_s);
   data["baseline"] =
       run.outcome.baseline_label.empty() ? Json(nullptr) : Json(run.outcome.baseline_label);
+  // The runs the baseline side left out because no gate reads them (null without a baseline).
+  data["baseline_skipped"] = run.outcome.baseline_label.empty()
+                                 ? Json(nullptr)
+                                 : baseline_skips_to_json(run.outcome, kSkippedEntriesListed);
   Json coverage = Json::array();
   for (const auto& row : run.coverage) {
     coverage.push_back({{"probe", row.probe},

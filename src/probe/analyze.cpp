@@ -1478,32 +1478,28 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const double prepared = std::max(1.0, account.value("prepared_calls", 1.0));
     const double prepare_per_call = account.value("prepare_cpu_s", 0.0) / prepared;
     if (baseline_prepare_per_call < 0) baseline_prepare_per_call = prepare_per_call;
-    double timed_thread_cpu = 0, other_threads_cpu = 0;
-    std::string busiest;
-    double busiest_cpu = 0;
+    double timed_thread_cpu = 0;
     for (const auto& thread : account.value("threads", Json::array())) {
-      const double cpu = thread.value("cpu_s", 0.0);
-      if (thread.value("timed", false)) {
-        timed_thread_cpu += cpu;
-        continue;
-      }
-      other_threads_cpu += cpu;
-      if (cpu > busiest_cpu) {
-        busiest_cpu = cpu;
-        busiest = thread.value("name", std::string()) + " (tid " +
-                  std::to_string(thread.value("tid", 0)) + ")";
-      }
+      if (thread.value("timed", false)) timed_thread_cpu += thread.value("cpu_s", 0.0);
     }
+    const HelperThreads helpers = judge_helper_threads(account);
+    const double other_threads_cpu = helpers.cpu_s;
+    const std::string& busiest = helpers.busiest;
+    const std::string batches_clause =
+        helpers.stretches == 0 ? std::string()
+                               : ", busy in " + std::to_string(helpers.busy_stretches) + " of " +
+                                     std::to_string(helpers.stretches) + " stretches of its " +
+                                     std::to_string(helpers.batches) + " batches";
     std::string why;
     // Each command costs the child a few microseconds the runtime cannot attribute (the wake-up,
     // the answer): allowed for, with the rest of the idle time's CPU.
     const double commands = account.value("commands", 0.0);
     const double idle_allowance = 0.02 * idle_wall + 2e-3 + 30e-6 * commands;
-    if (other_threads_cpu > 0.05 * run_cpu + 1e-3) {
+    if (helpers.off_path()) {
       why = "threads other than the timed one, alive through sampling, used " +
             format_number(other_threads_cpu * 1e3) + " ms of CPU against the process's " +
             format_number(run_cpu * 1e3) + " ms inside its timed batches (busiest: " + busiest +
-            "); threads a call starts and joins are not counted here";
+            ")" + batches_clause + "; threads a call starts and joins are not counted here";
     } else if (idle_cpu > idle_allowance && idle_cpu > 0.02 * run_cpu) {
       why = "its process used " + format_number(idle_cpu * 1e3) +
             " ms of CPU while it had no "
@@ -1515,6 +1511,23 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
             " us of CPU per input set built, against the baseline's " +
             format_number(baseline_prepare_per_call * 1e6) +
             " us for the same inputs: work was done while its inputs were built";
+    }
+    if (why.empty() && helpers.over()) {
+      // A burst in a minority of batches moves no median the verdicts read: said, not failed.
+      Finding finding = make_finding(
+          context, Layer::kBench, "guard.off_path_burst", Severity::kInfo,
+          "variant " + name + ": threads other than the timed one used " +
+              format_number(other_threads_cpu * 1e3) + " ms of CPU against " +
+              format_number(run_cpu * 1e3) + " ms inside its timed batches (busiest: " + busiest +
+              ")" + batches_clause +
+              ": not work handed off per call, which recurs through the sampling",
+          name, "rerun on a quieter machine if the burst repeats");
+      finding.evidence.metrics = {{"other_threads_cpu_s", other_threads_cpu},
+                                  {"run_cpu_s", run_cpu},
+                                  {"busy_stretches", static_cast<double>(helpers.busy_stretches)},
+                                  {"stretches", static_cast<double>(helpers.stretches)},
+                                  {"batches", static_cast<double>(helpers.batches)}};
+      analysis.findings.push_back(std::move(finding));
     }
     if (!why.empty()) {
       off_path.insert(name);
@@ -1974,6 +1987,41 @@ check::RuleSet rules_from_json(const Json& json) {
                                        error.what());
   }
   return rules;
+}
+
+HelperThreads judge_helper_threads(const Json& account) {
+  HelperThreads helpers;
+  helpers.run_cpu_s = account.value("run_cpu_s", 0.0);
+  double busiest_cpu = 0;
+  for (const auto& thread : account.value("threads", Json::array())) {
+    if (thread.value("timed", false)) continue;
+    const double cpu = thread.value("cpu_s", 0.0);
+    helpers.cpu_s += cpu;
+    if (cpu > busiest_cpu) {
+      busiest_cpu = cpu;
+      helpers.busiest = thread.value("name", std::string()) + " (tid " +
+                        std::to_string(thread.value("tid", 0)) + ")";
+    }
+  }
+  const Json per_batch = account.value("helper_cpu_per_sample_s", Json::array());
+  if (!per_batch.is_array() || per_batch.empty()) return helpers;
+  for (const auto& value : per_batch) {
+    if (!value.is_number()) return helpers;
+  }
+  // The batches in consecutive stretches: a thread that runs through a batch is charged only up
+  // to its last scheduler tick (a few ms), so a worker busy all along shows CPU in some batches
+  // shorter than a tick and none in the next; a stretch of several batches spans the ticks.
+  helpers.batches = per_batch.size();
+  helpers.stretches = std::min(helpers.batches, HelperThreads::kStretches);
+  const double share = helpers.run_cpu_s / static_cast<double>(helpers.batches);
+  for (size_t stretch = 0; stretch < helpers.stretches; ++stretch) {
+    const size_t begin = stretch * helpers.batches / helpers.stretches;
+    const size_t end = (stretch + 1) * helpers.batches / helpers.stretches;
+    double cpu = 0;
+    for (size_t batch = begin; batch < end; ++batch) cpu += per_batch[batch].get<double>();
+    if (cpu > 0.05 * share * static_cast<double>(end - begin) + 20e-6) ++helpers.busy_stretches;
+  }
+  return helpers;
 }
 
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options) {

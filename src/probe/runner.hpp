@@ -220,6 +220,32 @@ RunOutcome run_probe(const RunRequest& request);
 // field when the observation is unreadable.
 RunOutcome analyze_observation(const std::filesystem::path& dir, const AnalyzeOptions& options);
 
+// The threads other than the timed one that lived through a variant's sampling, judged from its
+// accounting record (samples.json's "accounting": threads, run_cpu_s, helper_cpu_per_sample_s).
+// Work handed to such a thread (a worker started before sampling, a thread streaming through
+// memory while the other variant is timed) recurs through the sampling; an idle library thread
+// that woke a few times under load does not (OpenBLAS's server thread beside kda's merged decode
+// at batch 1 under two busy loops: in 1 or 2 of 9-54 batches). The batches are cut into up to
+// kStretches consecutive stretches; a stretch is busy when the threads used more than 5 % of its
+// share of the timed CPU, plus 20 us. guard.off_path_work fails the variant when they used more
+// than 5 % of its timed CPU plus 1 ms in all and were busy in more than half the stretches: work
+// handed off in fewer leaves more than half the samples honest, so the medians the verdicts read
+// stay within the honest spread. A record without the per-batch CPU (or with a value that is not
+// a number) is judged on the total alone.
+struct HelperThreads {
+  static constexpr size_t kStretches = 8;
+  double cpu_s = 0;           // their CPU over the sampling phase
+  double run_cpu_s = 0;       // the process's CPU inside its timed batches
+  size_t batches = 0;         // batches with a per-batch record (0: none)
+  size_t stretches = 0;       // min(batches, kStretches)
+  size_t busy_stretches = 0;  // stretches in which they were busy
+  std::string busiest;        // "NAME (tid N)"
+  bool over() const { return cpu_s > 0.05 * run_cpu_s + 1e-3; }
+  bool recurring() const { return stretches == 0 || 2 * busy_stretches > stretches; }
+  bool off_path() const { return over() && recurring(); }
+};
+HelperThreads judge_helper_threads(const Json& account);
+
 // Threshold rules as JSON ({"origin", "rules": [{"name", "match", "when", "line"}]}) and back, for
 // a point handed to another process (a Slurm task); rules_from_json validates each rule again.
 Json rules_to_json(const check::RuleSet& rules);

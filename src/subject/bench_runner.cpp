@@ -357,6 +357,11 @@ struct VariantChild {
   double other_cpu = 0, other_wall = 0;
   double waited_start = 0, waited_end = 0;
   std::map<pid_t, std::pair<std::string, double>> threads_start, threads_end;
+  // Per recorded sample: the CPU its other threads alive since sampling began used from the end
+  // of the previous sample to the end of this one (its input set, its batch, its wait). Work
+  // handed to such a thread recurs with the batches; an idle library thread's wake-up does not.
+  std::vector<double> helper_cpu;
+  double helper_cpu_last = 0;
   double cpu_while_others_timed = 0, wall_while_others_timed = 0;
   std::vector<std::string> descendants;  // processes seen under it during sampling
   ExecEnvironment environment;           // affinity and priority when it declared
@@ -376,6 +381,16 @@ struct WarmupVerified {
   uint64_t seed;
   std::vector<NamedTensor> timed, untimed, reference;
 };
+
+// The CPU, so far, of the child's threads other than the timed one that were alive when the
+// sampling phase began (threads_start): those the off-path accounting judges.
+double helper_threads_cpu(const VariantChild& child) {
+  double total = 0;
+  for (const auto& [tid, reading] : thread_cpu_seconds(child.pid)) {
+    if (tid != child.first_pid && child.threads_start.count(tid) != 0) total += reading.second;
+  }
+  return total;
+}
 
 // The outputs accessor timed on another call of a verified batch (no files, no reruns): one more
 // reading of what an honest accessor costs, so guard.deferred_output judges the least of many.
@@ -740,6 +755,9 @@ double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> 
   const double main_after = main_thread_cpu_seconds(child.pid);
   const int64_t after = thread_count(child.pid);
   if (record) {
+    const double helpers = after > 1 ? helper_threads_cpu(child) : 0.0;
+    child.helper_cpu.push_back(std::max(0.0, helpers - child.helper_cpu_last));
+    child.helper_cpu_last = helpers;
     child.windows.push_back(wall);
     child.window_cpu.push_back(child.run_cpu - cpu_before);
     child.window_main_cpu.push_back(std::max(0.0, main_after - main_before));
@@ -921,6 +939,8 @@ Json Supervisor::run() {
   for (auto& child : children_) {
     child.cpu_start = process_cpu_seconds(child.pid);
     child.threads_start = thread_cpu_seconds(child.pid);
+    child.helper_cpu.clear();
+    child.helper_cpu_last = helper_threads_cpu(child);
     child.run_cpu = child.run_wall = child.prepare_cpu = child.prepare_wall = 0;
     child.other_cpu = child.other_wall = 0;
     child.prepared_calls = 0;
@@ -1230,6 +1250,7 @@ Json Supervisor::run() {
       threads.push_back(std::move(thread));
     }
     account["threads"] = std::move(threads);
+    account["helper_cpu_per_sample_s"] = child.helper_cpu;
     accounting.push_back(std::move(account));
   }
   samples_json["variants"] = std::move(variants);

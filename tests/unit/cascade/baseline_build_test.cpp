@@ -467,15 +467,131 @@ expr = "check.chunk.rms_ratio / baseline <= 1.2"
     return point;
   };
   const CascadeResult result = run_cascade(objective, plan, options, candidate);
-  EXPECT_EQ(log,
-            (std::vector<std::string>{"candidate cp_vs_nocp T=1024", "gate drift fail",
-                                      "candidate cp_vs_nocp T=4096", "candidate chunk ",
-                                      "baseline cp_vs_nocp T=1024", "baseline cp_vs_nocp T=4096",
-                                      "baseline chunk ", "gate chunk_vs_baseline fail"}));
-  // Each baseline point on its candidate point's seed.
-  EXPECT_EQ(seeds, (std::vector<std::optional<uint64_t>>{41, 43, 44}));
-  EXPECT_EQ(result.baseline_points.size(), 3u);
+  // No gate reads cp_vs_nocp against the baseline: the baseline build runs chunk alone.
+  EXPECT_EQ(log, (std::vector<std::string>{"candidate cp_vs_nocp T=1024", "gate drift fail",
+                                           "candidate cp_vs_nocp T=4096", "candidate chunk ",
+                                           "baseline chunk ", "gate chunk_vs_baseline fail"}));
+  // The baseline point on its candidate point's seed.
+  EXPECT_EQ(seeds, (std::vector<std::optional<uint64_t>>{44}));
+  EXPECT_EQ(result.baseline_points.size(), 1u);
   EXPECT_EQ(result.gates[1].verdict, GateVerdict::kFail);
+}
+
+// The baseline build runs a point only when a gate reads the baseline's value of it: an entry
+// without a gate against the baseline, a point a `where` leaves out, a check's extra seeds no
+// baseline gate reads and a bench no gate compares across builds cost the baseline nothing, and
+// the run says which it left out.
+TEST(BaselineBuildTest, TheBaselineBuildRunsOnlyThePointsAGateReadsAgainstIt) {
+  const Objective objective = parse_objective(R"(name = "lazy"
+cascade = "all"
+
+[subject]
+command = ["subject", "probe"]
+
+[[check]]
+name = "sweep"
+probe = "cp_vs_nocp"
+params = { T = [1024, 4096, 16384] }
+
+[[check]]
+name = "verifier"
+probe = "transfer_verifier"
+
+[[check]]
+name = "seeds"
+probe = "decode_vs_recurrence"
+seed = 8
+seeds = 2
+
+[[check]]
+name = "w8a8"
+probe = "w8a8_vs_fp32"
+
+[[bench]]
+name = "spin"
+probe = "spin"
+budget_s = 0.8
+
+[[gate]]
+name = "sweep_not_above_baseline"
+expr = "check.sweep.rms_ratio / baseline <= 1.2 where T >= 4096"
+
+[[gate]]
+name = "verifier_passes"
+expr = "check.verifier passes"
+
+[[gate]]
+name = "seeds_pass"
+expr = "check.seeds passes"
+
+[[gate]]
+name = "w8a8_not_above_baseline"
+expr = "check.w8a8.rms_ratio / baseline <= 1.2"
+
+[[deployment_key]]
+key = "w8a8"
+values = ["on", "off"]
+default = "off"
+implies = [{ probe = "w8a8_vs_fp32", run = { on = true, off = false } }]
+)",
+                                              "dir/lazy.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  std::vector<std::string> log;
+  std::vector<double> budgets;
+  auto point_of = [&](const std::string& side, const PlanTask& task, const ProbeEntry& entry,
+                      int64_t repeat) {
+    log.push_back(side + " " + task.entry + " " + params_to_string(task.params) + " repeat " +
+                  std::to_string(repeat));
+    if (task.layer == Layer::kBench) budgets.push_back(entry.budget_s.value_or(0));
+    PointResult point = plain_point(task, repeat);
+    point.metrics = {{"", "rms_ratio", 1e-7}};
+    point.seed = 7;
+    return point;
+  };
+  CascadeOptions options;
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 8;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return point_of("baseline", task, entry, repeat);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
+    return point_of("candidate", task, entry, repeat);
+  };
+  const CascadeResult result = run_cascade(objective, plan, options, candidate);
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "candidate sweep T=1024 repeat 0", "candidate sweep T=4096 repeat 0",
+                     "candidate sweep T=16384 repeat 0", "candidate verifier  repeat 0",
+                     "candidate seeds  repeat 0", "candidate seeds  repeat 1",
+                     "baseline sweep T=4096 repeat 0", "baseline sweep T=16384 repeat 0",
+                     "candidate spin  repeat 0"}));
+  // The bench no gate compares with the baseline: one run with its whole budget, no rounds.
+  EXPECT_EQ(budgets, (std::vector<double>{0.8}));
+  ASSERT_EQ(result.gates.size(), 4u);
+  EXPECT_EQ(result.gates[0].verdict, GateVerdict::kPass);
+  EXPECT_EQ(result.gates[3].verdict, GateVerdict::kNotRun);
+  EXPECT_EQ(baseline_skip_line(result),
+            "baseline build: 5 run(s) not run, no gate reads their baseline values: check sweep "
+            "(1), check verifier (1), check seeds (2), bench spin (1)");
+  EXPECT_EQ(baseline_skip_line(result, 2),
+            "baseline build: 5 run(s) not run, no gate reads their baseline values: check sweep "
+            "(1), check verifier (1), and 2 more entries (--json lists them in "
+            "data.baseline_skipped)");
+  EXPECT_EQ(baseline_skips_to_json(result, 3).dump(),
+            R"({"runs":5,"reason":"no gate reads their baseline values","entries":[)"
+            R"({"layer":"check","entry":"sweep","runs":1},)"
+            R"({"layer":"check","entry":"verifier","runs":1},)"
+            R"({"layer":"check","entry":"seeds","runs":2}],"truncated":true})");
+  EXPECT_TRUE(
+      baseline_reads_point(objective, Layer::kCheck, "sweep", {{"T", Value(int64_t{4096})}}));
+  EXPECT_FALSE(
+      baseline_reads_point(objective, Layer::kCheck, "sweep", {{"T", Value(int64_t{1024})}}));
+  EXPECT_FALSE(baseline_reads_point(objective, Layer::kCheck, "verifier", {}));
+  // Without a baseline nothing is listed.
+  EXPECT_EQ(baseline_skip_line(run_cascade(objective, plan, CascadeOptions{}, candidate)), "");
 }
 
 TEST(BaselineBuildTest, NotSlowerThanBaselineFailsAtTheFirstPointThatIsSlowerBeyondDoubt) {

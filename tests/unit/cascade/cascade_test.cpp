@@ -211,7 +211,10 @@ expr = "check.cp_vs_nocp.rms_ratio / baseline <= 1.2"
   EXPECT_EQ(result.gates[3].rule,
             "fail: check.cp_vs_nocp.rms_ratio / baseline is not <= 1.2: the largest ratio is "
             "worst over worst at T=1024 over 1 seed(s): 3.00e-07 vs the baseline's 1.00e-07 (x3)");
-  EXPECT_EQ(result.baseline_points.size(), 8u);  // every task's repeat, on the baseline side
+  // The points a gate reads against the baseline: the two check points, not the bench's or the
+  // scenarios' (no gate compares them with the baseline).
+  EXPECT_EQ(result.baseline_points.size(), 2u);
+  EXPECT_EQ(result.baseline_skipped.size(), 6u);
   EXPECT_EQ(result.baseline_label, "build old");
   // The candidate's recorded seed (0 in the fake) is passed to the baseline.
   ASSERT_FALSE(baseline_seeds.empty());
@@ -418,7 +421,8 @@ TEST_F(CascadeTest, ExecutorHooksSeeEveryPointWithTheRecordedBaselinesSeeds) {
                 "run prefill:0:seed=none", "run transfer:0:seed=none", "run prefill:1:seed=none",
                 "run transfer:1:seed=none", "run prefill:2:seed=none", "end scenario"}));
   EXPECT_EQ(announced, asked);
-  EXPECT_EQ(result.baseline_points.size(), 8u);
+  // No gate reads the baseline's values: the candidate takes its seeds, nothing more.
+  EXPECT_EQ(result.baseline_points.size(), 0u);
   EXPECT_EQ(cascade_verdict(result), Verdict::kPass);
 }
 
