@@ -182,8 +182,8 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
     size_t next_start = 0, next_end = 0;
     int64_t previous = thread.first;
     while (next_start < starts.size() || next_end < ends.size()) {
-      const bool take_start =
-          next_end == ends.size() || (next_start < starts.size() && starts[next_start] <= ends[next_end]);
+      const bool take_start = next_end == ends.size() ||
+                              (next_start < starts.size() && starts[next_start] <= ends[next_end]);
       const int64_t bound = take_start ? starts[next_start++] : ends[next_end++];
       if (bound == previous) continue;
       const int64_t start = previous, end = bound;

@@ -151,8 +151,8 @@ Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const T
     });
     if (!analysis.warmup.steps.empty() || !request.iteration.empty()) {
       after_warmup.emplace_back([&] {
-        analysis.critical_path = compute_critical_path(model, analysis.warmup, gpu_ops,
-                                                       request.iteration, &index);
+        analysis.critical_path =
+            compute_critical_path(model, analysis.warmup, gpu_ops, request.iteration, &index);
       });
     }
     pool.run(std::move(after_warmup));

@@ -25,7 +25,8 @@ TEST(TraceTaskPool, OneThreadRunsTheBatchInOrderOnTheCaller) {
   EXPECT_EQ(pool.threads(), 1u);
   std::vector<int> order;
   std::vector<std::function<void()>> tasks;
-  for (int task = 0; task < 5; ++task) tasks.emplace_back([&order, task] { order.push_back(task); });
+  for (int task = 0; task < 5; ++task)
+    tasks.emplace_back([&order, task] { order.push_back(task); });
   pool.run(std::move(tasks));
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
 }
