@@ -71,7 +71,9 @@ void TaskPool::run(std::vector<std::function<void()>> tasks) {
   batch.tasks = std::move(tasks);
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    for (size_t task = 0; task < batch.tasks.size(); ++task) queue_.push_back({&batch, task});
+    // At the front, in order: a batch started inside a task (work that waited on that task)
+    // goes before the rest of the outer batch, so chains of dependent work are not held up.
+    for (size_t task = batch.tasks.size(); task-- > 0;) queue_.push_front({&batch, task});
     changed_.notify_all();
     // The caller works too: its own batch's tasks or any other queued one, until its batch is
     // done; it sleeps only while every task left of its batch is running on another thread.
