@@ -163,9 +163,14 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
     std::vector<int64_t> starts, ends;
     starts.reserve(count);
     ends.reserve(count);
+    // The leaves likewise: each lane's run is merged into the runs before it when in order
+    // (union_of sorts whatever is not).
     std::vector<Interval> leaves;
+    leaves.reserve(count);
+    bool leaves_sorted = true;
     for (TrackId lane : thread.lanes) {
       const size_t run = starts.size();
+      const size_t leaf_run = leaves.size();
       for (SliceId id : index.slices(lane)) {
         starts.push_back(slices.start_ns[id]);
         ends.push_back(slices.end_ns[id]);
@@ -173,6 +178,9 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
       }
       std::inplace_merge(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(run),
                          starts.end());
+      const auto leaf_middle = leaves.begin() + static_cast<std::ptrdiff_t>(leaf_run);
+      leaves_sorted = leaves_sorted && std::is_sorted(leaf_middle, leaves.end());
+      if (leaves_sorted) std::inplace_merge(leaves.begin(), leaf_middle, leaves.end());
     }
     std::sort(ends.begin(), ends.end());
     thread.first = std::min(starts.front(), ends.front());
