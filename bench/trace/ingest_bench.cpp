@@ -13,6 +13,8 @@
 //                        names (bench/trace/multiply_kineto.py writes one of any size): wall and
 //                        CPU time, and the process's peak resident memory against the file's size;
 //                        skipped without it
+//   analyses_threads     the default analyses alone on a loaded model, on 1 or 2 threads (the
+//                        TaskPool; 1: one after another): that file when set, else the 50 MB one
 // Run: build/bin/trace_ingest_bench
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -302,6 +304,36 @@ void analyze_large_kineto(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(analyze_large_kineto)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The default analyses alone (the model loaded once, untimed) on `threads` threads (1: one after
+// another, as before the TaskPool), wall time: LOUPE_INGEST_LARGE_FILE's file when set, else the
+// 50 MB Kineto file.
+void analyses_threads(benchmark::State& state) {
+  const char* large = std::getenv("LOUPE_INGEST_LARGE_FILE");
+  const std::string path =
+      large != nullptr && fs::exists(large) ? std::string(large) : chrome_json_path();
+  static std::string loaded_path;
+  static std::unique_ptr<loupe::trace::Model> model;
+  if (loaded_path != path) {
+    model.reset();
+    model = std::make_unique<loupe::trace::Model>(load_traces({path}));
+    loaded_path = path;
+  }
+  loupe::trace::AnalyzeRequest request;
+  request.threads = static_cast<unsigned>(state.range(0));
+  for (auto _ : state) {
+    const loupe::Envelope envelope = loupe::trace::analyze(*model, request);
+    benchmark::DoNotOptimize(envelope.findings.size());
+  }
+  state.counters["events"] = static_cast<double>(model->files[0].events);
+}
+BENCHMARK(analyses_threads)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5);
 
 }  // namespace
 

@@ -22,6 +22,7 @@ struct TraceOptions {
   bool json = false;
   std::string chrome_out;
   std::vector<int> ranks;  // --rank: one per file
+  unsigned threads = 0;    // --threads: for the analyses; 0 picks
 };
 
 trace::AnalyzeRequest make_request(const TraceOptions& options) {
@@ -41,6 +42,7 @@ trace::AnalyzeRequest make_request(const TraceOptions& options) {
   request.gap_threshold_ns = trace::parse_duration_ns("--gap-threshold", options.gap_threshold);
   request.iteration = options.iteration;
   request.detail = options.detail;
+  request.threads = options.threads;
   return request;
 }
 
@@ -128,6 +130,11 @@ void add_analysis_options(CLI::App* command, TraceOptions& options) {
                    "R,R,...: the rank of each file, in order (overrides distributedInfo and "
                    "the file name; -1 keeps them)")
       ->delimiter(',');
+  command
+      ->add_option("--threads", options.threads,
+                   "threads the analyses run on, 1 for one after another (default 0: up to 4 "
+                   "of the machine's); the findings are the same")
+      ->check(CLI::Range(0u, 256u));
   command->add_flag("--detail", options.detail, "every finding and table row");
   command->add_flag("--json", options.json, "print one JSON envelope");
 }

@@ -38,6 +38,8 @@
 
 namespace loupe::trace {
 
+class TaskPool;  // tasks.hpp
+
 // A selector picks slices. Terms joined by '&' must all match:
 //   name:PATTERN    the slice name matches the pattern (RE2 syntax, core/pattern.hpp; searched:
 //                   anchor with ^ and $)
@@ -84,7 +86,11 @@ struct AnalyzeRequest {
   // Critical path: a pattern naming the iteration ranges; empty: the ProfilerStep ranges.
   std::string iteration;
   bool detail = false;
-  size_t top = 6;  // findings shown without detail (tables keep 5 rows, names 80 characters)
+  size_t top = 6;
+  // Threads the analyses run on once the model is built (they only read it), the caller's
+  // included; 0: min(hardware threads, TaskPool::kMaxThreads); 1: one after another. The
+  // findings and data are the same whatever the count.
+  unsigned threads = 0;  // findings shown without detail (tables keep 5 rows, names 80 characters)
 };
 
 using Interval = std::pair<int64_t, int64_t>;
@@ -207,8 +213,8 @@ struct GpuSummary {
   std::vector<std::pair<std::string, int64_t>> graph_ranges;
 };
 struct GpuStep {
-  SliceId step;  // the ProfilerStep#N slice
-  bool warmup;   // the first step
+  SliceId step = kNoSlice;  // the ProfilerStep#N slice
+  bool warmup = false;      // the first step
   GpuSummary gpu;
 };
 struct GpuAnalysis {
@@ -223,8 +229,6 @@ struct GpuAnalysis {
   GpuSummary all;                  // every op
   std::vector<GpuStep> steps;
 };
-GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
-                        const TrackIndex* index = nullptr);
 
 // The GPU ops of a model and their launch calls: what the GPU analyses and the critical path
 // share. Empty when the model has no GPU stream.
@@ -235,6 +239,11 @@ struct GpuOps {
 };
 inline constexpr uint8_t kNotGpuOp = 0xFF;
 GpuOps find_gpu_ops(const Model& model);
+// `ops` (optional): find_gpu_ops' answer to reuse. `pool` (optional): runs the summaries (every
+// op's, the steady window's, each step's) side by side; the result is the same without it.
+GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
+                        const TrackIndex* index = nullptr, const GpuOps* ops = nullptr,
+                        TaskPool* pool = nullptr);
 
 // The critical path of one iteration: the chain of CPU work, launches, GPU ops and waits that
 // decided when it finished, walked backwards from its end (the later of its range's end and the

@@ -1,9 +1,11 @@
 // GPU analyses of Kineto-shaped traces (analyze.hpp, GpuAnalysis; docs/pytorch-traces.md).
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <optional>
 
 #include "trace/analyze/analyze.hpp"
+#include "trace/analyze/tasks.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -14,6 +16,8 @@ constexpr uint8_t kNotGpu = kNotGpuOp;
 constexpr size_t kZoneGaps = 32;
 constexpr int64_t kOutlierFloorNs = 100'000;
 constexpr int64_t kOutlierFactor = 10;
+// Steps summarised by one task: a few hundred ops each, enough to outweigh handing them over.
+constexpr size_t kStepsPerTask = 256;
 
 bool iequals_prefix(std::string_view text, std::string_view prefix) {
   if (text.size() < prefix.size()) return false;
@@ -99,18 +103,31 @@ bool synchronisation(std::string_view name) {
 // changes in time order; at equal times a launch counts before a start (it came first).
 void queue_length(const Context& context, const std::vector<SliceId>& ids, StreamIdle& idle) {
   const SliceTable& slices = context.model.slices;
-  std::vector<std::pair<int64_t, int>> changes;  // (time, +1 launch or -1 start)
-  changes.reserve(2 * ids.size());
+  using Change = std::pair<int64_t, int>;  // (time, +1 launch or -1 start)
+  auto earlier = [](const Change& left, const Change& right) {
+    return left.first != right.first ? left.first < right.first : left.second > right.second;
+  };
+  // Launches and starts each come mostly in time order (ops by start, launched first in first
+  // out): two sorted runs merge into the order one sort of both gives, in linear time.
+  std::vector<Change> launches, starts;
+  launches.reserve(ids.size());
+  starts.reserve(ids.size());
   for (SliceId id : ids) {
     const SliceId launch = context.launch_of[id];
     if (launch == kNoSlice) continue;
-    changes.emplace_back(slices.start_ns[launch], +1);
-    changes.emplace_back(slices.start_ns[id], -1);
+    launches.emplace_back(slices.start_ns[launch], +1);
+    starts.emplace_back(slices.start_ns[id], -1);
   }
-  if (changes.empty()) return;
-  std::sort(changes.begin(), changes.end(), [](const auto& left, const auto& right) {
-    return left.first != right.first ? left.first < right.first : left.second > right.second;
-  });
+  if (launches.empty()) return;
+  if (!std::is_sorted(launches.begin(), launches.end(), earlier)) {
+    std::sort(launches.begin(), launches.end(), earlier);
+  }
+  if (!std::is_sorted(starts.begin(), starts.end(), earlier)) {
+    std::sort(starts.begin(), starts.end(), earlier);
+  }
+  std::vector<Change> changes(launches.size() + starts.size());
+  std::merge(launches.begin(), launches.end(), starts.begin(), starts.end(), changes.begin(),
+             earlier);
   std::vector<int64_t> values;
   values.reserve(changes.size());
   int64_t length = 0, sum = 0;
@@ -314,7 +331,9 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops, In
     const SliceId launch = context.launch_of[id];
     if (launch != kNoSlice) launched.emplace_back(launch, id);
   }
-  std::sort(launched.begin(), launched.end());
+  if (!std::is_sorted(launched.begin(), launched.end())) {
+    std::sort(launched.begin(), launched.end());
+  }
   std::vector<int64_t> cpu, gpu, delay;
   int64_t worst_delay = INT64_MIN, worst_cpu = INT64_MIN;
   std::vector<Interval> graph_time;
@@ -441,10 +460,11 @@ GpuOps find_gpu_ops(const Model& model) {
 }
 
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
-                        const TrackIndex* shared_index) {
+                        const TrackIndex* shared_index, const GpuOps* shared_ops, TaskPool* pool) {
   GpuAnalysis result;
   const SliceTable& slices = model.slices;
-  const GpuOps found = find_gpu_ops(model);
+  std::optional<GpuOps> own_ops;
+  const GpuOps& found = shared_ops != nullptr ? *shared_ops : own_ops.emplace(find_gpu_ops(model));
   if (found.ops.empty()) return result;
   const std::vector<uint8_t>& kind = found.kind;
   const std::vector<SliceId>& ops = found.ops;
@@ -492,11 +512,10 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
                         kernel_wait_ns, sync_of_thread, collective_of_process,
                         graph_launch};
   const Interval everything{INT64_MIN, INT64_MAX};
-  result.all = summarize(context, ops, everything);
   // Per ProfilerStep: an op belongs to the step in which its launch call (else the op) began.
   std::vector<uint8_t> in_warmup_step(slices.size(), 0);
+  std::vector<std::vector<SliceId>> per_step(warmup.steps.size());
   if (!warmup.steps.empty()) {
-    std::vector<std::vector<SliceId>> per_step(warmup.steps.size());
     for (SliceId id : ops) {
       const SliceId launch = launch_of[id];
       const int64_t at = launch != kNoSlice ? slices.start_ns[launch] : slices.start_ns[id];
@@ -511,9 +530,10 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
     if (first_is_warmup) {
       for (SliceId id : per_step.front()) in_warmup_step[id] = 1;
     }
+    result.steps.resize(warmup.steps.size());
     for (size_t step = 0; step < warmup.steps.size(); ++step) {
-      result.steps.push_back({warmup.steps[step], step == 0 && first_is_warmup,
-                              summarize(context, per_step[step], everything)});
+      result.steps[step].step = warmup.steps[step];
+      result.steps[step].warmup = step == 0 && first_is_warmup;
     }
   }
   // One steady window for every statistic: it opens when the last GPU op of the leading
@@ -561,7 +581,27 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
     result.warmup_ops_inside += warm(id) ? 1 : 0;
     steady.push_back(id);
   }
-  result.steady = opens == first ? result.all : summarize(context, steady, result.window);
+  // The summaries are independent of one another: every op's, the steady window's, and the
+  // steps' in runs of kStepsPerTask, each written into its own place.
+  std::vector<std::function<void()>> tasks;
+  tasks.emplace_back([&] { result.all = summarize(context, ops, everything); });
+  if (opens != first) {
+    tasks.emplace_back([&] { result.steady = summarize(context, steady, result.window); });
+  }
+  for (size_t begin = 0; begin < result.steps.size(); begin += kStepsPerTask) {
+    tasks.emplace_back([&, begin] {
+      const size_t end = std::min(result.steps.size(), begin + kStepsPerTask);
+      for (size_t step = begin; step < end; ++step) {
+        result.steps[step].gpu = summarize(context, per_step[step], everything);
+      }
+    });
+  }
+  if (pool != nullptr) {
+    pool->run(std::move(tasks));
+  } else {
+    for (std::function<void()>& task : tasks) task();
+  }
+  if (opens == first) result.steady = result.all;
   return result;
 }
 

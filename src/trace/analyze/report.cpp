@@ -6,6 +6,7 @@
 
 #include "loupe/error.hpp"
 #include "trace/analyze/analyze.hpp"
+#include "trace/analyze/tasks.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -104,44 +105,72 @@ const ClassDef& find_class(const AnalyzeRequest& request, const std::string& nam
 Analysis run_analyses(const Model& model, const AnalyzeRequest& request, const TrackIndex& index) {
   Analysis analysis;
   analysis.stats = model.stats;
-  analysis.warmup = classify_warmup(model, &index);
-  // The workload's breakdown leaves out warm-up and the labels projected onto streams.
-  std::vector<uint8_t> exclude = analysis.warmup.slice;
-  std::vector<uint8_t> annotation_lane(model.tracks.size(), 0);
-  bool any_annotation_lane = false;
-  for (TrackId track = 0; track < model.tracks.size(); ++track) {
-    annotation_lane[track] = model.tracks[track].lane == Lane::kAnnotation;
-    any_annotation_lane |= annotation_lane[track] != 0;
-  }
-  if (any_annotation_lane) {
-    exclude.resize(model.slices.size(), 0);
-    for (SliceId id = 0; id < model.slices.size(); ++id) {
-      if (annotation_lane[model.slices.track[id]] != 0) exclude[id] = 1;
-    }
-  }
-  analysis.breakdown = compute_breakdown(model, exclude);
-  analysis.gpu = compute_gpu(model, analysis.warmup, request.kernel_wait_ns, &index);
-  analysis.gil = compute_gil(model, &index);
+  // A bad class or selector is a usage error found before any analysis starts.
+  std::optional<Selector> overlap_a, overlap_b, window;
   if (request.overlap) {
-    const ClassDef& a = find_class(request, request.overlap->first);
-    const ClassDef& b = find_class(request, request.overlap->second);
-    std::optional<Selector> window;
+    overlap_a.emplace(find_class(request, request.overlap->first).selector);
+    overlap_b.emplace(find_class(request, request.overlap->second).selector);
     if (!request.window_class.empty()) {
       window.emplace(find_class(request, request.window_class).selector);
     }
-    analysis.overlap = compute_overlap(model, Selector(a.selector), Selector(b.selector), a.name,
-                                       b.name, window ? &*window : nullptr, request.window_class);
   } else if (!request.window_class.empty()) {
     throw Error(ErrorCode::kUsage, "--window needs --overlap A,B",
                 "e.g. --overlap compute,transfer --window layer");
   }
-  analysis.locks = compute_locks(model, analysis.stats, &index);
-  analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index);
-  analysis.collectives = compute_collectives(model, index);
-  if (!analysis.warmup.steps.empty() || !request.iteration.empty()) {
-    analysis.critical_path = compute_critical_path(model, analysis.warmup, find_gpu_ops(model),
-                                                   request.iteration, &index);
+  // The analyses only read the model: they run side by side, each writing its own member of
+  // `analysis` (locks its own stats, merged after). Warm-up comes first because the breakdown,
+  // the GPU analyses and the critical path leave it out; the rest does not wait for it.
+  TaskPool pool(request.threads);
+  GpuOps gpu_ops;
+  StatsRegistry lock_stats;
+  std::vector<std::function<void()>> tasks;
+  tasks.emplace_back([&] {
+    analysis.warmup = classify_warmup(model, &index);
+    gpu_ops = find_gpu_ops(model);
+    std::vector<std::function<void()>> after_warmup;
+    after_warmup.emplace_back([&] {
+      analysis.gpu =
+          compute_gpu(model, analysis.warmup, request.kernel_wait_ns, &index, &gpu_ops, &pool);
+    });
+    after_warmup.emplace_back([&] {
+      // The workload's breakdown leaves out warm-up and the labels projected onto streams.
+      std::vector<uint8_t> exclude = analysis.warmup.slice;
+      std::vector<uint8_t> annotation_lane(model.tracks.size(), 0);
+      bool any_annotation_lane = false;
+      for (TrackId track = 0; track < model.tracks.size(); ++track) {
+        annotation_lane[track] = model.tracks[track].lane == Lane::kAnnotation;
+        any_annotation_lane |= annotation_lane[track] != 0;
+      }
+      if (any_annotation_lane) {
+        exclude.resize(model.slices.size(), 0);
+        for (SliceId id = 0; id < model.slices.size(); ++id) {
+          if (annotation_lane[model.slices.track[id]] != 0) exclude[id] = 1;
+        }
+      }
+      analysis.breakdown = compute_breakdown(model, exclude);
+    });
+    if (!analysis.warmup.steps.empty() || !request.iteration.empty()) {
+      after_warmup.emplace_back([&] {
+        analysis.critical_path =
+            compute_critical_path(model, analysis.warmup, gpu_ops, request.iteration, &index);
+      });
+    }
+    pool.run(std::move(after_warmup));
+  });
+  tasks.emplace_back([&] { analysis.gil = compute_gil(model, &index); });
+  tasks.emplace_back(
+      [&] { analysis.gaps = compute_gaps(model, request.gap_threshold_ns, &index); });
+  tasks.emplace_back([&] { analysis.locks = compute_locks(model, lock_stats, &index); });
+  tasks.emplace_back([&] { analysis.collectives = compute_collectives(model, index); });
+  if (request.overlap) {
+    tasks.emplace_back([&] {
+      analysis.overlap = compute_overlap(model, *overlap_a, *overlap_b, request.overlap->first,
+                                         request.overlap->second, window ? &*window : nullptr,
+                                         request.window_class);
+    });
   }
+  pool.run(std::move(tasks));
+  analysis.stats.merge(lock_stats);
   return analysis;
 }
 

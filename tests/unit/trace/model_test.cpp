@@ -135,3 +135,78 @@ TEST(Model, LockSpansPairWaitsObtainsAndReleasesAndCountTheRest) {
 
 }  // namespace
 }  // namespace loupe::trace
+
+namespace loupe::trace {
+namespace {
+
+// `copies` repetitions, `period` ns apart, of: on a thread, a root with two children and a
+// grandchild added children first; on a stream, two kernels; two flows from the thread's
+// children to the kernels (one bound to the next slice). Rows arrive interleaved across tracks.
+Model repeated_model(size_t copies, int64_t period) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId thread = builder.track(0, TrackKind::kThread, "1", "1");
+  const TrackId stream = builder.track(0, TrackKind::kGpuStream, "0", "7");
+  const StringId root = builder.intern("root"), child = builder.intern("child"),
+                 grandchild = builder.intern("grandchild"), kernel = builder.intern("kernel"),
+                 flow = builder.intern("ac2g");
+  for (size_t copy = 0; copy < copies; ++copy) {
+    const int64_t at = static_cast<int64_t>(copy) * period;
+    builder.add_slice(thread, at + 20, at + 30, child, 0);
+    builder.add_slice(stream, at + 40, at + 60, kernel, 0);
+    builder.add_slice(thread, at + 0, at + 100, root, 0);
+    builder.add_slice(thread, at + 10, at + 20, child, 0);
+    builder.add_slice(thread, at + 12, at + 15, grandchild, 0);
+    builder.add_slice(stream, at + 70, at + 90, kernel, 0);
+    builder.add_flow(flow, thread, at + 13, stream, at + 45, false);
+    builder.add_flow(flow, thread, at + 25, stream, at + 65, true);
+  }
+  builder.finish();
+  return model;
+}
+
+// finish() sorts, permutes and binds flows on two threads past 200,000 rows: the large model
+// must be the small one repeated, row for row.
+TEST(Model, LargeModelIsTheSmallOneRepeated) {
+  constexpr int64_t kPeriod = 1000;
+  constexpr size_t kCopies = 50'000;  // 300,000 slices, 100,000 flows
+  const Model small = repeated_model(1, kPeriod);
+  const Model large = repeated_model(kCopies, kPeriod);
+  ASSERT_EQ(small.slices.size(), 6u);
+  ASSERT_EQ(large.slices.size(), 6 * kCopies);
+  // Per track in the small model: its first row and row count (rows are grouped by track).
+  const size_t thread_rows = 4, stream_rows = 2;
+  ASSERT_EQ(small.slices.track[0], small.slices.track[thread_rows - 1]);
+  auto large_row = [&](SliceId small_row, size_t copy) -> SliceId {
+    if (small_row == kNoSlice) return kNoSlice;
+    if (small_row < thread_rows) return static_cast<SliceId>(copy * thread_rows + small_row);
+    return static_cast<SliceId>(kCopies * thread_rows + copy * stream_rows +
+                                (small_row - thread_rows));
+  };
+  size_t mismatches = 0;
+  for (size_t copy = 0; copy < kCopies; ++copy) {
+    const int64_t shift = static_cast<int64_t>(copy) * kPeriod;
+    for (SliceId row = 0; row < small.slices.size(); ++row) {
+      const SliceId big = large_row(row, copy);
+      mismatches += large.slices.start_ns[big] != small.slices.start_ns[row] + shift;
+      mismatches += large.slices.end_ns[big] != small.slices.end_ns[row] + shift;
+      mismatches += large.slice_name(big) != small.slice_name(row);
+      mismatches += large.slices.depth[big] != small.slices.depth[row];
+      mismatches += large.slices.parent[big] != large_row(small.slices.parent[row], copy);
+    }
+    for (size_t flow = 0; flow < small.flows.size(); ++flow) {
+      const size_t big = copy * small.flows.size() + flow;
+      mismatches += large.flows.from_slice[big] != large_row(small.flows.from_slice[flow], copy);
+      mismatches += large.flows.to_slice[big] != large_row(small.flows.to_slice[flow], copy);
+      mismatches += large.flows.from_ns[big] != small.flows.from_ns[flow] + shift;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // The small model itself, as nesting and binding say it must be.
+  EXPECT_EQ(small.slices.depth, (std::vector<uint32_t>{0, 1, 2, 1, 0, 0}));
+  EXPECT_EQ(small.flows.from_slice, (std::vector<SliceId>{2, 3}));  // grandchild, second child
+  EXPECT_EQ(small.flows.to_slice, (std::vector<SliceId>{4, 5}));    // inside, next after
+}
+
+}  // namespace
+}  // namespace loupe::trace
