@@ -6,17 +6,19 @@
 namespace loupe::bench {
 namespace {
 
-std::string fixed(double value, int digits) {
+std::string fixed_digits(double value, int digits) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
   return buffer;
 }
 
-std::string percent_change(double ratio) { return fixed(std::fabs(ratio - 1.0) * 100.0, 1) + "%"; }
+std::string percent_change(double ratio) {
+  return fixed_digits(std::fabs(ratio - 1.0) * 100.0, 1) + "%";
+}
 
 // How much slower: "4.2%", or from twice the time on "2.65×" (a percentage past 100 reads badly).
 std::string slower_by(double ratio) {
-  return ratio >= 2.0 ? fixed(ratio, 2) + "×" : percent_change(ratio);
+  return ratio >= 2.0 ? fixed_digits(ratio, 2) + "×" : percent_change(ratio);
 }
 
 }  // namespace
@@ -98,11 +100,12 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
   const bool paired = comparison.pairs > 0;
   const std::string evidence_text =
       (paired ? "median of the per-round ratios " : "ratio of medians ") + b + "/" + a + " " +
-      fixed(comparison.ratio, 4) + ", " + fixed(comparison.confidence * 100.0, 0) + "% CI [" +
-      fixed(comparison.ci.low, 4) + ", " + fixed(comparison.ci.high, 4) + "], " +
+      fixed_digits(comparison.ratio, 4) + ", " + fixed_digits(comparison.confidence * 100.0, 0) +
+      "% CI [" + fixed_digits(comparison.ci.low, 4) + ", " + fixed_digits(comparison.ci.high, 4) +
+      "], " +
       (paired ? std::to_string(comparison.pairs) + " rounds"
               : "n = " + std::to_string(comparison.a.n) + "/" + std::to_string(comparison.b.n)) +
-      ", threshold " + fixed(comparison.threshold * 100.0, 1) + "%";
+      ", threshold " + fixed_digits(comparison.threshold * 100.0, 1) + "%";
   switch (comparison.verdict) {
     case AbVerdict::kSlower:
       finding.claim = b + " is " + slower_by(comparison.ratio) + " slower than " + a + " (" +
@@ -118,7 +121,7 @@ Finding comparison_finding(const Comparison& comparison, const FindingContext& c
       break;
     case AbVerdict::kSame:
       finding.claim = b + " and " + a + " take the same time within ±" +
-                      fixed(comparison.threshold * 100.0, 1) + "% (" + evidence_text + ")";
+                      fixed_digits(comparison.threshold * 100.0, 1) + "% (" + evidence_text + ")";
       finding.next =
           "to resolve smaller effects, lower --threshold and raise --budget (or --precision)";
       break;

@@ -11,8 +11,8 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-StopDecision decide(double relative_half_width, double effect, int64_t n, double elapsed_s,
-                    const StoppingRule& rule) {
+StopDecision decide_stop(double relative_half_width, double effect, int64_t n, double elapsed_s,
+                         const StoppingRule& rule) {
   StopDecision decision;
   decision.relative_half_width = relative_half_width;
   decision.minimum_detectable_effect = effect;
@@ -65,7 +65,7 @@ StopDecision should_stop(std::span<const double> samples, double elapsed_s,
   double half_width = median_relative_half_width(samples, rule.confidence);
   double effect =
       minimum_detectable_effect(std::sqrt(2.0) * half_width, rule.confidence, /*power=*/0.8);
-  return decide(half_width, effect, static_cast<int64_t>(samples.size()), elapsed_s, rule);
+  return decide_stop(half_width, effect, static_cast<int64_t>(samples.size()), elapsed_s, rule);
 }
 
 StopDecision should_stop_ab(std::span<const double> a, std::span<const double> b, double elapsed_s,
@@ -75,14 +75,15 @@ StopDecision should_stop_ab(std::span<const double> a, std::span<const double> b
   double half_width = std::sqrt(half_a * half_a + half_b * half_b);
   double effect = minimum_detectable_effect(half_width, rule.confidence, /*power=*/0.8);
   auto n = static_cast<int64_t>(std::min(a.size(), b.size()));
-  return decide(half_width, effect, n, elapsed_s, rule);
+  return decide_stop(half_width, effect, n, elapsed_s, rule);
 }
 
 StopDecision should_stop_paired(std::span<const double> round_ratios, double elapsed_s,
                                 const StoppingRule& rule) {
   double half_width = median_relative_half_width(round_ratios, rule.confidence);
   double effect = minimum_detectable_effect(half_width, rule.confidence, /*power=*/0.8);
-  return decide(half_width, effect, static_cast<int64_t>(round_ratios.size()), elapsed_s, rule);
+  return decide_stop(half_width, effect, static_cast<int64_t>(round_ratios.size()), elapsed_s,
+                     rule);
 }
 
 RoundPairs pair_by_round(std::span<const double> a, std::span<const int64_t> rounds_a,

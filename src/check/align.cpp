@@ -20,7 +20,7 @@ struct Run {
   int64_t count = 0;
 };
 
-const std::string kHint =
+const std::string kAlignHint =
     "token alignment reads (b, t, ...) padded or (t, ...) packed steps with loupe.step, "
     "loupe.request_ids and loupe.seq_lens (docs/sharded-diff.md)";
 
@@ -44,7 +44,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                            std::string_view what, bool force_packed) {
   const std::string name(what);
   if (steps.empty()) {
-    throw Error(ErrorCode::kInput, "'" + name + "': no step to align", kHint);
+    throw Error(ErrorCode::kInput, "'" + name + "': no step to align", kAlignHint);
   }
   const auto token = token_axis_of(axes);
   if (!token) {
@@ -63,7 +63,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     std::to_string(*token) +
                     "; expected it first (packed t ...) or second after "
                     "a batch axis b (padded b t ...)",
-                kHint);
+                kAlignHint);
   }
   // Steps in loupe.step order when every step has one.
   std::vector<size_t> order(steps.size());
@@ -76,7 +76,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
         throw Error(ErrorCode::kInput,
                     "'" + name + "': " + step.origin +
                         " has no loupe.step, but other steps have one; expected all or none",
-                    kHint);
+                    kAlignHint);
       }
     }
   }
@@ -90,7 +90,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     "'" + name + "': " + steps[order[index - 1]].origin + " and " +
                         steps[order[index]].origin + " are both step " +
                         std::to_string(*steps[order[index]].step),
-                    kHint);
+                    kAlignHint);
       }
     }
   }
@@ -105,14 +105,14 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                   "'" + name + "': " + step.origin + " has shape " +
                       shape_to_string(step.tensor.shape()) + ", but the axes name " +
                       std::to_string(rank),
-                  kHint);
+                  kAlignHint);
     }
     if (step.tensor.dtype() != first.dtype()) {
       throw Error(ErrorCode::kInput,
                   "'" + name + "': " + step.origin + " is " +
                       std::string(dtype_name(step.tensor.dtype())) + ", the first step is " +
                       std::string(dtype_name(first.dtype())),
-                  kHint);
+                  kAlignHint);
     }
     for (size_t axis = *token + 1; axis < rank; ++axis) {
       if (step.tensor.shape()[axis] != first.shape()[axis]) {
@@ -121,7 +121,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                         std::to_string(step.tensor.shape()[axis]) + ", the first step has " +
                         std::to_string(first.shape()[axis]) + "; only " + axes[*token] +
                         (padded ? " and " + axes[0] : std::string()) + " may differ",
-                    kHint);
+                    kAlignHint);
       }
     }
   }
@@ -153,7 +153,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                         "' has extent " + std::to_string(tensor.shape()[0]) +
                         ", the first step has " + std::to_string(batch) +
                         "; give loupe.request_ids when the batch changes between steps",
-                    kHint);
+                    kAlignHint);
       }
       total += tensor.shape()[*token];
     }
@@ -198,7 +198,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     "'" + name + "': " + step.origin + ": loupe.request_ids has " +
                         std::to_string(ids.size()) + " ids, axis '" + axes[0] + "' has " +
                         std::to_string(rows) + " rows",
-                    kHint);
+                    kAlignHint);
       }
       lengths.assign(static_cast<size_t>(rows), tokens);
       if (step.seq_lens) {
@@ -210,7 +210,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     "'" + name + "': " + step.origin + ": loupe.seq_lens has " +
                         std::to_string(lengths.size()) + " lengths, axis '" + axes[0] + "' has " +
                         std::to_string(rows) + " rows",
-                    kHint);
+                    kAlignHint);
       }
       for (int64_t row = 0; row < rows; ++row) {
         if (lengths[row] > tokens) {
@@ -218,7 +218,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                       "'" + name + "': " + step.origin + ": loupe.seq_lens gives row " +
                           std::to_string(row) + " " + std::to_string(lengths[row]) +
                           " tokens, but axis '" + axes[*token] + "' has " + std::to_string(tokens),
-                      kHint);
+                      kAlignHint);
         }
         starts.push_back(row * tokens);
       }
@@ -239,7 +239,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     "'" + name + "': " + step.origin + ": loupe.request_ids has " +
                         std::to_string(ids.size()) + " ids, loupe.seq_lens " +
                         std::to_string(lengths.size()) + " lengths; expected one id per sequence",
-                    kHint);
+                    kAlignHint);
       }
       int64_t sum = 0;
       for (int64_t length : lengths) {
@@ -251,7 +251,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                     "'" + name + "': " + step.origin + ": loupe.seq_lens sum to " +
                         std::to_string(sum) + ", but axis '" + axes[*token] + "' has " +
                         std::to_string(tokens) + " tokens",
-                    kHint);
+                    kAlignHint);
       }
     }
     for (size_t item = 0; item < ids.size(); ++item) {
@@ -260,7 +260,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
         throw Error(ErrorCode::kInput,
                     "'" + name + "': " + step.origin + ": request " + std::to_string(ids[item]) +
                         " appears twice in one step",
-                    kHint);
+                    kAlignHint);
       }
       list.push_back({index, starts[item], lengths[item]});
     }
@@ -297,7 +297,7 @@ AlignedTokens align_tokens(std::span<const StepTensor> steps, const std::vector<
                         " tokens over the steps, request " + std::to_string(result.request_ids[0]) +
                         " has " + std::to_string(totals[0]) +
                         "; give loupe.seq_lens to compare requests of different lengths",
-                    kHint);
+                    kAlignHint);
       }
     }
     shape = first.shape();

@@ -10,7 +10,7 @@ constexpr std::string_view kModifiers = "tp, cp, ep, sp, dp, natural, zigzag or 
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
-std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
 }  // namespace
 
@@ -70,8 +70,8 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
   int token_index = 0;
   auto fail = [&](std::string_view token, const std::string& what) -> Error {
     return Error(code,
-                 std::string(origin) + " " + quoted(text) + ": token " +
-                     std::to_string(token_index) + " " + quoted(token) + ": " + what,
+                 std::string(origin) + " " + single_quoted(text) + ": token " +
+                     std::to_string(token_index) + " " + single_quoted(token) + ": " + what,
                  hint);
   };
   while (true) {
@@ -94,14 +94,15 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
     size_t cursor = 0;
     if (!is_name_start(token[0])) {
       throw fail(token, "expected an axis name (a letter or '_' first), found " +
-                            quoted(token.substr(0, 1)));
+                            single_quoted(token.substr(0, 1)));
     }
     while (cursor < token.size() && is_name_char(token[cursor])) ++cursor;
     axis.name = std::string(token.substr(0, cursor));
     if (cursor < token.size()) {
       if (token[cursor] != '(') {
         throw fail(token, "expected '(' or the end of the token after the name " +
-                              quoted(axis.name) + ", found " + quoted(token.substr(cursor, 1)));
+                              single_quoted(axis.name) + ", found " +
+                              single_quoted(token.substr(cursor, 1)));
       }
       if (token.back() != ')') {
         throw fail(token, "expected ')' to close the modifiers at the end of the token");
@@ -121,14 +122,15 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
         }
         if (auto group = parse_parallel_axis(modifier)) {
           if (axis.group) {
-            throw fail(token, where + " " + quoted(modifier) + ": the axis already names group " +
-                                  quoted(parallel_axis_name(*axis.group)) +
+            throw fail(token, where + " " + single_quoted(modifier) +
+                                  ": the axis already names group " +
+                                  single_quoted(parallel_axis_name(*axis.group)) +
                                   "; expected one group per axis");
           }
           axis.group = group;
         } else if (modifier == "natural" || modifier == "zigzag") {
           if (order_given) {
-            throw fail(token, where + " " + quoted(modifier) +
+            throw fail(token, where + " " + single_quoted(modifier) +
                                   ": the order is already given; expected one of natural, zigzag");
           }
           order_given = true;
@@ -137,7 +139,7 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
           if (axis.partial) throw fail(token, where + " 'partial' is given twice");
           axis.partial = true;
         } else {
-          throw fail(token, where + " " + quoted(modifier) + " is unknown; expected " +
+          throw fail(token, where + " " + single_quoted(modifier) + " is unknown; expected " +
                                 std::string(kModifiers));
         }
         if (comma == std::string_view::npos) break;
@@ -156,21 +158,22 @@ DimsSpec parse_dims(std::string_view text, std::string_view origin, ErrorCode co
     }
     for (const DimAxis& earlier : spec.axes) {
       if (earlier.name == axis.name) {
-        throw fail(token, "the axis name " + quoted(axis.name) +
+        throw fail(token, "the axis name " + single_quoted(axis.name) +
                               " is already used; expected one name per axis");
       }
       if (axis.group && earlier.group == axis.group) {
-        throw fail(token, "group " + quoted(parallel_axis_name(*axis.group)) +
-                              " already shards or sums axis " + quoted(earlier.name) +
+        throw fail(token, "group " + single_quoted(parallel_axis_name(*axis.group)) +
+                              " already shards or sums axis " + single_quoted(earlier.name) +
                               "; expected each group on at most one axis");
       }
     }
     spec.axes.push_back(std::move(axis));
   }
   if (spec.axes.empty()) {
-    throw Error(code,
-                std::string(origin) + " " + quoted(text) + ": no axis; expected one token per axis",
-                hint);
+    throw Error(
+        code,
+        std::string(origin) + " " + single_quoted(text) + ": no axis; expected one token per axis",
+        hint);
   }
   return spec;
 }
@@ -234,8 +237,8 @@ ParallelConfig parse_parallel(std::string_view text, std::string_view origin, Er
     ++item_index;
     auto fail = [&](const std::string& what) {
       return Error(code,
-                   std::string(origin) + " " + quoted(text) + ": item " +
-                       std::to_string(item_index) + " " + quoted(item) + ": " + what,
+                   std::string(origin) + " " + single_quoted(text) + ": item " +
+                       std::to_string(item_index) + " " + single_quoted(item) + ": " + what,
                    hint);
     };
     const size_t equals = item.find('=');
@@ -243,8 +246,9 @@ ParallelConfig parse_parallel(std::string_view text, std::string_view origin, Er
     const std::string_view name = item.substr(0, equals);
     const std::string_view size_text = item.substr(equals + 1);
     const auto group = parse_parallel_axis(name);
-    if (!group) throw fail("unknown group " + quoted(name) + "; expected tp, cp, ep, sp or dp");
-    if (config.has(*group)) throw fail("group " + quoted(name) + " is given twice");
+    if (!group)
+      throw fail("unknown group " + single_quoted(name) + "; expected tp, cp, ep, sp or dp");
+    if (config.has(*group)) throw fail("group " + single_quoted(name) + " is given twice");
     int64_t size = 0;
     bool digits = !size_text.empty() && size_text.size() <= 9;
     for (char c : size_text) {
@@ -254,7 +258,8 @@ ParallelConfig parse_parallel(std::string_view text, std::string_view origin, Er
       for (char c : size_text) size = size * 10 + (c - '0');
     }
     if (!digits || size < 1) {
-      throw fail("size " + quoted(size_text) + ": expected a whole number from 1 to 999999999");
+      throw fail("size " + single_quoted(size_text) +
+                 ": expected a whole number from 1 to 999999999");
     }
     config.groups.emplace_back(*group, size);
     if (comma == std::string_view::npos) break;

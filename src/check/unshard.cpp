@@ -20,7 +20,7 @@ std::string rank_label(const Shard& shard) {
   return "rank " + std::to_string(shard.rank) + " (" + shard.origin + ")";
 }
 
-std::string percent(double share) {
+std::string share_percent(double share) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g%%", share * 100);
   return text;
@@ -596,9 +596,9 @@ std::string attribution_sentence(const ShardAttribution& attribution) {
     const bool holds = axis.top_share >= kRankHoldsShare;
     if (!out.empty()) out += "; ";
     out += parallel_axis_label(sharded.group) + " rank " + std::to_string(axis.top_rank) +
-           (holds ? " holds " : " holds the most, ") + percent(axis.top_share) +
+           (holds ? " holds " : " holds the most, ") + share_percent(axis.top_share) +
            " of the squared error (fair share " +
-           percent(1.0 / static_cast<double>(sharded.group_size)) + ")";
+           share_percent(1.0 / static_cast<double>(sharded.group_size)) + ")";
     // Name the chunk and the logical range of the rank's error.
     std::vector<int64_t> pieces;
     for (int64_t piece = 0; piece < sharded.pieces(); ++piece) {
@@ -613,8 +613,8 @@ std::string attribution_sentence(const ShardAttribution& attribution) {
                std::to_string(sharded.piece_begin[piece + 1]) + ")";
         continue;
       }
-      out += ": both zigzag chunks (" + percent(top.chunk_shares[0]) + " / " +
-             percent(top.chunk_shares[1]) + "), " + axis.axis_name + " in [" +
+      out += ": both zigzag chunks (" + share_percent(top.chunk_shares[0]) + " / " +
+             share_percent(top.chunk_shares[1]) + "), " + axis.axis_name + " in [" +
              std::to_string(sharded.piece_begin[pieces[0]]) + ", " +
              std::to_string(sharded.piece_begin[pieces[0] + 1]) + ") and [" +
              std::to_string(sharded.piece_begin[pieces[1]]) + ", " +

@@ -42,7 +42,7 @@ bool fails(const std::string& fail_on, bench::AbVerdict verdict) {
   return verdict != bench::AbVerdict::kFaster;
 }
 
-std::string format(const char* pattern, double value) {
+std::string format_value(const char* pattern, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), pattern, value);
   return buffer;
@@ -51,13 +51,13 @@ std::string format(const char* pattern, double value) {
 // A duration in the unit that keeps three to four significant digits.
 std::string duration_text(double seconds) {
   double magnitude = std::fabs(seconds);
-  if (magnitude >= 1.0) return format("%.4g s", seconds);
-  if (magnitude >= 1e-3) return format("%.4g ms", seconds * 1e3);
-  if (magnitude >= 1e-6) return format("%.4g us", seconds * 1e6);
-  return format("%.4g ns", seconds * 1e9);
+  if (magnitude >= 1.0) return format_value("%.4g s", seconds);
+  if (magnitude >= 1e-3) return format_value("%.4g ms", seconds * 1e3);
+  if (magnitude >= 1e-6) return format_value("%.4g us", seconds * 1e6);
+  return format_value("%.4g ns", seconds * 1e9);
 }
 
-std::string percent_text(double fraction) { return format("%.2f%%", fraction * 100.0); }
+std::string percent_text(double fraction) { return format_value("%.2f%%", fraction * 100.0); }
 
 std::string shell_quote(const std::string& text) {
   std::string quoted = "'";
@@ -78,15 +78,18 @@ void validate(const BenchOptions& options) {
   if (options.command_a.empty())
     usage("--cmd is empty", "give the command to time, e.g. --cmd 'sleep 0.01'");
   if (!(options.threshold > 0.0 && options.threshold < 1.0)) {
-    usage("--threshold " + format("%g", options.threshold) + ": expected a fraction in (0, 1)",
-          "the default 0.02 calls changes beyond ±2 %");
+    usage(
+        "--threshold " + format_value("%g", options.threshold) + ": expected a fraction in (0, 1)",
+        "the default 0.02 calls changes beyond ±2 %");
   }
   if (!(options.precision > 0.0 && options.precision < 1.0)) {
-    usage("--precision " + format("%g", options.precision) + ": expected a fraction in (0, 1)",
-          "the default 0.01 samples until the CI half-width is within 1 %");
+    usage(
+        "--precision " + format_value("%g", options.precision) + ": expected a fraction in (0, 1)",
+        "the default 0.01 samples until the CI half-width is within 1 %");
   }
   if (!(options.budget_s > 0.0 && std::isfinite(options.budget_s))) {
-    usage("--budget " + format("%g", options.budget_s) + ": expected a positive number of seconds",
+    usage("--budget " + format_value("%g", options.budget_s) +
+              ": expected a positive number of seconds",
           "the default is 10");
   }
   if (options.min_samples < 1) {
@@ -112,10 +115,11 @@ std::string reproduce_line(const BenchOptions& options, uint64_t seed) {
   std::string line = "loupe bench --cmd " + shell_quote(options.command_a);
   if (!options.command_b.empty()) line += " --vs " + shell_quote(options.command_b);
   if (!options.fail_on.empty()) line += " --fail-on " + options.fail_on;
-  line += " --threshold " + format("%g", options.threshold) + " --precision " +
-          format("%g", options.precision) + " --budget " + format("%g", options.budget_s) +
-          " --min-samples " + std::to_string(options.min_samples) + " --warmup " +
-          std::to_string(options.warmup) + " --seed " + std::to_string(seed);
+  line += " --threshold " + format_value("%g", options.threshold) + " --precision " +
+          format_value("%g", options.precision) + " --budget " +
+          format_value("%g", options.budget_s) + " --min-samples " +
+          std::to_string(options.min_samples) + " --warmup " + std::to_string(options.warmup) +
+          " --seed " + std::to_string(seed);
   return line;
 }
 
@@ -138,7 +142,7 @@ std::string stop_line(const bench::SamplingResult& sampling, const BenchOptions&
               " <= " + percent_text(options.precision) + ")";
       break;
     case bench::StopReason::kBudgetSpent:
-      line += "budget of " + format("%g", options.budget_s) + " s spent at half-width " +
+      line += "budget of " + format_value("%g", options.budget_s) + " s spent at half-width " +
               percent_text(stop.relative_half_width) + " (precision " +
               percent_text(options.precision) + "); minimum detectable effect " +
               percent_text(stop.minimum_detectable_effect);
@@ -150,7 +154,7 @@ std::string stop_line(const bench::SamplingResult& sampling, const BenchOptions&
       line += "unknown";
       break;
   }
-  line += " after " + format("%.2f", sampling.elapsed_s) + " s; " +
+  line += " after " + format_value("%.2f", sampling.elapsed_s) + " s; " +
           std::to_string(sampling.warmup_runs) + " warm-up run(s) per arm; seed " +
           std::to_string(seed) + "\n";
   return line;
@@ -232,9 +236,10 @@ void run_bench(const BenchOptions& options, CommandResult& result) {
     if (bench.comparison) {
       const bench::Comparison& comparison = *bench.comparison;
       text += arm_line("B", options.command_b, comparison.b);
-      text += "candidate/baseline (B/A) " + format("%.4f", comparison.ratio) + "  95% CI [" +
-              format("%.4f", comparison.ci.low) + ", " + format("%.4f", comparison.ci.high) +
-              "]  Mann-Whitney p=" + format("%.3g", comparison.p_value) + "\n";
+      text += "candidate/baseline (B/A) " + format_value("%.4f", comparison.ratio) + "  95% CI [" +
+              format_value("%.4f", comparison.ci.low) + ", " +
+              format_value("%.4f", comparison.ci.high) +
+              "]  Mann-Whitney p=" + format_value("%.3g", comparison.p_value) + "\n";
       text += comparison.rule + "\n";
       if (!options.fail_on.empty()) {
         text += "verdict: " + std::string(verdict_name(verdict)) + " (--fail-on " +

@@ -45,7 +45,7 @@ struct CountersOptions {
   std::string kernel_b;
 };
 
-std::string quote(const std::string& text) {
+std::string quote_argument(const std::string& text) {
   if (!text.empty() && text.find_first_of(" '\"$&|;<>()*?[]\\{}") == std::string::npos) return text;
   std::string out = "'";
   for (char character : text)
@@ -53,7 +53,7 @@ std::string quote(const std::string& text) {
   return out + "'";
 }
 
-std::string format(const char* pattern, double value) {
+std::string format_metric(const char* pattern, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), pattern, value);
   return buffer;
@@ -61,9 +61,9 @@ std::string format(const char* pattern, double value) {
 
 std::string reproduce_line(const CountersOptions& options, const std::vector<std::string>& inputs) {
   std::string line = "loupe counters";
-  for (const std::string& input : inputs) line += " " + quote(input);
-  if (!options.kernel.empty()) line += " --kernel " + quote(options.kernel);
-  for (const std::string& bytes : options.bytes) line += " --bytes " + quote(bytes);
+  for (const std::string& input : inputs) line += " " + quote_argument(input);
+  if (!options.kernel.empty()) line += " --kernel " + quote_argument(options.kernel);
+  for (const std::string& bytes : options.bytes) line += " --bytes " + quote_argument(bytes);
   return line;
 }
 
@@ -85,7 +85,7 @@ void print_findings(const std::vector<Finding>& findings) {
 }
 
 std::string cell(const std::optional<double>& value, const char* pattern) {
-  return value ? format(pattern, *value) : std::string("-");
+  return value ? format_metric(pattern, *value) : std::string("-");
 }
 
 void print_table(const std::vector<counters::KernelGroup>& groups) {
@@ -94,7 +94,7 @@ void print_table(const std::vector<counters::KernelGroup>& groups) {
   for (const counters::KernelGroup& group : groups) {
     using counters::Quantity;
     const auto duration = group.get(Quantity::kDurationNs);
-    std::string time = duration ? format("%.4g us", *duration / 1e3) : "-";
+    std::string time = duration ? format_metric("%.4g us", *duration / 1e3) : "-";
     std::string occupancy = cell(group.get(Quantity::kAchievedOccupancyPct), "%.1f") + "/" +
                             cell(group.get(Quantity::kTheoreticalOccupancyPct), "%.1f");
     std::printf("%-28s %-14s %-14s %8zu %11s %6s %6s %6s %6s %13s\n",
@@ -271,10 +271,10 @@ void run_diff(const CountersOptions& options, CommandResult& result) {
   stats.merge(stats_b);
   counters::DiffSide a{"A", counters::pick_group(profile_a, options.kernel_a, "--kernel-a", "A")};
   counters::DiffSide b{"B", counters::pick_group(profile_b, options.kernel_b, "--kernel-b", "B")};
-  std::string reproduce = "loupe counters diff " + quote(input_a);
-  if (options.inputs.size() == 2) reproduce += " " + quote(input_b);
-  if (!options.kernel_a.empty()) reproduce += " --kernel-a " + quote(options.kernel_a);
-  if (!options.kernel_b.empty()) reproduce += " --kernel-b " + quote(options.kernel_b);
+  std::string reproduce = "loupe counters diff " + quote_argument(input_a);
+  if (options.inputs.size() == 2) reproduce += " " + quote_argument(input_b);
+  if (!options.kernel_a.empty()) reproduce += " --kernel-a " + quote_argument(options.kernel_a);
+  if (!options.kernel_b.empty()) reproduce += " --kernel-b " + quote_argument(options.kernel_b);
   const counters::Comparison comparison = counters::compare(a, b, reproduce);
 
   const Envelope envelope = counters::comparison_envelope(a, b, comparison, stats);
@@ -287,7 +287,7 @@ void run_diff(const CountersOptions& options, CommandResult& result) {
     std::printf("%-34s %14s %14s %9s\n", "per launch (medians)", "A", "B", "B/A");
     for (const counters::DiffRow& row : comparison.rows) {
       const std::string ratio =
-          row.a && row.b && *row.a != 0 ? format("%.3f", *row.b / *row.a) : std::string("-");
+          row.a && row.b && *row.a != 0 ? format_metric("%.3f", *row.b / *row.a) : std::string("-");
       std::printf("%-34s %14s %14s %9s\n", row.metric.c_str(), cell(row.a, "%.6g").c_str(),
                   cell(row.b, "%.6g").c_str(), ratio.c_str());
     }

@@ -63,7 +63,7 @@ void add_id_option(CLI::App* command, HypothesisOptions& options) {
       ->check(CLI::PositiveNumber);
 }
 
-void print_envelope(Json data) {
+void print_hypothesis_envelope(Json data) {
   Envelope envelope;
   envelope.kind = "hypothesis";
   envelope.verdict = Verdict::kNone;
@@ -137,7 +137,7 @@ void add_add(CLI::App* parent, CommandResult& result) {
     ledger::Ledger ledger = ledger::Ledger::open(ledger_path(*options));
     const int64_t id = hypothesis::add(ledger, options->text, skeleton_id);
     if (options->json) {
-      print_envelope({{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, id))}});
+      print_hypothesis_envelope({{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, id))}});
     } else {
       std::cout << "hypothesis " << id << " recorded; link runs with `loupe hypothesis link " << id
                 << " RUN --as baseline|candidate`\n";
@@ -159,7 +159,8 @@ void add_link(CLI::App* parent, CommandResult& result) {
     ledger::Ledger ledger = open_existing(*options);
     hypothesis::link(ledger, options->id, options->run, ledger::parse_link_role(options->role));
     if (options->json) {
-      print_envelope({{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
+      print_hypothesis_envelope(
+          {{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
     } else {
       std::cout << "run " << options->run << " linked to hypothesis " << options->id << " as "
                 << options->role << "\n";
@@ -195,10 +196,11 @@ void add_decide(CLI::App* parent, CommandResult& result) {
       for (const auto& trigger : outcome.triggers) {
         triggers.push_back({{"category", trigger.category}, {"reason", trigger.reason}});
       }
-      print_envelope({{"recorded", ledger::decision_name(outcome.recorded)},
-                      {"decision", outcome.decision_id},
-                      {"triggers", triggers},
-                      {"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
+      print_hypothesis_envelope(
+          {{"recorded", ledger::decision_name(outcome.recorded)},
+           {"decision", outcome.decision_id},
+           {"triggers", triggers},
+           {"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
       return;
     }
     std::cout << "hypothesis " << options->id << ": recorded "
@@ -226,7 +228,8 @@ void add_review(CLI::App* parent, CommandResult& result) {
     ledger::Ledger ledger = open_existing(*options);
     hypothesis::approve(ledger, options->id, options->by);
     if (options->json) {
-      print_envelope({{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
+      print_hypothesis_envelope(
+          {{"hypothesis", hypothesis::hypothesis_to_json(get(ledger, options->id))}});
     } else {
       std::cout << "hypothesis " << options->id << ": approved by " << options->by
                 << "; recorded retain\n";
@@ -234,7 +237,7 @@ void add_review(CLI::App* parent, CommandResult& result) {
   });
 }
 
-void add_list(CLI::App* parent, CommandResult& result) {
+void add_hypothesis_list(CLI::App* parent, CommandResult& result) {
   auto options = std::make_shared<HypothesisOptions>();
   CLI::App* command = parent->add_subcommand("list", "Every hypothesis, oldest first");
   add_location_options(command, *options);
@@ -249,7 +252,7 @@ void add_list(CLI::App* parent, CommandResult& result) {
       for (const auto& hypothesis : hypotheses) {
         list.push_back(hypothesis::hypothesis_to_json(hypothesis));
       }
-      print_envelope({{"ledger", path.string()}, {"hypotheses", list}});
+      print_hypothesis_envelope({{"ledger", path.string()}, {"hypotheses", list}});
       return;
     }
     std::cout << hypotheses.size() << " hypotheses in " << path.string() << "\n";
@@ -262,7 +265,7 @@ void add_list(CLI::App* parent, CommandResult& result) {
   });
 }
 
-void add_show(CLI::App* parent, CommandResult& result) {
+void add_hypothesis_show(CLI::App* parent, CommandResult& result) {
   auto options = std::make_shared<HypothesisOptions>();
   CLI::App* command =
       parent->add_subcommand("show", "One hypothesis: its runs, decisions and review triggers");
@@ -273,7 +276,7 @@ void add_show(CLI::App* parent, CommandResult& result) {
     const ledger::Hypothesis hypothesis =
         get(ledger::Ledger::open_read_only(ledger_path(*options)), options->id);
     if (options->json) {
-      print_envelope({{"hypothesis", hypothesis::hypothesis_to_json(hypothesis)}});
+      print_hypothesis_envelope({{"hypothesis", hypothesis::hypothesis_to_json(hypothesis)}});
     } else {
       print_hypothesis(hypothesis);
     }
@@ -288,8 +291,8 @@ void add_hypothesis_command(CLI::App& app, CommandResult& result) {
   add_link(parent, result);
   add_decide(parent, result);
   add_review(parent, result);
-  add_list(parent, result);
-  add_show(parent, result);
+  add_hypothesis_list(parent, result);
+  add_hypothesis_show(parent, result);
 }
 
 }  // namespace

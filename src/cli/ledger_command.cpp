@@ -53,8 +53,8 @@ void add_location_options(CLI::App* command, LedgerOptions& options) {
   command->add_flag("--json", options.json, "print one JSON envelope");
 }
 
-void print_envelope(const std::string& kind, Verdict verdict, std::vector<Finding> findings,
-                    Json data) {
+void print_ledger_envelope(const std::string& kind, Verdict verdict, std::vector<Finding> findings,
+                           Json data) {
   Envelope envelope;
   envelope.kind = kind;
   envelope.verdict = verdict;
@@ -63,7 +63,7 @@ void print_envelope(const std::string& kind, Verdict verdict, std::vector<Findin
   std::cout << render_envelope(envelope) << "\n";
 }
 
-void add_list(CLI::App* ledger_app, CommandResult& result) {
+void add_ledger_list(CLI::App* ledger_app, CommandResult& result) {
   auto options = std::make_shared<LedgerOptions>();
   CLI::App* list =
       ledger_app->add_subcommand("list", "Recorded runs, newest first, a page at a time");
@@ -83,15 +83,15 @@ void add_list(CLI::App* ledger_app, CommandResult& result) {
       total = ledger.count_runs();
     }
     if (options->json) {
-      print_envelope("ledger.list", Verdict::kNone, {},
-                     ledger::run_list_to_json(runs, total, options->offset));
+      print_ledger_envelope("ledger.list", Verdict::kNone, {},
+                            ledger::run_list_to_json(runs, total, options->offset));
     } else {
       std::cout << ledger::render_run_list(runs, total, options->offset, path.string());
     }
   });
 }
 
-void add_show(CLI::App* ledger_app, CommandResult& result) {
+void add_ledger_show(CLI::App* ledger_app, CommandResult& result) {
   auto options = std::make_shared<LedgerOptions>();
   CLI::App* show = ledger_app->add_subcommand("show", "One run: provenance, gates, findings");
   show->add_option("RUN", options->run_a, "the run id (see `loupe ledger list`)")->required();
@@ -102,7 +102,7 @@ void add_show(CLI::App* ledger_app, CommandResult& result) {
     if (options->json) {
       Json data = {{"run", ledger::run_to_json(run)}};
       data["run"].erase("findings");  // they are the envelope's findings
-      print_envelope("ledger.show", ledger::run_verdict(run), run.findings, std::move(data));
+      print_ledger_envelope("ledger.show", ledger::run_verdict(run), run.findings, std::move(data));
     } else {
       std::cout << ledger::render_run(run, kMaxFindingsShown);
     }
@@ -122,7 +122,8 @@ void add_compare(CLI::App* ledger_app, CommandResult& result) {
     const auto comparison =
         ledger::compare_runs(ledger.get_run(options->run_a), ledger.get_run(options->run_b));
     if (options->json) {
-      print_envelope("ledger.compare", Verdict::kNone, {}, ledger::comparison_to_json(comparison));
+      print_ledger_envelope("ledger.compare", Verdict::kNone, {},
+                            ledger::comparison_to_json(comparison));
     } else {
       std::cout << ledger::render_comparison(comparison, kMaxFindingsShown);
     }
@@ -196,8 +197,8 @@ void add_import(CLI::App* ledger_app, CommandResult& result) {
     const auto path = ledger_path(*options);
     ledger::Ledger::open(path).insert_run(run);
     if (options->json) {
-      print_envelope("ledger.import", Verdict::kNone, {},
-                     {{"run", run.id}, {"ledger", path.string()}});
+      print_ledger_envelope("ledger.import", Verdict::kNone, {},
+                            {{"run", run.id}, {"ledger", path.string()}});
     } else {
       std::cout << "imported run " << run.id << " into " << path.string() << "\n";
     }
@@ -260,7 +261,7 @@ void add_trend(CLI::App* ledger_app, CommandResult& result) {
                    {"runs_off_history", trend.runs_off_history},
                    {"runs_without_value", trend.runs_without_value},
                    {"html", html->empty() ? Json(nullptr) : Json(*html)}};
-      print_envelope("ledger.trend", Verdict::kNone, {}, std::move(data));
+      print_ledger_envelope("ledger.trend", Verdict::kNone, {}, std::move(data));
     } else {
       std::cout << report::render_trend_text(trend);
       if (!html->empty()) std::cout << "plot: " << *html << "\n";
@@ -273,8 +274,8 @@ void add_ledger_command(CLI::App& app, CommandResult& result) {
       "ledger",
       "The record of runs: list, show, compare, export, import them, and a metric's trend");
   ledger_app->require_subcommand(1);
-  add_list(ledger_app, result);
-  add_show(ledger_app, result);
+  add_ledger_list(ledger_app, result);
+  add_ledger_show(ledger_app, result);
   add_compare(ledger_app, result);
   add_export(ledger_app, result);
   add_import(ledger_app, result);

@@ -34,7 +34,7 @@ std::filesystem::path library_dir(const SkeletonOptions& options) {
                                    : std::filesystem::path(options.skeletons);
 }
 
-void print_envelope(Json data, bool truncated = false) {
+void print_skeleton_envelope(Json data, bool truncated = false) {
   Envelope envelope;
   envelope.kind = "skeleton";
   envelope.verdict = Verdict::kNone;
@@ -60,7 +60,7 @@ std::string indent_prose(const std::string& text) {
   return out;
 }
 
-void add_list(CLI::App* parent, CommandResult& result) {
+void add_skeleton_list(CLI::App* parent, CommandResult& result) {
   auto options = std::make_shared<SkeletonOptions>();
   CLI::App* list = parent->add_subcommand("list", "Every skeleton: id, evidence strength, title");
   add_common_options(list, *options);
@@ -72,7 +72,7 @@ void add_list(CLI::App* parent, CommandResult& result) {
       Json skeletons = Json::array();
       for (const auto& entry : library)
         skeletons.push_back(skeleton::skeleton_to_json(entry, false));
-      print_envelope({{"library", dir.string()}, {"skeletons", skeletons}});
+      print_skeleton_envelope({{"library", dir.string()}, {"skeletons", skeletons}});
       return;
     }
     std::cout << library.size() << " skeletons in " << dir.string() << "\n";
@@ -83,7 +83,7 @@ void add_list(CLI::App* parent, CommandResult& result) {
   });
 }
 
-void add_show(CLI::App* parent, CommandResult& result) {
+void add_skeleton_show(CLI::App* parent, CommandResult& result) {
   auto options = std::make_shared<SkeletonOptions>();
   CLI::App* show = parent->add_subcommand(
       "show", "One skeleton: when it applies, what it changes, what it costs, the evidence");
@@ -101,7 +101,7 @@ void add_show(CLI::App* parent, CommandResult& result) {
                   "known skeletons: " + ids);
     }
     if (options->json) {
-      print_envelope({{"skeleton", skeleton::skeleton_to_json(*found, true)}});
+      print_skeleton_envelope({{"skeleton", skeleton::skeleton_to_json(*found, true)}});
       return;
     }
     const auto& s = *found;
@@ -170,7 +170,7 @@ void add_match(CLI::App* parent, CommandResult& result) {
         data["truncation"] = "showing " + std::to_string(shown) + " of " +
                              std::to_string(matches.size()) + " matches; pass --limit N for more";
       }
-      print_envelope(std::move(data), shown < matches.size());
+      print_skeleton_envelope(std::move(data), shown < matches.size());
       return;
     }
     std::cout << "run " << run.id << ": " << matches.size() << " of " << library.size()
@@ -207,8 +207,8 @@ void add_skeleton_command(CLI::App& app, CommandResult& result) {
   CLI::App* skeleton_app = app.add_subcommand(
       "skeleton", "The optimisation skeleton library: list, show, and match against a run");
   skeleton_app->require_subcommand(1);
-  add_list(skeleton_app, result);
-  add_show(skeleton_app, result);
+  add_skeleton_list(skeleton_app, result);
+  add_skeleton_show(skeleton_app, result);
   add_match(skeleton_app, result);
 }
 

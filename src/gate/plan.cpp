@@ -20,7 +20,7 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
-std::string join(const std::vector<std::string>& words) {
+std::string comma_list(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) {
     if (!out.empty()) out += ", ";
@@ -105,7 +105,7 @@ Configuration resolve_configuration(const Objective& objective, std::string_view
       }
       const Deployment* deployment = objective.find_deployment(item);
       if (deployment == nullptr) {
-        usage("no [[deployment]] named '" + item + "' in " + file + "; named: " + join(names),
+        usage("no [[deployment]] named '" + item + "' in " + file + "; named: " + comma_list(names),
               "pass one of those names, or KEY=VALUE settings");
       }
       configuration.name = deployment->name;
@@ -118,7 +118,7 @@ Configuration resolve_configuration(const Objective& objective, std::string_view
     const std::string value_text = trim(item.substr(equals + 1));
     const DeploymentKey* key = objective.find_deployment_key(key_text);
     if (key == nullptr) {
-      usage(file + " declares no deployment key '" + key_text + "'; keys: " + join(keys),
+      usage(file + " declares no deployment key '" + key_text + "'; keys: " + comma_list(keys),
             "add a [[deployment_key]] to the objective, or use one of those keys");
     }
     if (value_text.empty()) usage(key_text + "= has no value", "write KEY=VALUE");
@@ -130,7 +130,7 @@ Configuration resolve_configuration(const Objective& objective, std::string_view
       if (match == key->values.end()) {
         std::vector<std::string> allowed;
         for (const auto& v : key->values) allowed.push_back(value_to_string(v));
-        usage(key_text + "=" + value_text + ": expected one of " + join(allowed),
+        usage(key_text + "=" + value_text + ": expected one of " + comma_list(allowed),
               "the values come from [[deployment_key]] '" + key_text + "' in " + file);
       }
       value = *match;

@@ -16,7 +16,7 @@
 namespace loupe::mcp {
 namespace {
 
-constexpr size_t kConciseFindings = 3;
+constexpr size_t kRunConciseFindings = 3;
 constexpr size_t kDetailFindings = 20;
 
 std::string progress_line(const gate::Progress& progress) {
@@ -103,7 +103,7 @@ Json run_objective(const Json& arguments, CallContext& context) {
 
   Envelope envelope = gate::run_envelope(run, kDetailFindings);
   if (!detail) {
-    envelope.findings = lead_findings(run.outcome, kConciseFindings, &envelope.truncated);
+    envelope.findings = lead_findings(run.outcome, kRunConciseFindings, &envelope.truncated);
     Json gates = Json::array();
     for (const auto& gate : run.outcome.gates) {
       Json row = {{"name", gate.name},
@@ -175,7 +175,7 @@ Json run_probe(const Json& arguments, CallContext& context) {
   envelope.kind = "probe.run";
   envelope.verdict = outcome.verdict;
   envelope.findings = outcome.findings;
-  const size_t limit = detail ? kDetailFindings : kConciseFindings;
+  const size_t limit = detail ? kDetailFindings : kRunConciseFindings;
   if (envelope.findings.size() > limit) {
     envelope.findings.resize(limit);
     envelope.truncated = true;

@@ -13,13 +13,13 @@
 namespace loupe::report {
 namespace {
 
-std::string number(double value) {
+std::string trend_number(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.4g", value);
   return text;
 }
 
-std::string coordinate(double value) {
+std::string trend_coordinate(double value) {
   if (!std::isfinite(value)) value = 0;
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f", value);
@@ -265,9 +265,10 @@ std::string render_trend_text(const Trend& trend) {
       << (trend.request.higher_is_better ? "higher" : "lower") << " is better)\n";
   for (const auto& point : trend.points) {
     out << (point.regression ? "! " : "  ") << point.commit.substr(0, 12) << "  " << point.run_id
-        << "  " << number(point.value);
+        << "  " << trend_number(point.value);
     if (point.interval) {
-      out << " [" << number(point.interval->low) << ", " << number(point.interval->high) << "]";
+      out << " [" << trend_number(point.interval->low) << ", " << trend_number(point.interval->high)
+          << "]";
     }
     if (point.regression) out << "  REGRESSION";
     for (const auto& annotation : point.annotations) out << "  " << annotation;
@@ -314,34 +315,35 @@ std::string render_trend_svg(const Trend& trend) {
   };
   out << "<line x1=\"" << kLeft << "\" y1=\"" << kTop << "\" x2=\"" << kLeft << "\" y2=\""
       << kHeight - kBottom << "\" stroke=\"#57606a\"/>\n";
-  out << "<text x=\"4\" y=\"" << coordinate(y_of(high) + 4) << "\" font-size=\"11\">"
-      << html_escape(number(high)) << "</text>\n<text x=\"4\" y=\"" << coordinate(y_of(low))
-      << "\" font-size=\"11\">" << html_escape(number(low)) << "</text>\n";
+  out << "<text x=\"4\" y=\"" << trend_coordinate(y_of(high) + 4) << "\" font-size=\"11\">"
+      << html_escape(trend_number(high)) << "</text>\n<text x=\"4\" y=\""
+      << trend_coordinate(y_of(low)) << "\" font-size=\"11\">" << html_escape(trend_number(low))
+      << "</text>\n";
   std::string path;
   for (size_t index = 0; index < trend.points.size(); ++index) {
-    path += (index == 0 ? "M" : " L") + coordinate(x_of(index)) + " " +
-            coordinate(y_of(trend.points[index].value));
+    path += (index == 0 ? "M" : " L") + trend_coordinate(x_of(index)) + " " +
+            trend_coordinate(y_of(trend.points[index].value));
   }
   out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#0969da\"/>\n";
   for (size_t index = 0; index < trend.points.size(); ++index) {
     const TrendPoint& point = trend.points[index];
-    const std::string x = coordinate(x_of(index));
+    const std::string x = trend_coordinate(x_of(index));
     if (point.interval) {
-      out << "<line x1=\"" << x << "\" y1=\"" << coordinate(y_of(point.interval->low)) << "\" x2=\""
-          << x << "\" y2=\"" << coordinate(y_of(point.interval->high))
+      out << "<line x1=\"" << x << "\" y1=\"" << trend_coordinate(y_of(point.interval->low))
+          << "\" x2=\"" << x << "\" y2=\"" << trend_coordinate(y_of(point.interval->high))
           << "\" stroke=\"#57606a\"/>\n";
     }
-    out << "<circle cx=\"" << x << "\" cy=\"" << coordinate(y_of(point.value)) << "\" r=\""
+    out << "<circle cx=\"" << x << "\" cy=\"" << trend_coordinate(y_of(point.value)) << "\" r=\""
         << (point.regression ? 5 : 3) << "\" fill=\"" << (point.regression ? "#cf222e" : "#0969da")
         << "\"><title>"
-        << html_escape(point.commit.substr(0, 12) + " " + point.run_id + " " + number(point.value) +
-                       (point.regression ? " regression" : ""))
+        << html_escape(point.commit.substr(0, 12) + " " + point.run_id + " " +
+                       trend_number(point.value) + (point.regression ? " regression" : ""))
         << "</title></circle>\n";
-    out << "<text x=\"" << x << "\" y=\"" << coordinate(kHeight - kBottom + 14)
+    out << "<text x=\"" << x << "\" y=\"" << trend_coordinate(kHeight - kBottom + 14)
         << "\" font-size=\"10\" text-anchor=\"middle\">" << html_escape(point.commit.substr(0, 7))
         << "</text>\n";
     if (!point.annotations.empty()) {
-      out << "<text x=\"" << x << "\" y=\"" << coordinate(kHeight - kBottom + 28)
+      out << "<text x=\"" << x << "\" y=\"" << trend_coordinate(kHeight - kBottom + 28)
           << "\" font-size=\"10\" text-anchor=\"middle\">"
           << html_escape(point.annotations.front().substr(0, point.annotations.front().find(':')))
           << "</text>\n";
@@ -372,10 +374,10 @@ std::string render_trend_html(const Trend& trend) {
     }
     out << "<tr" << (point.regression ? " class=\"regression\"" : "") << "><td>"
         << html_escape(point.commit.substr(0, 12)) << "</td><td>" << html_escape(point.run_id)
-        << "</td><td>" << html_escape(number(point.value))
+        << "</td><td>" << html_escape(trend_number(point.value))
         << (point.regression ? " regression" : "") << "</td><td>"
-        << (point.interval ? html_escape("[" + number(point.interval->low) + ", " +
-                                         number(point.interval->high) + "]")
+        << (point.interval ? html_escape("[" + trend_number(point.interval->low) + ", " +
+                                         trend_number(point.interval->high) + "]")
                            : std::string("-"))
         << "</td><td>" << html_escape(point.where) << "</td><td>" << html_escape(hypotheses)
         << "</td><td><code>" << html_escape(point.reproduce) << "</code></td></tr>\n";

@@ -16,6 +16,13 @@ class AdversarialTest : public LoupeCliTest {
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "7"});
   }
+};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class AdversarialTimedTest : public AdversarialTest {
+ protected:
   CliRun bench(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "3", "--budget", "0.3"});
   }
@@ -44,7 +51,7 @@ TEST_F(AdversarialTest, HonestCheckPassesEveryGuardIncludingTheHiddenPoint) {
   EXPECT_EQ(hidden_runs[0].at("hidden").at("seed"), hidden_runs[0].at("seed"));
 }
 
-TEST_F(AdversarialTest, HonestBenchRaisesNoGuard) {
+TEST_F(AdversarialTimedTest, HonestBenchRaisesNoGuard) {
   const CliRun run = bench("honest_bench");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(guards(run), Guards{}) << run.out;
@@ -204,26 +211,26 @@ TEST_F(AdversarialTest, SilentBfloat16DowngradeIsCaughtByPrecision) {
   EXPECT_NE(claim.find("it was computed in bfloat16, not float32"), std::string::npos) << claim;
 }
 
-TEST_F(AdversarialTest, PointerKeyedCacheIsCaughtByVerification) {
+TEST_F(AdversarialTimedTest, PointerKeyedCacheIsCaughtByVerification) {
   const CliRun run = bench("pointer_cache");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.verify_mismatch")) << run.out;
 }
 
-TEST_F(AdversarialTest, ContentKeyedCacheIsCaughtByReplayTiming) {
+TEST_F(AdversarialTimedTest, ContentKeyedCacheIsCaughtByReplayTiming) {
   const CliRun run = bench("content_cache");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   // Its cached results are right, so verification cannot see it; only the timing can.
   EXPECT_EQ(guards(run, "fail"), Guards{"guard.content_cache"}) << run.out;
 }
 
-TEST_F(AdversarialTest, WorkOnADetachedThreadIsCaughtByThreadCount) {
+TEST_F(AdversarialTimedTest, WorkOnADetachedThreadIsCaughtByThreadCount) {
   const CliRun run = bench("detached_thread");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.thread_count")) << run.out;
 }
 
-TEST_F(AdversarialTest, ImplausibleSpeedIsCaughtByTheRoofline) {
+TEST_F(AdversarialTimedTest, ImplausibleSpeedIsCaughtByTheRoofline) {
   const CliRun run = bench("lazy_speedup");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   // The accessor does the work: the timed call is beyond the roofline, and the accessor's own
@@ -237,7 +244,7 @@ TEST_F(AdversarialTest, ImplausibleSpeedIsCaughtByTheRoofline) {
   EXPECT_NE(claim.find("claims 4194304 bytes per call"), std::string::npos) << claim;
 }
 
-TEST_F(AdversarialTest, ATimerOfTheBodysOwnIsRefusedWhateverCeilingItClaims) {
+TEST_F(AdversarialTimedTest, ATimerOfTheBodysOwnIsRefusedWhateverCeilingItClaims) {
   // Round 1 let a timer report another device's ceiling. Only loupe's timers may time a bench
   // now: the samples are taken with the steady clock, and the CPU's roofline judges 1 GB/call.
   const CliRun generous =

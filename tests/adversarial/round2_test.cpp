@@ -19,6 +19,13 @@ class Round2Test : public LoupeCliTest {
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "7"});
   }
+};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class Round2TimedTest : public Round2Test {
+ protected:
   CliRun bench(const std::string& probe, const char* budget = "0.3") const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "3", "--budget", budget});
   }
@@ -38,7 +45,7 @@ TEST_F(Round2Test, RestoringTheRoundingModeRaisesNoGuard) {
   EXPECT_NE(hidden.at("seed"), 7);
 }
 
-TEST_F(Round2Test, TwoVariantsOfOneComputationOneThreadedRaiseNoGuard) {
+TEST_F(Round2TimedTest, TwoVariantsOfOneComputationOneThreadedRaiseNoGuard) {
   const CliRun run = bench("honest_pair_bench", "0.5");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(guards(run), Guards{}) << run.out;
@@ -47,7 +54,7 @@ TEST_F(Round2Test, TwoVariantsOfOneComputationOneThreadedRaiseNoGuard) {
 // --- 1. tampering with the evidence
 // ---------------------------------------------------------------
 
-TEST_F(Round2Test, ADaemonLeftByThePathIsFoundAndKilled) {
+TEST_F(Round2TimedTest, ADaemonLeftByThePathIsFoundAndKilled) {
   const CliRun run = check("tamper_daemon");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.child_process")) << run.out;
@@ -62,7 +69,7 @@ TEST_F(Round2Test, ADaemonLeftByThePathIsFoundAndKilled) {
 // Losses are correlated with the machine's load (the thread must be on a CPU during the half
 // millisecond the runtime spends writing files), so when every run lost, the test says so and
 // skips: the seal was not exercised, and nothing was let through.
-TEST_F(Round2Test, AThreadStartedBeforeMainThatRewritesAFileBreaksTheSeal) {
+TEST_F(Round2TimedTest, AThreadStartedBeforeMainThatRewritesAFileBreaksTheSeal) {
   auto bytes = [](const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -95,7 +102,7 @@ TEST_F(Round2Test, AThreadStartedBeforeMainThatRewritesAFileBreaksTheSeal) {
   if (tampered == 0) GTEST_SKIP() << "the tampering thread lost the race in 8 runs (load)";
 }
 
-TEST_F(Round2Test, ATimerThatUnderReportsIsRefused) {
+TEST_F(Round2TimedTest, ATimerThatUnderReportsIsRefused) {
   const CliRun run = bench("flattering_timer");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_EQ(guards(run, "fail"), Guards{"guard.foreign_timer"}) << run.out;
@@ -122,7 +129,7 @@ TEST_F(Round2Test, RightOnlyForShapesItCouldKnowFailsAtADrawnHiddenValue) {
             std::string::npos);
 }
 
-TEST_F(Round2Test, AVariantWrongOnEveryCallFailsAgainstTheBaseline) {
+TEST_F(Round2TimedTest, AVariantWrongOnEveryCallFailsAgainstTheBaseline) {
   const CliRun run = bench("consistently_wrong");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   // Its last warm-up call, judged like a timed one, is as wrong.
@@ -135,7 +142,7 @@ TEST_F(Round2Test, AVariantWrongOnEveryCallFailsAgainstTheBaseline) {
 // variant's calls were verified twice, the calls verified afterwards carried the last sample's
 // index and their files overwrote those of a call verified on that sample, so two entries showed
 // the same baseline outputs. A budget this small ends sampling within a few rounds every time.
-TEST_F(Round2Test, Issue16ConstantOutputIsFoundWhenSamplingEndsBeforeTwoVerifications) {
+TEST_F(Round2TimedTest, Issue16ConstantOutputIsFoundWhenSamplingEndsBeforeTwoVerifications) {
   const CliRun run = bench("consistently_wrong", "0.01");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.constant_output")) << run.out;
@@ -156,13 +163,13 @@ TEST_F(Round2Test, Issue16ConstantOutputIsFoundWhenSamplingEndsBeforeTwoVerifica
 // --- 3. work off the timed path
 // -------------------------------------------------------------------
 
-TEST_F(Round2Test, AWorkerThreadStartedBeforeSamplingIsWorkOffThePath) {
+TEST_F(Round2TimedTest, AWorkerThreadStartedBeforeSamplingIsWorkOffThePath) {
   const CliRun run = bench("background_worker");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.off_path_work")) << run.out;
 }
 
-TEST_F(Round2Test, AHelperProcessIsAChildProcessDuringSamples) {
+TEST_F(Round2TimedTest, AHelperProcessIsAChildProcessDuringSamples) {
   const CliRun run = bench("helper_process");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_TRUE(guards(run, "fail").count("guard.child_process")) << run.out;
@@ -185,7 +192,7 @@ TEST_F(Round2Test, ARoundingModeLeftChangedIsAnEnvironmentFindingNamingThePath) 
   EXPECT_TRUE(kinds(run, "fail").count("mismatch")) << run.out;
 }
 
-TEST_F(Round2Test, PinningTheTimersProcessIsCaughtAndUndone) {
+TEST_F(Round2TimedTest, PinningTheTimersProcessIsCaughtAndUndone) {
   const CliRun run = bench("pins_the_timer");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   bool runtime_changed = false;
@@ -198,7 +205,7 @@ TEST_F(Round2Test, PinningTheTimersProcessIsCaughtAndUndone) {
   EXPECT_TRUE(runtime_changed) << run.out;
 }
 
-TEST_F(Round2Test, AThreadThrashingWhileTheOtherVariantIsTimedIsWorkOffThePath) {
+TEST_F(Round2TimedTest, AThreadThrashingWhileTheOtherVariantIsTimedIsWorkOffThePath) {
   const CliRun run = bench("thrash_between_calls");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& off_path = finding(run, "bench.thrash_between_calls.guard.off_path_work");

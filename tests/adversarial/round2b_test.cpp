@@ -9,7 +9,12 @@ namespace {
 
 using Guards = std::set<std::string>;
 
-class Round2bTest : public LoupeCliTest {
+class Round2bTest : public LoupeCliTest {};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class Round2bTimedTest : public Round2bTest {
  protected:
   CliRun bench(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5", "--budget", "0.3"});
@@ -18,7 +23,7 @@ class Round2bTest : public LoupeCliTest {
 
 // 2. Recognising the check: the timed calls (back to back) are told from the verification calls
 // (after a pause) by their cadence.
-TEST_F(Round2bTest, AVariantStaleOnlyInsideABatchFailsVerification) {
+TEST_F(Round2bTimedTest, AVariantStaleOnlyInsideABatchFailsVerification) {
   const CliRun run = bench("stale_when_batched");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& mismatch = finding(run, "bench.stale_when_batched.guard.verify_mismatch");
@@ -28,7 +33,7 @@ TEST_F(Round2bTest, AVariantStaleOnlyInsideABatchFailsVerification) {
 
 // 3. Work off the timed path: two thirds of the work in the outputs accessor is 2x the timed call,
 // inside the accessor's absolute bound (4x); against the baseline's accessor it is not.
-TEST_F(Round2bTest, AnAccessorThatFinishesTheWorkIsDeferredOutput) {
+TEST_F(Round2bTimedTest, AnAccessorThatFinishesTheWorkIsDeferredOutput) {
   const CliRun run = bench("accessor_finishes_the_work");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& deferred = finding(run, "bench.accessor_finishes_the_work.guard.deferred_output");
@@ -42,7 +47,7 @@ TEST_F(Round2bTest, AnAccessorThatFinishesTheWorkIsDeferredOutput) {
 }
 
 // 4. Sabotaging the other side: the saboteur changes the baseline's process, not its own.
-TEST_F(Round2bTest, LoweringTheSiblingVariantsPriorityIsAnEnvironmentFinding) {
+TEST_F(Round2bTimedTest, LoweringTheSiblingVariantsPriorityIsAnEnvironmentFinding) {
   const CliRun run = bench("slows_the_sibling");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   bool baseline_changed = false;

@@ -18,14 +18,21 @@ class Round3Test : public LoupeCliTest {
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5"});
   }
-  CliRun bench(const std::string& probe) const {
-    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5", "--budget", "0.3"});
-  }
   static bool has(const CliRun& run, const std::string& id, const std::string& severity) {
     for (const auto& item : run.envelope.at("findings")) {
       if (item.at("id") == id && item.at("severity") == severity) return true;
     }
     return false;
+  }
+};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class Round3TimedTest : public Round3Test {
+ protected:
+  CliRun bench(const std::string& probe) const {
+    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5", "--budget", "0.3"});
   }
 };
 
@@ -118,7 +125,7 @@ TEST_F(Round3Test, AHiddenPointReadFromTheSourceFailsTheHiddenPointGuard) {
 }
 
 // 3. Work off the timed path: a thread per call, joined by the outputs accessor.
-TEST_F(Round3Test, AThreadPerCallJoinedByTheAccessorIsCaught) {
+TEST_F(Round3TimedTest, AThreadPerCallJoinedByTheAccessorIsCaught) {
   const CliRun run = bench("per_call_thread");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& threads = finding(run, "bench.per_call_thread.guard.thread_count");
@@ -128,7 +135,7 @@ TEST_F(Round3Test, AThreadPerCallJoinedByTheAccessorIsCaught) {
 
 // 3. Work off the timed path: the work runs in a signal handler on the variant's own thread,
 // after the batch; the idle accounting and the accessor bound both see it.
-TEST_F(Round3Test, WorkInASignalHandlerAfterTheBatchIsOffPathWork) {
+TEST_F(Round3TimedTest, WorkInASignalHandlerAfterTheBatchIsOffPathWork) {
   const CliRun run = bench("signal_handler_work");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Guards failed = guards(run, "fail");
@@ -139,7 +146,7 @@ TEST_F(Round3Test, WorkInASignalHandlerAfterTheBatchIsOffPathWork) {
 
 // 4. Sabotaging the other side: SCHED_IDLE leaves the nice value and the affinity alone; the
 // environment guard now reads the scheduling policy too (it passed before).
-TEST_F(Round3Test, SchedIdleOnTheSiblingIsAnEnvironmentFinding) {
+TEST_F(Round3TimedTest, SchedIdleOnTheSiblingIsAnEnvironmentFinding) {
   const CliRun run = bench("idle_class_sibling");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   bool baseline_changed = false;

@@ -21,9 +21,6 @@ class Round4Test : public LoupeCliTest {
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5"});
   }
-  CliRun bench(const std::string& probe, const std::string& subject = ADVERSARIAL_SUBJECT) const {
-    return probe_run(subject, {probe, "--seed", "5", "--budget", "0.3"});
-  }
   static bool has(const CliRun& run, const std::string& id, const std::string& severity) {
     for (const auto& item : run.envelope.at("findings")) {
       if (item.at("id") == id && item.at("severity") == severity) return true;
@@ -32,6 +29,16 @@ class Round4Test : public LoupeCliTest {
   }
   static bool sandboxed(const CliRun& run) {
     return run.envelope.at("data").value("sandbox", "") == "bwrap";
+  }
+};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class Round4TimedTest : public Round4Test {
+ protected:
+  CliRun bench(const std::string& probe, const std::string& subject = ADVERSARIAL_SUBJECT) const {
+    return probe_run(subject, {probe, "--seed", "5", "--budget", "0.3"});
   }
 };
 
@@ -54,7 +61,7 @@ TEST_F(Round4Test, HardLinkedOutputNamesAreRemovedAndNamed) {
 // took, a FASTER verdict within guard.timing's bounds. loupe now reads its clocks by the system
 // call, which no symbol reaches (the verdict is SAME), and names the definition: the runtime asks
 // the dynamic linker where clock_gettime is defined.
-TEST_F(Round4Test, AnInterposedClockIsNamedAndDoesNotReachTheSamples) {
+TEST_F(Round4TimedTest, AnInterposedClockIsNamedAndDoesNotReachTheSamples) {
   const CliRun run = bench("interposed_clock", ROUND4_CLOCK_SUBJECT);
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& timer = finding(run, "bench.interposed_clock.guard.foreign_timer");
@@ -70,7 +77,7 @@ TEST_F(Round4Test, AnInterposedClockIsNamedAndDoesNotReachTheSamples) {
 // process). Their count now grows with how cheap a call is: the sums probe's calls fit dozens in
 // the budget, on every run, so call 10 (repeat 9) is the first that differs (round5_test.cpp has
 // the bound that remains).
-TEST_F(Round4Test, RightOnItsFirstNineCallsIsNondeterministic) {
+TEST_F(Round4TimedTest, RightOnItsFirstNineCallsIsNondeterministic) {
   const CliRun run = check("right_first_nine");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& repeated = finding(run, "check.right_first_nine.nondeterministic");
@@ -83,7 +90,7 @@ TEST_F(Round4Test, RightOnItsFirstNineCallsIsNondeterministic) {
 // 2. Recognising the check: a body that reads its argv knows it runs in a bench (every process of
 // a run carries the runtime's argv) and computes a third of the work there; the timed calls'
 // outputs are compared with the baseline's on the same inputs.
-TEST_F(Round4Test, ABodyThatKnowsItIsInABenchFailsVerification) {
+TEST_F(Round4TimedTest, ABodyThatKnowsItIsInABenchFailsVerification) {
   const CliRun run = bench("knows_it_is_a_bench");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& verify = finding(run, "bench.knows_it_is_a_bench.guard.verify_reference");
@@ -93,7 +100,7 @@ TEST_F(Round4Test, ABodyThatKnowsItIsInABenchFailsVerification) {
 
 // 2. Recognising the check: results cached by the address of the input buffer are stale when the
 // allocator hands the address back with new contents; the verified calls compare them.
-TEST_F(Round4Test, ACacheKeyedOnTheInputsAddressFailsVerification) {
+TEST_F(Round4TimedTest, ACacheKeyedOnTheInputsAddressFailsVerification) {
   const CliRun run = bench("pointer_identity_cache");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Guards failed = guards(run, "fail");
@@ -105,7 +112,7 @@ TEST_F(Round4Test, ACacheKeyedOnTheInputsAddressFailsVerification) {
 
 // 3. Work off the timed path: a helper made with clone(CLONE_VM) shares the variant's memory but
 // is a process, not a thread: the thread accounting does not see it, the process watch does.
-TEST_F(Round4Test, ACloneVmHelperIsAChildProcess) {
+TEST_F(Round4TimedTest, ACloneVmHelperIsAChildProcess) {
   const CliRun run = bench("clone_vm_helper");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& child = finding(run, "bench.clone_vm_helper.guard.child_process");
@@ -116,7 +123,7 @@ TEST_F(Round4Test, ACloneVmHelperIsAChildProcess) {
 // 4. Sabotaging the other side: stopping the baseline's process (SIGSTOP/SIGCONT from a timer
 // handler) makes its batches longer without CPU or priority changes. The runtime is its parent
 // and is told of every stop and continuation: guard.environment names the baseline.
-TEST_F(Round4Test, StoppingTheOtherVariantIsAnEnvironmentFinding) {
+TEST_F(Round4TimedTest, StoppingTheOtherVariantIsAnEnvironmentFinding) {
   const CliRun run = bench("sigstop_sibling");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   bool baseline_stopped = false;

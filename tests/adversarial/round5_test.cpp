@@ -10,7 +10,9 @@ namespace {
 
 using Guards = std::set<std::string>;
 
-class Round5Test : public LoupeCliTest {
+// Every test here counts secret repeats whose number grows with how cheap a call is, which the
+// machine's load moves: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt).
+class Round5TimedTest : public LoupeCliTest {
  protected:
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5"});
@@ -26,7 +28,7 @@ class Round5Test : public LoupeCliTest {
 // 2. Recognising the check: right on its first 40 calls in a process. A call of the sums probe
 // costs the runtime well under 0.6 ms, so the secret repeats make at least 38 (25 ms / 0.6 ms)
 // after the 2 asked ones, on every run: call 41 (repeat 40) is the first that differs.
-TEST_F(Round5Test, RightOnItsFirstFortyCallsIsNondeterministic) {
+TEST_F(Round5TimedTest, RightOnItsFirstFortyCallsIsNondeterministic) {
   const CliRun run = check("right_first_forty");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& repeated = finding(run, "check.right_first_forty.nondeterministic");
@@ -41,7 +43,7 @@ TEST_F(Round5Test, RightOnItsFirstFortyCallsIsNondeterministic) {
 // 2. Recognising the check: sleeping 4 ms in every call does not make a call look costly (its
 // cost is the lesser of its time and its CPU): the count stays high until the calls have taken
 // 4 budgets of wall time, 100 ms or more, about 20 calls here, so call 10 (repeat 9) comes.
-TEST_F(Round5Test, RightOnItsFirstNineCallsAndSleepingInEachIsNondeterministic) {
+TEST_F(Round5TimedTest, RightOnItsFirstNineCallsAndSleepingInEachIsNondeterministic) {
   const CliRun run = check("right_first_nine_sleeping");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& repeated = finding(run, "check.right_first_nine_sleeping.nondeterministic");
@@ -54,7 +56,7 @@ TEST_F(Round5Test, RightOnItsFirstNineCallsAndSleepingInEachIsNondeterministic) 
 // budget (50 ms at most), so the secret count is the floor's draw of 1 to 6 and a check makes at
 // most 9 calls in the process (docs/security.md, "What is not guaranteed"): the price of passing
 // is spending that time on every checked call.
-TEST_F(Round5Test, RightOnItsFirstNineCallsAndBusyInEachStillPassesACheck) {
+TEST_F(Round5TimedTest, RightOnItsFirstNineCallsAndBusyInEachStillPassesACheck) {
   const CliRun run = check("right_first_nine_busy");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;

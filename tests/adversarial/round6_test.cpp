@@ -16,14 +16,21 @@ class Round6Test : public LoupeCliTest {
   CliRun check(const std::string& probe) const {
     return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5"});
   }
-  CliRun bench(const std::string& probe, const std::string& budget = "0.3") const {
-    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5", "--budget", budget});
-  }
   static bool has(const CliRun& run, const std::string& id, const std::string& severity) {
     for (const auto& item : run.envelope.at("findings")) {
       if (item.at("id") == id && item.at("severity") == severity) return true;
     }
     return false;
+  }
+};
+
+// Tests that time work (a bench's samples, or a race or a count that the machine's load moves)
+// use this fixture: ctest runs them alone (RUN_SERIAL, tests/adversarial/CMakeLists.txt); the
+// others share the cores with other tests.
+class Round6TimedTest : public Round6Test {
+ protected:
+  CliRun bench(const std::string& probe, const std::string& budget = "0.3") const {
+    return probe_run(ADVERSARIAL_SUBJECT, {probe, "--seed", "5", "--budget", budget});
   }
 };
 
@@ -70,7 +77,7 @@ TEST_F(Round6Test, TheRegistryIsSealedBeforeAnyPathRuns) {
 // time than their one thread used. A budget of 1 s lets batches reach about 1 ms (0.3 s leaves
 // them at tens of microseconds here, input building bounding them, where 40 % of a batch hides
 // under guard.timing's 200 us).
-TEST_F(Round6Test, ASeccompFilterInAVariantsProcessFailsAndItsClockIsNotBelieved) {
+TEST_F(Round6TimedTest, ASeccompFilterInAVariantsProcessFailsAndItsClockIsNotBelieved) {
   const CliRun run = bench("seccomp_slow_clock", "1");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   const Json& intercepted = finding(run, "bench.seccomp_slow_clock.guard.syscall_interception");
@@ -86,7 +93,7 @@ TEST_F(Round6Test, ASeccompFilterInAVariantsProcessFailsAndItsClockIsNotBelieved
 
 // 3's control: a body that runs half its rows on a thread it starts and joins inside each call has
 // one thread before and after its batch and more CPU than time where a core is free; no guard.
-TEST_F(Round6Test, AThreadStartedAndJoinedInsideTheCallIsNotASlowedClock) {
+TEST_F(Round6TimedTest, AThreadStartedAndJoinedInsideTheCallIsNotASlowedClock) {
   const CliRun run = bench("honest_joined_threads", "1");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(guards(run, "fail"), Guards{}) << run.out;
@@ -94,7 +101,7 @@ TEST_F(Round6Test, AThreadStartedAndJoinedInsideTheCallIsNotASlowedClock) {
 
 // 3. The same filter installed by the body before exec (the candidate's setup), for a bench of
 // one body whose absolute time a gate would judge.
-TEST_F(Round6Test, ASeccompFilterInstalledBeforeExecFails) {
+TEST_F(Round6TimedTest, ASeccompFilterInstalledBeforeExecFails) {
   const CliRun run = bench("seccomp_clock_from_setup", "1");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_EQ(finding(run, "bench.seccomp_clock_from_setup.guard.syscall_interception")
@@ -108,7 +115,7 @@ TEST_F(Round6Test, ASeccompFilterInstalledBeforeExecFails) {
 // declared verification bound: it holds no mapping of it, the runtime reads its own copy of the
 // declaration, and the wrong outputs fail verification against the baseline (the warm-up call's
 // too).
-TEST_F(Round6Test, AVariantCannotLoosenTheBaselinesDeclaredTolerance) {
+TEST_F(Round6TimedTest, AVariantCannotLoosenTheBaselinesDeclaredTolerance) {
   const CliRun run = bench("loosen_baseline_tolerance");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_EQ(
@@ -119,7 +126,7 @@ TEST_F(Round6Test, AVariantCannotLoosenTheBaselinesDeclaredTolerance) {
 }
 
 // 2. The same search clears the "has outputs" flag after the bound: verification still runs.
-TEST_F(Round6Test, AVariantCannotSwitchOffTheBaselinesVerification) {
+TEST_F(Round6TimedTest, AVariantCannotSwitchOffTheBaselinesVerification) {
   const CliRun run = bench("unverify_baseline");
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_EQ(guards(run, "fail"), (Guards{"guard.verify_reference", "guard.warmup_mismatch"}))
@@ -131,7 +138,7 @@ TEST_F(Round6Test, AVariantCannotSwitchOffTheBaselinesVerification) {
 // call and computes their outputs there: the seeds come from a secret drawn after the warm-up, so
 // nothing it computed is asked for (it computes every call and is not FASTER), and its warm-up
 // call, thousands of times its timed ones, is named.
-TEST_F(Round6Test, TimedCallsCannotBeComputedInAdvanceFromTheSeed) {
+TEST_F(Round6TimedTest, TimedCallsCannotBeComputedInAdvanceFromTheSeed) {
   const CliRun run = bench("precomputed_from_seed");
   EXPECT_EQ(kinds(run).count("faster"), 0u) << run.out;
   const Json& warmup = finding(run, "bench.precomputed_from_seed.guard.costly_warmup");
@@ -146,7 +153,7 @@ TEST_F(Round6Test, TimedCallsCannotBeComputedInAdvanceFromTheSeed) {
 // comparison: the ratio comes back to about 1 (0.96-1.26 in 5 runs under two busy loops; the
 // charge, a least over a dozen readings, is as noisy as a microsecond, so a verdict of FASTER by
 // a few percent remains possible, never the 38 % the deferral bought).
-TEST_F(Round6Test, WorkLeftToTheOutputsAccessorIsChargedToTheCalls) {
+TEST_F(Round6TimedTest, WorkLeftToTheOutputsAccessorIsChargedToTheCalls) {
   const CliRun run = bench("accessor_finishes_half", "1");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   const Json& charged = finding(run, "bench.accessor_finishes_half.accessor_charged");
