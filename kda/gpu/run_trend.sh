@@ -46,11 +46,11 @@ case "$mode" in
         bundle="$(realpath "${pair#*=}")"
         clone="$work/clone-${commit:0:12}"
         if [[ ! -d "$clone" ]]; then
-          git clone -q "$repo" "$clone" && git -C "$clone" checkout -q "$commit" || {
+          if ! { git clone -q "$repo" "$clone" && git -C "$clone" checkout -q "$commit"; }; then
             echo "run_trend.sh: cannot check out $commit from $repo" | tee -a "$log"
             status=1
             continue
-          }
+          fi
           mkdir -p "$clone/build"
           cp -r "$bundle/bin" "$bundle/lib" "$clone/build/"
         fi
