@@ -917,8 +917,7 @@ command = ["subject", "probe"]
     };
     options.baseline = baseline;
     const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
-      return point(task, repeat,
-                   candidate_values.at(task.entry).at(candidate_runs[task.entry]++));
+      return point(task, repeat, candidate_values.at(task.entry).at(candidate_runs[task.entry]++));
     };
     const CascadeResult result = run_cascade(objective, plan, options, candidate);
     int failed = 0;
