@@ -946,10 +946,11 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         // with a p-value that survives the gate's false-discovery control whatever its other
         // comparisons turn out to be (p <= alpha / m, m being every comparison of the entry:
         // Benjamini-Hochberg adjusts the smallest p-value by at most m), alpha being the look's
-        // share (round_look_alpha: 0.05 spent over the looks). A change is never decided off a
-        // look: each round looked at would spend more of it.
+        // share (round_look_alpha: 0.05 spent over the looks and shared among the objective's
+        // bench gates against the baseline). A change is never decided off a look: each round
+        // looked at would spend more of it.
         const double alpha =
-            round_look_alpha() / static_cast<double>(std::max<int64_t>(1, comparisons));
+            round_look_alpha(objective) / static_cast<double>(std::max<int64_t>(1, comparisons));
         const bool look = is_round_look(round + 1);
         bool decided = true;
         for (const auto& [name, medians] : my_medians) {

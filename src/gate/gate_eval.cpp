@@ -902,12 +902,13 @@ void evaluate_bench_versus_baseline(const BenchVerdict& verdict, const GateSpec&
     placeholder.p_value = 1.0;
     comparisons.push_back(placeholder);
   }
-  // Two builds in rounds: a change needs the look's alpha (round_look_alpha), even alone.
+  // Two builds in rounds: a change needs the look's alpha (round_look_alpha), even alone, shared
+  // among the objective's bench gates against the baseline.
   const bool all_paired =
       !items.empty() && std::all_of(items.begin(), items.end(),
                                     [](const Item& item) { return item.comparison.pairs > 0; });
   if (all_paired) {
-    bench::control_false_discovery(comparisons, round_look_alpha());
+    bench::control_false_discovery(comparisons, round_look_alpha(objective));
   } else if (comparisons.size() > 1) {
     bench::control_false_discovery(comparisons);
   }
@@ -1087,6 +1088,20 @@ bench::Comparison compare_builds(std::span<const double> baseline,
 bool is_round_look(int64_t rounds) { return rounds == 5 || rounds == 8 || rounds == 12; }
 
 double round_look_alpha() { return 0.05 / static_cast<double>(kRoundLooks); }
+
+int64_t baseline_bench_gates(const Objective& objective) {
+  int64_t count = 0;
+  for (const GateSpec& gate : objective.gates) {
+    const auto* verdict = std::get_if<BenchVerdict>(&gate.expression);
+    if (verdict != nullptr && verdict->versus_baseline) ++count;
+  }
+  return count;
+}
+
+double round_look_alpha(const Objective& objective) {
+  return round_look_alpha() /
+         static_cast<double>(std::max<int64_t>(1, baseline_bench_gates(objective)));
+}
 
 double cross_build_threshold(const ProbeEntry* entry) {
   return 2 * (entry != nullptr && entry->threshold ? *entry->threshold : 0.02);

@@ -175,9 +175,17 @@ bench::Comparison compare_builds(std::span<const double> baseline,
 // every variant is SAME. Each round looked at with the whole 0.05 — the rule before — let noise
 // under load fail cp_prefill_not_slower_than_baseline on a build whose CP prefill had not
 // changed (1.17 [1.04, 1.48] over 11 rounds whose ratios spread 0.77-1.61; p 0.049 at the 11th).
+// Every such gate of an objective is a decision that can fail the run of an unchanged build, so
+// the 0.05 is also shared among them (Bonferroni): round_look_alpha(objective) is 0.05 /
+// kRoundLooks / baseline_bench_gates(objective) (its "E ... baseline" bench verdict gates, at
+// least 1). With the whole 0.05 per gate, a run's false FAIL grew with its gates: in the seeded
+// simulation of 3 such gates at the loaded 2-core machine's per-round spread (30 %, ratios 0.5-2;
+// tests/unit/cascade/baseline_build_test.cpp) 16 runs of 300 had a gate fail; shared, 6.
 inline constexpr int64_t kRoundLooks = 4;
 bool is_round_look(int64_t rounds);
 double round_look_alpha();
+int64_t baseline_bench_gates(const Objective& objective);
+double round_look_alpha(const Objective& objective);
 
 // The A/B threshold of a bench against a baseline build: twice the entry's (default 0.02). Two
 // binaries of the same code differ by a few percent in layout alone (5 % measured at decode
