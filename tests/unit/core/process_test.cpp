@@ -49,8 +49,8 @@ ProcessResult run_until_printed(ProcessSpec spec, size_t lines) {
   ProcessResult result;
   for (int attempt = 0; attempt < 6; ++attempt) {
     result = run_process(spec);
-    if (static_cast<size_t>(std::count(result.stdout_text.begin(), result.stdout_text.end(),
-                                       '\n')) >= lines) {
+    if (static_cast<size_t>(
+            std::count(result.stdout_text.begin(), result.stdout_text.end(), '\n')) >= lines) {
       break;
     }
     spec.timeout *= 2;
@@ -138,7 +138,8 @@ TEST(ProcessTest, LeftoverChildrenAreKilledWhenTheChildExits) {
   EXPECT_FALSE(result.timed_out);
   EXPECT_LT(elapsed, 60s);
   pid_t background = std::stoi(result.stdout_text);
-  EXPECT_TRUE(gone_within_30s(background)) << "background child " << background << " outlived its parent";
+  EXPECT_TRUE(gone_within_30s(background))
+      << "background child " << background << " outlived its parent";
 }
 
 TEST(ProcessTest, CapsOutputAndSaysSo) {
