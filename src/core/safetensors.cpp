@@ -26,7 +26,7 @@ namespace loupe {
 namespace {
 
 // Files above this size hand out views of their mapping instead of copies.
-constexpr size_t kMapThresholdBytes = size_t{1} << 20;
+constexpr size_t kSafetensorsMapThresholdBytes = size_t{1} << 20;
 
 struct SafetensorsDType {
   std::string_view name;
@@ -47,7 +47,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
   return "?";
 }
 
-Error input_error(const std::string& file, const std::string& what, std::string hint = {}) {
+Error safetensors_input_error(const std::string& file, const std::string& what,
+                              std::string hint = {}) {
   return Error(ErrorCode::kInput, file + ": " + what, std::move(hint));
 }
 
@@ -74,21 +75,23 @@ uint64_t nonnegative_integer(const std::string& file, const std::string& where, 
   if (value.is_number_integer() && value.get<int64_t>() >= 0) {
     return static_cast<uint64_t>(value.get<int64_t>());
   }
-  throw input_error(file, where + ": expected a non-negative integer, found " + value.dump());
+  throw safetensors_input_error(file,
+                                where + ": expected a non-negative integer, found " + value.dump());
 }
 
 Entry parse_entry(const std::string& file, const std::string& name, const Json& value) {
   const std::string where = "header, tensor '" + name + "'";
   if (!value.is_object()) {
-    throw input_error(file, where +
-                                ": expected an object with dtype, shape and data_offsets, "
-                                "found " +
-                                std::string(value.type_name()));
+    throw safetensors_input_error(file,
+                                  where +
+                                      ": expected an object with dtype, shape and data_offsets, "
+                                      "found " +
+                                      std::string(value.type_name()));
   }
   Entry entry{name, DType::kF32, {}, 0, 0};
   const auto dtype_field = value.find("dtype");
   if (dtype_field == value.end() || !dtype_field->is_string()) {
-    throw input_error(file, where + ": field 'dtype' is missing or not a string");
+    throw safetensors_input_error(file, where + ": field 'dtype' is missing or not a string");
   }
   const std::string dtype_text = dtype_field->get<std::string>();
   const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
@@ -97,13 +100,13 @@ Entry parse_entry(const std::string& file, const std::string& name, const Json& 
     std::string names;
     for (const SafetensorsDType& d : kDTypes)
       names += (names.empty() ? "" : " ") + std::string(d.name);
-    throw input_error(file,
-                      where + ": unknown dtype \"" + dtype_text + "\"; expected one of " + names);
+    throw safetensors_input_error(
+        file, where + ": unknown dtype \"" + dtype_text + "\"; expected one of " + names);
   }
   entry.dtype = known->dtype;
   const auto shape_field = value.find("shape");
   if (shape_field == value.end() || !shape_field->is_array()) {
-    throw input_error(file, where + ": field 'shape' is missing or not an array");
+    throw safetensors_input_error(file, where + ": field 'shape' is missing or not an array");
   }
   uint64_t count = 1;
   for (const Json& extent : *shape_field) {
@@ -111,7 +114,7 @@ Entry parse_entry(const std::string& file, const std::string& name, const Json& 
     if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         (size != 0 && count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
                                   dtype_size(entry.dtype) / size)) {
-      throw input_error(
+      throw safetensors_input_error(
           file, where + ": shape " + shape_field->dump() + " holds more bytes than a 64-bit size");
     }
     count *= size;
@@ -119,21 +122,22 @@ Entry parse_entry(const std::string& file, const std::string& name, const Json& 
   }
   const auto offsets_field = value.find("data_offsets");
   if (offsets_field == value.end() || !offsets_field->is_array() || offsets_field->size() != 2) {
-    throw input_error(file, where + ": field 'data_offsets' is missing or not [begin, end]");
+    throw safetensors_input_error(file,
+                                  where + ": field 'data_offsets' is missing or not [begin, end]");
   }
   entry.begin = nonnegative_integer(file, where + ", field 'data_offsets'", (*offsets_field)[0]);
   entry.end = nonnegative_integer(file, where + ", field 'data_offsets'", (*offsets_field)[1]);
   if (entry.end < entry.begin) {
-    throw input_error(file,
-                      where + ": data_offsets " + offsets_text(entry) + " end before they begin");
+    throw safetensors_input_error(
+        file, where + ": data_offsets " + offsets_text(entry) + " end before they begin");
   }
   const uint64_t expected_bytes = count * dtype_size(entry.dtype);
   if (entry.end - entry.begin != expected_bytes) {
-    throw input_error(file, where + ": data_offsets " + offsets_text(entry) + " span " +
-                                std::to_string(entry.end - entry.begin) + " bytes, but shape " +
-                                shape_to_string(entry.shape) + " " +
-                                std::string(dtype_name(entry.dtype)) + " needs " +
-                                std::to_string(expected_bytes));
+    throw safetensors_input_error(file, where + ": data_offsets " + offsets_text(entry) + " span " +
+                                            std::to_string(entry.end - entry.begin) +
+                                            " bytes, but shape " + shape_to_string(entry.shape) +
+                                            " " + std::string(dtype_name(entry.dtype)) + " needs " +
+                                            std::to_string(expected_bytes));
   }
   return entry;
 }
@@ -148,21 +152,23 @@ Header parse_header(const std::string& file, const MappedFile& mapping) {
   const std::byte* bytes = mapping.data();
   const size_t size = mapping.size();
   if (size == 0) {
-    throw input_error(file,
-                      "empty file (expected a .safetensors file: an 8-byte header length, then "
-                      "a JSON header)");
+    throw safetensors_input_error(
+        file,
+        "empty file (expected a .safetensors file: an 8-byte header length, then "
+        "a JSON header)");
   }
   if (size < 8) {
-    throw input_error(file, "truncated: the header length at offset 0 needs 8 bytes, file holds " +
-                                std::to_string(size));
+    throw safetensors_input_error(
+        file, "truncated: the header length at offset 0 needs 8 bytes, file holds " +
+                  std::to_string(size));
   }
   const uint64_t header_length = read_le64(bytes);
   if (header_length > size - 8) {
-    throw input_error(file,
-                      "header length " + std::to_string(header_length) +
-                          " (at offset 0) runs past the end of the file: only " +
-                          std::to_string(size - 8) + " bytes follow it",
-                      "is this a .safetensors file?");
+    throw safetensors_input_error(file,
+                                  "header length " + std::to_string(header_length) +
+                                      " (at offset 0) runs past the end of the file: only " +
+                                      std::to_string(size - 8) + " bytes follow it",
+                                  "is this a .safetensors file?");
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
   Json header;
@@ -171,7 +177,7 @@ Header parse_header(const std::string& file, const MappedFile& mapping) {
   const auto refuse_duplicate_names = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth == 1 && event == Json::parse_event_t::key &&
         !names_seen.insert(parsed.get<std::string>()).second) {
-      throw input_error(
+      throw safetensors_input_error(
           file, "header at offset 8: tensor '" + parsed.get<std::string>() + "' is listed twice");
     }
     return true;
@@ -182,19 +188,20 @@ Header parse_header(const std::string& file, const MappedFile& mapping) {
   try {
     header = Json::parse(header_begin, header_begin + header_length, refuse_duplicate_names);
   } catch (const Json::parse_error& error) {
-    throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
-                                "), near offset " +
-                                std::to_string(8 + (error.byte > 0 ? error.byte - 1 : 0)) + ": " +
-                                json_error_text(error));
+    throw safetensors_input_error(
+        file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
+                  "), near offset " + std::to_string(8 + (error.byte > 0 ? error.byte - 1 : 0)) +
+                  ": " + json_error_text(error));
   } catch (const Json::exception& error) {
     // Not only syntax: a number beyond double's range (1e400) is out_of_range 406 (fuzzing found
     // it escaping as an uncaught exception).
-    throw input_error(file, "invalid JSON header (bytes 8 to " + std::to_string(8 + header_length) +
-                                "): " + json_error_text(error));
+    throw safetensors_input_error(file, "invalid JSON header (bytes 8 to " +
+                                            std::to_string(8 + header_length) +
+                                            "): " + json_error_text(error));
   }
   if (!header.is_object()) {
-    throw input_error(file, "header at offset 8: expected a JSON object, found " +
-                                std::string(header.type_name()));
+    throw safetensors_input_error(file, "header at offset 8: expected a JSON object, found " +
+                                            std::string(header.type_name()));
   }
   return {std::move(header), header_length};
 }
@@ -214,12 +221,13 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       if (!value.is_object()) {
-        throw input_error(file, "header field '__metadata__': expected an object of strings");
+        throw safetensors_input_error(file,
+                                      "header field '__metadata__': expected an object of strings");
       }
       for (const auto& [key, text] : value.items()) {
         if (!text.is_string()) {
-          throw input_error(file, "header field '__metadata__', key '" + key +
-                                      "': expected a string, found " + text.dump());
+          throw safetensors_input_error(file, "header field '__metadata__', key '" + key +
+                                                  "': expected a string, found " + text.dump());
         }
       }
       continue;
@@ -236,31 +244,33 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
   const Entry* previous = nullptr;
   for (const Entry& entry : entries) {
     if (entry.end > buffer_size) {
-      throw input_error(file, "tensor '" + entry.name + "': data_offsets " + offsets_text(entry) +
-                                  " run past the data buffer of " + std::to_string(buffer_size) +
-                                  " bytes (file offset " + std::to_string(data_offset) + " to " +
-                                  std::to_string(size) + ")");
+      throw safetensors_input_error(
+          file, "tensor '" + entry.name + "': data_offsets " + offsets_text(entry) +
+                    " run past the data buffer of " + std::to_string(buffer_size) +
+                    " bytes (file offset " + std::to_string(data_offset) + " to " +
+                    std::to_string(size) + ")");
     }
     if (entry.begin < covered) {
-      throw input_error(file, "tensors '" + previous->name + "' " + offsets_text(*previous) +
-                                  " and '" + entry.name + "' " + offsets_text(entry) + " overlap");
+      throw safetensors_input_error(file, "tensors '" + previous->name + "' " +
+                                              offsets_text(*previous) + " and '" + entry.name +
+                                              "' " + offsets_text(entry) + " overlap");
     }
     if (entry.begin > covered) {
-      throw input_error(file, "gap of " + std::to_string(entry.begin - covered) +
-                                  " bytes in the data buffer before tensor '" + entry.name + "' " +
-                                  offsets_text(entry) +
-                                  "; expected the tensors to follow each other");
+      throw safetensors_input_error(file, "gap of " + std::to_string(entry.begin - covered) +
+                                              " bytes in the data buffer before tensor '" +
+                                              entry.name + "' " + offsets_text(entry) +
+                                              "; expected the tensors to follow each other");
     }
     covered = entry.end;
     previous = &entry;
   }
   if (covered != buffer_size) {
-    throw input_error(file, std::to_string(buffer_size - covered) +
-                                " extra trailing bytes after the last tensor: the data buffer "
-                                "holds " +
-                                std::to_string(buffer_size) + " bytes from offset " +
-                                std::to_string(data_offset) + ", the tensors cover " +
-                                std::to_string(covered));
+    throw safetensors_input_error(
+        file, std::to_string(buffer_size - covered) +
+                  " extra trailing bytes after the last tensor: the data buffer "
+                  "holds " +
+                  std::to_string(buffer_size) + " bytes from offset " +
+                  std::to_string(data_offset) + ", the tensors cover " + std::to_string(covered));
   }
 
   std::vector<NamedTensor> tensors;
@@ -270,7 +280,7 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
     const size_t element_size = dtype_size(entry.dtype);
     const size_t byte_count = entry.end - entry.begin;
     NamedTensor named{entry.name, {}};
-    if (byte_count > 0 && size > kMapThresholdBytes &&
+    if (byte_count > 0 && size > kSafetensorsMapThresholdBytes &&
         reinterpret_cast<uintptr_t>(data) % element_size == 0) {
       named.tensor = Tensor(entry.dtype, entry.shape, mapping, data);
     } else {
@@ -290,12 +300,13 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::filesyst
   const auto found = parsed.json.find("__metadata__");
   if (found == parsed.json.end()) return metadata;
   if (!found->is_object()) {
-    throw input_error(file, "header field '__metadata__': expected an object of strings");
+    throw safetensors_input_error(file,
+                                  "header field '__metadata__': expected an object of strings");
   }
   for (const auto& [key, text] : found->items()) {
     if (!text.is_string()) {
-      throw input_error(file, "header field '__metadata__', key '" + key +
-                                  "': expected a string, found " + text.dump());
+      throw safetensors_input_error(file, "header field '__metadata__', key '" + key +
+                                              "': expected a string, found " + text.dump());
     }
     metadata[key] = text.get<std::string>();
   }
@@ -318,14 +329,16 @@ std::string safetensors_head(const std::string& file, const std::vector<NamedTen
   uint64_t offset = 0;
   for (const NamedTensor& named : tensors) {
     if (named.name == "__metadata__") {
-      throw input_error(file, "cannot write a tensor named '__metadata__': the name is reserved");
+      throw safetensors_input_error(
+          file, "cannot write a tensor named '__metadata__': the name is reserved");
     }
     if (!names.insert(named.name).second) {
-      throw input_error(file, "cannot write two tensors named '" + named.name + "'");
+      throw safetensors_input_error(file, "cannot write two tensors named '" + named.name + "'");
     }
     if (named.tensor.rank() == 0 && named.tensor.bytes() == nullptr) {
-      throw input_error(file, "cannot write tensor '" + named.name +
-                                  "': it is the empty (default-constructed) tensor, with no shape");
+      throw safetensors_input_error(
+          file, "cannot write tensor '" + named.name +
+                    "': it is the empty (default-constructed) tensor, with no shape");
     }
     Json entry = Json::object();
     entry["dtype"] = safetensors_dtype_name(named.tensor.dtype());
@@ -338,8 +351,9 @@ std::string safetensors_head(const std::string& file, const std::vector<NamedTen
   try {
     header_text = header.dump();
   } catch (const Json::exception& error) {
-    throw input_error(file, std::string("cannot write the header: ") + json_error_text(error),
-                      "tensor names must be valid UTF-8");
+    throw safetensors_input_error(file,
+                                  std::string("cannot write the header: ") + json_error_text(error),
+                                  "tensor names must be valid UTF-8");
   }
   // Padding with spaces to a multiple of 8 keeps the data buffer 8-byte aligned in the file.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
@@ -356,7 +370,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   const std::string head = safetensors_head(file, tensors, metadata);
   std::FILE* stream = std::fopen(file.c_str(), "wb");
   if (stream == nullptr) {
-    throw input_error(file, std::string("cannot open for writing: ") + std::strerror(errno));
+    throw safetensors_input_error(file,
+                                  std::string("cannot open for writing: ") + std::strerror(errno));
   }
   bool ok = std::fwrite(head.data(), 1, head.size(), stream) == head.size();
   for (const NamedTensor& named : tensors) {
@@ -366,7 +381,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
   }
   const int write_errno = errno;
   if (std::fclose(stream) != 0) ok = false;
-  if (!ok) throw input_error(file, std::string("write failed: ") + std::strerror(write_errno));
+  if (!ok)
+    throw safetensors_input_error(file, std::string("write failed: ") + std::strerror(write_errno));
 }
 
 }  // namespace loupe
