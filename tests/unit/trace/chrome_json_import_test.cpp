@@ -168,6 +168,29 @@ TEST(ChromeJsonImport, EscapesControlCharactersAndQuotedBracketsAtEveryBlockOffs
   EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
 }
 
+// The scanner reads an event where it lies and skips a long string 64 bytes at a time; a raw
+// control character anywhere in a long name (no backslash beside it) must still reach the
+// splitter, which repairs and counts it, and the events around it must read the same.
+TEST(ChromeJsonImport, AControlCharacterAnywhereInALongNameIsRepaired) {
+  std::string text = "[";
+  std::vector<std::string> expected;
+  for (int at = 0; at < 150; ++at) {
+    std::string name(150, 'n');
+    name[static_cast<size_t>(at)] = '\x02';
+    text += R"({"ph":"X","name":")" + name + R"(","pid":1,"tid":1,"ts":)" + std::to_string(2 * at) +
+            R"(,"dur":1},{"ph":"X","name":"plain","pid":1,"tid":1,"ts":)" +
+            std::to_string(2 * at + 1) + R"(,"dur":1},)";
+    name[static_cast<size_t>(at)] = ' ';
+    expected.push_back(name);
+    expected.push_back("plain");
+  }
+  text.back() = ']';
+  const Model model = load_text(text);
+  EXPECT_EQ(names(model), expected);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_control_character), 150);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
+}
+
 // A bracket closing the wrong kind is found wherever it falls in a block, at its exact offset.
 TEST(ChromeJsonImport, AMismatchedBracketIsReportedAtItsOffsetAtEveryBlockOffset) {
   for (int pad = 0; pad < 70; ++pad) {
