@@ -2,19 +2,20 @@
 //
 // The text is read in pieces of a few MiB (a file through read(2), never mapped whole). An event
 // object is read where it lies by a scanner that finds its end as it reads its fields (below);
-// for anything else, and for an event the scanner declines, a splitter finds the value's extent: strings and escapes tracked, brackets matched by
-// kind, 64 bytes at a time as bit masks (json_blocks.hpp) where a block holds no escape. Each piece
-// is checked for UTF-8 as it arrives (simdjson's validator); invalid bytes become
+// for anything else, and for an event the scanner declines, a splitter finds the value's extent:
+// strings and escapes tracked, brackets matched by kind, 64 bytes at a time as bit masks
+// (json_blocks.hpp) where a block holds no escape. Each piece is checked for UTF-8 as it arrives
+// (simdjson's validator); invalid bytes become
 // '?', raw control characters inside strings ' ', and a tail cut mid-value is dropped, each counted
 // — the repairs happen as the text streams by, so a broken file costs no second pass and no copy.
 // Memory is the window, not the file: peak resident memory is the model plus a few MiB.
 //
-// The scanner reads an event's fields once, in document order: keys are matched on their raw bytes, strings without escapes are views of the
-// window and numbers their raw tokens, so an ordinary event costs no copy, no unescaping and no
-// allocation. An event the scanner does not take (an escaped string in a field loupe reads, an
-// unexpected byte) is read again by simdjson On-Demand from its own text; both paths feed one
-// field setter, so they agree. Top-level values other than the events (distributedInfo,
-// baseTimeNanoseconds) are read by On-Demand from their own text too.
+// The scanner reads an event's fields once, in document order: keys are matched on their raw bytes,
+// strings without escapes are views of the window and numbers their raw tokens, so an ordinary
+// event costs no copy, no unescaping and no allocation. An event the scanner does not take (an
+// escaped string in a field loupe reads, an unexpected byte) is read again by simdjson On-Demand
+// from its own text; both paths feed one field setter, so they agree. Top-level values other than
+// the events (distributedInfo, baseTimeNanoseconds) are read by On-Demand from their own text too.
 //
 // A text of 8 MiB or more is read and scanned on a thread of its own, while the calling thread
 // applies the events (EventPipeline); the On-Demand
@@ -485,7 +486,9 @@ class EventScanner {
     return skip_string_rest(escaped);
   }
   // Bytes below 0x20 (exact for the lowest flagged byte).
-  static uint64_t bytes_below_space(uint64_t word) { return (word - kOnes * 0x20) & ~word & kHighs; }
+  static uint64_t bytes_below_space(uint64_t word) {
+    return (word - kOnes * 0x20) & ~word & kHighs;
+  }
   // Inside a string, not just after a backslash; moves past its closing quote. False at a raw
   // control character: the splitter repairs it.
   bool skip_string_rest(bool& escaped) {
