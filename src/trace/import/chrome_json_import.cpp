@@ -291,6 +291,10 @@ struct EventFields {
   int64_t ts = 0, dur = 0;
   bool has_ts = false, has_dur = false, malformed = false, has_id = false;
   int64_t ids_beyond_int64 = 0;
+  // The scanner leaves "ts" and "dur" as their tokens (resolve_times() reads them): the thread
+  // that splits a large file then does less, the one that applies the events a little more.
+  std::string_view ts_token, dur_token;
+  bool ts_deferred = false, dur_deferred = false;
 };
 
 enum class ValueKind : uint8_t { kString, kNumber, kObject, kOther };
@@ -355,6 +359,18 @@ inline void set_field(EventFields& fields, Key key, ValueKind kind, std::string_
   }
 }
 
+// "ts" or "dur" from the token the scanner left, as set_field reads it.
+inline void resolve_time(EventFields& fields, Key key) {
+  bool& deferred = key == Key::kTs ? fields.ts_deferred : fields.dur_deferred;
+  if (!deferred) return;
+  deferred = false;
+  set_field(fields, key, ValueKind::kNumber, key == Key::kTs ? fields.ts_token : fields.dur_token);
+}
+inline void resolve_times(EventFields& fields) {
+  resolve_time(fields, Key::kTs);
+  resolve_time(fields, Key::kDur);
+}
+
 // The scanner over one event's text, from its '{' on, in the window that holds it. It finds the
 // event's end itself: `end` may lie anywhere past it (the end of the window's checked bytes), and
 // event_end() is then just past the closing '}'. Returns false when it cannot take the event —
@@ -416,7 +432,18 @@ class EventScanner {
         kind = first == '-' || static_cast<unsigned>(first - '0') < 10 ? ValueKind::kNumber
                                                                        : ValueKind::kOther;
       }
-      if (key != Key::kOther) set_field(fields, key, kind, text);
+      if (key == Key::kTs || key == Key::kDur) {
+        // A repeated key: the earlier token's outcome first (a bad one marks the event).
+        resolve_time(fields, key);
+        if (kind == ValueKind::kNumber || kind == ValueKind::kString) {
+          (key == Key::kTs ? fields.ts_token : fields.dur_token) = text;
+          (key == Key::kTs ? fields.ts_deferred : fields.dur_deferred) = true;
+        } else {
+          set_field(fields, key, kind, text);
+        }
+      } else if (key != Key::kOther) {
+        set_field(fields, key, kind, text);
+      }
       skip_space();
       if (pos_ == end_) return false;
       if (*pos_ == '}') return true;
@@ -1152,7 +1179,7 @@ class ChromeReader {
   // the consumer applies them with apply_scanned.
   void pipe_to(EventPipeline* pipeline) { pipeline_ = pipeline; }
   // An error only when the On-Demand reader finds the event's text broken.
-  simdjson::error_code apply_scanned(const ScannedEvent& event, StatsRegistry& stats) {
+  simdjson::error_code apply_scanned(ScannedEvent& event, StatsRegistry& stats) {
     if (!event.scanned) return read_event_fallback(event.raw, stats);
     apply_event(event.fields, stats);
     return simdjson::SUCCESS;
@@ -1190,7 +1217,8 @@ class ChromeReader {
   // Return an error only for structural problems; bad fields drop the event and count it.
   simdjson::error_code read_event(std::string_view raw, StatsRegistry& stats);
   simdjson::error_code read_event_fallback(std::string_view raw, StatsRegistry& stats);
-  void apply_event(const EventFields& fields, StatsRegistry& stats);
+  // Resolves the scanner's deferred times first (resolve_times).
+  void apply_event(EventFields& fields, StatsRegistry& stats);
   // An event object at the stream's current byte read by the scanner where it lies in the window,
   // its end found as it goes; false, with nothing consumed, when the scanner declines it (the
   // caller then splits it with JsonStream::value and reads it the long way).
@@ -1319,7 +1347,8 @@ simdjson::error_code ChromeReader::read_event_fallback(std::string_view raw, Sta
   return simdjson::SUCCESS;
 }
 
-void ChromeReader::apply_event(const EventFields& fields, StatsRegistry& stats) {
+void ChromeReader::apply_event(EventFields& fields, StatsRegistry& stats) {
+  resolve_times(fields);
   const std::string_view name = fields.name, category = fields.category, phase = fields.phase;
   const std::string_view pid = fields.pid, tid = fields.tid, id = fields.id;
   const int64_t ts = fields.ts, dur = fields.dur;
@@ -1845,7 +1874,7 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
     try {
       for (bool last = false; !last;) {
         Batch& batch = pipeline.next();
-        for (const ScannedEvent& event : batch.events) {
+        for (ScannedEvent& event : batch.events) {
           if (const simdjson::error_code code = reader->apply_scanned(event, stats)) {
             pipeline.cancel();
             producer.join();
