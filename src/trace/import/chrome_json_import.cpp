@@ -1506,7 +1506,10 @@ bool ChromeReader::scan_in_place(JsonStream& stream, StatsRegistry& stats) {
     std::vector<ScannedEvent>& events = pipeline_->producing().events;
     // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
     if (events.capacity() == 0) events.reserve(kPipelinePieceBytes / 192);
-    ScannedEvent& event = events.emplace_back();
+    // Copied from a blank one: value-initialising the ~230 bytes in place compiles to a
+    // `rep stos`, whose start-up cost per event showed in the reading thread's profile.
+    static const ScannedEvent kBlank{};
+    ScannedEvent& event = events.emplace_back(kBlank);
     if (!scanner.scan(event.fields)) {
       events.pop_back();
       return false;
