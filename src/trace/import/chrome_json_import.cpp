@@ -381,7 +381,9 @@ inline void resolve_times(EventFields& fields) {
 // never reads outside [begin, end).
 class EventScanner {
  public:
-  EventScanner(const char* begin, const char* end) : pos_(begin), end_(end) {}
+  // `in_place`: the text is the window from the event's '{' on, not an extent the splitter found.
+  EventScanner(const char* begin, const char* end, bool in_place = false)
+      : pos_(begin), end_(end), in_place_(in_place) {}
 
   // After scan() returned true: just past the event's closing '}'.
   const char* event_end() const { return pos_ + 1; }
@@ -427,7 +429,7 @@ class EventScanner {
         kind = first == '{' ? ValueKind::kObject : ValueKind::kOther;
         text = std::string_view(value_begin, static_cast<size_t>(pos_ - value_begin));
       } else {
-        skip_token();
+        if (!skip_token()) return false;
         text = std::string_view(value_begin, static_cast<size_t>(pos_ - value_begin));
         kind = first == '-' || static_cast<unsigned>(first - '0') < 10 ? ValueKind::kNumber
                                                                        : ValueKind::kOther;
@@ -459,26 +461,36 @@ class EventScanner {
   // Moves to the end of a number or literal token (kTokenEnd), a word at a time: commas,
   // closing brackets and bytes up to ' ' are flagged, and a flagged control byte that does not
   // end a token is stepped over.
-  void skip_token() {
+  // Reading in place, a token holding a quote or an opening bracket declines the event: the
+  // splitter would read that byte as the start of a string or a nested value and find another
+  // extent (or an error) for the event.
+  bool skip_token() {
     const char* pos = pos_;
     while (end_ - pos >= 8) {
       uint64_t word = 0;
       std::memcpy(&word, pos, 8);
+      const uint64_t folded = word | (kOnes * 0x20);  // '[' as '{'
       const uint64_t hits = bytes_equal(word, ',') | bytes_equal(word, '}') |
-                            bytes_equal(word, ']') | ((word - kOnes * 0x21) & ~word & kHighs);
+                            bytes_equal(word, ']') | ((word - kOnes * 0x21) & ~word & kHighs) |
+                            bytes_equal(word, '"') | bytes_equal(folded, '{');
       if (hits == 0) {
         pos += 8;
         continue;
       }
       pos += __builtin_ctzll(hits) / 8;
-      if (kTokenEnd[static_cast<unsigned char>(*pos)]) {
+      const char c = *pos;
+      if (kTokenEnd[static_cast<unsigned char>(c)]) {
         pos_ = pos;
-        return;
+        return true;
       }
+      if (in_place_ && (c == '"' || c == '{' || c == '[')) return false;
       ++pos;
     }
-    while (pos < end_ && !kTokenEnd[static_cast<unsigned char>(*pos)]) ++pos;
+    for (; pos < end_ && !kTokenEnd[static_cast<unsigned char>(*pos)]; ++pos) {
+      if (in_place_ && (*pos == '"' || *pos == '{' || *pos == '[')) return false;
+    }
     pos_ = pos;
+    return true;
   }
   // Eight bytes at a time (SWAR): a word's lowest byte equal to `pattern`'s, if any, is flagged
   // first, so counting trailing zeros finds the earliest match.
@@ -636,6 +648,7 @@ class EventScanner {
 
   const char* pos_;
   const char* end_;
+  const bool in_place_;
   const JsonBlockClassifier classify_block_ = json_block_classifier();
 };
 
@@ -1501,7 +1514,7 @@ void ChromeReader::apply_event(EventFields& fields, StatsRegistry& stats) {
 
 bool ChromeReader::scan_in_place(JsonStream& stream, StatsRegistry& stats) {
   const std::string_view rest = stream.checked_rest();
-  EventScanner scanner(rest.data(), rest.data() + rest.size());
+  EventScanner scanner(rest.data(), rest.data() + rest.size(), /*in_place=*/true);
   if (pipeline_ != nullptr) {
     std::vector<ScannedEvent>& events = pipeline_->producing().events;
     // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.

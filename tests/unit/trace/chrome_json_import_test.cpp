@@ -191,6 +191,26 @@ TEST(ChromeJsonImport, AControlCharacterAnywhereInALongNameIsRepaired) {
   EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
 }
 
+// Reading an event in place, the scanner takes a number's token up to a ',' '}' ']' or space; a
+// quote or an opening bracket inside it is where the splitter sees a string or a nested value
+// begin, so the event must go to the splitter, which names the broken bracket.
+TEST(ChromeJsonImport, ABracketInsideANumberIsReadAsTheSplitterReadsIt) {
+  for (const std::string bracket : {"[", "{"}) {
+    const std::string text = R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1)" + bracket +
+                             R"(,"x":2)" + (bracket == "[" ? "}" : "]") + "]";
+    const size_t offset = text.size() - 2;
+    try {
+      load_text(text);
+      FAIL() << "expected an error for " << text;
+    } catch (const Error& error) {
+      EXPECT_NE(error.message().find("offset " + std::to_string(offset) + ": '" +
+                                     text.substr(offset, 1) + "' closes a '" + bracket + "'"),
+                std::string::npos)
+          << error.message();
+    }
+  }
+}
+
 // A bracket closing the wrong kind is found wherever it falls in a block, at its exact offset.
 TEST(ChromeJsonImport, AMismatchedBracketIsReportedAtItsOffsetAtEveryBlockOffset) {
   for (int pad = 0; pad < 70; ++pad) {
