@@ -168,6 +168,49 @@ TEST(ChromeJsonImport, EscapesControlCharactersAndQuotedBracketsAtEveryBlockOffs
   EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
 }
 
+// The scanner reads an event where it lies and skips a long string 64 bytes at a time; a raw
+// control character anywhere in a long name (no backslash beside it) must still reach the
+// splitter, which repairs and counts it, and the events around it must read the same.
+TEST(ChromeJsonImport, AControlCharacterAnywhereInALongNameIsRepaired) {
+  std::string text = "[";
+  std::vector<std::string> expected;
+  for (int at = 0; at < 150; ++at) {
+    std::string name(150, 'n');
+    name[static_cast<size_t>(at)] = '\x02';
+    text += R"({"ph":"X","name":")" + name + R"(","pid":1,"tid":1,"ts":)" + std::to_string(2 * at) +
+            R"(,"dur":1},{"ph":"X","name":"plain","pid":1,"tid":1,"ts":)" +
+            std::to_string(2 * at + 1) + R"(,"dur":1},)";
+    name[static_cast<size_t>(at)] = ' ';
+    expected.push_back(name);
+    expected.push_back("plain");
+  }
+  text.back() = ']';
+  const Model model = load_text(text);
+  EXPECT_EQ(names(model), expected);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_control_character), 150);
+  EXPECT_EQ(model.stats.count(Stat::trace_json_event_malformed), 0);
+}
+
+// Reading an event in place, the scanner takes a number's token up to a ',' '}' ']' or space; a
+// quote or an opening bracket inside it is where the splitter sees a string or a nested value
+// begin, so the event must go to the splitter, which names the broken bracket.
+TEST(ChromeJsonImport, ABracketInsideANumberIsReadAsTheSplitterReadsIt) {
+  for (const std::string bracket : {"[", "{"}) {
+    const std::string text = R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1)" + bracket +
+                             R"(,"x":2)" + (bracket == "[" ? "}" : "]") + "]";
+    const size_t offset = text.size() - 2;
+    try {
+      load_text(text);
+      FAIL() << "expected an error for " << text;
+    } catch (const Error& error) {
+      EXPECT_NE(error.message().find("offset " + std::to_string(offset) + ": '" +
+                                     text.substr(offset, 1) + "' closes a '" + bracket + "'"),
+                std::string::npos)
+          << error.message();
+    }
+  }
+}
+
 // A bracket closing the wrong kind is found wherever it falls in a block, at its exact offset.
 TEST(ChromeJsonImport, AMismatchedBracketIsReportedAtItsOffsetAtEveryBlockOffset) {
   for (int pad = 0; pad < 70; ++pad) {

@@ -151,7 +151,17 @@ TEST(ChromeJsonScanner, AgreesWithOnDemandOnIllTypedAndRepeatedFields) {
        R"({"ph":"s","cat":"user","name":"f","id":{"a":1},"pid":1,"tid":2,"ts":1})",
        R"({"ph":"X","cat":"user","name":"neg","pid":1,"tid":2,"ts":1,"dur":-1})",
        R"({"ph":"b","cat":"user","name":"async","id":1,"pid":1,"tid":2,"ts":1})",
-       R"({"cat":"user"})"});
+       R"({"cat":"user"})",
+       // The scanner reads "ts" and "dur" late (resolve_times): a repeat still decides by the
+       // last one, and an earlier bad one still marks the event.
+       R"({"ph":"X","cat":"user","name":"obj","pid":1,"tid":2,"ts":7,"ts":{},"dur":1})",
+       R"({"ph":"X","cat":"user","name":"twice","pid":1,"tid":2,"ts":3,"dur":1,"dur":"2.5"})",
+       R"({"ph":"X","cat":"user","name":"bad","pid":1,"tid":2,"ts":4,"dur":"y","dur":2})"});
+  const Model times = load_events(
+      {R"({"ph":"X","cat":"user","name":"twice","pid":1,"tid":2,"ts":3,"dur":1,"dur":"2.5"})"});
+  ASSERT_EQ(times.slices.size(), 1u);
+  EXPECT_EQ(times.slices.start_ns[0], 3000);
+  EXPECT_EQ(times.slices.end_ns[0], 5500);
   const Model model = load_events({R"({"ph":"X","cat":"user","name":"first","name":"second",)"
                                    R"("pid":1,"tid":2,"ts":9,"dur":1})"});
   ASSERT_EQ(model.slices.size(), 1u);
