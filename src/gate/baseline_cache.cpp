@@ -140,6 +140,22 @@ BuildIdentity identify_build(const SubjectSpec& subject, const std::filesystem::
                     "results are not cached",
                 "the baseline's check points run on every run");
   }
+  // An interpreter with a script (`python3 subject.py`): the script is one file of many it may
+  // import, none of which a hash of the command's files would cover.
+  const std::filesystem::path folder =
+      subject.working_dir.value_or(std::filesystem::current_path());
+  for (size_t index = 1; index < subject.command.size(); ++index) {
+    std::filesystem::path word(subject.command[index]);
+    if (word.is_relative()) word = folder / word;
+    std::error_code ignored;
+    if (std::filesystem::is_regular_file(word, ignored)) {
+      throw Error(ErrorCode::kInput,
+                  "the baseline's command names a file beside its program (" +
+                      subject.command[index] +
+                      "): what that file loads is not known, so its check results are not cached",
+                  "the baseline's check points run on every run");
+    }
+  }
   identity.files.emplace_back(identity.program, sha256_hex(bytes));
   for (const auto& library : shared_libraries(identity.program)) {
     identity.files.emplace_back(library, sha256_hex(read_bytes(library, "the library")));

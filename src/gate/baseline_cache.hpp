@@ -46,8 +46,8 @@ struct BuildIdentity {
 // The identity of `subject`'s program (subject.command[0]: a path, resolved against the working
 // directory, or a name looked up in PATH) and of `analyser` (loupe's own executable; empty: none).
 // Throws Error(kInput) naming the program when it cannot be found or read, when it is not an ELF
-// executable (an interpreter's script imports files no hash would cover), or when `ldd` cannot
-// name its libraries.
+// executable or the command names a file after it (a script, run by it or by an interpreter,
+// imports files no hash would cover), or when `ldd` cannot name its libraries.
 BuildIdentity identify_build(const SubjectSpec& subject, const std::filesystem::path& analyser);
 
 // The fields of a point's request that decide its result (docs/objective.md, "The baseline

@@ -153,6 +153,18 @@ TEST(BaselineCacheTest, AScriptIsNotIdentifiedItsImportsAreUnknown) {
                                    " is not an ELF executable: what a script loads is not "
                                    "known, so its check results are not cached");
   }
+  // An interpreter (an ELF program) with the script as an argument: the same.
+  SubjectSpec interpreted;
+  interpreted.command = {fs::read_symlink("/proc/self/exe").string(), script.string(), "probe"};
+  try {
+    identify_build(interpreted, {});
+    FAIL() << "an interpreter's script was identified";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.message(), "the baseline's command names a file beside its program (" +
+                                   script.string() +
+                                   "): what that file loads is not known, so its check results "
+                                   "are not cached");
+  }
   SubjectSpec missing;
   missing.command = {"loupe-no-such-program-anywhere", "probe"};
   EXPECT_THROW(identify_build(missing, {}), Error);
