@@ -163,8 +163,10 @@ BuildIdentity identify_build(const SubjectSpec& subject, const std::filesystem::
   if (!analyser.empty()) {
     identity.files.emplace_back(analyser, sha256_hex(read_bytes(analyser, "loupe's executable")));
   }
+  // The bytes decide, not where they lie: the program's path is in each request's command line
+  // already, and a loupe or a library at another path with the same bytes analyses and runs alike.
   std::string text;
-  for (const auto& [path, hash] : identity.files) text += path.string() + "\n" + hash + "\n";
+  for (const auto& file : identity.files) text += file.second + "\n";
   identity.hash = sha256_hex(text);
   return identity;
 }

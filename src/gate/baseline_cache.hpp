@@ -36,7 +36,8 @@ namespace loupe::gate {
 
 // What a build is, as far as its results go: the program the subject command starts, every
 // shared library the dynamic loader resolves for it (`ldd`), and the loupe executable that
-// analyses the outputs, each with the SHA-256 of its bytes; `hash` is the SHA-256 over all of it.
+// analyses the outputs, each with the SHA-256 of its bytes; `hash` is the SHA-256 over those
+// hashes in that order (not the paths: the program's path is in each request's command line).
 struct BuildIdentity {
   std::filesystem::path program;
   std::vector<std::pair<std::filesystem::path, std::string>> files;  // path, SHA-256

@@ -123,6 +123,12 @@ TEST(BaselineCacheTest, AChangedProgramByteIsAnotherBuild) {
   EXPECT_EQ(before.files.front().first, program);
   EXPECT_EQ(before.hash.size(), 64u);
   EXPECT_EQ(identify_build(subject, {}).hash, before.hash);
+  // The same bytes elsewhere are the same build (the path is in each request's command line).
+  const fs::path elsewhere = dir.path() / "elsewhere-kda";
+  fs::copy_file(program, elsewhere);
+  SubjectSpec moved;
+  moved.command = {elsewhere.string(), "probe"};
+  EXPECT_EQ(identify_build(moved, {}).hash, before.hash);
   {
     std::ofstream out(program, std::ios::binary | std::ios::app);
     out << '\0';
