@@ -45,6 +45,7 @@ struct RunOptions {
   std::string memory;
   std::string baseline;
   std::string baseline_subject;
+  bool no_baseline_cache = false;
   bool fail_fast = false;
   bool json = false;
   // --executor and its settings, as (key, value) for gate::apply_executor_setting.
@@ -174,6 +175,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                   "benches interleaved), a run id, 'latest', or a git revision of a recorded run");
   run->add_option("--baseline-subject", options->baseline_subject,
                   "CMD: the earlier build's subject command line (instead of --baseline PATH)");
+  run->add_flag("--no-baseline-cache", options->no_baseline_cache,
+                "run every check point of the baseline build, none taken from the cache of "
+                "earlier runs against the same build (HOME/baseline-cache)");
   run->add_flag("--fail-fast", options->fail_fast,
                 "stop after the first layer with a failing gate, even where the file says "
                 "cascade = \"all\"");
@@ -206,6 +210,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
     request.sets = options->sets;
     request.baseline = options->baseline;
     request.baseline_subject = options->baseline_subject;
+    request.baseline_cache = !options->no_baseline_cache;
     request.fail_fast = options->fail_fast;
     if (options->all && options->fail_fast) {
       throw Error(ErrorCode::kUsage, "--all and --fail-fast contradict each other",
@@ -296,6 +301,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       // The baseline build's runs left out because no gate reads them, on stderr beside it.
       if (const std::string skipped = gate::baseline_skip_line(run.outcome); !skipped.empty()) {
         std::cerr << skipped << "\n";
+      }
+      // The baseline build's check runs taken from the cache, by the run that stored them.
+      for (const std::string& line : gate::baseline_cache_lines(run.outcome)) {
+        std::cerr << line << "\n";
       }
       if (!run.coverage_problem.empty()) {
         std::cerr << "coverage: not checked (" << run.coverage_problem << ")\n";

@@ -3,6 +3,7 @@
 //   <home>/ledger.sqlite                       the ledger
 //   <home>/runs/<run>/<probe>/<point>/         one probe point's observation
 //   <home>/runs/<run>/report.html              a run's report
+//   <home>/baseline-cache/<key>.json           a baseline build's check result, cached
 // <home> is `--home DIR` when given, else .loupe/ at the git root of the working directory,
 // else .loupe/ in the working directory.
 #pragma once

@@ -30,6 +30,7 @@
 #include "core/limits.hpp"
 #include "core/sha256.hpp"
 #include "core/trust.hpp"
+#include "gate/baseline_cache.hpp"
 #include "gate/executor.hpp"
 #include "probe/counters_pass.hpp"
 #include "probe/runner.hpp"
@@ -1283,6 +1284,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       if (gate.name == link.gate) gate.rule += " (" + link.sentence + ")";
     }
   }
+  if (baseline != nullptr && baseline->cache_log) result.baseline_cache = *baseline->cache_log;
   result.wall_s = seconds_since(start);
   return result;
 }
@@ -1554,9 +1556,28 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
   };
 }
 
+namespace {
+
+// The baseline cache of one run's baseline build: the build is identified (hashed) at its first
+// check point, not before, so a run whose baseline runs no check pays nothing for it.
+struct BaselineCacheState {
+  std::shared_ptr<BaselineCacheLog> log = std::make_shared<BaselineCacheLog>();
+  bool identified = false;
+  std::optional<BaselineCache> cache;
+
+  void sync() {
+    if (!cache) return;
+    log->stored = cache->stored();
+    log->warnings = cache->warnings();
+  }
+};
+
+}  // namespace
+
 BaselineSource build_baseline(const Objective& objective, const std::filesystem::path& home,
                               const std::string& run_id, const std::vector<std::string>& command,
-                              const std::string& label, uint64_t memory_limit_bytes) {
+                              const std::string& label, uint64_t memory_limit_bytes,
+                              bool cache_checks) {
   Objective other = objective;
   other.subject.command = command;
   // Scoped to the run, as the candidate's runner is: both builds see the same hidden runs.
@@ -1567,14 +1588,52 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
   source.interleave = true;
   source.min_rounds = 5;
   source.max_rounds = 16;
-  source.run = [runner](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
-                        std::optional<uint64_t> seed) -> std::optional<PointResult> {
+  auto state = std::make_shared<BaselineCacheState>();
+  const std::filesystem::path absolute_home = std::filesystem::absolute(home);
+  state->log->enabled = cache_checks;
+  state->log->dir = (absolute_home / "baseline-cache").string();
+  if (!cache_checks) state->log->off_reason = "--no-baseline-cache";
+  source.cache_log = state->log;
+  source.run = [runner, other, absolute_home, run_id, memory_limit_bytes, state](
+                   const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                   std::optional<uint64_t> seed) -> std::optional<PointResult> {
     ProbeEntry seeded = entry;
     if (seed) {
       seeded.seed = *seed;
       seeded.seeds = 1;
     }
-    return runner(task, seeded, repeat);
+    if (task.layer != Layer::kCheck || !state->log->enabled) return runner(task, seeded, repeat);
+    if (!state->identified) {
+      state->identified = true;
+      try {
+        const BuildIdentity identity =
+            identify_build(other.subject, std::filesystem::read_symlink("/proc/self/exe"));
+        state->cache.emplace(state->log->dir, identity.hash, run_id);
+      } catch (const Error& error) {
+        state->log->enabled = false;
+        state->log->off_reason = error.message();
+        return runner(task, seeded, repeat);
+      } catch (const std::filesystem::filesystem_error& error) {
+        state->log->enabled = false;
+        state->log->off_reason = std::string("loupe's executable cannot be read: ") + error.what();
+        return runner(task, seeded, repeat);
+      }
+    }
+    // The request the runner is about to make (the one door's), described without what differs
+    // from run to run (its folders, its hidden-run secret).
+    const probe::RunRequest request =
+        point_run_request(other, absolute_home, run_id + "/baseline/.staging", memory_limit_bytes,
+                          task, seeded, repeat, run_id);
+    const std::string key = state->cache->key(describe_request(request, repeat));
+    if (std::optional<CachedPoint> cached = state->cache->find(key)) {
+      state->sync();
+      cached->point.cached_from_run = cached->run;
+      return std::move(cached->point);
+    }
+    PointResult point = runner(task, seeded, repeat);
+    state->cache->store(key, point);
+    state->sync();
+    return point;
   };
   return source;
 }
@@ -1782,6 +1841,92 @@ Json baseline_skips_to_json(const CascadeResult& result, size_t max_entries) {
   }
   out["entries"] = std::move(listed);
   out["truncated"] = entries.size() > max_entries;
+  return out;
+}
+
+std::vector<std::string> baseline_cache_lines(const CascadeResult& result, size_t max_entries) {
+  std::vector<std::string> lines;
+  if (!result.baseline_cache) return lines;
+  const BaselineCacheLog& log = *result.baseline_cache;
+  if (!log.enabled) {
+    if (!log.off_reason.empty()) {
+      lines.push_back("baseline cache: off (" + log.off_reason +
+                      "); the baseline build's check points ran");
+    }
+    return lines;
+  }
+  // Per run that stored them, the entries in the order first met with their counts.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, size_t>>>> runs;
+  size_t hits = 0;
+  for (const PointResult& point : result.baseline_points) {
+    if (point.cached_from_run.empty()) continue;
+    ++hits;
+    auto run = std::find_if(runs.begin(), runs.end(),
+                            [&](const auto& item) { return item.first == point.cached_from_run; });
+    if (run == runs.end()) {
+      runs.push_back({point.cached_from_run, {}});
+      run = std::prev(runs.end());
+    }
+    const std::string entry = std::string(layer_name(point.layer)) + " " + point.entry;
+    auto found = std::find_if(run->second.begin(), run->second.end(),
+                              [&](const auto& item) { return item.first == entry; });
+    if (found == run->second.end()) {
+      run->second.push_back({entry, 1});
+    } else {
+      ++found->second;
+    }
+  }
+  for (const auto& [run, entries] : runs) {
+    size_t count = 0;
+    for (const auto& item : entries) count += item.second;
+    std::string line = "baseline cache: " + std::to_string(count) +
+                       " check run(s) of the baseline build taken from the cache, stored by run " +
+                       run + ": ";
+    for (size_t index = 0; index < entries.size() && index < max_entries; ++index) {
+      line += (index == 0 ? "" : ", ") + entries[index].first + " (" +
+              std::to_string(entries[index].second) + ")";
+    }
+    if (entries.size() > max_entries) {
+      line += ", and " + std::to_string(entries.size() - max_entries) +
+              " more entries (--json lists them in data.baseline_cache)";
+    }
+    lines.push_back(line);
+  }
+  if (hits > 0 || log.stored > 0) {
+    lines.push_back("baseline cache: " + std::to_string(hits) + " hit(s), " +
+                    std::to_string(log.stored) + " check run(s) of the baseline build run and " +
+                    "stored in " + log.dir + " (--no-baseline-cache runs them all)");
+  }
+  lines.insert(lines.end(), log.warnings.begin(), log.warnings.end());
+  return lines;
+}
+
+Json baseline_cache_to_json(const CascadeResult& result, size_t max_points) {
+  if (!result.baseline_cache) return nullptr;
+  const BaselineCacheLog& log = *result.baseline_cache;
+  Json out = Json::object();
+  out["enabled"] = log.enabled;
+  out["off_reason"] = log.off_reason.empty() ? Json(nullptr) : Json(log.off_reason);
+  out["dir"] = log.dir;
+  Json points = Json::array();
+  size_t hits = 0;
+  for (const PointResult& point : result.baseline_points) {
+    if (point.cached_from_run.empty()) continue;
+    ++hits;
+    if (points.size() >= max_points) continue;
+    Json params = Json::object();
+    for (const auto& [name, value] : point.params) params[name] = value_to_json(value);
+    points.push_back({{"layer", std::string(layer_name(point.layer))},
+                      {"entry", point.entry},
+                      {"params", std::move(params)},
+                      {"repeat", point.repeat},
+                      {"run", point.cached_from_run}});
+  }
+  out["hits"] = hits;
+  out["stored"] = log.stored;
+  out["points"] = std::move(points);
+  out["truncated"] = hits > max_points;
+  out["warnings"] = log.warnings;
   return out;
 }
 

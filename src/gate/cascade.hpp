@@ -30,6 +30,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,16 @@ struct Progress {
   double remaining_s = 0;  // estimated from the mean time of the points run so far
 };
 
+// What the baseline cache did in a run (gate/baseline_cache.hpp); its hits are the baseline
+// points with PointResult::cached_from_run set.
+struct BaselineCacheLog {
+  bool enabled = false;
+  std::string off_reason;  // why it is off: --no-baseline-cache, a program it cannot identify
+  std::string dir;         // <home>/baseline-cache
+  size_t stored = 0;       // baseline check points run in this run and stored
+  std::vector<std::string> warnings;  // entries that could not be read or written (each a miss)
+};
+
 // The baseline side of a run: an earlier build run on the same tasks, or a recorded run read back.
 struct BaselineSource {
   std::string label;  // "build /path/to/kda", "run r2026..."
@@ -97,6 +108,9 @@ struct BaselineSource {
   // point once).
   int64_t min_rounds = 0;
   int64_t max_rounds = 0;
+  // A build's check points kept in the baseline cache (build_baseline); null for a source
+  // without one. run_cascade copies it into CascadeResult::baseline_cache at the end.
+  std::shared_ptr<BaselineCacheLog> cache_log;
 };
 
 struct CascadeOptions {
@@ -140,6 +154,9 @@ struct CascadeResult {
   // With a baseline, the candidate's runs whose baseline counterpart was not run because no gate
   // reads it, in the order the candidate ran them.
   std::vector<BaselineSkip> baseline_skipped;
+  // With a baseline build: what its check-result cache did (hits: baseline_points whose
+  // cached_from_run is set). Empty for a source without a cache.
+  std::optional<BaselineCacheLog> baseline_cache;
   std::vector<GateResult> gates;     // in the objective's order
   std::vector<LayerOutcome> layers;  // check, bench, scenario
   bool interrupted = false;
@@ -156,6 +173,15 @@ struct CascadeResult {
 // "runs"}], "truncated": bool}, the same bound.
 std::string baseline_skip_line(const CascadeResult& result, size_t max_entries = 8);
 nlohmann::ordered_json baseline_skips_to_json(const CascadeResult& result, size_t max_entries = 8);
+
+// What the baseline cache did, in lines: the baseline check runs taken from it per run that
+// stored them, with the entries (at most `max_entries` named), the runs stored, why it was off,
+// and each warning ("baseline cache: 13 check run(s) from the cache, stored by run r2026...:
+// check chunk (1), ..."). Empty without a cache log or when it did nothing to say.
+// baseline_cache_to_json: {"enabled", "off_reason", "dir", "hits", "stored", "points": [{"layer",
+// "entry", "params", "repeat", "run"}], "truncated", "warnings"}, at most `max_points` points.
+std::vector<std::string> baseline_cache_lines(const CascadeResult& result, size_t max_entries = 8);
+nlohmann::ordered_json baseline_cache_to_json(const CascadeResult& result, size_t max_points = 64);
 
 // Tasks of each layer in plan order, each task `repeats` times, the repeats interleaved across
 // the layer's tasks (A B A B ...: machine drift falls on all alike). With a baseline, each task's
@@ -230,6 +256,13 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
 // its run (a Slurm task's spec lies in loupe's home, which the sandbox hides).
 uint64_t hidden_secret(const std::string& scope, const PlanTask& task, int64_t repeat);
 
+// The rounds of one bench point on one side as one point: round 0's observation and findings;
+// every round's samples, the sampler's round indices shifted so that they stay ascending; each
+// variant's summary metrics and the variants' A/B comparisons (and their findings) over all of
+// them; each variant's median in each round (round_medians, NaN for a round without samples).
+// REQUIRES: rounds not empty, all of one bench point.
+PointResult merge_rounds(std::vector<PointResult> rounds);
+
 // A baseline build: the objective's subject with its program replaced by `program` (an
 // executable, or the command line of --baseline-subject when `command` is set), its points
 // written under <home>/runs/<run_id>/baseline/. Benches run in rounds (min_rounds 5: five can
@@ -238,16 +271,14 @@ uint64_t hidden_secret(const std::string& scope, const PlanTask& task, int64_t r
 // Every round is a subject run of each build; round 0 pays the runtime's fixed cost (warm-up,
 // replays, roofline: about 4 s at decode batch 32 on a quiet 2-core machine, 13 s at load 9),
 // later rounds (--round) much less.
-
-// The rounds of one bench point on one side as one point: round 0's observation and findings;
-// every round's samples, the sampler's round indices shifted so that they stay ascending; each
-// variant's summary metrics and the variants' A/B comparisons (and their findings) over all of
-// them; each variant's median in each round (round_medians, NaN for a round without samples).
-// REQUIRES: rounds not empty, all of one bench point.
-PointResult merge_rounds(std::vector<PointResult> rounds);
+// `cache_checks`: its check points go through the baseline cache (gate/baseline_cache.hpp,
+// <home>/baseline-cache/): a point whose key an earlier run stored is taken from there (its
+// PointResult::cached_from_run names that run), the others run and are stored. Benches and
+// scenarios always run.
 BaselineSource build_baseline(const Objective& objective, const std::filesystem::path& home,
                               const std::string& run_id, const std::vector<std::string>& command,
-                              const std::string& label, uint64_t memory_limit_bytes = 0);
+                              const std::string& label, uint64_t memory_limit_bytes = 0,
+                              bool cache_checks = true);
 
 // A recorded run: its observations under <home>/runs/<baseline_run>/ matched to the tasks by
 // probe, parameters and repeat, and analysed again.

@@ -88,6 +88,9 @@ struct PointResult {
   // Benches: the round of whole runs the subject's runtime says it ran (bench.round); set only by
   // a runtime that takes --round, so a later round asks for it only then.
   std::optional<int64_t> runtime_round;
+  // A baseline build's check point taken from the baseline cache (gate/baseline_cache.hpp): the
+  // run that ran and stored it. Empty for a point that ran in this run.
+  std::string cached_from_run;
 };
 
 struct GateStatistics {

@@ -118,16 +118,17 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
       std::filesystem::absolute(run.objective.file).lexically_normal().string();
   if (!request.baseline_subject.empty()) {
     const auto command = split_words(request.baseline_subject);
-    options.baseline =
-        build_baseline(run.objective, run.home, run.run_id, command,
-                       "subject " + request.baseline_subject, request.memory_limit_bytes);
+    options.baseline = build_baseline(run.objective, run.home, run.run_id, command,
+                                      "subject " + request.baseline_subject,
+                                      request.memory_limit_bytes, request.baseline_cache);
   } else if (!request.baseline.empty()) {
     const std::filesystem::path path(request.baseline);
     if (std::filesystem::exists(path)) {
       std::vector<std::string> command = run.objective.subject.command;
       command.at(0) = baseline_program(run.objective, path).string();
-      options.baseline = build_baseline(run.objective, run.home, run.run_id, command,
-                                        "build " + command[0], request.memory_limit_bytes);
+      options.baseline =
+          build_baseline(run.objective, run.home, run.run_id, command, "build " + command[0],
+                         request.memory_limit_bytes, request.baseline_cache);
     } else {
       const std::string baseline_run =
           resolve_baseline_run(ledger, request.baseline, objective_path);
@@ -283,6 +284,9 @@ Envelope run_envelope(const RecordedRun& run, size_t findings_limit) {
   data["baseline_skipped"] = run.outcome.baseline_label.empty()
                                  ? Json(nullptr)
                                  : baseline_skips_to_json(run.outcome, kSkippedEntriesListed);
+  // The baseline build's check runs taken from the baseline cache, and from which runs (null
+  // without a baseline build).
+  data["baseline_cache"] = baseline_cache_to_json(run.outcome, kSkippedEntriesListed);
   Json coverage = Json::array();
   for (const auto& row : run.coverage) {
     coverage.push_back({{"probe", row.probe},

@@ -40,6 +40,9 @@ struct RunRequest {
   std::string baseline;
   // The baseline build's subject command line (split at whitespace), instead of a path.
   std::string baseline_subject;
+  // A baseline build's check points through the baseline cache under the home
+  // (gate/baseline_cache.hpp); false: they all run (--no-baseline-cache).
+  bool baseline_cache = true;
   bool fail_fast = false;  // stop after the first failing layer even when the file says "all"
   // Overrides of the objective's [executor] (KEY, VALUE), e.g. {"kind", "slurm"},
   // {"partition", "gpu"}; checked by apply_executor_setting (gate/executor.hpp).
@@ -74,7 +77,7 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options);
 
 // The `--json` envelope of a recorded run (kind "run"): verdict, the top `findings_limit`
 // findings, and data {run, objective, status, config, executor, home, ledger, wall_s, layers,
-// gates, tasks}.
+// gates, tasks, baseline_skipped, baseline_cache}.
 Envelope run_envelope(const RecordedRun& run, size_t findings_limit);
 
 // The ids of the guards that failed the run (failed_guards, cascade.hpp), each once, in point
