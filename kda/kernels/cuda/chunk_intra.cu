@@ -14,14 +14,15 @@
 // factors, on the tensor cores in 3×TF32 (fp32-grade whatever the state pass's precision). When a
 // diagonal block's decay span exceeds kSafeSpan, its pairs take one exp
 // each instead, on the CUDA cores. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses
-// by forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik
-// X_kj), fp32 on the CUDA cores; [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in
-// 3×TF32, U as hi·v + lo·v (bf16 v is exact in TF32).
+// by forward substitution (fp32, CUDA cores), then each block row below from the ones above
+// (X_ij = −X_ii Σ_k A_ik X_kj) as two small products on the tensor cores in 3×TF32;
+// [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in 3×TF32, U as hi·v + lo·v (bf16 v is
+// exact in TF32).
 // Inputs arrive by cp.async, every copy of a thread in flight at once; v is staged into q's buffer
 // (q is read no more) while the inverse runs. Measured (H200, kda/gpu/README.md, T = 8192,
 // H = 32): 1.14 ms before; 1.04 ms with the asynchronous loads (one memory latency instead of one
 // per loop trip); 0.95 ms with W and U in one pass; 0.76 ms with whole_chunk_a (16 barriers and
-// the factor phases gone). What is left is the inverse (CUDA cores, 7 barriers) and W | U.
+// the factor phases gone). What is left is the inverse (4 barriers) and W | U.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
@@ -461,22 +462,43 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     }
   }
   __syncthreads();
-  // Block rows 1..3: P = Σ_{k<row0} A[row0 + a][k] X[k][c], then X[row0 + a][c] = −X_ii P.
+  // Block rows 1..3 on the tensor cores in 3×TF32: P = A[rows b, :row0] X[:row0, :row0], then
+  // X[rows b, :row0] = −X_bb P. Warp w < 2 b owns columns 8 w … 8 w + 7 of both products: P goes
+  // through its own columns of `partial` (no barrier between them), one barrier per block row.
+  // X[k][c] is zero for k in c's block above c (written so) and never read for k in blocks above.
   float(*partial)[kFPitch] = s.left_k;
   for (int block = 1; block < kBlocks; ++block) {
     const int row0 = block * kSub;
-    for (int idx = tid; idx < kSub * row0; idx += kThreads) {
-      const int a = idx / row0, c = idx % row0;
-      float sum = 0.0f;
-      for (int k = c; k < row0; ++k) sum = fmaf(s.a_kk[row0 + a][k], s.inverse[k][c], sum);
-      partial[a][c] = sum;
-    }
-    __syncthreads();
-    for (int idx = tid; idx < kSub * row0; idx += kThreads) {
-      const int a = idx / row0, c = idx % row0;
-      float sum = 0.0f;
-      for (int b = 0; b <= a; ++b) sum = fmaf(s.inverse[row0 + a][row0 + b], partial[b][c], sum);
-      s.inverse[row0 + a][c] = -sum;
+    if (warp < 2 * block) {
+      const int n0 = 8 * warp;
+      float product[4] = {};
+      for (int k0 = kSub * (n0 / kSub); k0 < row0; k0 += 8) {
+        const float a[4] = {s.a_kk[row0 + group][k0 + quad], s.a_kk[row0 + group + 8][k0 + quad],
+                            s.a_kk[row0 + group][k0 + quad + 4],
+                            s.a_kk[row0 + group + 8][k0 + quad + 4]};
+        const float b[2] = {s.inverse[k0 + quad][n0 + group], s.inverse[k0 + quad + 4][n0 + group]};
+        SplitTf32x3{}(product, a, b);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        partial[group + 8 * half][n0 + 2 * quad] = product[2 * half];
+        partial[group + 8 * half][n0 + 2 * quad + 1] = product[2 * half + 1];
+      }
+      __syncwarp();
+      float x[4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < kSub; k0 += 8) {
+        const int col = row0 + k0 + quad;
+        const float a[4] = {s.inverse[row0 + group][col], s.inverse[row0 + group + 8][col],
+                            s.inverse[row0 + group][col + 4], s.inverse[row0 + group + 8][col + 4]};
+        const float b[2] = {partial[k0 + quad][n0 + group], partial[k0 + quad + 4][n0 + group]};
+        SplitTf32x3{}(x, a, b);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        s.inverse[row0 + group + 8 * half][n0 + 2 * quad] = -x[2 * half];
+        s.inverse[row0 + group + 8 * half][n0 + 2 * quad + 1] = -x[2 * half + 1];
+      }
     }
     __syncthreads();
   }
