@@ -180,8 +180,10 @@ void run_prefill_check(const HarnessOptions& options, std::vector<Result>& resul
   if (heads.empty()) heads = options.quick ? std::vector<int>{16} : std::vector<int>{16, 32, 64};
   std::vector<PrefillPoint> points;
   // Grouped value heads first (H = 2, HV = 4): both chain precisions, both gates.
+  // Steep gates take chunk_intra's block-row path (its whole-chunk product needs each 16-token
+  // block's decay within e^80), the others its whole-chunk product.
   for (auto precision : {cuda::ChainPrecision::kTf32, cuda::ChainPrecision::kTf32x3}) {
-    for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget}) {
+    for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget, GateKind::kSteepForget}) {
       points.push_back({1024, 2, 4, gate, precision});
     }
   }

@@ -260,7 +260,15 @@ void chunk_token_steps(const ChunkInputs& chunk, double* state) {
 }
 
 const char* gate_kind_name(GateKind gate) {
-  return gate == GateKind::kSlowDecay ? "slow_decay" : "fast_forget";
+  switch (gate) {
+    case GateKind::kSlowDecay:
+      return "slow_decay";
+    case GateKind::kFastForget:
+      return "fast_forget";
+    case GateKind::kSteepForget:
+      return "steep_forget";
+  }
+  return "unknown_gate";
 }
 
 ChunkInputs incident1_chunk(uint64_t seed, GateKind gate, int chunk_index) {
@@ -304,7 +312,9 @@ ChunkInputs incident1_chunk(uint64_t seed, GateKind gate, int chunk_index) {
     }
     for (int key = 0; key < kKeyDim; ++key) {
       chunk.g[c * kKeyDim + key] =
-          gate == GateKind::kSlowDecay ? -rate[key] : -5.0 * sigmoid(random.normal());
+          gate == GateKind::kSlowDecay
+              ? -rate[key]
+              : (gate == GateKind::kSteepForget ? -20.0 : -5.0) * sigmoid(random.normal());
     }
     chunk.beta[c] = sigmoid(random.normal());
   }

@@ -69,6 +69,9 @@ void chunk_token_steps(const ChunkInputs& chunk, double* state);
 enum class GateKind {
   kSlowDecay,   // per-channel decay rate log-uniform in [1e-6, 1e-1] per token
   kFastForget,  // g = −5 · sigmoid(N(0, 1)), the usual test gate: forgets within a chunk
+  // g = −20 · sigmoid(N(0, 1)): 16 tokens decay past e^-80, so chunk_intra takes its block-row
+  // path (kda/kernels/cuda/chunk_intra.cu) instead of the whole-chunk product
+  kSteepForget,
 };
 const char* gate_kind_name(GateKind gate);
 

@@ -1,23 +1,28 @@
 // kda/kernels/cuda/chunk_intra.cu — the parallel half of the chunked prefill (chunk_prefill.cuh):
 // one CTA of 256 threads per (sequence, chunk, value head), two CTAs per SM (110 KB of shared
 // memory each), writing the chunk's Q_g, K_g, e^{G_C}, A_qk, W and U to the workspace.
-// A_kk and A_qk: when every |G| in the chunk is at most kSafeSpan (slowly decaying gates), as one
-// product over the whole lower triangle of factors k_i e^{G_i} and k_j e^{−G_j} (within e^{±30}),
-// made as the fragments are loaded (whole_chunk_a: no factor phases, no barriers). Otherwise
-// in block rows of 16 against the block's first token a0 (as kda's CPU chunk):
+// A_kk and A_qk: as one product over the whole lower triangle (whole_chunk_a: no factor phases,
+// no barriers), its factors made as the fragments are loaded: row block b (16 rows) against a
+// per-channel reference r_b halfway between the block's largest G and the smallest G up to its
+// end, left factors k_i e^{G_i − r_b}, right factors k_j e^{r_b − G_j}, every one within e^{±40}
+// while each block's reach (that largest minus that smallest) is at most kWholeChunkReach = 80.
+// Slow gates reach far less, and fast-forgetting gates with a per-token decay of at most 5
+// (FlashKDA's bound) at most 75. Past that (steeper gates) A is made in block rows of 16 against
+// the block's first token a0 (as kda's CPU chunk):
 // left factors e^{G_i − G_a0} ≤ 1 and right factors e^{G_a0 − G_j}, ≤ 1 for earlier blocks and at
 // most e^{span} inside the diagonal block, so each block row is one small product of bounded
 // factors, on the tensor cores in 3×TF32 (fp32-grade whatever the state pass's precision). When a
-// diagonal block's decay span exceeds kSafeSpan (fast-forgetting gates), its pairs take one exp
+// diagonal block's decay span exceeds kSafeSpan, its pairs take one exp
 // each instead, on the CUDA cores. T = (I + A_kk)^{-1} by blocks of 16: the four diagonal inverses
-// by forward substitution, then each block row below from the ones above (X_ij = −X_ii Σ_k A_ik
-// X_kj), fp32 on the CUDA cores; [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in
-// 3×TF32, U as hi·v + lo·v (bf16 v is exact in TF32).
+// by forward substitution (fp32, CUDA cores), then each block row below from the ones above
+// (X_ij = −X_ii Σ_k A_ik X_kj) as two small products on the tensor cores in 3×TF32;
+// [W | U] = T diag(β) [e^G ⊙ k | v] in one pass over T: W in 3×TF32, U as hi·v + lo·v (bf16 v is
+// exact in TF32).
 // Inputs arrive by cp.async, every copy of a thread in flight at once; v is staged into q's buffer
 // (q is read no more) while the inverse runs. Measured (H200, kda/gpu/README.md, T = 8192,
 // H = 32): 1.14 ms before; 1.04 ms with the asynchronous loads (one memory latency instead of one
 // per loop trip); 0.95 ms with W and U in one pass; 0.76 ms with whole_chunk_a (16 barriers and
-// the factor phases gone). What is left is the inverse (CUDA cores, 7 barriers) and W | U.
+// the factor phases gone). What is left is the inverse (4 barriers) and W | U.
 #include "kda/kernels/cuda/affine_merge_tile.cuh"
 #include "kda/kernels/cuda/chunk_prefill.cuh"
 
@@ -47,6 +52,12 @@ constexpr int kCPitch = kC + 4;      // 68: A_kk, the inverse
 constexpr int kQPitch = kK + 8;
 // e^30 · e^-30 keeps every factor and product far from fp32's range limits.
 constexpr float kSafeSpan = 30.0f;
+// whole_chunk_a runs when every block's reach is at most this: its left factors lie in
+// [e^-40, e^40], its right factors at most e^40, so no product overflows (the largest, above the
+// diagonal and discarded, is e^80 ≈ 5.5e34 against fp32's 3.4e38). A right factor of an earlier
+// token can be tiny; its 3×TF32 low part may then flush, or the factor underflow, but the term it
+// carries is at most e^40 times it: under e^-32 where that happens, against entries of order 1.
+constexpr float kWholeChunkReach = 80.0f;
 
 // 109 KB, so two CTAs share an SM: the kernel is a chain of short phases between barriers, and a
 // second CTA fills the gaps of the first.
@@ -56,14 +67,17 @@ struct IntraShared {
     float right[kC][kFPitch];    // right factors of a block row over one half of K
     float inverse[kC][kCPitch];  // (I + A_kk)^{-1}, lower with a unit diagonal
   };
-  float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
+  union {
+    float left_k[kSub][kFPitch];  // k ⊙ e^{G_i − G_a0} of a block row; then scratch of the inverse
+    float reference[kBlocks][kK];  // whole_chunk_a's r_b per channel
+  };
   float left_q[kSub][kFPitch];   // scale · q ⊙ e^{G_i − G_a0}
   float a_kk[kC][kCPitch];       // strictly lower, rows scaled by β
   __nv_bfloat16 q[kC][kQPitch];  // q; after A_kk, A_qk: v (bf16, staged by cp.async)
   __nv_bfloat16 k[kC][kQPitch];  // pitch 68 words: fragment reads of k as A and B operands
   float beta[kC];
   float span[kBlocks];  // max over channels of G_a0 − G_{a0+15}, as ordered bits (≥ 0)
-  float magnitude;      // max over the chunk of |G|, as ordered bits
+  float reach;          // max over blocks and channels of a block's reach, as ordered bits
 };
 
 // The state pass reads Q_g, K_g, W and A_qk as tensor-core operands only: in TF32 they are stored
@@ -153,8 +167,9 @@ __device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&a_hi)[
 }
 
 // A_kk (β-scaled rows, strictly lower, into shared memory) and A_qk (lower with the diagonal,
-// into `a_qk`) over the whole chunk when every |G| ≤ kSafeSpan: A[i][j] = Σ_d (k_i e^{G_i})_d
-// (k_j e^{−G_j})_d, each factor made from G as its fragment is loaded. Row block b (16 rows) has
+// into `a_qk`) over the whole chunk when every block's reach is at most kWholeChunkReach:
+// A[i][j] = Σ_d (k_i e^{G_i − r_b})_d (k_j e^{r_b − G_j})_d for row i in block b, each factor made
+// from G and the block's reference r_b as its fragment is loaded. Row block b (16 rows) has
 // 2 (b + 1) column tiles of 8; the 20 (block, tile) pairs are dealt to the 8 warps, at most 3
 // each, and each pair yields both A_kk's and A_qk's tile from one right-hand fragment.
 __device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float scale, bool round,
@@ -165,6 +180,7 @@ __device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float
   const int group = lane / 4, quad = lane % 4;
   auto digit = [warp](uint32_t table) { return static_cast<int>((table >> (4 * warp)) & 0xFu); };
   const int row0 = 16 * digit(kBlockOf), first = digit(kFirst), count = digit(kCount);
+  const float* reference = s.reference[row0 / kSub];
   float acc_k[3][4] = {}, acc_q[3][4] = {};
 #pragma unroll 2
   for (int k0 = 0; k0 < kK; k0 += 8) {
@@ -172,7 +188,7 @@ __device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = row0 + group + 8 * (e % 2), dim = k0 + quad + 4 * (e / 2);
-      const float decay = expf(s.g[row][dim]);
+      const float decay = expf(s.g[row][dim] - reference[dim]);
       a_k[e] = __bfloat162float(s.k[row][dim]) * decay;
       a_q[e] = scale * __bfloat162float(s.q[row][dim]) * decay;
     }
@@ -187,7 +203,7 @@ __device__ __forceinline__ void whole_chunk_a(IntraShared& s, float* a_qk, float
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int dim = k0 + quad + 4 * e;
-        b[e] = __bfloat162float(s.k[j][dim]) * expf(-s.g[j][dim]);
+        b[e] = __bfloat162float(s.k[j][dim]) * expf(reference[dim] - s.g[j][dim]);
       }
       uint32_t b_hi[2], b_lo[2];
       split_tf32(b, b_hi, b_lo);
@@ -269,25 +285,37 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     s.beta[tid] = tid < valid ? p.beta_global[(token0 + tid) * value_heads + value_head] : 0.0f;
   }
   if (tid < kBlocks) s.span[tid] = 0.0f;
-  if (tid == 0) s.magnitude = 0.0f;
+  if (tid == 0) s.reach = 0.0f;
   // A_kk needs no clearing: every entry read below (strictly lower) is written by the A phase.
   wait_copies();
   __syncthreads();
 
-  // G = cumsum(g) per channel, and each diagonal block's decay span.
+  // G = cumsum(g) per channel; each block's reference r_b and reach (whole_chunk_a), and each
+  // diagonal block's decay span (the block-row path).
   if (tid < kK) {
-    float sum = 0.0f, magnitude = 0.0f;
-    for (int row = 0; row < kC; ++row) {
-      sum += s.g[row][tid];
-      s.g[row][tid] = sum;
-      magnitude = fmaxf(magnitude, fabsf(sum));
+    float sum = 0.0f, reach = 0.0f;
+    float prefix_min = INFINITY;  // the smallest G so far
+#pragma unroll
+    for (int block = 0; block < kBlocks; ++block) {
+      float block_max = -INFINITY;
+#pragma unroll 4
+      for (int row = block * kSub; row < (block + 1) * kSub; ++row) {
+        sum += s.g[row][tid];
+        s.g[row][tid] = sum;
+        block_max = fmaxf(block_max, sum);
+        prefix_min = fminf(prefix_min, sum);
+      }
+      s.reference[block][tid] = 0.5f * (block_max + prefix_min);
+      // An infinite G (a zero decay) makes the reach infinite or NaN: the block-row path.
+      const float block_reach = block_max - prefix_min;
+      reach = block_reach < INFINITY ? fmaxf(reach, block_reach) : INFINITY;
     }
     for (int offset = 16; offset > 0; offset /= 2) {
-      magnitude = fmaxf(magnitude, __shfl_xor_sync(0xFFFFFFFFu, magnitude, offset));
+      reach = fmaxf(reach, __shfl_xor_sync(0xFFFFFFFFu, reach, offset));
     }
-    // Non-negative floats order as their bit patterns. (fmaxf drops a NaN G: its chunk then takes
-    // either path and its NaN reaches the outputs through the products all the same.)
-    if (tid % 32 == 0) atomicMax(reinterpret_cast<int*>(&s.magnitude), __float_as_int(magnitude));
+    // Non-negative floats order as their bit patterns. (A NaN G drops out of fmaxf: its chunk then
+    // takes either path and its NaN reaches the outputs through the products all the same.)
+    if (tid % 32 == 0) atomicMax(reinterpret_cast<int*>(&s.reach), __float_as_int(reach));
     for (int block = 0; block < kBlocks; ++block) {
       float span = fmaxf(s.g[block * kSub][tid] - s.g[block * kSub + kSub - 1][tid], 0.0f);
       for (int offset = 16; offset > 0; offset /= 2) {
@@ -317,9 +345,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
   }
 
   float* a_qk = p.workspace.a_qk + entry * kC * kC;
-  if (s.magnitude <= kSafeSpan) {
-    // Every |G| ≤ 30: the factors k_i e^{G_i} and k_j e^{−G_j} stay within e^{±30}, so the whole
-    // lower triangle is one product, its fragments made on the fly (no factor phases, no barrier).
+  if (s.reach <= kWholeChunkReach) {
+    // Every factor k_i e^{G_i − r_b}, k_j e^{r_b − G_j} at most e^40: the whole lower triangle is
+    // one product, its fragments made on the fly (no factor phases, no barrier).
     whole_chunk_a(s, a_qk, p.scale, round, warp, lane);
   } else {
     // A_kk and A_qk, one block row of 16 at a time, on the tensor cores in 3×TF32 (fp32-grade).
@@ -434,22 +462,43 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_intra_kernel(const ChunkPre
     }
   }
   __syncthreads();
-  // Block rows 1..3: P = Σ_{k<row0} A[row0 + a][k] X[k][c], then X[row0 + a][c] = −X_ii P.
+  // Block rows 1..3 on the tensor cores in 3×TF32: P = A[rows b, :row0] X[:row0, :row0], then
+  // X[rows b, :row0] = −X_bb P. Warp w < 2 b owns columns 8 w … 8 w + 7 of both products: P goes
+  // through its own columns of `partial` (no barrier between them), one barrier per block row.
+  // X[k][c] is zero for k in c's block above c (written so) and never read for k in blocks above.
   float(*partial)[kFPitch] = s.left_k;
   for (int block = 1; block < kBlocks; ++block) {
     const int row0 = block * kSub;
-    for (int idx = tid; idx < kSub * row0; idx += kThreads) {
-      const int a = idx / row0, c = idx % row0;
-      float sum = 0.0f;
-      for (int k = c; k < row0; ++k) sum = fmaf(s.a_kk[row0 + a][k], s.inverse[k][c], sum);
-      partial[a][c] = sum;
-    }
-    __syncthreads();
-    for (int idx = tid; idx < kSub * row0; idx += kThreads) {
-      const int a = idx / row0, c = idx % row0;
-      float sum = 0.0f;
-      for (int b = 0; b <= a; ++b) sum = fmaf(s.inverse[row0 + a][row0 + b], partial[b][c], sum);
-      s.inverse[row0 + a][c] = -sum;
+    if (warp < 2 * block) {
+      const int n0 = 8 * warp;
+      float product[4] = {};
+      for (int k0 = kSub * (n0 / kSub); k0 < row0; k0 += 8) {
+        const float a[4] = {s.a_kk[row0 + group][k0 + quad], s.a_kk[row0 + group + 8][k0 + quad],
+                            s.a_kk[row0 + group][k0 + quad + 4],
+                            s.a_kk[row0 + group + 8][k0 + quad + 4]};
+        const float b[2] = {s.inverse[k0 + quad][n0 + group], s.inverse[k0 + quad + 4][n0 + group]};
+        SplitTf32x3{}(product, a, b);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        partial[group + 8 * half][n0 + 2 * quad] = product[2 * half];
+        partial[group + 8 * half][n0 + 2 * quad + 1] = product[2 * half + 1];
+      }
+      __syncwarp();
+      float x[4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < kSub; k0 += 8) {
+        const int col = row0 + k0 + quad;
+        const float a[4] = {s.inverse[row0 + group][col], s.inverse[row0 + group + 8][col],
+                            s.inverse[row0 + group][col + 4], s.inverse[row0 + group + 8][col + 4]};
+        const float b[2] = {partial[k0 + quad][n0 + group], partial[k0 + quad + 4][n0 + group]};
+        SplitTf32x3{}(x, a, b);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        s.inverse[row0 + group + 8 * half][n0 + 2 * quad] = -x[2 * half];
+        s.inverse[row0 + group + 8 * half][n0 + 2 * quad + 1] = -x[2 * half + 1];
+      }
     }
     __syncthreads();
   }

@@ -13,8 +13,8 @@
 namespace kda::gpu {
 namespace {
 
-TEST(ChunkAffineMapTest, MatchesTokenStepsForBothGates) {
-  for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget}) {
+TEST(ChunkAffineMapTest, MatchesTokenStepsForEveryGate) {
+  for (GateKind gate : {GateKind::kSlowDecay, GateKind::kFastForget, GateKind::kSteepForget}) {
     const ChunkInputs chunk = incident1_chunk(11, gate, 3);
     std::vector<double> m(kKeyDim * kKeyDim), h(kKeyDim * kValueDim);
     chunk_affine_map(chunk, m.data(), h.data());
@@ -35,6 +35,37 @@ TEST(ChunkAffineMapTest, MatchesTokenStepsForBothGates) {
     EXPECT_LT(rms_ratio(mapped.data(), expected.data(), mapped.size()), 1e-11)
         << gate_kind_name(gate);
   }
+}
+
+// The largest reach of a chunk's 16-token blocks (chunk_intra.cu: a block's largest cumulative log
+// decay G minus the smallest G up to the block's end), over channels and blocks.
+double largest_block_reach(const ChunkInputs& chunk) {
+  double reach = 0;
+  for (int key = 0; key < kKeyDim; ++key) {
+    double sum = 0, prefix_min = 0;
+    for (int block = 0; block < kChunkSize / 16; ++block) {
+      double block_max = -1e300;
+      for (int row = 16 * block; row < 16 * (block + 1); ++row) {
+        sum += chunk.g[row * kKeyDim + key];
+        block_max = std::max(block_max, sum);
+        prefix_min = row == 0 ? sum : std::min(prefix_min, sum);
+      }
+      reach = std::max(reach, block_max - prefix_min);
+    }
+  }
+  return reach;
+}
+
+// kda_gpu --prefill's gates reach chunk_intra's two ways of making A: fast gates stay within its
+// whole-chunk product's bound of 80 in every chunk, steep gates pass it in every chunk.
+TEST(GateKindTest, FastAndSteepGatesFallOnEitherSideOfTheWholeChunkBound) {
+  for (int chunk_index = 0; chunk_index < 16; ++chunk_index) {
+    EXPECT_LT(largest_block_reach(incident1_chunk(26, GateKind::kFastForget, chunk_index)), 80.0)
+        << chunk_index;
+    EXPECT_GT(largest_block_reach(incident1_chunk(26, GateKind::kSteepForget, chunk_index)), 80.0)
+        << chunk_index;
+  }
+  EXPECT_STREQ(gate_kind_name(GateKind::kSteepForget), "steep_forget");
 }
 
 TEST(ChainStatesTest, EqualsChunkByChunkTokenSteps) {
