@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -299,9 +300,13 @@ TEST_F(LedgerDurabilityTest, SigkillAtFiftyPointsNeverCorruptsOrLosesACompletedR
   const double run_s = std::chrono::duration<double>(Clock::now() - reference_start).count();
   std::cout << "a whole run takes " << run_s << " s\n";
 
+  // A kill point is a fraction of a run. Each lane turns it into a delay with its own estimate of a
+  // run's length: the reference run's at first, then the shortest run the lane has seen complete,
+  // so a load that falls after the reference run (runs getting faster) does not push kill points
+  // past the end of the runs.
   struct KillPoint {
     int lane;
-    double delay_s;
+    double fraction;
   };
   std::mt19937_64 random(seed);
   std::uniform_real_distribution<double> anywhere(0.0, 1.0);
@@ -309,7 +314,7 @@ TEST_F(LedgerDurabilityTest, SigkillAtFiftyPointsNeverCorruptsOrLosesACompletedR
   std::vector<std::vector<KillPoint>> lanes(kLanes);
   for (int kill = 0; kill < kKills; ++kill) {
     const double fraction = kill % 3 == 2 ? near_the_end(random) : anywhere(random);
-    lanes[kill % kLanes].push_back({kill % kLanes, fraction * run_s});
+    lanes[kill % kLanes].push_back({kill % kLanes, fraction});
   }
 
   std::mutex tally_mutex;
@@ -320,10 +325,11 @@ TEST_F(LedgerDurabilityTest, SigkillAtFiftyPointsNeverCorruptsOrLosesACompletedR
   for (int lane = 0; lane < kLanes; ++lane) {
     threads.emplace_back([&, lane] {
       int step = 0;
+      double lane_run_s = run_s;
       for (size_t index = 0; index < lanes[lane].size(); ++step) {
         const std::string tag = "lane" + std::to_string(lane) + "_step" + std::to_string(step);
         const bool whole = step % kCompleteEvery == kCompleteEvery - 1;
-        const double delay_s = whole ? 600.0 : lanes[lane][index].delay_s;
+        const double delay_s = whole ? 600.0 : lanes[lane][index].fraction * lane_run_s;
         const fs::path out = dir_ / (tag + ".out");
         const fs::path err = dir_ / (tag + ".err");
         const auto start = Clock::now();
@@ -333,6 +339,8 @@ TEST_F(LedgerDurabilityTest, SigkillAtFiftyPointsNeverCorruptsOrLosesACompletedR
             children_.wait_until(pid, start + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(delay_s)));
         if (code) {
+          lane_run_s =
+              std::min(lane_run_s, std::chrono::duration<double>(Clock::now() - start).count());
           record_completed(read_file(out), read_file(err), *code, tag);
           if (!whole) {
             std::lock_guard lock(tally_mutex);
