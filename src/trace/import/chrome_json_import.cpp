@@ -1236,6 +1236,8 @@ class ChromeReader {
   // its end found as it goes; false, with nothing consumed, when the scanner declines it (the
   // caller then splits it with JsonStream::value and reads it the long way).
   bool scan_in_place(JsonStream& stream, StatsRegistry& stats);
+  // An element of the event list split as a whole value, then read; false when the text ends in it.
+  bool read_element(JsonStream& stream, StatsRegistry& stats);
   // The event list, after its '['; false when the text ends inside it.
   bool read_events(JsonStream& stream, StatsRegistry& stats);
   // The top-level object's members, after its '{'; false when the text ends inside it.
@@ -1548,41 +1550,9 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
     return true;
   }
   while (next != -1) {
-    if (next == '{' && scan_in_place(stream, stats)) {
-      next = stream.peek();
-      if (next == ']') {
-        stream.advance();
-        return true;
-      }
-      if (next == -1) break;
-      if (next != ',') stream.fail(stream.offset(), "expected ',' or ']' after an event");
-      stream.advance();
-      next = stream.peek();
-      continue;
-    }
-    std::string_view text;
-    uint64_t at = 0;
-    if (!stream.value(text, at)) return false;
-    ++elements_;
-    if (text.front() == '{' && pipeline_ != nullptr) {
-      ++objects_;
-      std::vector<ScannedEvent>& events = pipeline_->producing().events;
-      // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
-      if (events.capacity() == 0) events.reserve(kPipelinePieceBytes / 192);
-      ScannedEvent& event = events.emplace_back();
-      event.raw = text;
-      event.offset = at;
-      // Declined in place (the window ended inside it, or it holds what the scanner leaves):
-      // split, then offered to the scanner once more.
-      EventScanner scanner(text.data(), text.data() + text.size());
-      event.scanned = scanner.scan(event.fields);
-    } else if (text.front() == '{') {
-      ++objects_;
-      if (const simdjson::error_code error = read_event(text, stats)) {
-        stream.fail(at, std::string(simdjson::error_message(error)) + " in this event");
-      }
-    } else {
-      stats.add(Stat::trace_json_event_malformed);
+    // An event scanned where it lies needs nothing more here; anything else is taken as a value.
+    if (!(next == '{' && scan_in_place(stream, stats)) && !read_element(stream, stats)) {
+      return false;
     }
     next = stream.peek();
     if (next == ']') {
@@ -1595,6 +1565,37 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
     next = stream.peek();
   }
   return false;
+}
+
+// One element of the event array taken as a whole value: an event goes to the pipeline (split,
+// then offered to the scanner once more) or is read at once; anything else is counted malformed.
+// False when the input ended inside it.
+bool ChromeReader::read_element(JsonStream& stream, StatsRegistry& stats) {
+  std::string_view text;
+  uint64_t at = 0;
+  if (!stream.value(text, at)) return false;
+  ++elements_;
+  if (text.front() == '{' && pipeline_ != nullptr) {
+    ++objects_;
+    std::vector<ScannedEvent>& events = pipeline_->producing().events;
+    // Room for a window of Kineto's ~200-byte events; the list is reused batch after batch.
+    if (events.capacity() == 0) events.reserve(kPipelinePieceBytes / 192);
+    ScannedEvent& event = events.emplace_back();
+    event.raw = text;
+    event.offset = at;
+    // Declined in place (the window ended inside it, or it holds what the scanner leaves):
+    // split, then offered to the scanner once more.
+    EventScanner scanner(text.data(), text.data() + text.size());
+    event.scanned = scanner.scan(event.fields);
+  } else if (text.front() == '{') {
+    ++objects_;
+    if (const simdjson::error_code error = read_event(text, stats)) {
+      stream.fail(at, std::string(simdjson::error_message(error)) + " in this event");
+    }
+  } else {
+    stats.add(Stat::trace_json_event_malformed);
+  }
+  return true;
 }
 
 bool ChromeReader::read_members(JsonStream& stream, StatsRegistry& stats) {
