@@ -146,6 +146,17 @@ void throw_for_failure(const ProcessResult& result, const std::vector<std::strin
     kind = "crashed";
     message = "the subject " + result.describe() + ": " + command;
     hint = "run the command above directly to see the failure";
+    // Inside the sandbox /tmp is private: a path there that the subject reaches without naming it
+    // (a wrapper script's exec, a data file) is missing, and the subject's own error says only
+    // "not found".
+    const bool missing_file = tail.find("not found") != std::string::npos ||
+                              tail.find("No such file") != std::string::npos;
+    if (!limits.sandbox.empty() && missing_file && tail.find("/tmp/") != std::string::npos) {
+      hint =
+          "the sandbox gives the subject a private /tmp: a path under /tmp that it needs must be "
+          "an argument of its command, its working directory or on PYTHONPATH, LD_LIBRARY_PATH "
+          "or PATH to stay visible (docs/security.md); or run the command above directly";
+    }
     finding.claim = "the subject " + result.describe();
     finding.next = "run the command directly to see the failure";
   }

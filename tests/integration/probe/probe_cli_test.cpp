@@ -1,6 +1,8 @@
 // `loupe probe list|run` end to end against the test subjects (tests/subjects): every guard's
 // adversarial candidate yields a finding naming the guard, and the exit codes are the documented
 // ones. Runs in about 15 s (the bench cases sample for 0.3–0.5 s each).
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,7 @@
 
 #include "core/json.hpp"
 #include "core/process.hpp"
+#include "loupe/error.hpp"
 #include "support/cli_run.hpp"
 
 namespace loupe {
@@ -218,6 +221,38 @@ TEST_F(ProbeCliTest, CrashingSubjectExitsThree) {
   const std::string message = run.envelope.at("error").at("message");
   EXPECT_NE(message.find("SIGSEGV"), std::string::npos) << message;
   EXPECT_NE(message.find("about to crash"), std::string::npos) << message;
+}
+
+// A wrapper that execs a program under /tmp without naming it on the subject command: inside the
+// sandbox's private /tmp the program is missing, and the hint says why and what to do, not only
+// the shell's "not found".
+TEST_F(ProbeCliTest, AnUnnamedTmpPathHiddenByTheSandboxIsNamedInTheHint) {
+  ProcessSpec probe_bwrap;
+  probe_bwrap.argv = {"bwrap", "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--", "/bin/true"};
+  probe_bwrap.timeout = std::chrono::seconds(20);
+  try {
+    if (!run_process(probe_bwrap).succeeded()) GTEST_SKIP() << "bwrap cannot create a sandbox here";
+  } catch (const Error&) {
+    GTEST_SKIP() << "bwrap (Debian package bubblewrap) is not installed";
+  }
+  const fs::path elsewhere = fs::path("/tmp") / ("loupe-elsewhere-" + std::to_string(::getpid()));
+  fs::create_directories(elsewhere);
+  const fs::path tool = elsewhere / "tool";
+  // The tool is the check subject: `list` (run outside the sandbox) finds it, the run cannot.
+  std::ofstream(tool) << "#!/bin/sh\nexec '" CHECK_SUBJECT "' \"$@\"\n";
+  fs::permissions(tool, fs::perms::owner_all);
+  const fs::path script = home_ / "wrapper.sh";
+  std::ofstream(script) << "#!/bin/sh\nexec '" << tool.string() << "' \"$@\"\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const CliRun run = loupe({"probe", "run", "sum_correct", "--json"}, script.string());
+  fs::remove_all(elsewhere);
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  const std::string hint = run.envelope.at("error").value("hint", "");
+  EXPECT_EQ(hint.rfind("the sandbox gives the subject a private /tmp: a path under /tmp that it "
+                       "needs must be an argument of its command",
+                       0),
+            0u)
+      << run.out;
 }
 
 TEST_F(ProbeCliTest, TimeoutKillsTheSubjectAndExitsThree) {

@@ -168,14 +168,18 @@ TEST_F(SlurmExecutorTest, AnUnknownExecutorIsAUsageError) {
 // must resubmit it, record the loss, and reach the same verdicts.
 TEST_F(SlurmExecutorTest, ATaskCancelledMidRunIsResubmittedAndRecorded) {
   const fs::path wrapper = dir_ / "slow-kda";
-  std::ofstream(wrapper) << "#!/bin/sh\nif [ \"$1\" = run ]; then sleep 6; fi\nexec '"
-                         << KDA_EXECUTABLE << "' probe \"$@\"\n";
+  // kda's path is an argument of the subject command, not named in the script alone: the sandbox
+  // binds a /tmp folder only where the command names it (a build in a clone under /tmp).
+  std::ofstream(wrapper) << "#!/bin/sh\nkda=\"$1\"\nshift\nif [ \"$1\" = run ]; then sleep 6; "
+                            "fi\nexec \"$kda\" probe \"$@\"\n";
   fs::permissions(wrapper, fs::perms::owner_all, fs::perm_options::add);
   {
     std::ifstream in(objective_);
     std::ostringstream text;
     for (std::string line; std::getline(in, line);) {
-      text << (line.rfind("command = ", 0) == 0 ? "command = [\"" + wrapper.string() + "\"]" : line)
+      text << (line.rfind("command = ", 0) == 0
+                   ? "command = [\"" + wrapper.string() + "\", \"" KDA_EXECUTABLE "\"]"
+                   : line)
            << "\n";
     }
     std::ofstream(objective_) << text.str();
