@@ -10,7 +10,8 @@
 #     BUNDLE  the device bundle (scripts/device-bundle: bin/, lib/) built from COMMIT's tree
 #   Writes under $OUT (else build/trend-run): ledger.sqlite, one export per run (run-N.json, for
 #   `loupe ledger import`), trend.txt (everything printed). ROUNDS=N records every version N times,
-#   versions interleaved (default 1). Exit 1 when a run could not be recorded, else 0 (a run whose
+#   versions interleaved (default 1). OBJECTIVE=FILE runs FILE in every clone instead of the
+#   commit's own examples/kda/gpu-prefill.toml (the same questions asked of every version). Exit 1 when a run could not be recorded, else 0 (a run whose
 #   time gates fail is recorded: a version that misses issue 36's bars is still a point of the trend).
 #
 #   kda/gpu/run_trend.sh draw LEDGER HTML [METRIC]                               (anywhere)
@@ -53,6 +54,7 @@ case "$mode" in
           fi
           mkdir -p "$clone/build"
           cp -r "$bundle/bin" "$bundle/lib" "$clone/build/"
+          [[ -n "${OBJECTIVE:-}" ]] && cp "$OBJECTIVE" "$clone/examples/kda/gpu-prefill.toml"
         fi
         echo "### round $round: $commit ($(date +%s))" | tee -a "$log"
         (cd "$clone" && "$loupe" run examples/kda/gpu-prefill.toml --home "$home" \
