@@ -1807,20 +1807,33 @@ void ChromeReader::commit(StatsRegistry& stats) {
   for (const LocalCounter& counter : counters_) {
     builder_.add_counter(counter.track, counter.ts + offset, counter.value);
   }
+  auto same_flow = [](const FlowPoint& left, const FlowPoint& right) {
+    return left.id == right.id && left.category == right.category && left.name == right.name;
+  };
   const FlowPoint* open_flow = nullptr;
+  // The "s" of the flow whose "f" was bound last: Kineto ties every op of a CUDA graph's replay to
+  // its cudaGraphLaunch with one flow id, one "s" and an "f" per op (a fan-out), so a further "f"
+  // of the same flow binds to that "s" too.
+  const FlowPoint* fan_source = nullptr;
   for (size_t index = 0; index < flows_.size(); ++index) {
     const FlowPoint& point = flows_[index];
-    if (open_flow != nullptr &&
-        (open_flow->id != point.id || open_flow->category != point.category ||
-         open_flow->name != point.name)) {
+    if (open_flow != nullptr && !same_flow(*open_flow, point)) {
       stats.add(Stat::trace_flow_unmatched);
       open_flow = nullptr;
     }
     if (point.phase == 's') {
       if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);
       open_flow = &point;
+      fan_source = nullptr;
       continue;
     }
+    if (open_flow == nullptr && fan_source != nullptr && point.phase == 'f' &&
+        same_flow(*fan_source, point)) {
+      builder_.add_flow(fan_source->name, fan_source->track, fan_source->ts + offset, point.track,
+                        point.ts + offset, !point.bind_enclosing);
+      continue;
+    }
+    fan_source = nullptr;
     if (open_flow == nullptr) {
       stats.add(Stat::trace_flow_unmatched);
       continue;
@@ -1829,6 +1842,7 @@ void ChromeReader::commit(StatsRegistry& stats) {
     const bool bind_next = point.phase == 'f' && !point.bind_enclosing;
     builder_.add_flow(open_flow->name, open_flow->track, open_flow->ts + offset, point.track,
                       point.ts + offset, bind_next);
+    if (point.phase == 'f' && open_flow->phase == 's') fan_source = open_flow;
     open_flow = point.phase == 't' ? &point : nullptr;
   }
   if (open_flow != nullptr) stats.add(Stat::trace_flow_unmatched);

@@ -6,6 +6,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,8 +46,20 @@ struct RawTrace {
   int64_t origin = INT64_MAX;  // the earliest start: loupe's time origin for one file
 };
 
+// A pid or tid: a number, or a string of one; a name (a real trace's "Spans" lane) is -1.
 int64_t as_int(const Json& value) {
-  return value.is_string() ? std::stoll(value.get<std::string>()) : value.get<int64_t>();
+  if (!value.is_string()) return value.get<int64_t>();
+  const std::string text = value.get<std::string>();
+  const bool number = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  return number ? std::stoll(text) : -1;
+}
+
+// A Kineto time in µs (an integer, or a fraction as real traces write it) in ns, rounded.
+int64_t micros_to_ns(const Json& value) {
+  if (value.is_number_integer()) return value.get<int64_t>() * 1000;
+  return std::llround(value.get<double>() * 1000.0);
 }
 
 RawTrace raw_events(const fs::path& path) {
@@ -58,8 +72,8 @@ RawTrace raw_events(const fs::path& path) {
     raw.cat = event.value("cat", "");
     raw.pid = as_int(event.at("pid"));
     raw.tid = as_int(event.at("tid"));
-    raw.start = event.at("ts").get<int64_t>() * 1000;
-    raw.end = raw.start + event.at("dur").get<int64_t>() * 1000;
+    raw.start = micros_to_ns(event.at("ts"));
+    raw.end = raw.start + micros_to_ns(event.at("dur"));
     raw.args = event.value("args", Json::object());
     trace.origin = std::min(trace.origin, raw.start);
     trace.events.push_back(std::move(raw));
@@ -527,6 +541,50 @@ TEST(SyntheticTraces, CudaGraphReplaysAreOneLaunchAndTheirGpuTimeIsTold) {
   const Finding* finding = with_id(envelope, "trace.gpu.graphs");
   ASSERT_NE(finding, nullptr);
   EXPECT_EQ(metric(*finding, "graph_launches"), 4);
+}
+
+// A real CUDA-graph decode (tests/fixtures/kineto/graph_decode_h100.json.gz, recorded on an H100 by
+// make_graph_decode_trace.py): Kineto gives a replay's kernels the cudaGraphLaunch's correlation id
+// and no graph id, and one ac2g flow fans out from the launch, an "f" per kernel. Every kernel of a
+// replay is tied to it; the figures are recomputed from the raw events.
+TEST(SyntheticTraces, ARealGraphReplayTiesEveryKernelToItsLaunch) {
+  const fs::path file = fs::path(LOUPE_KINETO_FIXTURE_DIR) / "graph_decode_h100.json.gz";
+  const RawTrace trace = raw_events(file);
+  const Envelope envelope = analyze_files({"../graph_decode_h100.json.gz"});
+  const Json& gpu = envelope.data["gpu"];
+  const int64_t opens = gpu["window"]["start_ns"].get<int64_t>() + trace.origin;
+  std::set<int64_t> graph_launches;  // the correlation ids of cudaGraphLaunch calls
+  for (const Raw& event : trace.events) {
+    if (event.cat == "cuda_runtime" && event.name == "cudaGraphLaunch") {
+      graph_launches.insert(event.args["correlation"].get<int64_t>());
+    }
+  }
+  std::set<int64_t> replays;
+  uint64_t graph_ops = 0;
+  std::vector<Interval> graph_time;
+  for (const Raw& event : trace.events) {
+    if (event.cat != "kernel" || event.end <= opens) continue;
+    const int64_t correlation = event.args["correlation"].get<int64_t>();
+    if (graph_launches.count(correlation) == 0) continue;
+    replays.insert(correlation);
+    ++graph_ops;
+    graph_time.emplace_back(std::max(event.start, opens), event.end);
+  }
+  ASSERT_EQ(graph_launches.size(), 6u);
+  ASSERT_EQ(replays.size(), 5u);  // the first step's replay is warm-up
+  ASSERT_EQ(graph_ops, 370u);     // 74 kernels a replay
+  const Json& graphs = gpu["steady"]["graphs"];
+  EXPECT_EQ(graphs["launches"], replays.size());
+  EXPECT_EQ(graphs["ops"], graph_ops);
+  // The file's times are fractions of a µs at ~5.8e12 µs, past a double's exact ns: within a ns
+  // an op.
+  EXPECT_NEAR(graphs["gpu_ns"].get<double>(), static_cast<double>(length(merged(graph_time))),
+              static_cast<double>(graph_ops));
+  ASSERT_EQ(graphs["ranges"].size(), 1u);
+  EXPECT_EQ(graphs["ranges"][0]["range"], "decode_step");
+  const Finding* finding = with_id(envelope, "trace.gpu.graphs");
+  ASSERT_NE(finding, nullptr);
+  EXPECT_EQ(metric(*finding, "graph_launches"), 5);
 }
 
 // Queue length per stream (HTA's get_queue_length_summary): +1 when a launch call begins, −1
