@@ -294,13 +294,40 @@ Json subject_reply(const std::string& stdout_text) {
   return reply;
 }
 
+// A variant selection the subject's --variants can carry: names neither empty nor holding a
+// comma, none twice. Whether the bench declares them, only the subject knows (it exits 2).
+void check_variant_names(const std::vector<std::string>& variants) {
+  for (size_t at = 0; at < variants.size(); ++at) {
+    const std::string& name = variants[at];
+    if (name.empty() || name.find(',') != std::string::npos) {
+      throw Error(ErrorCode::kUsage,
+                  "variants: name " + std::to_string(at + 1) + " is '" + name +
+                      "'; expected a variant name, not empty and without a comma",
+                  "loupe probe run BENCH --variants base,double -- SUBJECT");
+    }
+    if (std::find(variants.begin(), variants.begin() + static_cast<std::ptrdiff_t>(at), name) !=
+        variants.begin() + static_cast<std::ptrdiff_t>(at)) {
+      throw Error(ErrorCode::kUsage, "variants: '" + name + "' is named twice",
+                  "each variant runs once; name it once");
+    }
+  }
+}
+
+// A bench's selected variants as the subject's --variants takes them.
+std::string variant_list(const std::vector<std::string>& variants) {
+  std::string text;
+  for (const auto& name : variants) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
 }  // namespace
 
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
                               const std::optional<int64_t>& hidden_point,
                               const std::optional<int>& repeat,
                               const std::vector<std::string>& subject_command,
-                              const std::vector<std::string>& launch) {
+                              const std::vector<std::string>& launch,
+                              const std::vector<std::string>& variants) {
   std::vector<std::string> argv = {"loupe", "probe", "run", probe};
   if (!launch.empty()) {
     std::string words;
@@ -322,6 +349,7 @@ std::string reproduce_command(const std::string& probe, const Params& params, ui
     argv.push_back("--repeat");
     argv.push_back(std::to_string(*repeat));
   }
+  if (!variants.empty()) argv.insert(argv.end(), {"--variants", variant_list(variants)});
   argv.push_back("--");
   for (const auto& arg : subject_command) argv.push_back(arg);
   return join_command(argv);
@@ -448,6 +476,7 @@ RunOutcome run_probe(const RunRequest& request) {
   // probe name becomes a folder under the home ("../x" once wrote a run outside it).
   for (const auto& text : request.analyze.tolerances) check::parse_bound(text);
   check_probe_name(request.probe, "the probe to run");
+  check_variant_names(request.variants);
   const std::filesystem::path home = resolve_home(request.home, std::filesystem::current_path());
   const std::string run_id = request.run_id.empty() ? new_run_id() : request.run_id;
   uint64_t seed = 0;
@@ -503,6 +532,9 @@ RunOutcome run_probe(const RunRequest& request) {
     argv.insert(argv.end(), {"--budget", text.str()});
   }
   if (request.round) argv.insert(argv.end(), {"--round", std::to_string(*request.round)});
+  if (!request.variants.empty()) {
+    argv.insert(argv.end(), {"--variants", variant_list(request.variants)});
+  }
   argv.insert(argv.end(), {"--out", staging.string(), "--json"});
 
   Limits limits;
@@ -590,7 +622,7 @@ RunOutcome run_probe(const RunRequest& request) {
 
   AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = reproduce_command(request.probe, params, seed, hidden_point, request.repeat,
-                                        request.subject_command, request.launch);
+                                        request.subject_command, request.launch, request.variants);
   analyze.bootstrap_seed = seed;
   RunOutcome outcome;
   try {
@@ -1065,11 +1097,13 @@ SweepOutcome run_points(const RunRequest& request,
 
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  check_variant_names(request.variants);
   return run_points(request, expand_sweep(request.sets, zips));
 }
 
 SweepOutcome run_point(const RunRequest& request) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  check_variant_names(request.variants);
   return run_points(request, {request.sets});
 }
 

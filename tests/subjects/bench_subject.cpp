@@ -1,5 +1,6 @@
-// A subject with benches and a scenario for the tests: two variants 2x apart, a variant that
-// leaves a thread running, one that replays cached results, one that skips, and a scenario.
+// A subject with benches and a scenario for the tests: two variants 2x apart, three variants (for
+// --variants), a variant that leaves a thread running, one that replays cached results, one that
+// skips, and a scenario.
 #include <loupe/probe.hpp>
 
 #include <chrono>
@@ -56,6 +57,16 @@ LOUPE_BENCH(squares)
       state.exec([size](uint64_t seed) { return make_vector(size, seed); },
                  {{"base", [](Vector& work) { sum_of_squares(work, 1); }},
                   {"double", [](Vector& work) { sum_of_squares(work, 2); }}},
+                 result_tensor);
+    });
+
+LOUPE_BENCH(trio)
+    .description("three variants of one, two and three passes: `--variants` runs a subset")
+    .body([](loupe::BenchState& state) {
+      state.exec([](uint64_t seed) { return make_vector(1024, seed); },
+                 {{"one", [](Vector& work) { sum_of_squares(work, 1); }},
+                  {"two", [](Vector& work) { sum_of_squares(work, 2); }},
+                  {"three", [](Vector& work) { sum_of_squares(work, 3); }}},
                  result_tensor);
     });
 
