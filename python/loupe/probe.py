@@ -1404,7 +1404,9 @@ def list_json(program, probes):
              # exactly like an asked one, and draws the ranges over it, so nothing in the argv
              # says which run is hidden (subject_main.cpp lists the same).
              "hidden_point_values": [dict(point) for point in probe.hidden_points],
-             "hidden_ranges": [dict(entry) for entry in probe.hidden_ranges]}
+             "hidden_ranges": [dict(entry) for entry in probe.hidden_ranges],
+             # run --variants selects a bench's variants (loupe passes a selection only then).
+             **({"selects_variants": True} if probe.kind == "bench" else {})}
             for probe in probes
         ],
     }

@@ -759,6 +759,8 @@ struct Declared {
   int64_t hidden_points = 0;
   Json hidden_point_values = Json::array();  // one object of NAME: value per point
   Json hidden_ranges = Json::array();        // {"name", "low", "high"}
+  // A bench of a runtime that takes --variants (its listing says selects_variants).
+  bool selects_variants = false;
 };
 
 Declared declared(const RunRequest& request) {
@@ -785,6 +787,8 @@ Declared declared(const RunRequest& request) {
     if (count.is_number_integer()) out.hidden_points = count.get<int64_t>();
     out.hidden_point_values = probe.value("hidden_point_values", Json::array());
     out.hidden_ranges = probe.value("hidden_ranges", Json::array());
+    const Json selects = probe.value("selects_variants", Json(false));
+    out.selects_variants = selects.is_boolean() && selects.get<bool>();
   }
   return out;
 }
@@ -933,9 +937,30 @@ SweepOutcome run_points(const RunRequest& request,
     counters::find_ncu();
   }
   Declared probe_declared;
-  if (may_add_hidden || !request.layer || request.counters) {
+  if (may_add_hidden || !request.layer || request.counters || !request.variants.empty()) {
     probe_declared = declared(request);
     if (!point_request.layer) point_request.layer = probe_declared.layer;
+  }
+  // A bench of a subject built against a libloupe from before --variants (a baseline or bisect
+  // build of an older commit) would refuse the option: it runs every variant, as it always did,
+  // and the run says so.
+  std::optional<Finding> variants_not_selected;
+  if (!request.variants.empty() && probe_declared.layer == Layer::kBench &&
+      !probe_declared.selects_variants) {
+    point_request.variants.clear();
+    Finding finding;
+    finding.id = "bench." + request.probe + ".variants_not_selected";
+    finding.layer = Layer::kBench;
+    finding.severity = Severity::kWarn;
+    finding.where.subject =
+        std::filesystem::path(request.subject_command.front()).filename().string();
+    finding.where.probe = request.probe;
+    finding.claim = "the subject's runtime does not take --variants (its probe list has no "
+                    "selects_variants): every variant the bench declares ran, not only " +
+                    variant_list(request.variants) +
+                    ", each in a process of its own holding its own inputs";
+    finding.next = "rebuild the subject against this libloupe to run only the variants asked for";
+    variants_not_selected = std::move(finding);
   }
   if (request.counters && point_request.layer && *point_request.layer != Layer::kBench) {
     throw Error(ErrorCode::kUsage,
@@ -1081,6 +1106,7 @@ SweepOutcome run_points(const RunRequest& request,
   const std::vector<Finding> off =
       guard_findings(request, point_request.layer.value_or(Layer::kCheck), sandbox_off);
   sweep.findings.insert(sweep.findings.end(), off.begin(), off.end());
+  if (variants_not_selected) sweep.findings.push_back(*variants_not_selected);
   // A hidden point that proves nothing (all its values in the source) fails the run even where
   // the candidate passed there.
   for (const auto& finding : sweep.findings) {

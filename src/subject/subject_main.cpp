@@ -89,6 +89,9 @@ Json list_json(const std::string& program) {
       ranges.push_back(std::move(item));
     }
     entry["hidden_ranges"] = std::move(ranges);
+    // This runtime runs a subset of a bench's variants (run --variants): loupe passes a
+    // selection only to a subject that says so, and runs every variant of an older one.
+    if (probe->kind == ProbeKind::kBench) entry["selects_variants"] = true;
     probes.push_back(std::move(entry));
   }
   Json out = Json::object();

@@ -509,6 +509,39 @@ TEST_F(ProbeCliTest, AnUnknownVariantExitsTwoNamingTheBenchTheNameAndItsVariants
       << run.out;
 }
 
+// A subject built against a libloupe from before --variants (a baseline or bisect build of an
+// older commit) lists no selects_variants and would refuse the option: every variant runs, as it
+// did, and a warn finding says so.
+TEST_F(ProbeCliTest, ASubjectWithoutVariantSelectionRunsEveryVariantAndSaysSo) {
+  // Beside the home, not in it: the sandbox hides loupe's home from the subject.
+  const fs::path folder = home_.string() + ".subject";
+  struct Cleanup {
+    fs::path path;
+    ~Cleanup() { fs::remove_all(path); }
+  } cleanup{folder};
+  fs::create_directories(folder);
+  const fs::path script = folder / "older_runtime.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nif [ \"$1\" = list ]; then\n  \"" << BENCH_SUBJECT
+        << "\" \"$@\" | sed 's/,\"selects_variants\":true//g'\nelse\n"
+           "  for word in \"$@\"; do [ \"$word\" = --variants ] && exit 9; done\n  exec \""
+        << BENCH_SUBJECT << "\" \"$@\"\nfi\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  const CliRun run = loupe(
+      {"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants", "three,one", "--json"},
+      script.string());
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
+  EXPECT_EQ(bench_section(run).at("variants"), Json::array({"one", "two", "three"}));
+  const Json& warning = finding(run, "bench.trio.variants_not_selected");
+  EXPECT_EQ(warning.at("severity"), "warn");
+  EXPECT_NE(warning.at("claim").get<std::string>().find("every variant the bench declares ran, "
+                                                        "not only three,one"),
+            std::string::npos)
+      << warning.dump();
+}
+
 // The objective path: `loupe run` hands each [[bench]]'s `variants` to the subject, so its
 // observation holds those alone.
 TEST_F(ProbeCliTest, AnObjectivesBenchVariantsAreTheOnlyOnesItsSubjectRuns) {
