@@ -569,6 +569,22 @@ TEST_F(ProbeCliTest, AnObjectivesBenchVariantsAreTheOnlyOnesItsSubjectRuns) {
   EXPECT_EQ(benches[0].at("variants"), Json::array({"two", "one"}));
 }
 
+// A variant's process holds the input sets of its last timed batch; a verification's untimed
+// call drops them before it makes its own (a GPU body's input set was a fifth of an H100's
+// memory, and an untimed call beside a held batch ran it out). held_inputs outputs how many
+// input sets its process holds at each call: one per batch when timed, so one when untimed too.
+TEST_F(ProbeCliTest, AnUntimedVerificationCallHoldsNoInputsBesidesItsOwn) {
+  const CliRun run = run_bench("held_inputs", "0.3");
+  ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
+  const Json bench = bench_section(run);
+  ASSERT_EQ(bench.at("calls_per_sample"), 1) << "a 1.5 ms call: one input set per batch";
+  EXPECT_FALSE(bench.at("verified").empty());
+  EXPECT_FALSE(bench.at("warmup_verified").empty());
+  for (const std::string& id : finding_ids(run)) {
+    EXPECT_EQ(id.find("mismatch"), std::string::npos) << id << "\n" << run.out;
+  }
+}
+
 TEST_F(ProbeCliTest, SkippedBenchCarriesItsReason) {
   const CliRun run = run_bench("needs_gpu", "0.3");
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
