@@ -1505,9 +1505,8 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
                            request.variants);
   }
   // A path that JSON would escape: analysed again where it now lies.
-  PointResult seeded =
-      to_point_result(task, repeat, outcome, request.subject_command, request.launch,
-                           request.variants);
+  PointResult seeded = to_point_result(task, repeat, outcome, request.subject_command,
+                                       request.launch, request.variants);
   probe::AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = seeded.reproduce;
   analyze.bootstrap_seed = seeded.seed;
@@ -1530,7 +1529,7 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   // what it kept in the point's counters/ folder.
   if (request.counters) probe::apply_counters(request, outcome);
   return to_point_result(task, repeat, outcome, request.subject_command, request.launch,
-                           request.variants);
+                         request.variants);
 }
 
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,

@@ -955,10 +955,10 @@ SweepOutcome run_points(const RunRequest& request,
     finding.where.subject =
         std::filesystem::path(request.subject_command.front()).filename().string();
     finding.where.probe = request.probe;
-    finding.claim = "the subject's runtime does not take --variants (its probe list has no "
-                    "selects_variants): every variant the bench declares ran, not only " +
-                    variant_list(request.variants) +
-                    ", each in a process of its own holding its own inputs";
+    finding.claim =
+        "the subject's runtime does not take --variants (its probe list has no "
+        "selects_variants): every variant the bench declares ran, not only " +
+        variant_list(request.variants) + ", each in a process of its own holding its own inputs";
     finding.next = "rebuild the subject against this libloupe to run only the variants asked for";
     variants_not_selected = std::move(finding);
   }

@@ -205,15 +205,14 @@ void BenchRunner::run_counters_pass(const ErasedBench& bench) {
     if (asked.empty()) selected.push_back(variant);
   }
   for (const std::string& name : asked) {
-    const auto found =
-        std::find_if(bench.variants.begin(), bench.variants.end(),
-                     [&](const auto& declared) { return declared.first == name; });
+    const auto found = std::find_if(bench.variants.begin(), bench.variants.end(),
+                                    [&](const auto& declared) { return declared.first == name; });
     if (found == bench.variants.end()) {
-      throw Error(ErrorCode::kUsage,
-                  std::string(options_.counters_variant.empty() ? "--variants"
-                                                                : "--counters-variant") +
-                      ": bench '" + probe_.name + "' has no variant '" + name +
-                      "'; its variants are: " + names);
+      throw Error(
+          ErrorCode::kUsage,
+          std::string(options_.counters_variant.empty() ? "--variants" : "--counters-variant") +
+              ": bench '" + probe_.name + "' has no variant '" + name +
+              "'; its variants are: " + names);
     }
     selected.push_back(static_cast<size_t>(found - bench.variants.begin()));
   }
@@ -888,8 +887,8 @@ Json Supervisor::run() {
   for (uint32_t index = 0; index < first.variant_count && index < kMaxVariants; ++index) {
     declared_names.emplace_back(first.variant_names[index]);
   }
-  std::vector<std::string> run_names = options_.variants.empty() ? declared_names
-                                                                 : options_.variants;
+  std::vector<std::string> run_names =
+      options_.variants.empty() ? declared_names : options_.variants;
   for (const std::string& name : run_names) {
     if (std::find(declared_names.begin(), declared_names.end(), name) == declared_names.end()) {
       std::string names;

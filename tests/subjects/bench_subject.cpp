@@ -98,22 +98,22 @@ LOUPE_BENCH(trio)
 LOUPE_BENCH(held_inputs)
     .description("outputs the input sets alive at each call: a verification holds one at a time")
     .body([](loupe::BenchState& state) {
-      state.exec([](uint64_t seed) { return CountedVector(make_vector(1024, seed)); },
-                 [](CountedVector& work) {
-                   const auto start = std::chrono::steady_clock::now();
-                   do {
-                     sum_of_squares(work.vector, 1);
-                   } while (std::chrono::steady_clock::now() - start <
-                            std::chrono::microseconds(1500));
-                   work.live_at_call = static_cast<float>(live_inputs);
-                 },
-                 [](const CountedVector& work) {
-                   std::vector<loupe::NamedTensor> outputs = result_tensor(work.vector);
-                   loupe::Tensor live(loupe::DType::kF32, {1});
-                   live.mutable_data<float>()[0] = work.live_at_call;
-                   outputs.push_back({"live_inputs", live});
-                   return outputs;
-                 });
+      state.exec(
+          [](uint64_t seed) { return CountedVector(make_vector(1024, seed)); },
+          [](CountedVector& work) {
+            const auto start = std::chrono::steady_clock::now();
+            do {
+              sum_of_squares(work.vector, 1);
+            } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(1500));
+            work.live_at_call = static_cast<float>(live_inputs);
+          },
+          [](const CountedVector& work) {
+            std::vector<loupe::NamedTensor> outputs = result_tensor(work.vector);
+            loupe::Tensor live(loupe::DType::kF32, {1});
+            live.mutable_data<float>()[0] = work.live_at_call;
+            outputs.push_back({"live_inputs", live});
+            return outputs;
+          });
     });
 
 LOUPE_BENCH(thread_leak)

@@ -431,9 +431,9 @@ TEST_F(ProbeCliTest, RoundIsABenchOption) {
 
 // The variant names of samples.json, in its order (one entry per variant's process).
 std::vector<std::string> sampled_variants(const CliRun& run) {
-  std::ifstream in(fs::path(run.envelope.at("data").at("observation").get<std::string>())
-                       .parent_path() /
-                   "samples.json");
+  std::ifstream in(
+      fs::path(run.envelope.at("data").at("observation").get<std::string>()).parent_path() /
+      "samples.json");
   const Json samples = Json::parse(in);
   std::vector<std::string> names;
   for (const auto& variant : samples.at("variants")) names.push_back(variant.at("name"));
@@ -447,17 +447,17 @@ TEST_F(ProbeCliTest, VariantsRunsOnlyTheNamedVariantsInTheirOrder) {
   ASSERT_TRUE(all.exit_code == 0 || all.exit_code == 1) << all.out << all.err;
   EXPECT_EQ(sampled_variants(all), (std::vector<std::string>{"one", "two", "three"}));
 
-  const CliRun two = loupe({"probe", "run", "trio", "--seed", "3", "--budget", "0.3",
-                            "--variants", "three,one", "--json"},
+  const CliRun two = loupe({"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants",
+                            "three,one", "--json"},
                            BENCH_SUBJECT);
   // (Exit 1 allowed: under load guard.timing fails an honest sample now and then.)
   ASSERT_TRUE(two.exit_code == 0 || two.exit_code == 1) << two.out << two.err;
   const Json bench = bench_section(two);
   EXPECT_EQ(bench.at("variants"), Json::array({"three", "one"}));
   EXPECT_EQ(sampled_variants(two), (std::vector<std::string>{"three", "one"}));
-  std::ifstream in(fs::path(two.envelope.at("data").at("observation").get<std::string>())
-                       .parent_path() /
-                   "samples.json");
+  std::ifstream in(
+      fs::path(two.envelope.at("data").at("observation").get<std::string>()).parent_path() /
+      "samples.json");
   const Json samples = Json::parse(in);
   ASSERT_EQ(samples.at("accounting").size(), 2u);  // two processes' records, no third
   for (const auto& order : samples.at("block_orders")) {
@@ -485,9 +485,9 @@ TEST_F(ProbeCliTest, VariantsRunsOnlyTheNamedVariantsInTheirOrder) {
 }
 
 TEST_F(ProbeCliTest, AnUnknownVariantExitsTwoNamingTheBenchTheNameAndItsVariants) {
-  CliRun run = loupe(
-      {"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants", "one,four", "--json"},
-      BENCH_SUBJECT);
+  CliRun run = loupe({"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants",
+                      "one,four", "--json"},
+                     BENCH_SUBJECT);
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_NE(run.out.find("--variants: bench 'trio' has no variant 'four'; its variants are: one, "
                          "two, three"),
@@ -529,9 +529,9 @@ TEST_F(ProbeCliTest, ASubjectWithoutVariantSelectionRunsEveryVariantAndSaysSo) {
         << BENCH_SUBJECT << "\" \"$@\"\nfi\n";
   }
   fs::permissions(script, fs::perms::owner_all);
-  const CliRun run = loupe(
-      {"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants", "three,one", "--json"},
-      script.string());
+  const CliRun run = loupe({"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants",
+                            "three,one", "--json"},
+                           script.string());
   ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
   EXPECT_EQ(bench_section(run).at("variants"), Json::array({"one", "two", "three"}));
   const Json& warning = finding(run, "bench.trio.variants_not_selected");
