@@ -509,6 +509,41 @@ TEST_F(ProbeCliTest, AnUnknownVariantExitsTwoNamingTheBenchTheNameAndItsVariants
       << run.out;
 }
 
+// A Slurm task runs its point from the layer's points.json through `loupe executor-task`: the
+// point's `variants` reach the subject there too.
+TEST_F(ProbeCliTest, ABatchTasksPointCarriesItsVariantsToTheSubject) {
+  const fs::path spec = home_ / "spec";
+  fs::create_directories(spec);
+  Json point = Json::object();
+  point["probe"] = "trio";
+  point["sets"] = Json::array();
+  point["seed"] = 3;
+  point["timeout_s"] = 120.0;
+  point["memory_limit_bytes"] = 0;
+  point["home"] = home_.string();
+  point["staging_id"] = "task/.staging";
+  point["subject"] = Json::array({BENCH_SUBJECT});
+  point["layer"] = "bench";
+  point["tolerances"] = Json::array();
+  point["threshold"] = 0.02;
+  point["budget_s"] = 0.3;
+  point["variants"] = Json::array({"two", "three"});
+  {
+    std::ofstream out(spec / "points.json");
+    out << Json::array({point}).dump() << "\n";
+  }
+  ProcessSpec task;
+  task.argv = {LOUPE_EXECUTABLE, "executor-task", spec.string(), "0"};
+  task.timeout = std::chrono::seconds(120);
+  const CliRun run = test_support::run_cli(task);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::ifstream result_in(spec / "result-0.json");
+  const Json result = Json::parse(result_in);
+  ASSERT_TRUE(result.at("ok").get<bool>()) << result.dump();
+  std::ifstream in(fs::path(result.at("observation_dir").get<std::string>()) / "observation.json");
+  EXPECT_EQ(Json::parse(in).at("bench").at("variants"), Json::array({"two", "three"}));
+}
+
 // A subject built against a libloupe from before --variants (a baseline or bisect build of an
 // older commit) lists no selects_variants and would refuse the option: every variant runs, as it
 // did, and a warn finding says so.
