@@ -207,12 +207,14 @@ void BenchRunner::run_counters_pass(const ErasedBench& bench) {
   for (const std::string& name : asked) {
     const auto found = std::find_if(bench.variants.begin(), bench.variants.end(),
                                     [&](const auto& declared) { return declared.first == name; });
+    if (found == bench.variants.end() && !options_.counters_variant.empty()) {
+      throw Error(ErrorCode::kUsage, "--counters-variant '" + options_.counters_variant +
+                                         "': bench '" + probe_.name +
+                                         "' has no such variant; the variants are: " + names);
+    }
     if (found == bench.variants.end()) {
-      throw Error(
-          ErrorCode::kUsage,
-          std::string(options_.counters_variant.empty() ? "--variants" : "--counters-variant") +
-              ": bench '" + probe_.name + "' has no variant '" + name +
-              "'; its variants are: " + names);
+      throw Error(ErrorCode::kUsage, "--variants: bench '" + probe_.name + "' has no variant '" +
+                                         name + "'; its variants are: " + names);
     }
     selected.push_back(static_cast<size_t>(found - bench.variants.begin()));
   }
