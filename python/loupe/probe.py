@@ -7,7 +7,8 @@ the one loupe::subject_main gives a C++ subject (docs/formats.md, "Subject comma
 
     subject.py list [--json]
     subject.py run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]
-                   [--repeat N] [--precision P] [--budget SECONDS] --out DIR [--json]
+                   [--repeat N] [--variants NAME,NAME...] [--precision P] [--budget SECONDS]
+                   --out DIR [--json]
 
 `run` writes DIR/observation.json, .npy tensors and samples.json in the schema src/probe/analyze.cpp
 reads. Like the C++ runtime it only observes and records, next to the candidate: each pass of a
@@ -19,6 +20,7 @@ pass a hidden run like a shown one. Everything that decides runs in `loupe` from
 probe, option or parameter), 3 when a probe body fails.
 """
 
+import copy
 import ctypes
 import ctypes.util
 import datetime
@@ -41,7 +43,7 @@ MASK64 = (1 << 64) - 1
 USAGE = (
     "usage: SUBJECT list [--json]\n"
     "       SUBJECT run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]\n"
-    "                   [--repeat N]\n"
+    "                   [--repeat N] [--variants NAME,NAME...]\n"
     "                   [--precision P] [--budget SECONDS] --out DIR [--json]"
 )
 
@@ -1402,7 +1404,9 @@ def list_json(program, probes):
              # exactly like an asked one, and draws the ranges over it, so nothing in the argv
              # says which run is hidden (subject_main.cpp lists the same).
              "hidden_point_values": [dict(point) for point in probe.hidden_points],
-             "hidden_ranges": [dict(entry) for entry in probe.hidden_ranges]}
+             "hidden_ranges": [dict(entry) for entry in probe.hidden_ranges],
+             # run --variants selects a bench's variants (loupe passes a selection only then).
+             **({"selects_variants": True} if probe.kind == "bench" else {})}
             for probe in probes
         ],
     }
@@ -1424,6 +1428,35 @@ def unsigned(flag, text):
     return int(text)
 
 
+def select_variants(probe, text):
+    """A copy of bench `probe` with only the variants `text` names ("a,b"), in that order: the
+    first is the baseline of the comparisons. An empty name, a name given twice or one the bench
+    does not declare is a usage error (exit 2)."""
+    if probe.kind != "bench":
+        raise ProbeRequestError("usage", "--variants: probe '%s' is a %s; expected a bench"
+                                % (probe.name, probe.kind), "only a bench has variants")
+    declared = dict(probe.variants)
+    names = text.split(",")
+    chosen = []
+    for position, name in enumerate(names):
+        if not name:
+            raise ProbeRequestError(
+                "usage", "--variants '%s': name %d is empty; expected variant names separated "
+                "by commas" % (text, position + 1), "--variants base,double")
+        if name in names[:position]:
+            raise ProbeRequestError("usage", "--variants '%s': variant '%s' is named twice"
+                                    % (text, name), "each variant runs once; name it once")
+        if name not in declared:
+            raise ProbeRequestError(
+                "usage", "--variants: bench '%s' has no variant '%s'; its variants are: %s"
+                % (probe.name, name, ", ".join(n for n, _ in probe.variants)),
+                "name variants the bench declares, separated by commas")
+        chosen.append((name, declared[name]))
+    selected = copy.copy(probe)
+    selected.variants = chosen
+    return selected
+
+
 def run_command(program, args, probes):
     names = ", ".join(probe.name for probe in probes)
     if len(args) < 2 or args[1].startswith("--"):
@@ -1436,11 +1469,12 @@ def run_command(program, args, probes):
     sets, seed, out_dir = [], None, None
     hidden, hidden_index = False, None
     repeat, precision, budget_s = 2, 0.01, 2.0
+    variants = None
     index = 2
     while index < len(args):
         flag = args[index]
         takes_value = flag in ("--set", "--seed", "--out", "--hidden-point", "--repeat",
-                               "--precision", "--budget")
+                               "--precision", "--budget", "--variants")
         if takes_value and index + 1 >= len(args):
             raise ProbeRequestError("usage", flag + " needs a value", USAGE)
         value = args[index + 1] if takes_value else None
@@ -1466,14 +1500,19 @@ def run_command(program, args, probes):
             precision = positive(flag, value)
         elif flag == "--budget":
             budget_s = positive(flag, value)
+        elif flag == "--variants":
+            variants = value
         elif flag != "--json":
             raise ProbeRequestError(
                 "usage",
                 "run: unknown option '%s'; the options are --set, --seed, --hidden, "
-                "--hidden-point, --repeat, --precision, --budget, --out, --json" % flag, USAGE)
+                "--hidden-point, --repeat, --precision, --budget, --variants, --out, --json"
+                % flag, USAGE)
         index += 2 if takes_value else 1
     if out_dir is None:
         raise ProbeRequestError("usage", "run: --out DIR is required", USAGE)
+    if variants is not None:
+        probe = select_variants(probe, variants)
     # The secret: the seed (and hidden point) the candidate's author cannot know in advance.
     secret = random.SystemRandom().getrandbits(64)
     hidden_json, hidden_point = None, None

@@ -413,6 +413,26 @@ def test_a_two_variant_bench_is_timed_in_rounds_and_compared_paired(loupe_execut
         envelope["findings"]
 
 
+def test_variants_runs_only_the_named_variants_in_their_order(loupe_executable, tmp_path):
+    """--variants B,A, as the C++ runtime takes it: only those, the first the baseline; a name
+    the bench does not declare exits 2 naming the bench, the name and its variants."""
+    path = tmp_path / "pair_subject.py"
+    path.write_text(PAIR_SUBJECT)
+    subject = [sys.executable, str(path)]
+    code, envelope = run_probe(loupe_executable, subject, "pair_speed", "--seed", "5",
+                               "--budget", "0.3", "--variants", "negated_twice,copy")
+    assert code in (0, 1), envelope
+    with open(envelope["data"]["observation"]) as file:
+        assert json.load(file)["bench"]["variants"] == ["negated_twice", "copy"]
+    assert [(c["baseline"], c["candidate"]) for c in envelope["data"]["comparisons"]] == [
+        ("negated_twice", "copy")]
+    code, envelope = run_probe(loupe_executable, subject, "pair_speed", "--seed", "5",
+                               "--budget", "0.3", "--variants", "copy,fused")
+    assert code == 2, envelope
+    assert ("--variants: bench 'pair_speed' has no variant 'fused'; its variants are: copy, "
+            "negated_twice") in envelope["error"]["message"], envelope["error"]
+
+
 SLEEPY_SUBJECT = textwrap.dedent('''
     import sys
     import time

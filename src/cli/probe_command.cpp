@@ -29,6 +29,7 @@ struct ProbeOptions {
   double precision = 0;
   double budget_s = 0;
   int64_t round = 0;
+  std::string variants;  // A,B: the bench's variants to run, in order
   std::string home;
   std::string memory;
   bool no_hidden = false;
@@ -149,6 +150,9 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
                   "benches: a later round R of a point measured in rounds of whole runs: the "
                   "subject skips what round 0 measured once per point (docs/objective.md)")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  run->add_option("--variants", options->variants,
+                  "benches: A,B,...: run only these variants, in this order (the first is the "
+                  "baseline of the comparisons; default: every variant the bench declares)");
   run->add_option("--timeout", options->timeout_s,
                   "seconds before the subject's process group is killed (exit 3)")
       ->check(CLI::PositiveNumber);
@@ -187,6 +191,15 @@ void add_probe_command(CLI::App& app, CommandResult& result) {
     if (options->precision > 0) request.precision = options->precision;
     if (options->budget_s > 0) request.budget_s = options->budget_s;
     if (options->round > 0) request.round = options->round;
+    if (!options->variants.empty()) {
+      // Split at every comma, empty names kept: the door refuses them with their position.
+      size_t start = 0;
+      for (size_t comma; (comma = options->variants.find(',', start)) != std::string::npos;
+           start = comma + 1) {
+        request.variants.push_back(options->variants.substr(start, comma - start));
+      }
+      request.variants.push_back(options->variants.substr(start));
+    }
     request.timeout_s = options->timeout_s;
     if (!options->memory.empty()) {
       request.memory_limit_bytes = parse_byte_size("--memory", options->memory);

@@ -181,6 +181,8 @@ Json describe_request(const probe::RunRequest& request, int64_t repeat) {
   out["precision"] = optional_to_json(request.precision);
   out["budget_s"] = optional_to_json(request.budget_s);
   out["round"] = optional_to_json(request.round);
+  // Only where set: a check has none, and its keys stay those stored before benches took it.
+  if (!request.variants.empty()) out["variants"] = request.variants;
   out["hidden"] = request.hidden;
   out["hidden_point"] = optional_to_json(request.hidden_point);
   out["add_hidden_point"] = request.add_hidden_point;

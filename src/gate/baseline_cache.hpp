@@ -53,8 +53,9 @@ BuildIdentity identify_build(const SubjectSpec& subject, const std::filesystem::
 
 // The fields of a point's request that decide its result (docs/objective.md, "The baseline
 // cache"): probe, sets, seed, the cascade's repeat, the check repeats, precision, budget, round,
-// hidden-run switches, subject command line, launcher, the values of the environment variables
-// the subject gets from loupe (the allowlist and pass_env), tolerances, rules and threshold.
+// the bench's variants, hidden-run switches, subject command line, launcher, the values of the
+// environment variables the subject gets from loupe (the allowlist and pass_env), tolerances, rules
+// and threshold.
 Json describe_request(const probe::RunRequest& request, int64_t repeat);
 
 // A cached point: its result and the run that stored it.

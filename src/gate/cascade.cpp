@@ -456,7 +456,8 @@ std::vector<PointRef> timing_order(std::vector<PointRef> order) {
 
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject,
-                            const std::vector<std::string>& launch = {}) {
+                            const std::vector<std::string>& launch = {},
+                            const std::vector<std::string>& variants = {}) {
   PointResult point;
   point.layer = task.layer;
   point.entry = task.entry;
@@ -532,7 +533,7 @@ PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::R
       error ? subject
             : subject_for_reproduce(subject, resolve_home(std::nullopt, cwd).parent_path());
   point.reproduce = probe::reproduce_command(task.probe, point.params, point.seed, std::nullopt,
-                                             std::nullopt, shown_subject, launch);
+                                             std::nullopt, shown_subject, launch, variants);
   // The probe's own findings name the subject as it was run; show it as the point does.
   auto subject_tail = [](const std::vector<std::string>& argv) {
     const std::string line = probe::reproduce_command("p", {}, 0, std::nullopt, std::nullopt, argv);
@@ -1451,6 +1452,9 @@ probe::RunRequest point_run_request(const Objective& objective, const std::files
   request.budget_s = entry.budget_s;
   request.precision = entry.precision;
   if (entry.round > 0) request.round = entry.round;
+  // The bench's `variants`: the subject runs those alone, in that order (the first the baseline),
+  // not every variant its body declares (each holds its own inputs in a process of its own).
+  request.variants = entry.variants;
   if (entry.counters) {
     request.counters = probe::CountersAttachment{entry.counters->kernel, entry.counters->launches};
   }
@@ -1497,11 +1501,12 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   // lies, in the findings and in the observation.json it wrote. (Analysing the point again here
   // cost every point a second analysis: a second read of all its outputs.)
   if (move_observation_paths(outcome, from, final_dir)) {
-    return to_point_result(task, repeat, outcome, request.subject_command, request.launch);
+    return to_point_result(task, repeat, outcome, request.subject_command, request.launch,
+                           request.variants);
   }
   // A path that JSON would escape: analysed again where it now lies.
-  PointResult seeded =
-      to_point_result(task, repeat, outcome, request.subject_command, request.launch);
+  PointResult seeded = to_point_result(task, repeat, outcome, request.subject_command,
+                                       request.launch, request.variants);
   probe::AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = seeded.reproduce;
   analyze.bootstrap_seed = seeded.seed;
@@ -1523,7 +1528,8 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   // The analysis rebuilds the findings from the observation; the counters pass's come back from
   // what it kept in the point's counters/ folder.
   if (request.counters) probe::apply_counters(request, outcome);
-  return to_point_result(task, repeat, outcome, request.subject_command, request.launch);
+  return to_point_result(task, repeat, outcome, request.subject_command, request.launch,
+                         request.variants);
 }
 
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,

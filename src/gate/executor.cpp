@@ -223,6 +223,7 @@ int run_executor_task(const std::filesystem::path& dir, int64_t index) {
   if (point.contains("budget_s")) request.budget_s = point["budget_s"].get<double>();
   if (point.contains("precision")) request.precision = point["precision"].get<double>();
   if (point.contains("round")) request.round = point["round"].get<int64_t>();
+  request.variants = point.value("variants", std::vector<std::string>{});
   if (point.contains("counters")) {
     request.counters = probe::CountersAttachment{point["counters"].at("kernel").get<std::string>(),
                                                  point["counters"].at("launches").get<int64_t>()};

@@ -72,6 +72,7 @@ Json request_to_task_json(const probe::RunRequest& request) {
   if (request.budget_s) point["budget_s"] = *request.budget_s;
   if (request.precision) point["precision"] = *request.precision;
   if (request.round) point["round"] = *request.round;
+  if (!request.variants.empty()) point["variants"] = request.variants;
   if (request.counters) {
     point["counters"] = {{"kernel", request.counters->kernel_regex},
                          {"launches", request.counters->launches}};

@@ -148,6 +148,7 @@ Json run_probe(const Json& arguments, CallContext& context) {
   probe::RunRequest request;
   request.probe = *string_argument(arguments, "probe");
   request.sets = strings_argument(arguments, "sets");
+  request.variants = names_argument(arguments, "variants");
   if (auto seed = integer_argument(arguments, "seed")) request.seed = static_cast<uint64_t>(*seed);
   request.hidden = flag_argument(arguments, "hidden");
   if (auto repeat = integer_argument(arguments, "repeat"))
@@ -302,6 +303,9 @@ void add_run_tools(std::vector<Tool>& tools) {
       {"subject", ParamType::kStringArray, "command line, e.g. [\"build/bin/kda\", \"probe\"]",
        true},
       {"sets", ParamType::kNameValues, "parameters, e.g. {\"T\": 2048, \"shards\": 4}"},
+      {"variants", ParamType::kNameList,
+       "benches: only these variants, in order (the first is the baseline), e.g. [\"tf32\", "
+       "\"intra\"]; default: all"},
       {"seed", ParamType::kInteger, "default: drawn, recorded", false, {}, 0.0},
       {"hidden", ParamType::kBoolean, "run a hidden point drawn at random"},
       {"repeat",

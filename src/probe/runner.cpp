@@ -294,13 +294,40 @@ Json subject_reply(const std::string& stdout_text) {
   return reply;
 }
 
+// A variant selection the subject's --variants can carry: names neither empty nor holding a
+// comma, none twice. Whether the bench declares them, only the subject knows (it exits 2).
+void check_variant_names(const std::vector<std::string>& variants) {
+  for (size_t at = 0; at < variants.size(); ++at) {
+    const std::string& name = variants[at];
+    if (name.empty() || name.find(',') != std::string::npos) {
+      throw Error(ErrorCode::kUsage,
+                  "variants: name " + std::to_string(at + 1) + " is '" + name +
+                      "'; expected a variant name, not empty and without a comma",
+                  "loupe probe run BENCH --variants base,double -- SUBJECT");
+    }
+    if (std::find(variants.begin(), variants.begin() + static_cast<std::ptrdiff_t>(at), name) !=
+        variants.begin() + static_cast<std::ptrdiff_t>(at)) {
+      throw Error(ErrorCode::kUsage, "variants: '" + name + "' is named twice",
+                  "each variant runs once; name it once");
+    }
+  }
+}
+
+// A bench's selected variants as the subject's --variants takes them.
+std::string variant_list(const std::vector<std::string>& variants) {
+  std::string text;
+  for (const auto& name : variants) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
 }  // namespace
 
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
                               const std::optional<int64_t>& hidden_point,
                               const std::optional<int>& repeat,
                               const std::vector<std::string>& subject_command,
-                              const std::vector<std::string>& launch) {
+                              const std::vector<std::string>& launch,
+                              const std::vector<std::string>& variants) {
   std::vector<std::string> argv = {"loupe", "probe", "run", probe};
   if (!launch.empty()) {
     std::string words;
@@ -322,6 +349,7 @@ std::string reproduce_command(const std::string& probe, const Params& params, ui
     argv.push_back("--repeat");
     argv.push_back(std::to_string(*repeat));
   }
+  if (!variants.empty()) argv.insert(argv.end(), {"--variants", variant_list(variants)});
   argv.push_back("--");
   for (const auto& arg : subject_command) argv.push_back(arg);
   return join_command(argv);
@@ -448,6 +476,7 @@ RunOutcome run_probe(const RunRequest& request) {
   // probe name becomes a folder under the home ("../x" once wrote a run outside it).
   for (const auto& text : request.analyze.tolerances) check::parse_bound(text);
   check_probe_name(request.probe, "the probe to run");
+  check_variant_names(request.variants);
   const std::filesystem::path home = resolve_home(request.home, std::filesystem::current_path());
   const std::string run_id = request.run_id.empty() ? new_run_id() : request.run_id;
   uint64_t seed = 0;
@@ -503,6 +532,9 @@ RunOutcome run_probe(const RunRequest& request) {
     argv.insert(argv.end(), {"--budget", text.str()});
   }
   if (request.round) argv.insert(argv.end(), {"--round", std::to_string(*request.round)});
+  if (!request.variants.empty()) {
+    argv.insert(argv.end(), {"--variants", variant_list(request.variants)});
+  }
   argv.insert(argv.end(), {"--out", staging.string(), "--json"});
 
   Limits limits;
@@ -590,7 +622,7 @@ RunOutcome run_probe(const RunRequest& request) {
 
   AnalyzeOptions analyze = request.analyze;
   analyze.reproduce = reproduce_command(request.probe, params, seed, hidden_point, request.repeat,
-                                        request.subject_command, request.launch);
+                                        request.subject_command, request.launch, request.variants);
   analyze.bootstrap_seed = seed;
   RunOutcome outcome;
   try {
@@ -727,6 +759,8 @@ struct Declared {
   int64_t hidden_points = 0;
   Json hidden_point_values = Json::array();  // one object of NAME: value per point
   Json hidden_ranges = Json::array();        // {"name", "low", "high"}
+  // A bench of a runtime that takes --variants (its listing says selects_variants).
+  bool selects_variants = false;
 };
 
 Declared declared(const RunRequest& request) {
@@ -753,6 +787,8 @@ Declared declared(const RunRequest& request) {
     if (count.is_number_integer()) out.hidden_points = count.get<int64_t>();
     out.hidden_point_values = probe.value("hidden_point_values", Json::array());
     out.hidden_ranges = probe.value("hidden_ranges", Json::array());
+    const Json selects = probe.value("selects_variants", Json(false));
+    out.selects_variants = selects.is_boolean() && selects.get<bool>();
   }
   return out;
 }
@@ -901,9 +937,30 @@ SweepOutcome run_points(const RunRequest& request,
     counters::find_ncu();
   }
   Declared probe_declared;
-  if (may_add_hidden || !request.layer || request.counters) {
+  if (may_add_hidden || !request.layer || request.counters || !request.variants.empty()) {
     probe_declared = declared(request);
     if (!point_request.layer) point_request.layer = probe_declared.layer;
+  }
+  // A bench of a subject built against a libloupe from before --variants (a baseline or bisect
+  // build of an older commit) would refuse the option: it runs every variant, as it always did,
+  // and the run says so.
+  std::optional<Finding> variants_not_selected;
+  if (!request.variants.empty() && probe_declared.layer == Layer::kBench &&
+      !probe_declared.selects_variants) {
+    point_request.variants.clear();
+    Finding finding;
+    finding.id = "bench." + request.probe + ".variants_not_selected";
+    finding.layer = Layer::kBench;
+    finding.severity = Severity::kWarn;
+    finding.where.subject =
+        std::filesystem::path(request.subject_command.front()).filename().string();
+    finding.where.probe = request.probe;
+    finding.claim =
+        "the subject's runtime does not take --variants (its probe list has no "
+        "selects_variants): every variant the bench declares ran, not only " +
+        variant_list(request.variants) + ", each in a process of its own holding its own inputs";
+    finding.next = "rebuild the subject against this libloupe to run only the variants asked for";
+    variants_not_selected = std::move(finding);
   }
   if (request.counters && point_request.layer && *point_request.layer != Layer::kBench) {
     throw Error(ErrorCode::kUsage,
@@ -1049,6 +1106,7 @@ SweepOutcome run_points(const RunRequest& request,
   const std::vector<Finding> off =
       guard_findings(request, point_request.layer.value_or(Layer::kCheck), sandbox_off);
   sweep.findings.insert(sweep.findings.end(), off.begin(), off.end());
+  if (variants_not_selected) sweep.findings.push_back(*variants_not_selected);
   // A hidden point that proves nothing (all its values in the source) fails the run even where
   // the candidate passed there.
   for (const auto& finding : sweep.findings) {
@@ -1065,11 +1123,13 @@ SweepOutcome run_points(const RunRequest& request,
 
 SweepOutcome run_sweep(const RunRequest& request, const std::vector<std::string>& zips) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  check_variant_names(request.variants);
   return run_points(request, expand_sweep(request.sets, zips));
 }
 
 SweepOutcome run_point(const RunRequest& request) {
   check_probe_name(request.probe, "the probe to run");  // before the subject lists its probes
+  check_variant_names(request.variants);
   return run_points(request, {request.sets});
 }
 

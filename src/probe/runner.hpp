@@ -70,6 +70,10 @@ struct RunRequest {
   // --round R: what round 0 measured once per point is not measured again; docs/objective.md,
   // "Against a baseline"). Only for a subject whose round 0 said it takes it (bench.round).
   std::optional<int64_t> round;
+  // benches: the variants to run, in this order (the subject's --variants A,B): one child process
+  // each, the first the baseline the others are compared with. Empty: every variant the bench
+  // declares. A name the bench does not declare makes the subject exit 2 (Error(kUsage)).
+  std::vector<std::string> variants;
   double timeout_s = 600;
   // The subject's process group is killed when its summed resident memory passes this (0: no
   // limit), or when it writes more than `output_limit_bytes` to stdout or stderr.
@@ -253,11 +257,12 @@ check::RuleSet rules_from_json(const Json& json);
 
 // "loupe probe run PROBE --set T=16384 --seed 7 -- build/bin/kda probe": every parameter of the
 // point, so the command stays true if defaults change; `launch` adds --launch "WORDS", `repeat`
-// --repeat N (0 included).
+// --repeat N (0 included), `variants` --variants A,B.
 std::string reproduce_command(const std::string& probe, const Params& params, uint64_t seed,
                               const std::optional<int64_t>& hidden_point,
                               const std::optional<int>& repeat,
                               const std::vector<std::string>& subject_command,
-                              const std::vector<std::string>& launch = {});
+                              const std::vector<std::string>& launch = {},
+                              const std::vector<std::string>& variants = {});
 
 }  // namespace loupe::probe

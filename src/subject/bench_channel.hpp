@@ -69,6 +69,9 @@ struct BenchControl {
   bool repeat;
   uint64_t chosen;
   uint64_t seed;
+  // kUntimed: drop the prepared input sets before making the untimed call's (no verification
+  // still reads them).
+  bool release_works;
   // Answers.
   bool failed;
   char message[2048];

@@ -60,9 +60,11 @@ namespace detail {
 // variant.
 class BenchRunner {
  public:
+  // `slot`: which of the variants to run this process serves — the slot-th of
+  // RunOptions::variants, or of the declared variants when none are selected; SIZE_MAX: none.
   BenchRunner(const ProbeDefinition& probe, const subject::RunOptions& options,
-              subject::BenchControl* control, std::byte* area, size_t variant)
-      : probe_(probe), options_(options), control_(control), area_(area), variant_(variant) {}
+              subject::BenchControl* control, std::byte* area, size_t slot)
+      : probe_(probe), options_(options), control_(control), area_(area), slot_(slot) {}
 
   void skip(std::string reason) {
     skipped_ = true;
@@ -86,14 +88,14 @@ class BenchRunner {
   void declare(const ErasedBench* bench);
   // The counters pass (RunOptions::counters_pass): the selected variants' calls, untimed.
   void run_counters_pass(const ErasedBench& bench);
-  void serve(const ErasedBench& bench);
+  void serve(const ErasedBench& bench, size_t variant);
   void wait_command(uint32_t last);
 
   const ProbeDefinition& probe_;
   const subject::RunOptions& options_;
   subject::BenchControl* control_;
   std::byte* area_;
-  size_t variant_;
+  size_t slot_;
   bool skipped_ = false;
   std::string skip_reason_;
   bool executed_ = false;
@@ -178,24 +180,43 @@ void BenchRunner::exec(ErasedBench bench) {
     return;
   }
   declare(&bench);
-  if (variant_ >= bench.variants.size()) return;
-  serve(bench);
+  // The declared variant this slot runs; a selected name the body does not declare leaves the
+  // process idle, and the runtime process, which reads the declaration, refuses the request.
+  size_t variant = slot_;
+  if (!options_.variants.empty()) {
+    variant = SIZE_MAX;
+    for (size_t index = 0; slot_ < options_.variants.size() && index < bench.variants.size();
+         ++index) {
+      if (bench.variants[index].first == options_.variants[slot_]) variant = index;
+    }
+  }
+  if (variant >= bench.variants.size()) return;
+  serve(bench, variant);
 }
 
 void BenchRunner::run_counters_pass(const ErasedBench& bench) {
+  // --counters-variant, else the variants selected with --variants, else every declared one.
+  std::vector<std::string> asked = options_.variants;
+  if (!options_.counters_variant.empty()) asked = {options_.counters_variant};
   std::vector<size_t> selected;
   std::string names;
   for (size_t variant = 0; variant < bench.variants.size(); ++variant) {
     names += (names.empty() ? "" : ", ") + bench.variants[variant].first;
-    if (options_.counters_variant.empty() ||
-        bench.variants[variant].first == options_.counters_variant) {
-      selected.push_back(variant);
-    }
+    if (asked.empty()) selected.push_back(variant);
   }
-  if (selected.empty()) {
-    throw Error(ErrorCode::kUsage, "--counters-variant '" + options_.counters_variant +
-                                       "': bench '" + probe_.name +
-                                       "' has no such variant; the variants are: " + names);
+  for (const std::string& name : asked) {
+    const auto found = std::find_if(bench.variants.begin(), bench.variants.end(),
+                                    [&](const auto& declared) { return declared.first == name; });
+    if (found == bench.variants.end() && !options_.counters_variant.empty()) {
+      throw Error(ErrorCode::kUsage, "--counters-variant '" + options_.counters_variant +
+                                         "': bench '" + probe_.name +
+                                         "' has no such variant; the variants are: " + names);
+    }
+    if (found == bench.variants.end()) {
+      throw Error(ErrorCode::kUsage, "--variants: bench '" + probe_.name + "' has no variant '" +
+                                         name + "'; its variants are: " + names);
+    }
+    selected.push_back(static_cast<size_t>(found - bench.variants.begin()));
   }
   // No timer runs and no sample is kept: the profiler replays each launch many times, so what it
   // sees is never a timing. Fresh inputs per call, seeded like the timed calls, so the kernel
@@ -215,9 +236,9 @@ void BenchRunner::run_counters_pass(const ErasedBench& bench) {
   counters_pass_["variants"] = std::move(variants);
 }
 
-void BenchRunner::serve(const ErasedBench& bench) {
+void BenchRunner::serve(const ErasedBench& bench, size_t variant) {
   subject::BenchControl& control = *control_;
-  const auto& call = bench.variants[variant_].second;
+  const auto& call = bench.variants[variant].second;
   std::vector<std::shared_ptr<void>> works;
   std::vector<NamedTensor> last_outputs;
   uint32_t last = 1;
@@ -288,6 +309,10 @@ void BenchRunner::serve(const ErasedBench& bench) {
           break;
         }
         case subject::BenchOp::kUntimed: {
+          // The last batch's input sets go first when no verification reads them any more
+          // (release_works): a GPU body's input set can take a fifth of the device's memory,
+          // and each variant's process holds its own.
+          if (control.release_works) works.clear();
           std::shared_ptr<void> work = bench.make(control.seed);
           call(work.get());
           control.output_bytes =
@@ -312,7 +337,7 @@ void BenchRunner::serve(const ErasedBench& bench) {
     } catch (const std::exception& error) {
       control.failed = true;
       copy_text(control.message, sizeof control.message,
-                "bench '" + probe_.name + "', variant '" + bench.variants[variant_].first +
+                "bench '" + probe_.name + "', variant '" + bench.variants[variant].first +
                     "': " + error.what());
     }
     control.answer.store(last, std::memory_order_release);
@@ -348,6 +373,8 @@ struct VariantChild {
   // first work index): a later round verifies that batch instead of timing another.
   bool holds_timed_batch = false;
   uint64_t held_first_work = 0;
+  // Its last timed batch waits for a verification later in the round.
+  bool verify_pending = false;
   double last_batch_s = 0;
   // CPU accounting (seconds), from the child's process CPU clock read by the runtime.
   double cpu_start = 0, cpu_end = 0;
@@ -489,6 +516,10 @@ class Supervisor {
   double sample(size_t variant, size_t calls, std::optional<uint64_t> repeat_seed,
                 uint64_t* first_seed, bool record = true);
   void verify(size_t variant, size_t calls, uint64_t first_work, double call_s);
+  // One untimed call of `child`'s variant on the input set of `seed`, its outputs in the child's
+  // area. Its process drops its prepared input sets first unless a verification still reads
+  // them: a pending one, or in a later round the held batch the end of sampling verifies.
+  void untimed(VariantChild& child, uint64_t seed);
   void check_environment(VariantChild& child);
   void check_interception(VariantChild& child);
   void note_stops(VariantChild& child);
@@ -812,17 +843,25 @@ void Supervisor::verify(size_t variant, size_t calls, uint64_t first_work, doubl
     entry.probes.push_back(
         {child.control->accessor_s, child.control->accessor_cpu_s, child.control->serialise_s});
   }
-  child.control->seed = entry.seed;
-  child.other_wall += command(child, BenchOp::kUntimed, 0, &child.other_cpu);
+  // The batch is verified: nothing reads its input sets again.
+  child.verify_pending = false;
+  child.holds_timed_batch = false;
+  untimed(child, entry.seed);
   entry.untimed = read_tensors(child.area, child.control->output_bytes);
   if (variant != 0) {
     VariantChild& baseline = children_[0];
-    baseline.control->seed = entry.seed;
-    baseline.other_wall += command(baseline, BenchOp::kUntimed, 0, &baseline.other_cpu);
+    untimed(baseline, entry.seed);
     entry.reference = read_tensors(baseline.area, baseline.control->output_bytes);
   }
   verified_.push_back(std::move(entry));
   ++child.verified;
+}
+
+void Supervisor::untimed(VariantChild& child, uint64_t seed) {
+  child.control->seed = seed;
+  child.control->release_works =
+      !child.verify_pending && !(options_.round > 0 && child.holds_timed_batch);
+  child.other_wall += command(child, BenchOp::kUntimed, 0, &child.other_cpu);
 }
 
 Json Supervisor::run() {
@@ -844,13 +883,35 @@ Json Supervisor::run() {
     }
     return bench;
   }
-  const size_t variant_count = first.variant_count;
-  children_[0].name = first.variant_names[0];
+  // The variants to run (RunOptions::variants, else every declared one), child i running the
+  // i-th: the first child has run the body, so the names can be checked now.
+  std::vector<std::string> declared_names;
+  for (uint32_t index = 0; index < first.variant_count && index < kMaxVariants; ++index) {
+    declared_names.emplace_back(first.variant_names[index]);
+  }
+  std::vector<std::string> run_names =
+      options_.variants.empty() ? declared_names : options_.variants;
+  for (const std::string& name : run_names) {
+    if (std::find(declared_names.begin(), declared_names.end(), name) == declared_names.end()) {
+      std::string names;
+      for (const auto& declared : declared_names) names += (names.empty() ? "" : ", ") + declared;
+      throw Error(ErrorCode::kUsage,
+                  "--variants: bench '" + probe_.name + "' has no variant '" + name +
+                      "'; its variants are: " + names,
+                  "name variants the bench declares at this point, separated by commas");
+    }
+  }
+  const size_t variant_count = run_names.size();
+  children_[0].name = run_names[0];
   for (size_t variant = 1; variant < variant_count; ++variant) {
     spawn(variant);
-    children_[variant].name = first.variant_names[variant];
-    if (std::string(children_[variant].control->declaration.variant_names[variant]) !=
-        children_[variant].name) {
+    children_[variant].name = run_names[variant];
+    const BenchDeclaration& again = children_[variant].control->declaration;
+    bool same = again.variant_count == first.variant_count;
+    for (size_t index = 0; same && index < declared_names.size(); ++index) {
+      same = declared_names[index] == again.variant_names[index];
+    }
+    if (!same) {
       throw Error(ErrorCode::kInternal, "bench '" + probe_.name +
                                             "': the body declares different variants when run "
                                             "again; its variants must not depend on state");
@@ -905,12 +966,10 @@ Json Supervisor::run() {
       command(child, BenchOp::kMaterialise, 0, &child.other_cpu);
       entry.timed = read_tensors(child.area, child.control->output_bytes);
       command(child, BenchOp::kCopy, 0, &child.other_cpu);
-      child.control->seed = entry.seed;
-      command(child, BenchOp::kUntimed, 0, &child.other_cpu);
+      untimed(child, entry.seed);
       entry.untimed = read_tensors(child.area, child.control->output_bytes);
       if (variant != 0) {
-        children_[0].control->seed = entry.seed;
-        command(children_[0], BenchOp::kUntimed, 0, &children_[0].other_cpu);
+        untimed(children_[0], entry.seed);
         entry.reference = read_tensors(children_[0].area, children_[0].control->output_bytes);
       }
       warmup_verified_.push_back(std::move(entry));
@@ -1007,6 +1066,7 @@ Json Supervisor::run() {
       const bool chosen = index == child.forced_verify_at || rng_() % 16 == 0;
       if (has_outputs && chosen && child.verified < kMaxVerified) {
         pending.push_back({static_cast<size_t>(variant), first_work, per_call});
+        child.verify_pending = true;
       }
     }
     // Each child still holds the inputs of its batch: it prepares nothing until its next sample.

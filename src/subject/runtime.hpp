@@ -41,7 +41,12 @@ struct RunOptions {
   // variant's call runs this many times on fresh inputs with no timer and no samples, for ncu
   // to profile in this process while the timed samples come from another.
   int64_t counters_pass = 0;
-  std::string counters_variant;  // empty: every variant, in declaration order
+  std::string counters_variant;  // empty: every selected variant (`variants`), in their order
+  // benches: the variants to run (`run --variants A,B`), in this order: one child process each,
+  // the first the baseline every other is compared with and verified against. Empty: every
+  // variant the body declares, in declaration order. A name the body does not declare is
+  // Error(kUsage) once the first child has declared.
+  std::vector<std::string> variants;
   // benches: a later round (>= 1) of a point that loupe measures in rounds of whole runs (`loupe
   // run --baseline BUILD`): what round 0 of the same point and binary measured once — the
   // content-cache replays and the roofline read — is not measured again, the warm-up is one call

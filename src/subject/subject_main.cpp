@@ -1,5 +1,6 @@
 // The standard subject command line: `list` and `run`. The only place the runtime catches.
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -20,7 +21,8 @@ constexpr std::string_view kUsage =
     "usage: SUBJECT list [--json]\n"
     "       SUBJECT run PROBE [--set NAME=VALUE ...] [--seed N] [--hidden | --hidden-point I]\n"
     "                   [--repeat N] [--counters-pass N [--counters-variant NAME]]\n"
-    "                   [--precision P] [--budget SECONDS] [--round R] --out DIR [--json]";
+    "                   [--variants NAME,NAME...] [--precision P] [--budget SECONDS] [--round R]\n"
+    "                   --out DIR [--json]";
 
 std::string probe_names() {
   std::string names;
@@ -87,6 +89,9 @@ Json list_json(const std::string& program) {
       ranges.push_back(std::move(item));
     }
     entry["hidden_ranges"] = std::move(ranges);
+    // This runtime runs a subset of a bench's variants (run --variants): loupe passes a
+    // selection only to a subject that says so, and runs every variant of an older one.
+    if (probe->kind == ProbeKind::kBench) entry["selects_variants"] = true;
     probes.push_back(std::move(entry));
   }
   Json out = Json::object();
@@ -142,6 +147,39 @@ std::string utc_now() {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &parts);
   return buffer;
+}
+
+// `--variants A,B,...`: the bench's variants to run, in order. Whether the body declares each
+// name is known only once it has run (bench_runner.cpp checks it then).
+std::vector<std::string> parse_variant_list(const ProbeDefinition& probe, const std::string& text) {
+  if (probe.kind != ProbeKind::kBench) {
+    throw Error(ErrorCode::kUsage,
+                "--variants: probe '" + probe.name + "' is a " +
+                    std::string(probe_kind_name(probe.kind)) + "; expected a bench",
+                "only a bench has variants");
+  }
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string name =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) {
+      throw Error(ErrorCode::kUsage,
+                  "--variants '" + text + "': an empty name at character " +
+                      std::to_string(start + 1) + "; expected variant names separated by commas",
+                  "--variants base,double");
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw Error(ErrorCode::kUsage,
+                  "--variants '" + text + "': variant '" + name + "' is named twice",
+                  "each variant runs once; name it once");
+    }
+    names.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
 }
 
 int run_command(const std::string& program, const std::vector<std::string>& args,
@@ -205,6 +243,8 @@ int run_command(const std::string& program, const std::vector<std::string>& args
       options.counters_pass = static_cast<int64_t>(calls);
     } else if (flag == "--counters-variant") {
       options.counters_variant = next();
+    } else if (flag == "--variants") {
+      options.variants = parse_variant_list(probe, next());
     } else if (flag == "--json") {
       continue;
     } else {
@@ -212,7 +252,8 @@ int run_command(const std::string& program, const std::vector<std::string>& args
                   "run: unknown option '" + flag +
                       "'; the options are --set, --seed, --hidden, --hidden-point, --repeat, "
                       "--precision, "
-                      "--budget, --round, --counters-pass, --counters-variant, --out, --json",
+                      "--budget, --round, --counters-pass, --counters-variant, --variants, --out, "
+                      "--json",
                   std::string(kUsage));
     }
   }

@@ -1,5 +1,7 @@
-// A subject with benches and a scenario for the tests: two variants 2x apart, a variant that
-// leaves a thread running, one that replays cached results, one that skips, and a scenario.
+// A subject with benches and a scenario for the tests: two variants 2x apart, three variants (for
+// --variants), one that counts the input sets its process holds, a variant that leaves a thread
+// running, one that replays cached results, one that
+// skips, and a scenario.
 #include <loupe/probe.hpp>
 
 #include <chrono>
@@ -44,6 +46,27 @@ std::vector<loupe::NamedTensor> result_tensor(const Vector& work) {
   return {{"result", tensor}};
 }
 
+// Input sets alive in this process: a variant's process holds those of its last batch, and a
+// verification's untimed call makes one more (held_inputs below).
+int64_t live_inputs = 0;
+
+struct CountedVector {
+  Vector vector;
+  float live_at_call = 0;
+  explicit CountedVector(Vector made) : vector(std::move(made)) { ++live_inputs; }
+  CountedVector(const CountedVector& other)
+      : vector(other.vector), live_at_call(other.live_at_call) {
+    ++live_inputs;
+  }
+  CountedVector(CountedVector&& other) noexcept
+      : vector(std::move(other.vector)), live_at_call(other.live_at_call) {
+    ++live_inputs;
+  }
+  CountedVector& operator=(const CountedVector&) = default;
+  CountedVector& operator=(CountedVector&&) = default;
+  ~CountedVector() { --live_inputs; }
+};
+
 }  // namespace
 
 LOUPE_BENCH(squares)
@@ -57,6 +80,40 @@ LOUPE_BENCH(squares)
                  {{"base", [](Vector& work) { sum_of_squares(work, 1); }},
                   {"double", [](Vector& work) { sum_of_squares(work, 2); }}},
                  result_tensor);
+    });
+
+LOUPE_BENCH(trio)
+    .description("three variants of one, two and three passes: `--variants` runs a subset")
+    .body([](loupe::BenchState& state) {
+      state.exec([](uint64_t seed) { return make_vector(1024, seed); },
+                 {{"one", [](Vector& work) { sum_of_squares(work, 1); }},
+                  {"two", [](Vector& work) { sum_of_squares(work, 2); }},
+                  {"three", [](Vector& work) { sum_of_squares(work, 3); }}},
+                 result_tensor);
+    });
+
+// Each call takes over a millisecond (one call per batch) and records how many input sets its
+// process holds; the outputs carry that count, so a verification's untimed call agrees with the
+// timed one only if the process dropped the batch's input set before making its own.
+LOUPE_BENCH(held_inputs)
+    .description("outputs the input sets alive at each call: a verification holds one at a time")
+    .body([](loupe::BenchState& state) {
+      state.exec(
+          [](uint64_t seed) { return CountedVector(make_vector(1024, seed)); },
+          [](CountedVector& work) {
+            const auto start = std::chrono::steady_clock::now();
+            do {
+              sum_of_squares(work.vector, 1);
+            } while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(1500));
+            work.live_at_call = static_cast<float>(live_inputs);
+          },
+          [](const CountedVector& work) {
+            std::vector<loupe::NamedTensor> outputs = result_tensor(work.vector);
+            loupe::Tensor live(loupe::DType::kF32, {1});
+            live.mutable_data<float>()[0] = work.live_at_call;
+            outputs.push_back({"live_inputs", live});
+            return outputs;
+          });
     });
 
 LOUPE_BENCH(thread_leak)

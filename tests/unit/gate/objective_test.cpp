@@ -425,6 +425,25 @@ TEST(ObjectiveTest, BenchCountersReachTheRunRequest) {
           .counters);
 }
 
+// Issues 36/38: a bench's `variants` are the only ones its subject runs, in that order; a check
+// asks for none.
+TEST(ObjectiveTest, BenchVariantsReachTheRunRequestInTheirOrder) {
+  const Objective objective = parse_objective(
+      kBase + "[[bench]]\nprobe = \"chunk_gpu\"\nvariants = [\"tf32\", \"intra\", \"state\"]\n",
+      "obj.toml");
+  PlanTask task;
+  task.layer = Layer::kBench;
+  task.entry = task.probe = "chunk_gpu";
+  const probe::RunRequest request = point_run_request(objective, "/tmp/home", "run/.staging", 0,
+                                                      task, objective.benches[0], 0, "run");
+  EXPECT_EQ(request.variants, (std::vector<std::string>{"tf32", "intra", "state"}));
+  task.layer = Layer::kCheck;
+  task.entry = task.probe = "cp_vs_nocp";
+  EXPECT_TRUE(point_run_request(objective, "/tmp/home", "run/.staging", 0, task,
+                                objective.checks[0], 0, "run")
+                  .variants.empty());
+}
+
 // Issue 37: a check names threshold rules (a file beside the objective, or inline); each output
 // is decided by the first rule matching its name, and the point request carries them.
 TEST(ObjectiveTest, CheckRulesInlineAndFromAFileReachTheRunRequest) {

@@ -348,6 +348,10 @@ TEST(ReproduceCommand, NamesEveryParameterAndQuotesWhatAShellWouldSplit) {
   // --repeat 0 (every repeat off, the secret ones too) is kept: a rerun without it is another run.
   EXPECT_EQ(reproduce_command("p", {{"T", Value(int64_t{777})}}, 9, std::nullopt, 0, {"./s"}),
             "loupe probe run p --set T=777 --seed 9 --repeat 0 -- ./s");
+  // A bench's selected variants, in their order: the rerun runs the same processes.
+  EXPECT_EQ(reproduce_command("chunk_gpu", {{"T", Value(int64_t{8192})}}, 5, std::nullopt,
+                              std::nullopt, {"./kda", "probe"}, {}, {"tf32", "intra"}),
+            "loupe probe run chunk_gpu --set T=8192 --seed 5 --variants tf32,intra -- ./kda probe");
 }
 
 }  // namespace
