@@ -65,17 +65,56 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                  // next (round 6's keyring_memo). bwrap goes on without it where it is refused.
                  "--unshare-user-try", "--die-with-parent"});
   // The private /tmp would hide a subject that lives under /tmp (a test's script): its folder
-  // (the file itself when it lies in /tmp directly) is bound read-only.
+  // (the file itself when it lies in /tmp directly) is bound read-only. A command wrapped in
+  // `env -C DIR NAME=VALUE ... program` names paths relative to DIR and in its assignments
+  // (PYTHONPATH=../build/python): each part of a value, split at ':', counts as an argument, and
+  // a relative one resolves against DIR when the command changes there first.
   std::vector<std::string> binds;
-  for (const auto& arg : subject_command) {
+  std::filesystem::path base;  // `env -C DIR` / `--chdir DIR`: where relative paths point
+  auto bind_argument = [&](const std::string& text) {
     std::error_code error;
-    if (arg.empty() || arg[0] == '-') continue;
-    const std::filesystem::path path = std::filesystem::absolute(arg, error);
-    if (error || !std::filesystem::exists(path, error)) continue;
-    const std::string folder = path.parent_path().string();
-    const std::string bound = folder == "/tmp" ? path.string() : folder;
-    if (bound.rfind("/tmp/", 0) != 0) continue;
+    if (text.empty() || text[0] == '-') return;
+    const std::filesystem::path given(text);
+    const std::filesystem::path path =
+        std::filesystem::absolute(given.is_relative() && !base.empty() ? base / given : given, error);
+    if (error || !std::filesystem::exists(path, error)) return;
+    // A folder is bound itself, a file by its folder (the file itself when it lies in /tmp).
+    std::filesystem::path normal = path.lexically_normal();
+    if (!normal.has_filename()) normal = normal.parent_path();  // "DIR/"
+    const std::string folder = std::filesystem::is_directory(normal, error)
+                                   ? normal.string()
+                                   : normal.parent_path().string();
+    const std::string bound = folder == "/tmp" ? normal.string() : folder;
+    if (bound.rfind("/tmp/", 0) != 0) return;
+    for (size_t at = 1; at < binds.size(); at += 3) {
+      if (binds[at] == bound) return;
+    }
     binds.insert(binds.end(), {"--ro-bind", bound, bound});
+  };
+  for (size_t at = 0; at < subject_command.size(); ++at) {
+    const std::string& arg = subject_command[at];
+    if ((arg == "-C" || arg == "--chdir") && at + 1 < subject_command.size()) {
+      base = subject_command[at + 1];
+      bind_argument(subject_command[at + 1]);
+      ++at;
+      continue;
+    }
+    if (arg.rfind("--chdir=", 0) == 0) {
+      base = arg.substr(8);
+      bind_argument(arg.substr(8));
+      continue;
+    }
+    const size_t equals = arg.find('=');
+    if (equals != std::string::npos && arg[0] != '-' && arg[0] != '/') {
+      std::string_view rest = std::string_view(arg).substr(equals + 1);
+      while (!rest.empty()) {
+        const size_t colon = rest.find(':');
+        bind_argument(std::string(rest.substr(0, colon)));
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+      }
+      continue;
+    }
+    bind_argument(arg);
   }
   // The same for the code the subject loads from /tmp without naming it: a checkout under /tmp
   // (the working directory) and the search paths it inherits — a Python subject's module on

@@ -127,6 +127,34 @@ TEST_F(SandboxPrefixTest, FoldersUnderTmpAreBoundAfterThePrivateTmpAndBeforeTheH
   EXPECT_EQ(std::count(prefix.begin(), prefix.end(), std::string("--ro-bind")), 5);
 }
 
+// A command wrapped in `env -C DIR NAME=VALUE program` (the Python example's objective): the folder
+// it changes to, the folders its assignments name relative to that folder, and the program it
+// then runs by a relative name are bound; a value part that names nothing is not.
+TEST_F(SandboxPrefixTest, AnEnvWrappedCommandsFoldersAreBoundRelativeToItsDirectory) {
+  ScopedEnv python_path("PYTHONPATH", "");
+  ScopedEnv library_path("LD_LIBRARY_PATH", "");
+  ScopedEnv path("PATH", "/usr/bin:/bin");
+  fs::current_path(old_cwd_);  // relative names must resolve against -C, not the working directory
+  const std::vector<std::string> prefix =
+      sandbox_prefix(home(), run_directory(),
+                     {"env", "-C", (root_ / "bin").string() + "/", "PYTHONPATH=../py:../nowhere",
+                      "OPENBLAS_NUM_THREADS=1", "/usr/bin/python3", "subject", "run"});
+  for (const fs::path& folder : {root_ / "bin", root_ / "py"}) {
+    EXPECT_NE(position(prefix, "--ro-bind", folder.string()), std::string::npos) << folder;
+  }
+  EXPECT_EQ(position(prefix, "--ro-bind", (root_ / "nowhere").string()), std::string::npos);
+  // Each folder once, and nothing else of the test's /tmp root (the run directory, the checkout).
+  size_t under_root = 0;
+  std::string all;
+  for (size_t index = 0; index + 1 < prefix.size(); ++index) {
+    all += prefix[index] + " ";
+    if (prefix[index] == "--ro-bind" && prefix[index + 1].rfind(root_.string(), 0) == 0) {
+      ++under_root;
+    }
+  }
+  EXPECT_EQ(under_root, 2u) << all;
+}
+
 // The same layout run by bwrap, where it can create a sandbox: the module on PYTHONPATH is
 // readable, the home inside the checkout is empty, and only the run directory is writable.
 TEST_F(SandboxPrefixTest, InsideBwrapTheModuleIsReadableAndTheHomeHidden) {
