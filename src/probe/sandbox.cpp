@@ -75,8 +75,8 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
     std::error_code error;
     if (text.empty() || text[0] == '-') return;
     const std::filesystem::path given(text);
-    const std::filesystem::path path =
-        std::filesystem::absolute(given.is_relative() && !base.empty() ? base / given : given, error);
+    const std::filesystem::path path = std::filesystem::absolute(
+        given.is_relative() && !base.empty() ? base / given : given, error);
     if (error || !std::filesystem::exists(path, error)) return;
     // A folder is bound itself, a file by its folder (the file itself when it lies in /tmp).
     std::filesystem::path normal = path.lexically_normal();
