@@ -323,18 +323,20 @@ std::string awkward_text(std::vector<uint64_t>& element_starts, bool object_form
   return text;
 }
 
-Model read_text(std::string text, const JsonReadOptions& options) {
+// `keep_args`: the slices' args objects kept (trace export, several files), re-based per part.
+Model read_text(std::string text, const JsonReadOptions& options, bool keep_args = false) {
   Model model;
   ModelBuilder builder(model);
+  builder.keep_args(keep_args);
   import_chrome_json(text, "parts.json", builder, 0, options);
   builder.finish();
   return model;
 }
 
-Model read_alone(const std::string& text) {
+Model read_alone(const std::string& text, bool keep_args = false) {
   JsonReadOptions options;
   options.threads = 1;
-  return read_text(text, options);
+  return read_text(text, options, keep_args);
 }
 
 // The parts the reader joins for `split_at`: one plus each offset where an element of the event
@@ -352,8 +354,10 @@ TEST(ParallelImport, APartCutAtAnyByteGivesTheOneThreadModel) {
   for (const bool object_form : {true, false}) {
     std::vector<uint64_t> element_starts;
     const std::string text = awkward_text(element_starts, object_form);
-    const Model alone = read_alone(text);
+    // The object form keeps the args, the array form does not.
+    const Model alone = read_alone(text, /*keep_args=*/object_form);
     ASSERT_EQ(alone.slices.size(), 11u);
+    EXPECT_EQ(alone.args_text.empty(), !object_form);
     ASSERT_EQ(alone.files[0].rank, object_form ? 3 : -1);
     EXPECT_EQ(alone.stats.count(Stat::trace_json_invalid_utf8), 1);
     EXPECT_EQ(alone.stats.count(Stat::trace_json_event_malformed), 1);  // the 42
@@ -365,7 +369,7 @@ TEST(ParallelImport, APartCutAtAnyByteGivesTheOneThreadModel) {
       JsonReadOptions options;
       options.split_at = {offset};
       options.parts_joined = &parts;
-      expect_same_model(read_text(text, options), alone, /*complete=*/false);
+      expect_same_model(read_text(text, options, object_form), alone, /*complete=*/false);
       EXPECT_EQ(parts, expected_parts(options.split_at, element_starts));
       cut_at_elements += parts - 1;
     }
