@@ -193,6 +193,15 @@ struct FlowPoint {
   TrackId track;
   StringId name;
 };
+// The order flows are paired in. `order` is unique, so the order is total and an unstable sort
+// gives the stable one's result.
+bool flow_before(const FlowPoint& left, const FlowPoint& right) {
+  if (left.id != right.id) return left.id < right.id;
+  if (left.category != right.category) return left.category < right.category;
+  if (left.name != right.name) return left.name < right.name;
+  if (left.ts != right.ts) return left.ts < right.ts;
+  return left.order < right.order;
+}
 struct LocalInstant {
   TrackId track;
   int64_t ts;
@@ -1296,6 +1305,10 @@ class ChromeReader {
     return simdjson::SUCCESS;
   }
   void commit(StatsRegistry& stats);
+  // Sorts the flows from `from` on (flow_before), when they are not in order already: files that
+  // number flows as they go (an "s" then its "f") are. A part sorts its own on its own thread,
+  // and append() merges the runs.
+  void sort_flows(size_t from = 0);
   // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches;
   // nothing when no op is unreached or the file has no launch. REQUIRES: flows_ sorted.
   std::optional<std::vector<CorrelationFlow>> correlation_flows();
@@ -1903,6 +1916,10 @@ void ChromeReader::append(ChromeReader& later) {
       state.begin_ends.push_back(event);
     }
   }
+  // Each part's flows sorted on its own thread; the runs are merged here (a part's run is sorted
+  // again first if its ids, mapped, order it differently).
+  sort_flows();
+  const size_t flow_base = flows_.size();
   for (FlowPoint point : later.flows_) {
     if ((point.id & kTextId) != 0) point.id = kTextId | flow_ids[point.id & ~kTextId];
     point.category = strings[point.category];
@@ -1911,6 +1928,10 @@ void ChromeReader::append(ChromeReader& later) {
     point.order += order_;
     flows_.push_back(point);
   }
+  later.flows_ = {};
+  sort_flows(flow_base);
+  std::inplace_merge(flows_.begin(), flows_.begin() + static_cast<ptrdiff_t>(flow_base),
+                     flows_.end(), flow_before);
   for (const LocalInstant& instant : later.instants_) {
     instants_.push_back({tracks[instant.track], instant.ts, strings[instant.name]});
   }
@@ -1983,20 +2004,15 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
   return found;
 }
 
+void ChromeReader::sort_flows(size_t from) {
+  const auto begin = flows_.begin() + static_cast<ptrdiff_t>(from);
+  if (!std::is_sorted(begin, flows_.end(), flow_before))
+    std::sort(begin, flows_.end(), flow_before);
+}
+
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
-  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
-  // Files that number flows as they go (an "s" then its "f") are already in order.
-  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
-    if (left.id != right.id) return left.id < right.id;
-    if (left.category != right.category) return left.category < right.category;
-    if (left.name != right.name) return left.name < right.name;
-    if (left.ts != right.ts) return left.ts < right.ts;
-    return left.order < right.order;
-  };
-  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
-    std::sort(flows_.begin(), flows_.end(), flow_before);
-  }
+  sort_flows();
   // Read before the slices' columns move to the builder; added after the file's own flows.
   const std::optional<std::vector<CorrelationFlow>> correlation = correlation_flows();
   std::string& args_text = builder_.model().args_text;
@@ -2186,6 +2202,7 @@ size_t read_in_parts(TextSource& source, const std::string& name, ChromeReader& 
       part.reader->stop_at(later);
       const uint64_t end = later.empty() ? size : later.front();
       part.reader->read_part(stream, top_object, end - part.start, part.stats);
+      part.reader->sort_flows();
       stream.count_repairs_before(part.reader->stopped() ? part.reader->stopped_at() : UINT64_MAX);
     } catch (const PartCancelled&) {
     } catch (...) {
