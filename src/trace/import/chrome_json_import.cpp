@@ -72,6 +72,8 @@ constexpr size_t kPieceBytes = size_t{4} << 20;
 constexpr size_t kPipelineBytes = size_t{8} << 20;
 // The pipeline's windows are smaller: three of them, with their events, are in flight at once.
 constexpr size_t kPipelinePieceBytes = size_t{1} << 20;
+// A part appends its slices on a thread of its own from this many rows.
+constexpr size_t kTwoThreadAppendRows = 16'384;
 // A text of kPipelineBytes or more is read in parts, each on a thread of its own (read_in_parts):
 // one per core, at most kMostParts, each of kPartBytes or more.
 constexpr uint64_t kMostParts = 8;
@@ -1883,18 +1885,37 @@ void ChromeReader::append(ChromeReader& later) {
   }
 
   const size_t slice_base = slices_.size();
-  const LocalSlices& rows = later.slices_;
-  slices_.start.insert(slices_.start.end(), rows.start.begin(), rows.start.end());
-  slices_.end.insert(slices_.end.end(), rows.end.begin(), rows.end.end());
-  for (const TrackId track : rows.track) slices_.track.push_back(tracks[track]);
-  for (const StringId name : rows.name) slices_.name.push_back(strings[name]);
-  for (const StringId category : rows.category) slices_.category.push_back(strings[category]);
-  const uint64_t args_shift = static_cast<uint64_t>(args_.size()) << 24;
-  for (const uint64_t packed : rows.args)
-    slices_.args.push_back(packed != 0 ? packed + args_shift : 0);
-  args_ += later.args_;
-  later.slices_ = {};
-  later.args_ = {};
+  // The slices' columns (most of the bytes: their pages are new here) are copied on a thread of
+  // their own while this one maps the rest; each side writes only its own members.
+  auto append_slices = [this, &later, &tracks, &strings] {
+    const LocalSlices& rows = later.slices_;
+    slices_.start.insert(slices_.start.end(), rows.start.begin(), rows.start.end());
+    slices_.end.insert(slices_.end.end(), rows.end.begin(), rows.end.end());
+    for (const TrackId track : rows.track) slices_.track.push_back(tracks[track]);
+    for (const StringId name : rows.name) slices_.name.push_back(strings[name]);
+    for (const StringId category : rows.category) slices_.category.push_back(strings[category]);
+    const uint64_t args_shift = static_cast<uint64_t>(args_.size()) << 24;
+    for (const uint64_t packed : rows.args)
+      slices_.args.push_back(packed != 0 ? packed + args_shift : 0);
+    args_ += later.args_;
+    later.slices_ = {};
+    later.args_ = {};
+  };
+  std::thread slices_thread;
+  if (later.slices_.size() >= kTwoThreadAppendRows) {
+    try {
+      slices_thread = std::thread(append_slices);
+    } catch (const std::system_error&) {  // no thread to be had: here, below
+    }
+  }
+  if (!slices_thread.joinable()) append_slices();
+  // The thread is joined before this returns, on every path.
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{slices_thread};
   correlation_keys_.insert(correlation_keys_.end(), later.correlation_keys_.begin(),
                            later.correlation_keys_.end());
   for (const uint32_t slice : later.correlation_slices_) {
