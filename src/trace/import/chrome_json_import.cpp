@@ -1902,9 +1902,16 @@ void ChromeReader::append(ChromeReader& later) {
     later.args_ = {};
   };
   std::thread slices_thread;
+  std::exception_ptr slices_error;  // the thread's (out of memory), rethrown here
   if (later.slices_.size() >= kTwoThreadAppendRows) {
     try {
-      slices_thread = std::thread(append_slices);
+      slices_thread = std::thread([&append_slices, &slices_error] {
+        try {
+          append_slices();
+        } catch (...) {
+          slices_error = std::current_exception();
+        }
+      });
     } catch (const std::system_error&) {  // no thread to be had: here, below
     }
   }
@@ -1980,6 +1987,8 @@ void ChromeReader::append(ChromeReader& later) {
     world_size_ = later.world_size_;
     world_size_read_ = true;
   }
+  if (slices_thread.joinable()) slices_thread.join();
+  if (slices_error) std::rethrow_exception(slices_error);
 }
 
 std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
