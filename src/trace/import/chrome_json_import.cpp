@@ -17,10 +17,13 @@
 // from its own text; both paths feed one field setter, so they agree. Top-level values other than
 // the events (distributedInfo, baseTimeNanoseconds) are read by On-Demand from their own text too.
 //
-// A text of 8 MiB or more is read and scanned on a thread of its own, while the calling thread
-// applies the events (EventPipeline); the On-Demand
-// fallback and everything that touches the builder stay on the calling thread, so the model is the
-// one-thread import's.
+// A text of 8 MiB or more is read in parts, each on a thread of its own by a reader of its own
+// (read_in_parts): a part starts where an event most likely starts, the part before it stops there
+// only if an element of the event list does start there, and the parts' rows are appended in the
+// text's order with their string and track ids mapped, so the model is the one-thread import's.
+// Where no such start is found, the text is read and scanned on a thread of its own while the
+// calling thread applies the events (EventPipeline); the On-Demand fallback and everything that
+// touches the builder stay on the calling thread.
 //
 // Events are gathered into local tables and committed to the builder only when the whole text was
 // read; a text that cannot be read at all throws before anything is committed. The complete
@@ -32,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -42,8 +46,10 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -66,6 +72,12 @@ constexpr size_t kPieceBytes = size_t{4} << 20;
 constexpr size_t kPipelineBytes = size_t{8} << 20;
 // The pipeline's windows are smaller: three of them, with their events, are in flight at once.
 constexpr size_t kPipelinePieceBytes = size_t{1} << 20;
+// A part appends its slices on a thread of its own from this many rows.
+constexpr size_t kTwoThreadAppendRows = 16'384;
+// A text of kPipelineBytes or more is read in parts, each on a thread of its own (read_in_parts):
+// one per core, at most kMostParts, each of kPartBytes or more.
+constexpr uint64_t kMostParts = 8;
+constexpr uint64_t kPartBytes = uint64_t{4} << 20;
 
 // One window buffer per thread, kept between imports: its pages stay mapped, so the next file —
 // the second of `trace diff`, another rank, the MCP server's next request — skips their page
@@ -183,6 +195,15 @@ struct FlowPoint {
   TrackId track;
   StringId name;
 };
+// The order flows are paired in. `order` is unique, so the order is total and an unstable sort
+// gives the stable one's result.
+bool flow_before(const FlowPoint& left, const FlowPoint& right) {
+  if (left.id != right.id) return left.id < right.id;
+  if (left.category != right.category) return left.category < right.category;
+  if (left.name != right.name) return left.name < right.name;
+  if (left.ts != right.ts) return left.ts < right.ts;
+  return left.order < right.order;
+}
 struct LocalInstant {
   TrackId track;
   int64_t ts;
@@ -706,11 +727,17 @@ class TextSource {
   virtual size_t read(char* out, size_t capacity) = 0;
   // The text's size when known (to size the window and the tables), else 0.
   virtual uint64_t size_hint() const = 0;
+  // Up to `capacity` bytes from `offset` (this source's position unmoved); how many were copied.
+  virtual size_t read_at(uint64_t offset, char* out, size_t capacity) const = 0;
+  // Another source over the same text from `offset` on; null when the text cannot be read from an
+  // offset (a pipe).
+  virtual std::unique_ptr<TextSource> open_at(uint64_t offset) const = 0;
 };
 
 class MemorySource final : public TextSource {
  public:
-  explicit MemorySource(std::string_view text) : text_(text) {}
+  explicit MemorySource(std::string_view text, uint64_t offset = 0)
+      : text_(text), at_(std::min<size_t>(offset, text.size())) {}
   size_t read(char* out, size_t capacity) override {
     const size_t count = std::min(capacity, text_.size() - at_);
     std::memcpy(out, text_.data() + at_, count);
@@ -718,6 +745,15 @@ class MemorySource final : public TextSource {
     return count;
   }
   uint64_t size_hint() const override { return text_.size(); }
+  size_t read_at(uint64_t offset, char* out, size_t capacity) const override {
+    if (offset >= text_.size()) return 0;
+    const size_t count = std::min<size_t>(capacity, text_.size() - offset);
+    std::memcpy(out, text_.data() + offset, count);
+    return count;
+  }
+  std::unique_ptr<TextSource> open_at(uint64_t offset) const override {
+    return std::make_unique<MemorySource>(text_, offset);
+  }
 
  private:
   std::string_view text_;
@@ -727,7 +763,7 @@ class MemorySource final : public TextSource {
 // A file read front to back with read(2): the page cache holds what was read, not this process.
 class FileSource final : public TextSource {
  public:
-  FileSource(const std::string& path) : path_(path) {
+  explicit FileSource(const std::string& path, uint64_t offset = 0) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       throw Error(ErrorCode::kInput,
@@ -737,7 +773,8 @@ class FileSource final : public TextSource {
     struct stat status {};
     if (::fstat(fd_, &status) == 0 && S_ISREG(status.st_mode)) {
       size_ = static_cast<uint64_t>(status.st_size);
-      ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+      ::posix_fadvise(fd_, static_cast<off_t>(offset), 0, POSIX_FADV_SEQUENTIAL);
+      if (offset != 0 && ::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) fail("seek");
     }
   }
   FileSource(const FileSource&) = delete;
@@ -748,23 +785,46 @@ class FileSource final : public TextSource {
     while (true) {
       const ssize_t got = ::read(fd_, out, capacity);
       if (got >= 0) return static_cast<size_t>(got);
-      if (errno != EINTR) {
-        throw Error(ErrorCode::kInput,
-                    "cannot read trace file '" + path_ + "': " + std::strerror(errno));
-      }
+      if (errno != EINTR) fail("read");
     }
   }
   uint64_t size_hint() const override { return size_; }
+  size_t read_at(uint64_t offset, char* out, size_t capacity) const override {
+    size_t done = 0;
+    while (done < capacity) {
+      const ssize_t got =
+          ::pread(fd_, out + done, capacity - done, static_cast<off_t>(offset + done));
+      if (got == 0) break;
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        fail("read");
+      }
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+  // Only a regular file is read from an offset: a pipe's bytes come once.
+  std::unique_ptr<TextSource> open_at(uint64_t offset) const override {
+    if (size_ == 0) return nullptr;
+    return std::make_unique<FileSource>(path_, offset);
+  }
 
  private:
+  [[noreturn]] void fail(const char* what) const {
+    throw Error(ErrorCode::kInput, std::string("cannot ") + what + " trace file '" + path_ +
+                                       "': " + std::strerror(errno));
+  }
+
   const std::string& path_;
   int fd_ = -1;
   uint64_t size_ = 0;
 };
 
 // Replaces each byte of [text, text + size) that does not belong to a valid UTF-8 sequence with
-// '?', counting each. REQUIRES: no sequence continues past `size` unless the text ends there.
-void repair_utf8(char* text, size_t size, StatsRegistry& stats) {
+// '?', calling `repaired(position)` for each. REQUIRES: no sequence continues past `size` unless
+// the text ends there.
+template <typename Repaired>
+void repair_utf8(char* text, size_t size, Repaired&& repaired) {
   for (size_t pos = 0; pos < size; ++pos) {
     const auto byte = static_cast<unsigned char>(text[pos]);
     if (byte < 0x80) continue;
@@ -786,7 +846,7 @@ void repair_utf8(char* text, size_t size, StatsRegistry& stats) {
     }
     if (!valid) {
       text[pos] = '?';
-      stats.add(Stat::trace_json_invalid_utf8);
+      repaired(pos);
     } else {
       pos += length - 1;
     }
@@ -904,15 +964,21 @@ class EventPipeline {
   bool cancelled_ = false;
 };
 
+// Thrown to a part of a text read by several threads that is no longer needed.
+struct PartCancelled {};
+
+constexpr const char* kNotJsonHint =
+    "the file is not JSON; loupe repairs invalid UTF-8, control characters and a truncated tail "
+    "only";
+constexpr const char* kNotChromeHint =
+    "the file is not a Chrome trace; expected [events...] or {\"traceEvents\": [...]}";
+
 [[noreturn]] void fail_json(const std::string& name, uint64_t offset, const std::string& what,
                             bool invalid_utf8) {
   throw Error(
       ErrorCode::kInput,
       "cannot read JSON trace '" + name + "': offset " + std::to_string(offset) + ": " + what,
-      invalid_utf8 ? "the file is not JSON; loupe repairs invalid UTF-8, control "
-                     "characters and a truncated tail only"
-                   : "the file is not a Chrome trace; expected [events...] or "
-                     "{\"traceEvents\": [...]}");
+      invalid_utf8 ? kNotJsonHint : kNotChromeHint);
 }
 
 // A JSON text read through a window: values are found one after the other, each handed over as
@@ -924,9 +990,11 @@ class JsonStream {
  public:
   // With a pipeline, the windows are its batches' (a full one is handed on, not compacted);
   // without, the thread's retained buffer.
+  // `start`: the text offset of the source's first byte (a part of a text read by several threads
+  // starts inside it).
   JsonStream(TextSource& source, const std::string& name, StatsRegistry& stats,
-             EventPipeline* pipeline)
-      : source_(source), name_(name), stats_(stats), pipeline_(pipeline) {
+             EventPipeline* pipeline, uint64_t start = 0)
+      : source_(source), name_(name), stats_(stats), pipeline_(pipeline), base_(start) {
     const uint64_t hint = source.size_hint();
     const size_t piece = pipeline != nullptr ? kPipelinePieceBytes : kPieceBytes;
     piece_ = hint != 0 && hint < piece ? static_cast<size_t>(hint) + 1 : piece;
@@ -961,14 +1029,38 @@ class JsonStream {
   bool value(std::string_view& text, uint64_t& offset);
 
   [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    fail_json(name_, offset, what, stats_.count(Stat::trace_json_invalid_utf8) != 0);
+    fail_json(name_, offset, what,
+              stats_.count(Stat::trace_json_invalid_utf8) != 0 || !repairs_aside_.empty());
+  }
+
+  // For a part of a text read by several threads: the next window throws PartCancelled once
+  // `cancelled` is set, and the UTF-8 repairs at offsets from `aside_from` on are held aside,
+  // not counted — the window reads ahead of where the part may end, and the part after it counts
+  // its own bytes.
+  void read_as_part(const std::atomic<bool>* cancelled, uint64_t aside_from) {
+    cancelled_ = cancelled;
+    repairs_aside_from_ = aside_from;
+  }
+  // The part ended at `end` (UINT64_MAX: at the end of the text): the repairs held aside before
+  // it are its own.
+  void count_repairs_before(uint64_t end) {
+    for (const uint64_t offset : repairs_aside_) {
+      if (offset < end) stats_.add(Stat::trace_json_invalid_utf8);
+    }
+    repairs_aside_.clear();
   }
 
  private:
   void repair_utf8_range(size_t from, size_t to) {
-    if (!simdjson::validate_utf8(storage_->data() + from, to - from)) {
-      repair_utf8(storage_->data() + from, to - from, stats_);
-    }
+    if (simdjson::validate_utf8(storage_->data() + from, to - from)) return;
+    repair_utf8(storage_->data() + from, to - from, [this, from](size_t pos) {
+      const uint64_t offset = base_ + from + pos;
+      if (offset >= repairs_aside_from_) {
+        repairs_aside_.push_back(offset);
+      } else {
+        stats_.add(Stat::trace_json_invalid_utf8);
+      }
+    });
   }
   // Keeps the bytes from `keep` on (moved to the window's front; positions shift by `keep`) and
   // adds checked bytes. Returns false when the text has no more.
@@ -987,9 +1079,13 @@ class JsonStream {
   bool source_done_ = false;
   std::string brackets_;  // the open brackets of the value being scanned
   const JsonBlockClassifier classify_block_ = json_block_classifier();
+  const std::atomic<bool>* cancelled_ = nullptr;
+  uint64_t repairs_aside_from_ = UINT64_MAX;
+  std::vector<uint64_t> repairs_aside_;  // text offsets
 };
 
 bool JsonStream::more(size_t keep) {
+  if (cancelled_ != nullptr && cancelled_->load(std::memory_order_relaxed)) throw PartCancelled{};
   if (pipeline_ != nullptr && !pipeline_->producing().events.empty()) {
     // The events found so far point into this window: hand it on with them and go on in the
     // next, which starts with the bytes still needed.
@@ -1188,6 +1284,19 @@ class ChromeReader {
 
   // Reads the whole text; throws Error(kInput) when it breaks JSON's structure.
   void read(JsonStream& stream, uint64_t size_hint, StatsRegistry& stats);
+  // A part of a text read by several threads: reads from an element of the event list (the
+  // stream's first byte) to the end of the text, as read() would read on from that element.
+  // `top_object`: the text is an object (its other members may follow the list).
+  void read_part(JsonStream& stream, bool top_object, uint64_t size_hint, StatsRegistry& stats);
+  // The offsets where later parts start, ascending: reading stops at the first of them where an
+  // element of the event list starts (that part reads on from there).
+  void stop_at(std::vector<uint64_t> starts) { stops_ = std::move(starts); }
+  bool stopped() const { return stopped_; }
+  uint64_t stopped_at() const { return stopped_at_; }
+  // Takes what `later` read of the text after this reader's part, as though this reader had read
+  // on: its strings and tracks found or added here in the order `later` added them, its rows
+  // appended with their ids mapped, its begin/end and flow order numbers after this one's.
+  void append(ChromeReader& later);
   // With a pipeline, read() hands each event to it, split and scanned, instead of applying it;
   // the consumer applies them with apply_scanned.
   void pipe_to(EventPipeline* pipeline) { pipeline_ = pipeline; }
@@ -1198,6 +1307,10 @@ class ChromeReader {
     return simdjson::SUCCESS;
   }
   void commit(StatsRegistry& stats);
+  // Sorts the flows from `from` on (flow_before), when they are not in order already: files that
+  // number flows as they go (an "s" then its "f") are. A part sorts its own on its own thread,
+  // and append() merges the runs.
+  void sort_flows(size_t from = 0);
   // Flows from a runtime call to the GPU ops with its correlation id that no flow reaches;
   // nothing when no op is unreached or the file has no launch. REQUIRES: flows_ sorted.
   std::optional<std::vector<CorrelationFlow>> correlation_flows();
@@ -1240,8 +1353,16 @@ class ChromeReader {
   bool read_element(JsonStream& stream, StatsRegistry& stats);
   // The event list, after its '['; false when the text ends inside it.
   bool read_events(JsonStream& stream, StatsRegistry& stats);
-  // The top-level object's members, after its '{'; false when the text ends inside it.
-  bool read_members(JsonStream& stream, StatsRegistry& stats);
+  // The top-level object's members, after its '{' (`after_value`: after a member's value); false
+  // when the text ends inside it.
+  bool read_members(JsonStream& stream, StatsRegistry& stats, bool after_value = false);
+  // After the text's value: the truncation count, or the error of content after it.
+  void end_read(JsonStream& stream, bool complete, StatsRegistry& stats);
+  // At an element of the event list at `offset` at or past the next stop: whether it is one.
+  bool reached_stop(uint64_t offset);
+  // One member: its key, ':' and value (the event list read as such); false when the text ends
+  // inside it.
+  bool read_member_at(JsonStream& stream, StatsRegistry& stats, int next);
   void read_member(std::string_view key, std::string_view value);
 
   const std::string& name_;
@@ -1255,6 +1376,11 @@ class ChromeReader {
   bool has_base_time_ = false;
   int64_t base_time_ns_ = 0;
   int rank_ = -1, world_size_ = 0;
+  bool rank_read_ = false, world_size_read_ = false;
+  std::vector<uint64_t> stops_;  // stop_at()
+  size_t next_stop_ = 0;
+  bool stopped_ = false;
+  uint64_t stopped_at_ = 0;
   uint64_t events_ = 0;
   uint64_t order_ = 0;
   std::string key_;
@@ -1550,6 +1676,10 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
     return true;
   }
   while (next != -1) {
+    if (next_stop_ < stops_.size() && stream.offset() >= stops_[next_stop_] &&
+        reached_stop(stream.offset())) {
+      return true;
+    }
     // An event scanned where it lies needs nothing more here; anything else is taken as a value.
     if (!(next == '{' && scan_in_place(stream, stats)) && !read_element(stream, stats)) {
       return false;
@@ -1598,32 +1728,19 @@ bool ChromeReader::read_element(JsonStream& stream, StatsRegistry& stats) {
   return true;
 }
 
-bool ChromeReader::read_members(JsonStream& stream, StatsRegistry& stats) {
+bool ChromeReader::read_members(JsonStream& stream, StatsRegistry& stats, bool after_value) {
   int next = stream.peek();
-  if (next == '}') {
+  if (next == '}' && !after_value) {
     stream.advance();
     return true;
   }
   while (next != -1) {
-    if (next != '"') stream.fail(stream.offset(), "expected a key string");
-    std::string_view text;
-    uint64_t at = 0;
-    if (!stream.value(text, at)) return false;
-    const std::string key(text.substr(1, text.size() - 2));
-    next = stream.peek();
-    if (next == -1) return false;
-    if (next != ':') stream.fail(stream.offset(), "expected ':' after the key \"" + key + "\"");
-    stream.advance();
-    next = stream.peek();
-    if (next == -1) return false;
-    if (key == "traceEvents") {
-      saw_trace_events_ = true;
-      if (next != '[') stream.fail(stream.offset(), "\"traceEvents\" is not an array");
-      stream.advance();
-      if (!read_events(stream, stats)) return false;
-    } else {
-      if (!stream.value(text, at)) return false;
-      read_member(key, text);
+    if (after_value) {
+      after_value = false;
+    } else if (!read_member_at(stream, stats, next)) {
+      return false;
+    } else if (stopped_) {
+      return true;
     }
     next = stream.peek();
     if (next == '}') {
@@ -1636,6 +1753,37 @@ bool ChromeReader::read_members(JsonStream& stream, StatsRegistry& stats) {
     next = stream.peek();
   }
   return false;
+}
+
+bool ChromeReader::read_member_at(JsonStream& stream, StatsRegistry& stats, int next) {
+  if (next != '"') stream.fail(stream.offset(), "expected a key string");
+  std::string_view text;
+  uint64_t at = 0;
+  if (!stream.value(text, at)) return false;
+  const std::string key(text.substr(1, text.size() - 2));
+  next = stream.peek();
+  if (next == -1) return false;
+  if (next != ':') stream.fail(stream.offset(), "expected ':' after the key \"" + key + "\"");
+  stream.advance();
+  next = stream.peek();
+  if (next == -1) return false;
+  if (key == "traceEvents") {
+    saw_trace_events_ = true;
+    if (next != '[') stream.fail(stream.offset(), "\"traceEvents\" is not an array");
+    stream.advance();
+    return read_events(stream, stats);
+  }
+  if (!stream.value(text, at)) return false;
+  read_member(key, text);
+  return true;
+}
+
+bool ChromeReader::reached_stop(uint64_t offset) {
+  while (next_stop_ < stops_.size() && stops_[next_stop_] < offset) ++next_stop_;
+  if (next_stop_ == stops_.size() || stops_[next_stop_] != offset) return false;
+  stopped_ = true;
+  stopped_at_ = offset;
+  return true;
 }
 
 void ChromeReader::read_member(std::string_view key, std::string_view value) {
@@ -1662,8 +1810,10 @@ void ChromeReader::read_member(std::string_view key, std::string_view value) {
       int64_t number = 0;
       if (member_key == "rank" && !member.value().get_int64().get(number)) {
         rank_ = static_cast<int>(number);
+        rank_read_ = true;
       } else if (member_key == "world_size" && !member.value().get_int64().get(number)) {
         world_size_ = static_cast<int>(number);
+        world_size_read_ = true;
       }
     }
   } else if (key == "schemaVersion" || key == "deviceProperties") {
@@ -1688,11 +1838,157 @@ void ChromeReader::read(JsonStream& stream, uint64_t size_hint, StatsRegistry& s
   } else {
     stream.fail(first == -1 ? 0 : stream.offset(), "expected '[' or '{'");
   }
+  end_read(stream, complete, stats);
+}
+
+void ChromeReader::read_part(JsonStream& stream, bool top_object, uint64_t size_hint,
+                             StatsRegistry& stats) {
+  slices_.reserve(size_hint / 128);
+  flows_.reserve(size_hint / 256);
+  top_object_ = top_object;
+  saw_trace_events_ = top_object;
+  bool complete = read_events(stream, stats);
+  if (complete && !stopped_ && top_object) {
+    complete = read_members(stream, stats, /*after_value=*/true);
+  }
+  end_read(stream, complete, stats);
+}
+
+void ChromeReader::end_read(JsonStream& stream, bool complete, StatsRegistry& stats) {
+  if (stopped_) return;  // the next part reads on
   if (!complete) {
     stats.add(Stat::trace_json_truncated);
   } else if (stream.peek() != -1) {
     stream.fail(stream.offset(), "content after the end of the trace");
   }
+}
+
+void ChromeReader::append(ChromeReader& later) {
+  Model& from = later.builder_.model();
+  std::vector<StringId> strings(from.strings.size());
+  for (StringId id = 0; id < strings.size(); ++id) {
+    strings[id] = builder_.intern(from.strings.get(id));
+  }
+  // Tracks in the order `later` added them: a lane after its main track.
+  std::vector<TrackId> tracks(from.tracks.size());
+  for (TrackId id = 0; id < tracks.size(); ++id) {
+    const Track& track = from.tracks[id];
+    tracks[id] = track.lane == Lane::kMain
+                     ? builder_.track(file_index_, track.kind, track.pid, track.tid)
+                     : builder_.lane(tracks[track.main], track.lane, track.overlap_level);
+    if (!track.name.empty()) builder_.track_info(tracks[id]).name = track.name;
+  }
+  for (const auto& [key, track] : later.tracks_) tracks_.emplace(key, tracks[track]);
+  std::vector<uint64_t> flow_ids(later.flow_ids_.size());
+  for (StringId id = 0; id < flow_ids.size(); ++id) {
+    flow_ids[id] = flow_ids_.intern(later.flow_ids_.get(id));
+  }
+
+  const size_t slice_base = slices_.size();
+  // The slices' columns (most of the bytes: their pages are new here) are copied on a thread of
+  // their own while this one maps the rest; each side writes only its own members.
+  auto append_slices = [this, &later, &tracks, &strings] {
+    const LocalSlices& rows = later.slices_;
+    slices_.start.insert(slices_.start.end(), rows.start.begin(), rows.start.end());
+    slices_.end.insert(slices_.end.end(), rows.end.begin(), rows.end.end());
+    for (const TrackId track : rows.track) slices_.track.push_back(tracks[track]);
+    for (const StringId name : rows.name) slices_.name.push_back(strings[name]);
+    for (const StringId category : rows.category) slices_.category.push_back(strings[category]);
+    const uint64_t args_shift = static_cast<uint64_t>(args_.size()) << 24;
+    for (const uint64_t packed : rows.args)
+      slices_.args.push_back(packed != 0 ? packed + args_shift : 0);
+    args_ += later.args_;
+    later.slices_ = {};
+    later.args_ = {};
+  };
+  std::thread slices_thread;
+  std::exception_ptr slices_error;  // the thread's (out of memory), rethrown here
+  if (later.slices_.size() >= kTwoThreadAppendRows) {
+    try {
+      slices_thread = std::thread([&append_slices, &slices_error] {
+        try {
+          append_slices();
+        } catch (...) {
+          slices_error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {  // no thread to be had: here, below
+    }
+  }
+  if (!slices_thread.joinable()) append_slices();
+  // The thread is joined before this returns, on every path.
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{slices_thread};
+  correlation_keys_.insert(correlation_keys_.end(), later.correlation_keys_.begin(),
+                           later.correlation_keys_.end());
+  for (const uint32_t slice : later.correlation_slices_) {
+    correlation_slices_.push_back(static_cast<uint32_t>(slice + slice_base));
+  }
+
+  for (TrackId id = 0; id < later.track_state_.size(); ++id) {
+    const TrackState& part = later.track_state_[id];
+    const TrackId track = tracks[id];
+    if (track >= track_state_.size()) track_state_.resize(track + 1);
+    TrackState& state = track_state_[track];
+    state.gpu |= part.gpu;
+    if (part.seen && (!state.seen || state.last_ts < part.last_ts)) state.last_ts = part.last_ts;
+    state.seen |= part.seen;
+    for (BeginEnd event : part.begin_ends) {
+      event.order += order_;
+      event.name = strings[event.name];
+      event.category = strings[event.category];
+      state.begin_ends.push_back(event);
+    }
+  }
+  // Each part's flows sorted on its own thread; the runs are merged here (a part's run is sorted
+  // again first if its ids, mapped, order it differently).
+  sort_flows();
+  const size_t flow_base = flows_.size();
+  for (FlowPoint point : later.flows_) {
+    if ((point.id & kTextId) != 0) point.id = kTextId | flow_ids[point.id & ~kTextId];
+    point.category = strings[point.category];
+    point.name = strings[point.name];
+    point.track = tracks[point.track];
+    point.order += order_;
+    flows_.push_back(point);
+  }
+  later.flows_ = {};
+  sort_flows(flow_base);
+  std::inplace_merge(flows_.begin(), flows_.begin() + static_cast<ptrdiff_t>(flow_base),
+                     flows_.end(), flow_before);
+  for (const LocalInstant& instant : later.instants_) {
+    instants_.push_back({tracks[instant.track], instant.ts, strings[instant.name]});
+  }
+  for (const LocalCounter& counter : later.counters_) {
+    counters_.push_back({tracks[counter.track], counter.ts, counter.value});
+  }
+  // Later metadata overwrites earlier, as one reader reading on would.
+  for (const auto& [pid, value] : later.process_names_) process_names_[pid] = value;
+  for (const auto& [track, value] : later.thread_names_) thread_names_[tracks[track]] = value;
+
+  order_ += later.order_;
+  events_ += later.events_;
+  elements_ += later.elements_;
+  objects_ += later.objects_;
+  kineto_ |= later.kineto_;
+  if (later.has_base_time_) {
+    has_base_time_ = true;
+    base_time_ns_ = later.base_time_ns_;
+  }
+  if (later.rank_read_) {
+    rank_ = later.rank_;
+    rank_read_ = true;
+  }
+  if (later.world_size_read_) {
+    world_size_ = later.world_size_;
+    world_size_read_ = true;
+  }
+  if (slices_thread.joinable()) slices_thread.join();
+  if (slices_error) std::rethrow_exception(slices_error);
 }
 
 std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
@@ -1738,20 +2034,15 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
   return found;
 }
 
+void ChromeReader::sort_flows(size_t from) {
+  const auto begin = flows_.begin() + static_cast<ptrdiff_t>(from);
+  if (!std::is_sorted(begin, flows_.end(), flow_before))
+    std::sort(begin, flows_.end(), flow_before);
+}
+
 void ChromeReader::commit(StatsRegistry& stats) {
   const int64_t offset = has_base_time_ ? base_time_ns_ : 0;
-  // `order` is unique, so the order is total and an unstable sort gives the stable one's result.
-  // Files that number flows as they go (an "s" then its "f") are already in order.
-  auto flow_before = [](const FlowPoint& left, const FlowPoint& right) {
-    if (left.id != right.id) return left.id < right.id;
-    if (left.category != right.category) return left.category < right.category;
-    if (left.name != right.name) return left.name < right.name;
-    if (left.ts != right.ts) return left.ts < right.ts;
-    return left.order < right.order;
-  };
-  if (!std::is_sorted(flows_.begin(), flows_.end(), flow_before)) {
-    std::sort(flows_.begin(), flows_.end(), flow_before);
-  }
+  sort_flows();
   // Read before the slices' columns move to the builder; added after the file's own flows.
   const std::optional<std::vector<CorrelationFlow>> correlation = correlation_flows();
   std::string& args_text = builder_.model().args_text;
@@ -1875,13 +2166,190 @@ void ChromeReader::commit(StatsRegistry& stats) {
 namespace {
 
 // One import of a text streamed from `source`.
+// Where an element of the event list most likely starts at or after `from`: a '{' after "},"
+// (whitespace allowed around the ',') that opens an object the scanner reads as an event, with a
+// ',' or ']' after it. A guess — the same bytes can lie inside a string or a nested array — that
+// the part before it confirms by stopping there exactly; 0 when the next MiB holds none.
+uint64_t guess_event_start(const TextSource& source, uint64_t from) {
+  std::string block(size_t{1} << 20, '\0');
+  block.resize(source.read_at(from, block.data(), block.size()));
+  const char* const data = block.data();
+  const char* const end = data + block.size();
+  for (const char* open = data; open < end; ++open) {
+    open = static_cast<const char*>(std::memchr(open, '{', static_cast<size_t>(end - open)));
+    if (open == nullptr) break;
+    const char* before = open;
+    while (before > data && is_json_space(before[-1])) --before;
+    if (before == data || *--before != ',') continue;
+    while (before > data && is_json_space(before[-1])) --before;
+    if (before == data || before[-1] != '}') continue;
+    EventFields fields;
+    EventScanner scanner(open, end, /*in_place=*/true);
+    if (!scanner.scan(fields) || fields.phase.empty()) continue;
+    const char* after = scanner.event_end();
+    while (after < end && is_json_space(*after)) ++after;
+    if (after < end && (*after == ',' || *after == ']')) {
+      return from + static_cast<uint64_t>(open - data);
+    }
+  }
+  return 0;
+}
+
+// The first byte of the text that is not whitespace ('{' or '[' for a trace); -1 when none in
+// its first 4 KiB.
+int first_byte(const TextSource& source) {
+  std::array<char, 4096> head{};
+  const size_t got = source.read_at(0, head.data(), head.size());
+  for (size_t at = 0; at < got; ++at) {
+    if (!is_json_space(head[at])) return static_cast<unsigned char>(head[at]);
+  }
+  return -1;
+}
+
+// A text read in parts, each on a thread of its own (the first on the calling thread) by a reader
+// of its own over a builder of its own, appended in the text's order (ChromeReader::append) into
+// `first`. `starts` are where the parts after the first begin: guesses, confirmed when the part
+// before stops there exactly; a start passed over (it was not an element of the event list) drops
+// its part, and the part before reads on. The result is the one-thread reader's, and so is the
+// error: the first in the text's order. Returns how many parts were joined.
+size_t read_in_parts(TextSource& source, const std::string& name, ChromeReader& first,
+                     ModelBuilder& builder, uint32_t file_index, bool top_object,
+                     const std::vector<uint64_t>& starts, StatsRegistry& stats) {
+  struct Part {
+    uint64_t start = 0;
+    Model model;
+    std::unique_ptr<ModelBuilder> builder;
+    std::unique_ptr<ChromeReader> reader;
+    StatsRegistry stats;
+    std::exception_ptr error;
+    std::atomic<bool> cancelled{false};
+    std::thread thread;
+    bool started = false;
+  };
+  const uint64_t size = source.size_hint();
+  std::vector<std::unique_ptr<Part>> parts;
+  for (const uint64_t start : starts) {
+    auto part = std::make_unique<Part>();
+    part->start = start;
+    part->builder = std::make_unique<ModelBuilder>(part->model);
+    part->builder->keep_args(builder.keeps_args());
+    part->reader = std::make_unique<ChromeReader>(name, *part->builder, file_index);
+    parts.push_back(std::move(part));
+  }
+  auto read_part = [&](Part& part, size_t index) {
+    try {
+      const std::vector<uint64_t> later(starts.begin() + static_cast<ptrdiff_t>(index) + 1,
+                                        starts.end());
+      const std::unique_ptr<TextSource> rest = source.open_at(part.start);
+      JsonStream stream(*rest, name, part.stats, nullptr, part.start);
+      stream.read_as_part(&part.cancelled, later.empty() ? UINT64_MAX : later.front());
+      part.reader->stop_at(later);
+      const uint64_t end = later.empty() ? size : later.front();
+      part.reader->read_part(stream, top_object, end - part.start, part.stats);
+      part.reader->sort_flows();
+      stream.count_repairs_before(part.reader->stopped() ? part.reader->stopped_at() : UINT64_MAX);
+    } catch (const PartCancelled&) {
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  };
+  auto finish_all = [&parts] {
+    for (const std::unique_ptr<Part>& part : parts) part->cancelled = true;
+    for (const std::unique_ptr<Part>& part : parts) {
+      if (part->thread.joinable()) part->thread.join();
+    }
+  };
+  for (size_t index = 0; index < parts.size(); ++index) {
+    try {
+      parts[index]->thread = std::thread(read_part, std::ref(*parts[index]), index);
+      parts[index]->started = true;
+    } catch (const std::system_error&) {  // no thread to be had: read it here if it is needed
+    }
+  }
+  // The part from the text's start, on this thread.
+  size_t next = parts.size();
+  size_t joined = 1;
+  try {
+    JsonStream stream(source, name, stats, nullptr);
+    stream.read_as_part(nullptr, starts.front());
+    first.stop_at(starts);
+    first.read(stream, size, stats);
+    stream.count_repairs_before(first.stopped() ? first.stopped_at() : UINT64_MAX);
+    if (first.stopped()) {
+      next = static_cast<size_t>(
+          std::lower_bound(starts.begin(), starts.end(), first.stopped_at()) - starts.begin());
+    }
+    for (size_t index = 0; index < next; ++index) parts[index]->cancelled = true;
+    while (next < parts.size()) {
+      Part& part = *parts[next];
+      if (part.started) {
+        part.thread.join();
+      } else {
+        read_part(part, next);
+      }
+      if (part.error) {
+        // The one-thread reader's hint: it would have repaired the invalid UTF-8 before.
+        try {
+          std::rethrow_exception(part.error);
+        } catch (const Error& error) {
+          if (stats.count(Stat::trace_json_invalid_utf8) != 0 && error.hint() == kNotChromeHint) {
+            throw Error(error.code(), error.message(), kNotJsonHint);
+          }
+          throw;
+        }
+      }
+      first.append(*part.reader);
+      stats.merge(part.stats);
+      ++joined;
+      const size_t after = part.reader->stopped()
+                               ? static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(),
+                                                                      part.reader->stopped_at()) -
+                                                     starts.begin())
+                               : parts.size();
+      part.reader.reset();
+      part.builder.reset();
+      part.model = Model();
+      for (size_t index = next + 1; index < after; ++index) parts[index]->cancelled = true;
+      next = after;
+    }
+  } catch (...) {
+    finish_all();
+    throw;
+  }
+  finish_all();
+  return joined;
+}
+
 void import_stream(TextSource& source, const std::string& name, ModelBuilder& builder,
-                   uint32_t file_index) {
+                   uint32_t file_index, const JsonReadOptions& options) {
   Model& model = builder.model();
   StatsRegistry stats;
   auto reader = std::make_unique<ChromeReader>(name, builder, file_index);
   const uint64_t size = source.size_hint();
-  if (size < kPipelineBytes || std::thread::hardware_concurrency() < 2) {
+  const unsigned threads =
+      options.threads != 0 ? options.threads : std::thread::hardware_concurrency();
+  // Parts only where the text can be read from an offset (not a pipe: its size is unknown).
+  std::vector<uint64_t> starts;
+  if (size != 0 && options.threads != 1) {
+    for (const uint64_t start : options.split_at) {
+      if (start > 0 && start < size) starts.push_back(start);
+    }
+    if (options.split_at.empty() && size >= kPipelineBytes && threads >= 2) {
+      const uint64_t count = std::min<uint64_t>({threads, kMostParts, size / kPartBytes});
+      for (uint64_t part = 1; part < count; ++part) {
+        starts.push_back(guess_event_start(source, size / count * part));
+      }
+    }
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+    if (!starts.empty() && starts.front() == 0) starts.erase(starts.begin());
+  }
+  const int top = starts.empty() ? -1 : first_byte(source);
+  size_t parts_joined = 1;
+  if (top == '{' || top == '[') {
+    parts_joined =
+        read_in_parts(source, name, *reader, builder, file_index, top == '{', starts, stats);
+  } else if (size < kPipelineBytes || threads < 2) {
     JsonStream stream(source, name, stats, nullptr);
     reader->read(stream, size, stats);
   } else {
@@ -1943,6 +2411,7 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
                 "pass a trace file: loupe binary (.loupetrace), Chrome trace event JSON or a "
                 "PyTorch profiler (Kineto) export, optionally gzipped");
   }
+  if (options.parts_joined != nullptr) *options.parts_joined = parts_joined;
   reader->commit(stats);
   model.stats.merge(stats);
   FileInfo info;
@@ -1964,14 +2433,15 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
 void release_import_buffers() { window_storage() = std::string(); }
 
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
-                        uint32_t file_index) {
+                        uint32_t file_index, const JsonReadOptions& options) {
   MemorySource source(text);
-  import_stream(source, name, builder, file_index);
+  import_stream(source, name, builder, file_index, options);
 }
 
-void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
+void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index,
+                             const JsonReadOptions& options) {
   FileSource source(path);
-  import_stream(source, path, builder, file_index);
+  import_stream(source, path, builder, file_index, options);
 }
 
 }  // namespace loupe::trace

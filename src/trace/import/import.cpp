@@ -160,6 +160,18 @@ bool is_plain_json(std::string_view head) {
 
 void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index) {
   try {
+    // A pipe (`/dev/stdin` fed by one) gives its bytes once: sniffing its head would take them
+    // from the reader, so it is read whole (gzip inflated) and imported from memory.
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0 && !S_ISREG(status.st_mode) &&
+        !S_ISDIR(status.st_mode)) {
+      std::string bytes = read_trace_bytes(path);
+      if (bytes.capacity() < bytes.size() + kReadPadding) {
+        bytes.reserve(bytes.size() + kReadPadding);
+      }
+      import_bytes(bytes, &bytes, path, builder, file_index);
+      return;
+    }
     if (is_plain_json(read_head(path))) {
       import_chrome_json_file(path, builder, file_index);
       return;

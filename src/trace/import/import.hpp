@@ -18,16 +18,31 @@ namespace loupe::trace {
 // Adds one file to `builder` as file number `file_index` and appends its FileInfo.
 void import_file(const std::string& path, ModelBuilder& builder, uint32_t file_index);
 
+// How the JSON importer spreads one text over threads. The defaults choose by the text's size and
+// the machine's cores; tests force each path, and the model is the same whichever runs.
+struct JsonReadOptions {
+  // 0: by size and cores; 1: the calling thread alone; 2 or more: threads allowed.
+  unsigned threads = 0;
+  // Offsets where the event list is cut into parts read on threads of their own; empty: found
+  // near equal parts of a large text. An offset that is not where an element of the event list
+  // starts is dropped (the part before it reads on), so any offsets give the one-thread model.
+  std::vector<uint64_t> split_at;
+  // When given: set to the number of parts read on threads of their own and joined (1 when one
+  // reader read the whole text).
+  size_t* parts_joined = nullptr;
+};
+
 // Format-specific entry points over bytes already in memory (`name` appears in errors).
 void import_loupe_binary(std::string_view bytes, const std::string& name, ModelBuilder& builder,
                          uint32_t file_index);
 // `text` is streamed through the reader's window (repairs are made there; `text` is not changed).
 void import_chrome_json(std::string& text, const std::string& name, ModelBuilder& builder,
-                        uint32_t file_index);
+                        uint32_t file_index, const JsonReadOptions& options = {});
 // The same, read from the file at `path` in pieces of a few MiB (read(2), not a mapping): peak
 // memory is the model plus the window, whatever the file's size. REQUIRES: the file is plain JSON
 // (import_file detects gzip and the binary format first).
-void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index);
+void import_chrome_json_file(const std::string& path, ModelBuilder& builder, uint32_t file_index,
+                             const JsonReadOptions& options = {});
 
 // The JSON importer keeps one window buffer per thread (a few MiB) between imports, so a later
 // import skips the page faults of a fresh one. This frees the calling thread's; the next import

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loupe/error.hpp"
@@ -19,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kGolden = LOUPE_TRACE_GOLDEN_DIR;
 
-void expect_same_model(const Model& parallel, const Model& serial);
+// `complete`: the inputs hold flows and lock events, so those columns are compared non-empty.
+void expect_same_model(const Model& parallel, const Model& serial, bool complete = true);
 
 TEST(ParallelImport, SeveralFilesGiveTheModelOfASerialImportColumnForColumn) {
   // Kineto with flows, GPU streams and args; Chrome corner cases (overlap lanes, instants,
@@ -101,19 +104,32 @@ std::string load_error(const std::string& path) {
   return {};
 }
 
-TEST(ParallelImport, ALargeFileSplitOnOneThreadAndAppliedOnAnotherGivesTheOneThreadModel) {
-  // Over 8 MiB: the file is split and scanned on a thread of its own while load_traces' thread
-  // applies the events; the same text from memory is read on one thread.
+TEST(ParallelImport, ALargeFileReadInPartsOnThreadsOfTheirOwnGivesTheOneThreadModel) {
+  // Over 8 MiB: the file is read in parts, each on a thread of its own, cut where an event
+  // likely starts; the same text from memory is read by one reader on the calling thread.
   std::string text = large_chrome_text(90000);
   ASSERT_GT(text.size(), size_t{9} << 20);
   const std::string path = write_text("large.json", text);
-  const Model piped = load_traces({path});
+  Model piped;
+  size_t parts = 0;
+  {
+    ModelBuilder builder(piped);
+    JsonReadOptions options;
+    options.threads = 2;
+    options.parts_joined = &parts;
+    import_chrome_json_file(path, builder, 0, options);
+    builder.finish();
+  }
+  EXPECT_EQ(parts, 2u);
   Model serial;
   {
     ModelBuilder builder(serial);
-    import_chrome_json(text, path, builder, 0);
+    JsonReadOptions options;
+    options.threads = 1;
+    import_chrome_json(text, path, builder, 0, options);
     builder.finish();
   }
+  expect_same_model(piped, serial, /*complete=*/false);
   fs::remove(path);
   ASSERT_EQ(piped.strings.size(), serial.strings.size());
   for (StringId id = 0; id < serial.strings.size(); ++id) {
@@ -177,7 +193,7 @@ TEST(ParallelImport, ALargeFileBrokenLateIsRefusedAtTheOffsetOfTheBreak) {
   EXPECT_GT(cut.slices.size(), 90000u / 5 * 3 - 10);
 }
 
-void expect_same_model(const Model& parallel, const Model& serial) {
+void expect_same_model(const Model& parallel, const Model& serial, bool complete) {
   ASSERT_EQ(parallel.strings.size(), serial.strings.size());
   for (StringId id = 0; id < serial.strings.size(); ++id) {
     EXPECT_EQ(parallel.strings.get(id), serial.strings.get(id)) << id;
@@ -191,7 +207,7 @@ void expect_same_model(const Model& parallel, const Model& serial) {
                 a.lane == b.lane && a.overlap_level == b.overlap_level && a.main == b.main)
         << "track " << id << ": " << a.name << " vs " << b.name;
   }
-  EXPECT_GT(serial.slices.size(), 0u);
+  EXPECT_TRUE(!complete || serial.slices.size() > 0);
   EXPECT_EQ(parallel.slices.start_ns, serial.slices.start_ns);
   EXPECT_EQ(parallel.slices.end_ns, serial.slices.end_ns);
   EXPECT_EQ(parallel.slices.track, serial.slices.track);
@@ -207,13 +223,13 @@ void expect_same_model(const Model& parallel, const Model& serial) {
   EXPECT_EQ(parallel.counters.ts_ns, serial.counters.ts_ns);
   EXPECT_EQ(parallel.counters.track, serial.counters.track);
   EXPECT_EQ(parallel.counters.value, serial.counters.value);
-  EXPECT_GT(serial.flows.size(), 0u);
+  EXPECT_TRUE(!complete || serial.flows.size() > 0);
   EXPECT_EQ(parallel.flows.name, serial.flows.name);
   EXPECT_EQ(parallel.flows.from_slice, serial.flows.from_slice);
   EXPECT_EQ(parallel.flows.to_slice, serial.flows.to_slice);
   EXPECT_EQ(parallel.flows.from_track, serial.flows.from_track);
   EXPECT_EQ(parallel.flows.to_track, serial.flows.to_track);
-  EXPECT_GT(serial.lock_events.size(), 0u);
+  EXPECT_TRUE(!complete || serial.lock_events.size() > 0);
   EXPECT_EQ(parallel.lock_events.ts_ns, serial.lock_events.ts_ns);
   EXPECT_EQ(parallel.lock_events.lock, serial.lock_events.lock);
   EXPECT_EQ(parallel.lock_events.thread, serial.lock_events.thread);
@@ -253,6 +269,213 @@ TEST(ParallelImport, TheFirstBadFileInOrderIsTheError) {
       EXPECT_EQ(error.message(), "cannot open trace file '/nonexistent/rank-2.json'");
     }
   }
+}
+
+// A small Kineto-shaped text with what a cut between parts must survive: events whose strings
+// hold '{', '}', ',' and escaped quotes (a fake event inside a name), an args object holding an
+// array of event-like objects, arrays of objects before the event list, a non-object element,
+// begin/end pairs, flows and launch/kernel pairs spanning the text, metadata naming a thread
+// after its first event, a text flow id, lanes, counters, raw control characters and invalid
+// UTF-8, and members after the list. `element_starts` receives the offset of every element of
+// the event list.
+std::string awkward_text(std::vector<uint64_t>& element_starts, bool object_form = true) {
+  std::string text;
+  if (object_form) {
+    text =
+        "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0, \"name\": \"H100\"}, "
+        "{\"id\": 1}],\n \"traceEvents\": [\n";
+  } else {
+    text = "[\n";
+  }
+  const std::vector<std::string> events = {
+      R"({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":50})",
+      R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2,"dur":3,"args":{"correlation":7}})",
+      R"({"ph":"X","cat":"cpu_op","name":"x}, {\"ph\":\"X\",\"name\":\"fake\"}, {\"a\":[1,{}]},","pid":1,"tid":1,"ts":6,"dur":4})",
+      R"({"ph":"B","name":"step","pid":1,"tid":2,"ts":3})",
+      R"({"ph":"s","cat":"ac2g","name":"ac2g","id":"text-id","pid":1,"tid":1,"ts":2})",
+      R"({"ph":"X","cat":"python_function","name":"forward","pid":1,"tid":1,"ts":1,"dur":60})",
+      "42",
+      R"({"ph":"X","cat":"cpu_op","name":"nested","pid":1,"tid":1,"ts":12,"dur":2,"args":{"list":[{"ph":"X","ts":1}, {"ph":"i","ts":2}],"s":"}, {"}})",
+      R"({"ph":"C","name":"memory","pid":1,"tid":1,"ts":13,"args":{"allocated":5}})",
+      R"({"ph":"X","cat":"cpu_op","name":"ctrl)"
+      "\x01"
+      R"(name","pid":1,"tid":1,"ts":15,"dur":1})",
+      R"({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":20,"dur":10,"args":{"correlation":7}})",
+      R"({"ph":"f","cat":"ac2g","name":"ac2g","id":"text-id","pid":0,"tid":7,"ts":20,"bp":"e"})",
+      R"({"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main thread"}})",
+      R"({"ph":"X","cat":"cpu_op","name":"bad)"
+      "\xff"
+      R"(utf8","pid":1,"tid":3,"ts":21,"dur":2})",
+      R"({"ph":"E","pid":1,"tid":2,"ts":40})",
+      R"({"ph":"i","name":"mark","pid":1,"tid":2,"ts":41,"s":"t"})",
+      R"({"ph":"X","cat":"gpu_user_annotation","name":"region","pid":0,"tid":7,"ts":19,"dur":12})",
+      R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"GPU 0"}})",
+      R"({"ph":"X","cat":"cpu_op","name":"tail","pid":1,"tid":4,"ts":50,"dur":5})",
+  };
+  for (size_t index = 0; index < events.size(); ++index) {
+    if (index > 0) text += index % 3 == 0 ? ",\n  " : ",";
+    element_starts.push_back(text.size());
+    text += events[index];
+  }
+  text += object_form ? "\n],\n\"baseTimeNanoseconds\": 1000, \"distributedInfo\": {\"rank\": 3, "
+                        "\"world_size\": 8}}\n"
+                      : "\n]\n";
+  return text;
+}
+
+// `keep_args`: the slices' args objects kept (trace export, several files), re-based per part.
+Model read_text(std::string text, const JsonReadOptions& options, bool keep_args = false) {
+  Model model;
+  ModelBuilder builder(model);
+  builder.keep_args(keep_args);
+  import_chrome_json(text, "parts.json", builder, 0, options);
+  builder.finish();
+  return model;
+}
+
+Model read_alone(const std::string& text, bool keep_args = false) {
+  JsonReadOptions options;
+  options.threads = 1;
+  return read_text(text, options, keep_args);
+}
+
+// The parts the reader joins for `split_at`: one plus each offset where an element of the event
+// list starts (the part reading there stops at it); any other offset is passed over.
+size_t expected_parts(const std::vector<uint64_t>& split_at,
+                      const std::vector<uint64_t>& element_starts) {
+  size_t parts = 1;
+  for (const uint64_t offset : split_at) {
+    parts += std::count(element_starts.begin(), element_starts.end(), offset) > 0 ? 1 : 0;
+  }
+  return parts;
+}
+
+TEST(ParallelImport, APartCutAtAnyByteGivesTheOneThreadModel) {
+  for (const bool object_form : {true, false}) {
+    std::vector<uint64_t> element_starts;
+    const std::string text = awkward_text(element_starts, object_form);
+    // The object form keeps the args, the array form does not.
+    const Model alone = read_alone(text, /*keep_args=*/object_form);
+    ASSERT_EQ(alone.slices.size(), 11u);
+    EXPECT_EQ(alone.args_text.empty(), !object_form);
+    ASSERT_EQ(alone.files[0].rank, object_form ? 3 : -1);
+    EXPECT_EQ(alone.stats.count(Stat::trace_json_invalid_utf8), 1);
+    EXPECT_EQ(alone.stats.count(Stat::trace_json_event_malformed), 1);  // the 42
+    size_t cut_at_elements = 0;
+    for (uint64_t offset = 0; offset <= text.size(); ++offset) {
+      SCOPED_TRACE(::testing::Message() << "object form " << object_form << ", cut at " << offset
+                                        << ": ..." << text.substr(offset, 24));
+      size_t parts = 0;
+      JsonReadOptions options;
+      options.split_at = {offset};
+      options.parts_joined = &parts;
+      expect_same_model(read_text(text, options, object_form), alone, /*complete=*/false);
+      EXPECT_EQ(parts, expected_parts(options.split_at, element_starts));
+      cut_at_elements += parts - 1;
+    }
+    // Every element is a place where a part starts (at the first, the part before reads none).
+    EXPECT_EQ(cut_at_elements, element_starts.size());
+  }
+}
+
+TEST(ParallelImport, SeveralCutsAnywhereGiveTheOneThreadModel) {
+  std::vector<uint64_t> element_starts;
+  const std::string text = awkward_text(element_starts);
+  const Model alone = read_alone(text);
+  // Three cuts: one at a byte, one a little after it, one at an element (several parts, some
+  // cuts passed over by the part before, a part that stops at a later part's start).
+  for (uint64_t offset = 0; offset < text.size(); offset += 23) {
+    for (size_t index = offset % 2; index < element_starts.size(); index += 2) {
+      const uint64_t element = element_starts[index];
+      SCOPED_TRACE(::testing::Message()
+                   << "cuts at " << offset << ", " << offset + 29 << ", " << element);
+      size_t parts = 0;
+      JsonReadOptions options;
+      options.split_at = {offset, offset + 29, element};
+      options.parts_joined = &parts;
+      expect_same_model(read_text(text, options), alone, /*complete=*/false);
+      std::vector<uint64_t> distinct = options.split_at;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      EXPECT_EQ(parts, expected_parts(distinct, element_starts));
+    }
+  }
+}
+
+// The error of a text read in parts, or the model; `message` empty when it read.
+std::string read_error(const std::string& text, const JsonReadOptions& options, std::string* hint) {
+  try {
+    (void)read_text(text, options);
+  } catch (const Error& error) {
+    if (hint != nullptr) *hint = error.hint();
+    return error.message();
+  }
+  return {};
+}
+
+TEST(ParallelImport, ABrokenOrCutTextReadInPartsFailsOrRepairsAsOneReaderDoes) {
+  std::vector<uint64_t> element_starts;
+  const std::string text = awkward_text(element_starts);
+  // Broken late (no ':' after a key, after the invalid UTF-8: the hint says the file is not
+  // JSON), broken early and late (the first break is the error), content after the end, and cut
+  // mid-event (read with the cut counted).
+  std::string late = text;
+  late[element_starts[17] + 5] = ' ';
+  std::string twice = late;
+  twice[element_starts[3] + 5] = ' ';
+  const std::string after_end = text + "{}";
+  const std::string cut = text.substr(0, element_starts[15] + 9);
+  for (const std::string* broken :
+       {&std::as_const(late), &std::as_const(twice), &after_end, &cut}) {
+    JsonReadOptions alone_options;
+    alone_options.threads = 1;
+    std::string alone_hint;
+    const std::string alone_error = read_error(*broken, alone_options, &alone_hint);
+    EXPECT_EQ(alone_error.empty(), broken == &cut);
+    const Model alone = broken == &cut ? read_alone(*broken) : Model();
+    for (uint64_t offset = 0; offset <= broken->size(); offset += 3) {
+      SCOPED_TRACE(::testing::Message() << "cut at " << offset);
+      JsonReadOptions options;
+      options.split_at = {offset};
+      std::string hint;
+      EXPECT_EQ(read_error(*broken, options, &hint), alone_error);
+      EXPECT_EQ(hint, alone_hint);
+      if (broken == &cut) expect_same_model(read_text(*broken, options), alone, false);
+    }
+  }
+}
+
+TEST(ParallelImport, KinetoFixturesCutNearEveryObjectGiveTheOneThreadModel) {
+  const fs::path fixtures = LOUPE_KINETO_FIXTURE_DIR;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(fixtures)) {
+    if (entry.path().extension() != ".gz") continue;
+    ++files;
+    const std::string text = read_trace_bytes(entry.path().string());
+    const Model alone = read_alone(text);
+    size_t joined = 0;
+    // 12 places through the file; at each, cuts at the byte and at the next three '{' (an
+    // event's or one inside its args).
+    for (size_t place = 1; place < 12; ++place) {
+      const uint64_t at = text.size() / 12 * place;
+      std::vector<uint64_t> cuts = {at};
+      for (size_t brace = text.find('{', at); brace != std::string::npos && cuts.size() < 4;
+           brace = text.find('{', brace + 1)) {
+        cuts.push_back(brace);
+      }
+      for (const uint64_t cut : cuts) {
+        SCOPED_TRACE(entry.path().filename().string() + " cut at " + std::to_string(cut));
+        size_t parts = 0;
+        JsonReadOptions options;
+        options.split_at = {cut};
+        options.parts_joined = &parts;
+        expect_same_model(read_text(text, options), alone, /*complete=*/false);
+        joined += parts - 1;
+      }
+    }
+    EXPECT_GT(joined, 0u) << entry.path();  // some cut fell where an event starts
+  }
+  EXPECT_GE(files, 11u);
 }
 
 }  // namespace
