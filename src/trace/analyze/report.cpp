@@ -529,7 +529,8 @@ void add_gpu_findings(const Model& model, const Analysis& analysis,
                                 {"graph_ns", static_cast<double>(gpu.graph_ns)},
                                 {"graph_fraction_of_busy", ratio(gpu.graph_ns, gpu.busy_ns)}};
     finding.next =
-        "the graph's ops are tied to their replay by correlation id: data.gpu.steady.graphs has "
+        "the graph's ops are tied to their replay by its ac2g flow or correlation id: "
+        "data.gpu.steady.graphs has "
         "the ranges that issued them";
     findings.push_back(std::move(finding));
   }
