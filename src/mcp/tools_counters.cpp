@@ -85,8 +85,8 @@ void add_counters_tools(std::vector<Tool>& tools) {
   tool.envelope_kind = "counters";
   tool.annotations = {true, false, true, false};
   tool.description =
-      "Nsight Compute exports (CSV, .gz, .ncu-rep) per kernel: binding limit and share of "
-      "peak, occupancy, top stalls, DRAM bytes, ncu's advice; compare_*: two kernels.";
+      "Nsight Compute exports (CSV, .gz, .ncu-rep) per kernel: binding limit, share of peak, "
+      "occupancy, stalls, DRAM bytes, ncu's advice; compare_*: two kernels.";
   tool.params = {
       {"files", ParamType::kStringArray, "exports of one run (details and/or raw page)", true},
       {"kernel", ParamType::kString, "regex on 'NAME block (..) grid (..)'; kernel A"},

@@ -228,7 +228,7 @@ Tool read_only_tool(std::string name, std::string kind) {
 
 std::vector<Param> analysis_params() {
   return {{"classes", ParamType::kStringArray,
-           "NAME=SELECTOR, '&' joins terms: name:REGEX, cat:C, thread:X, stream:X, track:X, "
+           "NAME=SELECTOR; & joins name:REGEX, cat:C, thread:X, stream:X, track:X, "
            "kind:thread|gpu_stream"},
           {"overlap", ParamType::kString, "A,B: time of class A under class B"},
           {"window", ParamType::kString, "CLASS: also per instance of it"},
@@ -244,7 +244,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
   diff.description =
       "Compares tensors (.npy, .safetensors, folders; rank-<r>/ joined by dims, "
       "step-<s>/ aligned): first divergence, worst coordinate, error profile. Fails "
-      "past dtype tolerances, on nothing compared or unmatched names.";
+      "past tolerances or when nothing matches.";
   diff.params = {
       {"a", ParamType::kString, "candidate file or directory", true},
       {"b", ParamType::kString, "reference, like a", true},
@@ -254,7 +254,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
       {"along", ParamType::kString, "profile the error along this axis"},
       {"tolerances", ParamType::kNameValues, "metric bounds, e.g. {\"rms_ratio\": 1e-5}"},
       {"report_only", ParamType::kBoolean, "report, never fail (verdict none)"},
-      {"dims", ParamType::kStringArray, "dims specs, e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
+      {"dims", ParamType::kStringArray, "e.g. 'b t(cp,zigzag) h(tp) d' or NAME=SPEC"},
       {"parallel", ParamType::kString, "groups over rank-<r>/, first fastest, e.g. tp=2,cp=4"},
       {"parallel_b", ParamType::kString, "b's groups if not a's"},
       detail_param("every finding")};
@@ -311,7 +311,7 @@ void add_inspect_tools(std::vector<Tool>& tools) {
 
   Tool compare = read_only_tool("compare_runs", "ledger.compare");
   compare.description =
-      "Gates that flipped and findings that appeared or disappeared from baseline run A to B.";
+      "Gates that flipped, findings that appeared or went, from baseline run A to B.";
   compare.params = {{"run_a", ParamType::kString, "baseline run", true},
                     {"run_b", ParamType::kString, "run compared with it", true},
                     home_param(),

@@ -214,7 +214,7 @@ constexpr Annotations kReadOnly{true, false, true, false};
 
 void add_research_tools(std::vector<Tool>& tools) {
   Tool add = make_tool("add_hypothesis", "hypothesis.add", {false, false, false, false});
-  add.description = "Records a claim to test (status open); then link_run and decide_hypothesis.";
+  add.description = "A claim to test (status open); then link_run and decide_hypothesis.";
   add.params = {{"text", ParamType::kString, "the claim", true},
                 {"skeleton", ParamType::kString, "skeleton id it applies"},
                 library_param(),
@@ -238,8 +238,8 @@ void add_research_tools(std::vector<Tool>& tools) {
 
   Tool decide = make_tool("decide_hypothesis", "hypothesis.decide", {false, false, false, false});
   decide.description =
-      "Records retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
-      "changes in [review] categories stay needs-review until a person approves.";
+      "Retain, revise or reject. Retain needs a linked baseline and a passing candidate; "
+      "[review] categories stay needs-review until a person approves.";
   decide.params = {{"hypothesis", ParamType::kInteger, "", true, {}, 1.0},
                    {"decision", ParamType::kString, "", true, {"retain", "revise", "reject"}},
                    {"why", ParamType::kString, "the evidence, in a sentence", true},
@@ -280,7 +280,7 @@ void add_research_tools(std::vector<Tool>& tools) {
 
   Tool skeleton = make_tool("show_skeleton", "skeleton.show", kReadOnly);
   skeleton.description =
-      "One skeleton: when it applies, the transformation, its costs, validation, evidence.";
+      "One skeleton: when it applies, the change, its costs, validation, evidence.";
   skeleton.params = {{"id", ParamType::kString, "skeleton id", true}, library_param()};
   skeleton.narrow_hint = "list_skeletons gives the short form";
   skeleton.call = show_skeleton;
@@ -288,7 +288,7 @@ void add_research_tools(std::vector<Tool>& tools) {
 
   Tool match = make_tool("match_skeletons", "skeleton.match", kReadOnly);
   match.description =
-      "Skeletons whose conditions hold for a run's findings, best first, with the reasons.";
+      "Skeletons whose conditions hold for a run's findings, best first, with reasons.";
   match.params = {{"run", ParamType::kString, "", true},
                   {"limit", ParamType::kInteger, "matches (default 5)", false, {}, 1.0, 100.0},
                   library_param(),

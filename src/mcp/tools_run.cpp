@@ -273,8 +273,8 @@ void add_run_tools(std::vector<Tool>& tools) {
   Tool run;
   run.name = "run_objective";
   run.description =
-      "Runs an objective's cascade, records the run, answers the gate verdicts and the findings "
-      "behind failures. Long, cancellable.";
+      "Runs an objective's cascade and records it: gate verdicts and the findings behind "
+      "failures. Long, cancellable.";
   run.params = {
       {"objective", ParamType::kString, "e.g. examples/kda/smoke.toml", true},
       {"config", ParamType::kString, "[[deployment]] name, K=V,... or NAME,K=V"},
@@ -302,10 +302,8 @@ void add_run_tools(std::vector<Tool>& tools) {
       {"probe", ParamType::kString, "e.g. cp_vs_nocp", true},
       {"subject", ParamType::kStringArray, "command line, e.g. [\"build/bin/kda\", \"probe\"]",
        true},
-      {"sets", ParamType::kNameValues, "parameters, e.g. {\"T\": 2048, \"shards\": 4}"},
-      {"variants", ParamType::kNameList,
-       "benches: only these variants, in order (the first is the baseline), e.g. [\"tf32\", "
-       "\"intra\"]; default: all"},
+      {"sets", ParamType::kNameValues, "e.g. {\"T\": 2048, \"shards\": 4}"},
+      {"variants", ParamType::kNameList, "benches: these, in order (first: baseline)"},
       {"seed", ParamType::kInteger, "default: drawn, recorded", false, {}, 0.0},
       {"hidden", ParamType::kBoolean, "run a hidden point drawn at random"},
       {"repeat",

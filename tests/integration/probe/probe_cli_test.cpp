@@ -36,8 +36,10 @@ class ProbeCliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(home_); }
 
+  // `subject_args` follow the subject on its command line (a wrapper's program).
   CliRun loupe(std::vector<std::string> arguments, const std::string& subject,
-               std::vector<std::pair<std::string, std::string>> extra_env = {}) const {
+               std::vector<std::pair<std::string, std::string>> extra_env = {},
+               const std::vector<std::string>& subject_args = {}) const {
     ProcessSpec spec;
     spec.extra_env = std::move(extra_env);
     spec.argv = {LOUPE_EXECUTABLE};
@@ -48,6 +50,7 @@ class ProbeCliTest : public ::testing::Test {
     }
     spec.argv.push_back("--");
     spec.argv.push_back(subject);
+    spec.argv.insert(spec.argv.end(), subject_args.begin(), subject_args.end());
     spec.timeout = std::chrono::seconds(120);
     return test_support::run_cli(spec);
   }
@@ -558,15 +561,17 @@ TEST_F(ProbeCliTest, ASubjectWithoutVariantSelectionRunsEveryVariantAndSaysSo) {
   const fs::path script = folder / "older_runtime.sh";
   {
     std::ofstream out(script);
-    out << "#!/bin/sh\nif [ \"$1\" = list ]; then\n  \"" << BENCH_SUBJECT
-        << "\" \"$@\" | sed 's/,\"selects_variants\":true//g'\nelse\n"
-           "  for word in \"$@\"; do [ \"$word\" = --variants ] && exit 9; done\n  exec \""
-        << BENCH_SUBJECT << "\" \"$@\"\nfi\n";
+    // The subject's path is the wrapper's first argument: the sandbox binds a /tmp folder only
+    // where the command names it (a build in a clone under /tmp).
+    out << "#!/bin/sh\nsubject=\"$1\"\nshift\nif [ \"$1\" = list ]; then\n"
+           "  \"$subject\" \"$@\" | sed 's/,\"selects_variants\":true//g'\nelse\n"
+           "  for word in \"$@\"; do [ \"$word\" = --variants ] && exit 9; done\n"
+           "  exec \"$subject\" \"$@\"\nfi\n";
   }
   fs::permissions(script, fs::perms::owner_all);
   const CliRun run = loupe({"probe", "run", "trio", "--seed", "3", "--budget", "0.3", "--variants",
                             "three,one", "--json"},
-                           script.string());
+                           script.string(), {}, {BENCH_SUBJECT});
   ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.out << run.err;
   EXPECT_EQ(bench_section(run).at("variants"), Json::array({"one", "two", "three"}));
   const Json& warning = finding(run, "bench.trio.variants_not_selected");
