@@ -12,6 +12,19 @@
 #include <system_error>
 
 namespace loupe::probe {
+namespace {
+
+// Calls `each` on every non-empty part of a ':'-separated path list (PATH, PYTHONPATH=...).
+template <typename Each>
+void for_each_path(std::string_view list, Each each) {
+  while (!list.empty()) {
+    const size_t colon = list.find(':');
+    if (colon != 0) each(list.substr(0, colon));
+    list = colon == std::string_view::npos ? std::string_view() : list.substr(colon + 1);
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> gpu_device_nodes(const std::filesystem::path& dev) {
   std::vector<std::string> nodes;
@@ -70,6 +83,12 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
   // (PYTHONPATH=../build/python): each part of a value, split at ':', counts as an argument, and
   // a relative one resolves against DIR when the command changes there first.
   std::vector<std::string> binds;
+  auto add_bind = [&binds](const std::string& folder) {  // each folder once
+    for (size_t at = 1; at < binds.size(); at += 3) {
+      if (binds[at] == folder) return;
+    }
+    binds.insert(binds.end(), {"--ro-bind", folder, folder});
+  };
   std::filesystem::path base;  // `env -C DIR` / `--chdir DIR`: where relative paths point
   auto bind_argument = [&](const std::string& text) {
     std::error_code error;
@@ -85,11 +104,7 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
                                    ? normal.string()
                                    : normal.parent_path().string();
     const std::string bound = folder == "/tmp" ? normal.string() : folder;
-    if (bound.rfind("/tmp/", 0) != 0) return;
-    for (size_t at = 1; at < binds.size(); at += 3) {
-      if (binds[at] == bound) return;
-    }
-    binds.insert(binds.end(), {"--ro-bind", bound, bound});
+    if (bound.rfind("/tmp/", 0) == 0) add_bind(bound);
   };
   for (size_t at = 0; at < subject_command.size(); ++at) {
     const std::string& arg = subject_command[at];
@@ -106,12 +121,8 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
     }
     const size_t equals = arg.find('=');
     if (equals != std::string::npos && arg[0] != '-' && arg[0] != '/') {
-      std::string_view rest = std::string_view(arg).substr(equals + 1);
-      while (!rest.empty()) {
-        const size_t colon = rest.find(':');
-        bind_argument(std::string(rest.substr(0, colon)));
-        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-      }
+      for_each_path(std::string_view(arg).substr(equals + 1),
+                    [&](std::string_view part) { bind_argument(std::string(part)); });
       continue;
     }
     bind_argument(arg);
@@ -125,17 +136,12 @@ std::vector<std::string> sandbox_prefix(const std::filesystem::path& home,
   for (const char* name : {"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"}) {
     const char* value = std::getenv(name);
     if (value == nullptr) continue;
-    std::string_view rest(value);
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      folders.emplace_back(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
+    for_each_path(value, [&](std::string_view part) { folders.emplace_back(part); });
   }
   for (const std::string& folder : folders) {
     std::error_code error;
     if (folder.rfind("/tmp/", 0) != 0 || !std::filesystem::is_directory(folder, error)) continue;
-    binds.insert(binds.end(), {"--ro-bind", folder, folder});
+    add_bind(folder);
   }
   // Right after the private /tmp: before the tmpfs that hides loupe's home (a checkout under /tmp
   // holds .loupe/) and before the run directory's writable bind, so both stay on top.
