@@ -1336,11 +1336,19 @@ void analyze_bench(const ObservationReader& reader, const Context& context,
     const std::string device = roofline.value("device", std::string());
     const double read_margin = roofline.value("read_margin", kReadMargin);
     const Json summaries_json = analysis.data.value("summaries", Json::object());
+    const double device_rate = roofline.value("read_bytes_per_s", 0.0);
     for (const auto& variant : variants) {
       const double median = summaries_json.contains(variant.name)
                                 ? summaries_json[variant.name].value("median_s", 0.0)
                                 : 0.0;
       if (!(median > 0)) continue;
+      // On another device (a GPU), the declared bytes' rate as a share of the rate the device
+      // reached next to the samples: a bound a gate can state once for every card
+      // (`bench.E[v].device_bytes_share >= 0.8`), where bytes_per_s differs by card.
+      if (!device.empty() && bytes > 0 && device_rate > 0) {
+        analysis.data["summaries"][variant.name]["device_bytes_share"] =
+            bytes / median / device_rate;
+      }
       struct Roof {
         const char* what;
         double work;

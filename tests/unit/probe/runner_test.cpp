@@ -240,6 +240,39 @@ TEST_F(AnalyzeTest, UnreadableObservationsNameTheFile) {
   }
 }
 
+// A bench timed on another device: each variant's declared bytes per second as a share of the
+// rate the device reached beside the samples (the timer's ceiling), so one objective bound holds
+// on cards whose bandwidths differ. Not written for a body on this CPU (its measured rate is one
+// thread's) or when the ceiling was not measured.
+TEST_F(AnalyzeTest, ADeviceBenchStatesEachVariantsShareOfTheDevicesMeasuredRate) {
+  auto write_bench = [&](const Json& roofline) {
+    Json observation = Json::parse(R"({"loupe_observation": 1, "subject": "toy", "probe": "p",
+      "kind": "bench", "params": {"batch": 256}, "seed": 7, "bench": {"variants": ["tiled",
+      "merged"], "bytes_per_call": 2e9}})");
+    observation["bench"]["roofline"] = roofline;
+    std::ofstream(dir_ / "observation.json") << observation.dump();
+    // Medians 0.8 ms and 0.625 ms: 2.5e12 and 3.2e12 B/s.
+    std::ofstream(dir_ / "samples.json") << Json::parse(R"({"variants": [
+      {"name": "tiled", "samples": [0.0008, 0.0008, 0.0008, 0.0008, 0.0008, 0.0008]},
+      {"name": "merged", "samples": [0.000625, 0.000625, 0.000625, 0.000625, 0.000625,
+       0.000625]}]})")
+                                                .dump();
+  };
+  write_bench({{"device", "stand-in GPU"}, {"read_bytes_per_s", 4e12}, {"read_margin", 4}});
+  const RunOutcome device = analyze_observation(dir_, {});
+  const Json& summaries = device.data.at("summaries");
+  EXPECT_DOUBLE_EQ(summaries.at("tiled").at("device_bytes_share").get<double>(), 0.625);
+  EXPECT_DOUBLE_EQ(summaries.at("merged").at("device_bytes_share").get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(summaries.at("merged").at("bytes_per_s").get<double>(), 3.2e12);
+
+  write_bench({{"hardware_threads", 2}, {"read_bytes_per_s", 4e10}});  // this CPU's rate
+  EXPECT_FALSE(analyze_observation(dir_, {}).data.at("summaries").at("merged").contains(
+      "device_bytes_share"));
+  write_bench({{"device", "stand-in GPU"}, {"read_bytes_per_s", 0}, {"read_margin", 4}});
+  EXPECT_FALSE(analyze_observation(dir_, {}).data.at("summaries").at("merged").contains(
+      "device_bytes_share"));
+}
+
 // guard.off_path_work's other-threads rule on accounting records (samples.json "accounting").
 // An accounting record: the timed thread, one other thread that lived through sampling, the CPU
 // inside the timed batches and, per batch, the other thread's CPU since the batch before.
