@@ -266,11 +266,15 @@ TEST_F(AnalyzeTest, ADeviceBenchStatesEachVariantsShareOfTheDevicesMeasuredRate)
   EXPECT_DOUBLE_EQ(summaries.at("merged").at("bytes_per_s").get<double>(), 3.2e12);
 
   write_bench({{"hardware_threads", 2}, {"read_bytes_per_s", 4e10}});  // this CPU's rate
-  EXPECT_FALSE(analyze_observation(dir_, {}).data.at("summaries").at("merged").contains(
-      "device_bytes_share"));
+  EXPECT_FALSE(analyze_observation(dir_, {})
+                   .data.at("summaries")
+                   .at("merged")
+                   .contains("device_bytes_share"));
   write_bench({{"device", "stand-in GPU"}, {"read_bytes_per_s", 0}, {"read_margin", 4}});
-  EXPECT_FALSE(analyze_observation(dir_, {}).data.at("summaries").at("merged").contains(
-      "device_bytes_share"));
+  EXPECT_FALSE(analyze_observation(dir_, {})
+                   .data.at("summaries")
+                   .at("merged")
+                   .contains("device_bytes_share"));
 }
 
 // guard.off_path_work's other-threads rule on accounting records (samples.json "accounting").
