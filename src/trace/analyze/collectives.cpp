@@ -12,7 +12,10 @@ namespace loupe::trace {
 namespace {
 
 bool is_collective(std::string_view name) {
-  for (std::string_view prefix : {"nccl:", "ncclDevKernel", "ncclKernel", "mpi:", "MPI_"}) {
+  // gloo's collectives are record_function ranges on its worker threads ("gloo:all_reduce"),
+  // with no "Collective name", sizes or sequence number in PyTorch 2.11's traces.
+  for (std::string_view prefix :
+       {"nccl:", "ncclDevKernel", "ncclKernel", "gloo:", "mpi:", "MPI_"}) {
     if (name.substr(0, prefix.size()) == prefix) return true;
   }
   return false;
@@ -129,8 +132,12 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         seq.size() < 18) {
       call.seq = std::stoll(seq);
     }
-    call.signature = call.name + "|" + arg_string(args, "In msg nelems") + "|" +
-                     arg_string(args, "Out msg nelems") + "|" + arg_string(args, "dtype");
+    // Without a recorded collective name, a host range's own name ("gloo:broadcast") tells the
+    // operation apart; a kernel's name also says its algorithm, which may differ between ranks.
+    call.signature =
+        (call.name.empty() && !kernel ? std::string(model.slice_name(id)) : call.name) + "|" +
+        arg_string(args, "In msg nelems") + "|" + arg_string(args, "Out msg nelems") + "|" +
+        arg_string(args, "dtype");
     if (call.name.empty()) call.name = std::string(model.slice_name(id));
     group.per_rank[position[rank]].push_back(std::move(call));
   }
@@ -377,13 +384,31 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           model.slices.end_ns[id] - model.slices.start_ns[id];
     }
   }
+  // Compute: the ranks' GPU kernels where they ran any besides the collectives (a gloo job on
+  // CUDA tensors computes on the GPU though its collectives run on host threads), else their
+  // threads' innermost slices. Neither Kineto's span of the whole profile ("PyTorch Profiler
+  // (0)", category Trace) nor a copy or memset on a stream (gloo's staging copies) is compute.
+  bool gpu_compute = any_kernel;
+  std::vector<uint8_t> not_work(model.strings.size(), 0);
+  for (StringId name = 0; name < model.strings.size(); ++name) {
+    const std::string_view category = model.strings.get(name);
+    not_work[name] = category == "Trace" || category.find("emcpy") != std::string_view::npos ||
+                     category.find("emset") != std::string_view::npos;
+  }
+  for (SliceId id = 0; id < model.slices.size() && !gpu_compute; ++id) {
+    const TrackId track = model.slices.track[id];
+    gpu_compute = model.tracks[track].kind == TrackKind::kGpuStream &&
+                  model.tracks[track].lane != Lane::kAnnotation && model.track_rank(track) >= 0 &&
+                  not_work[model.slices.category[id]] == 0 && !is_collective(model.slice_name(id));
+  }
   for (SliceId id = 0; id < model.slices.size(); ++id) {
     const TrackId track = model.slices.track[id];
     const int rank = model.track_rank(track);
     if (rank < 0 || model.tracks[track].lane == Lane::kAnnotation) continue;
     if (is_collective(model.slice_name(id))) continue;
+    if (not_work[model.slices.category[id]] != 0) continue;
     const bool kernel = model.tracks[track].kind == TrackKind::kGpuStream;
-    if (any_kernel ? !kernel : (kernel || has_child[id] != 0)) continue;
+    if (gpu_compute ? !kernel : (kernel || has_child[id] != 0)) continue;
     compute[position[rank]].push_back({model.slices.start_ns[id], model.slices.end_ns[id]});
     compute_slices[position[rank]].push_back(id);
   }
@@ -412,7 +437,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.arrived_last = out.per_rank[worst].arrived_last;
     straggler.collectives = out.per_rank[worst].collectives;
     straggler.imposed_ns = out.per_rank[worst].imposed_ns;
-    straggler.compute_source = any_kernel ? "GPU kernels" : "thread work";
+    straggler.compute_source = gpu_compute ? "GPU kernels" : "thread work";
     // Per rank: its deciding collectives by start, so that "since the previous collective" is
     // the end of the one before in the rank's own order.
     std::vector<std::vector<SliceId>> own(ranks);
@@ -478,11 +503,32 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       const SliceId from = model.flows.from_slice[row], to = model.flows.to_slice[row];
       if (from != kNoSlice && to != kNoSlice && is_own[to] != 0) launch_of[to] = from;
     }
+    // A host collective that runs on a worker thread (gloo's) was handed there by the thread that
+    // called c10d's op (c10d::allreduce_): the latest such call of its process that began before
+    // it.
+    std::map<std::pair<uint32_t, std::string>, std::vector<std::pair<int64_t, TrackId>>> c10d_calls;
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      const Track& track = model.tracks[model.slices.track[id]];
+      if (track.kind != TrackKind::kThread || model.slice_name(id).rfind("c10d::", 0) != 0)
+        continue;
+      c10d_calls[{track.file_index, track.pid}].emplace_back(model.slices.start_ns[id], track.main);
+    }
+    for (auto& [process, calls] : c10d_calls) std::sort(calls.begin(), calls.end());
     auto thread_of = [&](SliceId collective) -> TrackId {
       const auto it = launch_of.find(collective);
       const SliceId source = it != launch_of.end() ? it->second : collective;
-      const TrackId track = model.slices.track[source];
-      return model.tracks[track].kind == TrackKind::kThread ? model.tracks[track].main : kNoTrack;
+      const Track& track = model.tracks[model.slices.track[source]];
+      if (track.kind != TrackKind::kThread) return kNoTrack;
+      if (source == collective) {
+        const auto calls = c10d_calls.find({track.file_index, track.pid});
+        if (calls != c10d_calls.end()) {
+          const auto after = std::upper_bound(
+              calls->second.begin(), calls->second.end(),
+              std::pair<int64_t, TrackId>{model.slices.start_ns[collective], kNoTrack});
+          if (after != calls->second.begin()) return std::prev(after)->second;
+        }
+      }
+      return track.main;
     };
     // What the thread did over the window: time in synchronisations, time with nothing open.
     auto host_time = [&](TrackId thread, Interval window, int64_t& sync, int64_t& idle) {

@@ -211,8 +211,17 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
     contention.waiter_span_ns = waiter->last - waiter->first;
     if (contention.waiter_span_ns <= 0) continue;
     const int64_t waiter_work = total_length(waiter->work);
+    const Track& waiter_track = model.tracks[waiter->main];
     for (PythonThread* holder : pythons) {
       if (holder == waiter) continue;
+      // An interpreter lock is one process's: a thread of another process (another rank's file,
+      // or another pid in the same file) cannot hold it, however well its calls line up with the
+      // waiter's stalls — ranks stall together at every collective.
+      const Track& holder_track = model.tracks[holder->main];
+      if (holder_track.file_index != waiter_track.file_index ||
+          holder_track.pid != waiter_track.pid) {
+        continue;
+      }
       // The holder's calls, by kind: the main lane's innermost range (the record_function range
       // or op the call is made in), else the innermost slice of any lane.
       std::map<StringId, std::vector<const Stall*>> kinds;

@@ -587,6 +587,61 @@ TEST(SyntheticTraces, ARealGraphReplayTiesEveryKernelToItsLaunch) {
   EXPECT_EQ(metric(*finding, "graph_launches"), 5);
 }
 
+// Two ranks of a gloo job on one H100 (tests/fixtures/kineto/gloo_ranks, recorded by
+// make_rank_traces.py: gloo's collectives are record_function ranges on its worker threads, with no
+// collective name, sizes or sequence number). In step 4 rank 1's launching thread sleeps 20 ms
+// before its products. The collectives are matched in order and rank 1 is the straggler, with its
+// launching thread's untraced time as the cause; figures recomputed from the raw events. Each rank
+// is its own process: no thread of one can hold the other's interpreter lock.
+TEST(SyntheticTraces, AGlooJobsHostStragglerIsNamedWithItsIdleLaunchingThread) {
+  const std::vector<std::string> files = {"../gloo_ranks/gloo_host_straggler_rank0.json.gz",
+                                          "../gloo_ranks/gloo_host_straggler_rank1.json.gz"};
+  std::vector<std::vector<int64_t>> starts(2);  // per rank, its gloo:all_reduce starts in order
+  for (int rank = 0; rank < 2; ++rank) {
+    for (const Raw& event : raw_events(kSynthetic / files[rank]).events) {
+      if (event.name == "gloo:all_reduce" && event.cat == "user_annotation") {
+        starts[rank].push_back(event.start);
+      }
+    }
+    std::sort(starts[rank].begin(), starts[rank].end());
+  }
+  ASSERT_EQ(starts[0].size(), 8u);
+  ASSERT_EQ(starts[1].size(), 8u);
+  int64_t imposed_by_1 = 0;
+  uint64_t last_1 = 0;
+  for (size_t at = 0; at < 8; ++at) {
+    if (starts[1][at] > starts[0][at]) imposed_by_1 += starts[1][at] - starts[0][at], ++last_1;
+  }
+  ASSERT_EQ(last_1, 8u);
+  const Envelope envelope = analyze_files(files);
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 8) << envelope.data["collectives"].dump();
+  const Finding* straggler = with_id(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(metric(*straggler, "rank"), 1);
+  EXPECT_EQ(metric(*straggler, "arrived_last"), 8);
+  EXPECT_NEAR(metric(*straggler, "imposed_wait_ns"), static_cast<double>(imposed_by_1), 16.0);
+  // The sleep is untraced time of rank 1's launching (Python) thread, beyond rank 0's.
+  EXPECT_GE(metric(*straggler, "host_idle_ns") - metric(*straggler, "host_idle_median_others_ns"),
+            20e6);
+  EXPECT_NE(straggler->claim.find("Inferred cause: its launching thread was idle"),
+            std::string::npos)
+      << straggler->claim;
+  EXPECT_EQ(straggler->claim.find("PyTorch Profiler"), std::string::npos) << straggler->claim;
+  EXPECT_EQ(with_id(envelope, "trace.locks.gil_inferred"), nullptr);
+}
+
+// The same job with a second process group of the same two ranks, interleaved with the first: 12
+// collectives per rank, all matched, none missing, no lock inferred across the processes.
+TEST(SyntheticTraces, AGlooJobsTwoGroupsMatchEveryCollectiveAndInferNoLock) {
+  const Envelope envelope = analyze_files({"../gloo_ranks/gloo_two_groups_rank0.json.gz",
+                                           "../gloo_ranks/gloo_two_groups_rank1.json.gz"});
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 12) << envelope.data["collectives"].dump();
+  EXPECT_EQ(envelope.data["collectives"]["unmatched"], 0);
+  EXPECT_TRUE(envelope.data["collectives"]["mismatches"].empty());
+  EXPECT_EQ(with_id(envelope, "trace.collectives.unmatched"), nullptr);
+  EXPECT_EQ(with_id(envelope, "trace.locks.gil_inferred"), nullptr);
+}
+
 // Queue length per stream (HTA's get_queue_length_summary): +1 when a launch call begins, −1
 // when its op starts; statistics over the values after each change, and over time.
 TEST(SyntheticTraces, QueueLengthCountsLaunchedOpsNotYetStarted) {
