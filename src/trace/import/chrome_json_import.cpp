@@ -2293,6 +2293,9 @@ size_t read_in_parts(TextSource& source, const std::string& name, ChromeReader& 
     first.stop_at(starts);
     first.read(stream, size, stats);
     stream.count_repairs_before(first.stopped() ? first.stopped_at() : UINT64_MAX);
+    // Its own flows sorted before waiting for the next part, as each later part sorts its own on
+    // its thread: a first part that ends first sorts while the next one still reads.
+    first.sort_flows();
     if (first.stopped()) {
       next = static_cast<size_t>(
           std::lower_bound(starts.begin(), starts.end(), first.stopped_at()) - starts.begin());
