@@ -1996,6 +1996,12 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
   // (Kineto's ac2g ids are the correlation ids) lands at its start on its track.
   std::vector<size_t> unreached;  // positions in correlation_keys_
   bool any_launch = false;
+  // The ops' correlation ids mostly rise in file order: each search gallops on from where the
+  // last one landed (a binary search of the whole list from the start when an id falls back),
+  // which finds the same flow as a binary search of the whole list at a fraction of its misses.
+  auto id_before = [](const FlowPoint& point, uint64_t id) { return point.id < id; };
+  auto from = flows_.begin();
+  uint64_t last_correlation = 0;
   for (size_t at = 0; at < correlation_keys_.size(); ++at) {
     if ((correlation_keys_[at] & 1) == 0) {
       any_launch = true;
@@ -2003,8 +2009,18 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
     }
     const uint64_t correlation = correlation_keys_[at] >> 1;
     const uint32_t op = correlation_slices_[at];
-    auto it = std::lower_bound(flows_.begin(), flows_.end(), correlation,
-                               [](const FlowPoint& point, uint64_t id) { return point.id < id; });
+    if (correlation < last_correlation) from = flows_.begin();
+    last_correlation = correlation;
+    // Every flow before `from` has a smaller id; find a bound past the first that does not.
+    ptrdiff_t step = 1;
+    auto below = from;
+    while (flows_.end() - below > step && below[step].id < correlation) {
+      below += step;
+      step *= 2;
+    }
+    const auto above = flows_.end() - below > step ? below + step + 1 : flows_.end();
+    auto it = std::lower_bound(below, above, correlation, id_before);
+    from = it;
     bool reached = false;
     for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
       reached = it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op];
@@ -2101,6 +2117,8 @@ void ChromeReader::commit(StatsRegistry& stats) {
   auto same_flow = [](const FlowPoint& left, const FlowPoint& right) {
     return left.id == right.id && left.category == right.category && left.name == right.name;
   };
+  // At most one flow per point that is not an "s", and one per correlation flow.
+  builder_.reserve_flows(flows_.size() + (correlation ? correlation->size() : 0));
   const FlowPoint* open_flow = nullptr;
   // The "s" of the flow whose "f" was bound last: Kineto ties every op of a CUDA graph's replay to
   // its cudaGraphLaunch with one flow id, one "s" and an "f" per op (a fan-out), so a further "f"
@@ -2275,6 +2293,9 @@ size_t read_in_parts(TextSource& source, const std::string& name, ChromeReader& 
     first.stop_at(starts);
     first.read(stream, size, stats);
     stream.count_repairs_before(first.stopped() ? first.stopped_at() : UINT64_MAX);
+    // Its own flows sorted before waiting for the next part, as each later part sorts its own on
+    // its thread: a first part that ends first sorts while the next one still reads.
+    first.sort_flows();
     if (first.stopped()) {
       next = static_cast<size_t>(
           std::lower_bound(starts.begin(), starts.end(), first.stopped_at()) - starts.begin());

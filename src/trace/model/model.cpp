@@ -397,6 +397,61 @@ void side_by_side(size_t rows, First&& first, Second&& second) {
   second();
 }
 
+// Merges the adjacent runs [first, middle) and [middle, last), each in order, through `buffer`.
+// Rows of the left run that come before the right run's first row stay where they are, and so
+// do rows of the right run that come after the left run's last: runs that only touch cost two
+// binary searches.
+template <typename Iterator, typename Before>
+void merge_runs(Iterator first, Iterator middle, Iterator last, Before before,
+                std::vector<uint32_t>& buffer) {
+  const uint32_t right_first = *middle, left_last = *(middle - 1);
+  if (!before(right_first, left_last)) return;
+  first = std::upper_bound(first, middle, right_first, before);
+  last = std::lower_bound(middle, last, left_last, before);
+  buffer.assign(first, middle);
+  auto left = buffer.begin();
+  auto right = middle;
+  auto out = first;
+  while (left != buffer.end() && right != last) *out++ = before(*right, *left) ? *right++ : *left++;
+  std::copy(left, buffer.end(), out);  // what is left of the right run is in place already
+}
+
+// Sorts rows by `before`, a strict total order. A trace's rows of one track mostly come in a few
+// long runs already in order (Kineto writes a thread's events as two or three interleaved time
+// ranges per profiling window, and a long file repeats that window after window): the runs are
+// found and merged pairwise, round after round, which costs about a pass over the rows where a
+// comparison sort costs log n. Rows out of order one by one (short runs) go to std::sort. Either
+// way the result is the one order `before` defines.
+template <typename Iterator, typename Before>
+void sort_runs(Iterator begin, Iterator end, Before before, std::vector<uint32_t>& buffer) {
+  const size_t count = static_cast<size_t>(end - begin);
+  // Runs of fewer than this many rows on average: std::sort.
+  constexpr size_t kShortestAverageRun = 16;
+  std::vector<size_t> bounds{0};  // where each run starts, then the end
+  for (size_t at = 1; at < count; ++at) {
+    if (!before(begin[at], begin[at - 1])) continue;
+    bounds.push_back(at);
+    if (bounds.size() * kShortestAverageRun > count) {
+      std::sort(begin, end, before);
+      return;
+    }
+  }
+  if (bounds.size() == 1) return;
+  bounds.push_back(count);
+  std::vector<size_t> merged;
+  while (bounds.size() > 2) {
+    const size_t runs = bounds.size() - 1;
+    merged.assign(1, 0);
+    for (size_t run = 0; run + 1 < runs; run += 2) {
+      merge_runs(begin + bounds[run], begin + bounds[run + 1], begin + bounds[run + 2], before,
+                 buffer);
+      merged.push_back(bounds[run + 2]);
+    }
+    if (runs % 2 == 1) merged.push_back(count);  // the last run waits for the next round
+    bounds.swap(merged);
+  }
+}
+
 }  // namespace
 
 void ModelBuilder::sort_slices() {
@@ -418,8 +473,8 @@ void ModelBuilder::sort_slices() {
   for (uint32_t row = 1; row < count && sorted; ++row) sorted = before(row - 1, row);
   if (sorted) return;
   // Tracks arrive interleaved (a CPU thread and the GPU stream it feeds) but each track's rows
-  // mostly in time order: a stable counting sort by track, then a comparison sort of only the
-  // tracks whose rows are out of order, gives the order one sort of every row would.
+  // mostly in time order: a stable counting sort by track, then each track's rows sorted by
+  // their runs (sort_runs), gives the order one sort of every row would.
   TrackId track_end = 0;
   for (TrackId track : slices.track) track_end = std::max(track_end, track + 1);
   std::vector<uint32_t> first(static_cast<size_t>(track_end) + 1, 0);
@@ -434,16 +489,19 @@ void ModelBuilder::sort_slices() {
   for (size_t track = 0; track < track_end; ++track) {
     if (first[track + 1] - first[track] > first[largest + 1] - first[largest]) largest = track;
   }
-  auto sort_track = [&](size_t track) {
-    const auto begin = order.begin() + first[track];
-    const auto end = order.begin() + first[track + 1];
-    if (!std::is_sorted(begin, end, before)) std::sort(begin, end, before);
+  auto sort_track = [&](size_t track, std::vector<uint32_t>& buffer) {
+    sort_runs(order.begin() + first[track], order.begin() + first[track + 1], before, buffer);
   };
   side_by_side(
-      count, [&] { sort_track(largest); },
+      count,
       [&] {
+        std::vector<uint32_t> buffer;
+        sort_track(largest, buffer);
+      },
+      [&] {
+        std::vector<uint32_t> buffer;
         for (size_t track = 0; track < track_end; ++track) {
-          if (track != largest) sort_track(track);
+          if (track != largest) sort_track(track, buffer);
         }
       });
   // The columns are permuted independently: the two wide ones on one thread, the rest on the
@@ -467,37 +525,54 @@ void ModelBuilder::sort_slices() {
 size_t ModelBuilder::nest_slices() {
   SliceTable& slices = model_.slices;
   const size_t count = slices.size();
-  slices.depth.assign(count, 0);
-  slices.parent.assign(count, kNoSlice);
+  side_by_side(
+      count, [&] { slices.depth.assign(count, 0); },
+      [&] { slices.parent.assign(count, kNoSlice); });
   // Nest with a stack per track. A slice that starts inside an open slice but ends after it
   // (real Chrome and Kineto traces have such X events) moves to the track's next overlap lane,
   // whole: cutting it to its parent would lose time every total and overlap is built on.
-  std::vector<SliceId> stack;
-  TrackId current_track = kNoTrack;
-  size_t moved = 0;
-  for (SliceId id = 0; id < count; ++id) {
-    if (slices.track[id] != current_track) {
-      stack.clear();
-      current_track = slices.track[id];
-    }
-    while (!stack.empty() && slices.end_ns[stack.back()] <= slices.start_ns[id]) {
-      stack.pop_back();
-    }
-    if (!stack.empty()) {
-      const SliceId parent = stack.back();
-      if (slices.end_ns[id] > slices.end_ns[parent]) {
-        const Track& info = model_.tracks[current_track];
-        const uint32_t level = info.lane == Lane::kOverlap ? info.overlap_level + 1 : 1;
-        slices.track[id] = lane(current_track, Lane::kOverlap, level);
-        ++moved;
-        continue;
+  // Tracks nest apart from one another, so the rows are nested in two ranges split at a track's
+  // first row, side by side; the rows to move are moved after, in row order, so the lanes are
+  // made in the order one pass would make them.
+  auto nest_rows = [&](size_t begin, size_t end, std::vector<SliceId>& moved) {
+    std::vector<SliceId> stack;
+    TrackId current_track = kNoTrack;
+    for (auto id = static_cast<SliceId>(begin); id < end; ++id) {
+      if (slices.track[id] != current_track) {
+        stack.clear();
+        current_track = slices.track[id];
       }
-      slices.parent[id] = parent;
-      slices.depth[id] = slices.depth[parent] + 1;
+      while (!stack.empty() && slices.end_ns[stack.back()] <= slices.start_ns[id]) {
+        stack.pop_back();
+      }
+      if (!stack.empty()) {
+        const SliceId parent = stack.back();
+        if (slices.end_ns[id] > slices.end_ns[parent]) {
+          moved.push_back(id);
+          continue;
+        }
+        slices.parent[id] = parent;
+        slices.depth[id] = slices.depth[parent] + 1;
+      }
+      stack.push_back(id);
     }
-    stack.push_back(id);
+  };
+  // The track boundary nearest the middle row.
+  size_t split = count / 2, after = count / 2;
+  while (split > 0 && split < count && slices.track[split] == slices.track[split - 1]) --split;
+  while (after > 0 && after < count && slices.track[after] == slices.track[after - 1]) ++after;
+  if (after - count / 2 < count / 2 - split) split = after;
+  std::vector<SliceId> moved_before, moved_after;
+  side_by_side(
+      count, [&] { nest_rows(split, count, moved_after); },
+      [&] { nest_rows(0, split, moved_before); });
+  moved_before.insert(moved_before.end(), moved_after.begin(), moved_after.end());
+  for (const SliceId id : moved_before) {
+    const Track& info = model_.tracks[slices.track[id]];
+    const uint32_t level = info.lane == Lane::kOverlap ? info.overlap_level + 1 : 1;
+    slices.track[id] = lane(slices.track[id], Lane::kOverlap, level);
   }
-  return moved;
+  return moved_before.size();
 }
 
 void ModelBuilder::finish() {

@@ -197,6 +197,8 @@ class ModelBuilder {
   // bind_to_next is set (Chrome "f" without "bp":"e"), to the next slice starting at or after it.
   void add_flow(StringId name, TrackId from_track, int64_t from_ns, TrackId to_track, int64_t to_ns,
                 bool bind_to_next);
+  // Room for `count` more add_flow calls, so a bulk importer's flows do not grow by doubling.
+  void reserve_flows(size_t count) { flows_.reserve(flows_.size() + count); }
 
   StringId intern(std::string_view text) { return model_.strings.intern(text); }
   Model& model() { return model_; }

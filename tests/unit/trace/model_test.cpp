@@ -1,6 +1,10 @@
 // ModelBuilder: nesting, repairs, lock spans and the track index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "trace/model/model.hpp"
 
 namespace loupe::trace {
@@ -101,6 +105,38 @@ TEST(Model, PartialOverlapMovesWholeToAnOverlapLane) {
   EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 1);
 }
 
+// Rows nest in two ranges split at a track's first row (side by side past 200,000 rows); the rows
+// that move do so after, in row order, so the lanes are made in the order one pass makes them:
+// thread 1's lane before thread 2's before thread 3's, and a lane's own lane after them all.
+TEST(Model, OverlapLanesAreMadeInRowOrderAcrossTheNestingRanges) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId first = builder.track(0, TrackKind::kThread, "1", "1");
+  const TrackId second = builder.track(0, TrackKind::kThread, "1", "2");
+  const TrackId third = builder.track(0, TrackKind::kThread, "1", "3");
+  for (const TrackId track : {third, second, first}) {
+    builder.add_slice(track, 0, 10, builder.intern("a"), 0);
+    builder.add_slice(track, 5, 15, builder.intern("b"), 0);  // moves to overlap 1
+  }
+  builder.add_slice(second, 1, 9, builder.intern("c"), 0);
+  builder.add_slice(second, 6, 12, builder.intern("d"), 0);  // overlaps c: overlap 1
+  builder.add_slice(second, 7, 14, builder.intern("e"), 0);  // then overlaps d there: overlap 2
+  builder.finish();
+  ASSERT_EQ(model.tracks.size(), 7u);
+  std::vector<std::string> labels;
+  for (TrackId track = 3; track < model.tracks.size(); ++track)
+    labels.push_back(model.track_label(track));
+  EXPECT_EQ(labels,
+            (std::vector<std::string>{"thread [overlap 1] (1/1)", "thread [overlap 1] (1/2)",
+                                      "thread [overlap 1] (1/3)", "thread [overlap 2] (1/2)"}));
+  std::vector<std::string> rows;
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    rows.push_back(std::to_string(model.slices.track[id]) + std::string(model.slice_name(id)));
+  }
+  EXPECT_EQ(rows, (std::vector<std::string>{"0a", "1a", "1c", "2a", "3b", "4b", "4d", "5b", "6e"}));
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 6);  // e moved twice
+}
+
 TEST(Model, LockSpansPairWaitsObtainsAndReleasesAndCountTheRest) {
   Model model;
   ModelBuilder builder(model);
@@ -138,6 +174,65 @@ TEST(Model, LockSpansPairWaitsObtainsAndReleasesAndCountTheRest) {
 
 namespace loupe::trace {
 namespace {
+
+// finish() orders a track's rows by (start, longer first, file order) however they arrive: in long
+// runs already in order (a thread's events written as two interleaved time ranges per window, a
+// duplicate and an enclosing row among them, merged run by run) or one by one out of order (a
+// track written backwards, sorted whole). The reference is a stable sort of the rows as added.
+TEST(Model, FinishOrdersRowsArrivingInRunsOrOneByOne) {
+  Model model;
+  ModelBuilder builder(model);
+  const TrackId runs = builder.track(0, TrackKind::kThread, "1", "1");
+  const TrackId backwards = builder.track(0, TrackKind::kThread, "1", "2");
+  struct Row {
+    TrackId track;
+    int64_t start, end;
+  };
+  std::vector<Row> rows;
+  auto add = [&](TrackId track, int64_t start, int64_t end) {
+    builder.add_slice(track, start, end, builder.intern("r" + std::to_string(rows.size())), 0);
+    rows.push_back({track, start, end});
+  };
+  int64_t backwards_at = 1000;
+  for (int64_t window = 0; window < 5; ++window) {
+    const int64_t at = window * 1000;
+    for (int64_t step = 0; step < 40; ++step) add(runs, at + step * 10, at + step * 10 + 5);
+    add(backwards, backwards_at, backwards_at + 1);
+    --backwards_at;
+    for (int64_t step = 0; step < 40; ++step) {
+      add(runs, at + step * 10 + 5, at + step * 10 + 10);
+      if (step == 1) add(runs, at + 10, at + 15);  // the same as a row of the first range
+      if (step == 2) add(runs, at + 20, at + 80);  // encloses rows of both ranges
+      add(backwards, backwards_at, backwards_at + 1);
+      --backwards_at;
+    }
+  }
+  std::vector<size_t> expected(rows.size());
+  for (size_t row = 0; row < rows.size(); ++row) expected[row] = row;
+  std::stable_sort(expected.begin(), expected.end(), [&](size_t left, size_t right) {
+    if (rows[left].track != rows[right].track) return rows[left].track < rows[right].track;
+    if (rows[left].start != rows[right].start) return rows[left].start < rows[right].start;
+    return rows[left].end > rows[right].end;
+  });
+  builder.finish();
+  ASSERT_EQ(model.slices.size(), rows.size());
+  EXPECT_EQ(model.stats.count(Stat::trace_slice_overlap_lane), 0);
+  size_t mismatches = 0;
+  for (SliceId id = 0; id < model.slices.size(); ++id) {
+    const Row& row = rows[expected[id]];
+    mismatches += model.slice_name(id) != "r" + std::to_string(expected[id]);
+    mismatches += model.slices.track[id] != row.track || model.slices.start_ns[id] != row.start ||
+                  model.slices.end_ns[id] != row.end;
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // Spot checks: the duplicate after its twin, the enclosing row before the row it starts with.
+  EXPECT_EQ(model.slice_name(1), "r41");  // window 0: [0,5) then [5,10) from the second range
+  EXPECT_EQ(model.slice_name(2), "r1");   // [10,15) as first added
+  EXPECT_EQ(model.slice_name(3), "r44");  // its duplicate
+  EXPECT_EQ(model.slice_name(5), "r47");  // [20,80) encloses [20,25)
+  EXPECT_EQ(model.slice_name(6), "r2");
+  EXPECT_EQ(model.slices.parent[6], 5u);
+}
 
 // `copies` repetitions, `period` ns apart, of: on a thread, a root with two children and a
 // grandchild added children first; on a stream, two kernels; two flows from the thread's
