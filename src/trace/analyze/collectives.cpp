@@ -3,6 +3,7 @@
 // cause of its lateness, communication hidden by compute per rank, and the ranks' clocks compared
 // on the collectives' ends.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -42,6 +43,32 @@ std::string arg_string(std::string_view args, std::string_view key) {
     --end;
   }
   return std::string(args.substr(at, end - at));
+}
+
+// P(X >= k) for X the number of successes of independent trials with the given chances (a
+// Poisson-binomial): exact up to 4,096 trials, a normal approximation (continuity-corrected)
+// beyond.
+double tail_at_least(const std::vector<double>& chances, uint64_t k) {
+  if (k == 0) return 1.0;
+  if (k > chances.size()) return 0.0;
+  if (chances.size() > 4096) {
+    double mean = 0, variance = 0;
+    for (double chance : chances) mean += chance, variance += chance * (1 - chance);
+    if (variance <= 0) return static_cast<double>(k) <= mean ? 1.0 : 0.0;
+    const double z = (static_cast<double>(k) - 0.5 - mean) / std::sqrt(variance);
+    return 0.5 * std::erfc(z / std::sqrt(2.0));
+  }
+  std::vector<double> mass(chances.size() + 1, 0.0);
+  mass[0] = 1.0;
+  for (size_t trial = 0; trial < chances.size(); ++trial) {
+    for (size_t count = trial + 1; count > 0; --count) {
+      mass[count] = mass[count] * (1 - chances[trial]) + mass[count - 1] * chances[trial];
+    }
+    mass[0] *= 1 - chances[trial];
+  }
+  double tail = 0;
+  for (size_t count = k; count < mass.size(); ++count) tail += mass[count];
+  return std::min(1.0, tail);
 }
 
 int64_t median(std::vector<int64_t> values) {
@@ -435,6 +462,16 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     Straggler straggler;
     straggler.rank = out.ranks[worst];
     straggler.arrived_last = out.per_rank[worst].arrived_last;
+    // Someone arrives last at every collective: how likely is coming last this often by chance,
+    // each collective it ran giving it 1 / (members present) of it?
+    std::vector<double> chances;
+    for (const CollectiveInstance& instance : out.instances) {
+      if (!instance.decides || instance.slices[worst] == kNoSlice) continue;
+      size_t present = 0;
+      for (SliceId slice : instance.slices) present += slice != kNoSlice ? 1 : 0;
+      if (present >= 2) chances.push_back(1.0 / static_cast<double>(present));
+    }
+    straggler.chance_p = tail_at_least(chances, straggler.arrived_last);
     straggler.collectives = out.per_rank[worst].collectives;
     straggler.imposed_ns = out.per_rank[worst].imposed_ns;
     straggler.compute_source = gpu_compute ? "GPU kernels" : "thread work";

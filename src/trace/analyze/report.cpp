@@ -675,13 +675,22 @@ void add_warmup_finding(const Model& model, const Analysis& analysis,
   findings.push_back(std::move(finding));
 }
 
+std::string chance_text(double chance) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2g", chance);
+  return text;
+}
+
 void add_collective_findings(const Model& model, const Analysis& analysis,
                              std::vector<Finding>& findings) {
   const Collectives& collectives = analysis.collectives;
   if (collectives.ranks.empty()) return;
   if (collectives.straggler) {
     const Straggler& straggler = *collectives.straggler;
-    Finding finding = trace_finding("trace.collectives.straggler", Severity::kWarn);
+    const bool by_chance =
+        straggler.collectives >= kStragglerMinCollectives && straggler.chance_p > kStragglerChance;
+    Finding finding =
+        trace_finding("trace.collectives.straggler", by_chance ? Severity::kInfo : Severity::kWarn);
     const std::string rank = "rank " + std::to_string(straggler.rank);
     auto against = [](int64_t mine, int64_t others) {
       return format_duration(mine) +
@@ -691,8 +700,12 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
                     std::to_string(straggler.collectives) +
                     " collectives, keeping the other ranks waiting " +
                     format_duration(straggler.imposed_ns) + " in all (skew up to " +
-                    format_duration(straggler.max_skew_ns) +
-                    "). Measured from each rank's previous collective to its arrival at those: "
+                    format_duration(straggler.max_skew_ns) + ")" +
+                    (by_chance ? ", no more often than a random order would make some rank last "
+                                 "(chance " +
+                                     chance_text(straggler.chance_p) + "): no rank stands out"
+                               : "") +
+                    ". Measured from each rank's previous collective to its arrival at those: "
                     "its " +
                     straggler.compute_source + " ran " +
                     against(straggler.compute_ns, straggler.compute_median_others_ns);
@@ -731,6 +744,7 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
         {"rank", static_cast<double>(straggler.rank)},
         {"arrived_last", static_cast<double>(straggler.arrived_last)},
         {"collectives", static_cast<double>(straggler.collectives)},
+        {"chance_p", straggler.chance_p},
         {"imposed_wait_ns", static_cast<double>(straggler.imposed_ns)},
         {"max_skew_ns", static_cast<double>(straggler.max_skew_ns)},
         {"compute_ns", static_cast<double>(straggler.compute_ns)},

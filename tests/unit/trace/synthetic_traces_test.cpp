@@ -619,6 +619,9 @@ TEST(SyntheticTraces, AGlooJobsHostStragglerIsNamedWithItsIdleLaunchingThread) {
   ASSERT_NE(straggler, nullptr);
   EXPECT_EQ(metric(*straggler, "rank"), 1);
   EXPECT_EQ(metric(*straggler, "arrived_last"), 8);
+  // Last at 8 of 8 two-rank collectives: a random order does that once in 2^8.
+  EXPECT_DOUBLE_EQ(metric(*straggler, "chance_p"), 1.0 / 256);
+  EXPECT_EQ(straggler->severity, Severity::kWarn);
   EXPECT_NEAR(metric(*straggler, "imposed_wait_ns"), static_cast<double>(imposed_by_1), 16.0);
   // The sleep is untraced time of rank 1's launching (Python) thread, beyond rank 0's.
   EXPECT_GE(metric(*straggler, "host_idle_ns") - metric(*straggler, "host_idle_median_others_ns"),
@@ -631,7 +634,8 @@ TEST(SyntheticTraces, AGlooJobsHostStragglerIsNamedWithItsIdleLaunchingThread) {
 }
 
 // The same job with a second process group of the same two ranks, interleaved with the first: 12
-// collectives per rank, all matched, none missing, no lock inferred across the processes.
+// collectives per rank, all matched, none missing, no lock inferred across the processes, and no
+// rank named as holding the others up more often than chance.
 TEST(SyntheticTraces, AGlooJobsTwoGroupsMatchEveryCollectiveAndInferNoLock) {
   const Envelope envelope = analyze_files({"../gloo_ranks/gloo_two_groups_rank0.json.gz",
                                            "../gloo_ranks/gloo_two_groups_rank1.json.gz"});
@@ -640,6 +644,14 @@ TEST(SyntheticTraces, AGlooJobsTwoGroupsMatchEveryCollectiveAndInferNoLock) {
   EXPECT_TRUE(envelope.data["collectives"]["mismatches"].empty());
   EXPECT_EQ(with_id(envelope, "trace.collectives.unmatched"), nullptr);
   EXPECT_EQ(with_id(envelope, "trace.locks.gil_inferred"), nullptr);
+  // No straggler was made: some rank still arrives last at each collective. Rank 1 at 6 of 12 is
+  // what a random order gives at least that often with chance (C(12,6) + ... + C(12,12)) / 2^12.
+  const Finding* straggler = with_id(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(metric(*straggler, "arrived_last"), 6);
+  EXPECT_DOUBLE_EQ(metric(*straggler, "chance_p"), 2510.0 / 4096);
+  EXPECT_EQ(straggler->severity, Severity::kInfo);
+  EXPECT_NE(straggler->claim.find("no rank stands out"), std::string::npos) << straggler->claim;
 }
 
 // Queue length per stream (HTA's get_queue_length_summary): +1 when a launch call begins, −1
