@@ -452,8 +452,9 @@ struct Straggler {
   int rank = -1;
   uint64_t arrived_last = 0, collectives = 0;
   // The chance of arriving last at least arrived_last times were the order random (each of its
-  // collectives: 1 / members present). With kStragglerMinCollectives or more and a chance above
-  // kStragglerChance, no rank stands out (the finding is info).
+  // collectives: 1 / members present). With kStragglerMinCollectives or more, a chance above
+  // kStragglerChance and less than two thirds of the wait all ranks imposed, no rank stands out
+  // (the finding is info).
   double chance_p = 1.0;
   int64_t imposed_ns = 0, max_skew_ns = 0;
   std::string compute_source;  // "GPU kernels" or "thread work"

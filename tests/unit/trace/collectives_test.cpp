@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,22 @@ class Collectives : public ::testing::Test {
                   base)};
   }
 
+  // Two ranks, eight allgathers; rank 1 arrives last at five of them (a random order does that
+  // with chance 93/256), each by 10 us, except `spike_us` late at the last one. Without the spike
+  // no rank stands out; with it rank 1 holds the others up more than twice as long as rank 0 does.
+  std::vector<std::string> alternating_ranks(double spike_us) {
+    std::vector<std::vector<Event>> events(2);
+    const std::set<int> rank1_last = {1, 3, 5, 6, 7};
+    for (int at = 0; at < 8; ++at) {
+      const double start = 1000.0 * at, skew = at == 7 ? spike_us : 10.0;
+      const int late = rank1_last.count(at) != 0 ? 1 : 0;
+      events[late].push_back({"work", start, skew});
+      events[late].push_back({"mpi:allgather", start + skew, 100});
+      events[1 - late].push_back({"mpi:allgather", start, skew + 100});
+    }
+    return {write("a0.json", 0, events[0]), write("a1.json", 1, events[1])};
+  }
+
   static const Finding* find(const Envelope& envelope, const std::string& id) {
     for (const Finding& finding : envelope.findings) {
       if (finding.id == id) return &finding;
@@ -110,6 +127,25 @@ class Collectives : public ::testing::Test {
 
   fs::path dir_;
 };
+
+TEST_F(Collectives, ARankLastNoMoreOftenThanChanceStandsOutOnlyWhenItHoldsMostOfTheWait) {
+  const Envelope even = analyze(load_traces(alternating_ranks(10)), {});
+  const Finding* chance = find(even, "trace.collectives.straggler");
+  ASSERT_NE(chance, nullptr);
+  EXPECT_EQ(metric(*chance, "arrived_last"), 5);
+  EXPECT_DOUBLE_EQ(metric(*chance, "chance_p"), 93.0 / 256);  // C(8,5..8) / 2^8
+  EXPECT_EQ(metric(*chance, "imposed_wait_ns"), 50 * kUs);    // against rank 0's 30 us
+  EXPECT_EQ(chance->severity, Severity::kInfo);
+  EXPECT_NE(chance->claim.find("no rank stands out"), std::string::npos) << chance->claim;
+
+  const Envelope spiked = analyze(load_traces(alternating_ranks(5000)), {});
+  const Finding* spike = find(spiked, "trace.collectives.straggler");
+  ASSERT_NE(spike, nullptr);
+  EXPECT_EQ(metric(*spike, "rank"), 1);
+  EXPECT_EQ(metric(*spike, "imposed_wait_ns"), 5040 * kUs);
+  EXPECT_EQ(spike->severity, Severity::kWarn);
+  EXPECT_EQ(spike->claim.find("no rank stands out"), std::string::npos) << spike->claim;
+}
 
 TEST_F(Collectives, TheStragglerIsTheRankWhoseLateArrivalsHeldTheOthersLongestAndNamesItsStage) {
   const Model model = load_traces(three_ranks());
