@@ -239,6 +239,10 @@ struct GpuOps {
 };
 inline constexpr uint8_t kNotGpuOp = 0xFF;
 GpuOps find_gpu_ops(const Model& model);
+// Per category id: kGpuKernelRole, kGpuMemcpyRole, kGpuMemsetRole, or kNotGpuOp; a category
+// field may list several, comma-separated.
+inline constexpr uint8_t kGpuKernelRole = 0, kGpuMemcpyRole = 1, kGpuMemsetRole = 2;
+std::vector<uint8_t> category_roles(const Model& model);
 // `ops` (optional): find_gpu_ops' answer to reuse. `pool` (optional): runs the summaries (every
 // op's, the steady window's, each step's) side by side; the result is the same without it.
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
@@ -456,6 +460,7 @@ struct Straggler {
   // kStragglerChance and less than two thirds of the wait all ranks imposed, no rank stands out
   // (the finding is info).
   double chance_p = 1.0;
+  bool stands_out = true;  // false: the case above
   int64_t imposed_ns = 0, max_skew_ns = 0;
   std::string compute_source;  // "GPU kernels" or "thread work"
   int64_t compute_ns = 0, compute_median_others_ns = -1;

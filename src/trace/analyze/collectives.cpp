@@ -415,25 +415,26 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   // CUDA tensors computes on the GPU though its collectives run on host threads), else their
   // threads' innermost slices. Neither Kineto's span of the whole profile ("PyTorch Profiler
   // (0)", category Trace) nor a copy or memset on a stream (gloo's staging copies) is compute.
+  const std::vector<uint8_t> roles = category_roles(model);
+  auto not_work = [&](SliceId id) {
+    const bool stream = model.tracks[model.slices.track[id]].kind == TrackKind::kGpuStream;
+    const StringId category = model.slices.category[id];
+    return stream ? roles[category] == kGpuMemcpyRole || roles[category] == kGpuMemsetRole
+                  : model.strings.get(category) == "Trace";
+  };
   bool gpu_compute = any_kernel;
-  std::vector<uint8_t> not_work(model.strings.size(), 0);
-  for (StringId name = 0; name < model.strings.size(); ++name) {
-    const std::string_view category = model.strings.get(name);
-    not_work[name] = category == "Trace" || category.find("emcpy") != std::string_view::npos ||
-                     category.find("emset") != std::string_view::npos;
-  }
   for (SliceId id = 0; id < model.slices.size() && !gpu_compute; ++id) {
     const TrackId track = model.slices.track[id];
     gpu_compute = model.tracks[track].kind == TrackKind::kGpuStream &&
                   model.tracks[track].lane != Lane::kAnnotation && model.track_rank(track) >= 0 &&
-                  not_work[model.slices.category[id]] == 0 && !is_collective(model.slice_name(id));
+                  !not_work(id) && !is_collective(model.slice_name(id));
   }
   for (SliceId id = 0; id < model.slices.size(); ++id) {
     const TrackId track = model.slices.track[id];
     const int rank = model.track_rank(track);
     if (rank < 0 || model.tracks[track].lane == Lane::kAnnotation) continue;
     if (is_collective(model.slice_name(id))) continue;
-    if (not_work[model.slices.category[id]] != 0) continue;
+    if (not_work(id)) continue;
     const bool kernel = model.tracks[track].kind == TrackKind::kGpuStream;
     if (gpu_compute ? !kernel : (kernel || has_child[id] != 0)) continue;
     compute[position[rank]].push_back({model.slices.start_ns[id], model.slices.end_ns[id]});
@@ -474,6 +475,16 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.chance_p = tail_at_least(chances, straggler.arrived_last);
     straggler.collectives = out.per_rank[worst].collectives;
     straggler.imposed_ns = out.per_rank[worst].imposed_ns;
+    // It stands out by how often it came last, or by how much: two thirds or more of all the
+    // waiting the ranks imposed (one slow step holds the others up once, which no count of
+    // arrivals can tell from chance).
+    int64_t imposed_by_others = 0;
+    for (size_t at = 0; at < ranks; ++at) {
+      if (at != worst) imposed_by_others += out.per_rank[at].imposed_ns;
+    }
+    straggler.stands_out = straggler.collectives < kStragglerMinCollectives ||
+                           straggler.chance_p <= kStragglerChance ||
+                           straggler.imposed_ns >= 2 * imposed_by_others;
     straggler.compute_source = gpu_compute ? "GPU kernels" : "thread work";
     // Per rank: its deciding collectives by start, so that "since the previous collective" is
     // the end of the one before in the rank's own order.

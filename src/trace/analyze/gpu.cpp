@@ -27,24 +27,6 @@ bool iequals_prefix(std::string_view text, std::string_view prefix) {
   return true;
 }
 
-// Per category id: 0 kernel, 1 memcpy, 2 memset, kNotGpu otherwise. A category field may list
-// several, comma-separated.
-std::vector<uint8_t> category_roles(const Model& model) {
-  std::vector<uint8_t> roles(model.strings.size(), kNotGpu);
-  for (StringId id = 0; id < model.strings.size(); ++id) {
-    std::string_view text = model.strings.get(id);
-    while (!text.empty() && roles[id] == kNotGpu) {
-      const size_t comma = text.find(',');
-      const std::string_view part = text.substr(0, comma);
-      if (part == "kernel" || part == "Kernel") roles[id] = 0;
-      if (part == "gpu_memcpy" || part == "Memcpy") roles[id] = 1;
-      if (part == "gpu_memset" || part == "Memset") roles[id] = 2;
-      text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    }
-  }
-  return roles;
-}
-
 GpuKind kind_from(uint8_t role, std::string_view name) {
   if (role == 0) return iequals_prefix(name, "nccl") ? GpuKind::kComm : GpuKind::kKernel;
   if (role == 2) return GpuKind::kMemset;
@@ -424,6 +406,22 @@ std::string_view gpu_kind_name(GpuKind kind) {
       break;
   }
   return "other";
+}
+
+std::vector<uint8_t> category_roles(const Model& model) {
+  std::vector<uint8_t> roles(model.strings.size(), kNotGpuOp);
+  for (StringId id = 0; id < model.strings.size(); ++id) {
+    std::string_view text = model.strings.get(id);
+    while (!text.empty() && roles[id] == kNotGpuOp) {
+      const size_t comma = text.find(',');
+      const std::string_view part = text.substr(0, comma);
+      if (part == "kernel" || part == "Kernel") roles[id] = kGpuKernelRole;
+      if (part == "gpu_memcpy" || part == "Memcpy") roles[id] = kGpuMemcpyRole;
+      if (part == "gpu_memset" || part == "Memset") roles[id] = kGpuMemsetRole;
+      text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    }
+  }
+  return roles;
 }
 
 GpuOps find_gpu_ops(const Model& model) {

@@ -687,16 +687,7 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
   if (collectives.ranks.empty()) return;
   if (collectives.straggler) {
     const Straggler& straggler = *collectives.straggler;
-    // It stands out by how often it came last, or by how much: two thirds or more of all the
-    // waiting the ranks imposed (one slow step holds the others up once, which no count of
-    // arrivals can tell from chance).
-    int64_t imposed_by_others = 0;
-    for (const RankCollectives& other : collectives.per_rank) {
-      if (other.rank != straggler.rank) imposed_by_others += other.imposed_ns;
-    }
-    const bool by_chance = straggler.collectives >= kStragglerMinCollectives &&
-                           straggler.chance_p > kStragglerChance &&
-                           straggler.imposed_ns < 2 * imposed_by_others;
+    const bool by_chance = !straggler.stands_out;
     Finding finding =
         trace_finding("trace.collectives.straggler", by_chance ? Severity::kInfo : Severity::kWarn);
     const std::string rank = "rank " + std::to_string(straggler.rank);
