@@ -28,7 +28,9 @@
 // deterministic correctness run, so the next check points in the cascade's order (the
 // candidate's, then a baseline build's on the candidate's seeds) start on worker threads while
 // the cascade waits for the one it needs; the cascade takes each result in its own order, so
-// the gates, their order, the causes and the record are those of one worker. A point started
+// the gates, their order, the causes and the record are those of one worker. While a failing gate
+// waits for the more specific gates of its components, no point is started ahead (the component
+// checks brought forward run without one beside them). A point started
 // ahead whose result the cascade never asks for (it stopped at a subject failure or an
 // interrupt) is waited for and dropped; its folder stays in the run's directory.
 // Thread-safety: run_cascade runs on the calling thread, which calls every callback of

@@ -86,6 +86,7 @@ struct WorkersSubject {
 
   std::mutex mutex;
   std::condition_variable changed;
+  std::vector<std::string> events;  // "start ENTRY" and "end ENTRY", in the order they happened
   int started = 0;
   int in_flight = 0;
   int most_in_flight = 0;
@@ -99,15 +100,19 @@ struct WorkersSubject {
       index = started++;
       most_in_flight = std::max(most_in_flight, ++in_flight);
       threads.insert(std::this_thread::get_id());
+      events.push_back("start " + task.entry);
       changed.notify_all();
       if (first_waits_for_second && index == 0) {
         changed.wait_for(lock, std::chrono::seconds(10), [this] { return started >= 2; });
       }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(index == 0 ? 60 : 5));
+    // The component's check is slow: the points started before it end while it runs.
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(index == 0 ? 60 : (task.entry == "kernel" ? 80 : 5)));
     {
       std::lock_guard lock(mutex);
       --in_flight;
+      events.push_back("end " + task.entry);
     }
     if (!baseline && task.entry == crash_at) {
       throw Error(ErrorCode::kSubject, "the subject crashed at " + task.entry);
@@ -216,6 +221,15 @@ TEST(CheckWorkersTest, TwoWorkersDecideAnnounceAndRecordWhatOneDoes) {
                                       "replay L=8 r0 seed 161 pass"}));
   EXPECT_EQ(describe_all(parallel.result.baseline_points),
             describe_all(sequential.result.baseline_points));
+  // While the failing model_ok waited for kernel_ok, the component's check ran with no point
+  // started beside it (the one started before it may still end meanwhile).
+  const auto kernel_start = std::find(two.events.begin(), two.events.end(), "start kernel");
+  const auto kernel_end = std::find(two.events.begin(), two.events.end(), "end kernel");
+  ASSERT_NE(kernel_start, two.events.end());
+  ASSERT_NE(kernel_end, two.events.end());
+  for (auto event = kernel_start + 1; event != kernel_end; ++event) {
+    EXPECT_NE(event->rfind("start ", 0), 0u) << *event << " started beside the component's check";
+  }
   EXPECT_EQ(parallel.result.causes.causes, sequential.result.causes.causes);
   EXPECT_EQ(parallel.result.causes.causes,
             (std::vector<std::string>{"kernel_ok", "kernel_not_worse_than_baseline"}));
