@@ -18,33 +18,6 @@ Decay parse_decay(std::string_view name) {
                      "use slow or fast");
 }
 
-double NormalStream::uniform() {
-  state_ += 0x9E3779B97F4A7C15ull;
-  uint64_t z = state_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (static_cast<double>(z >> 11) + 0.5) * 0x1.0p-53;
-}
-
-double NormalStream::normal() {
-  if (has_spare_) {
-    has_spare_ = false;
-    return spare_;
-  }
-  // Marsaglia's polar method: one log per pair of samples, no sin or cos.
-  double x = 0.0, y = 0.0, radius_sq = 0.0;
-  do {
-    x = 2.0 * uniform() - 1.0;
-    y = 2.0 * uniform() - 1.0;
-    radius_sq = x * x + y * y;
-  } while (radius_sq >= 1.0 || radius_sq == 0.0);
-  const double factor = std::sqrt(-2.0 * std::log(radius_sq) / radius_sq);
-  spare_ = y * factor;
-  has_spare_ = true;
-  return x * factor;
-}
-
 namespace {
 
 void fill_normal(NormalStream& stream, std::vector<float>& out, size_t count, double scale = 1.0) {
@@ -53,7 +26,9 @@ void fill_normal(NormalStream& stream, std::vector<float>& out, size_t count, do
 }
 
 // Keys: a fixed random basis per head spans the subspace; each key is a normalised subspace
-// vector plus noise of relative norm `noise`.
+// vector plus noise of relative norm `noise`. The projection runs basis vector by basis vector
+// over contiguous rows of the basis (vectorised), each channel's sum still taken in the basis
+// order, so a seed gives the very same keys as a channel-by-channel sum.
 void fill_keys(NormalStream& stream, const Shape& shape, int64_t subspace, double noise,
                std::vector<float>& out) {
   const int64_t key_dim = shape.key_dim;
@@ -65,14 +40,14 @@ void fill_keys(NormalStream& stream, const Shape& shape, int64_t subspace, doubl
   std::vector<double> in_subspace(static_cast<size_t>(key_dim)), noise_part(in_subspace.size());
   for (int64_t row = 0; row < shape.batch * shape.tokens * shape.heads; ++row) {
     const int64_t head_idx = row % shape.heads;
+    // The stream's order: the row's coefficients, then its noise, channel by channel.
     for (auto& value : coefficients) value = stream.normal();
-    for (int64_t dim = 0; dim < key_dim; ++dim) {
-      double sum = 0.0;
-      for (int64_t basis_idx = 0; basis_idx < subspace; ++basis_idx) {
-        sum += coefficients[basis_idx] * basis[(head_idx * subspace + basis_idx) * key_dim + dim];
-      }
-      in_subspace[dim] = sum;
-      noise_part[dim] = stream.normal();
+    for (auto& value : noise_part) value = stream.normal();
+    std::fill(in_subspace.begin(), in_subspace.end(), 0.0);
+    for (int64_t basis_idx = 0; basis_idx < subspace; ++basis_idx) {
+      const double coefficient = coefficients[basis_idx];
+      const double* basis_row = basis.data() + (head_idx * subspace + basis_idx) * key_dim;
+      for (int64_t dim = 0; dim < key_dim; ++dim) in_subspace[dim] += coefficient * basis_row[dim];
     }
     l2_normalize(in_subspace.data(), key_dim);
     l2_normalize(noise_part.data(), key_dim);

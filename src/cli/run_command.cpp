@@ -184,7 +184,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   run->add_flag("--json", options->json, "print one JSON envelope");
   // Where the points run (docs/executors.md); each flag overrides the objective's [executor].
   for (const auto& [flag, key, help] : std::vector<std::array<std::string, 3>>{
-           {"--executor", "kind", "local (default: here, one after another) or slurm (job arrays)"},
+           {"--executor", "kind", "local (default: here) or slurm (job arrays)"},
+           {"--check-workers", "check_workers",
+            "local: how many check points run at once (default min(2, CPUs); 1: one after "
+            "another); benches and scenarios always run alone"},
            {"--partition", "partition", "slurm: sbatch --partition"},
            {"--gres", "gres", "slurm: sbatch --gres per task, e.g. gpu:1"},
            {"--account", "account", "slurm: sbatch --account"},

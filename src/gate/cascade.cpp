@@ -8,17 +8,21 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -453,6 +457,106 @@ std::vector<PointRef> timing_order(std::vector<PointRef> order) {
   scenarios_before(most_repeats);
   return out;
 }
+
+// Check points run ahead on worker threads (CascadeOptions::check_workers). Each job is one
+// runner call, keyed by its side (candidate or baseline build), task and repeat; its result, or
+// the Error it threw, is kept until the cascade takes it. Only the cascade's thread starts and
+// takes jobs, so which job starts when is decided there, in the cascade's order.
+class PointPool {
+ public:
+  struct Key {
+    bool baseline = false;
+    const PlanTask* task = nullptr;
+    int64_t repeat = 0;
+    auto operator<=>(const Key&) const = default;
+  };
+  using Work = std::function<std::optional<PointResult>()>;
+
+  explicit PointPool(int64_t workers)
+      : workers_(static_cast<size_t>(std::max<int64_t>(1, workers))) {}
+  PointPool(const PointPool&) = delete;
+  PointPool& operator=(const PointPool&) = delete;
+  // Waits for every job still running (a run stopped early drops their results).
+  ~PointPool() {
+    for (auto& [key, job] : jobs_) {
+      if (job.thread.joinable()) job.thread.join();
+    }
+  }
+
+  bool started(const Key& key) const { return jobs_.count(key) > 0 || taken_.count(key) > 0; }
+  bool full() const {
+    std::lock_guard lock(mutex_);
+    return running_ >= workers_;
+  }
+  // REQUIRES: !started(key) && !full().
+  void start(const Key& key, Work work) {
+    Job& job = jobs_[key];
+    {
+      std::lock_guard lock(mutex_);
+      ++running_;
+    }
+    job.thread = std::thread([this, &job, work = std::move(work)] {
+      std::optional<PointResult> result;
+      std::exception_ptr error;
+      try {
+        result = work();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      job.result = std::move(result);
+      job.error = error;
+      job.done = true;
+      --running_;
+      ++ended_;
+      job_ended_.notify_all();
+    });
+  }
+  // The result of `key`'s job: started now with `work` if it has not been (once a worker is
+  // free), waited for otherwise; rethrows what the job threw. While it waits, `top_up` runs
+  // (on this thread) whenever a job has ended, so that a free worker gets the next point; not
+  // once the job has ended: what the cascade makes of its result may hold the next points back.
+  std::optional<PointResult> take(const Key& key, const Work& work,
+                                  const std::function<void()>& top_up) {
+    while (true) {
+      if (!started(key) && !full()) start(key, work);
+      uint64_t seen = 0;
+      {
+        std::lock_guard lock(mutex_);
+        auto found = jobs_.find(key);
+        if (found != jobs_.end() && found->second.done) break;
+        seen = ended_;
+      }
+      top_up();
+      std::unique_lock lock(mutex_);
+      job_ended_.wait(lock, [&] { return ended_ != seen; });
+    }
+    auto found = jobs_.find(key);
+    found->second.thread.join();
+    std::optional<PointResult> result = std::move(found->second.result);
+    const std::exception_ptr error = found->second.error;
+    jobs_.erase(found);
+    taken_.insert(key);
+    if (error) std::rethrow_exception(error);
+    return result;
+  }
+
+ private:
+  struct Job {
+    std::thread thread;
+    bool done = false;  // under mutex_
+    std::optional<PointResult> result;
+    std::exception_ptr error;
+  };
+  const size_t workers_;
+  mutable std::mutex mutex_;
+  std::condition_variable job_ended_;
+  size_t running_ = 0;  // under mutex_
+  uint64_t ended_ = 0;  // under mutex_: jobs ended so far
+  // Only the cascade's thread adds or removes entries (std::map keeps a Job's address).
+  std::map<Key, Job> jobs_;
+  std::set<Key> taken_;
+};
 
 PointResult to_point_result(const PlanTask& task, int64_t repeat, const probe::RunOutcome& outcome,
                             const std::vector<std::string>& subject,
@@ -978,6 +1082,43 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       uint64_t seed;  // the candidate's
     };
     std::vector<DeferredCheck> deferred_checks;
+    // Check points on several workers (CascadeOptions::check_workers): the pool, the index of the
+    // next point of `order` the cascade will take (the points before it are taken), and the
+    // baseline build's check points taken so far.
+    std::deque<ProbeEntry> seeded_entries;  // stable addresses for the PointRefs of `order`
+    std::optional<PointPool> pool;  // after what its jobs point into: destroyed (joined) first
+    size_t next = 0;
+    size_t deferred_taken = 0;
+    std::vector<PointRef> order;
+    auto candidate_work = [&runner](const PointRef& ref) -> PointPool::Work {
+      return [&runner, ref]() -> std::optional<PointResult> {
+        return runner(*ref.task, *ref.entry, ref.repeat);
+      };
+    };
+    auto baseline_work = [baseline](const DeferredCheck& check) -> PointPool::Work {
+      return [baseline, check] {
+        return baseline->run(*check.task, *check.entry, check.repeat, check.seed);
+      };
+    };
+    // Starts the points the cascade will ask for next, in its order (the candidate's check
+    // points, then the baseline build's of those already taken), while a worker is free. Not
+    // after an interrupt, and not while a failing gate waits for the more specific gates of its
+    // components (`held`): the component checks brought forward run without a point started
+    // beside them (kda's chunk check runs two threads: beside another point it took 12 s instead
+    // of 3.4, and the failing w8a8 gate waited for it). The point the cascade waits for is still
+    // started by PointPool::take.
+    auto top_up = [&] {
+      if (options.interrupted != nullptr && options.interrupted->load()) return;
+      if (!held.empty()) return;
+      for (size_t at = next; at < order.size() && !pool->full(); ++at) {
+        const PointPool::Key key{false, order[at].task, order[at].repeat};
+        if (!pool->started(key)) pool->start(key, candidate_work(order[at]));
+      }
+      for (size_t at = deferred_taken; at < deferred_checks.size() && !pool->full(); ++at) {
+        const PointPool::Key key{true, deferred_checks[at].task, deferred_checks[at].repeat};
+        if (!pool->started(key)) pool->start(key, baseline_work(deferred_checks[at]));
+      }
+    };
     auto run_one = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                        bool baseline_first) {
       // The baseline side runs a point only when a gate reads the baseline's value of it: a
@@ -1024,7 +1165,12 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         seeded.seeds = 1;
         asked = &seeded;
       }
-      PointResult point = runner(task, *asked, repeat);
+      // A check point through the pool runs as asked (its entry is the one of `order`: a
+      // recorded baseline's seed is already in it).
+      PointResult point =
+          pool && asked == &entry
+              ? *pool->take({false, &task, repeat}, candidate_work({&task, &entry, repeat}), top_up)
+              : runner(task, *asked, repeat);
       const uint64_t candidate_seed = point.seed;
       result.points.push_back(std::move(point));
       const PointResult& done_point = result.points.back();
@@ -1061,8 +1207,6 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     // one runs. A recorded baseline knows its seeds up front: the candidate's points carry them
     // already, so an executor that submits the whole layer at once runs them on the baseline's
     // inputs.
-    std::vector<PointRef> order;
-    std::deque<ProbeEntry> seeded_entries;  // stable addresses for the PointRefs
     for (int64_t repeat = 0; repeat < max_repeats; ++repeat) {
       for (const PlanTask* task : layer_tasks) {
         if (repeat >= task->repeats) continue;
@@ -1115,7 +1259,10 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     std::optional<Layer> cut;
     std::string cut_reason;
     size_t bench_ordinal = 0;  // which side runs a bench point's first round first
-    for (size_t next = 0; next < order.size(); ++next) {
+    if (options.check_workers > 1 && stage.size() == 1 && layer == Layer::kCheck) {
+      pool.emplace(options.check_workers);
+    }
+    for (next = 0; next < order.size(); ++next) {
       if (!stop_reason.empty()) break;
       if (!promoted.empty()) {
         std::stable_partition(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(),
@@ -1173,7 +1320,9 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       }
       try {
         std::optional<PointResult> base =
-            baseline->run(*check.task, *check.entry, check.repeat, check.seed);
+            pool ? pool->take({true, check.task, check.repeat}, baseline_work(check), top_up)
+                 : baseline->run(*check.task, *check.entry, check.repeat, check.seed);
+        ++deferred_taken;
         if (base) {
           base->layer = check.task->layer;
           base->entry = check.task->entry;
@@ -1194,6 +1343,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         break;
       }
     }
+    pool.reset();  // a point started ahead that the cascade did not take: waited for, dropped
     if (options.layer_end) {
       for (Layer member : stage) {
         if (points_of_layer[member] == 0) continue;
@@ -1466,18 +1616,24 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
   const std::filesystem::path home = request.home.value_or(std::filesystem::path{});
   // Place it under <home>/runs/<run>/<probe>/<point>[,repeat=N | ,entry=NAME].
   const std::filesystem::path probe_dir = run_dir(home, run_id) / task.probe;
-  std::filesystem::create_directories(probe_dir);
-  std::string name = outcome.observation_dir.filename().string();
-  if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
-  if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
-  for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
-    name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
-           std::to_string(suffix);
-  }
-  const std::filesystem::path final_dir = probe_dir / name;
-  check_under_home(final_dir, home, "the point's folder");
   const std::string from = outcome.observation_dir.string();
-  std::filesystem::rename(outcome.observation_dir, final_dir);
+  std::filesystem::path final_dir;
+  {
+    // Points finishing at once (check workers) must not pick the same free name.
+    static std::mutex placing;
+    std::lock_guard lock(placing);
+    std::filesystem::create_directories(probe_dir);
+    std::string name = outcome.observation_dir.filename().string();
+    if (repeat > 0) name += ",repeat=" + std::to_string(repeat + 1);
+    if (std::filesystem::exists(probe_dir / name)) name += ",entry=" + task.entry;
+    for (int suffix = 2; std::filesystem::exists(probe_dir / name); ++suffix) {
+      name = outcome.observation_dir.filename().string() + ",entry=" + task.entry + "." +
+             std::to_string(suffix);
+    }
+    final_dir = probe_dir / name;
+    check_under_home(final_dir, home, "the point's folder");
+    std::filesystem::rename(outcome.observation_dir, final_dir);
+  }
   // The hidden run's observation goes inside the point's folder, as hidden/.
   const std::string hidden_from = outcome.data.value("hidden_observation_dir", std::string());
   if (!hidden_from.empty()) {
@@ -1539,22 +1695,34 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
   const std::string scope = secret_scope.empty() ? run_id : secret_scope;
   // The subject's list, asked once per runner (run_point reads the probe's layer and hidden
   // points from it); a failed listing is left to run_point, which names the probe in its error.
-  auto list = std::make_shared<std::optional<Json>>();
-  return [objective, absolute_home, run_id, memory_limit_bytes, scope, list](
+  // The runner may be called from several threads at once (check workers): the list is asked
+  // under a lock, and each call stages in a folder of its own.
+  struct Shared {
+    std::mutex mutex;
+    std::optional<Json> list;
+    uint64_t calls = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  return [objective, absolute_home, run_id, memory_limit_bytes, scope, shared](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(shared->mutex);
+    const uint64_t call = shared->calls++;
     // Each point lands in a staging run first: the subject decides the point's full name
-    // (defaults included), and repeats of one point must not overwrite each other.
-    probe::RunRequest request = point_run_request(objective, absolute_home, run_id + "/.staging",
-                                                  memory_limit_bytes, task, entry, repeat, scope);
-    if (!*list) {
+    // (defaults included), and repeats of one point must not overwrite each other; finish_point
+    // removes the staging run, so points running at once each have their own.
+    probe::RunRequest request =
+        point_run_request(objective, absolute_home, run_id + "/.staging-" + std::to_string(call),
+                          memory_limit_bytes, task, entry, repeat, scope);
+    if (!shared->list) {
       try {
-        *list = probe::list_probes(request.subject_command, request.timeout_s,
-                                   request.memory_limit_bytes, request.pass_env);
+        shared->list = probe::list_probes(request.subject_command, request.timeout_s,
+                                          request.memory_limit_bytes, request.pass_env);
       } catch (const Error&) {
       }
     }
-    request.probe_list = *list;
+    request.probe_list = shared->list;
+    lock.unlock();
     PointResult point =
         finish_point(request, run_id, task, repeat, probe::fold_point(probe::run_point(request)));
     point.wall_s = seconds_since(start);
@@ -1565,8 +1733,11 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
 namespace {
 
 // The baseline cache of one run's baseline build: the build is identified (hashed) at its first
-// check point, not before, so a run whose baseline runs no check pays nothing for it.
+// check point, not before, so a run whose baseline runs no check pays nothing for it. Check
+// points of the build may run at once (check workers): `mutex` guards everything here; a point
+// runs without it.
 struct BaselineCacheState {
+  std::mutex mutex;
   std::shared_ptr<BaselineCacheLog> log = std::make_shared<BaselineCacheLog>();
   bool identified = false;
   std::optional<BaselineCache> cache;
@@ -1608,7 +1779,11 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
       seeded.seed = *seed;
       seeded.seeds = 1;
     }
-    if (task.layer != Layer::kCheck || !state->log->enabled) return runner(task, seeded, repeat);
+    std::unique_lock lock(state->mutex);
+    if (task.layer != Layer::kCheck || !state->log->enabled) {
+      lock.unlock();
+      return runner(task, seeded, repeat);
+    }
     if (!state->identified) {
       state->identified = true;
       try {
@@ -1618,10 +1793,12 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
       } catch (const Error& error) {
         state->log->enabled = false;
         state->log->off_reason = error.message();
+        lock.unlock();
         return runner(task, seeded, repeat);
       } catch (const std::filesystem::filesystem_error& error) {
         state->log->enabled = false;
         state->log->off_reason = std::string("loupe's executable cannot be read: ") + error.what();
+        lock.unlock();
         return runner(task, seeded, repeat);
       }
     }
@@ -1636,7 +1813,9 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
       cached->point.cached_from_run = cached->run;
       return std::move(cached->point);
     }
+    lock.unlock();
     PointResult point = runner(task, seeded, repeat);
+    lock.lock();
     state->cache->store(key, point);
     state->sync();
     return point;

@@ -24,7 +24,18 @@
 // stops the cascade: the error is kept in the result for the caller to record and rethrow.
 // The probe points run through a PointRunner, so the cascade is tested on synthetic results;
 // subject_point_runner runs the real subject through src/probe.
-// Thread-safety: run_cascade runs on the calling thread; `interrupted` may be set from another.
+// Check points on several workers (CascadeOptions::check_workers): a check point is a
+// deterministic correctness run, so the next check points in the cascade's order (the
+// candidate's, then a baseline build's on the candidate's seeds) start on worker threads while
+// the cascade waits for the one it needs; the cascade takes each result in its own order, so
+// the gates, their order, the causes and the record are those of one worker. While a failing gate
+// waits for the more specific gates of its components, no point is started ahead (the component
+// checks brought forward run without one beside them). A point started
+// ahead whose result the cascade never asks for (it stopped at a subject failure or an
+// interrupt) is waited for and dropped; its folder stays in the run's directory.
+// Thread-safety: run_cascade runs on the calling thread, which calls every callback of
+// CascadeOptions; with check_workers > 1 the runner and the baseline's `run` are also called
+// from worker threads. `interrupted` may be set from another thread.
 #pragma once
 
 #include <atomic>
@@ -126,6 +137,14 @@ struct CascadeOptions {
   // the layer (`stopped`: points of it will not be asked for).
   std::function<void(Layer, const std::vector<PointRef>&)> layer_begin;
   std::function<void(Layer, bool stopped)> layer_end;
+  // How many check points run at once: the check layer's runner calls (the candidate's points,
+  // then a baseline build's) start on up to this many worker threads, each in the order the
+  // cascade will ask for it, and the cascade still takes every result in its own order on the
+  // calling thread, so what it decides, prints and records does not depend on it. 1: one after
+  // another on the calling thread. Bench and scenario points always run alone (they are timed).
+  // REQUIRES (above 1): `runner` and the baseline's `run` may be called from several threads at
+  // once (subject_point_runner and build_baseline can; a batch executor's runner cannot).
+  int64_t check_workers = 1;
 };
 
 enum class LayerStatus { kPassed, kFailed, kSkipped, kNotReached, kEmpty };

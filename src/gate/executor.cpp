@@ -1,10 +1,13 @@
 #include "gate/executor.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <toml++/toml.h>
 
@@ -56,7 +59,7 @@ ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::ta
   const std::string path = "executor";
   reader.allow_keys(table, path,
                     {"kind", "partition", "account", "time", "gres", "max_parallel", "retries",
-                     "poll_s", "shared_dir", "resources", "exclusive_timing"});
+                     "poll_s", "shared_dir", "resources", "exclusive_timing", "check_workers"});
   ExecutorSpec spec;
   if (auto kind = reader.optional_string(table, "kind", path)) {
     if (*kind != "local" && *kind != "slurm") {
@@ -90,6 +93,15 @@ ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::ta
     }
   }
   if (auto dir = reader.optional_string(table, "shared_dir", path)) spec.shared_dir = *dir;
+  if (const toml::node* node = table.get("check_workers")) {
+    spec.check_workers = reader.integer_of(*node, "executor.check_workers");
+    if (spec.check_workers < 1 || spec.check_workers > kMaxCheckWorkers) {
+      reader.fail(*node, "executor.check_workers",
+                  "expected 1 (one check point after another) to " +
+                      std::to_string(kMaxCheckWorkers) + ", found " +
+                      std::to_string(spec.check_workers));
+    }
+  }
   if (const toml::node* node = table.get("exclusive_timing")) {
     const auto value = node->value<bool>();
     if (!value) reader.expected(*node, "executor.exclusive_timing", "true or false");
@@ -131,7 +143,9 @@ void apply_executor_setting(ExecutorSpec& spec, const std::string& key, const st
       used = 0;
     }
     if (used != value.size() || value.empty() || number < low || number > high) {
-      throw Error(ErrorCode::kUsage, "--" + key + " '" + value + "': expected an integer from " +
+      std::string flag = key;  // the command line's spelling: --max-parallel, --check-workers
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      throw Error(ErrorCode::kUsage, "--" + flag + " '" + value + "': expected an integer from " +
                                          std::to_string(low) + " to " + std::to_string(high));
     }
     return number;
@@ -155,9 +169,25 @@ void apply_executor_setting(ExecutorSpec& spec, const std::string& key, const st
     spec.retries = integer(0, 20);
   } else if (key == "shared_dir") {
     spec.shared_dir = value;
+  } else if (key == "check_workers") {
+    spec.check_workers = integer(1, kMaxCheckWorkers);
   } else {
     throw Error(ErrorCode::kInternal, "unknown executor setting '" + key + "'");
   }
+}
+
+int64_t default_check_workers() {
+  int64_t threads = 0;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) threads = CPU_COUNT(&allowed);
+  if (threads <= 0) threads = static_cast<int64_t>(std::thread::hardware_concurrency());
+  return std::clamp<int64_t>(threads, 1, 2);
+}
+
+int64_t check_workers_of(const ExecutorSpec& spec) {
+  if (spec.kind != "local") return 1;
+  return spec.check_workers > 0 ? spec.check_workers : default_check_workers();
 }
 
 std::unique_ptr<Executor> make_executor(const ExecutorSpec& spec, const ExecutorContext& context) {

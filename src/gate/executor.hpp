@@ -39,8 +39,20 @@ class TomlReader;
 namespace loupe::gate {
 
 // One command-line override of the objective's [executor]: KEY is kind, partition, account, time,
-// gres, max_parallel, retries, poll_s or shared_dir. Throws Error(kUsage) naming the flag.
+// gres, max_parallel, retries, shared_dir or check_workers. Throws Error(kUsage) naming the flag.
 void apply_executor_setting(ExecutorSpec& spec, const std::string& key, const std::string& value);
+
+// The most check workers a spec may ask for.
+inline constexpr int64_t kMaxCheckWorkers = 64;
+
+// How many check points the local executor runs at once unless told: min(2, the hardware
+// threads this process may run on, sched_getaffinity). Two, not more: more subjects at once than
+// cores only share them, and loupe's own measurements are made on two cores.
+int64_t default_check_workers();
+
+// The check workers a run uses: the spec's (default_check_workers() when 0) for the local
+// executor; 1 for a batch executor, which runs a layer's points where it likes already.
+int64_t check_workers_of(const ExecutorSpec& spec);
 
 // Reads the objective's [executor] table (file, line and key in each error).
 ExecutorSpec read_executor_spec(const config::TomlReader& reader, const toml::table& table);

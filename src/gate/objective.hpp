@@ -78,6 +78,9 @@ struct ExecutorSpec {
   // Bench and scenario tasks get a node to themselves (sbatch --exclusive), so no timed point
   // shares its node with another task: their verdicts compare times. false lets them share.
   bool exclusive_timing = true;
+  // The local executor: how many check points run at once (CascadeOptions::check_workers);
+  // 0: default_check_workers(). Bench and scenario points always run alone.
+  int64_t check_workers = 0;
   bool operator==(const ExecutorSpec&) const = default;
 };
 

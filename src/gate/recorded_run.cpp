@@ -180,6 +180,7 @@ RecordedRun run_and_record(const RunRequest& request, CascadeOptions options) {
   try {
     executor = make_executor(executor_spec, context);
     attach_executor(*executor, options);
+    options.check_workers = check_workers_of(executor_spec);
     run.outcome = run_cascade(run.objective, run.plan, options, executor_runner(*executor));
     // Each bench comparison a gate reads, stated the gate's way round before anything records it.
     orient_to_gates(run.objective, run.plan, run.outcome.points, run.outcome.gates);

@@ -120,6 +120,36 @@ TEST(ExecutorSpecTest, CommandLineSettingsOverrideAndAreChecked) {
   }
 }
 
+// Issue 39: how many check points the local executor runs at once. Unset, min(2, CPUs); a batch
+// executor runs its points where it likes and takes none.
+TEST(ExecutorSpecTest, CheckWorkersAreReadCheckedAndOnlyTheLocalExecutorsOwn) {
+  EXPECT_EQ(parse_objective(kBase, "obj.toml").executor.check_workers, 0);
+  const int64_t by_default = default_check_workers();
+  EXPECT_GE(by_default, 1);
+  EXPECT_LE(by_default, 2);
+  EXPECT_EQ(check_workers_of(ExecutorSpec{}), by_default);
+  const Objective one = parse_objective(kBase + "[executor]\ncheck_workers = 1\n", "obj.toml");
+  EXPECT_EQ(one.executor.check_workers, 1);
+  EXPECT_EQ(check_workers_of(one.executor), 1);
+  EXPECT_EQ(config_error(kBase + "[executor]\ncheck_workers = 0\n"),
+            "obj.toml:6: executor.check_workers: expected 1 (one check point after another) to "
+            "64, found 0");
+  EXPECT_EQ(config_error(kBase + "[executor]\ncheck_workers = \"two\"\n").find("obj.toml:6"), 0u);
+
+  ExecutorSpec spec;
+  apply_executor_setting(spec, "check_workers", "3");
+  EXPECT_EQ(check_workers_of(spec), 3);
+  spec.kind = "slurm";
+  EXPECT_EQ(check_workers_of(spec), 1);
+  try {
+    apply_executor_setting(spec, "check_workers", "65");
+    FAIL() << "65 accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUsage);
+    EXPECT_EQ(error.message(), "--check-workers '65': expected an integer from 1 to 64");
+  }
+}
+
 TEST(ExecutorSpecTest, SlurmWithoutSbatchSaysWhatToInstall) {
   ExecutorSpec spec;
   spec.kind = "slurm";
