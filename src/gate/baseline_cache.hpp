@@ -11,8 +11,8 @@
 // running the point: the second run against an unpatched build (an agent iterating on a change,
 // a kit of faults against one build) spends nothing on the baseline's checks. Benches and
 // scenarios are never cached: a timing is only comparable with one taken beside it.
-// What is not in the key, on purpose: the run's hidden-run secret (the baseline's hidden run feeds
-// no gate: gates read the shown point's metrics), the run id and home, the memory limit.
+// What is not in the key, on purpose: the run's hidden-run secret (a baseline build runs no hidden
+// run: gates read its shown points' metrics), the run id and home, the memory limit.
 // An entry that cannot be read, parsed or does not match its key is a miss with a warning; the
 // point runs and its result replaces the entry.
 // Thread-safety: a BaselineCache is used from one thread; entries are written through a

@@ -1688,9 +1688,20 @@ PointResult finish_point(const probe::RunRequest& request, const std::string& ru
                          request.variants);
 }
 
+// A baseline build's point runs no hidden run: the hidden run is the candidate's guard against a
+// build tuned to the points it was shown; gates read a baseline's shown points only, and a
+// baseline's hidden run at a fresh secret seed cost a cold baseline side about 15 s of kda's
+// 36 (2026-12-07) and could fail the point of an unchanged build on a seed its bounds miss.
+namespace {
+void without_hidden_run(probe::RunRequest& request) {
+  request.add_hidden_point = false;
+  request.hidden_elsewhere = "none: a baseline build's points run no hidden run";
+}
+}  // namespace
+
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes,
-                                 const std::string& secret_scope) {
+                                 const std::string& secret_scope, bool hidden_runs) {
   const std::filesystem::path absolute_home = std::filesystem::absolute(home);
   const std::string scope = secret_scope.empty() ? run_id : secret_scope;
   // The subject's list, asked once per runner (run_point reads the probe's layer and hidden
@@ -1703,7 +1714,7 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     uint64_t calls = 0;
   };
   auto shared = std::make_shared<Shared>();
-  return [objective, absolute_home, run_id, memory_limit_bytes, scope, shared](
+  return [objective, absolute_home, run_id, memory_limit_bytes, scope, shared, hidden_runs](
              const PlanTask& task, const ProbeEntry& entry, int64_t repeat) {
     const auto start = std::chrono::steady_clock::now();
     std::unique_lock lock(shared->mutex);
@@ -1714,6 +1725,7 @@ PointRunner subject_point_runner(const Objective& objective, const std::filesyst
     probe::RunRequest request =
         point_run_request(objective, absolute_home, run_id + "/.staging-" + std::to_string(call),
                           memory_limit_bytes, task, entry, repeat, scope);
+    if (!hidden_runs) without_hidden_run(request);
     if (!shared->list) {
       try {
         shared->list = probe::list_probes(request.subject_command, request.timeout_s,
@@ -1757,9 +1769,9 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
                               bool cache_checks) {
   Objective other = objective;
   other.subject.command = command;
-  // Scoped to the run, as the candidate's runner is: both builds see the same hidden runs.
-  PointRunner runner =
-      subject_point_runner(other, home, run_id + "/baseline", memory_limit_bytes, run_id);
+  // No hidden runs: they are the candidate's guard (without_hidden_run).
+  PointRunner runner = subject_point_runner(other, home, run_id + "/baseline", memory_limit_bytes,
+                                            run_id, /*hidden_runs=*/false);
   BaselineSource source;
   source.label = label;
   source.interleave = true;
@@ -1804,9 +1816,10 @@ BaselineSource build_baseline(const Objective& objective, const std::filesystem:
     }
     // The request the runner is about to make (the one door's), described without what differs
     // from run to run (its folders, its hidden-run secret).
-    const probe::RunRequest request =
+    probe::RunRequest request =
         point_run_request(other, absolute_home, run_id + "/baseline/.staging", memory_limit_bytes,
                           task, seeded, repeat, run_id);
+    without_hidden_run(request);  // as the runner makes it
     const std::string key = state->cache->key(describe_request(request, repeat));
     if (std::optional<CachedPoint> cached = state->cache->find(key)) {
       state->sync();

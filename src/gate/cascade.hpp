@@ -265,10 +265,12 @@ bool move_observation_paths(probe::RunOutcome& outcome, const std::string& from,
 // check. The hidden run's secret is hidden_secret(secret_scope, task, repeat) (secret_scope
 // empty: run_id), so runners of one scope (a run's candidate and baseline builds, a bisect's
 // steps) see the same hidden inputs at the same point; its observation ends inside the point's
-// folder, as hidden/.
+// folder, as hidden/. `hidden_runs` false: no hidden run at all (a baseline build's runner: the
+// hidden run guards against a candidate tuned to the points it was shown, and no gate reads a
+// baseline's hidden run), each point saying so in data.hidden_run_at.
 PointRunner subject_point_runner(const Objective& objective, const std::filesystem::path& home,
                                  const std::string& run_id, uint64_t memory_limit_bytes = 0,
-                                 const std::string& secret_scope = "");
+                                 const std::string& secret_scope = "", bool hidden_runs = true);
 
 // The secret a point's hidden run draws from: derived from a secret drawn once per process,
 // `scope` (a run), the task and the repeat. Never written where a subject could read it before

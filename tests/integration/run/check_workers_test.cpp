@@ -148,6 +148,28 @@ TEST_F(CheckWorkersCliTest, TwoWorkersDecideWhatOneDoesAndTheCacheStoresAndServe
   EXPECT_EQ(gates_of(warm), gates_of(one));
 }
 
+// The hidden run is the candidate's guard: each of the candidate's 7 check points has one (its
+// observation under hidden/), none of the baseline build's 6 does, and no point warns that its
+// hidden run was off (guard.hidden_off). Before, both builds ran one per point (a third of a cold baseline
+// side's time in kda's objective, and an unchanged baseline could fail a point on a fresh seed).
+TEST_F(CheckWorkersCliTest, TheBaselineBuildsCheckPointsRunNoHiddenRun) {
+  const CliRun done = run("2", "home");
+  ASSERT_EQ(done.exit_code, 0) << done.out << done.err;
+  const fs::path run_dir = dir_ / "home" / "runs" / done.envelope.at("data").at("run");
+  int candidate = 0, candidate_hidden = 0, baseline = 0, baseline_hidden = 0;
+  for (const std::string& folder : point_folders(run_dir)) {
+    const bool of_baseline = folder.rfind("baseline/", 0) == 0;
+    const bool hidden = fs::exists(run_dir / folder / "hidden" / "observation.json");
+    (of_baseline ? baseline : candidate) += 1;
+    (of_baseline ? baseline_hidden : candidate_hidden) += hidden ? 1 : 0;
+  }
+  EXPECT_EQ(candidate, 7);
+  EXPECT_EQ(candidate_hidden, 7);
+  EXPECT_EQ(baseline, 6);
+  EXPECT_EQ(baseline_hidden, 0);
+  EXPECT_EQ(done.out.find("hidden_off"), std::string::npos);
+}
+
 TEST_F(CheckWorkersCliTest, AWorkerCountOutsideOneToSixtyFourIsAUsageError) {
   const CliRun zero = run("0", "home");
   EXPECT_EQ(zero.exit_code, 2) << zero.out << zero.err;
