@@ -150,8 +150,9 @@ TEST_F(CheckWorkersCliTest, TwoWorkersDecideWhatOneDoesAndTheCacheStoresAndServe
 
 // The hidden run is the candidate's guard: each of the candidate's 7 check points has one (its
 // observation under hidden/), none of the baseline build's 6 does, and no point warns that its
-// hidden run was off (guard.hidden_off). Before, both builds ran one per point (a third of a cold baseline
-// side's time in kda's objective, and an unchanged baseline could fail a point on a fresh seed).
+// hidden run was off (guard.hidden_off). Before, both builds ran one per point (a third of a cold
+// baseline side's time in kda's objective, and an unchanged baseline could fail a point on a fresh
+// seed).
 TEST_F(CheckWorkersCliTest, TheBaselineBuildsCheckPointsRunNoHiddenRun) {
   const CliRun done = run("2", "home");
   ASSERT_EQ(done.exit_code, 0) << done.out << done.err;
