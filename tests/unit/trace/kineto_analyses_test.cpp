@@ -305,6 +305,38 @@ TEST(KinetoWarmup, FirstProfilerStepIsReportedApart) {
   EXPECT_EQ(gpu.steady.busy_ns, 600 * kUs);
 }
 
+// Issue 35, held-out traces (TraceLens's H100 inference traces): PyTorch's `_call_impl` wraps every
+// module call, so its first call is the whole forward pass around all the later ones. Taken for a
+// slow first call it cut every GPU op out of the steady window.
+TEST(KinetoWarmup, FirstCallEnclosingLaterCallsOfItsNameIsNotWarmup) {
+  const std::string call_impl = "torch/nn/modules/module.py(1743): _call_impl";
+  std::string text = R"({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"python_function","name":")" +
+                     call_impl + R"(","pid":1,"tid":1,"ts":0,"dur":5000})";
+  for (int call = 0; call < 5; ++call) {
+    const int start = 500 + call * 900;
+    const std::string corr = std::to_string(call + 1);
+    text +=
+        R"(,{"ph":"X","cat":"python_function","name":")" + call_impl +
+        R"(","pid":1,"tid":1,"ts":)" + std::to_string(start) +
+        R"(,"dur":200},{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":)" +
+        std::to_string(start + 50) + R"(,"dur":10,"args":{"correlation":)" + corr +
+        R"(}},{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":)" +
+        std::to_string(start + 70) + R"(,"dur":300,"args":{"correlation":)" + corr + "}}";
+  }
+  text += "]}";
+  const Model model = load_text(text);
+  const Warmup warmup = classify_warmup(model);
+  for (const Warmup::Item& item : warmup.items) {
+    EXPECT_NE(item.reason, Warmup::Reason::kFirstCall) << model.slice_name(item.slice);
+  }
+  const GpuAnalysis gpu = compute_gpu(model, warmup, 10 * kUs);
+  EXPECT_EQ(gpu.ops_before_window, 0u);
+  EXPECT_EQ(gpu.steady.kinds[static_cast<size_t>(GpuKind::kKernel)].count, 5u);
+  EXPECT_EQ(gpu.steady.busy_ns, 1500 * kUs);
+  EXPECT_EQ(gpu.steady.launches.launches, 5u);
+}
+
 TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
   const Envelope envelope =
       analyze(load_traces({(kFixtures / "gil_held.json.gz").string()}), AnalyzeRequest{});
