@@ -243,6 +243,15 @@ GpuOps find_gpu_ops(const Model& model);
 // field may list several, comma-separated.
 inline constexpr uint8_t kGpuKernelRole = 0, kGpuMemcpyRole = 1, kGpuMemsetRole = 2;
 std::vector<uint8_t> category_roles(const Model& model);
+// GPU runtime calls by what they do, in CUDA's runtime and driver spellings and ROCm's (Kineto
+// writes HIP's names on AMD GPUs: hipStreamSynchronize, hipGraphLaunch). A host synchronisation
+// returns when GPU work has finished: the stream, device and event synchronisations, and
+// aten::item / aten::_local_scalar_dense, which read a result back.
+bool is_host_synchronisation(std::string_view name);
+// A graph's replay: cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch (and their _ptsz forms).
+bool is_graph_launch(std::string_view name);
+// A call of the GPU runtime or driver API: a name starting cuda, hip or cu followed by a capital.
+bool is_runtime_call_name(std::string_view name);
 // `ops` (optional): find_gpu_ops' answer to reuse. `pool` (optional): runs the summaries (every
 // op's, the steady window's, each step's) side by side; the result is the same without it.
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,

@@ -536,9 +536,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     std::vector<uint8_t> sync_name(model.strings.size(), 0);
     for (StringId name = 0; name < model.strings.size(); ++name) {
       const std::string_view text = model.strings.get(name);
-      sync_name[name] = text == "cudaStreamSynchronize" || text == "cudaDeviceSynchronize" ||
-                        text == "cudaEventSynchronize" || text == "aten::_local_scalar_dense" ||
-                        text == "aten::item";
+      sync_name[name] = is_host_synchronisation(text);
     }
     // The launching thread of a collective: its ac2g flow's source (a GPU kernel), else the
     // collective's own thread (a host op).

@@ -2021,9 +2021,21 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
     const auto above = flows_.end() - below > step ? below + step + 1 : flows_.end();
     auto it = std::lower_bound(below, above, correlation, id_before);
     from = it;
+    // Reached only by a flow that has a source: ROCm's Kineto writes both ends of a launch's
+    // flow as "f" (no "s"), and such a flow binds nothing, so its ops take the correlation id.
+    // The source must be of the landing end's category (other flows, fwdbwd, reuse the ids).
+    const auto first_point = it;
+    auto landing = flows_.end();
+    for (; it != flows_.end() && it->id == correlation; ++it) {
+      if (it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op]) {
+        landing = it;
+        break;
+      }
+    }
     bool reached = false;
-    for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
-      reached = it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op];
+    for (it = first_point;
+         landing != flows_.end() && it != flows_.end() && it->id == correlation && !reached; ++it) {
+      reached = it->phase == 's' && it->category == landing->category;
     }
     if (!reached) unreached.push_back(at);
   }

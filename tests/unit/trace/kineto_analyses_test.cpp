@@ -337,6 +337,52 @@ TEST(KinetoWarmup, FirstCallEnclosingLaterCallsOfItsNameIsNotWarmup) {
   EXPECT_EQ(gpu.steady.launches.launches, 5u);
 }
 
+// Issue 35, held-out ROCm traces (TraceLens's vLLM and SGLang decode on MI300X): Kineto on ROCm
+// writes both ends of a launch's flow as "f" (no "s") and HIP's names for the runtime calls. The
+// ops must still be tied to their launch by correlation id, hipGraphLaunch is a graph's replay and
+// hipDeviceSynchronize a host synchronisation.
+TEST(KinetoGpu, RocmFlowsWithoutASourceAndHipRuntimeNames) {
+  const Model model = load_text(R"J({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"user_annotation","name":"decode_step","pid":100,"tid":100,"ts":0,"dur":300},
+    {"ph":"X","cat":"cuda_runtime","name":"hipMemsetAsync","pid":100,"tid":100,"ts":1,"dur":5,"args":{"correlation":1}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":1,"pid":100,"tid":100,"ts":1,"bp":"e"},
+    {"ph":"X","cat":"gpu_memset","name":"Memset (Device)","pid":2,"tid":0,"ts":10,"dur":5,"args":{"correlation":1,"stream":0}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":1,"pid":2,"tid":0,"ts":10,"bp":"e"},
+    {"ph":"X","cat":"cuda_runtime","name":"hipGraphLaunch","pid":100,"tid":100,"ts":20,"dur":30,"args":{"correlation":2}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":2,"pid":100,"tid":100,"ts":20,"bp":"e"},
+    {"ph":"X","cat":"kernel","name":"k1","pid":2,"tid":0,"ts":60,"dur":20,"args":{"correlation":2,"stream":0}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":2,"pid":2,"tid":0,"ts":60,"bp":"e"},
+    {"ph":"X","cat":"kernel","name":"k2","pid":2,"tid":0,"ts":82,"dur":18,"args":{"correlation":2,"stream":0}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":2,"pid":2,"tid":0,"ts":82,"bp":"e"},
+    {"ph":"X","cat":"kernel","name":"k3","pid":2,"tid":0,"ts":102,"dur":18,"args":{"correlation":2,"stream":0}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":2,"pid":2,"tid":0,"ts":102,"bp":"e"},
+    {"ph":"X","cat":"cuda_runtime","name":"hipStreamSynchronize","pid":100,"tid":100,"ts":55,"dur":70},
+    {"ph":"X","cat":"cuda_runtime","name":"hipDeviceSynchronize","pid":100,"tid":100,"ts":130,"dur":60},
+    {"ph":"X","cat":"cuda_runtime","name":"hipLaunchKernel","pid":100,"tid":100,"ts":192,"dur":5,"args":{"correlation":3}},
+    {"ph":"s","cat":"ac2g","name":"ac2g","id":3,"pid":100,"tid":100,"ts":192},
+    {"ph":"X","cat":"kernel","name":"k4","pid":2,"tid":0,"ts":200,"dur":10,"args":{"correlation":3,"stream":0}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":3,"pid":2,"tid":0,"ts":200,"bp":"e"}]})J");
+  const GpuAnalysis gpu = compute_gpu(model, classify_warmup(model), 10 * kUs);
+  ASSERT_TRUE(gpu.present);
+  const GpuSummary& all = gpu.all;
+  // One launch each for the memset, the graph's replay and k4.
+  EXPECT_EQ(all.launches.launches, 3u);
+  EXPECT_EQ(all.graph_launches, 1u);
+  EXPECT_EQ(all.graph_ops, 3u);
+  EXPECT_EQ(all.graph_ns, 56 * kUs);
+  ASSERT_EQ(all.graph_ranges.size(), 1u);
+  EXPECT_EQ(all.graph_ranges.front().first, "decode_step");
+  ASSERT_EQ(all.streams.size(), 1u);
+  const StreamIdle& stream = all.streams.front();
+  // 15 -> 60: the replay was launched at 20, after the memset ended: host wait. 80 -> 82 and
+  // 100 -> 102: queued in the replay, kernel wait. 120 -> 200: the host sat in
+  // hipDeviceSynchronize for 60 of the 80 us before launching k4.
+  EXPECT_EQ(stream.host_wait_ns, 45 * kUs);
+  EXPECT_EQ(stream.kernel_wait_ns, 4 * kUs);
+  EXPECT_EQ(stream.sync_wait_ns, 80 * kUs);
+  EXPECT_EQ(stream.other_ns, 0);
+}
+
 TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
   const Envelope envelope =
       analyze(load_traces({(kFixtures / "gil_held.json.gz").string()}), AnalyzeRequest{});
