@@ -383,6 +383,40 @@ TEST(KinetoGpu, RocmFlowsWithoutASourceAndHipRuntimeNames) {
   EXPECT_EQ(stream.other_ns, 0);
 }
 
+// Issue 35, a held-out B200 trace (programmatic dependent launch): a kernel that starts before the
+// previous one on its stream ends lies on an overlap lane; the flow landing at its start binds to
+// it, not to the kernel it overlaps.
+TEST(KinetoGpu, FlowLandingOnAnOverlappingKernelBindsToIt) {
+  const Model model = load_text(R"J({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernelExC","pid":1,"tid":1,"ts":0,"dur":5,"args":{"correlation":1}},
+    {"ph":"s","cat":"ac2g","name":"ac2g","id":1,"pid":1,"tid":1,"ts":0},
+    {"ph":"X","cat":"kernel","name":"first","pid":0,"tid":7,"ts":10,"dur":100,"args":{"correlation":1}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":1,"pid":0,"tid":7,"ts":10,"bp":"e"},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernelExC","pid":1,"tid":1,"ts":20,"dur":5,"args":{"correlation":2}},
+    {"ph":"s","cat":"ac2g","name":"ac2g","id":2,"pid":1,"tid":1,"ts":20},
+    {"ph":"X","cat":"kernel","name":"dependent","pid":0,"tid":7,"ts":100,"dur":60,"args":{"correlation":2}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":2,"pid":0,"tid":7,"ts":100,"bp":"e"},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":30,"dur":5,"args":{"correlation":3}},
+    {"ph":"s","cat":"ac2g","name":"ac2g","id":3,"pid":1,"tid":1,"ts":30},
+    {"ph":"X","cat":"kernel","name":"last","pid":0,"tid":7,"ts":170,"dur":10,"args":{"correlation":3}},
+    {"ph":"f","cat":"ac2g","name":"ac2g","id":3,"pid":0,"tid":7,"ts":170,"bp":"e"}]})J");
+  std::map<std::string, int64_t> launched_at;  // op -> its launch call's start
+  for (size_t row = 0; row < model.flows.size(); ++row) {
+    ASSERT_NE(model.flows.from_slice[row], kNoSlice);
+    ASSERT_NE(model.flows.to_slice[row], kNoSlice);
+    launched_at[std::string(model.slice_name(model.flows.to_slice[row]))] =
+        model.slices.start_ns[model.flows.from_slice[row]] - model.start_ns;
+  }
+  EXPECT_EQ(launched_at, (std::map<std::string, int64_t>{
+                             {"first", 0}, {"dependent", 20 * kUs}, {"last", 30 * kUs}}));
+  const GpuAnalysis gpu = compute_gpu(model, classify_warmup(model), 10 * kUs);
+  EXPECT_EQ(gpu.all.launches.launches, 3u);
+  ASSERT_EQ(gpu.all.streams.size(), 1u);
+  // 160 -> 170: "last" was queued at 30: kernel wait, no host wait.
+  EXPECT_EQ(gpu.all.streams.front().kernel_wait_ns, 10 * kUs);
+  EXPECT_EQ(gpu.all.streams.front().host_wait_ns, 0);
+}
+
 TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
   const Envelope envelope =
       analyze(load_traces({(kFixtures / "gil_held.json.gz").string()}), AnalyzeRequest{});
