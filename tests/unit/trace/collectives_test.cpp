@@ -261,6 +261,84 @@ TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
   EXPECT_EQ(envelope.findings.front().id, "trace.collectives.straggler");
 }
 
+// Issue 35, held-out MoE traces: an all-to-all with uneven splits moves different amounts on each
+// rank ("In msg nelems" differs by design). Its counts must not split the match, with Kineto's
+// sequence numbers (no "differs" mismatch) or without (no cascade of unmatched calls).
+TEST_F(Collectives, UnevenAllToAllMatchesWithAndWithoutSequenceNumbers) {
+  for (const bool sequenced : {true, false}) {
+    SCOPED_TRACE(sequenced ? "Seq" : "in order");
+    std::vector<std::string> files;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string text = R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": )" +
+                         std::to_string(rank) + R"(, "world_size": 2}, "traceEvents": [)";
+      for (int call = 0; call < 3; ++call) {
+        const int elements = 100 * (rank + 1) * (call + 1);
+        text +=
+            std::string(call ? ", " : "") +
+            R"({"ph": "X", "cat": "cpu_op", "name": "nccl:all_to_all", "pid": 10, "tid": 10, "ts": )" +
+            std::to_string(1000 * call + 10 * rank) +
+            R"(, "dur": 50, "args": {"Collective name": "all_to_allv", "In msg nelems": )" +
+            std::to_string(elements) + R"(, "Out msg nelems": )" + std::to_string(elements + 7) +
+            R"(, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": "[0, 1]")" +
+            (sequenced ? R"(, "Seq": )" + std::to_string(call + 1) : std::string()) + "}}";
+      }
+      text += "]}";
+      const fs::path path = dir_ / ("a2a" + std::to_string(rank) + ".json");
+      std::ofstream(path) << text;
+      files.push_back(path.string());
+    }
+    const Envelope envelope = analyze(load_traces(files), {});
+    EXPECT_EQ(envelope.data["collectives"]["matched"], 3);
+    EXPECT_EQ(envelope.data["collectives"]["unmatched"], 0);
+    EXPECT_TRUE(envelope.data["collectives"]["mismatches"].empty())
+        << envelope.data["collectives"]["mismatches"].dump();
+  }
+}
+
+// Issue 35, held-out traces of PyTorch before 2.1 (HTA's sampled ranks of a DLRM job): the NCCL
+// kernels record nothing of their own and an all-to-all's kernel and an all-reduce's are both
+// ncclKernel_SendRecv. Each kernel is the collective whose host call launched it, so a rank
+// missing the all-to-all is named as such instead of shifting the kernels' match.
+TEST_F(Collectives, KernelWithoutItsOwnRecordIsTheHostCollectiveThatLaunchedIt) {
+  auto rank_file = [&](int rank, const std::vector<std::string>& calls) {
+    std::string text = R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": )" +
+                       std::to_string(rank) + R"(, "world_size": 2}, "traceEvents": [)";
+    int correlation = 0;
+    for (size_t at = 0; at < calls.size(); ++at) {
+      if (calls[at].empty()) continue;
+      const int start = 200 * static_cast<int>(at);
+      const std::string corr = std::to_string(++correlation);
+      text +=
+          std::string(correlation > 1 ? ", " : "") + R"({"ph": "X", "cat": "cpu_op", "name": ")" +
+          calls[at] + R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(start) +
+          R"(, "dur": 20, "args": {"Input Dims": [[1000]], "Input type": ["float"]}}, )" +
+          R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": )" +
+          std::to_string(start + 5) + R"(, "dur": 5, "args": {"correlation": )" + corr +
+          R"(}}, {"ph": "X", "cat": "kernel", "name": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "pid": 0, "tid": 20, "ts": )" +
+          std::to_string(start + 10) + R"(, "dur": 90, "args": {"correlation": )" + corr +
+          ", \"stream\": 20}}";
+    }
+    text += "]}";
+    const fs::path path = dir_ / ("old" + std::to_string(rank) + ".json");
+    std::ofstream(path) << text;
+    return path.string();
+  };
+  const std::vector<std::string> files = {
+      rank_file(0, {"nccl:all_reduce", "nccl:all_to_all", "nccl:all_reduce"}),
+      rank_file(1, {"nccl:all_reduce", "", "nccl:all_reduce"})};
+  const Envelope envelope = analyze(load_traces(files), {});
+  const Json& mismatches = envelope.data["collectives"]["mismatches"];
+  ASSERT_FALSE(mismatches.empty());
+  for (const Json& mismatch : mismatches) {
+    EXPECT_EQ(mismatch["collective"], "nccl:all_to_all") << mismatches.dump();
+    EXPECT_EQ(mismatch["rank"], 1);
+    EXPECT_EQ(mismatch["seq"], 2);
+  }
+  // Host calls and kernels alike: two all-reduces matched, the all-to-all unmatched, each once.
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 4);
+  EXPECT_EQ(envelope.data["collectives"]["unmatched"], 2);
+}
+
 TEST_F(Collectives, OneRankAloneHasNoCollectivesAndKeepsItsTrackLabels) {
   const Model model = load_traces({three_ranks()[0]});
   EXPECT_FALSE(model.multi_rank());
