@@ -469,7 +469,11 @@ struct Straggler {
   // kStragglerChance and less than two thirds of the wait all ranks imposed, no rank stands out
   // (the finding is info).
   double chance_p = 1.0;
-  bool stands_out = true;  // false: the case above
+  bool stands_out = true;  // false: the case above, or the skews within the clocks' uncertainty
+  // The uncertainty of arrival times (data.collectives.clock); when the largest skew is within
+  // it, no arrival order is measured and no rank stands out.
+  int64_t clock_uncertainty_ns = 0;
+  bool within_clock_uncertainty = false;
   int64_t imposed_ns = 0, max_skew_ns = 0;
   std::string compute_source;  // "GPU kernels" or "thread work"
   int64_t compute_ns = 0, compute_median_others_ns = -1;

@@ -444,6 +444,16 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     worst_uncertainty = std::max(
         worst_uncertainty, std::max(std::abs(rank.clock_offset_ns), rank.clock_uncertainty_ns));
   }
+  // How far arrivals can be trusted: on a shared clock, how far the ends of one collective
+  // disagree; aligned, the spread of each rank's end offsets around its median.
+  int64_t clock_spread = 0;
+  if (shared_clock) {
+    clock_spread = worst_uncertainty;
+  } else {
+    for (const RankCollectives& rank : out.per_rank) {
+      clock_spread = std::max(clock_spread, rank.clock_uncertainty_ns);
+    }
+  }
   // Arrivals are compared on the shared clock when the files have one; otherwise each rank's
   // times are shifted by its offset from the collectives' ends.
   auto arrival = [&](size_t at, SliceId id) {
@@ -464,13 +474,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
                     format_duration(worst_uncertainty).c_str());
       out.clock = text;
     } else {
-      int64_t spread = 0;
-      for (const RankCollectives& rank : out.per_rank)
-        spread = std::max(spread, rank.clock_uncertainty_ns);
       std::snprintf(text, sizeof text,
                     "the ranks' clocks differ: aligned on the ends of %llu matched collectives "
                     "(median offset per rank), uncertainty ±%s",
-                    static_cast<unsigned long long>(samples), format_duration(spread).c_str());
+                    static_cast<unsigned long long>(samples),
+                    format_duration(clock_spread).c_str());
       out.clock = text;
     }
   }
@@ -599,6 +607,20 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.stands_out = straggler.collectives < kStragglerMinCollectives ||
                            straggler.chance_p <= kStragglerChance ||
                            straggler.imposed_ns >= 2 * imposed_by_others;
+    // Arrivals closer than the clocks are known cannot be put in order: when even the largest
+    // skew is within the uncertainty, which rank came last is not measured (two files whose
+    // collectives disagree align badly, and then every "late" arrival is the clocks' error).
+    straggler.clock_uncertainty_ns = clock_spread;
+    int64_t largest_skew = 0;
+    for (const CollectiveInstance& instance : out.instances) {
+      if (instance.decides && instance.last_rank == straggler.rank) {
+        largest_skew = std::max(largest_skew, instance.skew_ns);
+      }
+    }
+    if (largest_skew <= clock_spread) {
+      straggler.within_clock_uncertainty = true;
+      straggler.stands_out = false;
+    }
     straggler.compute_source = gpu_compute ? "GPU kernels" : "thread work";
     // Per rank: its deciding collectives by start, so that "since the previous collective" is
     // the end of the one before in the rank's own order.

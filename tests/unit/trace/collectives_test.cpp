@@ -245,6 +245,31 @@ TEST_F(Collectives, ClocksThatDifferAreAlignedOnTheCollectivesEnds) {
             "offset per rank), uncertainty ±0 ns");
 }
 
+// Issue 35, HTA's two sampled ranks of a 128-rank job: aligned on ends that disagree by
+// ±320 ms, rank 1 was named the straggler, "last at 6 of 6", for skews within that uncertainty.
+// Arrivals closer than the clocks are known are not put in order: no rank stands out.
+TEST_F(Collectives, SkewsWithinTheClocksUncertaintyNameNoStraggler) {
+  // No baseTimeNanoseconds: the clocks are aligned on the ends, whose offsets scatter by
+  // +-500 us around 0; rank 1 starts each allgather 100 us after rank 0.
+  const std::vector<double> end_offset_us = {0, 500, -200, 500, -200, 0};
+  std::vector<std::vector<Event>> events(2);
+  for (size_t at = 0; at < end_offset_us.size(); ++at) {
+    const double start = 1000.0 * static_cast<double>(at);
+    events[0].push_back({"mpi:allgather", start, 400});
+    events[1].push_back({"mpi:allgather", start + 100, 300 + end_offset_us[at]});
+  }
+  const Envelope envelope = analyze(
+      load_traces({write("u0.json", 0, events[0], -1), write("u1.json", 1, events[1], -1)}), {});
+  const Finding* straggler = find(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(straggler->severity, Severity::kInfo);
+  EXPECT_EQ(metric(*straggler, "max_skew_ns"), 100 * kUs);
+  EXPECT_EQ(metric(*straggler, "clock_uncertainty_ns"), 500 * kUs);
+  EXPECT_NE(straggler->claim.find("within the ranks' clock uncertainty (±500 us)"),
+            std::string::npos)
+      << straggler->claim;
+}
+
 TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
   std::vector<std::string> files = three_ranks();
   files[1] = write("r1.json", 1,
