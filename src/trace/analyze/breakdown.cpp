@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <unordered_map>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -15,6 +16,22 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
       self[slices.parent[id]] -= slices.end_ns[id] - slices.start_ns[id];
   }
   Breakdown result;
+  // A slice that overlapped part of the one before it sits on an overlap lane of its thread or
+  // stream (a kernel launched to start before the previous one ends: programmatic dependent
+  // launch); its time belongs to that thread or stream. Tracks with overlap lanes are summed
+  // apart, over the main lane and its overlap lanes, as unions of intervals (their slices are not
+  // in one start order); the others take the running ends below.
+  std::vector<uint8_t> merged(model.tracks.size(), 0);  // by main track: has overlap lanes
+  for (const Track& info : model.tracks) {
+    if (info.lane == Lane::kOverlap && info.main != kNoTrack) merged[info.main] = 1;
+  }
+  struct MergedRow {
+    BreakdownRow row;
+    std::vector<Interval> spans;
+  };
+  std::vector<MergedRow> merged_rows;
+  std::unordered_map<uint64_t, uint32_t> merged_row_of;  // main track << 32 | name
+  std::map<TrackId, std::vector<Interval>> merged_busy;
   // Slices are sorted by (track, start): a running end per (track, name) gives the union.
   struct Accumulator {
     BreakdownRow row;
@@ -40,6 +57,29 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
       names_seen.clear();
     }
     if (!exclude.empty() && exclude[id] != 0) continue;
+    const Track& info = model.tracks[track];
+    const TrackId main = info.lane == Lane::kOverlap ? info.main : track;
+    if (main < merged.size() && merged[main] != 0 &&
+        (info.lane == Lane::kMain || info.lane == Lane::kOverlap)) {
+      if (slices.depth[id] == 0) merged_busy[main].emplace_back(start, end);
+      const uint64_t key = static_cast<uint64_t>(main) << 32 | slices.name[id];
+      const auto [found, fresh] =
+          merged_row_of.try_emplace(key, static_cast<uint32_t>(merged_rows.size()));
+      if (fresh) {
+        merged_rows.emplace_back();
+        merged_rows.back().row.track = main;
+        merged_rows.back().row.name = slices.name[id];
+      }
+      MergedRow& merged_row = merged_rows[found->second];
+      ++merged_row.row.count;
+      merged_row.row.self_ns += self[id];
+      merged_row.spans.emplace_back(start, end);
+      const SliceId longest = merged_row.row.longest;
+      if (longest == kNoSlice || end - start > slices.end_ns[longest] - slices.start_ns[longest]) {
+        merged_row.row.longest = id;
+      }
+      continue;
+    }
     if (slices.depth[id] == 0) {
       if (busy == nullptr) busy = &result.busy_ns[track];
       *busy += std::max<int64_t>(0, end - std::max(start, busy_until));
@@ -67,8 +107,15 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
     }
   }
   // Ties in self time keep (track, name) order.
-  result.rows.reserve(rows.size());
+  result.rows.reserve(rows.size() + merged_rows.size());
   for (const Accumulator& accumulator : rows) result.rows.push_back(accumulator.row);
+  for (MergedRow& merged_row : merged_rows) {
+    merged_row.row.total_ns = total_length(union_of(std::move(merged_row.spans)));
+    result.rows.push_back(merged_row.row);
+  }
+  for (auto& [main, spans] : merged_busy) {
+    result.busy_ns[main] = total_length(union_of(std::move(spans)));
+  }
   std::sort(result.rows.begin(), result.rows.end(),
             [](const BreakdownRow& left, const BreakdownRow& right) {
               return std::pair(left.track, left.name) < std::pair(right.track, right.name);

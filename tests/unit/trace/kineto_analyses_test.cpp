@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/json.hpp"
 #include "trace/analyze/analyze.hpp"
@@ -421,6 +422,34 @@ TEST(KinetoGpu, FlowLandingOnAnOverlappingKernelBindsToIt) {
 // Python frame): its scheduler threads stall under each other's calls, and six inferred GIL
 // findings led the report. An interpreter lock is inferred only in a process that shows Python;
 // the same threads in a process named python3 still give the finding.
+// Issue 35, the held-out B200 trace: kernels that start before the previous one ends sit on an
+// overlap lane of their stream, and the breakdown split each kernel's count and time between
+// "stream 7" and "stream 7 [overlap 1]" (multimem_all_reduce: 71 of 73 launches, 1.87 of
+// 2.12 ms; a row "100% of the track's busy time"). A stream's kernels are one row per name,
+// its busy time the union over its lanes.
+TEST(KinetoBreakdown, KernelsOnAnOverlapLaneCountWithTheirStream) {
+  const Model model = load_text(R"J({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":0,"dur":100},
+    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":90,"dur":60},
+    {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":160,"dur":40},
+    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":190,"dur":40},
+    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":240,"dur":10}]})J");
+  bool overlap_lane = false;
+  for (const Track& track : model.tracks) overlap_lane |= track.lane == Lane::kOverlap;
+  ASSERT_TRUE(overlap_lane);
+  const Breakdown breakdown = compute_breakdown(model);
+  std::map<std::string, std::tuple<uint64_t, int64_t, std::string>> rows;
+  for (const BreakdownRow& row : breakdown.rows) {
+    rows[std::string(model.strings.get(row.name))] = {row.count, row.total_ns,
+                                                      model.tracks[row.track].name};
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows["gemm"], std::make_tuple(uint64_t{2}, 140 * kUs, std::string("stream 7")));
+  EXPECT_EQ(rows["all_reduce"], std::make_tuple(uint64_t{3}, 110 * kUs, std::string("stream 7")));
+  ASSERT_EQ(breakdown.busy_ns.size(), 1u);
+  EXPECT_EQ(breakdown.busy_ns.begin()->second, 230 * kUs);
+}
+
 TEST(KinetoGil, NoInterpreterLockIsInferredInAProcessWithoutPython) {
   for (const std::string process : {"service", "python3"}) {
     SCOPED_TRACE(process);
