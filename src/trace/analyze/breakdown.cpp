@@ -111,6 +111,9 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
   for (const Accumulator& accumulator : rows) result.rows.push_back(accumulator.row);
   for (MergedRow& merged_row : merged_rows) {
     merged_row.row.total_ns = total_length(union_of(std::move(merged_row.spans)));
+    // Slices of one name that overlap each other (a kernel overlapping its own next launch)
+    // count their common time once: self is at most the union.
+    merged_row.row.self_ns = std::min(merged_row.row.self_ns, merged_row.row.total_ns);
     result.rows.push_back(merged_row.row);
   }
   for (auto& [main, spans] : merged_busy) {

@@ -433,21 +433,25 @@ TEST(KinetoBreakdown, KernelsOnAnOverlapLaneCountWithTheirStream) {
     {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":90,"dur":60},
     {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":160,"dur":40},
     {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":190,"dur":40},
-    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":240,"dur":10}]})J");
+    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":240,"dur":10},
+    {"ph":"X","cat":"kernel","name":"all_reduce","pid":0,"tid":7,"ts":245,"dur":15}]})J");
   bool overlap_lane = false;
   for (const Track& track : model.tracks) overlap_lane |= track.lane == Lane::kOverlap;
   ASSERT_TRUE(overlap_lane);
   const Breakdown breakdown = compute_breakdown(model);
-  std::map<std::string, std::tuple<uint64_t, int64_t, std::string>> rows;
+  std::map<std::string, std::tuple<uint64_t, int64_t, int64_t, std::string>> rows;
   for (const BreakdownRow& row : breakdown.rows) {
-    rows[std::string(model.strings.get(row.name))] = {row.count, row.total_ns,
+    rows[std::string(model.strings.get(row.name))] = {row.count, row.total_ns, row.self_ns,
                                                       model.tracks[row.track].name};
   }
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows["gemm"], std::make_tuple(uint64_t{2}, 140 * kUs, std::string("stream 7")));
-  EXPECT_EQ(rows["all_reduce"], std::make_tuple(uint64_t{3}, 110 * kUs, std::string("stream 7")));
+  EXPECT_EQ(rows["gemm"],
+            std::make_tuple(uint64_t{2}, 140 * kUs, 140 * kUs, std::string("stream 7")));
+  // The last two all_reduces overlap each other by 5 us: counted once.
+  EXPECT_EQ(rows["all_reduce"],
+            std::make_tuple(uint64_t{4}, 120 * kUs, 120 * kUs, std::string("stream 7")));
   ASSERT_EQ(breakdown.busy_ns.size(), 1u);
-  EXPECT_EQ(breakdown.busy_ns.begin()->second, 230 * kUs);
+  EXPECT_EQ(breakdown.busy_ns.begin()->second, 240 * kUs);
 }
 
 TEST(KinetoGil, NoInterpreterLockIsInferredInAProcessWithoutPython) {
