@@ -9,21 +9,37 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
   const SliceTable& slices = model.slices;
   // Self time: a slice's duration minus its direct children's (siblings never overlap after
   // ModelBuilder::finish clamps them).
+  // A GPU op that lies inside another on its stream ran beside it (concurrent kernels), not
+  // inside a call: it takes nothing from the other's self time.
+  const std::vector<uint8_t> roles = category_roles(model);
   std::vector<int64_t> self(slices.size());
   for (SliceId id = 0; id < slices.size(); ++id) self[id] = slices.end_ns[id] - slices.start_ns[id];
   for (SliceId id = 0; id < slices.size(); ++id) {
-    if (slices.parent[id] != kNoSlice)
-      self[slices.parent[id]] -= slices.end_ns[id] - slices.start_ns[id];
+    const SliceId parent = slices.parent[id];
+    if (parent == kNoSlice) continue;
+    if (roles[slices.category[id]] != kNotGpuOp && roles[slices.category[parent]] != kNotGpuOp) {
+      continue;
+    }
+    self[parent] -= slices.end_ns[id] - slices.start_ns[id];
   }
   Breakdown result;
-  // A slice that overlapped part of the one before it sits on an overlap lane of its thread or
-  // stream (a kernel launched to start before the previous one ends: programmatic dependent
-  // launch); its time belongs to that thread or stream. Tracks with overlap lanes are summed
-  // apart, over the main lane and its overlap lanes, as unions of intervals (their slices are not
-  // in one start order); the others take the running ends below.
+  // A GPU op that overlapped part of the one before it sits on an overlap lane of its stream (a
+  // kernel launched to start before the previous one ends: programmatic dependent launch); its
+  // time belongs to the stream. Streams with overlap lanes are summed apart, over the main lane
+  // and its overlap lanes, as unions of intervals (their slices are not in one start order); the
+  // others take the running ends below. A gpu_user_annotation range that overlapped another
+  // lands on such a lane too: it labels the stream's time and is no row of it. (A thread's
+  // overlap lanes may hold Python frames or ranges of either lane: they keep rows of their own.)
   std::vector<uint8_t> merged(model.tracks.size(), 0);  // by main track: has overlap lanes
   for (const Track& info : model.tracks) {
-    if (info.lane == Lane::kOverlap && info.main != kNoTrack) merged[info.main] = 1;
+    if (info.lane == Lane::kOverlap && info.main != kNoTrack &&
+        model.tracks[info.main].kind == TrackKind::kGpuStream) {
+      merged[info.main] = 1;
+    }
+  }
+  StringId annotation_category = 0;
+  for (StringId id = 1; id < model.strings.size(); ++id) {
+    if (model.strings.get(id) == "gpu_user_annotation") annotation_category = id;
   }
   struct MergedRow {
     BreakdownRow row;
@@ -61,6 +77,7 @@ Breakdown compute_breakdown(const Model& model, const std::vector<uint8_t>& excl
     const TrackId main = info.lane == Lane::kOverlap ? info.main : track;
     if (main < merged.size() && merged[main] != 0 &&
         (info.lane == Lane::kMain || info.lane == Lane::kOverlap)) {
+      if (annotation_category != 0 && slices.category[id] == annotation_category) continue;
       if (slices.depth[id] == 0) merged_busy[main].emplace_back(start, end);
       const uint64_t key = static_cast<uint64_t>(main) << 32 | slices.name[id];
       const auto [found, fresh] =
