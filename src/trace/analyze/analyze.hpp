@@ -243,6 +243,15 @@ GpuOps find_gpu_ops(const Model& model);
 // field may list several, comma-separated.
 inline constexpr uint8_t kGpuKernelRole = 0, kGpuMemcpyRole = 1, kGpuMemsetRole = 2;
 std::vector<uint8_t> category_roles(const Model& model);
+// GPU runtime calls by what they do, in CUDA's runtime and driver spellings and ROCm's (Kineto
+// writes HIP's names on AMD GPUs: hipStreamSynchronize, hipGraphLaunch). A host synchronisation
+// returns when GPU work has finished: the stream, device and event synchronisations, and
+// aten::item / aten::_local_scalar_dense, which read a result back.
+bool is_host_synchronisation(std::string_view name);
+// A graph's replay: cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch (and their _ptsz forms).
+bool is_graph_launch(std::string_view name);
+// A call of the GPU runtime or driver API: a name starting cuda, hip or cu followed by a capital.
+bool is_runtime_call_name(std::string_view name);
 // `ops` (optional): find_gpu_ops' answer to reuse. `pool` (optional): runs the summaries (every
 // op's, the steady window's, each step's) side by side; the result is the same without it.
 GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel_wait_ns,
@@ -460,7 +469,11 @@ struct Straggler {
   // kStragglerChance and less than two thirds of the wait all ranks imposed, no rank stands out
   // (the finding is info).
   double chance_p = 1.0;
-  bool stands_out = true;  // false: the case above
+  bool stands_out = true;  // false: the case above, or the skews within the clocks' uncertainty
+  // The uncertainty of arrival times (data.collectives.clock); when the largest skew is within
+  // it, no arrival order is measured and no rank stands out.
+  int64_t clock_uncertainty_ns = 0;
+  bool within_clock_uncertainty = false;
   int64_t imposed_ns = 0, max_skew_ns = 0;
   std::string compute_source;  // "GPU kernels" or "thread work"
   int64_t compute_ns = 0, compute_median_others_ns = -1;

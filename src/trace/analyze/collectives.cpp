@@ -3,6 +3,7 @@
 // cause of its lateness, communication hidden by compute per rank, and the ranks' clocks compared
 // on the collectives' ends.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -71,6 +72,59 @@ double tail_at_least(const std::vector<double>& chances, uint64_t k) {
   return std::min(1.0, tail);
 }
 
+// A host call that runs a collective: what a GPU collective kernel's launch is made inside.
+bool is_host_collective(std::string_view name) {
+  return name == "record_param_comms" ||
+         (is_collective(name) && name.substr(0, 10) != "ncclKernel" &&
+          name.substr(0, 13) != "ncclDevKernel");
+}
+
+// A collective whose ranks legitimately move different amounts (all-to-all with uneven splits,
+// gather's root, scatter's root): its element counts say nothing about which call it is.
+bool sizes_differ_by_rank(std::string_view name) {
+  std::string squeezed;
+  for (const char c :
+       name.substr(name.find(':') == std::string_view::npos ? 0 : name.find(':') + 1)) {
+    if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return squeezed.find("alltoall") != std::string::npos || squeezed.rfind("gather", 0) == 0 ||
+         squeezed.rfind("scatter", 0) == 0;
+}
+
+// The element count of the first tensor of "Input Dims" ([[4096, 16], ...]), PyTorch's record of
+// a collective before it wrote "In msg nelems"; empty when absent.
+std::string first_input_elements(std::string_view args) {
+  const size_t key = args.find("\"Input Dims\"");
+  if (key == std::string_view::npos) return {};
+  const size_t open = args.find("[[", key);
+  const size_t close = open == std::string_view::npos ? open : args.find(']', open);
+  if (close == std::string_view::npos) return {};
+  uint64_t product = 1;
+  bool any = false;
+  int64_t value = -1;
+  for (const char c : std::string(args.substr(open + 2, close - open - 2)) + ",") {
+    if (c >= '0' && c <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (c - '0');
+    } else if (c == ',' && value >= 0) {
+      product *= static_cast<uint64_t>(value);
+      any = true;
+      value = -1;
+    }
+  }
+  return any ? std::to_string(product) : std::string();
+}
+
+// The first entry of "Input type" (["float", ...]); empty when absent.
+std::string first_input_type(std::string_view args) {
+  const size_t key = args.find("\"Input type\"");
+  if (key == std::string_view::npos) return {};
+  const size_t open = args.find('[', key);
+  const size_t first = open == std::string_view::npos ? open : args.find('"', open);
+  const size_t end = first == std::string_view::npos ? first : args.find('"', first + 1);
+  if (end == std::string_view::npos) return {};
+  return std::string(args.substr(first + 1, end - first - 1));
+}
+
 int64_t median(std::vector<int64_t> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -108,6 +162,15 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   };
   std::map<std::string, Group> groups;
   bool any_kernel = false;
+  // The launch call of each GPU collective kernel (its ac2g flow's or correlation's source).
+  std::map<SliceId, SliceId> launched_by;
+  for (size_t row = 0; row < model.flows.size(); ++row) {
+    const SliceId from = model.flows.from_slice[row], to = model.flows.to_slice[row];
+    if (from == kNoSlice || to == kNoSlice || !is_collective(model.slice_name(to))) continue;
+    if (model.tracks[model.slices.track[to]].kind == TrackKind::kGpuStream) {
+      launched_by.emplace(to, from);
+    }
+  }
   for (SliceId id = 0; id < model.slices.size(); ++id) {
     if (!is_collective(model.slice_name(id))) continue;
     const TrackId track = model.slices.track[id];
@@ -115,7 +178,26 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (rank < 0 || model.tracks[track].lane == Lane::kAnnotation) continue;
     const bool kernel = model.tracks[track].kind == TrackKind::kGpuStream;
     any_kernel |= kernel;
-    const std::string_view args = model.slice_args(id);
+    // A kernel that records nothing of its own (PyTorch before 2.1 wrote the collective's name,
+    // sizes, group and "Seq" on the host call only; every kernel of an all-to-all, an all-reduce
+    // or a send/recv is then ncclKernel_SendRecv alike) is the collective whose host call its
+    // launch was made inside: the innermost that records a "Collective name", else the innermost.
+    SliceId identity = id;
+    if (kernel && arg_string(model.slice_args(id), "Collective name").empty()) {
+      const auto launch = launched_by.find(id);
+      SliceId innermost = kNoSlice;
+      for (SliceId at = launch == launched_by.end() ? kNoSlice : launch->second; at != kNoSlice;
+           at = model.slices.parent[at]) {
+        if (!is_host_collective(model.slice_name(at))) continue;
+        if (innermost == kNoSlice) innermost = at;
+        if (!arg_string(model.slice_args(at), "Collective name").empty()) {
+          innermost = at;
+          break;
+        }
+      }
+      if (innermost != kNoSlice) identity = innermost;
+    }
+    const std::string_view args = model.slice_args(identity);
     std::string group_name = arg_string(args, "Process Group Name");
     if (group_name.empty()) group_name = "0";
     const std::string key = std::string(kernel ? "kernel" : "host") + " pg " + group_name;
@@ -154,6 +236,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       }
     }
     Call call{id, -1, "", arg_string(args, "Collective name")};
+    if (call.name.empty() && identity != id) call.name = std::string(model.slice_name(identity));
     const std::string seq = arg_string(args, "Seq");
     if (!seq.empty() && seq.find_first_not_of("0123456789") == std::string::npos &&
         seq.size() < 18) {
@@ -161,10 +244,17 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     }
     // Without a recorded collective name, a host range's own name ("gloo:broadcast") tells the
     // operation apart; a kernel's name also says its algorithm, which may differ between ranks.
-    call.signature =
-        (call.name.empty() && !kernel ? std::string(model.slice_name(id)) : call.name) + "|" +
-        arg_string(args, "In msg nelems") + "|" + arg_string(args, "Out msg nelems") + "|" +
-        arg_string(args, "dtype");
+    // Older PyTorch records "Input Dims" and "Input type" instead of the counts and dtype. The
+    // counts are left out where ranks legitimately move different amounts (sizes_differ_by_rank).
+    const std::string operation =
+        call.name.empty() && !kernel ? std::string(model.slice_name(id)) : call.name;
+    std::string in_elements = arg_string(args, "In msg nelems");
+    if (in_elements.empty()) in_elements = first_input_elements(args);
+    std::string out_elements = arg_string(args, "Out msg nelems");
+    if (sizes_differ_by_rank(operation)) in_elements.clear(), out_elements.clear();
+    std::string dtype = arg_string(args, "dtype");
+    if (dtype.empty()) dtype = first_input_type(args);
+    call.signature = operation + "|" + in_elements + "|" + out_elements + "|" + dtype;
     if (call.name.empty()) call.name = std::string(model.slice_name(id));
     group.per_rank[position[rank]].push_back(std::move(call));
   }
@@ -205,19 +295,43 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     } else {
       // In order, a rank whose next call differs from what most members run next (name, sizes,
       // dtype) lacks this one: it waits for the next row instead of shifting every later match.
+      // Votes alone cannot decide between two ranks (or an even split): a signature counts
+      // against itself for each member now at another call that runs it within its next
+      // kLookAhead calls (that member has it still to come, so it is not the one missing), and
+      // of signatures still level, the one whose call began first leads.
+      constexpr size_t kLookAhead = 8;
       std::vector<size_t> cursor(ranks, 0);
       for (;;) {
-        std::map<std::string, size_t> votes;
+        std::map<std::string, std::pair<int64_t, int64_t>> votes;  // (score, first start)
         for (size_t at : members) {
-          if (cursor[at] < group.per_rank[at].size()) {
-            ++votes[group.per_rank[at][cursor[at]].signature];
-          }
+          if (cursor[at] >= group.per_rank[at].size()) continue;
+          const Call& next = group.per_rank[at][cursor[at]];
+          auto [it, fresh] = votes.try_emplace(next.signature, 0, INT64_MAX);
+          it->second.first += 1;
+          it->second.second = std::min(it->second.second, model.slices.start_ns[next.slice]);
         }
         if (votes.empty()) break;
+        if (votes.size() > 1) {
+          for (auto& [signature, vote] : votes) {
+            for (size_t at : members) {
+              const auto& calls = group.per_rank[at];
+              if (cursor[at] >= calls.size() || calls[cursor[at]].signature == signature) continue;
+              const size_t stop = std::min(calls.size(), cursor[at] + 1 + kLookAhead);
+              for (size_t ahead = cursor[at] + 1; ahead < stop; ++ahead) {
+                if (calls[ahead].signature == signature) {
+                  vote.first -= 1;
+                  break;
+                }
+              }
+            }
+          }
+        }
         std::string majority;
-        size_t most = 0;
-        for (const auto& [signature, count] : votes) {
-          if (count > most) most = count, majority = signature;
+        int64_t best = INT64_MIN, earliest = INT64_MAX;
+        for (const auto& [signature, vote] : votes) {
+          if (vote.first > best || (vote.first == best && vote.second < earliest)) {
+            best = vote.first, earliest = vote.second, majority = signature;
+          }
         }
         std::vector<const Call*> row(ranks, nullptr);
         for (size_t at : members) {
@@ -330,6 +444,16 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     worst_uncertainty = std::max(
         worst_uncertainty, std::max(std::abs(rank.clock_offset_ns), rank.clock_uncertainty_ns));
   }
+  // How far arrivals can be trusted: on a shared clock, how far the ends of one collective
+  // disagree; aligned, the spread of each rank's end offsets around its median.
+  int64_t clock_spread = 0;
+  if (shared_clock) {
+    clock_spread = worst_uncertainty;
+  } else {
+    for (const RankCollectives& rank : out.per_rank) {
+      clock_spread = std::max(clock_spread, rank.clock_uncertainty_ns);
+    }
+  }
   // Arrivals are compared on the shared clock when the files have one; otherwise each rank's
   // times are shifted by its offset from the collectives' ends.
   auto arrival = [&](size_t at, SliceId id) {
@@ -350,13 +474,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
                     format_duration(worst_uncertainty).c_str());
       out.clock = text;
     } else {
-      int64_t spread = 0;
-      for (const RankCollectives& rank : out.per_rank)
-        spread = std::max(spread, rank.clock_uncertainty_ns);
       std::snprintf(text, sizeof text,
                     "the ranks' clocks differ: aligned on the ends of %llu matched collectives "
                     "(median offset per rank), uncertainty ±%s",
-                    static_cast<unsigned long long>(samples), format_duration(spread).c_str());
+                    static_cast<unsigned long long>(samples),
+                    format_duration(clock_spread).c_str());
       out.clock = text;
     }
   }
@@ -485,6 +607,20 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.stands_out = straggler.collectives < kStragglerMinCollectives ||
                            straggler.chance_p <= kStragglerChance ||
                            straggler.imposed_ns >= 2 * imposed_by_others;
+    // Arrivals closer than the clocks are known cannot be put in order: when even the largest
+    // skew is within the uncertainty, which rank came last is not measured (two files whose
+    // collectives disagree align badly, and then every "late" arrival is the clocks' error).
+    straggler.clock_uncertainty_ns = clock_spread;
+    int64_t largest_skew = 0;
+    for (const CollectiveInstance& instance : out.instances) {
+      if (instance.decides && instance.last_rank == straggler.rank) {
+        largest_skew = std::max(largest_skew, instance.skew_ns);
+      }
+    }
+    if (largest_skew <= clock_spread) {
+      straggler.within_clock_uncertainty = true;
+      straggler.stands_out = false;
+    }
     straggler.compute_source = gpu_compute ? "GPU kernels" : "thread work";
     // Per rank: its deciding collectives by start, so that "since the previous collective" is
     // the end of the one before in the rank's own order.
@@ -536,9 +672,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     std::vector<uint8_t> sync_name(model.strings.size(), 0);
     for (StringId name = 0; name < model.strings.size(); ++name) {
       const std::string_view text = model.strings.get(name);
-      sync_name[name] = text == "cudaStreamSynchronize" || text == "cudaDeviceSynchronize" ||
-                        text == "cudaEventSynchronize" || text == "aten::_local_scalar_dense" ||
-                        text == "aten::item";
+      sync_name[name] = is_host_synchronisation(text);
     }
     // The launching thread of a collective: its ac2g flow's source (a GPU kernel), else the
     // collective's own thread (a host op).

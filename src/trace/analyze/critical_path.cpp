@@ -22,9 +22,7 @@ constexpr int64_t kHandOffNs = 20'000;
 
 // A host call that returns only when GPU work has finished.
 bool waits_for_gpu(std::string_view name) {
-  return name == "cudaStreamSynchronize" || name == "cudaDeviceSynchronize" ||
-         name == "cudaEventSynchronize" || name == "cudaMemcpy" ||
-         name == "aten::_local_scalar_dense" || name == "aten::item";
+  return is_host_synchronisation(name) || name == "cudaMemcpy" || name == "hipMemcpy";
 }
 
 struct Iterations {

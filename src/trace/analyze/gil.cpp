@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -139,7 +142,39 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
       any_frames = true;
     }
   }
+  // An interpreter lock needs an interpreter. A process shows one when a thread of it runs Python
+  // frames, when it or one of its threads is named python (python3, python3.10), or when it has
+  // torch.profiler's ProfilerStep ranges (stepped from Python). A C++ server's threads (an
+  // inference service's schedulers) carry record_function ranges and ATen ops too, and stall
+  // under each other's calls for reasons of their own: no interpreter lock is inferred there.
+  std::set<std::pair<uint32_t, std::string>> python_processes;
+  auto process_of = [&](TrackId track) {
+    return std::make_pair(model.tracks[track].file_index, model.tracks[track].pid);
+  };
+  for (TrackId track = 0; track < model.tracks.size(); ++track) {
+    const Track& info = model.tracks[track];
+    if (info.kind != TrackKind::kThread) continue;
+    if (python_frames[info.main] != 0 || contains_python(info.name) ||
+        contains_python(info.process_name)) {
+      python_processes.insert(process_of(track));
+    }
+  }
+  std::vector<uint8_t> step_name(model.strings.size(), 0);
+  bool any_step = false;
+  for (StringId id = 1; id < model.strings.size(); ++id) {
+    step_name[id] = model.strings.get(id).substr(0, 13) == "ProfilerStep#";
+    any_step = any_step || step_name[id] != 0;
+  }
+  if (any_step) {
+    for (SliceId id = 0; id < slices.size(); ++id) {
+      if (step_name[slices.name[id]] != 0 &&
+          model.tracks[slices.track[id]].kind == TrackKind::kThread) {
+        python_processes.insert(process_of(slices.track[id]));
+      }
+    }
+  }
   auto is_python = [&](TrackId main) {
+    if (python_processes.count(process_of(main)) == 0) return false;
     return python[main] == 1 || (python[main] == 2 && contains_python(model.tracks[main].name));
   };
   size_t python_threads = 0;

@@ -75,12 +75,6 @@ struct Context {
   const std::vector<uint8_t>& graph_launch;  // per name: cudaGraphLaunch (a graph's replay)
 };
 
-bool synchronisation(std::string_view name) {
-  return name == "cudaStreamSynchronize" || name == "cudaDeviceSynchronize" ||
-         name == "cudaEventSynchronize" || name == "aten::_local_scalar_dense" ||
-         name == "aten::item";
-}
-
 // The stream's queue length (StreamIdle): launches and starts of `ids`, one stream's ops, as
 // changes in time order; at equal times a launch counts before a start (it came first).
 void queue_length(const Context& context, const std::vector<SliceId>& ids, StreamIdle& idle) {
@@ -341,7 +335,7 @@ GpuSummary summarize(const Context& context, const std::vector<SliceId>& ops, In
       // The range that issued the replay: the launch's nearest enclosing slice that is not a
       // runtime call (a record_function range, the op), else the launch itself.
       SliceId range = slices.parent[launch];
-      while (range != kNoSlice && model.slice_name(range).substr(0, 4) == "cuda") {
+      while (range != kNoSlice && is_runtime_call_name(model.slice_name(range))) {
         range = slices.parent[range];
       }
       graph_ranges[std::string(model.slice_name(range == kNoSlice ? launch : range))] += replay_ns;
@@ -406,6 +400,33 @@ std::string_view gpu_kind_name(GpuKind kind) {
       break;
   }
   return "other";
+}
+
+namespace {
+// The API call a runtime or driver function names (StreamSynchronize of cudaStreamSynchronize,
+// hipStreamSynchronize, cuStreamSynchronize); empty for any other name.
+std::string_view runtime_api_call(std::string_view name) {
+  for (std::string_view prefix : {"cuda", "hip", "cu"}) {
+    if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix &&
+        std::isupper(static_cast<unsigned char>(name[prefix.size()])) != 0) {
+      return name.substr(prefix.size());
+    }
+  }
+  return {};
+}
+}  // namespace
+
+bool is_runtime_call_name(std::string_view name) { return !runtime_api_call(name).empty(); }
+
+bool is_host_synchronisation(std::string_view name) {
+  if (name == "aten::_local_scalar_dense" || name == "aten::item") return true;
+  const std::string_view call = runtime_api_call(name);
+  return call == "StreamSynchronize" || call == "DeviceSynchronize" || call == "EventSynchronize" ||
+         call == "CtxSynchronize";
+}
+
+bool is_graph_launch(std::string_view name) {
+  return runtime_api_call(name).substr(0, 11) == "GraphLaunch";
 }
 
 std::vector<uint8_t> category_roles(const Model& model) {
@@ -485,7 +506,7 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
   std::vector<uint8_t> wait_role(model.strings.size(), 0);
   for (StringId name = 0; name < model.strings.size(); ++name) {
     const std::string_view text = model.strings.get(name);
-    wait_role[name] = synchronisation(text) ? 1 : (is_communication_call(text) ? 2 : 0);
+    wait_role[name] = is_host_synchronisation(text) ? 1 : (is_communication_call(text) ? 2 : 0);
   }
   for (SliceId id = 0; id < slices.size(); ++id) {
     const uint8_t role = wait_role[slices.name[id]];
@@ -503,7 +524,7 @@ GpuAnalysis compute_gpu(const Model& model, const Warmup& warmup, int64_t kernel
   for (auto& intervals : collective_of_process) intervals = union_of(std::move(intervals));
   std::vector<uint8_t> graph_launch(model.strings.size(), 0);
   for (StringId name = 0; name < model.strings.size(); ++name) {
-    graph_launch[name] = model.strings.get(name).substr(0, 15) == "cudaGraphLaunch";
+    graph_launch[name] = is_graph_launch(model.strings.get(name));
   }
   const Context context{model,          index,          kind,
                         launch_of,      device_of,      devices.size(),

@@ -700,10 +700,14 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
                     " collectives, keeping the other ranks waiting " +
                     format_duration(straggler.imposed_ns) + " in all (skew up to " +
                     format_duration(straggler.max_skew_ns) + ")" +
-                    (by_chance ? ", no more often than a random order would make some rank last "
-                                 "(chance " +
-                                     chance_text(straggler.chance_p) + "): no rank stands out"
-                               : "") +
+                    (straggler.within_clock_uncertainty
+                         ? ", within the ranks' clock uncertainty (±" +
+                               format_duration(straggler.clock_uncertainty_ns) +
+                               "): the order of arrivals is not measured, no rank stands out"
+                     : by_chance ? ", no more often than a random order would make some rank "
+                                   "last (chance " +
+                                       chance_text(straggler.chance_p) + "): no rank stands out"
+                                 : "") +
                     ". Measured from each rank's previous collective to its arrival at those: "
                     "its " +
                     straggler.compute_source + " ran " +
@@ -744,6 +748,7 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
         {"arrived_last", static_cast<double>(straggler.arrived_last)},
         {"collectives", static_cast<double>(straggler.collectives)},
         {"chance_p", straggler.chance_p},
+        {"clock_uncertainty_ns", static_cast<double>(straggler.clock_uncertainty_ns)},
         {"imposed_wait_ns", static_cast<double>(straggler.imposed_ns)},
         {"max_skew_ns", static_cast<double>(straggler.max_skew_ns)},
         {"compute_ns", static_cast<double>(straggler.compute_ns)},

@@ -67,6 +67,11 @@ Warmup classify_warmup(const Model& model, const TrackIndex* shared_index) {
   std::vector<uint8_t> role(names, 0);
   std::vector<uint32_t> candidate(names, UINT32_MAX);
   std::vector<std::vector<int64_t>> later;  // per candidate: the later calls' durations
+  // Per candidate: 1 when a later call of the name begins inside the first on its thread. Such a
+  // first call is the outer call of a nested name (PyTorch's `_call_impl` around every submodule's,
+  // a recursive `forward`): it holds the later calls rather than repeating them, so its length
+  // says nothing about initialisation (it would cut the whole forward pass as warm-up).
+  std::vector<uint8_t> encloses;
   for (StringId name = 1; name < names; ++name) {
     if (first[name] == kNoSlice) continue;
     const std::string_view text = model.strings.get(name);
@@ -81,6 +86,7 @@ Warmup classify_warmup(const Model& model, const TrackIndex* shared_index) {
       role[name] = 3;
       candidate[name] = static_cast<uint32_t>(later.size());
       later.emplace_back();
+      encloses.push_back(0);
     }
   }
   for (SliceId id = 0; id < slices.size(); ++id) {
@@ -98,6 +104,11 @@ Warmup classify_warmup(const Model& model, const TrackIndex* shared_index) {
       case 3:
         if (id != first[name]) {
           later[candidate[name]].push_back(slices.end_ns[id] - slices.start_ns[id]);
+          const SliceId head = first[name];
+          if (model.tracks[slices.track[id]].main == model.tracks[slices.track[head]].main &&
+              slices.start_ns[id] < slices.end_ns[head]) {
+            encloses[candidate[name]] = 1;
+          }
         }
         break;
       case 4:
@@ -108,7 +119,7 @@ Warmup classify_warmup(const Model& model, const TrackIndex* shared_index) {
     }
   }
   for (StringId name = 1; name < names; ++name) {
-    if (role[name] != 3) continue;
+    if (role[name] != 3 || encloses[candidate[name]] != 0) continue;
     std::vector<int64_t>& durations = later[candidate[name]];
     const auto middle = durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2);
     std::nth_element(durations.begin(), middle, durations.end());

@@ -1023,6 +1023,12 @@ class JsonStream {
   }
   // Consumes `count` bytes of checked_rest().
   void skip(size_t count) { pos_ += count; }
+  // The bytes read from `from` on, when the window still holds them (after value() returned
+  // false, it holds the whole unterminated value); empty otherwise.
+  std::string_view read_since(uint64_t from) const {
+    if (from < base_ || from > base_ + pos_) return {};
+    return std::string_view(storage_->data() + (from - base_), base_ + pos_ - from);
+  }
 
   // The value at the current byte (peek() returned it): its text, consumed. Returns false when
   // the text ends inside it.
@@ -1669,6 +1675,10 @@ bool ChromeReader::scan_in_place(JsonStream& stream, StatsRegistry& stats) {
   return true;
 }
 
+// The longest event a file cut mid-event can end inside: Kineto's largest (an op's args listing
+// thousands of tensors) are tens of KiB.
+constexpr uint64_t kLongestCutEventBytes = 1 << 20;
+
 bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
   int next = stream.peek();
   if (next == ']') {
@@ -1681,7 +1691,24 @@ bool ChromeReader::read_events(JsonStream& stream, StatsRegistry& stats) {
       return true;
     }
     // An event scanned where it lies needs nothing more here; anything else is taken as a value.
+    const uint64_t element_start = stream.offset();
     if (!(next == '{' && scan_in_place(stream, stats)) && !read_element(stream, stats)) {
+      // The input ended inside this element. A file cut mid-event ends inside one event; an
+      // element that runs on over several ("ph" is every event's key) or further than any event
+      // was never closed: a quote or a bracket out of place turned the rest of the file into one
+      // value. That is malformed, not cut short, and reading it as a truncation would drop the
+      // rest of the file with only a count.
+      const std::string_view rest = stream.read_since(element_start);
+      const size_t first_phase = rest.find("\"ph\"");
+      const bool several_events = first_phase != std::string_view::npos &&
+                                  rest.find("\"ph\"", first_phase + 4) != std::string_view::npos;
+      if (several_events || stream.offset() - element_start > kLongestCutEventBytes) {
+        stream.fail(element_start,
+                    "an event that is not closed before the end of the input, " +
+                        std::to_string(stream.offset() - element_start) +
+                        " bytes on (a quote or bracket out of place; a file cut mid-event ends "
+                        "within one event)");
+      }
       return false;
     }
     next = stream.peek();
@@ -2021,9 +2048,21 @@ std::optional<std::vector<CorrelationFlow>> ChromeReader::correlation_flows() {
     const auto above = flows_.end() - below > step ? below + step + 1 : flows_.end();
     auto it = std::lower_bound(below, above, correlation, id_before);
     from = it;
+    // Reached only by a flow that has a source: ROCm's Kineto writes both ends of a launch's
+    // flow as "f" (no "s"), and such a flow binds nothing, so its ops take the correlation id.
+    // The source must be of the landing end's category (other flows, fwdbwd, reuse the ids).
+    const auto first_point = it;
+    auto landing = flows_.end();
+    for (; it != flows_.end() && it->id == correlation; ++it) {
+      if (it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op]) {
+        landing = it;
+        break;
+      }
+    }
     bool reached = false;
-    for (; it != flows_.end() && it->id == correlation && !reached; ++it) {
-      reached = it->phase != 's' && it->track == slices_.track[op] && it->ts == slices_.start[op];
+    for (it = first_point;
+         landing != flows_.end() && it != flows_.end() && it->id == correlation && !reached; ++it) {
+      reached = it->phase == 's' && it->category == landing->category;
     }
     if (!reached) unreached.push_back(at);
   }

@@ -638,6 +638,27 @@ void ModelBuilder::finish() {
   // Bind flows to slices (binary traces without flows skip building the index).
   if (flows_.empty()) return;
   TrackIndex index(model_);
+  // A flow names a thread or stream, not a lane. An event that overlapped part of the one before
+  // it moved to an overlap lane (a kernel that starts before the previous one ends: programmatic
+  // dependent launch on one stream), so the point that lands at its start binds to it there,
+  // not to the op it overlaps on the main lane.
+  std::vector<std::vector<TrackId>> overlap_lanes(model_.tracks.size());
+  for (TrackId track = 0; track < model_.tracks.size(); ++track) {
+    const TrackId main = model_.tracks[track].main;
+    if (main != track && main < overlap_lanes.size()) overlap_lanes[main].push_back(track);
+  }
+  auto bind_at = [&](TrackId track, int64_t ts) {
+    const SliceId enclosing = index.innermost_at(track, ts);
+    if (track >= overlap_lanes.size() || overlap_lanes[track].empty() ||
+        (enclosing != kNoSlice && slices.start_ns[enclosing] == ts)) {
+      return enclosing;
+    }
+    for (TrackId lane : overlap_lanes[track]) {
+      const SliceId starting = index.innermost_at(lane, ts);
+      if (starting != kNoSlice && slices.start_ns[starting] == ts) return starting;
+    }
+    return enclosing;
+  };
   FlowTable& flows = model_.flows;
   const size_t flow_count = flows.size() + flows_.size();
   const size_t existing = flows.size();
@@ -659,10 +680,10 @@ void ModelBuilder::finish() {
       flows.to_track[row] = flow.to_track;
       flows.from_ns[row] = flow.from_ns;
       flows.to_ns[row] = flow.to_ns;
-      flows.from_slice[row] = index.innermost_at(flow.from_track, flow.from_ns);
+      flows.from_slice[row] = bind_at(flow.from_track, flow.from_ns);
       flows.to_slice[row] = flow.bind_to_next
                                 ? index.next_starting_at_or_after(flow.to_track, flow.to_ns)
-                                : index.innermost_at(flow.to_track, flow.to_ns);
+                                : bind_at(flow.to_track, flow.to_ns);
     }
   };
   const size_t half = flows_.size() / 2;

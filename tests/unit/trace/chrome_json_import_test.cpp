@@ -237,6 +237,40 @@ TEST(ChromeJsonImport, TruncatedTailKeepsCompleteEvents) {
   EXPECT_EQ(model.stats.count(Stat::trace_json_truncated), 1);
 }
 
+// Issue 35, malformed versions of held-out traces: a quote out of place mid-file ("ph": :X)
+// turns the rest of the file into one unterminated value. That is refused at the event's offset,
+// not read as a file cut short (which dropped every later event with only a data-loss count) —
+// in a small file (the value spans several events) and a large one (over 1 MiB).
+TEST(ChromeJsonImport, EventNeverClosedBeforeTheEndIsRefusedNotTruncated) {
+  for (const int events : {100, 8000}) {
+    SCOPED_TRACE(events);
+    std::string text = R"({"traceEvents":[)";
+    std::string broken_at;
+    for (int event = 0; event < events; ++event) {
+      if (event == 10) broken_at = std::to_string(text.size() + 1);  // past the comma
+      text += std::string(event ? "," : "") + R"({"ph":)" + (event == 10 ? ":X" : "\"X") +
+              R"(","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":)" +
+              std::to_string(event * 10) +
+              R"(,"dur":5,"args":{"External id":12,"Input Dims":[[4096,4096],[4096,4096]]}})";
+    }
+    text += "]}";
+    try {
+      load_text(text);
+      FAIL() << "read as valid";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInput);
+      EXPECT_NE(error.message().find("offset " + broken_at), std::string::npos) << error.message();
+      EXPECT_NE(error.message().find("not closed"), std::string::npos) << error.message();
+    }
+    // The same file, repaired and cut inside its last event, is read with the cut counted.
+    std::string cut = text.substr(0, text.size() - 40);
+    cut.replace(std::stoul(broken_at), 8, R"({"ph":"X)");
+    const Model model = load_text(cut);
+    EXPECT_EQ(model.stats.count(Stat::trace_json_truncated), 1);
+    EXPECT_EQ(model.slices.size(), static_cast<size_t>(events - 1));
+  }
+}
+
 TEST(ChromeJsonImport, MalformedAndUnsupportedEventsAreCounted) {
   const Model model = load_text(R"([
       {"ph":"X","name":"no_ts","pid":1,"tid":1,"dur":1},

@@ -245,6 +245,31 @@ TEST_F(Collectives, ClocksThatDifferAreAlignedOnTheCollectivesEnds) {
             "offset per rank), uncertainty ±0 ns");
 }
 
+// Issue 35, HTA's two sampled ranks of a 128-rank job: aligned on ends that disagree by
+// ±320 ms, rank 1 was named the straggler, "last at 6 of 6", for skews within that uncertainty.
+// Arrivals closer than the clocks are known are not put in order: no rank stands out.
+TEST_F(Collectives, SkewsWithinTheClocksUncertaintyNameNoStraggler) {
+  // No baseTimeNanoseconds: the clocks are aligned on the ends, whose offsets scatter by
+  // +-500 us around 0; rank 1 starts each allgather 100 us after rank 0.
+  const std::vector<double> end_offset_us = {0, 500, -200, 500, -200, 0};
+  std::vector<std::vector<Event>> events(2);
+  for (size_t at = 0; at < end_offset_us.size(); ++at) {
+    const double start = 1000.0 * static_cast<double>(at);
+    events[0].push_back({"mpi:allgather", start, 400});
+    events[1].push_back({"mpi:allgather", start + 100, 300 + end_offset_us[at]});
+  }
+  const Envelope envelope = analyze(
+      load_traces({write("u0.json", 0, events[0], -1), write("u1.json", 1, events[1], -1)}), {});
+  const Finding* straggler = find(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(straggler->severity, Severity::kInfo);
+  EXPECT_EQ(metric(*straggler, "max_skew_ns"), 100 * kUs);
+  EXPECT_EQ(metric(*straggler, "clock_uncertainty_ns"), 500 * kUs);
+  EXPECT_NE(straggler->claim.find("within the ranks' clock uncertainty (±500 us)"),
+            std::string::npos)
+      << straggler->claim;
+}
+
 TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
   std::vector<std::string> files = three_ranks();
   files[1] = write("r1.json", 1,
@@ -259,6 +284,84 @@ TEST_F(Collectives, ACollectiveMissingOnOneRankIsCountedAndTheRestStillMatch) {
   ASSERT_NE(unmatched, nullptr);
   EXPECT_EQ(metric(*unmatched, "unmatched"), 1);
   EXPECT_EQ(envelope.findings.front().id, "trace.collectives.straggler");
+}
+
+// Issue 35, held-out MoE traces: an all-to-all with uneven splits moves different amounts on each
+// rank ("In msg nelems" differs by design). Its counts must not split the match, with Kineto's
+// sequence numbers (no "differs" mismatch) or without (no cascade of unmatched calls).
+TEST_F(Collectives, UnevenAllToAllMatchesWithAndWithoutSequenceNumbers) {
+  for (const bool sequenced : {true, false}) {
+    SCOPED_TRACE(sequenced ? "Seq" : "in order");
+    std::vector<std::string> files;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string text = R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": )" +
+                         std::to_string(rank) + R"(, "world_size": 2}, "traceEvents": [)";
+      for (int call = 0; call < 3; ++call) {
+        const int elements = 100 * (rank + 1) * (call + 1);
+        text +=
+            std::string(call ? ", " : "") +
+            R"({"ph": "X", "cat": "cpu_op", "name": "nccl:all_to_all", "pid": 10, "tid": 10, "ts": )" +
+            std::to_string(1000 * call + 10 * rank) +
+            R"(, "dur": 50, "args": {"Collective name": "all_to_allv", "In msg nelems": )" +
+            std::to_string(elements) + R"(, "Out msg nelems": )" + std::to_string(elements + 7) +
+            R"(, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": "[0, 1]")" +
+            (sequenced ? R"(, "Seq": )" + std::to_string(call + 1) : std::string()) + "}}";
+      }
+      text += "]}";
+      const fs::path path = dir_ / ("a2a" + std::to_string(rank) + ".json");
+      std::ofstream(path) << text;
+      files.push_back(path.string());
+    }
+    const Envelope envelope = analyze(load_traces(files), {});
+    EXPECT_EQ(envelope.data["collectives"]["matched"], 3);
+    EXPECT_EQ(envelope.data["collectives"]["unmatched"], 0);
+    EXPECT_TRUE(envelope.data["collectives"]["mismatches"].empty())
+        << envelope.data["collectives"]["mismatches"].dump();
+  }
+}
+
+// Issue 35, held-out traces of PyTorch before 2.1 (HTA's sampled ranks of a DLRM job): the NCCL
+// kernels record nothing of their own and an all-to-all's kernel and an all-reduce's are both
+// ncclKernel_SendRecv. Each kernel is the collective whose host call launched it, so a rank
+// missing the all-to-all is named as such instead of shifting the kernels' match.
+TEST_F(Collectives, KernelWithoutItsOwnRecordIsTheHostCollectiveThatLaunchedIt) {
+  auto rank_file = [&](int rank, const std::vector<std::string>& calls) {
+    std::string text = R"({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": )" +
+                       std::to_string(rank) + R"(, "world_size": 2}, "traceEvents": [)";
+    int correlation = 0;
+    for (size_t at = 0; at < calls.size(); ++at) {
+      if (calls[at].empty()) continue;
+      const int start = 200 * static_cast<int>(at);
+      const std::string corr = std::to_string(++correlation);
+      text +=
+          std::string(correlation > 1 ? ", " : "") + R"({"ph": "X", "cat": "cpu_op", "name": ")" +
+          calls[at] + R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(start) +
+          R"(, "dur": 20, "args": {"Input Dims": [[1000]], "Input type": ["float"]}}, )" +
+          R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": )" +
+          std::to_string(start + 5) + R"(, "dur": 5, "args": {"correlation": )" + corr +
+          R"(}}, {"ph": "X", "cat": "kernel", "name": "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "pid": 0, "tid": 20, "ts": )" +
+          std::to_string(start + 10) + R"(, "dur": 90, "args": {"correlation": )" + corr +
+          ", \"stream\": 20}}";
+    }
+    text += "]}";
+    const fs::path path = dir_ / ("old" + std::to_string(rank) + ".json");
+    std::ofstream(path) << text;
+    return path.string();
+  };
+  const std::vector<std::string> files = {
+      rank_file(0, {"nccl:all_reduce", "nccl:all_to_all", "nccl:all_reduce"}),
+      rank_file(1, {"nccl:all_reduce", "", "nccl:all_reduce"})};
+  const Envelope envelope = analyze(load_traces(files), {});
+  const Json& mismatches = envelope.data["collectives"]["mismatches"];
+  ASSERT_FALSE(mismatches.empty());
+  for (const Json& mismatch : mismatches) {
+    EXPECT_EQ(mismatch["collective"], "nccl:all_to_all") << mismatches.dump();
+    EXPECT_EQ(mismatch["rank"], 1);
+    EXPECT_EQ(mismatch["seq"], 2);
+  }
+  // Host calls and kernels alike: two all-reduces matched, the all-to-all unmatched, each once.
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 4);
+  EXPECT_EQ(envelope.data["collectives"]["unmatched"], 2);
 }
 
 TEST_F(Collectives, OneRankAloneHasNoCollectivesAndKeepsItsTrackLabels) {
