@@ -5,16 +5,21 @@
 //   check state_cache_vs_fp32  a bf16 or int8 decode state cache against fp32, teacher-forced
 //                              over decode steps: logits along S (which steps) and the final
 //                              states along L (which layer)
-// Tolerances, about 2x the largest rms_ratio measured at the default points (kda/README.md):
-//   w8a8, weights drawn from seeds 1-12 (the weights vary with the check's seed), correct code:
-//     iid               hidden 0.032-0.067 -> bound 0.15, logits 0.027-0.115 -> 0.25
-//     outlier_channels  hidden 0.055-0.100 -> bound 0.2,  logits 0.042-0.251 -> 0.5
-//   (logits spread more than hidden states: a token whose top-2 experts nearly tie can route
-//   differently in W8A8, a discrete change)
-//   bf16   logits 0.003-0.056, states 0.006-0.040 over seeds 1-10 -> 1.2e-1, 8e-2
-//   int8   logits 0.015-0.059, states 0.026-0.043 over seeds 1-10 -> 1.2e-1, 9e-2
-// bf16 is usually 10x closer than int8 (0.003 at 8 of 10 seeds) but seeds 3 and 4 reach int8's
-// level; until that tail is explained the bounds cover it rather than fail one seed in five.
+// Tolerances: 1.5x the largest rms_ratio the unchanged build gave over random 31-bit seeds at the
+// default points (the seeds a hidden run draws; 2026-12-07, `loupe probe run ... --seed N
+// --no-hidden --repeat 0`), rounded up to two digits (kda/README.md has the table):
+//   w8a8 (the weights vary with the seed), hidden / logits, median and largest:
+//     iid, 664 seeds:               0.049, 0.102 -> 0.16 / 0.038, 0.385 -> 0.58
+//     outlier_channels, 200 seeds:  0.082, 0.133 -> 0.2  / 0.077, 0.390 -> 0.59
+//   the caches, logits / states, median and largest:
+//     int8, 1200 seeds:             0.034, 0.100 -> 0.15 / 0.032, 0.132 -> 0.2
+//     bf16, 300 seeds:              0.003, 0.094 -> 0.15 / 0.006, 0.067 -> 0.11
+// The tails are long (the largest is 4-10x the median): a token whose top-2 experts nearly tie can
+// route differently once its inputs are narrowed, a discrete change. The earlier bounds, 2x the
+// largest over 10-12 seeds, failed the unchanged build at 15 of 1200 int8 seeds (states up to
+// 0.132 against 0.09) and 2 of 664 w8a8 iid seeds (logits 0.29 and 0.39 against 0.25): a hidden
+// run's fresh seed failed an unchanged build about one documented run in 50. A fault these bounds
+// pass is still compared with the baseline build at the same seeds (`..._not_above_baseline`).
 // The states' worst element, as a multiple of the reference's rms, over seeds 1-40 (2026-12-06):
 // int8 up to 2.48 (seed 32; 2.19 at 35, 1.97 at the secret seed 812417708 that failed the default
 // 1.8), bf16 up to 1.55 (seed 4): a row with a large scale quantises its small elements coarsely.
@@ -84,10 +89,10 @@ LOUPE_CHECK(w8a8_vs_fp32)
           .output<float>("hidden", {config.layers, requests * tokens, config.hidden},
                          {"L", "RT", "D"})
           .along("L")
-          .tolerance("rms_ratio", outliers ? 0.2 : 0.15)
+          .tolerance("rms_ratio", outliers ? 0.2 : 0.16)
           .approximate("w8a8: int8 weights and activations in every linear layer");
       setup.output<float>("logits", {requests, config.vocab}, {"R", "vocab"})
-          .tolerance("rms_ratio", outliers ? 0.5 : 0.25)
+          .tolerance("rms_ratio", outliers ? 0.59 : 0.58)
           .approximate("w8a8: int8 weights and activations in every linear layer");
     })
     .reference([](loupe::CheckIo& io) { run_w8a8_path(io, false); })
@@ -158,7 +163,7 @@ LOUPE_CHECK(state_cache_vs_fp32)
       const std::string cache = point.get_string("cache");
       setup.output<float>("logits", {requests, steps, config.vocab}, {"R", "S", "vocab"})
           .along("S")
-          .tolerance("rms_ratio", 1.2e-1)
+          .tolerance("rms_ratio", 0.15)
           .approximate("the decode reads its states back from a " + cache + " cache");
       // The states come back through the cache: narrowing them is what this check measures.
       setup
@@ -166,7 +171,7 @@ LOUPE_CHECK(state_cache_vs_fp32)
               "states", {config.layers, requests, config.heads * config.head_dim * config.head_dim},
               {"L", "R", "HKV"})
           .along("L")
-          .tolerance("rms_ratio", int8 ? 9e-2 : 8e-2)
+          .tolerance("rms_ratio", int8 ? 0.2 : 0.11)
           .worst_element(int8 ? 5.0 : 3.2)
           .stored_narrow(cache);
     })
