@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "kda/faults.hpp"
 #include "kda/kernels/cpu/chunk.hpp"
 #include "kda/kernels/cpu/cp.hpp"
 #include "kda/math/blas.hpp"
@@ -257,13 +258,16 @@ void Model::project(const Layer& layer, const float* normed, int64_t sequences, 
       }
     }
     // The new history: the last `history` raw inputs, reaching into the old one for short inputs.
+    // Planted fault conv_history_stale: the old history's slot read one earlier than its token, so
+    // a short input (a decode step) keeps the oldest tap instead of advancing it.
+    const int64_t stale = fault("conv_history_stale") ? 1 : 0;
     std::vector<float> next(history * channels);
     for (int64_t slot = 0; slot < history; ++slot) {
       const int64_t source = tokens - history + slot;
       for (int64_t channel = 0; channel < channels; ++channel) {
-        next[slot * channels + channel] = source >= 0
-                                              ? raw[(seq * tokens + source) * channels + channel]
-                                              : past[(history + source) * channels + channel];
+        next[slot * channels + channel] =
+            source >= 0 ? raw[(seq * tokens + source) * channels + channel]
+                        : past[(history + source - stale) * channels + channel];
       }
     }
     std::copy(next.begin(), next.end(), past);

@@ -35,8 +35,12 @@ class LayerQueue {
  public:
   void push(LayerWork work) {
     std::lock_guard lock(mutex_);
+    // Planted fault queue_wakeup_inverted: "wake the consumer only when it can be waiting" with
+    // the test inverted: it is woken only when the queue already held an item, so a layer pushed
+    // onto an empty queue waits for the next push (or close()) before it is transferred.
+    const bool was_empty = items_.empty();
     items_.push_back(std::move(work));
-    changed_.notify_one();
+    if (!fault("queue_wakeup_inverted") || !was_empty) changed_.notify_one();
   }
   void close() {
     std::lock_guard lock(mutex_);
@@ -222,7 +226,12 @@ ServeResult run_server(const ServeOptions& options) {
           // passed; the dispatch polls it (poll_until says why it sleeps between polls).
           const int64_t counter_ready = now_ns() + options.dispatch_wait_us * 1000;
           const int64_t wait_start = now_ns();
-          if (options.dispatch_holds_lock) {
+          // Planted fault dispatch_short_wait_keeps_lock: a wait shorter than the switch interval
+          // is judged not worth a lock hand-off, comparing microseconds with the interval taken
+          // as milliseconds, so every wait is "short" and the dispatch waits holding the lock.
+          const bool short_wait = fault("dispatch_short_wait_keeps_lock") &&
+                                  options.dispatch_wait_us < options.switch_interval_us * 1000;
+          if (options.dispatch_holds_lock || short_wait) {
             poll_until(counter_ready);
           } else {
             interpreter_lock.release();

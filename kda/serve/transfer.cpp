@@ -35,7 +35,11 @@ uint64_t state_digest(int64_t request, int64_t layer, const model::LayerState& s
   // Planted faults transfer_digest_skips_layer / transfer_digest_skips_conv: the digest leaves out
   // the layer label, or the convolution state's bytes.
   if (!fault("transfer_digest_skips_layer")) hash = fnv_bytes(hash, &layer, sizeof(layer));
-  hash = fnv_bytes(hash, state.recurrent.data(), state.recurrent.size() * sizeof(float));
+  // Planted fault transfer_digest_count_as_bytes: the recurrent state's element count passed as its
+  // byte count, so the digest covers only its first quarter.
+  const size_t recurrent_bytes =
+      state.recurrent.size() * (fault("transfer_digest_count_as_bytes") ? 1 : sizeof(float));
+  hash = fnv_bytes(hash, state.recurrent.data(), recurrent_bytes);
   if (fault("transfer_digest_skips_conv")) return hash;
   return fnv_bytes(hash, state.conv.data(), state.conv.size() * sizeof(float));
 }

@@ -180,7 +180,9 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
           qk += q[dim] * pair_exps[dim] * k_col[dim];
         }
         if (col < row) a_kk_[row * kChunkSize + col] = kk;
-        a_qk_[row * kChunkSize + col] = qk * scale_;
+        // Planted fault chunk_pair_qk_unscaled: the per-pair path leaves out the query scale that
+        // the factored path folds into left_q (only blocks whose decay spans more than kSafeSpan).
+        a_qk_[row * kChunkSize + col] = fault("chunk_pair_qk_unscaled") ? qk : qk * scale_;
       }
     }
   }
@@ -224,10 +226,21 @@ void ChunkPass<Real>::apply(Real* state, Real* o) {
     math::gemm(false, false, rows_, value_dim, rows_, Real(1), a_qk_.data(), kChunkSize,
                v_new_.data(), value_dim, Real(1), o_chunk, ldo);
   }
-  for (int64_t dim = 0; dim < key_dim; ++dim) {
-    Real* state_row = state + dim * value_dim;
-    const Real decay = decay_end_[dim];
-    for (int64_t col = 0; col < value_dim; ++col) state_row[col] *= decay;
+  if (fault("chunk_decay_gemm")) {
+    // Planted fault chunk_decay_gemm: the end-of-chunk decay as S <- Diag(e^{G_C}) S, a K x K x V
+    // GEMM into a temporary (the same values; the rows' scaling done by BLAS).
+    std::vector<Real> diagonal(static_cast<size_t>(key_dim * key_dim), Real(0));
+    std::vector<Real> decayed(static_cast<size_t>(key_dim * value_dim));
+    for (int64_t dim = 0; dim < key_dim; ++dim) diagonal[dim * key_dim + dim] = decay_end_[dim];
+    math::gemm(false, false, key_dim, value_dim, key_dim, Real(1), diagonal.data(), key_dim, state,
+               value_dim, Real(0), decayed.data(), value_dim);
+    std::copy(decayed.begin(), decayed.end(), state);
+  } else {
+    for (int64_t dim = 0; dim < key_dim; ++dim) {
+      Real* state_row = state + dim * value_dim;
+      const Real decay = decay_end_[dim];
+      for (int64_t col = 0; col < value_dim; ++col) state_row[col] *= decay;
+    }
   }
   math::gemm(true, false, key_dim, value_dim, rows_, Real(1), k_to_end_.data(), key_dim,
              v_new_.data(), value_dim, Real(1), state, value_dim);

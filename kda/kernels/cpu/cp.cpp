@@ -30,6 +30,16 @@ void cp_piece_summary(const Inputs<Real>& inputs, Real scale, const SequenceSpan
   for (int64_t dim = 0; dim < key_dim; ++dim) m[dim * key_dim + dim] = 1;
   std::vector<Real> m_chunk(static_cast<size_t>(transition_size)), product(m_chunk.size());
   ChunkPass<Real> pass(inputs, scale);
+  // Planted fault cp_summary_two_passes: the chain M and the offset H formed in two separate
+  // loops over the shard's chunks, each preparing every chunk (the same values, every chunk
+  // prepared twice in phase 1 when the chain is needed).
+  const bool two_passes = fault("cp_summary_two_passes") && need_chain;
+  if (two_passes) {
+    for (int64_t offset = begin; offset < end; offset += kChunkSize) {
+      pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
+      pass.apply(h, nullptr);
+    }
+  }
   for (int64_t offset = begin; offset < end; offset += kChunkSize) {
     pass.prepare(span, value_head, offset, std::min(kChunkSize, end - offset));
     if (need_chain) {
@@ -42,7 +52,7 @@ void cp_piece_summary(const Inputs<Real>& inputs, Real scale, const SequenceSpan
                            key_dim, Real(0), product.data(), key_dim);
       std::copy(product.begin(), product.end(), m);
     }
-    pass.apply(h, nullptr);
+    if (!two_passes) pass.apply(h, nullptr);
   }
 }
 
@@ -107,10 +117,13 @@ Outputs<Real> cp(const Inputs<Real>& inputs, const KernelOptions& options,
   parallel_for(pairs * shards, options.threads, [&](int64_t item) {
     const auto [pair, shard] = pair_shard(item);
     if (shard == shards - 1) return;
+    // Planted fault cp_chain_guard: the chain skipped for shard 1 too (its M left the identity), as
+    // if only the shards after the second inherited a state; shows with three shards or more.
+    const int64_t first_chained = fault("cp_chain_guard") ? 2 : 1;
     cp_piece_summary(inputs, scale, spans[static_cast<size_t>(pair / value_heads)],
                      pair % value_heads, starts[shard], starts[shard + 1], precision,
-                     shard > 0 || !inputs.h0.empty(), chain.data() + item * transition_size,
-                     offsets.data() + item * state_size);
+                     shard >= first_chained || !inputs.h0.empty(),
+                     chain.data() + item * transition_size, offsets.data() + item * state_size);
   });
 
   // Merge: S_{r+1} = M_r S_r + H_r, per pair, at the chosen precision.

@@ -64,14 +64,17 @@ struct TokenValues {
     }
     for (auto& value : q) value *= scale;
     alpha.resize(static_cast<size_t>(key_dim));
-    const Real* g = step.g + (row * shape.value_heads + value_head) * key_dim;
+    // Planted fault decode_gate_row_stride: the gate and beta rows strided by H, not HV (the same
+    // while H = HV; with grouped value heads every sequence after the first reads another's gates).
+    const int64_t gate_heads = fault("decode_gate_row_stride") ? shape.heads : shape.value_heads;
+    const Real* g = step.g + (row * gate_heads + value_head) * key_dim;
     const bool raw_gate = params.gate_form != math::GateForm::kLogDecay;
     const Real a_log = raw_gate ? params.a_log[value_head] : Real(0);
     for (int64_t dim = 0; dim < key_dim; ++dim) {
       const Real bias = raw_gate ? params.dt_bias[value_head * key_dim + dim] : Real(0);
       alpha[dim] = std::exp(math::log_decay(params.gate_form, g[dim], a_log, bias));
     }
-    beta = math::beta_value(params.beta_form, step.beta[row * shape.value_heads + value_head]);
+    beta = math::beta_value(params.beta_form, step.beta[row * gate_heads + value_head]);
     // Planted fault decode_beta_saturate: a write gate above 0.93 taken as exactly 1 (a
     // shortcut for saturated gates). Both kernels share it; only inputs that hold such a gate
     // (some seeds) show it.
@@ -115,6 +118,18 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
       token_step(scratch.data(), key_dim, columns / 2, value_dim, values.alpha.data(),
                  values.k.data(), values.q.data(), step.v + value_offset, values.beta, delta.data(),
                  scratch_o.data());
+    }
+    // Planted fault decode_state_staging: the merged kernel copies the pair's state into a
+    // thread-local buffer, steps it there and copies it back (the same result, twice the state
+    // traffic).
+    if (fault("decode_state_staging") && variant == DecodeVariant::kMerged) {
+      thread_local std::vector<Real> staged;
+      staged.assign(state + pair * state_size, state + (pair + 1) * state_size);
+      token_step(staged.data(), key_dim, columns, value_dim, values.alpha.data(), values.k.data(),
+                 values.q.data(), step.v + value_offset, values.beta, delta.data(),
+                 o + value_offset);
+      std::copy(staged.begin(), staged.end(), state + pair * state_size);
+      return;
     }
     token_step(state + pair * state_size + col0, key_dim, columns, value_dim, values.alpha.data(),
                values.k.data(), values.q.data(), step.v + value_offset, values.beta, delta.data(),
