@@ -708,8 +708,14 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
   };
   // A failing gate is held while a more specific gate of its layer within the build is
   // undecided, unless one already failed: the cause is printed before the symptom.
+  std::vector<size_t> held;
   auto must_wait = [&](size_t index) {
-    if (gates[index]->verdict != GateVerdict::kFail || decided_cause(index)) return false;
+    if (gates[index]->verdict != GateVerdict::kFail) return false;
+    // A decided cause explains it: it goes out once that cause has (a cause held for its own
+    // components is printed first).
+    if (const auto cause = decided_cause(index)) {
+      return std::find(held.begin(), held.end(), *cause) != held.end();
+    }
     for (size_t other = 0; other < gates.size(); ++other) {
       if (gates[other] || !explains(covers[other], covers[index])) continue;
       const GateSpec& spec = objective.gates[other];
@@ -719,7 +725,6 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
     return false;
   };
-  std::vector<size_t> held;
   std::function<void(size_t)> announce = [&](size_t index) {
     if (!options.gate_decided || !gates[index]) return;
     if (must_wait(index)) {
@@ -734,15 +739,18 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       }
     }
     options.gate_decided(shown);
-    for (size_t at = 0; at < held.size();) {
-      if (must_wait(held[at])) {
-        ++at;
-        continue;
+    // Held gates free to go, the most specific first: two held at once (a composite and the
+    // component check it waited for, both waiting on a third) go out cause first.
+    for (;;) {
+      std::optional<size_t> next;
+      for (size_t at = 0; at < held.size(); ++at) {
+        if (must_wait(held[at])) continue;
+        if (!next || covers[held[at]].size() < covers[held[*next]].size()) next = at;
       }
-      const size_t released = held[at];
-      held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+      if (!next) break;
+      const size_t released = held[*next];
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(*next));
       announce(released);
-      at = 0;
     }
   };
   auto flush_held = [&] {

@@ -54,7 +54,8 @@ declare -A expect=(
   [transfer_lock_per_slice]="prefill_lock_wait_share_within_20pct transfer_lock_holds_not_above_baseline transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline"
   # Held out (session 14): written by someone who did not change the objective, without reading
   # its thresholds; the gates below were chosen from what each fault breaks, before any run.
-  [conv_history_stale]="disaggregated_matches_colocated disaggregated_error_not_above_baseline state_cache_within_tolerance state_cache_error_not_above_baseline"
+  [conv_history_stale]="decode_matches_prefill disaggregated_matches_colocated disaggregated_error_not_above_baseline state_cache_within_tolerance state_cache_error_not_above_baseline"
+  [decode_step_skips_l2norm]="decode_matches_prefill"
   [chunk_pair_qk_unscaled]="chunk_matches_recurrence chunk_error_not_above_baseline"
   [cp_chain_guard]="cp_matches_single_device cp_error_not_above_baseline cp_control_holds cp_control_error_not_above_baseline"
   [decode_gate_row_stride]="decode_matches_recurrence decode_recurrence_error_not_above_baseline decode_matches_recurrence_on_more_seeds"

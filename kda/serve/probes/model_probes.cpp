@@ -5,8 +5,12 @@
 //   check state_cache_vs_fp32  a bf16 or int8 decode state cache against fp32, teacher-forced
 //                              over decode steps: logits along S (which steps) and the final
 //                              states along L (which layer)
-// Tolerances: 1.5x the largest rms_ratio the unchanged build gave over random 31-bit seeds at the
-// default points (the seeds a hidden run draws; 2026-12-07, `loupe probe run ... --seed N
+//   check decode_vs_prefill    the model's prefill then teacher-forced decode steps against
+//                              prefill of the extended prompt, both fp32: logits after each
+//                              step, final states
+// W8A8 and cache tolerances: 1.5x the largest rms_ratio the unchanged build gave over random 31-bit
+// seeds at the default points (the seeds a hidden run draws; 2026-12-07, `loupe probe run ...
+// --seed N
 // --no-hidden --repeat 0`), rounded up to two digits (kda/README.md has the table):
 //   w8a8 (the weights vary with the seed), hidden / logits, median and largest:
 //     iid, 664 seeds:               0.049, 0.102 -> 0.16 / 0.038, 0.385 -> 0.58
@@ -178,6 +182,116 @@ LOUPE_CHECK(state_cache_vs_fp32)
     .reference([](loupe::CheckIo& io) { run_cache_path(io, CacheDType::kF32); })
     .candidate([](loupe::CheckIo& io) {
       run_cache_path(io, kda::model::parse_cache_dtype(io.point().get_string("cache")));
+    });
+
+// The model's two ways through a sequence, in fp32: prefill of a prompt extended by s tokens
+// gives the logits after its last token; prefill of the prompt then s decode steps (teacher-
+// forced with the same tokens) must give the same logits, and the same states at the end. The
+// decode path keeps its own per-layer history (the convolution's window, the recurrent state),
+// which every other model check runs identically on both sides.
+void prefill_logits(const Model& model, std::span<const int32_t> sequences, int64_t requests,
+                    int64_t total, int64_t tokens, std::vector<float>& logits,
+                    StateCache* keep = nullptr) {
+  std::vector<int32_t> prefix(static_cast<size_t>(requests * tokens));
+  for (int64_t request = 0; request < requests; ++request) {
+    std::copy_n(sequences.begin() + request * total, tokens, prefix.begin() + request * tokens);
+  }
+  StateCache scratch(CacheDType::kF32, requests, model.config().layers, model.config().head_dim);
+  logits = model.prefill(prefix, requests, tokens, keep != nullptr ? *keep : scratch);
+}
+
+void copy_states(const Model& model, StateCache& cache, int64_t requests, std::span<float> out) {
+  const ModelConfig& config = model.config();
+  const int64_t state_size = config.heads * config.head_dim * config.head_dim;
+  kda::model::LayerState state;
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    for (int64_t request = 0; request < requests; ++request) {
+      cache.load(request, layer, state);
+      std::copy(state.recurrent.begin(), state.recurrent.end(),
+                out.data() + (layer * requests + request) * state_size);
+    }
+  }
+}
+
+LOUPE_CHECK(decode_vs_prefill)
+    .description(
+        "KDA model in fp32: prefill of the prompt then teacher-forced decode steps against prefill "
+        "of the prompt extended by as many tokens: logits after each step, final states per layer")
+    .param("layers", 4)
+    .param("requests", 2)
+    .param("prompt_len", 37)
+    .param("steps", 4)
+    .inputs([](loupe::CheckSetup& setup) {
+      const loupe::Point& point = setup.point();
+      const ModelConfig config = config_of(point);
+      const int64_t requests = point.get_int("requests"), tokens = point.get_int("prompt_len");
+      const int64_t steps = point.get_int("steps");
+      const std::vector<int32_t> sequences =
+          kda::model::generate_prompts(requests, tokens + steps, config.vocab, setup.seed());
+      std::span<int32_t> input =
+          setup.input<int32_t>("sequences", {requests, tokens + steps}, {"R", "T"});
+      std::copy(sequences.begin(), sequences.end(), input.begin());
+      // Both paths are fp32; they differ by the chunked against the token recurrence and by the
+      // BLAS's summation order: over 300 random seeds (2026-12-07) the largest rms_ratio was
+      // 8e-7 (logits) and 5e-7 (states); the bound is ~100x that. A wrong per-layer history or
+      // flag in the decode step gives 0.3 (the convolution's window one step stale).
+      setup.output<float>("logits", {requests, steps, config.vocab}, {"R", "S", "vocab"})
+          .along("S")
+          .tolerance("rms_ratio", 1e-4)
+          .approximate("the chunked prefill and the token recurrence sum in other orders");
+      setup
+          .output<float>(
+              "states", {config.layers, requests, config.heads * config.head_dim * config.head_dim},
+              {"L", "R", "HKV"})
+          .along("L")
+          .tolerance("rms_ratio", 1e-4)
+          .approximate("the chunked prefill and the token recurrence sum in other orders");
+    })
+    .reference([](loupe::CheckIo& io) {
+      const ModelConfig config = config_of(io.point());
+      const Model model(config);
+      const int64_t requests = io.point().get_int("requests");
+      const int64_t tokens = io.point().get_int("prompt_len");
+      const int64_t steps = io.point().get_int("steps");
+      std::span<const int32_t> sequences = io.input<int32_t>("sequences");
+      std::span<float> logits = io.output<float>("logits");  // (R, S, vocab)
+      std::vector<float> step_logits;
+      StateCache last(CacheDType::kF32, requests, config.layers, config.head_dim);
+      for (int64_t step = 0; step < steps; ++step) {
+        prefill_logits(model, sequences, requests, tokens + steps, tokens + step + 1, step_logits,
+                       step + 1 == steps ? &last : nullptr);
+        for (int64_t request = 0; request < requests; ++request) {
+          std::copy_n(step_logits.data() + request * config.vocab, config.vocab,
+                      logits.data() + (request * steps + step) * config.vocab);
+        }
+      }
+      copy_states(model, last, requests, io.output<float>("states"));
+    })
+    .candidate([](loupe::CheckIo& io) {
+      const ModelConfig config = config_of(io.point());
+      const Model model(config);
+      const int64_t requests = io.point().get_int("requests");
+      const int64_t tokens = io.point().get_int("prompt_len");
+      const int64_t steps = io.point().get_int("steps");
+      std::span<const int32_t> sequences = io.input<int32_t>("sequences");
+      StateCache cache(CacheDType::kF32, requests, config.layers, config.head_dim);
+      std::vector<float> ignored;
+      prefill_logits(model, sequences, requests, tokens + steps, tokens, ignored, &cache);
+      std::vector<int64_t> ids(requests);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::span<float> logits = io.output<float>("logits");  // (R, S, vocab)
+      for (int64_t step = 0; step < steps; ++step) {
+        std::vector<int32_t> inputs(requests);
+        for (int64_t request = 0; request < requests; ++request) {
+          inputs[request] = sequences[request * (tokens + steps) + tokens + step];
+        }
+        const std::vector<float> step_logits = model.decode_step(inputs, ids, cache);
+        for (int64_t request = 0; request < requests; ++request) {
+          std::copy_n(step_logits.data() + request * config.vocab, config.vocab,
+                      logits.data() + (request * steps + step) * config.vocab);
+        }
+      }
+      copy_states(model, cache, requests, io.output<float>("states"));
     });
 
 }  // namespace

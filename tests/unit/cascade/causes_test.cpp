@@ -251,6 +251,59 @@ TEST(CauseCascadeTest, AFailingCompositeRunsItsComponentCheckNextAndWaitsForItsV
             "(w8a8_ok fails because check w8a8 runs chunk_kernel, which fails chunk_ok)");
 }
 
+// Three nested checks, the widest first: cache (cache, model, chunk_kernel) and prefill (model,
+// chunk_kernel) both fail, both wait for chunk (chunk_kernel), which passes. The middle one is the
+// cause: it is printed before the composite it explains, though the composite failed first.
+TEST(CauseCascadeTest, TwoHeldFailingGatesGoOutCauseFirst) {
+  const Objective objective = parse_objective(R"(name = "nested"
+[subject]
+command = ["subject", "probe"]
+[components]
+chunk_kernel = "the chunked prefill"
+model = "the layers around the kernels"
+cache = "the state cache"
+[[check]]
+name = "cache"
+probe = "state_cache_vs_fp32"
+covers = ["cache", "model", "chunk_kernel"]
+[[check]]
+name = "prefill"
+probe = "decode_vs_prefill"
+covers = ["model", "chunk_kernel"]
+[[check]]
+name = "chunk"
+probe = "chunk_vs_recurrent"
+covers = ["chunk_kernel"]
+[[gate]]
+name = "cache_ok"
+expr = "check.cache passes"
+[[gate]]
+name = "prefill_ok"
+expr = "check.prefill passes"
+[[gate]]
+name = "chunk_ok"
+expr = "check.chunk passes"
+)",
+                                              "nested.toml");
+  const Plan plan = make_plan(objective, Configuration{});
+  Subject subject;
+  subject.failing = {"cache", "prefill"};
+  Announced announced;
+  const CascadeResult result =
+      run_cascade(objective, plan, announced.options(subject), subject.runner());
+  EXPECT_EQ(subject.calls, (std::vector<std::string>{"cache", "prefill", "chunk"}));
+  EXPECT_EQ(announced.log,
+            (std::vector<std::string>{
+                "chunk_ok pass after 3: pass: every one of 1 point(s) of check chunk met its "
+                "tolerances",
+                "prefill_ok fail after 3: fail: 1 of 1 point(s) of check prefill broke their "
+                "tolerances; first the default point",
+                "cache_ok fail after 3: fail: 1 of 1 point(s) of check cache broke their "
+                "tolerances; first the default point (follows from prefill_ok: it covers "
+                "chunk_kernel, model)"}));
+  EXPECT_EQ(result.causes.causes, (std::vector<std::string>{"prefill_ok"}));
+}
+
 TEST(CauseCascadeTest, ACompositeWhoseComponentsPassIsAnnouncedAfterThemAsTheCause) {
   const Objective objective = parse_objective(kObjective, "obj.toml");
   const Plan plan = make_plan(objective, Configuration{});

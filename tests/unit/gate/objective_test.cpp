@@ -49,10 +49,10 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.subject, subject);
 
   // Cheapest first; the cheapest again on more seeds, last.
-  ASSERT_EQ(objective.checks.size(), 11u);
-  EXPECT_EQ(objective.checks[10].name, "decode_recurrence_seeds");
-  EXPECT_EQ(objective.checks[10].seed, std::optional<uint64_t>(8));
-  EXPECT_EQ(objective.checks[10].seeds, 4);
+  ASSERT_EQ(objective.checks.size(), 12u);
+  EXPECT_EQ(objective.checks[11].name, "decode_recurrence_seeds");
+  EXPECT_EQ(objective.checks[11].seed, std::optional<uint64_t>(8));
+  EXPECT_EQ(objective.checks[11].seeds, 4);
   EXPECT_EQ(objective.checks[0].probe, "decode_vs_recurrence");
   EXPECT_EQ(objective.checks[1].probe, "decode_tiled_vs_merged");
   EXPECT_EQ(objective.checks[2].probe, "disaggregated_vs_colocated");
@@ -62,9 +62,11 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
       objective.checks[4].params,
       (std::vector<ParamAxis>{{"weights", {std::string("outlier_channels"), std::string("iid")}}}));
   EXPECT_EQ(objective.checks[5].name, "state_cache");
-  EXPECT_EQ(objective.checks[6].name, "replay");
-  EXPECT_EQ(objective.checks[7].probe, "chunk_vs_recurrent");
-  const ProbeEntry& cp = objective.checks[8];
+  EXPECT_EQ(objective.checks[6].name, "decode_prefill");
+  EXPECT_EQ(objective.checks[6].probe, "decode_vs_prefill");
+  EXPECT_EQ(objective.checks[7].name, "replay");
+  EXPECT_EQ(objective.checks[8].probe, "chunk_vs_recurrent");
+  const ProbeEntry& cp = objective.checks[9];
   EXPECT_EQ(cp.name, "cp_vs_nocp");
   EXPECT_EQ(cp.probe, "cp_vs_nocp");
   EXPECT_EQ(cp.layer, Layer::kCheck);
@@ -76,7 +78,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.params, params);
   EXPECT_EQ(cp.tolerances, (std::vector<std::pair<std::string, double>>{{"rms_ratio", 2e-6}}));
   EXPECT_EQ(cp.seed, 7u);
-  EXPECT_EQ(objective.checks[9].name, "cp_control");
+  EXPECT_EQ(objective.checks[10].name, "cp_control");
 
   ASSERT_EQ(objective.benches.size(), 3u);
   // Cheapest first: the prefill benches, then decode (its batch-128 rounds are the dearest).
@@ -92,7 +94,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 34u);
+  ASSERT_EQ(objective.gates.size(), 35u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -106,11 +108,12 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   // Every gate after the within-build ones compares with the baseline.
   EXPECT_EQ(objective.gates[13].name, "decode_matches_recurrence");
   EXPECT_EQ(objective.gates[14].name, "decode_matches_recurrence_on_more_seeds");
-  for (size_t index = 15; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[15].name, "decode_matches_prefill");
+  for (size_t index = 16; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[30].expression),
+      gate_expression_to_string(objective.gates[31].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)

@@ -196,7 +196,7 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
   EXPECT_EQ(
       render_plan(plan, objective, 50),
       "plan for " + kDemo.string() +
-          ", configuration shards=8, cache=int8; by default w8a8=off: 22 tasks\n"
+          ", configuration shards=8, cache=int8; by default w8a8=off: 23 tasks\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
           "variant=merged,steps=37\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
@@ -205,6 +205,7 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
           "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
           "  check     transfer_verifier        transfer_verifier           (defaults)\n"
           "  check     state_cache              state_cache_vs_fp32         cache=int8*\n"
+          "  check     decode_prefill           decode_vs_prefill           (defaults)\n"
           "  check     replay                   replay_vs_decode            L=4,steps=37\n"
           "  check     replay                   replay_vs_decode            L=8,steps=37\n"
           "  check     chunk                    chunk_vs_recurrent          T=500\n"
@@ -236,26 +237,26 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
           "components (covers):\n"
           "  decode_prep: check decode_recurrence, check decode_kernels_agree, check replay, check "
           "decode_recurrence_seeds, bench decode (with 2 other component(s): no entry runs it "
-          "alone); also run by check disaggregated_integrity, check state_cache, scenario "
-          "disaggregated\n"
+          "alone); also run by check disaggregated_integrity, check state_cache, check "
+          "decode_prefill, scenario disaggregated\n"
           "  decode_merged: check decode_recurrence, check decode_kernels_agree, check replay, "
           "check "
           "decode_recurrence_seeds, bench decode (with 2 other component(s): no entry runs it "
-          "alone); also run by check disaggregated_integrity, check state_cache, scenario "
-          "disaggregated\n"
+          "alone); also run by check disaggregated_integrity, check state_cache, check "
+          "decode_prefill, scenario disaggregated\n"
           "  decode_tiled: check decode_recurrence, check decode_kernels_agree, check "
           "decode_recurrence_seeds, bench decode (with 2 other component(s): no entry runs it "
           "alone)\n"
           "  replay: check replay (with 2 other component(s): no entry runs it alone)\n"
           "  chunk_kernel: check chunk, bench chunk_prefill; also run by check "
-          "disaggregated_integrity, check state_cache, check cp_vs_nocp, check cp_control, bench "
+          "disaggregated_integrity, check state_cache, check decode_prefill, check cp_vs_nocp, "
+          "check cp_control, bench "
           "cp_prefill, scenario prefill, scenario prefill_transfer, scenario disaggregated\n"
           "  cp_merge: check cp_vs_nocp, check cp_control, bench cp_prefill (with 1 other "
           "component(s): no entry runs it alone)\n"
           "  model: scenario prefill (with 2 other component(s): no entry runs it alone); also run "
-          "by check disaggregated_integrity, check state_cache, scenario prefill_transfer, "
-          "scenario "
-          "disaggregated\n"
+          "by check disaggregated_integrity, check state_cache, check decode_prefill, scenario "
+          "prefill_transfer, scenario disaggregated\n"
           "  w8a8_linear: no planned entry runs it\n"
           "  state_cache: check state_cache (with 4 other component(s): no entry runs it alone)\n"
           "  transfer_digest: check transfer_verifier; also run by check disaggregated_integrity, "
@@ -275,6 +276,8 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
           "fast_gates, k_ne_v, ragged_tail\n"
           "  check state_cache: none; never sees outlier_channels, heavy_tails, long_history, "
           "fast_gates, k_ne_v, ragged_tail\n"
+          "  check decode_prefill: ragged_tail; never sees outlier_channels, heavy_tails, "
+          "long_history, fast_gates, k_ne_v\n"
           "  check replay: none; never sees outlier_channels, heavy_tails, long_history, "
           "fast_gates, k_ne_v, ragged_tail\n"
           "  check chunk: fast_gates, k_ne_v, ragged_tail; never sees outlier_channels, "
@@ -307,7 +310,7 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
           "decode_recurrence variant=merged,steps=37", "decode_recurrence variant=tiled,steps=37",
           "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "transfer_verifier ",
           "w8a8 weights=outlier_channels", "w8a8 weights=iid", "state_cache cache=int8",
-          "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
+          "decode_prefill ", "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
           "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
           "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
           "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
