@@ -102,6 +102,20 @@ LOUPE_CHECK(w8a8_vs_fp32)
     .reference([](loupe::CheckIo& io) { run_w8a8_path(io, false); })
     .candidate([](loupe::CheckIo& io) { run_w8a8_path(io, true); });
 
+// Every layer's recurrent state of each request, (L, R, H·K·V).
+void copy_states(const Model& model, StateCache& cache, int64_t requests, std::span<float> out) {
+  const ModelConfig& config = model.config();
+  const int64_t state_size = config.heads * config.head_dim * config.head_dim;
+  kda::model::LayerState state;
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    for (int64_t request = 0; request < requests; ++request) {
+      cache.load(request, layer, state);
+      std::copy(state.recurrent.begin(), state.recurrent.end(),
+                out.data() + (layer * requests + request) * state_size);
+    }
+  }
+}
+
 void run_cache_path(loupe::CheckIo& io, CacheDType dtype) {
   const ModelConfig config = config_of(io.point());
   const Model model(config);
@@ -126,16 +140,7 @@ void run_cache_path(loupe::CheckIo& io, CacheDType dtype) {
                   logits.data() + (request * steps + step) * config.vocab);
     }
   }
-  std::span<float> states = io.output<float>("states");  // (L, R, H·K·V)
-  const int64_t state_size = config.heads * config.head_dim * config.head_dim;
-  kda::model::LayerState state;
-  for (int64_t layer = 0; layer < config.layers; ++layer) {
-    for (int64_t request = 0; request < requests; ++request) {
-      cache.load(request, layer, state);
-      std::copy(state.recurrent.begin(), state.recurrent.end(),
-                states.data() + (layer * requests + request) * state_size);
-    }
-  }
+  copy_states(model, cache, requests, io.output<float>("states"));  // (L, R, H·K·V)
 }
 
 LOUPE_CHECK(state_cache_vs_fp32)
@@ -198,19 +203,6 @@ void prefill_logits(const Model& model, std::span<const int32_t> sequences, int6
   }
   StateCache scratch(CacheDType::kF32, requests, model.config().layers, model.config().head_dim);
   logits = model.prefill(prefix, requests, tokens, keep != nullptr ? *keep : scratch);
-}
-
-void copy_states(const Model& model, StateCache& cache, int64_t requests, std::span<float> out) {
-  const ModelConfig& config = model.config();
-  const int64_t state_size = config.heads * config.head_dim * config.head_dim;
-  kda::model::LayerState state;
-  for (int64_t layer = 0; layer < config.layers; ++layer) {
-    for (int64_t request = 0; request < requests; ++request) {
-      cache.load(request, layer, state);
-      std::copy(state.recurrent.begin(), state.recurrent.end(),
-                out.data() + (layer * requests + request) * state_size);
-    }
-  }
 }
 
 LOUPE_CHECK(decode_vs_prefill)

@@ -4,6 +4,9 @@
 // observation lands in a folder of its own and no staging folder is left; the baseline cache
 // stores the baseline's check points from two workers and a second run takes them all from it.
 // About 10-20 s (4 runs of loupe, 7 check points of the candidate and 5 of the baseline each).
+// The decode checks' rms_ratio bound is 1e-3 here, not the probe's 1e-5: their hidden runs draw
+// tiny shapes (one step, V = 12) at which a near-cancelling output made the unchanged kda's
+// rms_ratio 5.5e-5 about once in a dozen runs, and these tests are about scheduling, not numerics.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -44,6 +47,7 @@ timeout_s = 60
 name = "decode_recurrence"
 probe = "decode_vs_recurrence"
 params = { variant = ["merged", "tiled"], steps = 4 }
+tolerances = { rms_ratio = 1e-3 }
 seed = 7
 [[check]]
 name = "decode_kernels_agree"
@@ -59,6 +63,7 @@ seed = 7
 name = "decode_recurrence_again"
 probe = "decode_vs_recurrence"
 params = { variant = ["merged", "tiled"], steps = 5 }
+tolerances = { rms_ratio = 1e-3 }
 seed = 8
 [[gate]]
 name = "decode_matches_recurrence"
