@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -337,6 +338,9 @@ class Bisector {
   std::optional<Tree> good_tree_;
   double threshold_ = 0.02;
   int64_t rounds_scale_ = 1;  // 2 when ambiguous points are retried
+  // A bench or scenario point's paired rounds so far: a retry goes on from them (a fresh start
+  // would throw away the rounds that made it AMBIGUOUS and decide on five new ones).
+  std::map<std::string, PairedRounds> ab_rounds_;
   AbMetric metric_;
   std::vector<std::string> observations_;
   // --build and --subject-from, else the objective's [build] table.
@@ -485,30 +489,25 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
       objective_in_tree(objective_, repo_, cwd_, good_tree_->dir, subject_from_);
   const gate::Objective step_objective =
       objective_in_tree(objective_, repo_, cwd_, tree.dir, subject_from_);
-  std::vector<double> good_values;
-  std::vector<double> step_values;
+  PairedRounds::Rule rule;
+  rule.min_rounds = request_.min_rounds;
+  rule.max_rounds = request_.max_rounds;
+  rule.threshold = threshold_;
+  rule.confidence = gate_->confidence;
+  PairedRounds& rounds = ab_rounds_.try_emplace(point_key(point), rule).first->second;
   std::vector<gate::PointResult> last_step_results;
-  bench::Comparison comparison;
-  bool compared = false;
   const std::string label = sanitize(point.label());
-  for (int64_t round = 0; round < request_.max_rounds * rounds_scale_; ++round) {
+  auto one_round = [&](int64_t round) {
     // Alternate which build runs first, so drift of the machine falls on both alike.
     std::vector<gate::PointResult> good_results;
     std::vector<gate::PointResult> step_results;
-    try {
-      const std::string suffix = "/r" + std::to_string(round + 1);
-      if (round % 2 == 0) {
-        good_results = run_tasks(good_objective, run_id_ + "/" + label + "/good" + suffix, 1);
-        step_results = run_tasks(step_objective, run_id_ + "/" + label + "/step" + suffix, 1);
-      } else {
-        step_results = run_tasks(step_objective, run_id_ + "/" + label + "/step" + suffix, 1);
-        good_results = run_tasks(good_objective, run_id_ + "/" + label + "/good" + suffix, 1);
-      }
-    } catch (const probe::SubjectFailure& failure) {
-      out.verdict = StepVerdict::kUnbuildable;
-      out.reason = "the subject failed: " + failure.message();
-      out.json["subject_failure"] = failure.message();
-      return out;
+    const std::string suffix = "/r" + std::to_string(round + 1);
+    if (round % 2 == 0) {
+      good_results = run_tasks(good_objective, run_id_ + "/" + label + "/good" + suffix, 1);
+      step_results = run_tasks(step_objective, run_id_ + "/" + label + "/step" + suffix, 1);
+    } else {
+      step_results = run_tasks(step_objective, run_id_ + "/" + label + "/step" + suffix, 1);
+      good_results = run_tasks(good_objective, run_id_ + "/" + label + "/good" + suffix, 1);
     }
     const auto good_value = round_value(metric_, good_results);
     const auto step_value = round_value(metric_, step_results);
@@ -518,24 +517,43 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
                       metric_.describe(),
                   "the gate's metric must be one its entries' points report");
     }
-    good_values.push_back(*good_value);
-    step_values.push_back(*step_value);
     last_step_results = std::move(step_results);
-    if (round + 1 < request_.min_rounds) continue;
-    comparison = paired_comparison(good_values, step_values, threshold_, gate_->confidence);
-    compared = true;
-    say("  " + point.label() + " round " + std::to_string(round + 1) + ": " + metric_.describe() +
-        " step/good " + format_number(comparison.ratio) + " [" + format_number(comparison.ci.low) +
-        ", " + format_number(comparison.ci.high) + "] " +
-        std::string(bench::ab_verdict_name(comparison.verdict)));
-    if (comparison.verdict != bench::AbVerdict::kAmbiguous) break;
+    return std::pair{*good_value, *step_value};
+  };
+  auto progress = [&](int64_t round, const PairedRounds::State& state) {
+    const bench::Comparison& comparison = state.comparison;
+    std::string line = "  " + point.label() + " round " + std::to_string(round) + ": " +
+                       metric_.describe() + " step/good " + format_number(comparison.ratio) + " [" +
+                       format_number(comparison.ci.low) + ", " + format_number(comparison.ci.high) +
+                       "] " + std::string(bench::ab_verdict_name(comparison.verdict));
+    if (comparison.verdict == bench::AbVerdict::kSlower ||
+        comparison.verdict == bench::AbVerdict::kFaster) {
+      line += " p " + format_number(comparison.p_value);
+      if (!state.decided) {
+        line += rule.is_look(round) ? " > " + format_number(rule.alpha()) + ": not decided"
+                                    : ": not a look";
+      }
+    }
+    say(line);
+  };
+  PairedRounds::State state;
+  try {
+    state = rounds.run(request_.max_rounds * rounds_scale_, one_round, progress);
+  } catch (const probe::SubjectFailure& failure) {
+    out.verdict = StepVerdict::kUnbuildable;
+    out.reason = "the subject failed: " + failure.message();
+    out.json["subject_failure"] = failure.message();
+    return out;
   }
-  if (!compared) {
+  if (!state.compared) {
     throw Error(ErrorCode::kUsage,
                 "--max-rounds " + std::to_string(request_.max_rounds) + " is below --min-rounds " +
                     std::to_string(request_.min_rounds),
                 "give at least as many rounds as --min-rounds");
   }
+  const bench::Comparison& comparison = state.comparison;
+  const std::vector<double>& good_values = rounds.good();
+  const std::vector<double>& step_values = rounds.step();
   const bool worse = metric_.higher_is_better ? comparison.verdict == bench::AbVerdict::kFaster
                                               : comparison.verdict == bench::AbVerdict::kSlower;
   if (worse) {
@@ -558,6 +576,7 @@ Bisector::Evaluation Bisector::evaluate_ab(const Point& point, const Tree& tree)
   ab["good_values"] = good_values;
   ab["step_values"] = step_values;
   ab["p_value"] = number_to_json(comparison.p_value);
+  ab["alpha"] = rule.alpha();  // a change's p-value at a look must be at most this
   ab["rule"] = comparison.rule;
   out.json["ab"] = ab;
   // The gate's own rule on the step's last round: evidence, not the decision.
@@ -1007,6 +1026,54 @@ Outcome Bisector::run() {
 }
 
 }  // namespace
+
+// The looks: gate's (after rounds 5, 8 and 12) and the last round of the first pass and of the
+// retry. Each round looked at with the whole 95 % interval — the rule before — blamed a
+// notes-only commit: AMBIGUOUS over 12 rounds (0.998 [0.978, 1.005]), then a retry started afresh
+// decided SLOWER on its first five (1.029 [1.016, 1.065]).
+bool PairedRounds::Rule::is_look(int64_t rounds) const {
+  return gate::is_round_look(rounds) || rounds == max_rounds || rounds == 2 * max_rounds;
+}
+
+double PairedRounds::Rule::alpha() const {
+  int64_t looks = 0;
+  for (int64_t rounds = min_rounds; rounds <= 2 * max_rounds; ++rounds) {
+    if (is_look(rounds)) ++looks;
+  }
+  return 0.05 / static_cast<double>(std::max<int64_t>(1, looks));
+}
+
+PairedRounds::State PairedRounds::run(int64_t last_round, const RoundFn& round,
+                                      const Progress& progress) {
+  State state;
+  const double alpha = rule_.alpha();
+  for (int64_t index = std::ssize(good_); index < last_round; ++index) {
+    const auto [good_value, step_value] = round(index);
+    good_.push_back(good_value);
+    step_.push_back(step_value);
+    if (index + 1 < rule_.min_rounds) continue;
+    state.comparison = paired_comparison(good_, step_, rule_.threshold, rule_.confidence);
+    state.compared = true;
+    state.decided =
+        state.comparison.verdict == bench::AbVerdict::kSame ||
+        (rule_.is_look(index + 1) && state.comparison.verdict != bench::AbVerdict::kAmbiguous &&
+         state.comparison.p_value <= alpha);
+    if (progress) progress(index + 1, state);
+    if (state.decided) break;
+  }
+  if (state.compared && !state.decided &&
+      state.comparison.verdict != bench::AbVerdict::kAmbiguous) {
+    // The interval alone said a change, but not at a look with the look's p-value.
+    state.comparison.rule = "AMBIGUOUS: " + state.comparison.rule +
+                            "; a change is decided only at a look (rounds 5, 8, 12, " +
+                            std::to_string(rule_.max_rounds) + " and " +
+                            std::to_string(2 * rule_.max_rounds) +
+                            ") with p <= " + format_number(alpha) + ", here p " +
+                            format_number(state.comparison.p_value);
+    state.comparison.verdict = bench::AbVerdict::kAmbiguous;
+  }
+  return state;
+}
 
 Outcome run_bisect(const Request& request) { return Bisector(request).run(); }
 

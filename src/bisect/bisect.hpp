@@ -7,14 +7,13 @@
 //   check gates       the gate's own rule on the step's build: pass is good, fail is bad.
 //   bench, scenario   an interleaved A/B of the known-good build against the step's build, one
 //                     round (both builds, alternating which runs first) after another, until the
-//                     ratio's interval decides (bench::compare on the per-round values) or the
-//                     round budget is spent: SLOWER (worse) is bad, SAME or FASTER good,
-//                     AMBIGUOUS stays ambiguous.
+//                     rounds decide (PairedRounds below) or the round budget is spent: SLOWER
+//                     (worse) is bad, SAME or FASTER good, AMBIGUOUS stays ambiguous.
 // Search (Search below): the bad end is verified first (an A/A range blames nothing); then the
 // commit nearest the middle of the bracket that has no verdict yet. An ambiguous or unbuildable
 // commit is set aside and never moves the bracket, so one noisy step cannot send the search the
-// wrong way; when only such commits are left, the ambiguous ones are run once more with twice the
-// rounds, and if that does not decide, the result names the candidates.
+// wrong way; when only such commits are left, the ambiguous ones go on to twice the rounds (the
+// rounds they have kept), and if that does not decide, the result names the candidates.
 // Errors: bad revisions, gates or options are Error(kUsage); a subject that fails is
 // Error(kSubject), as in `loupe run`.
 // Thread-safety: run_bisect runs on the calling thread; `interrupted` may be set from another.
@@ -26,8 +25,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "bench/compare.hpp"
 #include "core/finding.hpp"
 #include "core/json.hpp"
 
@@ -59,6 +60,47 @@ class Search {
   std::vector<std::optional<StepVerdict>> verdicts_;
   size_t last_good_ = 0;
   size_t first_bad_ = 0;
+};
+
+// A step's paired rounds against the good build, and the rule that decides them: after
+// `min_rounds`, SAME at any round; a change (SLOWER, FASTER) only at a look — rounds 5, 8, 12,
+// `max_rounds` and 2 x `max_rounds` — with the paired p-value (bench::trimmed_t_p) at most
+// alpha() = 0.05 / the looks there can be (Bonferroni), as `loupe run --baseline` decides its
+// benches. The rounds are kept: a retry goes on from them to its larger budget, so its looks
+// weigh every round. Pure: tested on scripted values.
+class PairedRounds {
+ public:
+  struct Rule {
+    int64_t min_rounds = 5;
+    int64_t max_rounds = 12;
+    double threshold = 0.02;
+    double confidence = 0.95;
+    bool is_look(int64_t rounds) const;
+    double alpha() const;
+  };
+  struct State {
+    bench::Comparison comparison;  // at the last round compared
+    bool compared = false;         // at least min_rounds rounds
+    bool decided = false;          // SAME, or a change at a look within alpha
+  };
+  // One round's values: the good build's and the step's. May throw (the subject failed).
+  using RoundFn = std::function<std::pair<double, double>(int64_t round)>;
+  // Called after each round from min_rounds on, with the round's number (1-based).
+  using Progress = std::function<void(int64_t rounds, const State&)>;
+
+  explicit PairedRounds(Rule rule) : rule_(rule) {}
+  // Runs rounds from the ones kept up to `last_round` in all, stopping at the first decided.
+  // A comparison that ends undecided with the interval's SLOWER or FASTER is AMBIGUOUS, its rule
+  // saying why.
+  State run(int64_t last_round, const RoundFn& round, const Progress& progress = {});
+  const std::vector<double>& good() const { return good_; }
+  const std::vector<double>& step() const { return step_; }
+  const Rule& rule() const { return rule_; }
+
+ private:
+  Rule rule_;
+  std::vector<double> good_;
+  std::vector<double> step_;
 };
 
 struct Request {
