@@ -33,6 +33,16 @@ constexpr int64_t kDim = 128;
 // products where the recurrence adds one token at a time.
 constexpr double kChunkOverRecurrence = 100;
 
+// decode_vs_recurrence: the decode kernel's error against the fp64 oracle may be this many times
+// the plain fp32 recurrence's own. Over 1,400 runs of the unchanged kernels (both variants, the
+// shown point and the hidden domain, random 31-bit seeds, 2026-12-07) the largest ratio was 1.39
+// (o) and 1.15 (S); 10 leaves a seven-fold margin and still fails anything that adds ten times
+// fp32's rounding. The second bound caps the kernel's distance from the fp32 recurrence where that
+// recurrence's own error is large (a nearly cancelling output, where the first bound loosens with
+// it): largest 1.2e-5 over the same runs.
+constexpr double kDecodeOverFp32 = 10;
+constexpr double kDecodeVsFp32 = 1e-2;
+
 // Declares q, k, v, g, beta as check inputs and fills them from `generated`.
 void declare_inputs(loupe::CheckSetup& setup, const Inputs<float>& generated) {
   const Shape& s = generated.shape;
@@ -387,6 +397,17 @@ OracleOutputs decode_oracle(const math::RawDecodeInputs& raw) {
   return oracle_recurrence(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw, forms);
 }
 
+// The same recurrence in plain fp32 arithmetic: what any fp32 decode costs on these inputs.
+OracleOutputs decode_recurrence_fp32(const math::RawDecodeInputs& raw) {
+  OracleForms forms;
+  forms.gate = math::GateForm::kSoftplus;
+  forms.beta = math::BetaForm::kSigmoid;
+  forms.l2norm = true;
+  forms.a_log.assign(raw.a_log.begin(), raw.a_log.end());
+  forms.dt_bias.assign(raw.dt_bias.begin(), raw.dt_bias.end());
+  return oracle_recurrence<float>(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw, forms);
+}
+
 void write_decode_oracle(loupe::CheckIo& io) {
   const OracleOutputs out = decode_oracle(read_raw_inputs(io));
   write(io, "o", out.o);
@@ -505,26 +526,34 @@ LOUPE_CHECK(decode_vs_recurrence)
       const Shape shape{p.get_int("batch"), p.get_int("steps"), heads,
                         value_heads,        p.get_int("K"),     p.get_int("V")};
       declare_raw_inputs(setup, math::generate_raw_decode_inputs(shape, setup.seed()));
-      // fp32 kernels against fp64 over a few steps: about 1e-7; a wrong head, gate or column
-      // is of order 1.
+      // Judged against the fp64 recurrence (the oracle) relative to what plain fp32 arithmetic
+      // costs on the same inputs (the reference: the recurrence in fp32): a fixed bound on the
+      // error over the output's rms failed an unchanged kernel wherever a one-step output nearly
+      // cancels (q . k small against |q| |k|: 5.5e-5 against 1e-5 at one seed of 100), because
+      // the rounding error scales with the summed terms and not with their sum; both fp32 paths
+      // lose the same digits there. A wrong head, gate or column is of order 1 either way, far
+      // above both bounds.
       setup
           .output<float>("o", {shape.batch, shape.tokens, shape.value_heads, shape.value_dim},
                          {"B", "T", "HV", "V"})
           .along("T")
-          .tolerance("rms_ratio", 1e-5);
+          .tolerance("rms_ratio", kDecodeVsFp32)
+          .tolerance_vs_oracle("rms_ratio", kDecodeOverFp32);
       setup
           .output<float>("S", {shape.batch, shape.value_heads, shape.key_dim, shape.value_dim},
                          {"B", "HV", "K", "V"})
-          .tolerance("rms_ratio", 1e-5);
+          .tolerance("rms_ratio", kDecodeVsFp32)
+          .tolerance_vs_oracle("rms_ratio", kDecodeOverFp32);
     })
     .reference([](loupe::CheckIo& io) {
-      const OracleOutputs out = decode_oracle(read_raw_inputs(io));
+      const OracleOutputs out = decode_recurrence_fp32(read_raw_inputs(io));
       write(io, "o", std::vector<float>(out.o.begin(), out.o.end()));
       write(io, "S", std::vector<float>(out.state.begin(), out.state.end()));
     })
     .candidate([](loupe::CheckIo& io) {
       run_plain_decode(io, kernels::cpu::parse_decode_variant(io.point().get_string("variant")));
-    });
+    })
+    .oracle(write_decode_oracle);
 
 LOUPE_BENCH(decode)
     .description("one decode token for a batch: V-tiled kernel (baseline) against merged-V")

@@ -40,22 +40,25 @@ struct OracleForms {
 
 // For each sequence b and value head hv (query/key head hv / (HV / H)):
 //   S <- Diag(exp g_t) S;  S <- S + beta_t k_t (v_t - S^T k_t)^T;  o_t = S^T (scale q_t)
-// with scale = K^-0.5. The inputs are float (what the check wrote); everything else is double.
+// with scale = K^-0.5. The inputs are float (what the check wrote); everything else is Real:
+// double for the oracle, float for the plain fp32 recurrence that sets a check's rounding scale
+// (its error against the double one is what fp32 arithmetic costs on these very inputs).
 // The (b, hv) pairs are independent recurrences: with threads > 1 they are dealt to that many
 // std::threads (one pair at a time, from a shared counter), each pair still computed by the same
 // sequential loop, so the result is bit-identical whatever the thread count. Why threads here
 // and not kda's thread pool: the oracle shares no code with the kernels it judges. At T = 65536,
 // HV = 64 one thread needs minutes (2.7e11 double operations); the GPU checks pass the host's
 // hardware threads.
-inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float> q,
-                                       std::span<const float> k, std::span<const float> v,
-                                       std::span<const float> g, std::span<const float> beta,
-                                       const OracleForms& forms,
-                                       std::span<const int64_t> boundaries = {}, int threads = 1) {
+template <class Real = double>
+OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float> q,
+                                std::span<const float> k, std::span<const float> v,
+                                std::span<const float> g, std::span<const float> beta,
+                                const OracleForms& forms, std::span<const int64_t> boundaries = {},
+                                int threads = 1) {
   const int64_t B = shape.batch, T = shape.tokens, H = shape.heads, HV = shape.value_heads;
   const int64_t K = shape.key_dim, V = shape.value_dim;
   const int64_t group = HV / H;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(K));
+  const Real scale = Real{1} / std::sqrt(static_cast<Real>(K));
   const int64_t P = static_cast<int64_t>(boundaries.size());
   OracleOutputs out;
   out.o.assign(static_cast<size_t>(B * T * HV * V), 0.0);
@@ -63,8 +66,8 @@ inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float
   out.boundary_states.assign(static_cast<size_t>(B * P * HV * K * V), 0.0);
   // One (b, hv) recurrence; writes only that pair's rows of o, state and boundary_states.
   auto run_pair = [&](int64_t b, int64_t hv) {
-    std::vector<double> state(static_cast<size_t>(K * V), 0.0), q_t(K), k_t(K), decay(K),
-        predicted(V);
+    std::vector<Real> state(static_cast<size_t>(K * V), Real{0}), q_t(K), k_t(K), decay(K),
+        predicted(V), o_t(V);
     const int64_t h = hv / group;
     int64_t next_boundary = 0;
     for (int64_t t = 0; t <= T; ++t) {
@@ -85,35 +88,36 @@ inline OracleOutputs oracle_recurrence(const Shape& shape, std::span<const float
         math::l2_normalize(q_t.data(), K);
         math::l2_normalize(k_t.data(), K);
       }
-      const double beta_t = math::beta_value<double>(forms.beta, beta[(b * T + t) * HV + hv]);
+      const Real beta_t = math::beta_value<Real>(forms.beta, beta[(b * T + t) * HV + hv]);
       for (int64_t d = 0; d < K; ++d) {
-        const double g_value =
-            forms.gate == math::GateForm::kLogDecay
-                ? static_cast<double>(g[g_row + d])
-                : math::log_decay<double>(forms.gate, g[g_row + d], forms.a_log[hv],
-                                          forms.dt_bias[hv * K + d]);
+        const Real g_value = forms.gate == math::GateForm::kLogDecay
+                                 ? static_cast<Real>(g[g_row + d])
+                                 : math::log_decay<Real>(
+                                       forms.gate, g[g_row + d], static_cast<Real>(forms.a_log[hv]),
+                                       static_cast<Real>(forms.dt_bias[hv * K + d]));
         decay[d] = std::exp(g_value);
       }
       // Decay, then S^T k, row by row: the same products and the same order of sums as the
       // three loops of the definition, in one sweep over the state.
-      std::fill(predicted.begin(), predicted.end(), 0.0);
+      std::fill(predicted.begin(), predicted.end(), Real{0});
       for (int64_t d = 0; d < K; ++d) {
-        double* row = state.data() + d * V;
+        Real* row = state.data() + d * V;
         for (int64_t e = 0; e < V; ++e) {
           row[e] *= decay[d];
           predicted[e] += row[e] * k_t[d];
         }
       }
       // The delta-rule update, then o = S^T (scale q), again in one sweep.
-      double* o_row = out.o.data() + v_row;
+      std::fill(o_t.begin(), o_t.end(), Real{0});
       for (int64_t d = 0; d < K; ++d) {
-        double* row = state.data() + d * V;
-        const double beta_k = beta_t * k_t[d];
+        Real* row = state.data() + d * V;
+        const Real beta_k = beta_t * k_t[d];
         for (int64_t e = 0; e < V; ++e) {
-          row[e] += beta_k * (static_cast<double>(v[v_row + e]) - predicted[e]);
-          o_row[e] += row[e] * scale * q_t[d];
+          row[e] += beta_k * (static_cast<Real>(v[v_row + e]) - predicted[e]);
+          o_t[e] += row[e] * scale * q_t[d];
         }
       }
+      std::copy(o_t.begin(), o_t.end(), out.o.begin() + v_row);
     }
     std::copy(state.begin(), state.end(), out.state.begin() + (b * HV + hv) * K * V);
   };
