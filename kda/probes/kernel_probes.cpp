@@ -385,27 +385,26 @@ kernels::cpu::DecodeParams<float> raw_params(const math::RawDecodeInputs& raw) {
   return params;
 }
 
-// The independent fp64 token recurrence on the raw decode inputs: softplus gate, sigmoid beta,
-// L2-normalised q and k, as the decode step reads them.
-OracleOutputs decode_oracle(const math::RawDecodeInputs& raw) {
+// How the decode step reads the raw inputs: softplus gate, sigmoid beta, L2-normalised q and k.
+OracleForms decode_forms(const math::RawDecodeInputs& raw) {
   OracleForms forms;
   forms.gate = math::GateForm::kSoftplus;
   forms.beta = math::BetaForm::kSigmoid;
   forms.l2norm = true;
   forms.a_log.assign(raw.a_log.begin(), raw.a_log.end());
   forms.dt_bias.assign(raw.dt_bias.begin(), raw.dt_bias.end());
-  return oracle_recurrence(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw, forms);
+  return forms;
+}
+
+// The independent fp64 token recurrence on the raw decode inputs.
+OracleOutputs decode_oracle(const math::RawDecodeInputs& raw) {
+  return oracle_recurrence(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw, decode_forms(raw));
 }
 
 // The same recurrence in plain fp32 arithmetic: what any fp32 decode costs on these inputs.
 OracleOutputs decode_recurrence_fp32(const math::RawDecodeInputs& raw) {
-  OracleForms forms;
-  forms.gate = math::GateForm::kSoftplus;
-  forms.beta = math::BetaForm::kSigmoid;
-  forms.l2norm = true;
-  forms.a_log.assign(raw.a_log.begin(), raw.a_log.end());
-  forms.dt_bias.assign(raw.dt_bias.begin(), raw.dt_bias.end());
-  return oracle_recurrence<float>(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw, forms);
+  return oracle_recurrence<float>(raw.shape, raw.q, raw.k, raw.v, raw.g_raw, raw.b_raw,
+                                  decode_forms(raw));
 }
 
 void write_decode_oracle(loupe::CheckIo& io) {

@@ -48,6 +48,28 @@ ModelConfig config_of(const loupe::Point& point) {
   return config;
 }
 
+// A teacher-forced decode point: the model, its requests and lengths, and the token sequences
+// (prompt_len + steps per request) drawn from the check's seed.
+struct ForcedDecodePoint {
+  ModelConfig config;
+  int64_t requests = 0;
+  int64_t tokens = 0;  // the prompt's
+  int64_t steps = 0;
+  std::vector<int32_t> sequences;  // (requests, tokens + steps)
+};
+
+ForcedDecodePoint forced_decode_point(const loupe::CheckSetup& setup) {
+  const loupe::Point& point = setup.point();
+  ForcedDecodePoint out;
+  out.config = config_of(point);
+  out.requests = point.get_int("requests");
+  out.tokens = point.get_int("prompt_len");
+  out.steps = point.get_int("steps");
+  out.sequences = kda::model::generate_prompts(out.requests, out.tokens + out.steps,
+                                               out.config.vocab, setup.seed());
+  return out;
+}
+
 void copy_into(std::span<float> out, const std::vector<float>& values) {
   std::copy(values.begin(), values.end(), out.begin());
 }
@@ -154,11 +176,7 @@ LOUPE_CHECK(state_cache_vs_fp32)
     .param("steps", 32)
     .inputs([](loupe::CheckSetup& setup) {
       const loupe::Point& point = setup.point();
-      const ModelConfig config = config_of(point);
-      const int64_t requests = point.get_int("requests"), tokens = point.get_int("prompt_len");
-      const int64_t steps = point.get_int("steps");
-      const std::vector<int32_t> prompts =
-          kda::model::generate_prompts(requests, tokens + steps, config.vocab, setup.seed());
+      const auto [config, requests, tokens, steps, prompts] = forced_decode_point(setup);
       std::span<int32_t> prompt_input =
           setup.input<int32_t>("prompts", {requests, tokens}, {"R", "T"});
       std::span<int32_t> forced_input =
@@ -214,12 +232,7 @@ LOUPE_CHECK(decode_vs_prefill)
     .param("prompt_len", 37)
     .param("steps", 4)
     .inputs([](loupe::CheckSetup& setup) {
-      const loupe::Point& point = setup.point();
-      const ModelConfig config = config_of(point);
-      const int64_t requests = point.get_int("requests"), tokens = point.get_int("prompt_len");
-      const int64_t steps = point.get_int("steps");
-      const std::vector<int32_t> sequences =
-          kda::model::generate_prompts(requests, tokens + steps, config.vocab, setup.seed());
+      const auto [config, requests, tokens, steps, sequences] = forced_decode_point(setup);
       std::span<int32_t> input =
           setup.input<int32_t>("sequences", {requests, tokens + steps}, {"R", "T"});
       std::copy(sequences.begin(), sequences.end(), input.begin());

@@ -45,8 +45,9 @@ TEST(PairedRounds, ARetryGoesOnFromTheRoundsItHas) {
 TEST(PairedRounds, TheRunAloneWouldHaveDecidedSlower) {
   // What a retry started afresh saw: the five values of 1.04 first.
   PairedRounds rounds{PairedRounds::Rule{}};
-  const PairedRounds::State state =
-      rounds.run(24, [](int64_t round) { return std::pair{1.0, noise_then_a_run(round + 12)}; });
+  const PairedRounds::State state = rounds.run(24, [](int64_t round) {
+    return std::pair{1.0, noise_then_a_run(round + 12)};
+  });
   EXPECT_TRUE(state.decided);
   EXPECT_EQ(state.comparison.verdict, bench::AbVerdict::kSlower);
   EXPECT_EQ(rounds.step().size(), 5u);
@@ -61,7 +62,10 @@ TEST(PairedRounds, AChangeIsDecidedOnlyAtALook) {
   std::vector<int64_t> seen;
   std::vector<bench::AbVerdict> verdicts;
   const PairedRounds::State state = rounds.run(
-      12, [](int64_t) { return std::pair{1.0, 1.10}; },
+      12,
+      [](int64_t) {
+        return std::pair{1.0, 1.10};
+      },
       [&](int64_t round, const PairedRounds::State& at) {
         seen.push_back(round);
         verdicts.push_back(at.comparison.verdict);
@@ -75,8 +79,9 @@ TEST(PairedRounds, AChangeIsDecidedOnlyAtALook) {
 
 TEST(PairedRounds, SameIsDecidedAtAnyRoundFromTheFifth) {
   PairedRounds rounds{PairedRounds::Rule{}};
-  const PairedRounds::State state =
-      rounds.run(12, [](int64_t round) { return std::pair{1.0, round == 5 ? 1.001 : 1.0}; });
+  const PairedRounds::State state = rounds.run(12, [](int64_t round) {
+    return std::pair{1.0, round == 5 ? 1.001 : 1.0};
+  });
   EXPECT_TRUE(state.decided);
   EXPECT_EQ(state.comparison.verdict, bench::AbVerdict::kSame);
   EXPECT_EQ(rounds.step().size(), 5u);
