@@ -496,15 +496,21 @@ struct Collectives {
   std::vector<CollectiveInstance> instances;
   std::vector<RankCollectives> per_rank;  // in `ranks` order
   std::optional<Straggler> straggler;
-  uint64_t unmatched = 0;  // collectives not recorded on every member of their group
+  // Collectives not recorded on every member of their group (each once, as `mismatches` says).
+  uint64_t unmatched = 0;
   // A member without a group's collective, or one whose name, element counts or dtype differ
-  // from what the other members ran: "rank 3 has no allreduce #7 of group 0".
+  // from what the other members ran: "rank 3 has no allreduce #7 of group 0". When a trace holds
+  // both host calls and GPU kernels, each is said once, from the kind that decides (the kernels);
+  // a host call's mismatch is kept only where the kernels showed none like it.
   struct Mismatch {
     std::string group;
     int64_t seq = 0;
     std::string collective;
     int rank = -1;
     std::string text;
+    std::string kind;        // whose matching found it: "kernel" or "host"
+    bool missing = false;    // the rank has no such call (else: it differs)
+    std::string matched_in;  // the matching group ("kernel pg 0")
   };
   std::vector<Mismatch> mismatches;
   bool sequence_numbers = false;  // some group matched on Kineto's sequence numbers

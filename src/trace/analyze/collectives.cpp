@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -261,6 +262,9 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   out.per_rank.resize(ranks);
   for (size_t at = 0; at < ranks; ++at) out.per_rank[at].rank = out.ranks[at];
 
+  // The mismatches of the groups that do not decide (host calls where kernels are present): kept
+  // below only where they disagree with the deciding groups' view.
+  std::vector<Collectives::Mismatch> other_view;
   for (auto& [key, group] : groups) {
     if (!group.ranks_known) {
       for (size_t at = 0; at < ranks; ++at) group.member[at] = !group.per_rank[at].empty();
@@ -278,7 +282,9 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       if (group.member[at] == 0 && !calls.empty()) out.outside_group += calls.size();
     }
     if (members.size() < 2) continue;
-    const bool decides = (key.rfind("kernel", 0) == 0) == any_kernel;
+    const bool kernel_group = key.rfind("kernel", 0) == 0;
+    const bool decides = kernel_group == any_kernel;
+    const char* const kind = kernel_group ? "kernel" : "host";
     // Rows: one per collective call of the group, each with the member's call or none.
     std::vector<std::vector<const Call*>> rows;
     if (sequenced) {
@@ -370,13 +376,13 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         }
       }
       if (present < members.size()) {
-        ++out.unmatched;
         for (size_t at : members) {
           if (row[at] != nullptr) continue;
-          out.mismatches.push_back({group.label, number, name, out.ranks[at],
-                                    "rank " + std::to_string(out.ranks[at]) + " has no " + name +
-                                        " #" + std::to_string(number) + " of group " +
-                                        group.label});
+          (decides ? out.mismatches : other_view)
+              .push_back({group.label, number, name, out.ranks[at],
+                          "rank " + std::to_string(out.ranks[at]) + " has no " + name + " #" +
+                              std::to_string(number) + " of group " + group.label,
+                          kind, true, key});
         }
       }
       for (size_t at : members) {
@@ -396,10 +402,12 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           what += std::string(fields[field]) + " " + (mine.empty() ? "(none)" : mine) +
                   " where the others have " + (theirs.empty() ? "(none)" : theirs);
         }
-        out.mismatches.push_back({group.label, number, name, out.ranks[at],
-                                  "rank " + std::to_string(out.ranks[at]) + "'s " + name + " #" +
-                                      std::to_string(number) + " of group " + group.label +
-                                      " differs: " + what});
+        (decides ? out.mismatches : other_view)
+            .push_back({group.label, number, name, out.ranks[at],
+                        "rank " + std::to_string(out.ranks[at]) + "'s " + name + " #" +
+                            std::to_string(number) + " of group " + group.label +
+                            " differs: " + what,
+                        kind, false, key});
       }
       if (present < 2) continue;
       CollectiveInstance instance;
@@ -415,6 +423,36 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       out.sequence_numbers |= sequenced;
       out.instances.push_back(std::move(instance));
     }
+  }
+
+  // A collective missing (or different) on a rank shows in both kinds' matching when a trace holds
+  // host calls and kernels: it is said once, from the deciding kind. The other kind's mismatch
+  // stays where the deciding kind saw none like it (same group, rank, number and operation).
+  {
+    auto operation = [](std::string_view name) {
+      std::string squeezed;
+      const size_t colon = name.find(':');
+      for (const char c : name.substr(colon == std::string_view::npos ? 0 : colon + 1)) {
+        if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+      return squeezed;
+    };
+    std::set<std::tuple<std::string, int, int64_t, bool, std::string>> seen;
+    for (const Collectives::Mismatch& mismatch : out.mismatches) {
+      seen.emplace(mismatch.group, mismatch.rank, mismatch.seq, mismatch.missing,
+                   operation(mismatch.collective));
+    }
+    for (Collectives::Mismatch& mismatch : other_view) {
+      if (seen.count({mismatch.group, mismatch.rank, mismatch.seq, mismatch.missing,
+                      operation(mismatch.collective)}) == 0) {
+        out.mismatches.push_back(std::move(mismatch));
+      }
+    }
+    std::set<std::pair<std::string, int64_t>> unmatched;
+    for (const Collectives::Mismatch& mismatch : out.mismatches) {
+      if (mismatch.missing) unmatched.emplace(mismatch.matched_in, mismatch.seq);
+    }
+    out.unmatched = unmatched.size();
   }
 
   // Clocks: the ends of one collective coincide on every rank (none leaves before the last

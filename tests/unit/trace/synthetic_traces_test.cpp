@@ -393,6 +393,49 @@ TEST(SyntheticTraces, WithoutSequenceNumbersTheSignatureKeepsTheMatch) {
   EXPECT_EQ(collectives["mismatches"][0]["text"], "rank 3 has no allreduce #7 of group 0");
 }
 
+// Recent PyTorch also records each NCCL collective as a host range (`nccl:all_reduce`, with the
+// same args) around the call that launches its kernel: the host calls are matched as a group of
+// their own. A collective missing on a rank is said once, from the kernels (they decide); a host
+// call's view is kept only where it disagrees — here rank 2's host range of #4 was not recorded,
+// though its kernel was.
+TEST(SyntheticTraces, AMissingCollectiveIsSaidOnceWhenHostCallsAndKernelsBothShowIt) {
+  const fs::path dir = fs::temp_directory_path() / ("loupe-hostk-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  size_t host_calls = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    Json document =
+        Json::parse(gunzip(kSynthetic / ("missing_rank" + std::to_string(rank) + ".json.gz")));
+    Json added = Json::array();
+    for (const Json& event : document["traceEvents"]) {
+      if (event.value("name", "") != "record_param_comms") continue;
+      if (rank == 2 && event["args"]["Seq"] == 4) continue;
+      Json host = event;
+      host["name"] = "nccl:all_reduce";
+      host["ts"] = event["ts"].get<int64_t>() - 1;
+      host["dur"] = event["dur"].get<int64_t>() + 2;
+      added.push_back(std::move(host));
+    }
+    host_calls += added.size();
+    for (Json& event : added) document["traceEvents"].push_back(std::move(event));
+    paths.push_back((dir / ("hostk_rank" + std::to_string(rank) + ".json")).string());
+    std::ofstream(paths.back()) << document.dump();
+  }
+  ASSERT_EQ(host_calls, 4u * 12 - 2);  // rank 3 has no #7 at all, rank 2 no host range of #4
+  AnalyzeRequest request;
+  request.detail = true;
+  const Envelope envelope = analyze(load_traces(paths), request);
+  fs::remove_all(dir);
+  const Json& collectives = envelope.data["collectives"];
+  std::vector<std::string> seen;
+  for (const Json& mismatch : collectives["mismatches"]) {
+    seen.push_back(mismatch.value("kind", "?") + ": " + mismatch.value("text", "?"));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"kernel: rank 3 has no allreduce #7 of group 0",
+                                            "host: rank 2 has no allreduce #4 of group 0"}));
+  EXPECT_EQ(collectives["unmatched"], 2);
+}
+
 // A member whose collective has other sizes or another dtype than the rest of its group is
 // named with what differs; the match itself holds (same sequence number).
 TEST(SyntheticTraces, ACollectiveWithOtherSizesOnOneRankIsNamed) {
