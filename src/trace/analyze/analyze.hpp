@@ -426,8 +426,10 @@ std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
 // Kineto's sequence number ("Seq") when every call has one, else in start order, where a member
 // whose next call differs in "Collective name", "In msg nelems", "Out msg nelems" or "dtype" from
 // what most members run next lacks this one. A member without a call, or with a different one,
-// is a mismatch, never a shifted match. Arrival = start; the last arriver holds the others: imposed
-// wait = Σ over the other ranks of (last arrival − their arrival). GPU kernel groups decide when
+// is a mismatch, never a shifted match. Arrival = start, or for a host collective that stages a
+// CUDA tensor (gloo: a synchronisation inside its range blocked on a device-to-host copy of the
+// rank's) the copy's end; the last arriver holds the others: imposed wait = Σ over the other ranks
+// of (last arrival − their arrival). GPU kernel groups decide when
 // present (a host op only enqueues), host groups otherwise.
 struct CollectiveInstance {
   std::string group;            // "kernel pg 0", "host pg 0"
