@@ -7,9 +7,7 @@ namespace loupe::trace {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_hex(char c) {
-  return json_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool is_hex(char c) { return json_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 std::string describe(std::string_view text, size_t at) {
   if (at >= text.size()) return "the end of the text";
@@ -120,8 +118,8 @@ bool check_json_value(std::string_view text, JsonFault& fault) {
     } else {
       const size_t length = json_scalar_length(text.substr(at));
       if (length == 0) {
-        return fail(at, expect == Expect::kValueOrClose ? "expected a value or ']'"
-                                                        : "expected a value");
+        return fail(
+            at, expect == Expect::kValueOrClose ? "expected a value or ']'" : "expected a value");
       }
       at += length;
       expect = Expect::kAfterValue;

@@ -65,5 +65,4 @@ inline size_t json_scalar_length(std::string_view text) {
   return at;
 }
 
-
 }  // namespace loupe::trace
