@@ -1155,9 +1155,11 @@ class JsonStream {
   // the text ends inside it.
   bool value(std::string_view& text, uint64_t& offset);
 
-  [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    fail_json(name_, offset, what,
-              stats_.count(Stat::trace_json_invalid_utf8) != 0 || !repairs_aside_.empty());
+  // `not_json`: the text breaks JSON's grammar there (the hint says so, not "not a trace").
+  [[noreturn]] void fail(uint64_t offset, const std::string& what, bool not_json = false) const {
+    fail_json(
+        name_, offset, what,
+        not_json || stats_.count(Stat::trace_json_invalid_utf8) != 0 || !repairs_aside_.empty());
   }
 
   // For a part of a text read by several threads: the next window throws PartCancelled once
@@ -1474,6 +1476,8 @@ class ChromeReader {
  public:
   // The error of an event at text offset `offset` that read_event or apply_scanned refused: the
   // offset of the fault in it and what was expected there, when the structure check found it.
+  // Whether the structure check found the fault event_error names.
+  bool faulted() const { return faulted_; }
   std::pair<uint64_t, std::string> event_error(uint64_t offset, simdjson::error_code code) const {
     if (faulted_)
       return {offset + fault_.at,
@@ -1889,7 +1893,7 @@ bool ChromeReader::read_element(JsonStream& stream, StatsRegistry& stats) {
     ++objects_;
     if (const simdjson::error_code error = read_event(text, stats)) {
       const auto [offset, what] = event_error(at, error);
-      stream.fail(offset, what);
+      stream.fail(offset, what, faulted());
     }
   } else {
     stats.add(Stat::trace_json_event_malformed);
@@ -2580,7 +2584,8 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
             pipeline.cancel();
             producer.join();
             const auto [offset, what] = reader->event_error(event.offset, code);
-            fail_json(name, offset, what, split_stats.count(Stat::trace_json_invalid_utf8) != 0);
+            fail_json(name, offset, what,
+                      reader->faulted() || split_stats.count(Stat::trace_json_invalid_utf8) != 0);
           }
         }
         last = batch.last;

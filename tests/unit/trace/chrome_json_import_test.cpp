@@ -293,6 +293,7 @@ TEST(ChromeJsonImport, AFaultInsideArgsIsRefusedAtItsOffsetAtEveryBlockOffset) {
                 error.message().find("offset " + std::to_string(offset) + ": " + fault.expected),
                 std::string::npos)
                 << error.message() << " (" << where << ")";
+            EXPECT_EQ(error.hint().rfind("the file is not JSON", 0), 0u) << error.hint();
           }
           if (::testing::Test::HasFailure()) return;
         }
