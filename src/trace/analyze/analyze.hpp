@@ -426,8 +426,10 @@ std::vector<TrackGaps> compute_gaps(const Model& model, int64_t threshold_ns,
 // Kineto's sequence number ("Seq") when every call has one, else in start order, where a member
 // whose next call differs in "Collective name", "In msg nelems", "Out msg nelems" or "dtype" from
 // what most members run next lacks this one. A member without a call, or with a different one,
-// is a mismatch, never a shifted match. Arrival = start; the last arriver holds the others: imposed
-// wait = Σ over the other ranks of (last arrival − their arrival). GPU kernel groups decide when
+// is a mismatch, never a shifted match. Arrival = start, or for a host collective that stages a
+// CUDA tensor (gloo: a synchronisation inside its range blocked on a device-to-host copy of the
+// rank's) the copy's end; the last arriver holds the others: imposed wait = Σ over the other ranks
+// of (last arrival − their arrival). GPU kernel groups decide when
 // present (a host op only enqueues), host groups otherwise.
 struct CollectiveInstance {
   std::string group;            // "kernel pg 0", "host pg 0"
@@ -496,15 +498,21 @@ struct Collectives {
   std::vector<CollectiveInstance> instances;
   std::vector<RankCollectives> per_rank;  // in `ranks` order
   std::optional<Straggler> straggler;
-  uint64_t unmatched = 0;  // collectives not recorded on every member of their group
+  // Collectives not recorded on every member of their group (each once, as `mismatches` says).
+  uint64_t unmatched = 0;
   // A member without a group's collective, or one whose name, element counts or dtype differ
-  // from what the other members ran: "rank 3 has no allreduce #7 of group 0".
+  // from what the other members ran: "rank 3 has no allreduce #7 of group 0". When a trace holds
+  // both host calls and GPU kernels, each is said once, from the kind that decides (the kernels);
+  // a host call's mismatch is kept only where the kernels showed none like it.
   struct Mismatch {
     std::string group;
     int64_t seq = 0;
     std::string collective;
     int rank = -1;
     std::string text;
+    std::string kind;        // whose matching found it: "kernel" or "host"
+    bool missing = false;    // the rank has no such call (else: it differs)
+    std::string matched_in;  // the matching group ("kernel pg 0")
   };
   std::vector<Mismatch> mismatches;
   bool sequence_numbers = false;  // some group matched on Kineto's sequence numbers

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "trace/analyze/analyze.hpp"
 
@@ -261,6 +262,9 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   out.per_rank.resize(ranks);
   for (size_t at = 0; at < ranks; ++at) out.per_rank[at].rank = out.ranks[at];
 
+  // The mismatches of the groups that do not decide (host calls where kernels are present): kept
+  // below only where they disagree with the deciding groups' view.
+  std::vector<Collectives::Mismatch> other_view;
   for (auto& [key, group] : groups) {
     if (!group.ranks_known) {
       for (size_t at = 0; at < ranks; ++at) group.member[at] = !group.per_rank[at].empty();
@@ -278,7 +282,9 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       if (group.member[at] == 0 && !calls.empty()) out.outside_group += calls.size();
     }
     if (members.size() < 2) continue;
-    const bool decides = (key.rfind("kernel", 0) == 0) == any_kernel;
+    const bool kernel_group = key.rfind("kernel", 0) == 0;
+    const bool decides = kernel_group == any_kernel;
+    const char* const kind = kernel_group ? "kernel" : "host";
     // Rows: one per collective call of the group, each with the member's call or none.
     std::vector<std::vector<const Call*>> rows;
     if (sequenced) {
@@ -370,13 +376,13 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         }
       }
       if (present < members.size()) {
-        ++out.unmatched;
         for (size_t at : members) {
           if (row[at] != nullptr) continue;
-          out.mismatches.push_back({group.label, number, name, out.ranks[at],
-                                    "rank " + std::to_string(out.ranks[at]) + " has no " + name +
-                                        " #" + std::to_string(number) + " of group " +
-                                        group.label});
+          (decides ? out.mismatches : other_view)
+              .push_back({group.label, number, name, out.ranks[at],
+                          "rank " + std::to_string(out.ranks[at]) + " has no " + name + " #" +
+                              std::to_string(number) + " of group " + group.label,
+                          kind, true, key});
         }
       }
       for (size_t at : members) {
@@ -396,10 +402,12 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           what += std::string(fields[field]) + " " + (mine.empty() ? "(none)" : mine) +
                   " where the others have " + (theirs.empty() ? "(none)" : theirs);
         }
-        out.mismatches.push_back({group.label, number, name, out.ranks[at],
-                                  "rank " + std::to_string(out.ranks[at]) + "'s " + name + " #" +
-                                      std::to_string(number) + " of group " + group.label +
-                                      " differs: " + what});
+        (decides ? out.mismatches : other_view)
+            .push_back({group.label, number, name, out.ranks[at],
+                        "rank " + std::to_string(out.ranks[at]) + "'s " + name + " #" +
+                            std::to_string(number) + " of group " + group.label +
+                            " differs: " + what,
+                        kind, false, key});
       }
       if (present < 2) continue;
       CollectiveInstance instance;
@@ -415,6 +423,36 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       out.sequence_numbers |= sequenced;
       out.instances.push_back(std::move(instance));
     }
+  }
+
+  // A collective missing (or different) on a rank shows in both kinds' matching when a trace holds
+  // host calls and kernels: it is said once, from the deciding kind. The other kind's mismatch
+  // stays where the deciding kind saw none like it (same group, rank, number and operation).
+  {
+    auto operation = [](std::string_view name) {
+      std::string squeezed;
+      const size_t colon = name.find(':');
+      for (const char c : name.substr(colon == std::string_view::npos ? 0 : colon + 1)) {
+        if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+      return squeezed;
+    };
+    std::set<std::tuple<std::string, int, int64_t, bool, std::string>> seen;
+    for (const Collectives::Mismatch& mismatch : out.mismatches) {
+      seen.emplace(mismatch.group, mismatch.rank, mismatch.seq, mismatch.missing,
+                   operation(mismatch.collective));
+    }
+    for (Collectives::Mismatch& mismatch : other_view) {
+      if (seen.count({mismatch.group, mismatch.rank, mismatch.seq, mismatch.missing,
+                      operation(mismatch.collective)}) == 0) {
+        out.mismatches.push_back(std::move(mismatch));
+      }
+    }
+    std::set<std::pair<std::string, int64_t>> unmatched;
+    for (const Collectives::Mismatch& mismatch : out.mismatches) {
+      if (mismatch.missing) unmatched.emplace(mismatch.matched_in, mismatch.seq);
+    }
+    out.unmatched = unmatched.size();
   }
 
   // Clocks: the ends of one collective coincide on every rank (none leaves before the last
@@ -454,10 +492,63 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       clock_spread = std::max(clock_spread, rank.clock_uncertainty_ns);
     }
   }
+  // A rank arrives at a collective when its contribution is ready. For a GPU kernel and a host
+  // call whose operand is on the host that is the slice's start. A host collective on CUDA
+  // tensors (gloo) stages its operand through a device-to-host copy: the c10d call makes the
+  // copy wait for the compute stream and launches it, and the worker's range begins at once and
+  // synchronises on the copy inside. A rank late by its GPU work then begins its range on time and
+  // is ready only when the copy ends. So where a synchronisation inside the range waited on a
+  // device-to-host copy of the rank's (the copy ended while it was blocked), the arrival is the
+  // latest such copy's end (measured: the copy's recorded end).
+  std::map<SliceId, int64_t> ready_at;
+  if (!any_kernel) {
+    const std::vector<uint8_t> copy_roles = category_roles(model);
+    std::vector<std::vector<int64_t>> copy_ends(ranks);  // device-to-host copies' ends, by rank
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      const TrackId track = model.slices.track[id];
+      if (model.tracks[track].kind != TrackKind::kGpuStream ||
+          copy_roles[model.slices.category[id]] != kGpuMemcpyRole ||
+          model.slice_name(id).find("DtoH") == std::string_view::npos) {
+        continue;
+      }
+      const int rank = model.track_rank(track);
+      if (rank >= 0) copy_ends[position[rank]].push_back(model.slices.end_ns[id]);
+    }
+    for (auto& ends : copy_ends) std::sort(ends.begin(), ends.end());
+    for (const CollectiveInstance& instance : out.instances) {
+      if (!instance.decides) continue;
+      for (size_t at = 0; at < ranks; ++at) {
+        const SliceId range = instance.slices[at];
+        if (range == kNoSlice || copy_ends[at].empty()) continue;
+        const TrackId track = model.slices.track[range];
+        if (model.tracks[track].kind != TrackKind::kThread) continue;
+        const int64_t begin = model.slices.start_ns[range], end = model.slices.end_ns[range];
+        const auto& ids = index.slices(track);
+        auto it = std::lower_bound(ids.begin(), ids.end(), begin, [&](SliceId id, int64_t value) {
+          return model.slices.start_ns[id] < value;
+        });
+        for (; it != ids.end() && model.slices.start_ns[*it] < end; ++it) {
+          if (*it == range || !is_host_synchronisation(model.slice_name(*it))) continue;
+          const int64_t sync_begin = model.slices.start_ns[*it];
+          const int64_t sync_end = std::min(model.slices.end_ns[*it], end);
+          const auto& ends = copy_ends[at];
+          const auto after = std::upper_bound(ends.begin(), ends.end(), sync_end);
+          if (after != ends.begin() && *std::prev(after) >= sync_begin) {
+            ready_at[range] = std::max(begin, *std::prev(after));
+          }
+          break;  // the range's first synchronisation: the wait for its operand
+        }
+      }
+    }
+  }
+  auto ready = [&](SliceId id) {
+    const auto it = ready_at.find(id);
+    return it != ready_at.end() ? it->second : model.slices.start_ns[id];
+  };
   // Arrivals are compared on the shared clock when the files have one; otherwise each rank's
   // times are shifted by its offset from the collectives' ends.
   auto arrival = [&](size_t at, SliceId id) {
-    return model.slices.start_ns[id] - (shared_clock ? 0 : out.per_rank[at].clock_offset_ns);
+    return ready(id) - (shared_clock ? 0 : out.per_rank[at].clock_offset_ns);
   };
   {
     char text[256];
@@ -651,7 +742,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           });
       const int64_t from =
           it == own[at].begin() ? rank_start[at] : model.slices.end_ns[*std::prev(it)];
-      return {from, model.slices.start_ns[collective]};
+      return {from, ready(collective)};
     };
     // Compute slices by start, with the longest per rank (to find those open at a window's start).
     std::vector<int64_t> longest(ranks, 0);
@@ -771,8 +862,12 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           clipped.emplace_back(start, end);
         }
         compute_ns[at] += total_length(union_of(std::move(clipped)));
+        // The launching thread's part ends when it handed the collective over (a staged host
+        // collective's range begins then; its wait for the copy is not the thread's doing).
         int64_t sync = 0, idle = 0;
-        host_time(thread_of(collective), window, sync, idle);
+        host_time(thread_of(collective),
+                  {window.first, std::max(window.first, model.slices.start_ns[collective])}, sync,
+                  idle);
         sync_ns[at] += sync;
         idle_ns[at] += idle;
       }

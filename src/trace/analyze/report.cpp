@@ -1392,6 +1392,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
                             {"seq", mismatch.seq},
                             {"collective", mismatch.collective},
                             {"rank", mismatch.rank},
+                            {"kind", mismatch.kind},
                             {"text", mismatch.text}});
     }
     truncated |= collectives.mismatches.size() > rows;

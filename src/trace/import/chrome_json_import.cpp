@@ -56,6 +56,7 @@
 #include "loupe/error.hpp"
 #include "trace/import/import.hpp"
 #include "trace/import/json_blocks.hpp"
+#include "trace/import/json_check.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -392,6 +393,16 @@ inline void resolve_times(EventFields& fields) {
   resolve_time(fields, Key::kDur);
 }
 
+// Bytes of a number or literal as the structure check sees them outside strings: every byte
+// from ' ' up but whitespace, quotes and the structural , : { } [ ].
+constexpr std::array<bool, 256> kScalarByte = [] {
+  std::array<bool, 256> table{};
+  for (int byte = 0x21; byte < 256; ++byte) table[byte] = true;
+  for (const char c : {'"', ',', ':', '{', '}', '[', ']'})
+    table[static_cast<unsigned char>(c)] = false;
+  return table;
+}();
+
 // The scanner over one event's text, from its '{' on, in the window that holds it. It finds the
 // event's end itself: `end` may lie anywhere past it (the end of the window's checked bytes), and
 // event_end() is then just past the closing '}'. Returns false when it cannot take the event —
@@ -441,8 +452,14 @@ class EventScanner {
       if (first == '"') {
         bool escaped = false;
         if (!skip_string(escaped)) return false;
-        // Unescaping is left to simdjson: the fallback reads this event.
+        // Unescaping is left to simdjson: the fallback reads this event. A value loupe skips is
+        // only checked (its escapes).
         if (escaped && key != Key::kOther) return false;
+        JsonFault fault;
+        if (escaped &&
+            !check_json_value(std::string_view(value_begin, pos_ - value_begin), fault)) {
+          return false;
+        }
         kind = ValueKind::kString;
         text = std::string_view(value_begin + 1, static_cast<size_t>(pos_ - value_begin - 2));
       } else if (first == '{' || first == '[') {
@@ -452,6 +469,8 @@ class EventScanner {
       } else {
         if (!skip_token()) return false;
         text = std::string_view(value_begin, static_cast<size_t>(pos_ - value_begin));
+        // A value loupe skips is checked here; the fields it reads are checked as they are read.
+        if (key == Key::kOther && json_scalar_length(text) != text.size()) return false;
         kind = first == '-' || static_cast<unsigned>(first - '0') < 10 ? ValueKind::kNumber
                                                                        : ValueKind::kOther;
       }
@@ -608,34 +627,135 @@ class EventScanner {
       return true;
     }
   };
+  // The structure of a nested value checked from a block's masks as its brackets are visited:
+  // what may follow each token (a key only ':', a value ',' or a closing bracket, ':' and ','
+  // a value, '{' a key or '}', ...; ':' only in an object) as bit operations over the block, and
+  // numbers and literals read one by one only where one holds a byte other than a digit, starts
+  // with '0' or runs on into the next block. Kineto's args are mostly plain integers and strings.
+  // The next token after each bit of `from` is found by adding: a carry from the bit after it runs
+  // through the bytes that start no token and stops on the first that does.
+  struct StructureCheck {
+    bool object = false;         // the innermost open bracket at the block's end is '{'
+    bool scalar_at_end = false;  // the block ended inside a number or literal
+    // A token still to be found in the next block: the next after a key, after a value, ...
+    uint64_t after_brace_or_comma = 0, key_end = 0, after_key = 0, after_value = 0,
+             after_separator = 0, after_bracket = 0;
+  };
+  static uint64_t next_token(uint64_t from, uint64_t gaps, uint64_t tokens, uint64_t& carry) {
+    uint64_t sum = 0;
+    const bool overflow = __builtin_add_overflow((from << 1) | carry, gaps, &sum);
+    carry = (from >> 63) | (overflow ? 1 : 0);
+    return sum & tokens;
+  }
+  // Checks the bytes of `valid` in the block at pos_; false where the value breaks the grammar.
+  // `object`: bytes inside an object (not an array), `braces`: the '{' among the open brackets.
+  bool check_block(const JsonBlockMasks& masks, uint64_t inside, uint64_t object, uint64_t braces,
+                   uint64_t valid, StructureCheck& check) {
+    const uint64_t opening_quote = masks.quote & inside;
+    const uint64_t closing_quote = masks.quote & ~inside;
+    const uint64_t outside = ~(inside | masks.quote);
+    const uint64_t open = masks.open & outside, close = masks.close & outside;
+    const uint64_t comma = masks.comma & outside, colon = masks.colon & outside;
+    const uint64_t operators = open | close | comma | colon;
+    const uint64_t scalar = outside & ~masks.space & ~masks.control & ~operators;
+    uint64_t bad = (masks.control & outside & ~masks.space) | (colon & ~object);
+    const uint64_t scalar_start = scalar & ~((scalar << 1) | (check.scalar_at_end ? 1 : 0));
+    // A number or literal cut by the block's end ended there when bit 0 is no part of it: the
+    // token after it is looked for from bit 0.
+    if (check.scalar_at_end && (scalar & 1) == 0) check.after_value |= 1;
+    const uint64_t scalar_end = scalar & ~(scalar >> 1) & ~(uint64_t{1} << 63);
+    const uint64_t tokens = operators | opening_quote | scalar_start;
+    const uint64_t gaps = ~tokens;
+    const uint64_t values = opening_quote | scalar_start | open;
+    // After '{' or an object's ',': a key, or '}' (after ',' that is caught below: a ',' is
+    // followed by a value, and a key string is one).
+    const uint64_t after_brace_or_comma =
+        next_token((open & braces) | (comma & object), gaps, tokens, check.after_brace_or_comma);
+    bad |= after_brace_or_comma & ~(opening_quote | close);
+    // A key ends at the next quote; after it only ':'.
+    const uint64_t key_starts = after_brace_or_comma & opening_quote;
+    const uint64_t key_ends = next_token(key_starts, ~masks.quote, masks.quote, check.key_end);
+    bad |= next_token(key_ends, gaps, tokens, check.after_key) & ~colon;
+    const uint64_t value_ends = (closing_quote & ~key_ends) | scalar_end | close;
+    bad |= next_token(value_ends, gaps, tokens, check.after_value) & ~(comma | close);
+    bad |= next_token(colon | comma, gaps, tokens, check.after_separator) & ~values;
+    bad |= next_token(open & ~braces, gaps, tokens, check.after_bracket) & ~(values | close);
+    if ((bad & valid) != 0) return false;
+    // Numbers and literals: a run of digits that does not start with '0' is an integer; any other
+    // run (a sign, a fraction, an exponent, a literal, a leading '0' with more after it, one that
+    // runs on into the next block) is read from its start.
+    uint64_t read = scalar_start & masks.zero & (scalar >> 1);
+    for (uint64_t odd = scalar & ~masks.digit & valid; odd != 0;) {
+      const int at = __builtin_ctzll(odd);
+      const uint64_t upto = at == 63 ? ~uint64_t{0} : (uint64_t{2} << at) - 1;
+      const uint64_t beyond = ~scalar & ~upto;  // the bytes after `at` that end its run
+      odd &= beyond == 0 ? 0 : ~((beyond & (~beyond + 1)) - 1);
+      const uint64_t starts = scalar_start & upto;
+      if (starts != 0) read |= uint64_t{1} << (63 - __builtin_clzll(starts));
+      // (none: the run began in an earlier block, which read it whole)
+    }
+    if ((scalar >> 63) != 0 && scalar_start != 0) {
+      read |= uint64_t{1} << (63 - __builtin_clzll(scalar_start));
+    }
+    check.scalar_at_end = (scalar >> 63) != 0;
+    for (read &= valid; read != 0; read &= read - 1) {
+      const char* const token = pos_ + __builtin_ctzll(read);
+      const size_t length = json_scalar_length(std::string_view(token, end_ - token));
+      if (length == 0 || end_ - token == static_cast<ptrdiff_t>(length) ||
+          kScalarByte[static_cast<unsigned char>(token[length])]) {
+        return false;
+      }
+    }
+    return true;
+  }
   // At an opening bracket; moves past its partner. The splitter has matched brackets by kind, so
   // counting them is enough. A value long enough (Kineto's args objects) is read 64 bytes at a
-  // time as masks, as the splitter reads it, until a block holds a backslash.
+  // time as masks, as the splitter reads it, until a block holds a backslash; its structure is
+  // checked there (check_block), and anywhere else by the byte reader (check_json_value) once
+  // its end is found.
   bool skip_nested() {
+    const char* const begin = pos_;
     BracketStack stack;
+    StructureCheck check;
     bool in_string = false;
     while (end_ - pos_ >= 64) {
       JsonBlockMasks masks;
-      classify_block_(pos_, masks);
+      classify_value_(pos_, masks);
       if (masks.backslash != 0) break;
       const uint64_t inside = prefix_xor(masks.quote) ^ (in_string ? ~uint64_t{0} : 0);
       if ((masks.control & inside) != 0) return false;
+      uint64_t object = check.object ? ~uint64_t{0} : 0;
+      uint64_t braces = 0;
       for (uint64_t brackets = (masks.open | masks.close) & ~inside; brackets != 0;
            brackets &= brackets - 1) {
         const int at = __builtin_ctzll(brackets);
         bool closed = false;
         if (((masks.open >> at) & 1) != 0) {
           if (!stack.open(pos_[at])) return false;
+          braces |= (stack.kinds & 1) << at;
         } else if (!stack.close(pos_[at], closed)) {
           return false;
         } else if (closed) {
+          const uint64_t valid = at == 63 ? ~uint64_t{0} : (uint64_t{2} << at) - 1;
+          if (!check_block(masks, inside, object, braces, valid, check)) return false;
           pos_ += at + 1;
           return true;
         }
+        // From this bracket on, the innermost open one is of this kind.
+        const uint64_t from_here = ~uint64_t{0} << at;
+        object = (stack.kinds & 1) != 0 ? object | from_here : object & ~from_here;
       }
+      if (!check_block(masks, inside, object, braces, ~uint64_t{0}, check)) return false;
+      check.object = (object >> 63) != 0;
       in_string = (inside >> 63) != 0;
       pos_ += 64;
     }
+    if (!skip_nested_bytes(stack, in_string)) return false;
+    JsonFault fault;
+    return check_json_value(std::string_view(begin, static_cast<size_t>(pos_ - begin)), fault);
+  }
+  // The rest of skip_nested, a byte at a time.
+  bool skip_nested_bytes(BracketStack& stack, bool in_string) {
     if (in_string) {
       bool escaped = false;
       if (!skip_string_rest(escaped)) return false;
@@ -671,6 +791,7 @@ class EventScanner {
   const char* end_;
   const bool in_place_;
   const JsonBlockClassifier classify_block_ = json_block_classifier();
+  const JsonBlockClassifier classify_value_ = json_value_classifier();
 };
 
 // The same fields through On-Demand, for the events the scanner leaves: escaped strings are
@@ -1034,9 +1155,11 @@ class JsonStream {
   // the text ends inside it.
   bool value(std::string_view& text, uint64_t& offset);
 
-  [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    fail_json(name_, offset, what,
-              stats_.count(Stat::trace_json_invalid_utf8) != 0 || !repairs_aside_.empty());
+  // `not_json`: the text breaks JSON's grammar there (the hint says so, not "not a trace").
+  [[noreturn]] void fail(uint64_t offset, const std::string& what, bool not_json = false) const {
+    fail_json(
+        name_, offset, what,
+        not_json || stats_.count(Stat::trace_json_invalid_utf8) != 0 || !repairs_aside_.empty());
   }
 
   // For a part of a text read by several threads: the next window throws PartCancelled once
@@ -1349,6 +1472,20 @@ class ChromeReader {
   // Return an error only for structural problems; bad fields drop the event and count it.
   simdjson::error_code read_event(std::string_view raw, StatsRegistry& stats);
   simdjson::error_code read_event_fallback(std::string_view raw, StatsRegistry& stats);
+
+ public:
+  // The error of an event at text offset `offset` that read_event or apply_scanned refused: the
+  // offset of the fault in it and what was expected there, when the structure check found it.
+  // Whether the structure check found the fault event_error names.
+  bool faulted() const { return faulted_; }
+  std::pair<uint64_t, std::string> event_error(uint64_t offset, simdjson::error_code code) const {
+    if (faulted_)
+      return {offset + fault_.at,
+              fault_.expected + " (in the event at offset " + std::to_string(offset) + ")"};
+    return {offset, std::string(simdjson::error_message(code)) + " in this event"};
+  }
+
+ private:
   // Resolves the scanner's deferred times first (resolve_times).
   void apply_event(EventFields& fields, StatsRegistry& stats);
   // An event object at the stream's current byte read by the scanner where it lies in the window,
@@ -1420,6 +1557,8 @@ class ChromeReader {
   std::map<std::string, std::string> process_names_;
   std::map<TrackId, std::string> thread_names_;
   od::parser fallback_parser_;
+  JsonFault fault_;       // the structure check's finding on the event refused
+  bool faulted_ = false;  // ... when it found one
   // For the top-level members, read on the splitting thread when a pipeline applies the events.
   od::parser member_parser_;
   EventPipeline* pipeline_ = nullptr;
@@ -1482,6 +1621,12 @@ simdjson::error_code ChromeReader::read_event(std::string_view raw, StatsRegistr
 }
 
 simdjson::error_code ChromeReader::read_event_fallback(std::string_view raw, StatsRegistry& stats) {
+  // On-Demand checks what it reads, not what it skips (args, keys loupe does not read): the
+  // whole event is checked first, so a fault anywhere in it is named where it lies.
+  if (!check_json_value(raw, fault_)) {
+    faulted_ = true;
+    return simdjson::TAPE_ERROR;
+  }
   const simdjson::padded_string padded(raw);
   od::document doc;
   od::object event;
@@ -1747,7 +1892,8 @@ bool ChromeReader::read_element(JsonStream& stream, StatsRegistry& stats) {
   } else if (text.front() == '{') {
     ++objects_;
     if (const simdjson::error_code error = read_event(text, stats)) {
-      stream.fail(at, std::string(simdjson::error_message(error)) + " in this event");
+      const auto [offset, what] = event_error(at, error);
+      stream.fail(offset, what, faulted());
     }
   } else {
     stats.add(Stat::trace_json_event_malformed);
@@ -2437,9 +2583,9 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
           if (const simdjson::error_code code = reader->apply_scanned(event, stats)) {
             pipeline.cancel();
             producer.join();
-            fail_json(name, event.offset,
-                      std::string(simdjson::error_message(code)) + " in this event",
-                      split_stats.count(Stat::trace_json_invalid_utf8) != 0);
+            const auto [offset, what] = reader->event_error(event.offset, code);
+            fail_json(name, offset, what,
+                      reader->faulted() || split_stats.count(Stat::trace_json_invalid_utf8) != 0);
           }
         }
         last = batch.last;

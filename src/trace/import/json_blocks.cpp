@@ -45,6 +45,25 @@ void classify_portable(const char* block, JsonBlockMasks& masks) {
   }
 }
 
+void structure_portable(const char* block, JsonBlockMasks& masks) {
+  masks.comma = masks.colon = masks.space = masks.digit = masks.zero = 0;
+  for (int word_index = 0; word_index < 8; ++word_index) {
+    uint64_t word = 0;
+    std::memcpy(&word, block + 8 * word_index, 8);
+    const int shift = 8 * word_index;
+    masks.comma |= gather_high_bits(high_bits_equal(word, ',')) << shift;
+    masks.colon |= gather_high_bits(high_bits_equal(word, ':')) << shift;
+    masks.space |= gather_high_bits(high_bits_equal(word, ' ') | high_bits_equal(word, '\t') |
+                                    high_bits_equal(word, '\n') | high_bits_equal(word, '\r'))
+                   << shift;
+    const uint64_t zero = high_bits_equal(word, '0');
+    masks.zero |= gather_high_bits(zero) << shift;
+    uint64_t digit = 0;
+    for (uint8_t value = '0'; value <= '9'; ++value) digit |= high_bits_equal(word, value);
+    masks.digit |= gather_high_bits(digit) << shift;
+  }
+}
+
 #if defined(__x86_64__)
 
 void classify_sse2(const char* block, JsonBlockMasks& masks) {
@@ -70,10 +89,47 @@ void classify_sse2(const char* block, JsonBlockMasks& masks) {
   }
 }
 
+void structure_sse2(const char* block, JsonBlockMasks& masks) {
+  masks.comma = masks.colon = masks.space = masks.digit = masks.zero = 0;
+  const __m128i comma = _mm_set1_epi8(',');
+  const __m128i colon = _mm_set1_epi8(':');
+  const __m128i space = _mm_set1_epi8(' ');
+  const __m128i tab = _mm_set1_epi8('\t');
+  const __m128i newline = _mm_set1_epi8('\n');
+  const __m128i ret = _mm_set1_epi8('\r');
+  const __m128i zero = _mm_set1_epi8('0');
+  const __m128i nine = _mm_set1_epi8(9);
+  for (int part = 0; part < 4; ++part) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * part));
+    auto bits = [part](__m128i flags) {
+      return static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(flags))) << (16 * part);
+    };
+    masks.comma |= bits(_mm_cmpeq_epi8(bytes, comma));
+    masks.colon |= bits(_mm_cmpeq_epi8(bytes, colon));
+    masks.space |= bits(
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(bytes, space), _mm_cmpeq_epi8(bytes, tab)),
+                     _mm_or_si128(_mm_cmpeq_epi8(bytes, newline), _mm_cmpeq_epi8(bytes, ret))));
+    masks.zero |= bits(_mm_cmpeq_epi8(bytes, zero));
+    // Unsigned byte - '0' at most 9.
+    const __m128i offset = _mm_sub_epi8(bytes, zero);
+    masks.digit |= bits(_mm_cmpeq_epi8(_mm_min_epu8(offset, nine), offset));
+  }
+}
+
 // Both halves' flags, one bit per byte. (A lambda would not inherit the target attribute.)
 __attribute__((target("avx2"))) inline uint64_t avx2_bits(__m256i low_flags, __m256i high_flags) {
   return static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(low_flags))) |
          static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_epi8(high_flags))) << 32;
+}
+
+// JSON whitespace: ' ', or '\t' (9), '\n' (10), '\r' (13), looked up on the low nibble; every
+// other entry is 0x80, which no byte below 0x80 equals (vpshufb gives 0 for the bytes above).
+__attribute__((target("avx2"))) inline __m256i avx2_whitespace(__m256i bytes) {
+  const __m256i table = _mm256_setr_epi8(
+      -128, -128, -128, -128, -128, -128, -128, -128, -128, 9, 10, -128, -128, 13, -128, -128, -128,
+      -128, -128, -128, -128, -128, -128, -128, -128, 9, 10, -128, -128, 13, -128, -128);
+  return _mm256_or_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(' ')),
+                         _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table, bytes), bytes));
 }
 
 __attribute__((target("avx2"))) void classify_avx2(const char* block, JsonBlockMasks& masks) {
@@ -96,6 +152,24 @@ __attribute__((target("avx2"))) void classify_avx2(const char* block, JsonBlockM
                        _mm256_cmpeq_epi8(_mm256_min_epu8(high, below_space), high));
 }
 
+__attribute__((target("avx2"))) void structure_avx2(const char* block, JsonBlockMasks& masks) {
+  const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block));
+  const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32));
+  const auto bits = avx2_bits;
+  const __m256i comma = _mm256_set1_epi8(',');
+  const __m256i colon = _mm256_set1_epi8(':');
+  masks.comma = bits(_mm256_cmpeq_epi8(low, comma), _mm256_cmpeq_epi8(high, comma));
+  masks.colon = bits(_mm256_cmpeq_epi8(low, colon), _mm256_cmpeq_epi8(high, colon));
+  masks.space = bits(avx2_whitespace(low), avx2_whitespace(high));
+  const __m256i zero = _mm256_set1_epi8('0');
+  const __m256i nine = _mm256_set1_epi8(9);
+  masks.zero = bits(_mm256_cmpeq_epi8(low, zero), _mm256_cmpeq_epi8(high, zero));
+  const __m256i low_offset = _mm256_sub_epi8(low, zero);
+  const __m256i high_offset = _mm256_sub_epi8(high, zero);
+  masks.digit = bits(_mm256_cmpeq_epi8(_mm256_min_epu8(low_offset, nine), low_offset),
+                     _mm256_cmpeq_epi8(_mm256_min_epu8(high_offset, nine), high_offset));
+}
+
 bool cpu_has_avx2() {
   // Needed before __builtin_cpu_supports when this runs from a static initialiser.
   __builtin_cpu_init();
@@ -105,6 +179,37 @@ bool cpu_has_avx2() {
 #endif
 
 }  // namespace
+
+// The classifiers that also give the structure masks: the plain one, then the rest.
+void value_portable(const char* block, JsonBlockMasks& masks) {
+  classify_portable(block, masks);
+  structure_portable(block, masks);
+}
+#if defined(__x86_64__)
+void value_sse2(const char* block, JsonBlockMasks& masks) {
+  classify_sse2(block, masks);
+  structure_sse2(block, masks);
+}
+__attribute__((target("avx2"))) void value_avx2(const char* block, JsonBlockMasks& masks) {
+  classify_avx2(block, masks);
+  structure_avx2(block, masks);
+}
+#endif
+
+std::vector<std::pair<std::string_view, JsonBlockClassifier>> json_value_classifiers() {
+  std::vector<std::pair<std::string_view, JsonBlockClassifier>> found;
+#if defined(__x86_64__)
+  if (cpu_has_avx2()) found.emplace_back("avx2", &value_avx2);
+  found.emplace_back("sse2", &value_sse2);
+#endif
+  found.emplace_back("portable", &value_portable);
+  return found;
+}
+
+JsonBlockClassifier json_value_classifier() {
+  static const JsonBlockClassifier chosen = json_value_classifiers().front().second;
+  return chosen;
+}
 
 std::vector<std::pair<std::string_view, JsonBlockClassifier>> json_block_classifiers() {
   std::vector<std::pair<std::string_view, JsonBlockClassifier>> found;

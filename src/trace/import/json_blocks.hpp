@@ -24,6 +24,13 @@ struct JsonBlockMasks {
   uint64_t open = 0;       // '{' or '['
   uint64_t close = 0;      // '}' or ']'
   uint64_t control = 0;    // bytes below 0x20
+  // Only from json_value_classifier(), for checking a value's structure (the scanner's nested
+  // values); json_block_classifier() leaves them as they were:
+  uint64_t comma = 0;  // ','
+  uint64_t colon = 0;  // ':'
+  uint64_t space = 0;  // JSON whitespace: ' ', '\t', '\n', '\r'
+  uint64_t digit = 0;  // '0' to '9'
+  uint64_t zero = 0;   // '0'
 };
 
 // REQUIRES: 64 readable bytes at `block`.
@@ -33,6 +40,11 @@ using JsonBlockClassifier = void (*)(const char* block, JsonBlockMasks& masks);
 JsonBlockClassifier json_block_classifier();
 // Every classifier this CPU runs, by name ("avx2", "sse2", "portable"), fastest first.
 std::vector<std::pair<std::string_view, JsonBlockClassifier>> json_block_classifiers();
+
+// The same, also giving the structure masks (comma, colon, space, digit, zero): the fastest this
+// CPU runs, and every one (as json_block_classifiers()).
+JsonBlockClassifier json_value_classifier();
+std::vector<std::pair<std::string_view, JsonBlockClassifier>> json_value_classifiers();
 
 // Bit i of the result is the XOR of bits 0..i of `bits`: over the quote mask of a block without
 // escapes, the bytes from each opening quote up to (not including) its closing quote.

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "loupe/error.hpp"
 #include "trace/import/import.hpp"
+#include "trace/import/json_check.hpp"
 
 namespace loupe::trace {
 namespace {
@@ -226,6 +228,157 @@ TEST(ChromeJsonImport, AMismatchedBracketIsReportedAtItsOffsetAtEveryBlockOffset
           << error.message();
     }
   }
+}
+
+// A fault inside an event's args (which loupe skips, not reads) is refused at its exact offset
+// with what was expected there, wherever it falls in a 64-byte block: in long args read as
+// masks, in short ones, and in an event the scanner leaves to the fallback (an escaped name).
+TEST(ChromeJsonImport, AFaultInsideArgsIsRefusedAtItsOffsetAtEveryBlockOffset) {
+  struct Fault {
+    std::string args;      // with a '|' where the fault lies (removed)
+    std::string expected;  // the error's text after the offset
+  };
+  const std::vector<Fault> faults = {
+      {R"({"a": 1,|)" + std::string(1, '\0') + R"( "b": 2})",
+       "expected a key string after ',', found byte 0x00"},
+      {R"({"a": 12|)" + std::string(1, '\0') + R"(, "b": 2})",
+       "expected ',' or '}' after a member's value, found byte 0x00"},
+      {R"({"a": 1,|, "b": 2})", "expected a key string after ',', found ','"},
+      {R"({"a": [1, 2,|], "b": 2})", "expected a value, found ']'"},
+      {R"({"a": 1, |})", "expected a key string after ',', found '}'"},
+      {R"({"a": [|, 1]})", "expected a value or ']', found ','"},
+      {R"({"a": 1 |"b": 2})", "expected ',' or '}' after a member's value, found '\"'"},
+      {R"({"a": [1|: 2]})", "expected ',' or ']' after an element, found ':'"},
+      {R"({"a" |1})", "expected ':' after a key, found '1'"},
+      {R"({"a":|: 1})", "expected a value, found ':'"},
+      {R"({"a": {|1: 2}})", "expected a key string or '}', found '1'"},
+      {R"({"a": 0|1})", "expected ',' or '}' after a member's value, found '1'"},
+      {R"({"a": |tru})", "expected a value, found 't'"},
+      {R"({"a": |1.e5})", "expected a value, found '1'"},
+      {R"({"a": |-})", "expected a value, found '-'"},
+      {R"({"a": "x"|"y"})", "expected ',' or '}' after a member's value, found '\"'"},
+      {R"({"a": [[1]|[2]]})", "expected ',' or ']' after an element, found '['"},
+      {R"({"a": "x\|q"})", R"(expected an escape (\" \\ \/ \b \f \n \r \t \u), found 'q')"},
+  };
+  const std::string long_prefix =
+      R"("External id": 12, "Input Dims": [[4096, 4096], [4096]], "Input type": ["float", "float"], )";
+  const std::string after =
+      R"({"ph":"X","name":"next","pid":1,"tid":1,"ts":9,"dur":1,"args":{"External id": 13, "Sequence number": 0}})";
+  for (const Fault& fault : faults) {
+    for (const bool long_args : {true, false}) {
+      for (const bool escaped_name : {false, true}) {
+        for (int pad = 0; pad < 66; ++pad) {
+          std::string args = fault.args;
+          const size_t mark = args.find('|');
+          args.erase(mark, 1);
+          size_t fault_at = mark;
+          if (long_args) {
+            args.insert(1, long_prefix);
+            fault_at += long_prefix.size();
+          }
+          const std::string head = R"([{"ph":"X","name":")" + std::string(pad, 'a') +
+                                   (escaped_name ? "\\u0062" : "b") +
+                                   R"(","pid":1,"tid":1,"ts":0,"dur":1,"args":)";
+          const std::string text = head + args + "}," + after + "]";
+          const size_t offset = head.size() + fault_at;
+          const std::string where = "args " + args + (long_args ? " long" : "") +
+                                    (escaped_name ? " escaped" : "") + " pad " +
+                                    std::to_string(pad);
+          try {
+            load_text(text);
+            ADD_FAILURE() << "read as valid: " << where;
+          } catch (const Error& error) {
+            EXPECT_EQ(error.code(), ErrorCode::kInput);
+            EXPECT_NE(
+                error.message().find("offset " + std::to_string(offset) + ": " + fault.expected),
+                std::string::npos)
+                << error.message() << " (" << where << ")";
+            EXPECT_EQ(error.hint().rfind("the file is not JSON", 0), 0u) << error.hint();
+          }
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// What the structure check must let through: every kind of value JSON has, nested, empty, with
+// any whitespace, numbers in every form (and NaN, Infinity, as Python writes them), wherever each
+// falls in a block; the args are kept byte for byte.
+TEST(ChromeJsonImport, WellFormedArgsOfEveryShapePassAtEveryBlockOffset) {
+  const std::string args =
+      "{\"a\": -0.5e+10, \"b\" :[true,false,null,[],{},[[]],{\"c\":{}}],\t\"d\":\"x\\\"y\","
+      "\n\"e\": 0, \"f\":[0,10,-1,0.25,1E3,-0e-0], \"g\": NaN, \"h\": -Infinity, \"i\": Infinity,"
+      "\r\n \"j\": \"" +
+      std::string(90, 'z') +
+      "\", \"k\": 12345678901234567890123, \"\": \"\","
+      " \"l\" : [ 1 , { \"m\" : [ ] } ] }";
+  for (const bool escaped_name : {false, true}) {
+    for (int pad = 0; pad < 66; ++pad) {
+      std::string text = R"([{"ph":"X","name":")" + std::string(pad, 'a') +
+                         (escaped_name ? "\\u0062" : "b") +
+                         R"(","pid":1,"tid":1,"ts":0,"dur":1,"args":)" + args +
+                         R"(},{"ph":"X","name":"c","pid":1,"tid":1,"ts":5,"dur":1}])";
+      Model model;
+      ModelBuilder builder(model);
+      builder.keep_args(true);
+      import_chrome_json(text, "test.json", builder, 0);
+      builder.finish();
+      ASSERT_EQ(model.slices.size(), 2u) << pad;
+      EXPECT_EQ(model.slice_args(0), args) << pad;
+      EXPECT_TRUE(model.stats.all_zero()) << pad;
+    }
+  }
+}
+
+// The structure check read as masks against the byte reader (json_check.hpp), on args mutated at
+// random (a byte inserted, deleted or replaced from JSON's structural bytes and a few others):
+// the file is refused exactly when the byte reader finds a fault in the args, at every alignment.
+TEST(ChromeJsonImport, MutatedArgsAreRefusedExactlyWhenTheByteReaderFindsAFault) {
+  const std::string base =
+      R"({"External id": 120, "Input Dims": [[64, 1024], [1024], []], "Input type": ["float", "c10::BFloat16"], "blocks per SM": 0.0125, "grid": [1, -2, 3e4], "flag": true, "none": null, "nested": {"k": [{}, {"x": "y"}], "z": 0}})";
+  // (No control bytes: inside a string they are repaired and counted, not refused.)
+  const std::string alphabet = "{}[],:\" 01-.eEtrufalsnx";
+  std::mt19937 random(3507);  // seeded: the same mutations every run
+  size_t refused = 0, read = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string args = base;
+    const size_t at = 1 + random() % (args.size() - 2);
+    const char byte = alphabet[random() % alphabet.size()];
+    switch (random() % 3) {
+      case 0:
+        args.insert(at, 1, byte);
+        break;
+      case 1:
+        args.erase(at, 1);
+        break;
+      default:
+        args[at] = byte;
+        break;
+    }
+    const int pad = static_cast<int>(random() % 64);
+    const std::string text =
+        R"([{"ph":"X","name":")" + std::string(pad, 'a') +
+        R"(","pid":1,"tid":1,"ts":0,"dur":1,"args":)" + args +
+        R"(},{"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":1,"args":{"External id": 7}},)" +
+        R"({"ph":"X","name":"c","pid":1,"tid":1,"ts":9,"dur":1}])";
+    JsonFault fault;
+    const bool valid = check_json_value(args, fault);
+    bool threw = false;
+    try {
+      load_text(text);
+    } catch (const Error& error) {
+      threw = true;
+      EXPECT_EQ(error.code(), ErrorCode::kInput);
+    }
+    EXPECT_EQ(threw, !valid) << "args " << args << " pad " << pad << ": "
+                             << (valid ? "" : fault.expected);
+    (threw ? refused : read) += 1;
+    if (::testing::Test::HasFailure()) return;
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(refused, 1000u);
+  EXPECT_GT(read, 300u);
 }
 
 TEST(ChromeJsonImport, TruncatedTailKeepsCompleteEvents) {

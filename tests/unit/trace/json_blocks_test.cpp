@@ -7,6 +7,7 @@
 #include <array>
 #include <random>
 #include <string>
+#include <tuple>
 
 namespace loupe::trace {
 namespace {
@@ -21,23 +22,49 @@ JsonBlockMasks reference_masks(const char* block) {
     if (byte == '{' || byte == '[') masks.open |= bit;
     if (byte == '}' || byte == ']') masks.close |= bit;
     if (byte < 0x20) masks.control |= bit;
+    if (byte == ',') masks.comma |= bit;
+    if (byte == ':') masks.colon |= bit;
+    if (byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r') masks.space |= bit;
+    if (byte >= '0' && byte <= '9') masks.digit |= bit;
+    if (byte == '0') masks.zero |= bit;
   }
   return masks;
 }
 
+// `structure`: a value classifier's, whose structure masks are compared too.
 void expect_same(const JsonBlockMasks& got, const JsonBlockMasks& want, std::string_view name,
-                 const std::string& what) {
+                 const std::string& what, bool structure) {
   EXPECT_EQ(got.quote, want.quote) << name << " quote, " << what;
   EXPECT_EQ(got.backslash, want.backslash) << name << " backslash, " << what;
   EXPECT_EQ(got.open, want.open) << name << " open, " << what;
   EXPECT_EQ(got.close, want.close) << name << " close, " << what;
   EXPECT_EQ(got.control, want.control) << name << " control, " << what;
+  if (!structure) return;
+  EXPECT_EQ(got.comma, want.comma) << name << " comma, " << what;
+  EXPECT_EQ(got.colon, want.colon) << name << " colon, " << what;
+  EXPECT_EQ(got.space, want.space) << name << " space, " << what;
+  EXPECT_EQ(got.digit, want.digit) << name << " digit, " << what;
+  EXPECT_EQ(got.zero, want.zero) << name << " zero, " << what;
+}
+
+// Both families, the value classifiers marked (their structure masks are compared too).
+std::vector<std::tuple<std::string, JsonBlockClassifier, bool>> all_classifiers() {
+  std::vector<std::tuple<std::string, JsonBlockClassifier, bool>> all;
+  for (const auto& [name, classify] : json_block_classifiers()) {
+    all.emplace_back(std::string(name), classify, false);
+  }
+  for (const auto& [name, classify] : json_value_classifiers()) {
+    all.emplace_back(std::string(name) + " (value)", classify, true);
+  }
+  return all;
 }
 
 TEST(JsonBlocks, TheChosenClassifierIsTheFirstAndThePortableOneIsAlwaysThere) {
   const auto classifiers = json_block_classifiers();
   ASSERT_FALSE(classifiers.empty());
   EXPECT_EQ(json_block_classifier(), classifiers.front().second);
+  EXPECT_EQ(json_value_classifier(), json_value_classifiers().front().second);
+  EXPECT_EQ(json_value_classifiers().back().first, "portable");
   EXPECT_EQ(classifiers.back().first, "portable");
 #if defined(__x86_64__)
   EXPECT_GE(classifiers.size(), 2u);  // SSE2 is part of x86-64
@@ -45,7 +72,7 @@ TEST(JsonBlocks, TheChosenClassifierIsTheFirstAndThePortableOneIsAlwaysThere) {
 }
 
 TEST(JsonBlocks, EveryByteValueAtEveryPositionIsClassifiedAsByteByByte) {
-  for (const auto& [name, classify] : json_block_classifiers()) {
+  for (const auto& [name, classify, structure] : all_classifiers()) {
     for (int value = 0; value < 256; ++value) {
       for (int position = 0; position < 64; ++position) {
         std::array<char, 64> block;
@@ -54,7 +81,7 @@ TEST(JsonBlocks, EveryByteValueAtEveryPositionIsClassifiedAsByteByByte) {
         JsonBlockMasks got;
         classify(block.data(), got);
         expect_same(got, reference_masks(block.data()), name,
-                    "byte " + std::to_string(value) + " at " + std::to_string(position));
+                    "byte " + std::to_string(value) + " at " + std::to_string(position), structure);
         if (::testing::Test::HasFailure()) return;
       }
     }
@@ -63,9 +90,12 @@ TEST(JsonBlocks, EveryByteValueAtEveryPositionIsClassifiedAsByteByByte) {
 
 TEST(JsonBlocks, BlocksDenseInSpecialBytesAreClassifiedAsByteByByte) {
   // Drawn mostly from the bytes the masks flag and their neighbours under the bracket fold.
-  const std::string alphabet =
-      "\"\\{}[]\x01\x1f\x20\n\t;=:,a{}\x7f\x80\xff\x5b\x7b\x5d\x7d\x3b\x1b";
-  std::mt19937 random(35);  // seeded: the same blocks every run
+  // (Sized: it holds a NUL.)
+  const char kAlphabet[] =
+      "\"\\{}[]\x01\x1f\x20\n\t;=:,a{}\x7f\x80\xff\x5b\x7b\x5d\x7d\x3b\x1b\r\x19\x2f"
+      "09\x3a\xb0\x00";
+  const std::string alphabet(kAlphabet, sizeof kAlphabet);  // the terminating NUL included
+  std::mt19937 random(35);                                  // seeded: the same blocks every run
   std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1);
   std::uniform_int_distribution<int> any_byte(0, 255);
   for (int round = 0; round < 2000; ++round) {
@@ -74,10 +104,10 @@ TEST(JsonBlocks, BlocksDenseInSpecialBytesAreClassifiedAsByteByByte) {
       byte = round % 4 == 0 ? static_cast<char>(any_byte(random)) : alphabet[pick(random)];
     }
     const JsonBlockMasks want = reference_masks(block.data());
-    for (const auto& [name, classify] : json_block_classifiers()) {
+    for (const auto& [name, classify, structure] : all_classifiers()) {
       JsonBlockMasks got;
       classify(block.data(), got);
-      expect_same(got, want, name, "round " + std::to_string(round));
+      expect_same(got, want, name, "round " + std::to_string(round), structure);
     }
     if (::testing::Test::HasFailure()) return;
   }
