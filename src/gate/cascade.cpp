@@ -1428,16 +1428,19 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         if (!run_point(ref, first_side_of(ref))) break;
       }
     } else {
-      // Bench points in rounds take turns by entry: one round of each entry's current point, in
-      // the objective's order (cheapest first), then the next round of each, so that every
-      // entry's point reaches its first look (round 5) after about five rounds of each rather
-      // than after the points listed before it finished. Each point keeps its own rounds, looks
-      // and stop rule (step_rounds); a point done leaves its entry's turn to the entry's next
-      // point, and an entry with none left leaves the rotation. Every other point of the stage
-      // (the scenarios' repeats, a point without rounds) runs where `order` puts it relative to
-      // the points in rounds: once as many of those as `order` lists before it are done (the
-      // scenarios' repeats up to their next look after each bench point, as timing_order plans
-      // them), or at once when a failing gate promoted its entry.
+      // Bench points in rounds take turns by entry, each entry's points in `order`'s order: every
+      // entry's current point runs its round 0 (in the objective's order, cheapest first), then
+      // the next round goes to the point whose rounds so far put it farthest from the baseline
+      // build relative to its threshold (distance_of), so that a bench a change slowed reaches
+      // its looks (rounds 5, 8, 12) after one round of each other bench, not after the benches
+      // listed before it ran all their rounds. Only the order changes: each point keeps its own
+      // rounds, looks, stop rule and alpha, and a point's rounds are the same values whenever
+      // they run. A point done hands its entry's turn to the entry's next point; an entry with
+      // none left leaves. Every other point of the stage (the scenarios' repeats, a point without
+      // rounds) runs where `order` puts it relative to the points in rounds: once as many of
+      // those as `order` lists before it are done (the scenarios' repeats up to their next look
+      // after each bench point, as timing_order plans them), or at once when a failing gate
+      // promoted its entry.
       struct Pending {
         PointRef ref;
         bool baseline_first = false;
@@ -1496,9 +1499,33 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         }
         return true;
       };
+      // How far a point's rounds so far put it from the baseline build, in units of its
+      // threshold: the largest over its variants of |log(median per-round ratio)| /
+      // log(1 + threshold).
+      auto distance_of = [](const PointRounds& state) {
+        double out = 0.0;
+        for (const auto& [name, mine] : state.my_medians) {
+          const auto found = state.their_medians.find(name);
+          if (found == state.their_medians.end()) continue;
+          std::vector<double> ratios;
+          for (size_t index = 0; index < std::min(mine.size(), found->second.size()); ++index) {
+            if (mine[index] > 0 && found->second[index] > 0) {
+              ratios.push_back(mine[index] / found->second[index]);
+            }
+          }
+          if (ratios.empty()) continue;
+          out = std::max(out, std::abs(std::log(median_of(ratios))) /
+                                  std::log1p(std::max(state.threshold, 1e-9)));
+        }
+        return out;
+      };
       bool going = run_others();
       while (going) {
-        bool any_turn = false;
+        // Each entry's current point; the one to run a round now: a point without a round yet
+        // first (in the objective's order), then the one whose estimate lies farthest from the
+        // baseline's (distance_of; the earlier entry on a tie).
+        Turn* chosen = nullptr;
+        double chosen_distance = -1.0;
         for (Turn& turn : turns) {
           if (!turn.current) {
             while (!turn.points.empty() && cut && turn.points.front().ref.task->layer >= *cut) {
@@ -1511,39 +1538,43 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                                         pending.baseline_first);
             turn.current->rank = pending.rank;
           }
-          any_turn = true;
-          if (stop_if_interrupted()) {
-            // The points in progress keep the rounds they ran, as a point cut short would.
-            for (Turn& other : turns) {
-              if (other.current && !other.current->mine.empty()) {
-                record_rounds(*other.current);
-                rank_new(other.current->rank);
-              }
-              other.current.reset();
-            }
-            going = false;
-            break;
+          if (chosen != nullptr && chosen->current->round == 0) continue;
+          const double distance = turn.current->round == 0 ? 0.0 : distance_of(*turn.current);
+          if (turn.current->round == 0 || distance > chosen_distance) {
+            chosen = &turn;
+            chosen_distance = distance;
           }
-          try {
-            if (!step_rounds(*turn.current)) {
-              decide_at_look(*turn.current);
-              update_cut();
-              continue;
-            }
-            record_rounds(*turn.current);
-            rank_new(turn.current->rank);
-          } catch (const Error& error) {
-            stop_on_error(*turn.current->task, error);
-            going = false;
-            break;
-          }
-          turn.current.reset();
-          ++rounds_done;
-          update_cut();
-          going = run_others();
-          if (!going) break;
         }
-        if (!any_turn) break;
+        if (chosen == nullptr) break;
+        if (stop_if_interrupted()) {
+          // The points in progress keep the rounds they ran, as a point cut short would.
+          for (Turn& turn : turns) {
+            if (turn.current && !turn.current->mine.empty()) {
+              record_rounds(*turn.current);
+              rank_new(turn.current->rank);
+            }
+            turn.current.reset();
+          }
+          going = false;
+          break;
+        }
+        try {
+          if (!step_rounds(*chosen->current)) {
+            decide_at_look(*chosen->current);
+            update_cut();
+            continue;
+          }
+          record_rounds(*chosen->current);
+          rank_new(chosen->current->rank);
+        } catch (const Error& error) {
+          stop_on_error(*chosen->current->task, error);
+          going = false;
+          break;
+        }
+        chosen->current.reset();
+        ++rounds_done;
+        update_cut();
+        going = run_others();
       }
       if (going) run_others();
       // The record lists the stage's points in `order`, as when each ran all its rounds before

@@ -7,11 +7,12 @@
 // The timing stage: against a baseline build run in rounds (BaselineSource::min_rounds > 0, no
 // --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
 // decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then the
-// bench entries taking turns, one round of each entry's current point at a time in the
-// objective's order (so that every bench reaches its first look, round 5, after about five rounds
-// of each), with the scenarios' repeats up to their next look (5, 8, 12, ...) after each bench
-// point is done, and the remaining repeats last; the record lists the points in the stage's
-// order all the same. A scenario gate against the baseline fails at a look when its pairs so far
+// bench entries taking turns (round 0 of each entry's current point in the objective's order,
+// then each next round to the point whose rounds so far lie farthest from the baseline's relative
+// to its threshold, so that a slowed bench reaches its looks after one round of each other bench),
+// with the scenarios' repeats up to their next look (5, 8, 12, ...) after each bench point is
+// done, and the remaining repeats last; the record lists the points in the stage's order all the
+// same. A scenario gate against the baseline fails at a look when its pairs so far
 // decide it (gate_eval.hpp, decide_before_last_repeat), "NAME not SLOWER than baseline" at a look
 // of a point still in its rounds when one of its variants is SLOWER beyond doubt there. A
 // failing bench layer ends the scenario points still to come unless all (their undecided gates
