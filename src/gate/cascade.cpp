@@ -52,6 +52,10 @@ constexpr double kMinRoundBudgetS = 0.1;
 // A bench point against a baseline build costs at most this many times its round 0 (the cost of
 // the 8 full rounds it took before later rounds skipped what round 0 measures once).
 constexpr double kFullRoundsCost = 8.0;
+// Bench entries in rounds against a baseline build take plain turns until each current point has
+// this many rounds (bench::kFirstLook, the fewest pairs a sequential look reads): a paired test
+// on fewer says little about which point is nearest a decision.
+constexpr int64_t kWarmRounds = bench::kFirstLook;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1428,19 +1432,19 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         if (!run_point(ref, first_side_of(ref))) break;
       }
     } else {
-      // Bench points in rounds take turns by entry, each entry's points in `order`'s order: every
-      // entry's current point runs its round 0 (in the objective's order, cheapest first), then
-      // the next round goes to the point whose rounds so far put it farthest from the baseline
-      // build relative to its threshold (distance_of), so that a bench a change slowed reaches
-      // its looks (rounds 5, 8, 12) after one round of each other bench, not after the benches
-      // listed before it ran all their rounds. Only the order changes: each point keeps its own
-      // rounds, looks, stop rule and alpha, and a point's rounds are the same values whenever
-      // they run. A point done hands its entry's turn to the entry's next point; an entry with
-      // none left leaves. Every other point of the stage (the scenarios' repeats, a point without
-      // rounds) runs where `order` puts it relative to the points in rounds: once as many of
-      // those as `order` lists before it are done (the scenarios' repeats up to their next look
-      // after each bench point, as timing_order plans them), or at once when a failing gate
-      // promoted its entry.
+      // Bench points in rounds take turns by entry, each entry's points in `order`'s order: plain
+      // turns (one round of each entry's current point, in the objective's order, cheapest first)
+      // until every current point has kWarmRounds rounds, then the next round goes to the point
+      // whose paired test is nearest to deciding a change (change_p_of), so that a bench a change
+      // slowed reaches its looks (rounds 5, 8, 12) after about three rounds of each other bench,
+      // not after the benches listed before it ran all their rounds. Only the order changes:
+      // each point keeps its own rounds, looks, stop rule and alpha, and a point's rounds are the
+      // same values whenever they run. A point done hands its entry's turn to the entry's next
+      // point (which starts its own plain turns); an entry with none left leaves. Every other
+      // point of the stage (the scenarios' repeats, a point without rounds) runs where `order`
+      // puts it relative to the points in rounds: once as many of those as `order` lists before
+      // it are done (the scenarios' repeats up to their next look after each bench point, as
+      // timing_order plans them), or at once when a failing gate promoted its entry.
       struct Pending {
         PointRef ref;
         bool baseline_first = false;
@@ -1499,33 +1503,26 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         }
         return true;
       };
-      // How far a point's rounds so far put it from the baseline build, in units of its
-      // threshold: the largest over its variants of |log(median per-round ratio)| /
-      // log(1 + threshold).
-      auto distance_of = [](const PointRounds& state) {
-        double out = 0.0;
+      // How near a point's rounds so far are to deciding a change: the smallest over its
+      // variants of the paired test's p-value on the per-round ratios (compare_builds, the test
+      // its looks apply).
+      auto change_p_of = [](const PointRounds& state) {
+        double out = 1.0;
         for (const auto& [name, mine] : state.my_medians) {
           const auto found = state.their_medians.find(name);
-          if (found == state.their_medians.end()) continue;
-          std::vector<double> ratios;
-          for (size_t index = 0; index < std::min(mine.size(), found->second.size()); ++index) {
-            if (mine[index] > 0 && found->second[index] > 0) {
-              ratios.push_back(mine[index] / found->second[index]);
-            }
-          }
-          if (ratios.empty()) continue;
-          out = std::max(out, std::abs(std::log(median_of(ratios))) /
-                                  std::log1p(std::max(state.threshold, 1e-9)));
+          if (found == state.their_medians.end() || found->second.size() != mine.size()) continue;
+          out = std::min(out, compare_builds(found->second, mine, state.threshold, 0.95).p_value);
         }
         return out;
       };
       bool going = run_others();
       while (going) {
-        // Each entry's current point; the one to run a round now: a point without a round yet
-        // first (in the objective's order), then the one whose estimate lies farthest from the
-        // baseline's (distance_of; the earlier entry on a tie).
+        // Each entry's current point; the one to run a round now: while a point has fewer than
+        // kWarmRounds rounds, the one with the fewest (the earlier entry on a tie: plain turns),
+        // then the one whose paired test is nearest to deciding a change (change_p_of; the
+        // earlier entry on a tie).
         Turn* chosen = nullptr;
-        double chosen_distance = -1.0;
+        std::pair<int64_t, double> chosen_key;
         for (Turn& turn : turns) {
           if (!turn.current) {
             while (!turn.points.empty() && cut && turn.points.front().ref.task->layer >= *cut) {
@@ -1538,11 +1535,13 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
                                         pending.baseline_first);
             turn.current->rank = pending.rank;
           }
-          if (chosen != nullptr && chosen->current->round == 0) continue;
-          const double distance = turn.current->round == 0 ? 0.0 : distance_of(*turn.current);
-          if (turn.current->round == 0 || distance > chosen_distance) {
+          const int64_t rounds = turn.current->round;
+          const std::pair<int64_t, double> turn_key =
+              rounds < kWarmRounds ? std::pair{rounds, 0.0}
+                                   : std::pair{kWarmRounds, change_p_of(*turn.current)};
+          if (chosen == nullptr || turn_key < chosen_key) {
             chosen = &turn;
-            chosen_distance = distance;
+            chosen_key = turn_key;
           }
         }
         if (chosen == nullptr) break;

@@ -7,9 +7,9 @@
 // The timing stage: against a baseline build run in rounds (BaselineSource::min_rounds > 0, no
 // --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
 // decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then the
-// bench entries taking turns (round 0 of each entry's current point in the objective's order,
-// then each next round to the point whose rounds so far lie farthest from the baseline's relative
-// to its threshold, so that a slowed bench reaches its looks after one round of each other bench),
+// bench entries taking turns (plain turns in the objective's order until each current point has
+// three rounds, then each next round to the point whose paired test is nearest to deciding a
+// change, so that a slowed bench reaches its looks after about three rounds of each other bench),
 // with the scenarios' repeats up to their next look (5, 8, 12, ...) after each bench point is
 // done, and the remaining repeats last; the record lists the points in the stage's order all the
 // same. A scenario gate against the baseline fails at a look when its pairs so far

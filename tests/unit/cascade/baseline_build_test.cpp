@@ -956,7 +956,7 @@ std::vector<std::string> one_round(const std::string& point, int64_t round, bool
           std::string(candidate ? "B " : "C ") + point + tag};
 }
 
-TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterOneRoundOfEachOtherNotAfterTheyFinish) {
+TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterThreeRoundsOfEachOtherNotAfterTheyFinish) {
   const TimingRun run = run_rotation(1.5);
   std::vector<std::string> expected;
   auto add = [&](const std::vector<std::string>& lines) {
@@ -968,15 +968,18 @@ TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterOneRoundOfEachOtherNotAfter
                         : std::vector<std::string>{"B serve " + std::to_string(repeat),
                                                    "C serve " + std::to_string(repeat)});
   }
-  // Round 0 of each entry's point, in the objective's order; bench points alternate which build
-  // runs round 0 first: prefill C, cp B, decode batch=1 C.
-  add(one_round("prefill", 0, true));
-  add(one_round("cp", 0, false));
-  add(one_round("decode batch=1", 0, true));
-  // decode's ratio (1.5) lies farthest from the baseline's relative to the threshold (prefill's
-  // and cp's 1.1): its rounds come next, and the gate fails at its first look (round 5), before
-  // prefill's and cp's points, which the entries listed first would otherwise run to their end.
-  for (int64_t round = 1; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  // Plain turns until each point has three rounds, in the objective's order; bench points
+  // alternate which build runs round 0 first: prefill C, cp B, decode batch=1 C.
+  for (int64_t round = 0; round < 3; ++round) {
+    add(one_round("prefill", round, true));
+    add(one_round("cp", round, false));
+    add(one_round("decode batch=1", round, true));
+  }
+  // Then the point whose paired test is nearest to deciding a change: decode's ratios (1.5, 1.515,
+  // 1.5) against prefill's and cp's (1.1, 0.91, 1.12). Its gate fails at its first look (round
+  // 5), before prefill's and cp's points, which the entries listed first would otherwise run to
+  // their end.
+  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
   add({"gate decode_vs_baseline fail"});
   ASSERT_GE(run.log.size(), expected.size());
   EXPECT_EQ(std::vector<std::string>(run.log.begin(), run.log.begin() + expected.size()), expected);
@@ -1041,9 +1044,9 @@ TEST(BenchRotationTest, TheGatesAndTheRecordAreThoseOfTheEntriesRunOneAfterTheOt
             "--all runs every layer");
 }
 
-TEST(BenchRotationTest, TheFarthestPointGoesNextAndTheScenariosNextLookFollowsEachDonePoint) {
-  // No change anywhere: prefill's and cp's per-round ratios alternate around 1 (1.1, 0.91, 1.12,
-  // 0.93, 1.11, ...), decode's are 1.
+TEST(BenchRotationTest, TheNearestToADecisionGoesNextAndTheScenariosNextLookFollowsEachDonePoint) {
+  // No change beyond the threshold: prefill's and cp's per-round ratios alternate around 1 (1.1,
+  // 0.91, 1.12, 0.93, 1.11, ...), decode's are 1, 1.01, 1, 1.01, ...
   const TimingRun run = run_rotation(1.0);
   std::vector<std::string> expected;
   auto add = [&](const std::vector<std::string>& lines) {
@@ -1055,27 +1058,34 @@ TEST(BenchRotationTest, TheFarthestPointGoesNextAndTheScenariosNextLookFollowsEa
                         : std::vector<std::string>{"B " + tag, "C " + tag});
   };
   for (int64_t repeat = 0; repeat < 3; ++repeat) serve(repeat);
-  add(one_round("prefill", 0, true));
-  add(one_round("cp", 0, false));
-  add(one_round("decode batch=1", 0, true));
-  // After round 0: prefill and cp at 1.1 (2.4 thresholds of 4 % away), decode at 1 (none).
-  // prefill's second round brings its median to 1.005, so cp's 1.1 is next; then both are at
-  // 1.005 and the earlier entry, prefill, goes on: its third round (1.12) puts its median back at
-  // 1.1, and so on — prefill's median never comes nearer than cp's, so prefill runs to the end
-  // of its rounds (8: their cost), undecided.
-  add(one_round("prefill", 1, true));
-  add(one_round("cp", 1, false));
-  for (int64_t round = 2; round < 8; ++round) add(one_round("prefill", round, true));
-  add({"gate prefill_vs_baseline inconclusive"});
-  // The first bench point done: the scenario runs to its next look (5 repeats).
+  for (int64_t round = 0; round < 3; ++round) {
+    add(one_round("prefill", round, true));
+    add(one_round("cp", round, false));
+    add(one_round("decode batch=1", round, true));
+  }
+  // decode's steady ratios give the smallest p-value: its point runs on to its first look, where
+  // it is SAME (within 4 %), and is done; the scenario then runs to its next look (5 repeats).
+  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
   serve(3);
   serve(4);
-  for (int64_t round = 2; round < 8; ++round) add(one_round("cp", round, false));
-  add({"gate cp_vs_baseline inconclusive"});
-  // decode batch=1 is SAME at round 5; the entry's next point takes the turn.
-  for (int64_t round = 1; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  // decode's next point takes the entry's turn: fewer than three rounds, so it goes first, then
+  // on by the same p-value to SAME at round 5.
   for (int64_t round = 0; round < 5; ++round) add(one_round("decode batch=32", round, false));
   add({"gate decode_vs_baseline pass"});
+  // prefill and cp (the same values: the earlier entry on a tie) by their p-values, each to the
+  // end of its rounds (8: their cost), undecided.
+  add(one_round("prefill", 3, true));
+  add(one_round("cp", 3, false));
+  add(one_round("prefill", 4, true));
+  add(one_round("prefill", 5, true));
+  add(one_round("cp", 4, false));
+  add(one_round("cp", 5, false));
+  add(one_round("prefill", 6, true));
+  add(one_round("prefill", 7, true));
+  add({"gate prefill_vs_baseline inconclusive"});
+  add(one_round("cp", 6, false));
+  add(one_round("cp", 7, false));
+  add({"gate cp_vs_baseline inconclusive"});
   serve(5);
   add({"gate serve_vs_baseline pass"});
   EXPECT_EQ(run.log, expected);
