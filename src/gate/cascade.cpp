@@ -1438,9 +1438,9 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       // whose paired test is nearest to deciding a change (change_p_of), so that a bench a change
       // slowed reaches its looks (rounds 5, 8, 12) after about three rounds of each other bench,
       // not after the benches listed before it ran all their rounds. Only the order changes:
-      // each point keeps its own rounds, looks, stop rule and alpha, and a point's rounds are the
-      // same values whenever they run. A point done hands its entry's turn to the entry's next
-      // point (which starts its own plain turns); an entry with none left leaves. Every other
+      // each point keeps its own rounds, looks, stop rule and alpha, each read from the point's
+      // own rounds alone, whenever they ran. A point done hands its entry's turn to the entry's
+      // next point (which starts its own plain turns); an entry with none left leaves. Every other
       // point of the stage (the scenarios' repeats, a point without rounds) runs where `order`
       // puts it relative to the points in rounds: once as many of those as `order` lists before
       // it are done (the scenarios' repeats up to their next look after each bench point, as
