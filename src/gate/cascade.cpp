@@ -52,6 +52,10 @@ constexpr double kMinRoundBudgetS = 0.1;
 // A bench point against a baseline build costs at most this many times its round 0 (the cost of
 // the 8 full rounds it took before later rounds skipped what round 0 measures once).
 constexpr double kFullRoundsCost = 8.0;
+// Bench entries in rounds against a baseline build take plain turns until each current point has
+// this many rounds (bench::kFirstLook, the fewest pairs a sequential look reads): a paired test
+// on fewer says little about which point is nearest a decision.
+constexpr int64_t kWarmRounds = bench::kFirstLook;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -426,10 +430,11 @@ namespace {
 // and the first few repeats already decide a gate whose metric moved far beyond its bound
 // (bench/sequential.hpp), while a bench point costs rounds of both builds, its round 0 paying the
 // runtime's fixed costs (warm-up, replays, roofline). So the scenarios' repeats up to their first
-// look run first, then the bench points one by one (each in its rounds, to its own decision,
-// cheapest first as the objective lists them), and between two bench points the scenarios'
-// repeats up to their next look; the repeats past the last look the bench points reach run last.
-// `order`: the stage's points, repeat-major within each layer.
+// look run first, then the bench points (cheapest first as the objective lists them), and between
+// two bench points the scenarios' repeats up to their next look; the repeats past the last look
+// the bench points reach run last. Bench points in rounds against a baseline build then take
+// turns by entry (run_cascade's rotation): a point listed after the k-th bench point here runs
+// once k bench points are done. `order`: the stage's points, repeat-major within each layer.
 std::vector<PointRef> timing_order(std::vector<PointRef> order) {
   std::vector<PointRef> benches, scenarios;
   int64_t most_repeats = 0;
@@ -814,6 +819,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     }
 
     const size_t first_point = result.points.size();
+    const size_t first_baseline_point = result.baseline_points.size();
     // Repeats are interleaved across the layer's tasks (A B A B ...), so that drift of the
     // machine over the layer's run falls on every entry alike instead of biasing their ratio.
     std::vector<const PlanTask*> layer_tasks;
@@ -985,101 +991,134 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       for (size_t index : layer_gates) decide(index, false);
     };
     // Gates whose entries have no point in this plan at all are decided at the layer's end.
-    // A bench point against a baseline build, in rounds (BaselineSource::min_rounds): the
-    // candidate's and the baseline's merged points.
-    auto run_rounds = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
-                          bool baseline_first) {
-      // Every A/B comparison of the entry against the baseline: its points times its variants.
-      const int64_t comparisons = remaining_total[key(task.layer, task.entry)] *
-                                  std::max<int64_t>(1, std::ssize(entry.variants));
-      const int64_t min_rounds = baseline->min_rounds;
-      const int64_t max_rounds = std::max(min_rounds, baseline->max_rounds);
-      ProbeEntry short_entry = entry;
-      // A round samples for the entry's budget over (at most) 8 rounds: a point decided early
-      // takes less, one that needs more rounds (up to max_rounds) more.
-      short_entry.budget_s =
-          std::max(kMinRoundBudgetS, entry.budget_s.value_or(kDefaultBudgetS) /
-                                         static_cast<double>(std::min<int64_t>(max_rounds, 8)));
+    // A bench point against a baseline build, in rounds (BaselineSource::min_rounds), one round
+    // at a time: the bench entries of a stage take turns, one round each (the rotation below).
+    struct PointRounds {
+      const PlanTask* task = nullptr;
+      const ProbeEntry* entry = nullptr;
+      int64_t repeat = 0;
+      bool baseline_first = false;  // which side runs round 0 first
+      int64_t comparisons = 1;      // every A/B comparison of the entry against the baseline
+      int64_t min_rounds = 0, max_rounds = 0;
+      ProbeEntry short_entry;  // a round's entry: its share of the budget, the first round's seed
+      double threshold = 0.0;
       std::vector<PointResult> mine, theirs;
       // variant -> its median in each round, per side.
       std::map<std::string, std::vector<double>> my_medians, their_medians;
-      auto add_medians = [](std::map<std::string, std::vector<double>>& medians,
-                            const PointResult& point) {
-        for (const auto& [name, samples] : point.samples) {
-          medians[name].push_back(median_of(samples));
-        }
-      };
-      const double threshold = cross_build_threshold(&entry);
-      // Rounds after min_rounds, while undecided, only while the point's wall time (both builds,
-      // every round so far and one more like the last) stays within kFullRoundsCost times its
-      // round 0: a later round skips what round 0 measured once (the subject's --round), so the
-      // number of rounds follows from how much cheaper they are — never more than the
-      // kFullRoundsCost full rounds a point cost before later rounds were cheap.
       double first_pair_s = 0, spent_s = 0, last_pair_s = 0;
-      for (int64_t round = 0; round < max_rounds; ++round) {
-        if (round >= min_rounds && first_pair_s > 0 &&
-            spent_s + last_pair_s > kFullRoundsCost * first_pair_s) {
-          break;
-        }
-        if (round > 0 && options.interrupted != nullptr && options.interrupted->load()) break;
-        const bool base_first = (round % 2 == 1) != baseline_first;
-        for (int side = 0; side < 2; ++side) {
-          const bool run_base = (side == 0) == base_first;
-          // Every round on the seed of the first, exactly; a later round tells a runtime that
-          // takes it which round it is (its inputs are then the round's own, on both sides).
-          std::optional<uint64_t> seed = short_entry.seed;
-          ProbeEntry asked = short_entry;
-          const std::vector<PointResult>& side_rounds = run_base ? theirs : mine;
-          if (round > 0 && !side_rounds.empty() && side_rounds.front().runtime_round) {
-            asked.round = round;
-          }
-          if (run_base) {
-            std::optional<PointResult> base = baseline->run(task, asked, repeat, seed);
-            if (!base) {
-              if (mine.empty()) mine.push_back(runner(task, entry, repeat));
-              return std::pair{merge_rounds(std::move(mine)), std::optional<PointResult>{}};
-            }
-            if (!short_entry.seed) short_entry.seed = base->seed;
-            add_medians(their_medians, *base);
-            theirs.push_back(std::move(*base));
-          } else {
-            PointResult point = runner(task, asked, repeat);
-            if (!short_entry.seed) short_entry.seed = point.seed;
-            add_medians(my_medians, point);
-            mine.push_back(std::move(point));
-          }
-          short_entry.seeds = 1;
-        }
-        if (std::ssize(mine) == round + 1 && std::ssize(theirs) == round + 1) {
-          last_pair_s = mine.back().wall_s + theirs.back().wall_s;
-          spent_s += last_pair_s;
-          if (round == 0) first_pair_s = last_pair_s;
-        }
-        if (round + 1 < min_rounds) continue;
-        // Decided when every variant is SAME, or, at a look (is_round_look), SLOWER or FASTER
-        // with a p-value that survives the gate's false-discovery control whatever its other
-        // comparisons turn out to be (p <= alpha / m, m being every comparison of the entry:
-        // Benjamini-Hochberg adjusts the smallest p-value by at most m), alpha being the look's
-        // share (round_look_alpha: 0.05 spent over the looks and shared among the objective's
-        // bench gates against the baseline). A change is never decided off a look: each round
-        // looked at would spend more of it.
-        const double alpha =
-            round_look_alpha(objective) / static_cast<double>(std::max<int64_t>(1, comparisons));
-        const bool look = is_round_look(round + 1);
-        bool decided = true;
-        for (const auto& [name, medians] : my_medians) {
-          const auto found = their_medians.find(name);
-          if (found == their_medians.end() || found->second.size() != medians.size()) continue;
-          const bench::Comparison comparison =
-              compare_builds(found->second, medians, threshold, 0.95);
-          decided = decided && (comparison.verdict == bench::AbVerdict::kSame ||
-                                (look && comparison.verdict != bench::AbVerdict::kAmbiguous &&
-                                 comparison.p_value <= alpha));
-        }
-        if (decided) break;
+      int64_t round = 0;         // the next round to run
+      bool finished = false;     // no round is left to run
+      bool no_baseline = false;  // the baseline build has no result for the point
+      size_t rank = 0;           // the point's place in the stage's order (the rotation's record)
+    };
+    auto begin_rounds = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
+                            bool baseline_first) {
+      PointRounds state;
+      state.task = &task;
+      state.entry = &entry;
+      state.repeat = repeat;
+      state.baseline_first = baseline_first;
+      state.comparisons = remaining_total[key(task.layer, task.entry)] *
+                          std::max<int64_t>(1, std::ssize(entry.variants));
+      state.min_rounds = baseline->min_rounds;
+      state.max_rounds = std::max(state.min_rounds, baseline->max_rounds);
+      state.short_entry = entry;
+      // A round samples for the entry's budget over (at most) 8 rounds: a point decided early
+      // takes less, one that needs more rounds (up to max_rounds) more.
+      state.short_entry.budget_s = std::max(
+          kMinRoundBudgetS, entry.budget_s.value_or(kDefaultBudgetS) /
+                                static_cast<double>(std::min<int64_t>(state.max_rounds, 8)));
+      state.threshold = cross_build_threshold(&entry);
+      return state;
+    };
+    auto add_medians = [](std::map<std::string, std::vector<double>>& medians,
+                          const PointResult& point) {
+      for (const auto& [name, samples] : point.samples) {
+        medians[name].push_back(median_of(samples));
       }
-      PointResult point = merge_rounds(std::move(mine));
-      PointResult base = merge_rounds(std::move(theirs));
+    };
+    // Runs the point's next round, both builds back to back; true once no round is left to run.
+    // Rounds after min_rounds, while undecided, only while the point's wall time (both builds,
+    // every round so far and one more like the last) stays within kFullRoundsCost times its
+    // round 0: a later round skips what round 0 measured once (the subject's --round), so the
+    // number of rounds follows from how much cheaper they are — never more than the
+    // kFullRoundsCost full rounds a point cost before later rounds were cheap.
+    auto step_rounds = [&](PointRounds& state) -> bool {
+      if (state.finished) return true;
+      if (state.round > 0 && options.interrupted != nullptr && options.interrupted->load()) {
+        return state.finished = true;
+      }
+      const int64_t round = state.round;
+      const bool base_first = (round % 2 == 1) != state.baseline_first;
+      for (int side = 0; side < 2; ++side) {
+        const bool run_base = (side == 0) == base_first;
+        // Every round on the seed of the first, exactly; a later round tells a runtime that
+        // takes it which round it is (its inputs are then the round's own, on both sides).
+        std::optional<uint64_t> seed = state.short_entry.seed;
+        ProbeEntry asked = state.short_entry;
+        const std::vector<PointResult>& side_rounds = run_base ? state.theirs : state.mine;
+        if (round > 0 && !side_rounds.empty() && side_rounds.front().runtime_round) {
+          asked.round = round;
+        }
+        if (run_base) {
+          std::optional<PointResult> base = baseline->run(*state.task, asked, state.repeat, seed);
+          if (!base) {
+            if (state.mine.empty()) {
+              state.mine.push_back(runner(*state.task, *state.entry, state.repeat));
+            }
+            state.no_baseline = true;
+            return state.finished = true;
+          }
+          if (!state.short_entry.seed) state.short_entry.seed = base->seed;
+          add_medians(state.their_medians, *base);
+          state.theirs.push_back(std::move(*base));
+        } else {
+          PointResult point = runner(*state.task, asked, state.repeat);
+          if (!state.short_entry.seed) state.short_entry.seed = point.seed;
+          add_medians(state.my_medians, point);
+          state.mine.push_back(std::move(point));
+        }
+        state.short_entry.seeds = 1;
+      }
+      if (std::ssize(state.mine) == round + 1 && std::ssize(state.theirs) == round + 1) {
+        state.last_pair_s = state.mine.back().wall_s + state.theirs.back().wall_s;
+        state.spent_s += state.last_pair_s;
+        if (round == 0) state.first_pair_s = state.last_pair_s;
+      }
+      state.round = round + 1;
+      if (state.round >= state.max_rounds) return state.finished = true;
+      if (state.round < state.min_rounds) return false;
+      // Decided when every variant is SAME, or, at a look (is_round_look), SLOWER or FASTER
+      // with a p-value that survives the gate's false-discovery control whatever its other
+      // comparisons turn out to be (p <= alpha / m, m being every comparison of the entry:
+      // Benjamini-Hochberg adjusts the smallest p-value by at most m), alpha being the look's
+      // share (round_look_alpha: 0.05 spent over the looks and shared among the objective's
+      // bench gates against the baseline). A change is never decided off a look: each round
+      // looked at would spend more of it.
+      const double alpha = round_look_alpha(objective) /
+                           static_cast<double>(std::max<int64_t>(1, state.comparisons));
+      const bool look = is_round_look(state.round);
+      bool decided = true;
+      for (const auto& [name, medians] : state.my_medians) {
+        const auto found = state.their_medians.find(name);
+        if (found == state.their_medians.end() || found->second.size() != medians.size()) continue;
+        const bench::Comparison comparison =
+            compare_builds(found->second, medians, state.threshold, 0.95);
+        decided = decided && (comparison.verdict == bench::AbVerdict::kSame ||
+                              (look && comparison.verdict != bench::AbVerdict::kAmbiguous &&
+                               comparison.p_value <= alpha));
+      }
+      if (decided) return state.finished = true;
+      return state.finished = state.first_pair_s > 0 && state.spent_s + state.last_pair_s >
+                                                            kFullRoundsCost * state.first_pair_s;
+    };
+    // The candidate's and the baseline's merged points of a point's rounds.
+    auto merge_point_rounds = [](PointRounds& state) {
+      if (state.no_baseline) {
+        return std::pair{merge_rounds(std::move(state.mine)), std::optional<PointResult>{}};
+      }
+      PointResult point = merge_rounds(std::move(state.mine));
+      PointResult base = merge_rounds(std::move(state.theirs));
       point.paired = base.paired = true;
       return std::pair{std::move(point), std::optional<PointResult>(std::move(base))};
     };
@@ -1127,6 +1166,83 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
         if (!pool->started(key)) pool->start(key, baseline_work(deferred_checks[at]));
       }
     };
+    // Whether a point runs in rounds against the baseline build (PointRounds): a bench point a
+    // gate reads the baseline's value of, the builds run back to back.
+    auto in_rounds = [&](const PlanTask& task) {
+      return baseline != nullptr && baseline->run && baseline->interleave &&
+             baseline->min_rounds > 0 && task.layer == Layer::kBench &&
+             baseline_reads_point(objective, task.layer, task.entry, task.params);
+    };
+    // A point's rounds done: both builds' merged points recorded, the gates they complete decided.
+    auto record_rounds = [&](PointRounds& state) {
+      const PlanTask& task = *state.task;
+      auto [point, base] = merge_point_rounds(state);
+      result.points.push_back(std::move(point));
+      --remaining[key(task.layer, task.entry)];
+      after_point(&result.points.back());
+      if (base) {
+        base->layer = task.layer;
+        base->entry = task.entry;
+        base->repeat = state.repeat;
+        result.baseline_points.push_back(std::move(*base));
+      }
+      --baseline_remaining[key(task.layer, task.entry)];
+      for (size_t index : layer_gates) decide(index, false);
+    };
+    // "NAME not SLOWER than baseline" fails at a look of a point still in its rounds (rounds 5, 8,
+    // 12: is_round_look) when the rounds so far make one of its comparisons SLOWER beyond doubt
+    // (the gate's rule on the rounds so far, the entry's comparisons still to come counted with
+    // p = 1: the same test as the point's own stop at a look, step_rounds, for that variant).
+    // Printed then, while the point runs the rounds its other variants still need; the record
+    // keeps the gate evaluated on every round (decided_early, at the stage's end).
+    auto decide_at_look = [&](const PointRounds& state) {
+      if (state.finished || state.no_baseline || state.round < state.min_rounds ||
+          !is_round_look(state.round) || state.mine.size() != state.theirs.size()) {
+        return;
+      }
+      const PlanTask& task = *state.task;
+      const std::string name = key(task.layer, task.entry);
+      std::vector<size_t> asked;
+      for (size_t index : layer_gates) {
+        if (gates[index]) continue;
+        const auto* versus = std::get_if<BenchVerdict>(&objective.gates[index].expression);
+        if (versus != nullptr && versus->versus_baseline && versus->negated &&
+            versus->relation == AbRelation::kSlower && versus->subject.bench == task.entry) {
+          asked.push_back(index);
+        }
+      }
+      if (asked.empty()) return;
+      // The rounds so far as the point they would make, beside the points already recorded.
+      PointResult point = merge_rounds(state.mine);
+      PointResult base = merge_rounds(state.theirs);
+      point.paired = base.paired = true;
+      base.layer = task.layer;
+      base.entry = task.entry;
+      base.repeat = state.repeat;
+      result.points.push_back(std::move(point));
+      result.baseline_points.push_back(std::move(base));
+      const int64_t variants = std::max<int64_t>(1, std::ssize(state.entry->variants));
+      const int64_t pending = (std::max(remaining[name], baseline_remaining[name]) - 1) * variants;
+      std::vector<std::pair<size_t, GateResult>> failed;
+      for (size_t index : asked) {
+        GateResult early = evaluate_gate(objective.gates[index], objective, plan, result.points,
+                                         &result.baseline_points, pending);
+        if (early.verdict != GateVerdict::kFail) continue;
+        early.rule += " (decided at the look after round " + std::to_string(state.round) +
+                      " of a point still in its rounds; the entry's " + std::to_string(pending) +
+                      " comparison(s) still to come counted with p = 1)";
+        failed.emplace_back(index, std::move(early));
+      }
+      result.points.pop_back();
+      result.baseline_points.pop_back();
+      for (auto& [index, early] : failed) {
+        failing[Layer::kBench].push_back(early.name);
+        decided_early.push_back(index);
+        gates[index] = std::move(early);
+        promote_covered(index, Layer::kBench);
+        announce(index);
+      }
+    };
     auto run_one = [&](const PlanTask& task, const ProbeEntry& entry, int64_t repeat,
                        bool baseline_first) {
       // The baseline side runs a point only when a gate reads the baseline's value of it: a
@@ -1138,22 +1254,6 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       if (baseline != nullptr && baseline->run && !with_baseline) {
         result.baseline_skipped.push_back({task.layer, task.entry, task.params, repeat});
         --baseline_remaining[key(task.layer, task.entry)];
-      }
-      if (with_baseline && baseline->interleave && baseline->min_rounds > 0 &&
-          task.layer == Layer::kBench) {
-        auto [point, base] = run_rounds(task, entry, repeat, baseline_first);
-        result.points.push_back(std::move(point));
-        --remaining[key(task.layer, task.entry)];
-        after_point(&result.points.back());
-        if (base) {
-          base->layer = task.layer;
-          base->entry = task.entry;
-          base->repeat = repeat;
-          result.baseline_points.push_back(std::move(*base));
-        }
-        --baseline_remaining[key(task.layer, task.entry)];
-        for (size_t index : layer_gates) decide(index, false);
-        return;
       }
       std::optional<uint64_t> seed;
       if (with_baseline && baseline->seed_of) seed = baseline->seed_of(task, repeat);
@@ -1270,53 +1370,229 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
     if (options.check_workers > 1 && stage.size() == 1 && layer == Layer::kCheck) {
       pool.emplace(options.check_workers);
     }
-    for (next = 0; next < order.size(); ++next) {
-      if (!stop_reason.empty()) break;
-      if (!promoted.empty()) {
-        std::stable_partition(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(),
-                              [&](const PointRef& ref) {
-                                return promoted.count(key(ref.task->layer, ref.task->entry));
-                              });
-      }
-      const PointRef& ref = order[next];
-      const PlanTask* task = ref.task;
-      if (cut && task->layer >= *cut) continue;
-      if (options.interrupted != nullptr && options.interrupted->load()) {
-        result.interrupted = true;
-        stop_reason = "the run was interrupted";
-        break;
-      }
-      // Timing sides alternate which runs first (a bench point's first round with each point, a
-      // scenario's pair with each repeat); checks need no such care.
+    // Timing sides alternate which runs first (a bench point's first round with each point, a
+    // scenario's pair with each repeat); checks need no such care.
+    auto first_side_of = [&](const PointRef& ref) {
       const size_t ordinal =
-          task->layer == Layer::kScenario ? static_cast<size_t>(ref.repeat) : bench_ordinal++;
-      const bool baseline_first = baseline != nullptr && baseline->interleave &&
-                                  task->layer != Layer::kCheck && ordinal % 2 == 1;
-      try {
-        run_one(*task, *ref.entry, ref.repeat, baseline_first);
-      } catch (const Error& error) {
-        if (options.interrupted != nullptr && options.interrupted->load()) {
-          result.interrupted = true;
-          stop_reason = "the run was interrupted";
-        } else {
-          result.error = error;
-          stop_reason = "the subject failed at " + task->entry + " " +
-                        params_to_string(task->params) + ": " + error.message();
-        }
+          ref.task->layer == Layer::kScenario ? static_cast<size_t>(ref.repeat) : bench_ordinal++;
+      return baseline != nullptr && baseline->interleave && ref.task->layer != Layer::kCheck &&
+             ordinal % 2 == 1;
+    };
+    auto stop_if_interrupted = [&] {
+      if (options.interrupted == nullptr || !options.interrupted->load()) return false;
+      result.interrupted = true;
+      stop_reason = "the run was interrupted";
+      return true;
+    };
+    auto stop_on_error = [&](const PlanTask& task, const Error& error) {
+      if (stop_if_interrupted()) return;
+      result.error = error;
+      stop_reason = "the subject failed at " + task.entry + " " + params_to_string(task.params) +
+                    ": " + error.message();
+    };
+    auto update_cut = [&] {
+      if (cut || stage.size() < 2) return;
+      for (Layer member : stage) {
+        if (member == stage.back()) break;
+        const std::string reason = layer_stop_reason(member);
+        if (reason.empty()) continue;
+        cut = stage[static_cast<size_t>(std::find(stage.begin(), stage.end(), member) -
+                                        stage.begin()) +
+                    1];
+        cut_reason = reason;
         break;
       }
-      if (!cut && stage.size() > 1) {
-        for (Layer member : stage) {
-          if (member == stage.back()) break;
-          const std::string reason = layer_stop_reason(member);
-          if (reason.empty()) continue;
-          cut = stage[static_cast<size_t>(std::find(stage.begin(), stage.end(), member) -
-                                          stage.begin()) +
-                      1];
-          cut_reason = reason;
+    };
+    // One point, not in rounds; false once the stage stops.
+    auto run_point = [&](const PointRef& ref, bool baseline_first) {
+      if (cut && ref.task->layer >= *cut) return true;
+      if (stop_if_interrupted()) return false;
+      try {
+        run_one(*ref.task, *ref.entry, ref.repeat, baseline_first);
+      } catch (const Error& error) {
+        stop_on_error(*ref.task, error);
+        return false;
+      }
+      update_cut();
+      return true;
+    };
+    const bool rotation = std::any_of(order.begin(), order.end(),
+                                      [&](const PointRef& ref) { return in_rounds(*ref.task); });
+    if (!rotation) {
+      for (next = 0; next < order.size(); ++next) {
+        if (!stop_reason.empty()) break;
+        if (!promoted.empty()) {
+          std::stable_partition(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(),
+                                [&](const PointRef& ref) {
+                                  return promoted.count(key(ref.task->layer, ref.task->entry));
+                                });
+        }
+        const PointRef& ref = order[next];
+        if (cut && ref.task->layer >= *cut) continue;
+        if (!run_point(ref, first_side_of(ref))) break;
+      }
+    } else {
+      // Bench points in rounds take turns by entry, each entry's points in `order`'s order: plain
+      // turns (one round of each entry's current point, in the objective's order, cheapest first)
+      // until every current point has kWarmRounds rounds, then the next round goes to the point
+      // whose paired test is nearest to deciding a change (change_p_of), so that a bench a change
+      // slowed reaches its looks (rounds 5, 8, 12) after about three rounds of each other bench,
+      // not after the benches listed before it ran all their rounds. Only the order changes:
+      // each point keeps its own rounds, looks, stop rule and alpha, each read from the point's
+      // own rounds alone, whenever they ran. A point done hands its entry's turn to the entry's
+      // next point (which starts its own plain turns); an entry with none left leaves. Every other
+      // point of the stage (the scenarios' repeats, a point without rounds) runs where `order`
+      // puts it relative to the points in rounds: once as many of those as `order` lists before
+      // it are done (the scenarios' repeats up to their next look after each bench point, as
+      // timing_order plans them), or at once when a failing gate promoted its entry.
+      struct Pending {
+        PointRef ref;
+        bool baseline_first = false;
+        size_t after = 0;  // points in rounds that run before it
+        size_t rank = 0;   // its place in `order`
+      };
+      struct Turn {
+        std::string entry;
+        std::deque<Pending> points;
+        std::optional<PointRounds> current;
+      };
+      std::vector<Turn> turns;
+      std::vector<Pending> others;
+      size_t listed_in_rounds = 0;
+      for (const PointRef& ref : order) {
+        Pending pending{ref, first_side_of(ref), listed_in_rounds,
+                        static_cast<size_t>(&ref - order.data())};
+        if (!in_rounds(*ref.task)) {
+          others.push_back(pending);
+          continue;
+        }
+        const std::string name = key(ref.task->layer, ref.task->entry);
+        auto turn = std::find_if(turns.begin(), turns.end(),
+                                 [&](const Turn& candidate) { return candidate.entry == name; });
+        if (turn == turns.end()) turn = turns.insert(turns.end(), Turn{name, {}, std::nullopt});
+        turn->points.push_back(pending);
+        ++listed_in_rounds;
+      }
+      size_t next_other = 0, rounds_done = 0;
+      // Each point's place in `order`, per point the stage recorded (candidate's, baseline's).
+      std::vector<size_t> point_rank, baseline_rank;
+      auto rank_new = [&](size_t rank) {
+        point_rank.resize(result.points.size() - first_point, rank);
+        baseline_rank.resize(result.baseline_points.size() - first_baseline_point, rank);
+      };
+      // The other points whose time has come, in order; false once the stage stops.
+      auto run_others = [&] {
+        while (next_other < others.size()) {
+          if (!stop_reason.empty()) return false;
+          if (!promoted.empty()) {
+            std::stable_partition(
+                others.begin() + static_cast<std::ptrdiff_t>(next_other), others.end(),
+                [&](const Pending& pending) {
+                  return promoted.count(key(pending.ref.task->layer, pending.ref.task->entry));
+                });
+          }
+          const Pending& pending = others[next_other];
+          if (pending.after > rounds_done &&
+              !promoted.count(key(pending.ref.task->layer, pending.ref.task->entry))) {
+            return true;
+          }
+          ++next_other;
+          const bool more = run_point(pending.ref, pending.baseline_first);
+          rank_new(pending.rank);
+          if (!more) return false;
+        }
+        return true;
+      };
+      // How near a point's rounds so far are to deciding a change: the smallest over its
+      // variants of the paired test's p-value on the per-round ratios (compare_builds, the test
+      // its looks apply).
+      auto change_p_of = [](const PointRounds& state) {
+        double out = 1.0;
+        for (const auto& [name, mine] : state.my_medians) {
+          const auto found = state.their_medians.find(name);
+          if (found == state.their_medians.end() || found->second.size() != mine.size()) continue;
+          out = std::min(out, compare_builds(found->second, mine, state.threshold, 0.95).p_value);
+        }
+        return out;
+      };
+      bool going = run_others();
+      while (going) {
+        // Each entry's current point; the one to run a round now: while a point has fewer than
+        // kWarmRounds rounds, the one with the fewest (the earlier entry on a tie: plain turns),
+        // then the one whose paired test is nearest to deciding a change (change_p_of; the
+        // earlier entry on a tie).
+        Turn* chosen = nullptr;
+        std::pair<int64_t, double> chosen_key;
+        for (Turn& turn : turns) {
+          if (!turn.current) {
+            while (!turn.points.empty() && cut && turn.points.front().ref.task->layer >= *cut) {
+              turn.points.pop_front();
+            }
+            if (turn.points.empty()) continue;
+            const Pending pending = turn.points.front();
+            turn.points.pop_front();
+            turn.current = begin_rounds(*pending.ref.task, *pending.ref.entry, pending.ref.repeat,
+                                        pending.baseline_first);
+            turn.current->rank = pending.rank;
+          }
+          const int64_t rounds = turn.current->round;
+          const std::pair<int64_t, double> turn_key =
+              rounds < kWarmRounds ? std::pair{rounds, 0.0}
+                                   : std::pair{kWarmRounds, change_p_of(*turn.current)};
+          if (chosen == nullptr || turn_key < chosen_key) {
+            chosen = &turn;
+            chosen_key = turn_key;
+          }
+        }
+        if (chosen == nullptr) break;
+        if (stop_if_interrupted()) {
+          // The points in progress keep the rounds they ran, as a point cut short would.
+          for (Turn& turn : turns) {
+            if (turn.current && !turn.current->mine.empty()) {
+              record_rounds(*turn.current);
+              rank_new(turn.current->rank);
+            }
+            turn.current.reset();
+          }
+          going = false;
           break;
         }
+        try {
+          if (!step_rounds(*chosen->current)) {
+            decide_at_look(*chosen->current);
+            update_cut();
+            continue;
+          }
+          record_rounds(*chosen->current);
+          rank_new(chosen->current->rank);
+        } catch (const Error& error) {
+          stop_on_error(*chosen->current->task, error);
+          going = false;
+          break;
+        }
+        chosen->current.reset();
+        ++rounds_done;
+        update_cut();
+        going = run_others();
       }
+      if (going) run_others();
+      // The record lists the stage's points in `order`, as when each ran all its rounds before
+      // the next began: the turns change when a point is done, not where the run shows it.
+      auto in_order = [](std::vector<PointResult>& points, size_t first,
+                         const std::vector<size_t>& ranks) {
+        std::vector<size_t> places(ranks.size());
+        std::iota(places.begin(), places.end(), size_t{0});
+        std::stable_sort(places.begin(), places.end(),
+                         [&](size_t a, size_t b) { return ranks[a] < ranks[b]; });
+        std::vector<PointResult> sorted;
+        sorted.reserve(places.size());
+        for (size_t place : places) sorted.push_back(std::move(points[first + place]));
+        std::move(sorted.begin(), sorted.end(),
+                  points.begin() + static_cast<std::ptrdiff_t>(first));
+      };
+      rank_new(order.size());
+      in_order(result.points, first_point, point_rank);
+      in_order(result.baseline_points, first_baseline_point, baseline_rank);
     }
     // The baseline build's check points, on the candidate's seeds, in the candidate's order.
     for (const DeferredCheck& check : deferred_checks) {

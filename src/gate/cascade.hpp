@@ -6,10 +6,15 @@
 //
 // The timing stage: against a baseline build run in rounds (BaselineSource::min_rounds > 0, no
 // --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
-// decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then each
-// bench point in its rounds, with the scenarios' repeats up to their next look (5, 8, 12, ...)
-// between two bench points, and the remaining repeats last. A scenario gate against the baseline
-// fails at a look when its pairs so far decide it (gate_eval.hpp, decide_before_last_repeat). A
+// decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then the
+// bench entries taking turns (plain turns in the objective's order until each current point has
+// three rounds, then each next round to the point whose paired test is nearest to deciding a
+// change, so that a slowed bench reaches its looks after about three rounds of each other bench),
+// with the scenarios' repeats up to their next look (5, 8, 12, ...) after each bench point is
+// done, and the remaining repeats last; the record lists the points in the stage's order all the
+// same. A scenario gate against the baseline fails at a look when its pairs so far
+// decide it (gate_eval.hpp, decide_before_last_repeat), "NAME not SLOWER than baseline" at a look
+// of a point still in its rounds when one of its variants is SLOWER beyond doubt there. A
 // failing bench layer ends the scenario points still to come unless all (their undecided gates
 // not-run); each layer keeps its own LayerOutcome, and the executor hears of each layer's points.
 //

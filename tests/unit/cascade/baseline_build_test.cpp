@@ -18,6 +18,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -842,6 +843,332 @@ TEST(TimingStageTest, AFailingBenchEndsTheScenarioRepeatsStillToComeWithCascadeS
   EXPECT_EQ(run.result.layers[1].status, LayerStatus::kFailed);
   EXPECT_EQ(run.result.layers[2].status, LayerStatus::kNotReached);
   EXPECT_EQ(run.result.layers[2].points, 6u);
+}
+
+// The bench rotation: against a baseline build, bench entries in rounds take turns, one round of
+// each entry's current point at a time, in the objective's order. Three entries: "prefill" and
+// "cp" the same on both sides but noisy (their per-round ratios alternate around 1, so neither is
+// decided before the rounds' cost ends it at 8 rounds), "decode" (two points) `decode_factor`
+// times slower in the candidate. Each build's run is logged as "C/B entry round", the per-round
+// values depend only on the entry, the point, the side and the round, never on the order the
+// runs came in. A scenario of 6 repeats (looks at 3 and 5) rides along.
+const char* kRotationObjective = R"(name = "rotation"
+cascade = "stop"
+
+[subject]
+command = ["subject", "probe"]
+
+[[bench]]
+name = "prefill"
+probe = "prefill"
+budget_s = 0.8
+
+[[bench]]
+name = "cp"
+probe = "cp"
+budget_s = 0.8
+
+[[bench]]
+name = "decode"
+probe = "decode"
+params = { batch = [1, 32] }
+budget_s = 0.8
+
+[[scenario]]
+name = "serve"
+probe = "serve"
+repeats = 6
+
+[[gate]]
+name = "prefill_vs_baseline"
+expr = "prefill not SLOWER than baseline"
+
+[[gate]]
+name = "cp_vs_baseline"
+expr = "cp not SLOWER than baseline"
+
+[[gate]]
+name = "decode_vs_baseline"
+expr = "decode not SLOWER than baseline"
+
+[[gate]]
+name = "serve_vs_baseline"
+expr = "scenario.serve.wall_s / baseline <= 1.1"
+)";
+
+TimingRun run_rotation(double decode_factor) {
+  const Objective objective = parse_objective(kRotationObjective, "dir/rotation.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  TimingRun out;
+  std::map<std::string, int64_t> rounds_run;  // "C/B entry params" -> rounds so far
+  auto run = [&](bool candidate, const PlanTask& task, int64_t repeat) {
+    PointResult point = plain_point(task, repeat);
+    const std::string side = candidate ? "C " : "B ";
+    if (task.layer == Layer::kScenario) {
+      out.log.push_back(side + "serve " + std::to_string(repeat));
+      point.metrics = {{"", "wall_s", 1.0 + 0.01 * static_cast<double>(repeat % 3)}};
+      return point;
+    }
+    const std::string name =
+        task.entry + (task.params.empty() ? "" : " " + params_to_string(task.params));
+    const int64_t round = rounds_run[side + name]++;
+    out.log.push_back(side + name + " " + std::to_string(round));
+    // prefill and cp: ratios 1.12, 0.9, 1.1, 0.92, ... (AMBIGUOUS at the 0.04 threshold); decode:
+    // the factor, with a 1 % wobble.
+    const double wobble = round % 2 == 0 ? 1.0 + 0.1 + 0.01 * static_cast<double>(round % 3)
+                                         : 1.0 - 0.1 + 0.01 * static_cast<double>(round % 5);
+    double value = 1.0;
+    if (task.entry == "decode") {
+      value = candidate ? decode_factor * (1.0 + 0.01 * static_cast<double>(round % 2)) : 1.0;
+    } else if (candidate) {
+      value = wobble;
+    }
+    point.samples = {{"body", {value, value * 1.01, value * 0.99}}};
+    point.wall_s = 0.5;
+    return point;
+  };
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    out.log.push_back("gate " + gate.name + " " + std::string(gate_verdict_name(gate.verdict)));
+  };
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 16;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return run(false, task, repeat);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+    return run(true, task, repeat);
+  };
+  out.result = run_cascade(objective, plan, options, candidate);
+  return out;
+}
+
+// Round `round` of a point, its two builds in the order the alternation gives (`first_c`: the
+// candidate runs round 0 first).
+std::vector<std::string> one_round(const std::string& point, int64_t round, bool first_c) {
+  const bool candidate = (round % 2 == 0) == first_c;
+  const std::string tag = " " + std::to_string(round);
+  return {std::string(candidate ? "C " : "B ") + point + tag,
+          std::string(candidate ? "B " : "C ") + point + tag};
+}
+
+TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterThreeRoundsOfEachOtherNotAfterTheyFinish) {
+  const TimingRun run = run_rotation(1.5);
+  std::vector<std::string> expected;
+  auto add = [&](const std::vector<std::string>& lines) {
+    expected.insert(expected.end(), lines.begin(), lines.end());
+  };
+  for (int64_t repeat = 0; repeat < 3; ++repeat) {  // the scenario's repeats to its first look
+    add(repeat % 2 == 0 ? std::vector<std::string>{"C serve " + std::to_string(repeat),
+                                                   "B serve " + std::to_string(repeat)}
+                        : std::vector<std::string>{"B serve " + std::to_string(repeat),
+                                                   "C serve " + std::to_string(repeat)});
+  }
+  // Plain turns until each point has three rounds, in the objective's order; bench points
+  // alternate which build runs round 0 first: prefill C, cp B, decode batch=1 C.
+  for (int64_t round = 0; round < 3; ++round) {
+    add(one_round("prefill", round, true));
+    add(one_round("cp", round, false));
+    add(one_round("decode batch=1", round, true));
+  }
+  // Then the point whose paired test is nearest to deciding a change: decode's ratios (1.5, 1.515,
+  // 1.5) against prefill's and cp's (1.1, 0.91, 1.12). Its gate fails at its first look (round
+  // 5), before prefill's and cp's points, which the entries listed first would otherwise run to
+  // their end.
+  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  add({"gate decode_vs_baseline fail"});
+  ASSERT_GE(run.log.size(), expected.size());
+  EXPECT_EQ(std::vector<std::string>(run.log.begin(), run.log.begin() + expected.size()), expected);
+  EXPECT_EQ(run.result.gates[2].verdict, GateVerdict::kFail);
+  // The bench layer still runs its points to their end (as when the entries ran one after the
+  // other); the scenario's repeats past its first look do not run (the cascade stops).
+  EXPECT_EQ(run.result.gates[3].verdict, GateVerdict::kNotRun);
+  EXPECT_EQ(run.result.layers[1].points, 4u);
+  EXPECT_EQ(run.result.layers[2].points, 3u);
+}
+
+TEST(BenchRotationTest, TheGatesAndTheRecordAreThoseOfTheEntriesRunOneAfterTheOther) {
+  // The rules below are what the cascade gave for these per-round values when each bench point
+  // ran all its rounds before the next began (main at 4b4a230): taking turns changes when a gate
+  // is printed, not what it says; the record lists the points in the stage's order.
+  const std::string noisy =
+      "[any] not SLOWER than baseline: at the default point body against the baseline's = 1.02 "
+      "[0.91, 1.11] is AMBIGUOUS (t 0.04, median of 8 per-round ratios, the builds run back to "
+      "back)";
+  for (double factor : {1.0, 1.5}) {
+    const TimingRun run = run_rotation(factor);
+    ASSERT_EQ(run.result.gates.size(), 4u);
+    EXPECT_EQ(run.result.gates[0].rule, "inconclusive: prefill" + noisy);
+    EXPECT_EQ(run.result.gates[1].rule, "inconclusive: cp" + noisy);
+    // The record: every point in the stage's order, each bench point with its rounds.
+    auto listed = [](const std::vector<PointResult>& points) {
+      std::vector<std::string> out;
+      for (const PointResult& point : points) {
+        out.push_back(point.layer == Layer::kScenario
+                          ? "serve " + std::to_string(point.repeat)
+                          : point.entry + " " + params_to_string(point.params) + " " +
+                                std::to_string(point.round_medians.at(0).second.size()));
+      }
+      return out;
+    };
+    // (At 1.5 the decode gate fails before any bench point is done, so the scenario's repeats 3
+    // and 4, which ran after prefill's rounds when decode came last, do not run: the cascade
+    // stops after the bench layer.)
+    std::vector<std::string> expected = {"serve 0", "serve 1", "serve 2", "prefill  8"};
+    if (factor == 1.0) expected.insert(expected.end(), {"serve 3", "serve 4"});
+    expected.insert(expected.end(), {"cp  8", "decode batch=1 5", "decode batch=32 5"});
+    if (factor == 1.0) expected.push_back("serve 5");
+    EXPECT_EQ(listed(run.result.points), expected) << factor;
+    EXPECT_EQ(listed(run.result.baseline_points), expected) << factor;
+  }
+  const TimingRun same = run_rotation(1.0);
+  EXPECT_EQ(same.result.gates[2].rule,
+            "pass: decode[any] not SLOWER than baseline: at batch=1 body against the baseline's = "
+            "1 [1, 1.01] is SAME (t 0.04, median of 5 per-round ratios, the builds run back to "
+            "back) (2 comparison(s) hold)");
+  EXPECT_EQ(same.result.gates[3].rule,
+            "pass: at the default point the 95% bootstrap CI of the median of the per-round "
+            "ratios scenario.serve.wall_s / baseline over 6 rounds (the builds run back to back) "
+            "is [1, 1] (estimate 1); pass iff it lies wholly <= 1.1, fail iff no part does");
+  const TimingRun slower = run_rotation(1.5);
+  EXPECT_EQ(slower.result.gates[2].rule,
+            "fail: decode[any] not SLOWER than baseline: at batch=1 body against the baseline's = "
+            "1.5 [1.5, 1.52] is SLOWER (t 0.04, median of 5 per-round ratios, the builds run back "
+            "to back)");
+  EXPECT_EQ(slower.result.gates[3].rule,
+            "not run: the cascade stopped after the bench layer failed (gate decode_vs_baseline); "
+            "--all runs every layer");
+}
+
+TEST(BenchRotationTest, TheNearestToADecisionGoesNextAndTheScenariosNextLookFollowsEachDonePoint) {
+  // No change beyond the threshold: prefill's and cp's per-round ratios alternate around 1 (1.1,
+  // 0.91, 1.12, 0.93, 1.11, ...), decode's are 1, 1.01, 1, 1.01, ...
+  const TimingRun run = run_rotation(1.0);
+  std::vector<std::string> expected;
+  auto add = [&](const std::vector<std::string>& lines) {
+    expected.insert(expected.end(), lines.begin(), lines.end());
+  };
+  auto serve = [&](int64_t repeat) {
+    const std::string tag = "serve " + std::to_string(repeat);
+    add(repeat % 2 == 0 ? std::vector<std::string>{"C " + tag, "B " + tag}
+                        : std::vector<std::string>{"B " + tag, "C " + tag});
+  };
+  for (int64_t repeat = 0; repeat < 3; ++repeat) serve(repeat);
+  for (int64_t round = 0; round < 3; ++round) {
+    add(one_round("prefill", round, true));
+    add(one_round("cp", round, false));
+    add(one_round("decode batch=1", round, true));
+  }
+  // decode's steady ratios give the smallest p-value: its point runs on to its first look, where
+  // it is SAME (within 4 %), and is done; the scenario then runs to its next look (5 repeats).
+  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  serve(3);
+  serve(4);
+  // decode's next point takes the entry's turn: fewer than three rounds, so it goes first, then
+  // on by the same p-value to SAME at round 5.
+  for (int64_t round = 0; round < 5; ++round) add(one_round("decode batch=32", round, false));
+  add({"gate decode_vs_baseline pass"});
+  // prefill and cp (the same values: the earlier entry on a tie) by their p-values, each to the
+  // end of its rounds (8: their cost), undecided.
+  add(one_round("prefill", 3, true));
+  add(one_round("cp", 3, false));
+  add(one_round("prefill", 4, true));
+  add(one_round("prefill", 5, true));
+  add(one_round("cp", 4, false));
+  add(one_round("cp", 5, false));
+  add(one_round("prefill", 6, true));
+  add(one_round("prefill", 7, true));
+  add({"gate prefill_vs_baseline inconclusive"});
+  add(one_round("cp", 6, false));
+  add(one_round("cp", 7, false));
+  add({"gate cp_vs_baseline inconclusive"});
+  serve(5);
+  add({"gate serve_vs_baseline pass"});
+  EXPECT_EQ(run.log, expected);
+}
+
+TEST(BenchRotationTest, NotSlowerFailsAtTheLookWhereOneVariantIsSlowerWhileTheOtherRunsOn) {
+  // decode with two variants: "merged" 1.5x slower in the candidate, "tiled" the same but noisy
+  // (its per-round ratios alternate around 1: AMBIGUOUS), so the point runs on past round 5 for
+  // tiled; the gate fails at round 5's look all the same, and the record is the gate on every
+  // round.
+  const Objective objective = parse_objective(R"(name = "look"
+cascade = "stop"
+[subject]
+command = ["subject", "probe"]
+
+[[bench]]
+probe = "decode"
+variants = ["tiled", "merged"]
+budget_s = 0.8
+
+[[gate]]
+name = "decode_vs_baseline"
+expr = "decode not SLOWER than baseline"
+)",
+                                              "dir/look.toml");
+  Plan plan = make_plan(objective, Configuration{});
+  std::vector<std::string> log;
+  std::map<bool, int64_t> rounds_run;
+  auto run = [&](bool candidate, const PlanTask& task, int64_t repeat) {
+    PointResult point = plain_point(task, repeat);
+    const int64_t round = rounds_run[candidate]++;
+    log.push_back(std::string(candidate ? "C " : "B ") + std::to_string(round));
+    const double tiled = candidate ? (round % 2 == 0 ? 1.12 : 0.9) : 1.0;
+    const double merged = candidate ? 1.5 * (1.0 + 0.01 * static_cast<double>(round % 2)) : 1.0;
+    point.samples = {{"tiled", {tiled, tiled * 1.01, tiled * 0.99}},
+                     {"merged", {merged, merged * 1.01, merged * 0.99}}};
+    point.wall_s = 0.5;
+    return point;
+  };
+  CascadeOptions options;
+  options.gate_decided = [&](const GateResult& gate) {
+    log.push_back("gate " + std::string(gate_verdict_name(gate.verdict)) + ": " + gate.rule);
+  };
+  BaselineSource baseline;
+  baseline.interleave = true;
+  baseline.min_rounds = 5;
+  baseline.max_rounds = 16;
+  baseline.run = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat,
+                     std::optional<uint64_t>) -> std::optional<PointResult> {
+    return run(false, task, repeat);
+  };
+  options.baseline = baseline;
+  const PointRunner candidate = [&](const PlanTask& task, const ProbeEntry&, int64_t repeat) {
+    return run(true, task, repeat);
+  };
+  const CascadeResult result = run_cascade(objective, plan, options, candidate);
+  // Five rounds (C first, then alternating), the gate at the look, then the rounds tiled still
+  // needs: 8 in all, as many as the point's cost allows (each round as dear as round 0).
+  std::vector<std::string> expected;
+  for (int64_t round = 0; round < 8; ++round) {
+    const std::string tag = std::to_string(round);
+    if (round % 2 == 0) {
+      expected.insert(expected.end(), {"C " + tag, "B " + tag});
+    } else {
+      expected.insert(expected.end(), {"B " + tag, "C " + tag});
+    }
+    if (round == 4) {
+      expected.push_back(
+          "gate fail: fail: decode[any] not SLOWER than baseline: at the default point merged "
+          "against the baseline's = 1.5 [1.5, 1.52] is SLOWER (t 0.04, median of 5 per-round "
+          "ratios, the builds run back to back) (decided at the look after round 5 of a point "
+          "still in its rounds; the entry's 0 comparison(s) still to come counted with p = 1)");
+    }
+  }
+  EXPECT_EQ(log, expected);
+  ASSERT_EQ(result.gates.size(), 1u);
+  EXPECT_EQ(result.gates[0].verdict, GateVerdict::kFail);
+  EXPECT_EQ(result.gates[0].rule,
+            "fail: decode[any] not SLOWER than baseline: at the default point merged against the "
+            "baseline's = 1.51 [1.5, 1.52] is SLOWER (t 0.04, median of 8 per-round ratios, the "
+            "builds run back to back)");
+  ASSERT_EQ(result.points.size(), 1u);
+  EXPECT_EQ(result.points[0].round_medians.at(0).second.size(), 8u);
 }
 
 // The bench rounds' early decisions, measured: a point stops from its fifth round on as soon as
