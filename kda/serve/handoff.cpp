@@ -1,8 +1,12 @@
 #include "kda/serve/handoff.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "loupe/error.hpp"
@@ -36,60 +40,70 @@ int64_t max_of(const std::vector<int64_t>& values) {
 
 }  // namespace
 
-std::optional<ConsumerTimes> read_consumer_times() {
-  // "running_ns runnable_ns timeslices" (Documentation/scheduler/sched-stats.rst).
-  std::FILE* file = std::fopen("/proc/thread-self/schedstat", "r");
+ConsumerThread current_consumer_thread() {
+  return ConsumerThread{static_cast<pid_t>(::syscall(SYS_gettid)), ::pthread_self()};
+}
+
+std::optional<ConsumerTimes> read_consumer_times(const ConsumerThread& thread) {
+  // schedstat's running time is brought up to date only when the thread stops running or at a
+  // scheduler tick, so a consumer reading its own just after it woke would count the spell since
+  // as blocked; its CPU-time clock includes the spell.
+  clockid_t clock = 0;
+  timespec running{};
+  if (::pthread_getcpuclockid(thread.handle, &clock) != 0 ||
+      ::clock_gettime(clock, &running) != 0) {
+    return std::nullopt;
+  }
+  // "running_ns runnable_ns timeslices" (the kernel's Documentation/scheduler/sched-stats.rst).
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(thread.id));
+  std::FILE* file = std::fopen(path, "r");
   if (file == nullptr) return std::nullopt;
-  long long running = 0, runnable = 0;
-  const int fields = std::fscanf(file, "%lld %lld", &running, &runnable);
+  long long running_schedstat = 0, runnable = 0;
+  const int fields = std::fscanf(file, "%lld %lld", &running_schedstat, &runnable);
   std::fclose(file);
   if (fields != 2) return std::nullopt;
-  return ConsumerTimes{running, runnable};
+  return ConsumerTimes{static_cast<int64_t>(running.tv_sec) * 1'000'000'000 + running.tv_nsec,
+                       runnable};
 }
 
-void HandoffResidence::pushed(int64_t now_ns) { queued_.push_back(Queued{now_ns, 0}); }
+void HandoffResidence::pushed(int64_t now_ns, std::optional<ConsumerTimes> consumer_times) {
+  queued_.push_back(Queued{now_ns, consumer_times, 0, 0});
+}
 
-void HandoffResidence::consumer_waits(int64_t now_ns, std::optional<ConsumerTimes> times) {
+void HandoffResidence::consumer_waits(int64_t now_ns) {
   if (!queued_.empty()) {
-    throw loupe::Error(loupe::ErrorCode::kInternal,
-                       "handoff residence: the consumer waits while " +
-                           std::to_string(queued_.size()) + " item(s) are queued");
+    throw loupe::Error(loupe::ErrorCode::kInternal, "handoff residence: the consumer waits while " +
+                                                        std::to_string(queued_.size()) +
+                                                        " item(s) are queued");
   }
-  if (waiting_since_ns_ < 0) {
-    waiting_since_ns_ = now_ns;
-    times_at_wait_ = times;
-  }
+  if (waiting_since_ns_ < 0) waiting_since_ns_ = now_ns;
 }
 
-void HandoffResidence::taken(int64_t now_ns, std::optional<ConsumerTimes> times) {
+void HandoffResidence::taken(int64_t now_ns, std::optional<ConsumerTimes> consumer_times) {
   if (queued_.empty()) {
     throw loupe::Error(loupe::ErrorCode::kInternal,
                        "handoff residence: the consumer took an item from an empty queue");
   }
   if (waiting_since_ns_ >= 0) {
-    // The wait's blocked time: its elapsed time less what the consumer ran and sat runnable,
-    // taken as the wait's beginning (the runnable spells as its end: header). Clock skew between
-    // the scheduler's accounting and the steady clock keeps it within [0, elapsed].
-    const int64_t elapsed = now_ns - waiting_since_ns_;
-    int64_t blocked = elapsed;
-    if (times && times_at_wait_) {
-      blocked -= (times->running_ns - times_at_wait_->running_ns) +
-                 (times->runnable_ns - times_at_wait_->runnable_ns);
-      blocked = std::clamp<int64_t>(blocked, 0, elapsed);
-    } else {
-      times_known_ = false;
-    }
-    const int64_t blocked_until = waiting_since_ns_ + blocked;
     // Every item queued now arrived during the wait (the queue was empty when it began): each sat
-    // idle from its push, or from the wait's start if that came later, until now, and blocked
-    // until the consumer was woken.
+    // idle from its push until now, and blocked for that time less what the consumer ran and sat
+    // runnable since the push. Clock skew between the scheduler's accounting and the steady clock
+    // keeps the blocked part within [0, idle].
     for (Queued& item : queued_) {
-      const int64_t since = std::max(item.pushed_ns, waiting_since_ns_);
-      item.idle_ns += now_ns - since;
-      item.blocked_ns += std::max<int64_t>(0, blocked_until - since);
+      const int64_t idle = now_ns - std::max(item.pushed_ns, waiting_since_ns_);
+      int64_t blocked = idle;
+      if (consumer_times && item.consumer_at_push) {
+        blocked -= (consumer_times->running_ns - item.consumer_at_push->running_ns) +
+                   (consumer_times->runnable_ns - item.consumer_at_push->runnable_ns);
+        blocked = std::clamp<int64_t>(blocked, 0, idle);
+      } else {
+        times_known_ = false;
+      }
+      item.idle_ns += idle;
+      item.blocked_ns += blocked;
     }
     waiting_since_ns_ = -1;
-    times_at_wait_.reset();
   }
   const Queued item = queued_.front();
   queued_.pop_front();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -47,7 +48,11 @@ class LayerQueue {
       // pushed onto an empty queue waits for the next push (or close()) before it is transferred.
       const bool was_empty = items_.empty();
       items_.push_back(std::move(work));
-      residence_.pushed(now_ns());
+      // The consumer's times first, the push's time after them: the read (tens of microseconds)
+      // delays the wake-up, and is the measurement's, not the queue's.
+      const std::optional<ConsumerTimes> consumer_times =
+          residence_.consumer_waiting() ? read_consumer_times(consumer_thread_) : std::nullopt;
+      residence_.pushed(now_ns(), consumer_times);
       notify = !fault("queue_wakeup_inverted") || !was_empty;
     }
     if (notify) changed_.notify_one();
@@ -62,11 +67,22 @@ class LayerQueue {
   // Called by one consumer thread.
   std::optional<LayerWork> pop() {
     std::unique_lock lock(mutex_);
+    consumer_thread_ = current_consumer_thread();
     const bool waits = !closed_ && items_.empty();
-    if (waits) residence_.consumer_waits(now_ns(), read_consumer_times());
+    if (waits) residence_.consumer_waits(now_ns());
+    // Planted fault queue_consumer_polls: the consumer looks at the queue every 2 ms instead of
+    // waiting for a notification ("cheaper than a condition variable"): it sleeps through each
+    // notify, and a layer pushed meanwhile waits for the next look.
+    if (fault("queue_consumer_polls")) {
+      while (!closed_ && items_.empty()) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        lock.lock();
+      }
+    }
     changed_.wait(lock, [&] { return closed_ || !items_.empty(); });
     if (items_.empty()) return std::nullopt;
-    residence_.taken(now_ns(), waits ? read_consumer_times() : std::nullopt);
+    residence_.taken(now_ns(), waits ? read_consumer_times(consumer_thread_) : std::nullopt);
     LayerWork work = std::move(items_.front());
     items_.pop_front();
     return work;
@@ -82,7 +98,8 @@ class LayerQueue {
   std::condition_variable changed_;
   std::deque<LayerWork> items_;
   bool closed_ = false;
-  HandoffResidence residence_;  // guarded by mutex_
+  HandoffResidence residence_;      // guarded by mutex_
+  ConsumerThread consumer_thread_;  // guarded by mutex_; the thread in pop()
 };
 
 // The first exception of any thread, rethrown by run_server after every thread joined.

@@ -1,11 +1,11 @@
 // Handoff residence on synthetic timelines (nanoseconds; the consumer's scheduler times given):
-// residence, idle residence and blocked residence per item, the wait's runnable time left out of
-// the blocked part, a poll's repeated waits, unknown times, and misuse.
+// residence, idle residence and blocked residence per item, the consumer's running and runnable
+// time after the push left out of the blocked part, a poll's repeated looks, unknown times, and
+// misuse; then the scheduler times of a real thread.
 #include "kda/serve/handoff.hpp"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <optional>
 
 #include "loupe/error.hpp"
@@ -19,7 +19,8 @@ ConsumerTimes times(int64_t running_ns, int64_t runnable_ns) {
 
 TEST(HandoffResidence, ItemWaitingForABusyConsumerIsResidenceOnly) {
   HandoffResidence residence;
-  residence.pushed(1000);
+  EXPECT_FALSE(residence.consumer_waiting());
+  residence.pushed(1000, std::nullopt);
   residence.taken(4000, std::nullopt);  // the consumer was busy: it never waited
   const HandoffStats stats = residence.stats();
   EXPECT_EQ(stats.items, 1);
@@ -32,11 +33,13 @@ TEST(HandoffResidence, ItemWaitingForABusyConsumerIsResidenceOnly) {
 
 TEST(HandoffResidence, PromptWakeUpLeavesOnlyTheRunnableTimeIdle) {
   HandoffResidence residence;
-  // Waits at 100; the item arrives at 150 and the consumer is woken at once, then sits runnable
-  // for 240 ns and runs 10 ns before it takes the item at 400: blocked until 150.
-  residence.consumer_waits(100, times(5000, 7000));
-  residence.pushed(150);
+  // Waits at 100; the item arrives at 150 and wakes the consumer, which sits runnable for 240 ns
+  // and runs 10 ns before it takes the item at 400: never blocked after the push.
+  residence.consumer_waits(100);
+  EXPECT_TRUE(residence.consumer_waiting());
+  residence.pushed(150, times(5000, 7000));
   residence.taken(400, times(5010, 7240));
+  EXPECT_FALSE(residence.consumer_waiting());
   const HandoffStats stats = residence.stats();
   EXPECT_DOUBLE_EQ(stats.residence_s, 250e-9);
   EXPECT_DOUBLE_EQ(stats.idle_residence_s, 250e-9);
@@ -46,10 +49,10 @@ TEST(HandoffResidence, PromptWakeUpLeavesOnlyTheRunnableTimeIdle) {
 TEST(HandoffResidence, LateWakeUpIsBlockedResidence) {
   HandoffResidence residence;
   // Waits at 0; the first item arrives at 100 and nobody wakes the consumer; the second arrives
-  // at 1100 and wakes it; 40 ns runnable and 5 ns running: blocked for 1105 ns of the wait.
-  residence.consumer_waits(0, times(0, 0));
-  residence.pushed(100);
-  residence.pushed(1100);
+  // at 1100 and wakes it; 40 ns runnable and 5 ns running before it takes the first at 1150.
+  residence.consumer_waits(0);
+  residence.pushed(100, times(0, 0));
+  residence.pushed(1100, times(0, 0));
   residence.taken(1150, times(5, 40));
   residence.taken(1300, std::nullopt);  // the second, without a wait
   const HandoffStats stats = residence.stats();
@@ -62,12 +65,13 @@ TEST(HandoffResidence, LateWakeUpIsBlockedResidence) {
   EXPECT_DOUBLE_EQ(stats.blocked_residence_max_s, 1005e-9);
 }
 
-TEST(HandoffResidence, APollIsOneWaitFromItsFirstEmptyLook) {
+TEST(HandoffResidence, APollIsOneWaitAndItsLooksAfterThePushAreNotBlocked) {
   HandoffResidence residence;
-  residence.consumer_waits(0, times(0, 0));
-  residence.consumer_waits(500, times(20, 30));  // looked again, still empty: the wait goes on
-  residence.pushed(600);
-  residence.taken(1000, times(40, 60));  // blocked 1000 - 40 - 60 = 900 ns: until 900
+  residence.consumer_waits(0);
+  residence.consumer_waits(500);  // looked again, still empty: the wait goes on
+  residence.pushed(600, times(20, 30));
+  // Two more looks after the push: 40 ns running, 60 ns runnable; asleep the other 300 ns.
+  residence.taken(1000, times(60, 90));
   const HandoffStats stats = residence.stats();
   EXPECT_DOUBLE_EQ(stats.idle_residence_s, 400e-9);
   EXPECT_DOUBLE_EQ(stats.blocked_residence_s, 300e-9);
@@ -75,8 +79,8 @@ TEST(HandoffResidence, APollIsOneWaitFromItsFirstEmptyLook) {
 
 TEST(HandoffResidence, UnknownTimesCountTheWholeIdleResidenceAndSaySo) {
   HandoffResidence residence;
-  residence.consumer_waits(0, std::nullopt);
-  residence.pushed(100);
+  residence.consumer_waits(0);
+  residence.pushed(100, std::nullopt);
   residence.taken(400, times(10, 10));
   const HandoffStats stats = residence.stats();
   EXPECT_DOUBLE_EQ(stats.blocked_residence_s, 300e-9);
@@ -85,9 +89,9 @@ TEST(HandoffResidence, UnknownTimesCountTheWholeIdleResidenceAndSaySo) {
 
 TEST(HandoffResidence, SchedulerTimesBeyondTheWaitGiveNoNegativeBlockedTime) {
   HandoffResidence residence;
-  residence.consumer_waits(0, times(0, 0));
-  residence.pushed(100);
-  residence.taken(400, times(100, 500));  // 600 ns accounted in a 400 ns wait (clock skew)
+  residence.consumer_waits(0);
+  residence.pushed(100, times(0, 0));
+  residence.taken(400, times(100, 500));  // 600 ns accounted in 300 ns (clock skew)
   EXPECT_DOUBLE_EQ(residence.stats().blocked_residence_s, 0);
   EXPECT_DOUBLE_EQ(residence.stats().idle_residence_s, 300e-9);
 }
@@ -96,7 +100,7 @@ TEST(HandoffResidence, QuantilesInterpolateBetweenOrderStatistics) {
   HandoffResidence residence;
   // Residences 10, 20, 30, 40, 100 ns.
   for (int64_t length : {30, 10, 100, 20, 40}) {
-    residence.pushed(0);
+    residence.pushed(0, std::nullopt);
     residence.taken(length, std::nullopt);
   }
   const HandoffStats stats = residence.stats();
@@ -117,26 +121,22 @@ TEST(HandoffResidence, NoItemsGiveZeros) {
 TEST(HandoffResidence, MisuseIsAnInternalError) {
   HandoffResidence residence;
   EXPECT_THROW(residence.taken(10, std::nullopt), loupe::Error);
-  residence.pushed(0);
-  EXPECT_THROW(residence.consumer_waits(5, std::nullopt), loupe::Error);
+  residence.pushed(0, std::nullopt);
+  EXPECT_THROW(residence.consumer_waits(5), loupe::Error);
 }
 
 TEST(HandoffResidence, ThisThreadsSchedulerTimesAreReadWhereTheKernelKeepsThem) {
-  const std::optional<ConsumerTimes> first = read_consumer_times();
-  if (!first) GTEST_SKIP() << "/proc/thread-self/schedstat cannot be read here";
-  // The kernel brings a running thread's time up to date at its scheduler ticks: spin until one
-  // came (milliseconds), for at most 2 s of steady-clock time.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  std::optional<ConsumerTimes> later = first;
+  const ConsumerThread thread = current_consumer_thread();
+  const std::optional<ConsumerTimes> first = read_consumer_times(thread);
+  if (!first) GTEST_SKIP() << "/proc/self/task/" << thread.id << "/schedstat cannot be read here";
+  // Running comes from the thread's CPU-time clock, which grows while the thread works.
   volatile double sink = 0;
-  while (later && later->running_ns == first->running_ns &&
-         std::chrono::steady_clock::now() < give_up) {
-    for (int step = 0; step < 100'000; ++step) sink = sink + step * 0.5;
-    later = read_consumer_times();
-  }
+  for (int step = 0; step < 1'000'000; ++step) sink = sink + step * 0.5;
+  const std::optional<ConsumerTimes> later = read_consumer_times(thread);
   ASSERT_TRUE(later);
   EXPECT_GT(later->running_ns, first->running_ns);
   EXPECT_GE(later->runnable_ns, first->runnable_ns);
+  EXPECT_FALSE(read_consumer_times(ConsumerThread{-1, thread.handle}));  // no such thread
 }
 
 }  // namespace
