@@ -39,6 +39,14 @@ void print_text(const serve::ServeOptions& options, const serve::ServeResult& re
       static_cast<long long>(result.states_received),
       static_cast<long long>(result.states_verified),
       static_cast<unsigned long long>(result.forced_switches));
+  const serve::HandoffStats& q = result.layer_queue;
+  if (q.items > 0) {
+    std::printf(
+        "  layer queue %lld layers handed over: residence median %.3f ms, p90 %.3f, max %.3f; "
+        "idle residence (the transfer thread waiting meanwhile) %.3f ms in all, at most %.3f\n",
+        static_cast<long long>(q.items), q.residence_median_s * 1e3, q.residence_p90_s * 1e3,
+        q.residence_max_s * 1e3, q.idle_residence_s * 1e3, q.idle_residence_max_s * 1e3);
+  }
   std::printf("  decode      %.3f ms\n", s.decode_s * 1e3);
   if (!options.trace_path.empty()) {
     std::printf("  trace       %s (%llu events)\n", options.trace_path.c_str(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "kda/faults.hpp"
+#include "kda/serve/handoff.hpp"
 #include "kda/serve/interpreter_lock.hpp"
 #include "kda/serve/transfer.hpp"
 #include "loupe/error.hpp"
@@ -33,27 +35,62 @@ struct LayerWork {
 
 class LayerQueue {
  public:
+  // The consumer is notified after the mutex is released: notified while it is held, it wakes,
+  // finds the mutex taken and blocks again until the producer is scheduled to release it, which on
+  // a loaded machine is milliseconds of a queued layer nobody can take (the layer queue's blocked
+  // residence under two busy loops: median 26 ms a run with the notify inside the lock).
   void push(LayerWork work) {
-    std::lock_guard lock(mutex_);
-    // Planted fault queue_wakeup_inverted: "wake the consumer only when it can be waiting" with
-    // the test inverted: it is woken only when the queue already held an item, so a layer pushed
-    // onto an empty queue waits for the next push (or close()) before it is transferred.
-    const bool was_empty = items_.empty();
-    items_.push_back(std::move(work));
-    if (!fault("queue_wakeup_inverted") || !was_empty) changed_.notify_one();
+    bool notify = false;
+    {
+      std::lock_guard lock(mutex_);
+      // Planted fault queue_wakeup_inverted: "wake the consumer only when it can be waiting" with
+      // the test inverted: it is woken only when the queue already held an item, so a layer
+      // pushed onto an empty queue waits for the next push (or close()) before it is transferred.
+      const bool was_empty = items_.empty();
+      items_.push_back(std::move(work));
+      // The consumer's times first, the push's time after them: the read (tens of microseconds)
+      // delays the wake-up, and is the measurement's, not the queue's.
+      const std::optional<ConsumerTimes> consumer_times =
+          residence_.consumer_waiting() ? read_consumer_times(consumer_thread_) : std::nullopt;
+      residence_.pushed(now_ns(), consumer_times);
+      notify = !fault("queue_wakeup_inverted") || !was_empty;
+    }
+    if (notify) changed_.notify_one();
   }
   void close() {
-    std::lock_guard lock(mutex_);
-    closed_ = true;
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = true;
+    }
     changed_.notify_one();
   }
+  // Called by one consumer thread.
   std::optional<LayerWork> pop() {
     std::unique_lock lock(mutex_);
+    consumer_thread_ = current_consumer_thread();
+    const bool waits = !closed_ && items_.empty();
+    if (waits) residence_.consumer_waits(now_ns());
+    // Planted fault queue_consumer_polls: the consumer looks at the queue every 2 ms instead of
+    // waiting for a notification ("cheaper than a condition variable"): it sleeps through each
+    // notify, and a layer pushed meanwhile waits for the next look.
+    if (fault("queue_consumer_polls")) {
+      while (!closed_ && items_.empty()) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        lock.lock();
+      }
+    }
     changed_.wait(lock, [&] { return closed_ || !items_.empty(); });
     if (items_.empty()) return std::nullopt;
+    residence_.taken(now_ns(), waits ? read_consumer_times(consumer_thread_) : std::nullopt);
     LayerWork work = std::move(items_.front());
     items_.pop_front();
     return work;
+  }
+  // REQUIRES: the producer and the consumer have finished.
+  HandoffStats residence() {
+    std::lock_guard lock(mutex_);
+    return residence_.stats();
   }
 
  private:
@@ -61,6 +98,8 @@ class LayerQueue {
   std::condition_variable changed_;
   std::deque<LayerWork> items_;
   bool closed_ = false;
+  HandoffResidence residence_;      // guarded by mutex_
+  ConsumerThread consumer_thread_;  // guarded by mutex_; the thread in pop()
 };
 
 // The first exception of any thread, rethrown by run_server after every thread joined.
@@ -393,6 +432,7 @@ ServeResult run_server(const ServeOptions& options) {
   result.states_received = intake.received();
   result.states_verified = intake.verified();
   result.forced_switches = interpreter_lock.forced_switches();
+  result.layer_queue = queue.residence();
   return result;
 }
 
@@ -403,6 +443,7 @@ std::string result_json(const ServeOptions& options, const ServeResult& result) 
     return std::string(text);
   };
   const StageTimes& s = result.stages;
+  const HandoffStats& q = result.layer_queue;
   std::ostringstream out;
   out << "{\"mode\": \"" << mode_name(options.mode)
       << "\", \"dispatch_holds_lock\": " << (options.dispatch_holds_lock ? "true" : "false")
@@ -426,7 +467,16 @@ std::string result_json(const ServeOptions& options, const ServeResult& result) 
       << ", \"decode_s\": " << number(s.decode_s) << "}"
       << ", \"states_received\": " << result.states_received
       << ", \"states_verified\": " << result.states_verified
-      << ", \"forced_switches\": " << result.forced_switches
+      << ", \"forced_switches\": " << result.forced_switches << ", \"layer_queue\": {"
+      << "\"items\": " << q.items << ", \"residence_median_s\": " << number(q.residence_median_s)
+      << ", \"residence_p90_s\": " << number(q.residence_p90_s)
+      << ", \"residence_max_s\": " << number(q.residence_max_s)
+      << ", \"residence_s\": " << number(q.residence_s)
+      << ", \"idle_residence_s\": " << number(q.idle_residence_s)
+      << ", \"idle_residence_max_s\": " << number(q.idle_residence_max_s)
+      << ", \"blocked_residence_s\": " << number(q.blocked_residence_s)
+      << ", \"blocked_residence_max_s\": " << number(q.blocked_residence_max_s)
+      << ", \"consumer_times_known\": " << (q.consumer_times_known ? "true" : "false") << "}"
       << ", \"trace_events\": " << result.trace_events << "}";
   return out.str();
 }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "kda/model/model.hpp"
+#include "kda/serve/handoff.hpp"
 
 namespace kda::serve {
 
@@ -84,6 +85,10 @@ struct ServeResult {
   int64_t states_received = 0, states_verified = 0;
   uint64_t forced_switches = 0;  // switch requests the prefill worker honoured
   uint64_t trace_events = 0;
+  // How long finished layers sat in the queue from the prefill worker to the transfer thread, and
+  // how much of it while the transfer thread was waiting for work (handoff.hpp); modes with a
+  // transfer only.
+  HandoffStats layer_queue;
   // Generated tokens (requests, new_tokens) and their logits (requests, new_tokens, vocab):
   // decode and disaggregated modes only.
   model::Generation generation;
@@ -95,7 +100,7 @@ ServeResult run_server(const ServeOptions& options);
 // disaggregated_vs_colocated.
 model::Generation serve_colocated(const ServeOptions& options);
 
-// One JSON object: mode, options, wall_s, tokens_per_s, stages, transfer counts.
+// One JSON object: mode, options, wall_s, tokens_per_s, stages, transfer counts, layer_queue.
 std::string result_json(const ServeOptions& options, const ServeResult& result);
 
 }  // namespace kda::serve

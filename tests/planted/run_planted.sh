@@ -64,7 +64,9 @@ declare -A expect=(
   [chunk_decay_gemm]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
   [cp_summary_two_passes]="cp_prefill_not_slower_than_baseline"
   [dispatch_short_wait_keeps_lock]="prefill_lock_hold_not_above_baseline prefill_lock_holds_not_above_baseline prefill_lock_wait_share_within_20pct transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
-  [queue_wakeup_inverted]="transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline prefill_lock_wait_share_within_20pct"
+  [queue_wakeup_inverted]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline prefill_lock_wait_share_within_20pct"
+  # Written after the handoff gate (session 15), a late wake-up other than the inverted test.
+  [queue_consumer_polls]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )

@@ -27,7 +27,7 @@ LOUPE_SCENARIO(serve)
     .description(
         "kda serve: prefill / prefill+transfer / decode / disaggregated, with or without the MoE "
         "dispatch holding the interpreter lock (incident 2); records wall_s, tokens_per_s, stage "
-        "times and a loupe trace")
+        "times, the layer queue's residence and a loupe trace")
     .param("mode", "prefill", {"prefill", "prefill+transfer", "decode", "disaggregated"})
     .param("dispatch_holds_lock", false, {}, "the dispatch spins holding the interpreter lock")
     .param("layers", 12)
@@ -65,6 +65,18 @@ LOUPE_SCENARIO(serve)
       state.record_metric("transfer_lock_wait_s", s.transfer_lock_wait_s);
       state.record_metric("decode_s", s.decode_s);
       state.record_metric("states_verified", static_cast<double>(result.states_verified));
+      // The handoff from the prefill worker to the transfer thread (kda/serve/handoff.hpp).
+      const kda::serve::HandoffStats& queue = result.layer_queue;
+      state.record_metric("layer_queue_items", static_cast<double>(queue.items));
+      state.record_metric("layer_queue_residence_median_s", queue.residence_median_s);
+      state.record_metric("layer_queue_residence_p90_s", queue.residence_p90_s);
+      state.record_metric("layer_queue_residence_max_s", queue.residence_max_s);
+      state.record_metric("layer_queue_residence_s", queue.residence_s);
+      state.record_metric("layer_queue_idle_residence_s", queue.idle_residence_s);
+      state.record_metric("layer_queue_idle_residence_max_s", queue.idle_residence_max_s);
+      state.record_metric("layer_queue_blocked_residence_s", queue.blocked_residence_s);
+      state.record_metric("layer_queue_blocked_residence_max_s", queue.blocked_residence_max_s);
+      state.record_metric("layer_queue_consumer_times_known", queue.consumer_times_known ? 1 : 0);
     });
 
 ServeOptions check_options(const loupe::Point& point) {

@@ -94,7 +94,7 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 35u);
+  ASSERT_EQ(objective.gates.size(), 36u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -105,15 +105,19 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.gates[10].confidence, 0.95);
   EXPECT_EQ(objective.gates[12].name, "prefill_lock_wait_share_within_20pct");
   EXPECT_FALSE(is_baseline_gate(objective.gates[12].expression));
+  EXPECT_EQ(objective.gates[13].name, "layer_queue_blocked_residence_within_2ms");
+  EXPECT_EQ(gate_expression_to_string(objective.gates[13].expression),
+            "median(scenario.prefill_transfer.layer_queue_blocked_residence_s) <= 0.002");
+  EXPECT_FALSE(is_baseline_gate(objective.gates[13].expression));
   // Every gate after the within-build ones compares with the baseline.
-  EXPECT_EQ(objective.gates[13].name, "decode_matches_recurrence");
-  EXPECT_EQ(objective.gates[14].name, "decode_matches_recurrence_on_more_seeds");
-  EXPECT_EQ(objective.gates[15].name, "decode_matches_prefill");
-  for (size_t index = 16; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[14].name, "decode_matches_recurrence");
+  EXPECT_EQ(objective.gates[15].name, "decode_matches_recurrence_on_more_seeds");
+  EXPECT_EQ(objective.gates[16].name, "decode_matches_prefill");
+  for (size_t index = 17; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[31].expression),
+      gate_expression_to_string(objective.gates[32].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)

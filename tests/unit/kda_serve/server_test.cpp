@@ -64,6 +64,9 @@ TEST(Server, PrefillTransferVerifiesEveryState) {
   EXPECT_EQ(result.states_verified, 6);
   EXPECT_EQ(result.tokens, 48);
   EXPECT_TRUE(result.generation.tokens.empty());
+  // Every layer went through the queue to the transfer thread once; prefill alone uses none.
+  EXPECT_EQ(result.layer_queue.items, 3);
+  EXPECT_EQ(run_server(quick_options(Mode::kPrefill)).layer_queue.items, 0);
 }
 
 TEST(Server, DroppedLayerIsAnErrorNamingRequestAndLayer) {
@@ -121,8 +124,9 @@ TEST(Server, JsonCarriesWallTimeThroughputAndStages) {
   const std::string json = result_json(options, run_server(options));
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
-  for (const char* key : {"\"wall_s\": ", "\"tokens_per_s\": ", "\"stages\": {",
-                          "\"mode\": \"prefill\"", "\"moe_dispatch_s\": "}) {
+  for (const char* key :
+       {"\"wall_s\": ", "\"tokens_per_s\": ", "\"stages\": {", "\"mode\": \"prefill\"",
+        "\"moe_dispatch_s\": ", "\"layer_queue\": {\"items\": 0, ", "\"blocked_residence_s\": "}) {
     EXPECT_NE(json.find(key), std::string::npos) << key;
   }
 }
