@@ -33,7 +33,7 @@ std::vector<int64_t> sequential_looks(int64_t total) {
 }
 
 SequentialDecision sequential_look(std::span<const double> ratios, double bound, bool above,
-                                   int64_t looks, double alpha) {
+                                   int64_t looks, double alpha, bool paired) {
   SequentialDecision decision;
   decision.alpha = alpha / static_cast<double>(std::max<int64_t>(1, looks));
   // Each ratio over the bound, turned so that "beyond the bound" is above 1 either way.
@@ -44,8 +44,11 @@ SequentialDecision sequential_look(std::span<const double> ratios, double bound,
   }
   decision.n = static_cast<int64_t>(scaled.size());
   const std::string side = above ? "above" : "below";
+  const std::string many = paired ? " pairs" : " repeats";
+  const std::string value = paired ? "ratio" : "value";
   if (decision.n < kFirstLook) {
-    decision.rule = "undecided: " + std::to_string(decision.n) + " pair(s), fewer than the " +
+    decision.rule = "undecided: " + std::to_string(decision.n) +
+                    (paired ? " pair(s)" : " repeat(s)") + ", fewer than the " +
                     std::to_string(kFirstLook) + " of the first look";
     return decision;
   }
@@ -61,19 +64,21 @@ SequentialDecision sequential_look(std::span<const double> ratios, double bound,
   const int64_t allowed_short = decision.n / 5;  // what the 20 % trimming drops on that side
   const bool enough_beyond = decision.n - decision.beyond <= allowed_short;
   const std::string counts = std::to_string(decision.beyond) + " of " + std::to_string(decision.n) +
-                             " pair ratios " + side + " " + format_number(bound) + " (median " +
-                             format_number(decision.estimate) + ")";
-  const std::string test = "one-sided 20 %-trimmed t-test on log(ratio / " + format_number(bound) +
-                           ") p = " + format_number(decision.p_value) + " against " +
-                           format_number(decision.alpha) + " (" + format_number(alpha) +
-                           " spent over " + std::to_string(std::max<int64_t>(1, looks)) + " looks)";
+                             (paired ? " pair ratios " : " values ") + side + " " +
+                             format_number(bound) + " (median " + format_number(decision.estimate) +
+                             ")";
+  const std::string test = "one-sided 20 %-trimmed t-test on log(" + value + " / " +
+                           format_number(bound) + ") p = " + format_number(decision.p_value) +
+                           " against " + format_number(decision.alpha) + " (" +
+                           format_number(alpha) + " spent over " +
+                           std::to_string(std::max<int64_t>(1, looks)) + " looks)";
   if (enough_beyond && decision.p_value <= decision.alpha) {
     decision.side = above ? SequentialSide::kAbove : SequentialSide::kBelow;
-    decision.rule = side + " beyond doubt after " + std::to_string(decision.n) +
-                    " pairs: " + counts + ", " + test;
+    decision.rule = side + " beyond doubt after " + std::to_string(decision.n) + many + ": " +
+                    counts + ", " + test;
   } else {
     decision.rule =
-        "undecided after " + std::to_string(decision.n) + " pairs: " + counts + ", " + test +
+        "undecided after " + std::to_string(decision.n) + many + ": " + counts + ", " + test +
         (enough_beyond
              ? ""
              : "; more than " + std::to_string(allowed_short) + " at or on the other side of it");

@@ -51,7 +51,10 @@ struct SequentialDecision {
 // size; its share is alpha / looks). Undecided when n is below kFirstLook. `above` asks whether
 // the ratios lie above `bound` (a `<=` gate fails then), else below it.
 // REQUIRES: bound > 0, looks >= 1.
+// `paired` false: the values are one build's own (a median gate within the build), and the rule
+// speaks of values and repeats instead of pair ratios.
 SequentialDecision sequential_look(std::span<const double> ratios, double bound, bool above,
-                                   int64_t looks, double alpha = kSequentialAlpha);
+                                   int64_t looks, double alpha = kSequentialAlpha,
+                                   bool paired = true);
 
 }  // namespace loupe::bench

@@ -1290,6 +1290,82 @@ std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
   return std::nullopt;
 }
 
+std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
+                                                           std::span<const PointResult> results,
+                                                           int64_t total_repeats) {
+  const auto* bound = std::get_if<MetricBound>(&gate.expression);
+  if (bound == nullptr || !bound->median || bound->versus_baseline || bound->baseline ||
+      bound->metric.layer != Layer::kScenario || !(bound->limit > 0.0)) {
+    return std::nullopt;
+  }
+  bool above = false;
+  switch (bound->comparison) {
+    case Comparison::kLess:
+    case Comparison::kLessEqual:
+      above = true;  // a `<=` gate fails when the values lie above its bound
+      break;
+    case Comparison::kGreater:
+    case Comparison::kGreaterEqual:
+      above = false;
+      break;
+    default:
+      return std::nullopt;
+  }
+  const std::vector<int64_t> looks = bench::sequential_looks(total_repeats);
+  if (looks.empty()) return std::nullopt;
+  struct Group {
+    Params params;
+    std::vector<std::pair<int64_t, double>> values;  // (repeat, value)
+    std::vector<const PointResult*> points;
+  };
+  std::vector<Group> groups;
+  for (const auto* point :
+       selected_points(results, bound->metric.layer, bound->metric.entry, bound->where)) {
+    const auto value = metric_of(*point, bound->metric);
+    if (!value || !std::isfinite(*value)) continue;
+    auto found = std::find_if(groups.begin(), groups.end(),
+                              [&](const Group& group) { return group.params == point->params; });
+    if (found == groups.end()) {
+      groups.push_back({point->params, {}, {}});
+      found = groups.end() - 1;
+    }
+    // sequential_look reads logarithms: 0 or less is far below any positive bound.
+    found->values.emplace_back(point->repeat, *value > 0.0 ? *value : bound->limit * 1e-12);
+    found->points.push_back(point);
+  }
+  for (Group& group : groups) {
+    const auto n = static_cast<int64_t>(group.values.size());
+    // Only at a look, so that each look is taken once however often this is asked.
+    if (std::find(looks.begin(), looks.end(), n) == looks.end()) continue;
+    std::sort(group.values.begin(), group.values.end());
+    std::vector<double> values;
+    for (const auto& [repeat, value] : group.values) values.push_back(value);
+    const bench::SequentialDecision decision =
+        bench::sequential_look(values, bound->limit, above, static_cast<int64_t>(looks.size()),
+                               bench::kSequentialAlpha, /*paired=*/false);
+    if (decision.side == bench::SequentialSide::kUndecided) continue;
+    GateResult result;
+    result.name = gate.name;
+    result.expression = gate_expression_to_string(gate.expression);
+    result.layer = Layer::kScenario;
+    result.verdict = GateVerdict::kFail;
+    const std::string symbol(comparison_symbol(bound->comparison));
+    result.statistics.n = n;
+    result.statistics.estimate = decision.estimate;
+    result.statistics.bound = bound->limit;
+    result.statistics.comparison = symbol;
+    result.statistics.point = group.params;
+    result.rule = "fail: median(" + ref_text(bound->metric) + ")" + where_text(bound->where) +
+                  " is not " + symbol + " " + format_number(bound->limit) + " at " +
+                  point_text(group.params) + ", decided at a look before the last of " +
+                  std::to_string(total_repeats) + " repeats: the repeats so far are " +
+                  decision.rule;
+    for (const auto* point : group.points) attach_fail_findings(result, *point);
+    return result;
+  }
+  return std::nullopt;
+}
+
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
                            std::span<const PointResult> results, size_t max_findings,
                            const std::vector<PointResult>* baseline_points) {

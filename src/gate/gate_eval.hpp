@@ -161,6 +161,18 @@ std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
                                                     const std::vector<PointResult>& baseline,
                                                     int64_t total_repeats);
 
+// A scenario gate on a median within the build (`median(scenario.E.METRIC) CMP x`, CMP one of
+// < <= > >=) before the entry's last repeat: each parameter point's values so far, in repeat
+// order, at the looks of bench::sequential_looks(total_repeats). FAIL when they lie beyond the
+// bound beyond doubt (bench::sequential_look on value / bound: at most a fifth of them on the
+// bound's side, and the trimmed t-test's p within the look's share of alpha 0.01), so that the
+// median of every repeat cannot come out on the bound's side unless the later repeats turn
+// against the earlier ones. A value of 0 or less is taken as far on the low side. nullopt
+// otherwise; no PASS is decided early.
+std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
+                                                           std::span<const PointResult> results,
+                                                           int64_t total_repeats);
+
 // Two builds measured in rounds (round r of each ran back to back, alternating which went
 // first): bench::compare_paired of the candidate's per-round values over the baseline's, with a
 // fixed bootstrap seed. One slow process, or load that lasts a round, falls on one round's ratio

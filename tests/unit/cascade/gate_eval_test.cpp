@@ -496,5 +496,73 @@ expr = "scenario.transfer.holds / baseline >= 0.5"
   EXPECT_FALSE(decide_before_last_repeat(floor, points(3, 10.0, true), baseline, 25));
 }
 
+// A median within the build before its last repeat: the repeats' own values against the bound,
+// at a look, only a FAIL, and never for a gate that is not a median or not within the build.
+TEST(DecideMedianBeforeLastRepeatTest, FailsAtALookWhenTheRepeatsSoFarLieFarBeyondTheBound) {
+  const Objective objective = parse_objective(R"(name = "looks"
+[subject]
+command = ["subject", "probe"]
+
+[[scenario]]
+name = "transfer"
+probe = "serve"
+repeats = 25
+
+[[gate]]
+name = "blocked_within_2ms"
+expr = "median(scenario.transfer.blocked_s) <= 0.002"
+
+[[gate]]
+name = "share_at_least"
+expr = "median(scenario.transfer.blocked_s) >= 0.001"
+
+[[gate]]
+name = "every_value"
+expr = "scenario.transfer.blocked_s <= 0.002"
+)",
+                                              "median_looks.toml");
+  auto points = [](const std::vector<double>& values) {
+    std::vector<PointResult> out;
+    for (size_t repeat = 0; repeat < values.size(); ++repeat) {
+      PointResult point;
+      point.layer = Layer::kScenario;
+      point.entry = "transfer";
+      point.probe = "serve";
+      point.repeat = static_cast<int64_t>(repeat);
+      point.metrics = {{"", "blocked_s", values[repeat]}};
+      out.push_back(point);
+    }
+    return out;
+  };
+  const GateSpec& within = objective.gates[0];
+  // A consumer left asleep 60 ms a run: decided at the first look (3 repeats).
+  const auto at_three = decide_median_before_last_repeat(within, points({0.06, 0.063, 0.065}), 25);
+  ASSERT_TRUE(at_three.has_value());
+  EXPECT_EQ(at_three->verdict, GateVerdict::kFail);
+  EXPECT_EQ(at_three->statistics.n, 3);
+  EXPECT_DOUBLE_EQ(*at_three->statistics.estimate, 0.063);
+  const std::string begins =
+      "fail: median(scenario.transfer.blocked_s) is not <= 0.002 at the default point, decided at "
+      "a look before the last of 25 repeats: the repeats so far are above beyond doubt after 3 "
+      "repeats: 3 of 3 values above 0.002 (median 0.063), one-sided 20 %-trimmed t-test on "
+      "log(value / 0.002)";
+  EXPECT_EQ(at_three->rule.substr(0, begins.size()), begins);
+  EXPECT_NE(at_three->rule.find("3 of 3 values above 0.002"), std::string::npos) << at_three->rule;
+  // 4 repeats are no look; honest values (0 included) decide nothing; one repeat of three on the
+  // bound's side is more than the trimming allows at 3.
+  EXPECT_FALSE(decide_median_before_last_repeat(within, points({0.06, 0.06, 0.06, 0.06}), 25));
+  EXPECT_FALSE(decide_median_before_last_repeat(within, points({0.0, 0.0003, 0.0002}), 25));
+  EXPECT_FALSE(decide_median_before_last_repeat(within, points({0.06, 0.0003, 0.06}), 25));
+  // 3 repeats in all: the third is the last, decided by the fixed-sample rule alone.
+  EXPECT_FALSE(decide_median_before_last_repeat(within, points({0.06, 0.06, 0.06}), 3));
+  // A lower bound fails when the values lie below it; a value of 0 counts as far below.
+  const GateSpec& floor = objective.gates[1];
+  EXPECT_TRUE(decide_median_before_last_repeat(floor, points({0.0, 0.0, 0.0}), 25));
+  EXPECT_FALSE(decide_median_before_last_repeat(floor, points({0.06, 0.06, 0.06}), 25));
+  // Not a median: left to the fixed-sample rule.
+  EXPECT_FALSE(
+      decide_median_before_last_repeat(objective.gates[2], points({0.06, 0.06, 0.06}), 25));
+}
+
 }  // namespace
 }  // namespace loupe::gate
