@@ -899,48 +899,37 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
           announce(index);
           return;
         }
-        // A scenario gate against a baseline build fails at a look when its repeats so far lie
-        // beyond the bound beyond doubt (bench/sequential.hpp): a lock held ten times as long
-        // shows in three repeats, not twenty-five.
+        // A scenario gate fails at a look when its repeats so far lie beyond the bound beyond
+        // doubt (bench/sequential.hpp): against a baseline build, the pair ratios (a lock held
+        // ten times as long shows in three repeats, not twenty-five); within the build, a
+        // median's values (a consumer left asleep 60 ms a run against a 2 ms bound).
         const auto* bound = std::get_if<MetricBound>(&spec.expression);
-        if (needs_baseline && baseline->interleave && bound != nullptr &&
-            spec_layer == Layer::kScenario && (still_to_run > 0 || baseline_pending > 0)) {
-          std::optional<GateResult> early =
-              decide_before_last_repeat(spec, result.points, result.baseline_points,
-                                        repeats_of[key(Layer::kScenario, bound->metric.entry)]);
-          if (!early) return;
-          try {
-            explain_scenario_gate(*early, spec, result.points, 6, &result.baseline_points);
-          } catch (const Error& error) {
-            early->rule += " (the traces could not be analysed: " + error.message() + ")";
+        std::optional<GateResult> early_scenario;
+        const std::vector<PointResult>* scenario_baseline = nullptr;
+        if (bound != nullptr && spec_layer == Layer::kScenario) {
+          const int64_t repeats = repeats_of[key(Layer::kScenario, bound->metric.entry)];
+          if (needs_baseline && baseline->interleave &&
+              (still_to_run > 0 || baseline_pending > 0)) {
+            early_scenario =
+                decide_before_last_repeat(spec, result.points, result.baseline_points, repeats);
+            scenario_baseline = &result.baseline_points;
+            if (!early_scenario) return;
+          } else if (!needs_baseline && bound->median && still_to_run > 0) {
+            early_scenario = decide_median_before_last_repeat(spec, result.points, repeats);
           }
-          failing[spec_layer].push_back(early->name);
+        }
+        if (early_scenario) {
+          try {
+            explain_scenario_gate(*early_scenario, spec, result.points, 6, scenario_baseline);
+          } catch (const Error& error) {
+            early_scenario->rule += " (the traces could not be analysed: " + error.message() + ")";
+          }
+          failing[spec_layer].push_back(early_scenario->name);
           decided_early.push_back(index);
-          gates[index] = std::move(*early);
+          gates[index] = std::move(*early_scenario);
           promote_covered(index, spec_layer);
           announce(index);
           return;
-        }
-        // A median within the build fails at a look when its repeats so far lie beyond the
-        // bound beyond doubt (decide_median_before_last_repeat): a consumer left asleep 60 ms a
-        // run against a 2 ms bound shows in three repeats, not twenty-five.
-        if (!needs_baseline && bound != nullptr && bound->median &&
-            spec_layer == Layer::kScenario && still_to_run > 0) {
-          std::optional<GateResult> early = decide_median_before_last_repeat(
-              spec, result.points, repeats_of[key(Layer::kScenario, bound->metric.entry)]);
-          if (early) {
-            try {
-              explain_scenario_gate(*early, spec, result.points, 6, nullptr);
-            } catch (const Error& error) {
-              early->rule += " (the traces could not be analysed: " + error.message() + ")";
-            }
-            failing[spec_layer].push_back(early->name);
-            decided_early.push_back(index);
-            gates[index] = std::move(*early);
-            promote_covered(index, spec_layer);
-            announce(index);
-            return;
-          }
         }
         if (needs_baseline && baseline_pending > 0) return;
         if (still_to_run > 0) {

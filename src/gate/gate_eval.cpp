@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -1208,98 +1209,18 @@ GateResult evaluate_gate(const GateSpec& gate, const Objective& objective, const
   return result;
 }
 
-std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
-                                                    std::span<const PointResult> results,
-                                                    const std::vector<PointResult>& baseline,
-                                                    int64_t total_repeats) {
-  const auto* bound = std::get_if<MetricBound>(&gate.expression);
-  if (bound == nullptr || !bound->versus_baseline || bound->metric.layer != Layer::kScenario) {
-    return std::nullopt;
-  }
-  bool above = false;
-  switch (bound->comparison) {
-    case Comparison::kLess:
-    case Comparison::kLessEqual:
-      above = true;  // a `<=` gate fails when the ratios lie above its bound
-      break;
-    case Comparison::kGreater:
-    case Comparison::kGreaterEqual:
-      above = false;
-      break;
-    default:
-      return std::nullopt;
-  }
-  if (!(bound->limit > 0.0)) return std::nullopt;
-  const std::vector<int64_t> looks = bench::sequential_looks(total_repeats);
-  if (looks.empty()) return std::nullopt;
-  // Per parameter point: the pair ratios of the repeats both builds ran back to back, in order.
-  struct Group {
-    Params params;
-    std::vector<std::pair<int64_t, double>> ratios;  // (repeat, candidate / baseline)
-    std::vector<const PointResult*> points;
-  };
-  std::vector<Group> groups;
-  for (const auto* point :
-       selected_points(results, bound->metric.layer, bound->metric.entry, bound->where)) {
-    const PointResult* base = baseline_of(*point, baseline);
-    if (base == nullptr || !point->paired || !base->paired) continue;
-    const auto value = metric_of(*point, bound->metric);
-    const auto base_value = metric_of(*base, bound->metric);
-    if (!value || !base_value) continue;
-    auto found = std::find_if(groups.begin(), groups.end(),
-                              [&](const Group& group) { return group.params == point->params; });
-    if (found == groups.end()) {
-      groups.push_back({point->params, {}, {}});
-      found = groups.end() - 1;
-    }
-    found->ratios.emplace_back(point->repeat, baseline_ratio(*value, *base_value));
-    found->points.push_back(point);
-  }
-  for (Group& group : groups) {
-    const auto n = static_cast<int64_t>(group.ratios.size());
-    // Only at a look, so that each look is taken once however often this is asked.
-    if (std::find(looks.begin(), looks.end(), n) == looks.end()) continue;
-    std::sort(group.ratios.begin(), group.ratios.end());
-    std::vector<double> ratios;
-    for (const auto& [repeat, ratio] : group.ratios) ratios.push_back(ratio);
-    const bench::SequentialDecision decision =
-        bench::sequential_look(ratios, bound->limit, above, static_cast<int64_t>(looks.size()));
-    if (decision.side == bench::SequentialSide::kUndecided) continue;
-    GateResult result;
-    result.name = gate.name;
-    result.expression = gate_expression_to_string(gate.expression);
-    result.layer = Layer::kScenario;
-    result.verdict = GateVerdict::kFail;
-    const std::string symbol(comparison_symbol(bound->comparison));
-    result.statistics.n = n;
-    result.statistics.n_baseline = n;
-    result.statistics.estimate = decision.estimate;
-    result.statistics.bound = bound->limit;
-    result.statistics.comparison = symbol;
-    result.statistics.point = group.params;
-    result.statistics.candidate = ref_text(bound->metric) + " of this build";
-    result.statistics.baseline = ref_text(bound->metric) + " of the baseline";
-    result.rule = "fail: " + ref_text(bound->metric) + " / baseline" + where_text(bound->where) +
-                  " is not " + symbol + " " + format_number(bound->limit) + " at " +
-                  point_text(group.params) + ", decided at a look before the last of " +
-                  std::to_string(total_repeats) + " repeats: the repeats of both builds run back " +
-                  "to back are " + decision.rule;
-    for (const auto* point : group.points) attach_fail_findings(result, *point);
-    return result;
-  }
-  return std::nullopt;
-}
+namespace {
 
-std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
-                                                           std::span<const PointResult> results,
-                                                           int64_t total_repeats) {
-  const auto* bound = std::get_if<MetricBound>(&gate.expression);
-  if (bound == nullptr || !bound->median || bound->versus_baseline || bound->baseline ||
-      bound->metric.layer != Layer::kScenario || !(bound->limit > 0.0)) {
-    return std::nullopt;
-  }
+// The look before a scenario gate's last repeat: per parameter point, the values `value_of` gives
+// for its points so far (in repeat order), tested at the looks of bench::sequential_looks. A
+// FAIL when a point's values lie beyond the bound beyond doubt, nullopt otherwise. `paired`: the
+// values are ratios of pairs against a baseline build (else one build's own values).
+std::optional<GateResult> look_before_last_repeat(
+    const GateSpec& gate, const MetricBound& bound, std::span<const PointResult> results,
+    int64_t total_repeats, bool paired,
+    const std::function<std::optional<double>(const PointResult&)>& value_of) {
   bool above = false;
-  switch (bound->comparison) {
+  switch (bound.comparison) {
     case Comparison::kLess:
     case Comparison::kLessEqual:
       above = true;  // a `<=` gate fails when the values lie above its bound
@@ -1311,6 +1232,7 @@ std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
     default:
       return std::nullopt;
   }
+  if (!(bound.limit > 0.0)) return std::nullopt;
   const std::vector<int64_t> looks = bench::sequential_looks(total_repeats);
   if (looks.empty()) return std::nullopt;
   struct Group {
@@ -1320,17 +1242,16 @@ std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
   };
   std::vector<Group> groups;
   for (const auto* point :
-       selected_points(results, bound->metric.layer, bound->metric.entry, bound->where)) {
-    const auto value = metric_of(*point, bound->metric);
-    if (!value || !std::isfinite(*value)) continue;
+       selected_points(results, bound.metric.layer, bound.metric.entry, bound.where)) {
+    const std::optional<double> value = value_of(*point);
+    if (!value) continue;
     auto found = std::find_if(groups.begin(), groups.end(),
                               [&](const Group& group) { return group.params == point->params; });
     if (found == groups.end()) {
       groups.push_back({point->params, {}, {}});
       found = groups.end() - 1;
     }
-    // sequential_look reads logarithms: 0 or less is far below any positive bound.
-    found->values.emplace_back(point->repeat, *value > 0.0 ? *value : bound->limit * 1e-12);
+    found->values.emplace_back(point->repeat, *value);
     found->points.push_back(point);
   }
   for (Group& group : groups) {
@@ -1341,29 +1262,78 @@ std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
     std::vector<double> values;
     for (const auto& [repeat, value] : group.values) values.push_back(value);
     const bench::SequentialDecision decision =
-        bench::sequential_look(values, bound->limit, above, static_cast<int64_t>(looks.size()),
-                               bench::kSequentialAlpha, /*paired=*/false);
+        bench::sequential_look(values, bound.limit, above, static_cast<int64_t>(looks.size()),
+                               bench::kSequentialAlpha, paired);
     if (decision.side == bench::SequentialSide::kUndecided) continue;
     GateResult result;
     result.name = gate.name;
     result.expression = gate_expression_to_string(gate.expression);
     result.layer = Layer::kScenario;
     result.verdict = GateVerdict::kFail;
-    const std::string symbol(comparison_symbol(bound->comparison));
+    const std::string symbol(comparison_symbol(bound.comparison));
     result.statistics.n = n;
+    if (paired) result.statistics.n_baseline = n;
     result.statistics.estimate = decision.estimate;
-    result.statistics.bound = bound->limit;
+    result.statistics.bound = bound.limit;
     result.statistics.comparison = symbol;
     result.statistics.point = group.params;
-    result.rule = "fail: median(" + ref_text(bound->metric) + ")" + where_text(bound->where) +
-                  " is not " + symbol + " " + format_number(bound->limit) + " at " +
-                  point_text(group.params) + ", decided at a look before the last of " +
-                  std::to_string(total_repeats) + " repeats: the repeats so far are " +
-                  decision.rule;
+    if (paired) {
+      result.statistics.candidate = ref_text(bound.metric) + " of this build";
+      result.statistics.baseline = ref_text(bound.metric) + " of the baseline";
+    }
+    const std::string subject =
+        paired ? ref_text(bound.metric) + " / baseline" : "median(" + ref_text(bound.metric) + ")";
+    result.rule =
+        "fail: " + subject + where_text(bound.where) + " is not " + symbol + " " +
+        format_number(bound.limit) + " at " + point_text(group.params) +
+        ", decided at a look before the last of " + std::to_string(total_repeats) + " repeats: " +
+        (paired ? "the repeats of both builds run back to back are " : "the repeats so far are ") +
+        decision.rule;
     for (const auto* point : group.points) attach_fail_findings(result, *point);
     return result;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<GateResult> decide_before_last_repeat(const GateSpec& gate,
+                                                    std::span<const PointResult> results,
+                                                    const std::vector<PointResult>& baseline,
+                                                    int64_t total_repeats) {
+  const auto* bound = std::get_if<MetricBound>(&gate.expression);
+  if (bound == nullptr || !bound->versus_baseline || bound->metric.layer != Layer::kScenario) {
+    return std::nullopt;
+  }
+  // The pair ratios of the repeats both builds ran back to back.
+  return look_before_last_repeat(gate, *bound, results, total_repeats, /*paired=*/true,
+                                 [&](const PointResult& point) -> std::optional<double> {
+                                   const PointResult* base = baseline_of(point, baseline);
+                                   if (base == nullptr || !point.paired || !base->paired)
+                                     return std::nullopt;
+                                   const auto value = metric_of(point, bound->metric);
+                                   const auto base_value = metric_of(*base, bound->metric);
+                                   if (!value || !base_value) return std::nullopt;
+                                   return baseline_ratio(*value, *base_value);
+                                 });
+}
+
+std::optional<GateResult> decide_median_before_last_repeat(const GateSpec& gate,
+                                                           std::span<const PointResult> results,
+                                                           int64_t total_repeats) {
+  const auto* bound = std::get_if<MetricBound>(&gate.expression);
+  if (bound == nullptr || !bound->median || bound->versus_baseline || bound->baseline ||
+      bound->metric.layer != Layer::kScenario) {
+    return std::nullopt;
+  }
+  return look_before_last_repeat(gate, *bound, results, total_repeats, /*paired=*/false,
+                                 [&](const PointResult& point) -> std::optional<double> {
+                                   const auto value = metric_of(point, bound->metric);
+                                   if (!value || !std::isfinite(*value)) return std::nullopt;
+                                   // sequential_look reads logarithms: 0 or less is far below any
+                                   // positive bound.
+                                   return *value > 0.0 ? *value : bound->limit * 1e-12;
+                                 });
 }
 
 void explain_scenario_gate(GateResult& gate, const GateSpec& spec,
