@@ -163,6 +163,9 @@ std::vector<ComponentCoverage> component_coverage(
         continue;
       }
       running.emplace_back(entry->covers.size(), std::string(layer_name(layer)) + " " + name);
+      if (layer == Layer::kBench || layer == Layer::kScenario) {
+        row.timed_by.push_back(std::string(layer_name(layer)) + " " + name);
+      }
     }
     if (!running.empty()) {
       size_t fewest = SIZE_MAX;
@@ -173,6 +176,14 @@ std::vector<ComponentCoverage> component_coverage(
       }
     }
     out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::vector<std::string> untimed_components(const std::vector<ComponentCoverage>& coverage) {
+  std::vector<std::string> out;
+  for (const ComponentCoverage& row : coverage) {
+    if (row.timed_by.empty()) out.push_back(row.component);
   }
   return out;
 }

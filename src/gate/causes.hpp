@@ -61,15 +61,21 @@ nlohmann::ordered_json cause_report_to_json(const CauseReport& report, const Obj
 
 // What `loupe plan` says of the components: for each declared component, the planned entries
 // that run it with the fewest components (the check that names it when it breaks) and the other
-// planned entries that run it; then the planned entries that declare no `covers`.
+// planned entries that run it, and the planned benches and scenarios among them (what would see
+// it get slower: a component none times can lose any amount of speed and pass every gate); then
+// the planned entries that declare no `covers`.
 struct ComponentCoverage {
   std::string component;
   std::vector<std::string> most_specific;  // "check chunk", fewest components first
   size_t most_specific_size = 0;           // how many components those entries cover
   std::vector<std::string> also;           // "check w8a8", every other planned entry running it
+  std::vector<std::string> timed_by;       // "bench decode", "scenario prefill": planned order
 };
 std::vector<ComponentCoverage> component_coverage(
     const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned);
+// The components no planned bench or scenario covers (ComponentCoverage::timed_by empty), in the
+// objective's order.
+std::vector<std::string> untimed_components(const std::vector<ComponentCoverage>& coverage);
 // Planned entries without `covers`, as "check NAME".
 std::vector<std::string> entries_without_covers(
     const Objective& objective, const std::vector<std::pair<Layer, std::string>>& planned);

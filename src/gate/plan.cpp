@@ -418,7 +418,8 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
     // entry, and the components only composite entries run (a fault there names no component).
     const auto planned = planned_entries(plan);
     out << "components (covers):\n";
-    for (const auto& row : component_coverage(objective, planned)) {
+    const auto coverage = component_coverage(objective, planned);
+    for (const auto& row : coverage) {
       out << "  " << row.component << ": ";
       if (row.most_specific.empty()) {
         out << "no planned entry runs it\n";
@@ -434,6 +435,12 @@ std::string render_plan(const Plan& plan, const Objective& objective, size_t max
     }
     const auto bare = entries_without_covers(objective, planned);
     if (!bare.empty()) out << "  without covers: " << join_labels(bare) << "\n";
+    const auto untimed = untimed_components(coverage);
+    if (!untimed.empty()) {
+      out << "  untimed (no planned bench or scenario covers them: a slowdown there passes every "
+             "gate): "
+          << join_labels(untimed) << "\n";
+    }
   }
   const auto seen = structures_seen(objective, plan);
   if (!seen.empty()) {
@@ -482,12 +489,14 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective
   }
   const auto planned = planned_entries(plan);
   Json components = Json::array();
-  for (const auto& row : component_coverage(objective, planned)) {
+  const auto coverage = component_coverage(objective, planned);
+  for (const auto& row : coverage) {
     components.push_back({{"name", row.component},
                           {"description", objective.find_component(row.component)->description},
                           {"most_specific", row.most_specific},
                           {"most_specific_covers", row.most_specific_size},
-                          {"also", row.also}});
+                          {"also", row.also},
+                          {"timed_by", row.timed_by}});
   }
   Json structures = Json::array();
   for (const auto& row : structures_seen(objective, plan)) {
@@ -504,6 +513,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const Objective& objective
           {"left_out", left_out},
           {"components", components},
           {"without_covers", entries_without_covers(objective, planned)},
+          {"untimed", untimed_components(coverage)},
           {"structures", structures}};
 }
 

@@ -138,11 +138,46 @@ TEST(CoversTest, ThePlanSaysWhichEntryEachComponentIsTracedTo) {
             "  linear: check w8a8 (with 2 other component(s): no entry runs it alone)\n"
             "  model: check w8a8 (with 2 other component(s): no entry runs it alone)\n"
             "  decode_kernel: check decode\n"
-            "  without covers: check plain\n");
+            "  without covers: check plain\n"
+            "  untimed (no planned bench or scenario covers them: a slowdown there passes every "
+            "gate): chunk_kernel, linear, model, decode_kernel\n");
   EXPECT_EQ(plan_to_json(plan, objective)["components"][0].dump(),
             R"({"name":"chunk_kernel","description":"the chunked prefill","most_specific":)"
-            R"(["check chunk"],"most_specific_covers":1,"also":["check w8a8"]})");
+            R"(["check chunk"],"most_specific_covers":1,"also":["check w8a8"],"timed_by":[]})");
   EXPECT_EQ(plan_to_json(plan, objective)["without_covers"].dump(), R"(["check plain"])");
+}
+
+// A slowdown is seen only by what times a component: the plan names, per component, the benches
+// and scenarios that cover it, and the components none covers (checks do not count: they compare
+// results, not time).
+TEST(CoversTest, ThePlanNamesTheComponentsNoBenchOrScenarioTimes) {
+  const std::string text = kObjective + R"(
+[[bench]]
+name = "prefill_speed"
+probe = "chunk_prefill"
+covers = ["chunk_kernel"]
+
+[[scenario]]
+name = "serve"
+probe = "serve"
+covers = ["model", "chunk_kernel"]
+
+[[gate]]
+name = "prefill_not_slower"
+expr = "prefill_speed not SLOWER than baseline"
+)";
+  const Objective objective = parse_objective(text, "obj.toml");
+  const Plan plan = make_plan(objective, Configuration{});
+  const std::string rendered = render_plan(plan, objective, 50);
+  EXPECT_NE(rendered.find("  untimed (no planned bench or scenario covers them: a slowdown there "
+                          "passes every gate): linear, decode_kernel\n"),
+            std::string::npos)
+      << rendered;
+  const auto json = plan_to_json(plan, objective);
+  EXPECT_EQ(json["components"][0]["timed_by"].dump(),
+            R"(["bench prefill_speed","scenario serve"])");
+  EXPECT_EQ(json["components"][2]["timed_by"].dump(), R"(["scenario serve"])");
+  EXPECT_EQ(json["untimed"].dump(), R"(["linear","decode_kernel"])");
 }
 
 TEST(ExplainFailuresTest, TheMostSpecificFailingGateLeadsAndTheCompositeFollowsFromIt) {
