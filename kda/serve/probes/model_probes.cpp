@@ -8,6 +8,8 @@
 //   check decode_vs_prefill    the model's prefill then teacher-forced decode steps against
 //                              prefill of the extended prompt, both fp32: logits after each
 //                              step, final states
+//   bench model_decode         one decode step of the model as it is served (W8A8 or fp32 linear
+//                              layers, the state cache's dtype): what times those components
 // W8A8 and cache tolerances: 1.5x the largest rms_ratio the unchanged build gave over random 31-bit
 // seeds at the default points (the seeds a hidden run draws; 2026-12-07, `loupe probe run ...
 // --seed N
@@ -29,10 +31,13 @@
 // 1.8), bf16 up to 1.55 (seed 4): a row with a large scale quantises its small elements coarsely.
 // Bounds 2x those: 5 and 3.2. (Logits stay under their default: 1.36 and 0.99.)
 #include <algorithm>
+#include <memory>
 #include <numeric>
+#include <random>
 #include <string>
 
 #include "kda/model/model.hpp"
+#include "loupe/bench.hpp"
 #include "loupe/probe.hpp"
 
 namespace {
@@ -297,6 +302,60 @@ LOUPE_CHECK(decode_vs_prefill)
         }
       }
       copy_states(model, cache, requests, io.output<float>("states"));
+    });
+
+// One decode step of a served batch: the model (built once per process; its weights are not the
+// input), and per timed call a fresh cache prefilled from prompts drawn from the call's seed, and
+// the step's tokens.
+struct ModelDecodeWork {
+  std::shared_ptr<const Model> model;
+  StateCache cache;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> ids;
+  std::vector<float> logits;
+};
+
+LOUPE_BENCH(model_decode)
+    .description(
+        "one decode step of the KDA model for a batch of requests, served with W8A8 linear layers "
+        "or fp32 and the state cache in int8, bf16 or f32 (prefill untimed)")
+    .param("layers", 4, {}, "model layers (hidden 128, 2 heads of 64, 4 experts top-2)")
+    .param("requests", 16, {}, "requests decoded together")
+    .param("prompt_len", 16, {}, "prompt tokens prefilled into each request's cache")
+    .param("w8a8", true, {}, "W8A8 linear layers (false: fp32)")
+    .param("cache", "int8", {"int8", "bf16", "f32"}, "the state cache's dtype")
+    .body([](loupe::BenchState& state) {
+      ModelConfig config = config_of(state.point());
+      config.w8a8 = state.get_bool("w8a8");
+      const auto model = std::make_shared<const Model>(config);
+      const int64_t requests = state.get_int("requests");
+      const int64_t tokens = state.get_int("prompt_len");
+      const CacheDType dtype = kda::model::parse_cache_dtype(state.get_string("cache"));
+      state.exec(
+          [model, requests, tokens, dtype](uint64_t seed) {
+            const ModelConfig& c = model->config();
+            std::mt19937_64 random(seed);
+            std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(c.vocab - 1));
+            std::vector<int32_t> prompts(static_cast<size_t>(requests * tokens));
+            for (int32_t& value : prompts) value = token(random);
+            ModelDecodeWork work{model,
+                                 StateCache(dtype, requests, c.layers, c.head_dim),
+                                 std::vector<int32_t>(static_cast<size_t>(requests)),
+                                 std::vector<int64_t>(static_cast<size_t>(requests)),
+                                 {}};
+            model->prefill(prompts, requests, tokens, work.cache);
+            for (int32_t& value : work.tokens) value = token(random);
+            std::iota(work.ids.begin(), work.ids.end(), 0);
+            return work;
+          },
+          [](ModelDecodeWork& work) {
+            work.logits = work.model->decode_step(work.tokens, work.ids, work.cache);
+          },
+          [](const ModelDecodeWork& work) {
+            loupe::Tensor logits(loupe::DType::kF32, {static_cast<int64_t>(work.logits.size())});
+            std::copy(work.logits.begin(), work.logits.end(), logits.mutable_data<float>().begin());
+            return std::vector<loupe::NamedTensor>{{"logits", logits}};
+          });
     });
 
 }  // namespace
