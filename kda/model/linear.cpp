@@ -97,6 +97,18 @@ void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64
     }
     for (int64_t out_idx = out_begin; out_idx < out_end; ++out_idx) {
       const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
+      // Planted fault w8a8_scale_in_inner_loop: each product scaled to float in the inner loop
+      // instead of one int32 dot product scaled once (the same values to fp32 rounding, slower).
+      if (fault("w8a8_scale_in_inner_loop")) {
+        const float scale = x_scale * weight_scale_[out_idx];
+        float sum = 0.0f;
+        for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
+          sum +=
+              static_cast<float>(x_int8[in_idx]) * static_cast<float>(weight_row[in_idx]) * scale;
+        }
+        y[row * width + out_idx - out_begin] = sum;
+        continue;
+      }
       int32_t accumulator = 0;
       for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
         accumulator +=

@@ -53,9 +53,12 @@ constexpr double kMinRoundBudgetS = 0.1;
 // the 8 full rounds it took before later rounds skipped what round 0 measures once).
 constexpr double kFullRoundsCost = 8.0;
 // Bench entries in rounds against a baseline build take plain turns until each current point has
-// this many rounds (bench::kFirstLook, the fewest pairs a sequential look reads): a paired test
-// on fewer says little about which point is nearest a decision.
-constexpr int64_t kWarmRounds = bench::kFirstLook;
+// this many rounds, then the point whose paired test is nearest to deciding goes next. Two ratios
+// are the fewest a paired test reads; they only order the turns (no decision is taken on them),
+// and a change far beyond the noise already stands apart in them: 1.42 and 1.53 (p 0.05) against
+// an unchanged bench's 1.02 and 0.97 (p 0.9). A third plain round before choosing cost every slow
+// bench one round of each other entry (about 11 s of kda's objective on the 2-core machine).
+constexpr int64_t kWarmRounds = 2;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1446,7 +1449,7 @@ CascadeResult run_cascade(const Objective& objective, const Plan& plan,
       // turns (one round of each entry's current point, in the objective's order, cheapest first)
       // until every current point has kWarmRounds rounds, then the next round goes to the point
       // whose paired test is nearest to deciding a change (change_p_of), so that a bench a change
-      // slowed reaches its looks (rounds 5, 8, 12) after about three rounds of each other bench,
+      // slowed reaches its looks (rounds 5, 8, 12) after about two rounds of each other bench,
       // not after the benches listed before it ran all their rounds. Only the order changes:
       // each point keeps its own rounds, looks, stop rule and alpha, each read from the point's
       // own rounds alone, whenever they ran. A point done hands its entry's turn to the entry's

@@ -8,8 +8,8 @@
 // --only), the bench and scenario layers run as one stage after the checks, ordered by cost to a
 // decision: the scenarios' repeats up to their first look (bench::sequential_looks: 3), then the
 // bench entries taking turns (plain turns in the objective's order until each current point has
-// three rounds, then each next round to the point whose paired test is nearest to deciding a
-// change, so that a slowed bench reaches its looks after about three rounds of each other bench),
+// two rounds, then each next round to the point whose paired test is nearest to deciding a
+// change, so that a slowed bench reaches its looks after about two rounds of each other bench),
 // with the scenarios' repeats up to their next look (5, 8, 12, ...) after each bench point is
 // done, and the remaining repeats last; the record lists the points in the stage's order all the
 // same. A scenario gate against the baseline fails at a look when its pairs so far

@@ -67,6 +67,8 @@ declare -A expect=(
   [queue_wakeup_inverted]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline prefill_lock_wait_share_within_20pct"
   # Written after the handoff gate (session 15), a late wake-up other than the inverted test.
   [queue_consumer_polls]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  # Written after the model_decode bench (session 16), to test that the W8A8 layers are timed.
+  [w8a8_scale_in_inner_loop]="model_decode_not_slower_than_baseline"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )

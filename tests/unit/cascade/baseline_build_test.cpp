@@ -956,7 +956,7 @@ std::vector<std::string> one_round(const std::string& point, int64_t round, bool
           std::string(candidate ? "B " : "C ") + point + tag};
 }
 
-TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterThreeRoundsOfEachOtherNotAfterTheyFinish) {
+TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterTwoRoundsOfEachOtherNotAfterTheyFinish) {
   const TimingRun run = run_rotation(1.5);
   std::vector<std::string> expected;
   auto add = [&](const std::vector<std::string>& lines) {
@@ -968,18 +968,18 @@ TEST(BenchRotationTest, ASlowThirdBenchIsDecidedAfterThreeRoundsOfEachOtherNotAf
                         : std::vector<std::string>{"B serve " + std::to_string(repeat),
                                                    "C serve " + std::to_string(repeat)});
   }
-  // Plain turns until each point has three rounds, in the objective's order; bench points
+  // Plain turns until each point has two rounds, in the objective's order; bench points
   // alternate which build runs round 0 first: prefill C, cp B, decode batch=1 C.
-  for (int64_t round = 0; round < 3; ++round) {
+  for (int64_t round = 0; round < 2; ++round) {
     add(one_round("prefill", round, true));
     add(one_round("cp", round, false));
     add(one_round("decode batch=1", round, true));
   }
-  // Then the point whose paired test is nearest to deciding a change: decode's ratios (1.5, 1.515,
-  // 1.5) against prefill's and cp's (1.1, 0.91, 1.12). Its gate fails at its first look (round
-  // 5), before prefill's and cp's points, which the entries listed first would otherwise run to
-  // their end.
-  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  // Then the point whose paired test is nearest to deciding a change: decode's ratios (1.5,
+  // 1.515) against prefill's and cp's (1.1, 0.91). Its gate fails at its first look (round 5),
+  // before prefill's and cp's points, which the entries listed first would otherwise run to their
+  // end.
+  for (int64_t round = 2; round < 5; ++round) add(one_round("decode batch=1", round, true));
   add({"gate decode_vs_baseline fail"});
   ASSERT_GE(run.log.size(), expected.size());
   EXPECT_EQ(std::vector<std::string>(run.log.begin(), run.log.begin() + expected.size()), expected);
@@ -1058,33 +1058,26 @@ TEST(BenchRotationTest, TheNearestToADecisionGoesNextAndTheScenariosNextLookFoll
                         : std::vector<std::string>{"B " + tag, "C " + tag});
   };
   for (int64_t repeat = 0; repeat < 3; ++repeat) serve(repeat);
-  for (int64_t round = 0; round < 3; ++round) {
+  for (int64_t round = 0; round < 2; ++round) {
     add(one_round("prefill", round, true));
     add(one_round("cp", round, false));
     add(one_round("decode batch=1", round, true));
   }
   // decode's steady ratios give the smallest p-value: its point runs on to its first look, where
   // it is SAME (within 4 %), and is done; the scenario then runs to its next look (5 repeats).
-  for (int64_t round = 3; round < 5; ++round) add(one_round("decode batch=1", round, true));
+  for (int64_t round = 2; round < 5; ++round) add(one_round("decode batch=1", round, true));
   serve(3);
   serve(4);
-  // decode's next point takes the entry's turn: fewer than three rounds, so it goes first, then
+  // decode's next point takes the entry's turn: fewer than two rounds, so it goes first, then
   // on by the same p-value to SAME at round 5.
   for (int64_t round = 0; round < 5; ++round) add(one_round("decode batch=32", round, false));
   add({"gate decode_vs_baseline pass"});
-  // prefill and cp (the same values: the earlier entry on a tie) by their p-values, each to the
-  // end of its rounds (8: their cost), undecided.
-  add(one_round("prefill", 3, true));
-  add(one_round("cp", 3, false));
-  add(one_round("prefill", 4, true));
-  add(one_round("prefill", 5, true));
-  add(one_round("cp", 4, false));
-  add(one_round("cp", 5, false));
-  add(one_round("prefill", 6, true));
-  add(one_round("prefill", 7, true));
+  // prefill and cp (the same values: the earlier entry on a tie) by their p-values: prefill's
+  // third round (1.1, 0.91, 1.12) brings its p-value below cp's (1.1, 0.91), and it stays there,
+  // so prefill runs to the end of its rounds (8: their cost), undecided, then cp.
+  for (int64_t round = 2; round < 8; ++round) add(one_round("prefill", round, true));
   add({"gate prefill_vs_baseline inconclusive"});
-  add(one_round("cp", 6, false));
-  add(one_round("cp", 7, false));
+  for (int64_t round = 2; round < 8; ++round) add(one_round("cp", round, false));
   add({"gate cp_vs_baseline inconclusive"});
   serve(5);
   add({"gate serve_vs_baseline pass"});
