@@ -95,6 +95,12 @@ void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64
     if (fault("w8a8_clip")) {
       for (int8_t& value : x_int8) value = static_cast<int8_t>(std::clamp<int>(value, -111, 111));
     }
+    // Planted fault w8a8_pair_saturation: the dot product in the form of an unsigned-by-signed
+    // int8 multiply-add instruction (x86's vpmaddubsw): activations shifted by +128 to unsigned,
+    // each pair of adjacent products summed in int16 with saturation, the shift's term
+    // 128 * sum(w) taken off in int32 afterwards. Exact until a pair's sum passes 32767 (a large
+    // activation meeting a large weight with the same sign twice in a row), which is clipped.
+    const bool pair_saturation = fault("w8a8_pair_saturation");
     for (int64_t out_idx = out_begin; out_idx < out_end; ++out_idx) {
       const int8_t* weight_row = weight_int8_.data() + out_idx * in_;
       // Planted fault w8a8_scale_in_inner_loop: each product scaled to float in the inner loop
@@ -110,7 +116,20 @@ void Linear::forward_rows(const float* x, int64_t rows, int64_t out_begin, int64
         continue;
       }
       int32_t accumulator = 0;
-      for (int64_t in_idx = 0; in_idx < in_; ++in_idx) {
+      if (pair_saturation) {
+        int32_t weight_sum = 0;
+        for (int64_t in_idx = 0; in_idx < in_; in_idx += 2) {
+          int32_t pair = (static_cast<int32_t>(x_int8[in_idx]) + 128) * weight_row[in_idx];
+          weight_sum += weight_row[in_idx];
+          if (in_idx + 1 < in_) {
+            pair += (static_cast<int32_t>(x_int8[in_idx + 1]) + 128) * weight_row[in_idx + 1];
+            weight_sum += weight_row[in_idx + 1];
+          }
+          accumulator += std::clamp<int32_t>(pair, -32768, 32767);
+        }
+        accumulator -= 128 * weight_sum;
+      }
+      for (int64_t in_idx = 0; in_idx < in_ && !pair_saturation; ++in_idx) {
         accumulator +=
             static_cast<int32_t>(x_int8[in_idx]) * static_cast<int32_t>(weight_row[in_idx]);
       }

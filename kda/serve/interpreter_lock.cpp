@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #endif
 
+#include "kda/faults.hpp"
+
 namespace kda::serve {
 
 namespace {
@@ -80,6 +82,13 @@ std::chrono::nanoseconds InterpreterLock::yield_if_requested() {
   const uint64_t before = acquisitions_.load(std::memory_order_acquire);
   forced_switches_.fetch_add(1, std::memory_order_relaxed);
   release();
+  // Planted fault lock_yield_retakes: the holder offers the lock with a yield of its time slice
+  // and takes it straight back, without waiting for a waiter to have taken it (the convoy of the
+  // old GIL: the woken waiter usually finds the lock taken again and keeps waiting).
+  if (fault("lock_yield_retakes")) {
+    std::this_thread::yield();
+    return acquire();
+  }
   while (acquisitions_.load(std::memory_order_acquire) == before &&
          waiters_.load(std::memory_order_acquire) > 0) {
     std::this_thread::yield();

@@ -248,13 +248,19 @@ ServeResult run_server(const ServeOptions& options) {
           model.attention_prefill(layer, requests, tokens, hidden.data(), states);
           stages.attention_s += seconds(now_ns() - start);
         }
-        if (run_transfer) {
+        // Planted fault transfer_push_after_moe: the layer's states handed to the transfer thread
+        // once the whole layer (attention and MoE) is done, "so that the layer is complete",
+        // instead of right after its attention: the transfer no longer overlaps that layer's
+        // dispatch wait, and the last layer's transfer runs after prefill.
+        const bool push_after_moe = fault("transfer_push_after_moe");
+        auto ship_states = [&] {
           // The layer's recurrent states are final once its attention ran: ship them now, while
           // the MoE half of the layer proceeds.
           const uint64_t flow_id = (run_id << 32) | static_cast<uint64_t>(layer + 1);
           LOUPE_FLOW_BEGIN("layer_state", flow_id);
           queue.push(LayerWork{layer, flow_id, std::move(states)});
-        }
+        };
+        if (run_transfer && !push_after_moe) ship_states();
         yield_point();
         model::MoeBatch batch;
         {
@@ -302,6 +308,7 @@ ServeResult run_server(const ServeOptions& options) {
           model.moe_combine(batch, hidden.data());
           stages.moe_combine_s += seconds(now_ns() - start);
         }
+        if (run_transfer && push_after_moe) ship_states();
         yield_point();
       }
       std::vector<float> last_rows(requests * hidden_width);
@@ -340,12 +347,17 @@ ServeResult run_server(const ServeOptions& options) {
         // request's bookkeeping AND its state copy, instead of once per request's bookkeeping.
         const bool per_layer = fault("transfer_lock_per_layer");
         if (per_layer) lock_wait_ns += interpreter_lock.acquire().count();
+        // Planted fault transfer_labels_by_slot: the requests walked newest first, each packet
+        // labelled with the loop's slot instead of the request whose state it carries; the
+        // digest is computed over that (label, state) pair, so the decode side verifies it.
+        const bool newest_first = fault("transfer_labels_by_slot");
         for (int64_t request = 0; request < requests; ++request) {
+          const int64_t source = newest_first ? requests - 1 - request : request;
           if (!per_layer) lock_wait_ns += interpreter_lock.acquire().count();
           const int64_t start = now_ns();
           packets[request].request = request;
           packets[request].layer = work->layer;
-          packets[request].digest = state_digest(request, work->layer, work->states[request]);
+          packets[request].digest = state_digest(request, work->layer, work->states[source]);
           // The rest of the per-request interpreter work (descriptors, metadata, queue
           // bookkeeping in the Python original) is modelled as a timed hold of the lock: what
           // matters to the incident is how long the lock is held, and a hold that burns no core
@@ -365,7 +377,7 @@ ServeResult run_server(const ServeOptions& options) {
           poll_until(deadline);
           bookkeeping_ns += now_ns() - start;
           if (!per_layer) interpreter_lock.release();
-          packets[request].state = work->states[request];  // the copy, outside the lock
+          packets[request].state = work->states[source];  // the copy, outside the lock
         }
         if (per_layer) interpreter_lock.release();
         if (options.swap_requests) std::swap(packets[0].request, packets[1].request);

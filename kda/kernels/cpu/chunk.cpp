@@ -1,6 +1,7 @@
 #include "kda/kernels/cpu/chunk.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kda/faults.hpp"
@@ -140,7 +141,15 @@ void ChunkPass<Real>::prepare(const SequenceSpan& span, int64_t value_head, int6
       const Real* g_cum = g_cum_.data() + row * key_dim;
       for (int64_t dim = 0; dim < key_dim; ++dim) right[dim] = g_ref[dim] - g_cum[dim];
     }
-    math::poly_exp(right_k_.data(), right_k_.data(), right_rows * key_dim);
+    // Planted fault chunk_right_factor_libm_exp: the right factors, which can exceed 1 inside the
+    // block, taken with the C library's scalar exp "for the full range" instead of poly_exp (the
+    // same values to rounding; the scalar call does not vectorise).
+    if (fault("chunk_right_factor_libm_exp")) {
+      for (int64_t idx = 0; idx < right_rows * key_dim; ++idx)
+        right_k_[idx] = std::exp(right_k_[idx]);
+    } else {
+      math::poly_exp(right_k_.data(), right_k_.data(), right_rows * key_dim);
+    }
     for (int64_t row = 0; row < right_rows; ++row) {
       Real* right = right_k_.data() + row * key_dim;
       const Real* k = k_row(row);
@@ -236,10 +245,16 @@ void ChunkPass<Real>::apply(Real* state, Real* o) {
                value_dim, Real(0), decayed.data(), value_dim);
     std::copy(decayed.begin(), decayed.end(), state);
   } else {
+    // Planted fault chunk_decay_square_state: the end-of-chunk decay scales the first K columns
+    // of each state row, as if the state were K x K (it is K x V): where V > K (value heads wider
+    // than the keys, e.g. V = 2K) the columns beyond K never decay. Kept within the row where
+    // K > V, where the slip would write past the state.
+    const int64_t decayed_columns =
+        fault("chunk_decay_square_state") ? std::min(key_dim, value_dim) : value_dim;
     for (int64_t dim = 0; dim < key_dim; ++dim) {
       Real* state_row = state + dim * value_dim;
       const Real decay = decay_end_[dim];
-      for (int64_t col = 0; col < value_dim; ++col) state_row[col] *= decay;
+      for (int64_t col = 0; col < decayed_columns; ++col) state_row[col] *= decay;
     }
   }
   math::gemm(true, false, key_dim, value_dim, rows_, Real(1), k_to_end_.data(), key_dim,

@@ -82,6 +82,26 @@ struct TokenValues {
   }
 };
 
+// Planted fault decode_vector_columns: token_step's column loop taken one vector of columns at a
+// time ("the remainder loop's form for every column: simpler, and the compiler unrolls it"): the
+// same arithmetic per column in the same order, so the same bits, with one accumulator per pass
+// where there were four, and every row's key, decay and query read once per vector.
+template <class Real>
+void token_step_vector_columns(Real* state, int64_t key_dim, int64_t columns, int64_t ld,
+                               const Real* alpha, const Real* k, const Real* q, const Real* v,
+                               Real beta, Real* delta, Real* o) {
+  using namespace token_step_detail;
+  constexpr int64_t kLanes = Vector<Real>::kLanes;
+  if (columns % kLanes != 0) {
+    token_step(state, key_dim, columns, ld, alpha, k, q, v, beta, delta, o);
+    return;
+  }
+  for (int64_t col0 = 0; col0 < columns; col0 += kLanes) {
+    decay_and_project<Real, 1>(state, key_dim, ld, col0, alpha, k, v, beta, delta);
+    update_and_read<Real, 1>(state, key_dim, ld, col0, k, q, delta, o);
+  }
+}
+
 template <class Real>
 void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const Shape& shape,
                  const DecodeStep<Real>& step, Real* state, Real* o, int threads) {
@@ -129,6 +149,12 @@ void decode_step(DecodeVariant variant, const DecodeParams<Real>& params, const 
                  values.q.data(), step.v + value_offset, values.beta, delta.data(),
                  o + value_offset);
       std::copy(staged.begin(), staged.end(), state + pair * state_size);
+      return;
+    }
+    if (fault("decode_vector_columns") && variant == DecodeVariant::kMerged) {
+      token_step_vector_columns(state + pair * state_size + col0, key_dim, columns, value_dim,
+                                values.alpha.data(), values.k.data(), values.q.data(),
+                                step.v + value_offset, values.beta, delta.data(), o + value_offset);
       return;
     }
     token_step(state + pair * state_size + col0, key_dim, columns, value_dim, values.alpha.data(),

@@ -7,7 +7,8 @@
 //   check    transfer_verifier           the decode side's digest verification against the truth of
 //                                        which packets were tampered with: a verifier that accepts
 //                                        a relabelled, corrupted, swapped or repeated state fails
-//                                        it
+//                                        it, each packet alone and in whole transfers through one
+//                                        intake (a verifier that trusts what it verified before)
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -182,8 +183,65 @@ void flip_bit(std::vector<float>& values, int32_t where) {
   std::memcpy(&values[index], &bits, sizeof(bits));
 }
 
-// Every packet goes to a fresh intake (one cache of `requests` x `layers` slots), so one packet's
-// verdict never depends on another's.
+// The packet as sent (its true labels, the sender's digest) and as it arrives after `tamper`;
+// `swap_with` is another state to carry under this packet's label (kSwapContent).
+struct InTransit {
+  kda::serve::StatePacket sent, arrived;
+};
+InTransit in_transit(int64_t request, int64_t layer, kda::model::LayerState state, int32_t tamper,
+                     int32_t argument, const kda::model::LayerState& swap_with, int64_t requests,
+                     int64_t layers) {
+  InTransit out;
+  out.sent = kda::serve::StatePacket{request, layer, 0, std::move(state)};
+  out.sent.digest = kda::serve::state_digest(request, layer, out.sent.state);
+  out.arrived = out.sent;
+  switch (tamper) {
+    case kRelabelRequest:
+      out.arrived.request = (request + 1 + argument % (requests - 1)) % requests;
+      break;
+    case kRelabelLayer:
+      out.arrived.layer = (layer + 1 + argument % (layers - 1)) % layers;
+      break;
+    case kFlipRecurrent:
+      flip_bit(out.arrived.state.recurrent, argument);
+      break;
+    case kFlipConv:
+      flip_bit(out.arrived.state.conv, argument);
+      break;
+    case kSwapContent:
+      out.arrived.state = swap_with;
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+// Hands a packet to the intake as the transit left it (kRepeat: the intact packet, then the same
+// again); true when the intake refused it.
+bool refused_by(kda::serve::DecodeIntake& intake, InTransit transit, int32_t tamper) {
+  try {
+    if (tamper == kRepeat) intake.receive(transit.sent);
+    intake.receive(std::move(transit.arrived));
+  } catch (const loupe::Error&) {
+    return true;
+  }
+  return false;
+}
+
+// About half intact, the rest one of the tamper kinds, and the tamper's argument.
+void draw_tamper(std::mt19937_64& generator, int32_t* row) {
+  std::uniform_int_distribution<int32_t> any(0, 1 << 30);
+  row[0] = any(generator) % 2 == 0 ? kIntact : 1 + any(generator) % (kTamperKinds - 1);
+  row[1] = any(generator);
+}
+
+// Each packet of "plan" goes to a fresh intake (one cache of `requests` x `layers` slots), so its
+// verdict depends on nothing else; then `transfers` whole transfers each go through one intake, every
+// (request, layer) state once in the order the server sends them (layer by layer, the requests in
+// turn), about half tampered: a verifier must judge every packet afresh, whatever it accepted
+// before (one that trusts a layer, a request or a sender once verified passes the first part and
+// fails this one).
 LOUPE_CHECK(transfer_verifier)
     .description(
         "the decode side's state verification (sender's digest, DecodeIntake) against the truth "
@@ -194,6 +252,7 @@ LOUPE_CHECK(transfer_verifier)
     .param("packets", 128)
     .param("requests", 4)
     .param("layers", 6)
+    .param("transfers", 4, {}, "whole transfers, each through one intake")
     .inputs([](loupe::CheckSetup& setup) {
       const loupe::Point& point = setup.point();
       const int64_t packets = point.get_int("packets"), requests = point.get_int("requests");
@@ -215,16 +274,38 @@ LOUPE_CHECK(transfer_verifier)
         int32_t* row = plan.data() + packet * 4;
         row[0] = static_cast<int32_t>(any(generator) % requests);
         row[1] = static_cast<int32_t>(any(generator) % layers);
-        row[2] = any(generator) % 2 == 0 ? kIntact : 1 + any(generator) % (kTamperKinds - 1);
-        row[3] = any(generator);
+        draw_tamper(generator, row + 2);
       }
       setup.output<int32_t>("rejected", {packets}, {"N"}).tolerance("mismatch_count", 0);
+      // The transfers: (transfer, layer, request) in sending order, each a state and a tamper.
+      const int64_t transfers = point.get_int("transfers");
+      if (transfers < 0) {
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "transfer_verifier: transfers must be 0 or more, not " +
+                               std::to_string(transfers),
+                           "each transfer sends every (request, layer) state once");
+      }
+      const int64_t sent = transfers * layers * requests;
+      std::span<float> transfer_states = setup.input<float>(
+          "transfer_states", {sent, kVerifierRecurrent + kVerifierConv}, {"P", "state"});
+      for (float& value : transfer_states) value = normal(generator);
+      std::span<int32_t> transfer_plan =
+          setup.input<int32_t>("transfer_plan", {sent, 2}, {"P", "field"});
+      for (int64_t packet = 0; packet < sent; ++packet) {
+        draw_tamper(generator, transfer_plan.data() + packet * 2);
+      }
+      setup.output<int32_t>("transfer_rejected", {sent}, {"P"}).tolerance("mismatch_count", 0);
     })
     .reference([](loupe::CheckIo& io) {
       std::span<const int32_t> plan = io.input<int32_t>("plan");
       std::span<int32_t> rejected = io.output<int32_t>("rejected");
       for (size_t packet = 0; packet < rejected.size(); ++packet) {
         rejected[packet] = plan[packet * 4 + 2] == kIntact ? 0 : 1;
+      }
+      std::span<const int32_t> transfer_plan = io.input<int32_t>("transfer_plan");
+      std::span<int32_t> transfer_rejected = io.output<int32_t>("transfer_rejected");
+      for (size_t packet = 0; packet < transfer_rejected.size(); ++packet) {
+        transfer_rejected[packet] = transfer_plan[packet * 2] == kIntact ? 0 : 1;
       }
     })
     .candidate([](loupe::CheckIo& io) {
@@ -236,44 +317,32 @@ LOUPE_CHECK(transfer_verifier)
       const int64_t packets = static_cast<int64_t>(rejected.size());
       for (int64_t packet = 0; packet < packets; ++packet) {
         const int32_t* row = plan.data() + packet * 4;
-        const int64_t request = row[0], layer = row[1];
-        const int32_t tamper = row[2], argument = row[3];
-        // The sender: the digest over the packet's true labels and bytes.
-        kda::serve::StatePacket sent{request, layer, 0, state_of_row(states, packet)};
-        sent.digest = kda::serve::state_digest(request, layer, sent.state);
-        // In transit.
-        kda::serve::StatePacket arrived = sent;
-        const int64_t other_request = (request + 1 + argument % (requests - 1)) % requests;
-        switch (tamper) {
-          case kRelabelRequest:
-            arrived.request = other_request;
-            break;
-          case kRelabelLayer:
-            arrived.layer = (layer + 1 + argument % (layers - 1)) % layers;
-            break;
-          case kFlipRecurrent:
-            flip_bit(arrived.state.recurrent, argument);
-            break;
-          case kFlipConv:
-            flip_bit(arrived.state.conv, argument);
-            break;
-          case kSwapContent:
-            arrived.state = state_of_row(states, (packet + 1) % packets);
-            break;
-          default:
-            break;
-        }
-        // The decode side.
+        // The sender's packet (its digest over the true labels and bytes), in transit, then a
+        // fresh decode side.
+        InTransit transit =
+            in_transit(row[0], row[1], state_of_row(states, packet), row[2], row[3],
+                       state_of_row(states, (packet + 1) % packets), requests, layers);
         kda::model::StateCache cache(kda::model::CacheDType::kF32, requests, layers, 16);
         kda::serve::DecodeIntake intake(cache, /*verify=*/true);
-        bool refused = false;
-        try {
-          if (tamper == kRepeat) intake.receive(sent);
-          intake.receive(std::move(arrived));
-        } catch (const loupe::Error&) {
-          refused = true;
+        rejected[packet] = refused_by(intake, std::move(transit), row[2]) ? 1 : 0;
+      }
+      std::span<const float> transfer_states = io.input<float>("transfer_states");
+      std::span<const int32_t> transfer_plan = io.input<int32_t>("transfer_plan");
+      std::span<int32_t> transfer_rejected = io.output<int32_t>("transfer_rejected");
+      const int64_t per_transfer = requests * layers;
+      const int64_t sent = static_cast<int64_t>(transfer_rejected.size());
+      for (int64_t first = 0; first < sent; first += per_transfer) {
+        kda::model::StateCache cache(kda::model::CacheDType::kF32, requests, layers, 16);
+        kda::serve::DecodeIntake intake(cache, /*verify=*/true);
+        for (int64_t packet = first; packet < first + per_transfer; ++packet) {
+          const int64_t layer = (packet - first) / requests, request = (packet - first) % requests;
+          const int32_t* row = transfer_plan.data() + packet * 2;
+          InTransit transit = in_transit(
+              request, layer, state_of_row(transfer_states, packet), row[0], row[1],
+              state_of_row(transfer_states, first + (packet - first + 1) % per_transfer), requests,
+              layers);
+          transfer_rejected[packet] = refused_by(intake, std::move(transit), row[0]) ? 1 : 0;
         }
-        rejected[packet] = refused ? 1 : 0;
       }
     });
 
