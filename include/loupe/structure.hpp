@@ -12,8 +12,10 @@
 //   long_history      slow decay: per-channel rates log-uniform in [1e-6, 1e-1] per token, so a
 //                     state remembers across many chunks
 //   fast_gates        fast decay: g = -5 sigmoid(N(0, 1)), forgotten within a chunk
-//   k_ne_v            a value dimension other than the key dimension, not a multiple of the tile
+//   k_ne_v            a value dimension below the key dimension, not a multiple of the tile
 //   ragged_tail       a length that is not a multiple of the chunk (a partial last chunk)
+//   v_above_k         a value dimension about twice the key dimension (expanded value heads),
+//                     not a multiple of the tile
 // Thread-safety: pure functions and a value-type stream. Header-only; depends on nothing.
 #pragma once
 
@@ -28,10 +30,19 @@
 
 namespace loupe::structure {
 
-enum class Kind { kOutlierChannels, kHeavyTails, kLongHistory, kFastGates, kKNotV, kRaggedTail };
+enum class Kind {
+  kOutlierChannels,
+  kHeavyTails,
+  kLongHistory,
+  kFastGates,
+  kKNotV,
+  kRaggedTail,
+  kVAboveK
+};
 
-inline constexpr std::array<std::string_view, 6> kNames = {
-    "outlier_channels", "heavy_tails", "long_history", "fast_gates", "k_ne_v", "ragged_tail"};
+inline constexpr std::array<std::string_view, 7> kNames = {
+    "outlier_channels", "heavy_tails", "long_history", "fast_gates",
+    "k_ne_v",           "ragged_tail", "v_above_k"};
 
 inline std::string_view name(Kind kind) { return kNames[static_cast<size_t>(kind)]; }
 
@@ -148,6 +159,16 @@ inline void fill_fast_gate_decay(std::span<float> log_decay, uint64_t seed) {
 inline int64_t distinct_value_dim(int64_t key_dim, int64_t tile) {
   int64_t value_dim = key_dim * 5 / 6 / 8 * 8;
   while (value_dim == key_dim || value_dim % tile == 0) value_dim += 8;
+  return value_dim;
+}
+
+// A value dimension above `key_dim`: twice it (value heads expanded over the keys, as gated delta
+// networks' expand_v = 2 has them), moved up by 8 until it is not a multiple of `tile` (K = 64,
+// tile 32 -> 136; K = 96 -> 200). A kernel that sizes, strides or decays the state as if it were
+// K x K is right whenever V <= K and wrong here. REQUIRES: key_dim >= 8, tile > 8.
+inline int64_t wider_value_dim(int64_t key_dim, int64_t tile) {
+  int64_t value_dim = 2 * key_dim / 8 * 8;
+  while (value_dim <= key_dim || value_dim % tile == 0) value_dim += 8;
   return value_dim;
 }
 

@@ -81,6 +81,9 @@ declare -A expect=(
   [chunk_right_factor_libm_exp]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
   [lock_yield_retakes]="prefill_lock_wait_share_within_20pct layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct transfer_lock_hold_not_above_baseline transfer_lock_holds_not_above_baseline prefill_lock_hold_not_above_baseline prefill_lock_holds_not_above_baseline prefill_not_slower_than_baseline prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
   [transfer_push_after_moe]="prefill_lock_wait_share_within_20pct layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct transfer_lock_hold_not_above_baseline transfer_lock_holds_not_above_baseline prefill_lock_hold_not_above_baseline prefill_lock_holds_not_above_baseline prefill_not_slower_than_baseline prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  # Written after transfer_verifier's whole transfers (session 16), a verifier that trusts a
+  # healthy link after its first packets (not per layer, as intake_trusts_verified_layer).
+  [intake_trusts_after_warmup]="transfer_verifier_rejects_tampering disaggregated_verifies_every_state"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )

@@ -237,11 +237,11 @@ void draw_tamper(std::mt19937_64& generator, int32_t* row) {
 }
 
 // Each packet of "plan" goes to a fresh intake (one cache of `requests` x `layers` slots), so its
-// verdict depends on nothing else; then `transfers` whole transfers each go through one intake, every
-// (request, layer) state once in the order the server sends them (layer by layer, the requests in
-// turn), about half tampered: a verifier must judge every packet afresh, whatever it accepted
-// before (one that trusts a layer, a request or a sender once verified passes the first part and
-// fails this one).
+// verdict depends on nothing else; then `transfers` whole transfers each go through one intake,
+// every (request, layer) state once in the order the server sends them (layer by layer, the
+// requests in turn), about half tampered: a verifier must judge every packet afresh, whatever it
+// accepted before (one that trusts a layer, a request or a sender once verified passes the first
+// part and fails this one).
 LOUPE_CHECK(transfer_verifier)
     .description(
         "the decode side's state verification (sender's digest, DecodeIntake) against the truth "
@@ -280,10 +280,10 @@ LOUPE_CHECK(transfer_verifier)
       // The transfers: (transfer, layer, request) in sending order, each a state and a tamper.
       const int64_t transfers = point.get_int("transfers");
       if (transfers < 0) {
-        throw loupe::Error(loupe::ErrorCode::kUsage,
-                           "transfer_verifier: transfers must be 0 or more, not " +
-                               std::to_string(transfers),
-                           "each transfer sends every (request, layer) state once");
+        throw loupe::Error(
+            loupe::ErrorCode::kUsage,
+            "transfer_verifier: transfers must be 0 or more, not " + std::to_string(transfers),
+            "each transfer sends every (request, layer) state once");
       }
       const int64_t sent = transfers * layers * requests;
       std::span<float> transfer_states = setup.input<float>(
@@ -337,10 +337,10 @@ LOUPE_CHECK(transfer_verifier)
         for (int64_t packet = first; packet < first + per_transfer; ++packet) {
           const int64_t layer = (packet - first) / requests, request = (packet - first) % requests;
           const int32_t* row = transfer_plan.data() + packet * 2;
-          InTransit transit = in_transit(
-              request, layer, state_of_row(transfer_states, packet), row[0], row[1],
-              state_of_row(transfer_states, first + (packet - first + 1) % per_transfer), requests,
-              layers);
+          InTransit transit =
+              in_transit(request, layer, state_of_row(transfer_states, packet), row[0], row[1],
+                         state_of_row(transfer_states, first + (packet - first + 1) % per_transfer),
+                         requests, layers);
           transfer_rejected[packet] = refused_by(intake, std::move(transit), row[0]) ? 1 : 0;
         }
       }

@@ -80,21 +80,25 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(cp.seed, 7u);
   EXPECT_EQ(objective.checks[10].name, "cp_control");
 
-  ASSERT_EQ(objective.benches.size(), 3u);
-  // Cheapest first: the prefill benches, then decode (its batch-128 rounds are the dearest).
+  ASSERT_EQ(objective.benches.size(), 4u);
+  // Cheapest first: the prefill benches, the model's decode step, then decode (its batch-128
+  // rounds are the dearest).
   EXPECT_EQ(objective.benches[0].probe, "chunk_prefill");
   EXPECT_EQ(objective.benches[1].probe, "cp_prefill");
   EXPECT_EQ(objective.benches[1].budget_s, 8.0);
-  EXPECT_EQ(objective.benches[2].probe, "decode");
-  EXPECT_EQ(objective.benches[2].variants, (std::vector<std::string>{"tiled", "merged"}));
-  EXPECT_EQ(objective.benches[2].threshold, 0.05);
-  EXPECT_EQ(objective.benches[2].budget_s, 12.0);
-  EXPECT_EQ(objective.benches[2].precision, 0.02);
+  EXPECT_EQ(objective.benches[1].threshold, 0.05);
+  EXPECT_EQ(objective.benches[2].probe, "model_decode");
+  EXPECT_EQ(objective.benches[2].budget_s, 4.0);
+  EXPECT_EQ(objective.benches[3].probe, "decode");
+  EXPECT_EQ(objective.benches[3].variants, (std::vector<std::string>{"tiled", "merged"}));
+  EXPECT_EQ(objective.benches[3].threshold, 0.05);
+  EXPECT_EQ(objective.benches[3].budget_s, 12.0);
+  EXPECT_EQ(objective.benches[3].precision, 0.02);
   ASSERT_EQ(objective.scenarios.size(), 3u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 36u);
+  ASSERT_EQ(objective.gates.size(), 37u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -116,8 +120,9 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   for (size_t index = 17; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
+  EXPECT_EQ(objective.gates[29].name, "model_decode_not_slower_than_baseline");
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[32].expression),
+      gate_expression_to_string(objective.gates[33].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)
@@ -131,11 +136,16 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   const DeploymentKey& w8a8 = objective.deployment_keys[3];
   EXPECT_EQ(w8a8.key, "w8a8");
   EXPECT_EQ(w8a8.default_value, Value(std::string("off")));
-  ASSERT_EQ(w8a8.implies.size(), 1u);
+  ASSERT_EQ(w8a8.implies.size(), 2u);
   EXPECT_EQ(w8a8.implies[0].probe, "w8a8_vs_fp32");
   EXPECT_FALSE(w8a8.implies[0].param.has_value());
   EXPECT_EQ(w8a8.implies[0].run,
             (std::vector<std::pair<std::string, bool>>{{"on", true}, {"off", false}}));
+  // ... and sets the served model's decode bench to W8A8 or fp32.
+  EXPECT_EQ(w8a8.implies[1].probe, "model_decode");
+  EXPECT_EQ(w8a8.implies[1].param, "w8a8");
+  EXPECT_EQ(w8a8.implies[1].map,
+            (std::vector<std::pair<std::string, Value>>{{"on", true}, {"off", false}}));
   const DeploymentKey& lock = objective.deployment_keys[4];
   EXPECT_EQ(lock.key, "dispatch_lock");
   ASSERT_EQ(lock.implies.size(), 1u);

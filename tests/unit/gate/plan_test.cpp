@@ -196,11 +196,15 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
   EXPECT_EQ(
       render_plan(plan, objective, 50),
       "plan for " + kDemo.string() +
-          ", configuration shards=8, cache=int8; by default w8a8=off: 24 tasks\n"
+          ", configuration shards=8, cache=int8; by default w8a8=off: 27 tasks\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
-          "variant=merged,steps=37\n"
+          "variant=merged,steps=37,K=96,V=80\n"
           "  check     decode_recurrence        decode_vs_recurrence        "
-          "variant=tiled,steps=37\n"
+          "variant=merged,steps=37,K=64,V=136\n"
+          "  check     decode_recurrence        decode_vs_recurrence        "
+          "variant=tiled,steps=37,K=96,V=80\n"
+          "  check     decode_recurrence        decode_vs_recurrence        "
+          "variant=tiled,steps=37,K=64,V=136\n"
           "  check     decode_kernels_agree     decode_tiled_vs_merged      batch=4,H=8\n"
           "  check     disaggregated_integrity  disaggregated_vs_colocated  (defaults)\n"
           "  check     transfer_verifier        transfer_verifier           (defaults)\n"
@@ -208,7 +212,8 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
           "  check     decode_prefill           decode_vs_prefill           (defaults)\n"
           "  check     replay                   replay_vs_decode            L=4,steps=37\n"
           "  check     replay                   replay_vs_decode            L=8,steps=37\n"
-          "  check     chunk                    chunk_vs_recurrent          T=500\n"
+          "  check     chunk                    chunk_vs_recurrent          T=500,K=128,V=128\n"
+          "  check     chunk                    chunk_vs_recurrent          T=500,K=64,V=136\n"
           "  check     cp_vs_nocp               cp_vs_nocp                  "
           "T=4096,shards=8*,precision=ieee,decay=slow\n"
           "  check     cp_vs_nocp               cp_vs_nocp                  "
@@ -267,28 +272,28 @@ TEST(PlanTest, DemoObjectiveShardsAndCacheSettings) {
           "  untimed (no planned bench or scenario covers them: a slowdown there passes every "
           "gate): replay\n"
           "structures (docs/structures.md):\n"
-          "  check decode_recurrence: k_ne_v; never sees outlier_channels, heavy_tails, "
+          "  check decode_recurrence: k_ne_v, v_above_k; never sees outlier_channels, heavy_tails, "
           "long_history, fast_gates, ragged_tail\n"
           "  check decode_kernels_agree: none; never sees outlier_channels, heavy_tails, "
-          "long_history, fast_gates, k_ne_v, ragged_tail\n"
+          "long_history, fast_gates, k_ne_v, ragged_tail, v_above_k\n"
           "  check disaggregated_integrity: none; never sees outlier_channels, heavy_tails, "
-          "long_history, fast_gates, k_ne_v, ragged_tail\n"
+          "long_history, fast_gates, k_ne_v, ragged_tail, v_above_k\n"
           "  check transfer_verifier: none; never sees outlier_channels, heavy_tails, "
-          "long_history, fast_gates, k_ne_v, ragged_tail\n"
+          "long_history, fast_gates, k_ne_v, ragged_tail, v_above_k\n"
           "  check state_cache: none; never sees outlier_channels, heavy_tails, long_history, "
-          "fast_gates, k_ne_v, ragged_tail\n"
+          "fast_gates, k_ne_v, ragged_tail, v_above_k\n"
           "  check decode_prefill: ragged_tail; never sees outlier_channels, heavy_tails, "
-          "long_history, fast_gates, k_ne_v\n"
+          "long_history, fast_gates, k_ne_v, v_above_k\n"
           "  check replay: none; never sees outlier_channels, heavy_tails, long_history, "
-          "fast_gates, k_ne_v, ragged_tail\n"
-          "  check chunk: fast_gates, k_ne_v, ragged_tail; never sees outlier_channels, "
+          "fast_gates, k_ne_v, ragged_tail, v_above_k\n"
+          "  check chunk: fast_gates, k_ne_v, ragged_tail, v_above_k; never sees outlier_channels, "
           "heavy_tails, long_history\n"
           "  check cp_vs_nocp: long_history; never sees outlier_channels, heavy_tails, fast_gates, "
-          "k_ne_v, ragged_tail\n"
+          "k_ne_v, ragged_tail, v_above_k\n"
           "  check cp_control: fast_gates; never sees outlier_channels, heavy_tails, long_history, "
-          "k_ne_v, ragged_tail\n"
+          "k_ne_v, ragged_tail, v_above_k\n"
           "  check decode_recurrence_seeds: k_ne_v; never sees outlier_channels, heavy_tails, "
-          "long_history, fast_gates, ragged_tail\n");
+          "long_history, fast_gates, ragged_tail, v_above_k\n");
   const Json json = plan_to_json(plan, objective);
   EXPECT_EQ(json["defaults"].dump(), R"({"w8a8":"off"})");
   EXPECT_EQ(json["left_out"].dump(),
@@ -305,17 +310,27 @@ TEST(PlanTest, SwitchOnAddsTheW8a8CheckAndOverridesTheDefault) {
     if (task.layer == Layer::kCheck)
       checks.push_back(task.entry + " " + params_to_string(task.params));
   }
-  EXPECT_EQ(
-      checks,
-      (std::vector<std::string>{
-          "decode_recurrence variant=merged,steps=37", "decode_recurrence variant=tiled,steps=37",
-          "decode_kernels_agree batch=4,H=8", "disaggregated_integrity ", "transfer_verifier ",
-          "w8a8 weights=outlier_channels", "w8a8 weights=iid", "state_cache cache=int8",
-          "decode_prefill ", "replay L=4,steps=37", "replay L=8,steps=37", "chunk T=500",
-          "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
-          "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
-          "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
-          "decode_recurrence_seeds variant=merged", "decode_recurrence_seeds variant=tiled"}));
+  EXPECT_EQ(checks,
+            (std::vector<std::string>{"decode_recurrence variant=merged,steps=37,K=96,V=80",
+                                      "decode_recurrence variant=merged,steps=37,K=64,V=136",
+                                      "decode_recurrence variant=tiled,steps=37,K=96,V=80",
+                                      "decode_recurrence variant=tiled,steps=37,K=64,V=136",
+                                      "decode_kernels_agree batch=4,H=8",
+                                      "disaggregated_integrity ",
+                                      "transfer_verifier ",
+                                      "w8a8 weights=outlier_channels",
+                                      "w8a8 weights=iid",
+                                      "state_cache cache=int8",
+                                      "decode_prefill ",
+                                      "replay L=4,steps=37",
+                                      "replay L=8,steps=37",
+                                      "chunk T=500,K=128,V=128",
+                                      "chunk T=500,K=64,V=136",
+                                      "cp_vs_nocp T=4096,shards=8,precision=tf32x3,decay=slow",
+                                      "cp_vs_nocp T=16384,shards=8,precision=tf32x3,decay=slow",
+                                      "cp_control T=4096,shards=8,precision=tf32x3,decay=fast",
+                                      "decode_recurrence_seeds variant=merged",
+                                      "decode_recurrence_seeds variant=tiled"}));
   EXPECT_EQ(usage_error(objective, "w8a8=maybe"), "--config: w8a8=maybe: expected one of on, off");
 }
 

@@ -50,14 +50,14 @@ TEST(StructuresTest, ThePlanNamesWhatEachCheckNeverSees) {
       "  check     plain  replay_vs_decode    (defaults)\n"
       "structures (docs/structures.md):\n"
       "  check w8a8: outlier_channels, heavy_tails; never sees long_history, fast_gates, "
-      "k_ne_v, ragged_tail\n"
+      "k_ne_v, ragged_tail, v_above_k\n"
       "  check chunk: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
-      "k_ne_v, ragged_tail\n"
+      "k_ne_v, ragged_tail, v_above_k\n"
       "  check plain: none; never sees outlier_channels, heavy_tails, long_history, fast_gates, "
-      "k_ne_v, ragged_tail\n");
+      "k_ne_v, ragged_tail, v_above_k\n");
   EXPECT_EQ(plan_to_json(plan, objective)["structures"][0].dump(),
             R"({"entry":"w8a8","declared":true,"sees":["outlier_channels","heavy_tails"],)"
-            R"("never_sees":["long_history","fast_gates","k_ne_v","ragged_tail"]})");
+            R"("never_sees":["long_history","fast_gates","k_ne_v","ragged_tail","v_above_k"]})");
 }
 
 TEST(StructuresTest, AnUnknownOrRepeatedStructureNamesTheFileAndLine) {
@@ -65,8 +65,8 @@ TEST(StructuresTest, AnUnknownOrRepeatedStructureNamesTheFileAndLine) {
   text.replace(text.find("\"heavy_tails\""), 13, "\"heavy_tail\"");
   EXPECT_EQ(config_error(text),
             "obj.toml:7: check[0].structures[1]: expected one of the input structures "
-            "outlier_channels, heavy_tails, long_history, fast_gates, k_ne_v, ragged_tail "
-            "(docs/structures.md), found 'heavy_tail'");
+            "outlier_channels, heavy_tails, long_history, fast_gates, k_ne_v, ragged_tail, "
+            "v_above_k (docs/structures.md), found 'heavy_tail'");
   text = kObjective;
   text.replace(text.find("\"heavy_tails\""), 13, "\"outlier_channels\"");
   EXPECT_EQ(config_error(text),

@@ -13,7 +13,7 @@ namespace loupe::structure {
 namespace {
 
 TEST(StructureTest, NamesRoundTrip) {
-  EXPECT_EQ(kNames.size(), 6u);
+  EXPECT_EQ(kNames.size(), 7u);
   for (std::string_view text : kNames) {
     const auto kind = parse(text);
     ASSERT_TRUE(kind.has_value()) << text;
@@ -21,6 +21,7 @@ TEST(StructureTest, NamesRoundTrip) {
   }
   EXPECT_EQ(parse("outliers"), std::nullopt);
   EXPECT_EQ(name(Kind::kRaggedTail), "ragged_tail");
+  EXPECT_EQ(name(Kind::kVAboveK), "v_above_k");
 }
 
 TEST(StructureTest, OutlierChannelsScaleWholeRowsTenToAHundredTimes) {
@@ -97,6 +98,9 @@ TEST(StructureTest, ShapeCorners) {
   EXPECT_EQ(distinct_value_dim(96, 32), 80);
   EXPECT_EQ(distinct_value_dim(128, 32), 104);
   EXPECT_EQ(distinct_value_dim(64, 16), 56);
+  EXPECT_EQ(wider_value_dim(64, 32), 136);
+  EXPECT_EQ(wider_value_dim(96, 32), 200);
+  EXPECT_EQ(wider_value_dim(128, 16), 264);
   for (uint64_t seed = 0; seed < 50; ++seed) {
     const int64_t length = ragged_length(64, 7, seed);
     EXPECT_GT(length, 7 * 64);
