@@ -209,6 +209,40 @@ int64_t thread_count(pid_t pid) {
   return -1;
 }
 
+int64_t live_thread_count(pid_t pid) {
+  const std::string task_dir =
+      pid == 0 ? std::string("/proc/self/task") : "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return -1;
+  int64_t live = 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    // Field 23 (vsize) of stat, counted from the one after the command's closing parenthesis.
+    const std::string stat = read_text(task_dir + "/" + entry->d_name + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;  // the thread left between readdir and the read
+    std::istringstream fields(stat.substr(close + 1));
+    std::string field;
+    for (int index = 3; index <= 23 && fields >> field; ++index) {
+    }
+    if (!field.empty() && field != "0") ++live;
+  }
+  ::closedir(dir);
+  return live;
+}
+
+int64_t settled_thread_count(pid_t pid, int64_t settled) {
+  int64_t count = live_thread_count(pid);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::nanoseconds(kThreadSettleNs);
+  while (count > settled && std::chrono::steady_clock::now() < deadline) {
+    const timespec pause{0, 50'000};
+    ::nanosleep(&pause, nullptr);
+    count = live_thread_count(pid);
+  }
+  return count;
+}
+
 SyscallInterception syscall_interception(pid_t pid) {
   SyscallInterception found;
   const std::string path =

@@ -65,6 +65,21 @@ void kill_child(pid_t pid);
 std::vector<pid_t> children_of(pid_t pid);
 // Threads of `pid` (0: this process), from /proc/PID/status; -1 when unreadable.
 int64_t thread_count(pid_t pid = 0);
+// The threads of `pid` that still have the process's memory: a thread on its way out drops its
+// address space (exit_mm) right after waking its joiner, before the kernel drops it from
+// thread_count, and on a loaded machine it can wait for a CPU in between. So a count read just
+// after a body joined its workers can include them (guard.thread_count failed honest
+// chunk_prefill and cp_prefill benches, "1 -> 2", whose only threads are parallel_for's, started
+// and joined in every call); this one does not (/proc/PID/task/*/stat, vsize 0 without memory).
+// -1 when unreadable.
+int64_t live_thread_count(pid_t pid);
+// live_thread_count once the last threads have left: while it is above `settled` it is read again
+// every 50 us for up to kThreadSettleNs (the few instructions between waking the joiner and
+// dropping the memory, should the thread be preempted there); then whatever it is. A thread still
+// running stays counted: a body's detached worker is seen unless it ends within that time, and the
+// CPU it used is then the off-path guard's to see.
+inline constexpr int64_t kThreadSettleNs = 2'000'000;
+int64_t settled_thread_count(pid_t pid, int64_t settled);
 // CPU seconds used so far by every thread of `pid` (nanosecond resolution), -1 when gone.
 // Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
 // used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.
