@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #endif
 
+#include <cstdint>
+
 #include "kda/faults.hpp"
 
 namespace kda::serve {
@@ -89,8 +91,12 @@ std::chrono::nanoseconds InterpreterLock::yield_if_requested() {
     std::this_thread::yield();
     return acquire();
   }
+  // Planted fault lock_switch_gives_up (written after the lock_handoff scenario): the holder waits
+  // for a waiter to take the lock for 20 us at most ("a bounded spin"), then takes it back; a
+  // waiter woken from its futex usually needs longer.
+  const int64_t give_up = fault("lock_switch_gives_up") ? now_ns() + 20'000 : INT64_MAX;
   while (acquisitions_.load(std::memory_order_acquire) == before &&
-         waiters_.load(std::memory_order_acquire) > 0) {
+         waiters_.load(std::memory_order_acquire) > 0 && now_ns() < give_up) {
     std::this_thread::yield();
   }
   return acquire();

@@ -229,12 +229,15 @@ ServeResult run_server(const ServeOptions& options) {
   FirstError first_error;
   LayerQueue queue;
 
+  // When each finished (steady ns), written by its own thread, read after the joins.
+  int64_t prefill_end_ns = 0, transfer_end_ns = 0;
   auto prefill_worker = [&] {
     LOUPE_THREAD_NAME("prefill_worker");
     const int64_t begin = now_ns();
     bool holding = false;
     int64_t lock_wait_ns = 0;
     auto yield_point = [&] { lock_wait_ns += interpreter_lock.yield_if_requested().count(); };
+    std::optional<LayerWork> held_states;  // planted fault transfer_push_after_next_attention
     try {
       lock_wait_ns += interpreter_lock.acquire().count();
       holding = true;
@@ -260,7 +263,20 @@ ServeResult run_server(const ServeOptions& options) {
           LOUPE_FLOW_BEGIN("layer_state", flow_id);
           queue.push(LayerWork{layer, flow_id, std::move(states)});
         };
-        if (run_transfer && !push_after_moe) ship_states();
+        // Planted fault transfer_push_after_next_attention (written after the transfer-tail
+        // gate): each layer's states held back until the next layer's attention is done ("batch
+        // the handoffs"); the last layer's go after the loop, once prefill is done.
+        const bool push_late = fault("transfer_push_after_next_attention");
+        if (run_transfer && push_late) {
+          if (held_states) {
+            LOUPE_FLOW_BEGIN("layer_state", held_states->flow_id);
+            queue.push(std::move(*held_states));
+          }
+          held_states = LayerWork{layer, (run_id << 32) | static_cast<uint64_t>(layer + 1),
+                                  std::move(states)};
+        } else if (run_transfer && !push_after_moe) {
+          ship_states();
+        }
         yield_point();
         model::MoeBatch batch;
         {
@@ -317,6 +333,10 @@ ServeResult run_server(const ServeOptions& options) {
                     last_rows.data() + request * hidden_width);
       }
       first_logits_promise.set_value(model.logits(last_rows.data(), requests));
+      if (held_states) {
+        LOUPE_FLOW_BEGIN("layer_state", held_states->flow_id);
+        queue.push(std::move(*held_states));
+      }
       interpreter_lock.release();
       holding = false;
     } catch (...) {
@@ -330,7 +350,8 @@ ServeResult run_server(const ServeOptions& options) {
     }
     queue.close();
     stages.prefill_lock_wait_s = seconds(lock_wait_ns);
-    stages.prefill_s = seconds(now_ns() - begin);
+    prefill_end_ns = now_ns();
+    stages.prefill_s = seconds(prefill_end_ns - begin);
   };
 
   auto transfer_thread = [&] {
@@ -390,7 +411,8 @@ ServeResult run_server(const ServeOptions& options) {
     }
     stages.transfer_lock_wait_s = seconds(lock_wait_ns);
     stages.transfer_bookkeeping_s = seconds(bookkeeping_ns);
-    stages.transfer_s = seconds(now_ns() - begin);
+    transfer_end_ns = now_ns();
+    stages.transfer_s = seconds(transfer_end_ns - begin);
   };
 
   auto decode_worker = [&] {
@@ -436,6 +458,9 @@ ServeResult run_server(const ServeOptions& options) {
   if (run_decode) threads.emplace_back(decode_worker);
   for (std::thread& thread : threads) thread.join();
   result.wall_s = seconds(now_ns() - start);
+  if (run_prefill && run_transfer) {
+    stages.transfer_tail_s = seconds(std::max<int64_t>(0, transfer_end_ns - prefill_end_ns));
+  }
   if (!options.trace_path.empty()) result.trace_events = loupe::trace::stop();
   first_error.rethrow();
 

@@ -74,6 +74,10 @@ struct StageTimes {
   double attention_s = 0, moe_dispatch_s = 0, dispatch_wait_s = 0, experts_s = 0, moe_combine_s = 0,
          prefill_lock_wait_s = 0, prefill_s = 0;
   double transfer_s = 0, transfer_bookkeeping_s = 0, transfer_lock_wait_s = 0;
+  // How long the transfer thread ran on after the prefill worker finished (0 when it finished
+  // first): the part of the state transfer prefill did not hide, what a disaggregated decode
+  // waits for after prefill.
+  double transfer_tail_s = 0;
   double decode_s = 0;
 };
 

@@ -84,6 +84,10 @@ declare -A expect=(
   # Written after transfer_verifier's whole transfers (session 16), a verifier that trusts a
   # healthy link after its first packets (not per layer, as intake_trusts_verified_layer).
   [intake_trusts_after_warmup]="transfer_verifier_rejects_tampering disaggregated_verifies_every_state"
+  # Written after the lock_handoff scenario and the transfer-tail gate (session 16): a late push
+  # other than after the MoE, and a forced switch that gives up before the waiter took the lock.
+  [transfer_push_after_next_attention]="transfer_tail_within_2_5ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
+  [lock_switch_gives_up]="lock_handoff_one_switch_per_handoff prefill_lock_wait_share_within_20pct"
   # The control: no fault. Any failing gate is a false alarm (reported, and exit 1).
   [none]="-"
 )

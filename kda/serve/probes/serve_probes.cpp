@@ -4,16 +4,25 @@
 //                                        same requests served in one worker; `fault` injects a
 //                                        dropped layer or swapped requests with verification off,
 //                                        which the check must then catch
+//   scenario lock_handoff                the interpreter lock's forced switch alone: a holder
+//   working
+//                                        in short steps with an eval-breaker point after each, a
+//                                        waiter asking for the lock; how long the waiter waits
 //   check    transfer_verifier           the decode side's digest verification against the truth of
 //                                        which packets were tampered with: a verifier that accepts
 //                                        a relabelled, corrupted, swapped or repeated state fails
 //                                        it, each packet alone and in whole transfers through one
 //                                        intake (a verifier that trusts what it verified before)
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "kda/serve/interpreter_lock.hpp"
 #include "kda/serve/server.hpp"
 #include "kda/serve/transfer.hpp"
 #include "loupe/error.hpp"
@@ -64,6 +73,7 @@ LOUPE_SCENARIO(serve)
       state.record_metric("prefill_lock_wait_s", s.prefill_lock_wait_s);
       state.record_metric("transfer_s", s.transfer_s);
       state.record_metric("transfer_lock_wait_s", s.transfer_lock_wait_s);
+      state.record_metric("transfer_tail_s", s.transfer_tail_s);
       state.record_metric("decode_s", s.decode_s);
       state.record_metric("states_verified", static_cast<double>(result.states_verified));
       // The handoff from the prefill worker to the transfer thread (kda/serve/handoff.hpp).
@@ -148,6 +158,65 @@ LOUPE_CHECK(disaggregated_vs_colocated)
         if (fault == "swap_requests") options.swap_requests = true;
       }
       write_generation(io, kda::serve::run_server(options).generation);
+    });
+
+// The lock's contract apart from any workload: a thread that has waited the switch interval gets
+// the lock at the holder's next eval-breaker point. The server's own scenarios take the lock in
+// holds shorter than the interval once the dispatch releases it, so a fault in the forced switch
+// itself (a holder that drops the lock and takes it straight back) changes nothing they measure;
+// here the holder works for `hold_ms` in steps of `step_us` with a breaker point after each, and
+// the waiter's wait is what the switch gives it.
+LOUPE_SCENARIO(lock_handoff)
+    .description(
+        "the interpreter lock's forced switch: a holder working in steps with an eval-breaker "
+        "point after each, a waiter asking for the lock; records the waiter's wait per handoff")
+    .param("handoffs", 8, {}, "handoffs per run")
+    .param("hold_ms", 40, {}, "how long the holder works per handoff unless it is made to yield")
+    .param("step_us", 200, {}, "the holder's work between eval-breaker points")
+    .param("switch_interval_us", 5000)
+    .body([](loupe::ScenarioState& state) {
+      const loupe::Point& point = state.point();
+      const int64_t handoffs = point.get_int("handoffs");
+      const int64_t hold_ns = point.get_int("hold_ms") * 1'000'000;
+      const int64_t step_ns = point.get_int("step_us") * 1'000;
+      const int64_t interval_ns = point.get_int("switch_interval_us") * 1'000;
+      if (handoffs < 1 || hold_ns <= 0 || step_ns <= 0 || interval_ns <= 0) {
+        throw loupe::Error(loupe::ErrorCode::kUsage,
+                           "lock_handoff: handoffs, hold_ms, step_us and switch_interval_us must "
+                           "be positive",
+                           "e.g. --set handoffs=8 --set hold_ms=40");
+      }
+      kda::serve::InterpreterLock lock{std::chrono::nanoseconds(interval_ns)};
+      std::vector<double> waits;
+      for (int64_t handoff = 0; handoff < handoffs; ++handoff) {
+        std::atomic<bool> holding{false};
+        std::thread holder([&] {
+          lock.acquire();
+          holding.store(true, std::memory_order_release);
+          const int64_t end = kda::serve::now_ns() + hold_ns;
+          while (kda::serve::now_ns() < end) {
+            kda::serve::spin_until(std::min(end, kda::serve::now_ns() + step_ns));
+            lock.yield_if_requested();
+          }
+          lock.release();
+        });
+        while (!holding.load(std::memory_order_acquire)) std::this_thread::yield();
+        const std::chrono::nanoseconds waited = lock.acquire();
+        lock.release();
+        holder.join();
+        waits.push_back(static_cast<double>(waited.count()) * 1e-9);
+      }
+      std::vector<double> sorted = waits;
+      std::sort(sorted.begin(), sorted.end());
+      state.record_metric("handoff_wait_median_s", sorted[sorted.size() / 2]);
+      state.record_metric("handoff_wait_max_s", sorted.back());
+      state.record_metric("switch_interval_s", static_cast<double>(interval_ns) * 1e-9);
+      state.record_metric("forced_switches", static_cast<double>(lock.forced_switches()));
+      // One forced switch hands the lock over: the holder drops it and waits for the waiter to
+      // take it. More per handoff is a switch that did not hand the lock over.
+      state.record_metric(
+          "forced_switches_per_handoff",
+          static_cast<double>(lock.forced_switches()) / static_cast<double>(handoffs));
     });
 
 // What happens to a packet on its way to the decode side (transfer_verifier's input "tamper").

@@ -94,11 +94,11 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(objective.benches[3].threshold, 0.05);
   EXPECT_EQ(objective.benches[3].budget_s, 12.0);
   EXPECT_EQ(objective.benches[3].precision, 0.02);
-  ASSERT_EQ(objective.scenarios.size(), 3u);
+  ASSERT_EQ(objective.scenarios.size(), 4u);
   EXPECT_EQ(objective.scenarios[1].name, "prefill_transfer");
   EXPECT_EQ(objective.scenarios[1].repeats, 25);
 
-  ASSERT_EQ(objective.gates.size(), 37u);
+  ASSERT_EQ(objective.gates.size(), 39u);
   EXPECT_EQ(objective.gates[0].name, "cp_matches_single_device");
   EXPECT_EQ(gate_expression_to_string(objective.gates[0].expression),
             "check.cp_vs_nocp.rms_ratio <= 2e-06");
@@ -113,16 +113,19 @@ TEST(ObjectiveTest, TheDemoObjectiveParses) {
   EXPECT_EQ(gate_expression_to_string(objective.gates[13].expression),
             "median(scenario.prefill_transfer.layer_queue_blocked_residence_s) <= 0.002");
   EXPECT_FALSE(is_baseline_gate(objective.gates[13].expression));
+  EXPECT_EQ(objective.gates[14].name, "transfer_tail_within_2_5ms");
+  EXPECT_EQ(objective.gates[15].name, "lock_handoff_one_switch_per_handoff");
+  EXPECT_FALSE(is_baseline_gate(objective.gates[15].expression));
   // Every gate after the within-build ones compares with the baseline.
-  EXPECT_EQ(objective.gates[14].name, "decode_matches_recurrence");
-  EXPECT_EQ(objective.gates[15].name, "decode_matches_recurrence_on_more_seeds");
-  EXPECT_EQ(objective.gates[16].name, "decode_matches_prefill");
-  for (size_t index = 17; index < objective.gates.size(); ++index) {
+  EXPECT_EQ(objective.gates[16].name, "decode_matches_recurrence");
+  EXPECT_EQ(objective.gates[17].name, "decode_matches_recurrence_on_more_seeds");
+  EXPECT_EQ(objective.gates[18].name, "decode_matches_prefill");
+  for (size_t index = 19; index < objective.gates.size(); ++index) {
     EXPECT_TRUE(is_baseline_gate(objective.gates[index].expression)) << objective.gates[index].name;
   }
-  EXPECT_EQ(objective.gates[29].name, "model_decode_not_slower_than_baseline");
+  EXPECT_EQ(objective.gates[31].name, "model_decode_not_slower_than_baseline");
   EXPECT_EQ(
-      gate_expression_to_string(objective.gates[33].expression),
+      gate_expression_to_string(objective.gates[35].expression),
       "scenario.prefill_transfer.kv_transfer_interpreter_lock_median_hold_s / baseline <= 1.5");
   // Every kda probe but the GPU and multi-rank ones is gated.
   EXPECT_EQ(objective.coverage_ungated.size(), 9u);  // tp_ranks_vs_notp too (9d4d780)
