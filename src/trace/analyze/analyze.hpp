@@ -518,6 +518,8 @@ struct Collectives {
   bool sequence_numbers = false;  // some group matched on Kineto's sequence numbers
   uint64_t outside_group = 0;     // collectives of a group recorded on a rank outside it
   std::string clock;              // how the ranks' clocks relate, with the uncertainty
+  // How the process group of collectives that record none (gloo's) was read; empty when none.
+  std::string host_groups;
 };
 Collectives compute_collectives(const Model& model, const TrackIndex& index);
 

@@ -1404,6 +1404,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
         {"mismatches", mismatches},
         {"matched_by", collectives.sequence_numbers ? "sequence number" : "order and signature"},
         {"outside_group", collectives.outside_group},
+        {"host_groups", collectives.host_groups},
         {"clock", collectives.clock},
         {"file_ranks", file_ranks}};
   }
