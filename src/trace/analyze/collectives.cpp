@@ -177,6 +177,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     std::string label;                        // the process group's name
   };
   std::map<std::string, Group> groups;
+  std::map<SliceId, std::string> group_of_slice;  // each collective slice's process group
   bool any_kernel = false;
   const bool shared_clock = model.alignment.find("share the clock domain") != std::string::npos;
   // The launch call of each GPU collective kernel (its ac2g flow's or correlation's source).
@@ -358,6 +359,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (dtype.empty()) dtype = first_input_type(args);
     call.signature = operation + "|" + in_elements + "|" + out_elements + "|" + dtype;
     if (call.name.empty()) call.name = std::string(model.slice_name(id));
+    group_of_slice[id] = group.label;
     group.per_rank[position[rank]].push_back(std::move(call));
   }
   out.per_rank.resize(ranks);
@@ -924,10 +926,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       return track.main;
     };
     // What the thread did over the window: time in synchronisations, time with nothing open.
-    auto host_time = [&](TrackId thread, Interval window, int64_t& sync, int64_t& idle) {
+    auto host_time = [&](TrackId thread, Interval window, std::vector<Interval> busy, int64_t& sync,
+                         int64_t& idle) {
       sync = idle = 0;
       if (thread == kNoTrack) return;
-      std::vector<Interval> busy, syncs;
+      std::vector<Interval> syncs;
       auto add = [&](SliceId id) {
         if (has_child[id] != 0) return;
         const int64_t start = std::max(model.slices.start_ns[id], window.first);
@@ -948,6 +951,27 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       sync = total_length(union_of(std::move(syncs)));
       idle = (window.second - window.first) - total_length(union_of(std::move(busy)));
     };
+    // Each rank's own collective slices (every kind, matched or not), by start: a window may hold
+    // one that did not match (its group's other members recorded none) or of another group, and
+    // the rank then waited inside it for a member late there, which is neither its compute nor
+    // an idle thread.
+    std::vector<std::vector<SliceId>> rank_collectives(ranks);
+    std::vector<int64_t> longest_collective(ranks, 0);
+    for (const auto& [slice, label] : group_of_slice) {
+      const int rank = model.track_rank(model.slices.track[slice]);
+      if (rank < 0) continue;
+      const size_t at = position[rank];
+      rank_collectives[at].push_back(slice);
+      longest_collective[at] = std::max(longest_collective[at],
+                                        model.slices.end_ns[slice] - model.slices.start_ns[slice]);
+    }
+    for (auto& list : rank_collectives) {
+      std::sort(list.begin(), list.end(), [&](SliceId left, SliceId right) {
+        return model.slices.start_ns[left] < model.slices.start_ns[right];
+      });
+    }
+    std::vector<int64_t> in_collectives_ns(ranks, 0);
+    std::map<SliceId, int64_t> straggler_inside;  // the straggler's time in each such collective
     // Per rank, over the windows before the collectives the straggler held up: compute per name,
     // compute in all, and its launching thread's synchronisations and untraced time.
     std::vector<std::map<std::string, int64_t>> by_name(ranks);
@@ -984,10 +1008,29 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         compute_ns[at] += total_length(union_of(std::move(clipped)));
         // The launching thread's part ends when it handed the collective over (a staged host
         // collective's range begins then; its wait for the copy is not the thread's doing).
+        const Interval host_window = {window.first,
+                                      std::max(window.first, model.slices.start_ns[collective])};
+        std::vector<Interval> inside;  // its other collectives over the launching thread's part
+        {
+          const auto& list = rank_collectives[at];
+          auto other = std::lower_bound(
+              list.begin(), list.end(), host_window.first - longest_collective[at],
+              [&](SliceId id, int64_t value) { return model.slices.start_ns[id] < value; });
+          for (; other != list.end() && model.slices.start_ns[*other] < host_window.second;
+               ++other) {
+            if (std::find(instance.slices.begin(), instance.slices.end(), *other) !=
+                instance.slices.end())
+              continue;
+            const int64_t start = std::max(model.slices.start_ns[*other], host_window.first);
+            const int64_t end = std::min(model.slices.end_ns[*other], host_window.second);
+            if (end <= start) continue;
+            inside.emplace_back(start, end);
+            if (at == worst) straggler_inside[*other] += end - start;
+          }
+        }
+        in_collectives_ns[at] += total_length(union_of(std::vector<Interval>(inside)));
         int64_t sync = 0, idle = 0;
-        host_time(thread_of(collective),
-                  {window.first, std::max(window.first, model.slices.start_ns[collective])}, sync,
-                  idle);
+        host_time(thread_of(collective), host_window, std::move(inside), sync, idle);
         sync_ns[at] += sync;
         idle_ns[at] += idle;
       }
@@ -1006,6 +1049,20 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.sync_median_others_ns = others_median(sync_ns);
     straggler.host_idle_ns = idle_ns[worst];
     straggler.host_idle_median_others_ns = others_median(idle_ns);
+    straggler.in_collectives_ns = in_collectives_ns[worst];
+    straggler.in_collectives_median_others_ns = others_median(in_collectives_ns);
+    for (const auto& [slice, ns] : straggler_inside) {
+      if (straggler.waited_in == kNoSlice || ns > straggler_inside[straggler.waited_in]) {
+        straggler.waited_in = slice;
+      }
+    }
+    if (straggler.waited_in != kNoSlice) {
+      straggler.waited_in_group = group_of_slice[straggler.waited_in];
+      straggler.waited_in_matched = false;
+      for (const CollectiveInstance& instance : out.instances) {
+        if (instance.slices[worst] == straggler.waited_in) straggler.waited_in_matched = true;
+      }
+    }
     // The work that ran longer on the straggler than on the median other rank, most first.
     int64_t most = INT64_MIN;
     for (const auto& [name, ns] : by_name[worst]) {
@@ -1050,8 +1107,14 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     const int64_t extra_idle = straggler.host_idle_median_others_ns < 0
                                    ? 0
                                    : straggler.host_idle_ns - straggler.host_idle_median_others_ns;
+    const int64_t extra_inside =
+        straggler.in_collectives_median_others_ns < 0
+            ? 0
+            : straggler.in_collectives_ns - straggler.in_collectives_median_others_ns;
     if (extra_compute > 0 && extra_compute * 2 >= held) {
       straggler.cause = "compute";
+    } else if (extra_inside > 0 && extra_inside * 2 >= held) {
+      straggler.cause = "collective";
     } else if (extra_idle > 0 && extra_idle * 2 >= held) {
       straggler.cause = "host idle";
     } else if (extra_sync > 0 && extra_sync * 2 >= held) {

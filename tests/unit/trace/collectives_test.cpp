@@ -458,6 +458,57 @@ TEST_F(Collectives, OnOneClockACallThatBeganAfterTheOthersEndedIsALaterCollectiv
       << collectives["clock"];
 }
 
+// Issue 35, held-out gloo job whose rank 3 began profiling a step late: rank 2 reached the world's
+// all-reduce 3.8 s late because it sat in its pair's all-reduce waiting for rank 3, whose trace
+// holds none of it. Its launching thread had nothing open meanwhile, and the cause was said to be
+// an idle thread. Time inside its own other collective is neither idle nor compute: here rank 2
+// spends 5 ms in an all-reduce of group 9 (its peer, rank 5, was not traced) before the second
+// world allgather.
+TEST_F(Collectives, AStragglerHeldInAnotherGroupsCollectiveIsSaidToHaveWaitedThere) {
+  auto op = [](const std::string& name, int ts_us, int dur_us, const std::string& group,
+               const std::string& members, int seq) {
+    return R"({"ph": "X", "cat": "cpu_op", "name": ")" + name +
+           R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(ts_us) + R"(, "dur": )" +
+           std::to_string(dur_us) +
+           R"(, "args": {"Collective name": "allgather", "Process Group Name": ")" + group +
+           R"(", "Process Group Ranks": ")" + members + R"(", "Seq": )" + std::to_string(seq) +
+           "}}";
+  };
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string events = op("mpi:allgather", rank == 0 ? 120 : 100, 200, "0", "[0, 1, 2]", 1) +
+                         R"(, {"ph": "X", "cat": "cpu_op", "name": "work", "pid": 10, "tid": 10,)"
+                         R"( "ts": 330, "dur": 40}, )";
+    if (rank == 2) {
+      events += op("mpi:allreduce", 380, 5000, "9", "[2, 5]", 1) + ", " +
+                op("mpi:allgather", 5400, 100, "0", "[0, 1, 2]", 2);
+    } else {
+      events += op("mpi:allgather", 400, 5100, "0", "[0, 1, 2]", 2);
+    }
+    const fs::path path = dir_ / ("held" + std::to_string(rank) + ".json");
+    std::ofstream(path) << R"({"schemaVersion": 1, "baseTimeNanoseconds": 1000000000, )"
+                        << R"("distributedInfo": {"backend": "mpi", "rank": )" << rank
+                        << R"(, "world_size": 3}, "traceEvents": [)" << events << "]}";
+    files.push_back(path.string());
+  }
+  const Envelope envelope = analyze(load_traces(files), {});
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 2) << envelope.data["collectives"].dump();
+  const Finding* straggler = find(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(metric(*straggler, "rank"), 2);
+  EXPECT_EQ(metric(*straggler, "imposed_wait_ns"), 2 * 5000 * kUs);
+  EXPECT_EQ(metric(*straggler, "in_collectives_ns"), 5000 * kUs);
+  EXPECT_EQ(metric(*straggler, "in_collectives_median_others_ns"), 0);
+  // From its first allgather's end (300 us) to its second (5400 us): 300-330, 370-380 and
+  // 5380-5400 with nothing open; the 5 ms in group 9's all-reduce is not idle.
+  EXPECT_EQ(metric(*straggler, "host_idle_ns"), 60 * kUs);
+  EXPECT_NE(straggler->claim.find("Inferred cause: it waited inside an earlier collective "
+                                  "(mpi:allreduce of group 9) for a member late there, whose "
+                                  "trace does not show it"),
+            std::string::npos)
+      << straggler->claim;
+}
+
 TEST_F(Collectives, OneRankAloneHasNoCollectivesAndKeepsItsTrackLabels) {
   const Model model = load_traces({three_ranks()[0]});
   EXPECT_FALSE(model.multi_rank());
