@@ -409,26 +409,36 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       // kLookAhead calls (that member has it still to come, so it is not the one missing), and
       // of signatures still level, the one whose call began first leads.
       // On one clock the members of a collective that every member must join are all inside it
-      // when the first of them leaves: a member whose next call began after the earliest end among
-      // the members' next such calls is not at that collective (it lacks it), whatever the votes
-      // say. Two members, or calls that record nothing to tell them apart (gloo's), need this.
+      // when the first of them leaves: where the members' next calls all look alike (so the vote
+      // cannot tell), a member whose next call began after the earliest end among them is not at
+      // that collective (it lacks it). Two members, or calls that record nothing to tell them
+      // apart (gloo's), need this.
       constexpr size_t kLookAhead = 8;
       std::vector<size_t> cursor(ranks, 0);
       for (;;) {
         std::vector<size_t> here;  // the members whose next call may be this collective
-        int64_t first_end = INT64_MAX;
-        if (shared_clock) {
-          for (size_t at : members) {
-            if (cursor[at] >= group.per_rank[at].size()) continue;
-            const Call& next = group.per_rank[at][cursor[at]];
-            if (every_member_waits(next.name)) {
-              first_end = std::min(first_end, model.slices.end_ns[next.slice]);
-            }
-          }
-        }
+        int64_t first_end = INT64_MAX, shortest = INT64_MAX;
+        bool alike = true;  // every member's next call has one signature: the vote sees nothing
+        const Call* first_next = nullptr;
         for (size_t at : members) {
           if (cursor[at] >= group.per_rank[at].size()) continue;
-          if (model.slices.start_ns[group.per_rank[at][cursor[at]].slice] > first_end) continue;
+          const Call& next = group.per_rank[at][cursor[at]];
+          if (first_next == nullptr) first_next = &next;
+          alike &= next.signature == first_next->signature;
+          if (shared_clock && every_member_waits(next.name)) {
+            first_end = std::min(first_end, model.slices.end_ns[next.slice]);
+            shortest = std::min(
+                shortest, model.slices.end_ns[next.slice] - model.slices.start_ns[next.slice]);
+          }
+        }
+        // Files of one clock domain from several hosts agree only as far as the hosts' clocks
+        // do: a call counts as later only when it began more than the shortest of these calls
+        // after the first ended (a call that waited for a late member is long; the late one's is
+        // not).
+        const int64_t cut = alike && first_end != INT64_MAX ? first_end + shortest : INT64_MAX;
+        for (size_t at : members) {
+          if (cursor[at] >= group.per_rank[at].size()) continue;
+          if (model.slices.start_ns[group.per_rank[at][cursor[at]].slice] > cut) continue;
           here.push_back(at);
         }
         std::map<std::string, std::pair<int64_t, int64_t>> votes;  // (score, first start)
