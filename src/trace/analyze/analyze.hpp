@@ -481,9 +481,17 @@ struct Straggler {
   int64_t compute_ns = 0, compute_median_others_ns = -1;
   int64_t sync_ns = 0, sync_median_others_ns = -1;
   int64_t host_idle_ns = 0, host_idle_median_others_ns = -1;
-  uint64_t others = 0;  // ranks compared
-  // "compute", "host idle", "host synchronisation" (the excess explains at least half of the
-  // wait it imposed on each rank), or "unexplained".
+  // Time its process spent inside its own other collectives (not the one it arrived at: one its
+  // group's other members did not record, or another group's) while its launching thread had not
+  // yet handed the collective over; not counted as idle.
+  int64_t in_collectives_ns = 0, in_collectives_median_others_ns = -1;
+  SliceId waited_in = kNoSlice;  // the straggler's collective it spent longest in
+  std::string waited_in_group;
+  bool waited_in_matched = false;  // whether that collective matched across ranks
+  uint64_t others = 0;             // ranks compared
+  // "compute", "collective" (it waited inside another collective), "host idle", "host
+  // synchronisation" (the excess explains at least half of the wait it imposed on each rank), or
+  // "unexplained".
   std::string cause;
   std::string before;               // the work that ran longest beyond the others' median
   int64_t before_share_ns = 0;      // the imposed wait behind which `before` came
@@ -518,6 +526,8 @@ struct Collectives {
   bool sequence_numbers = false;  // some group matched on Kineto's sequence numbers
   uint64_t outside_group = 0;     // collectives of a group recorded on a rank outside it
   std::string clock;              // how the ranks' clocks relate, with the uncertainty
+  // How the process group of collectives that record none (gloo's) was read; empty when none.
+  std::string host_groups;
 };
 Collectives compute_collectives(const Model& model, const TrackIndex& index);
 

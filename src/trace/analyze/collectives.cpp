@@ -92,6 +92,21 @@ bool sizes_differ_by_rank(std::string_view name) {
          squeezed.rfind("scatter", 0) == 0;
 }
 
+// A collective no member can finish before every member has joined (each needs every other's
+// data): all-reduce, all-gather, reduce-scatter, all-to-all, barrier. A broadcast's root, a
+// reduce's members or a send may finish before a late peer begins.
+bool every_member_waits(std::string_view name) {
+  std::string squeezed;
+  for (const char c :
+       name.substr(name.find(':') == std::string_view::npos ? 0 : name.find(':') + 1)) {
+    if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (std::string_view kind : {"allreduce", "allgather", "reducescatter", "alltoall", "barrier"}) {
+    if (squeezed.find(kind) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // The element count of the first tensor of "Input Dims" ([[4096, 16], ...]), PyTorch's record of
 // a collective before it wrote "In msg nelems"; empty when absent.
 std::string first_input_elements(std::string_view args) {
@@ -162,7 +177,9 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     std::string label;                        // the process group's name
   };
   std::map<std::string, Group> groups;
+  std::map<SliceId, std::string> group_of_slice;  // each collective slice's process group
   bool any_kernel = false;
+  const bool shared_clock = model.alignment.find("share the clock domain") != std::string::npos;
   // The launch call of each GPU collective kernel (its ac2g flow's or correlation's source).
   std::map<SliceId, SliceId> launched_by;
   for (size_t row = 0; row < model.flows.size(); ++row) {
@@ -170,6 +187,77 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (from == kNoSlice || to == kNoSlice || !is_collective(model.slice_name(to))) continue;
     if (model.tracks[model.slices.track[to]].kind == TrackKind::kGpuStream) {
       launched_by.emplace(to, from);
+    }
+  }
+  // gloo's collectives record no process group: each runs on a worker thread of its group's, and
+  // every gloo group starts its worker threads (alike in number) when it is made, in the order
+  // Kineto's distributedInfo.pg_config lists the rank's groups. So a rank's worker threads in
+  // creation (thread id) order, split evenly over its gloo groups, say which group ran each range.
+  // Where the split is not even (a thread recorded nothing, or the file lists no groups) the ranges
+  // stay in one group per rank, matched as before, and data.collectives.host_groups says so.
+  std::map<TrackId, const FileInfo::ProcessGroup*> thread_group;  // by the thread's main lane
+  {
+    std::vector<std::vector<TrackId>> workers(model.files.size());
+    std::vector<uint8_t> has_gloo(model.files.size(), 0);
+    for (TrackId track = 0; track < model.tracks.size(); ++track) {
+      const Track& info = model.tracks[track];
+      if (info.kind != TrackKind::kThread) continue;
+      if (info.name.find("pt_gloo_runloop") != std::string::npos) {
+        workers[info.file_index].push_back(info.main);
+      }
+    }
+    for (SliceId id = 0; id < model.slices.size(); ++id) {
+      if (model.slice_name(id).substr(0, 5) != "gloo:") continue;
+      const Track& info = model.tracks[model.slices.track[id]];
+      if (info.kind != TrackKind::kThread) continue;
+      workers[info.file_index].push_back(info.main);
+      has_gloo[info.file_index] = 1;
+    }
+    auto thread_number = [&](TrackId track) {
+      const std::string& tid = model.tracks[track].tid;
+      return !tid.empty() && tid.size() < 19 &&
+                     tid.find_first_not_of("0123456789") == std::string::npos
+                 ? std::stoll(tid)
+                 : INT64_MAX;
+    };
+    std::string unread;
+    uint64_t read = 0;
+    for (size_t file = 0; file < model.files.size(); ++file) {
+      if (has_gloo[file] == 0 || model.files[file].rank < 0) continue;
+      auto& threads = workers[file];
+      std::sort(threads.begin(), threads.end(), [&](TrackId left, TrackId right) {
+        return std::make_pair(thread_number(left), left) <
+               std::make_pair(thread_number(right), right);
+      });
+      threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+      std::vector<const FileInfo::ProcessGroup*> gloo_groups;
+      for (const FileInfo::ProcessGroup& group : model.files[file].process_groups) {
+        if (group.backend.empty() || group.backend.find("gloo") != std::string::npos) {
+          gloo_groups.push_back(&group);
+        }
+      }
+      if (!gloo_groups.empty() && threads.size() % gloo_groups.size() == 0) {
+        const size_t per_group = threads.size() / gloo_groups.size();
+        for (size_t at = 0; at < threads.size(); ++at) {
+          thread_group[threads[at]] = gloo_groups[at / per_group];
+        }
+        ++read;
+      } else {
+        unread += (unread.empty() ? "rank " : ", rank ") + std::to_string(model.files[file].rank) +
+                  " (" + std::to_string(threads.size()) + " worker threads, " +
+                  std::to_string(gloo_groups.size()) + " gloo groups)";
+      }
+    }
+    if (!unread.empty()) {
+      out.host_groups =
+          "gloo's collectives record no process group; not read from the worker "
+          "threads on " +
+          unread + ": matched as one group per rank";
+    } else if (read > 0) {
+      out.host_groups =
+          "gloo's collectives record no process group: read from each range's "
+          "worker thread (distributedInfo.pg_config, threads split in creation "
+          "order)";
     }
   }
   for (SliceId id = 0; id < model.slices.size(); ++id) {
@@ -200,6 +288,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     }
     const std::string_view args = model.slice_args(identity);
     std::string group_name = arg_string(args, "Process Group Name");
+    const FileInfo::ProcessGroup* thread_pg = nullptr;
+    if (group_name.empty() && !kernel) {
+      const auto found = thread_group.find(model.tracks[track].main);
+      if (found != thread_group.end()) thread_pg = found->second, group_name = thread_pg->name;
+    }
     if (group_name.empty()) group_name = "0";
     const std::string key = std::string(kernel ? "kernel" : "host") + " pg " + group_name;
     Group& group = groups[key];
@@ -207,6 +300,15 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       group.per_rank.resize(ranks);
       group.member.assign(ranks, 0);
       group.label = group_name;
+    }
+    if (!group.ranks_known && thread_pg != nullptr) {
+      std::vector<uint8_t> member(ranks, 0);
+      bool any = false;
+      for (const int member_rank : thread_pg->ranks) {
+        const auto it = position.find(member_rank);
+        if (it != position.end()) member[it->second] = 1, any = true;
+      }
+      if (any) group.member = member, group.ranks_known = true;
     }
     if (!group.ranks_known) {
       // "[0, 1, 2, 3]"; PyTorch truncates long lists with "...", which says nothing of members.
@@ -257,6 +359,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     if (dtype.empty()) dtype = first_input_type(args);
     call.signature = operation + "|" + in_elements + "|" + out_elements + "|" + dtype;
     if (call.name.empty()) call.name = std::string(model.slice_name(id));
+    group_of_slice[id] = group.label;
     group.per_rank[position[rank]].push_back(std::move(call));
   }
   out.per_rank.resize(ranks);
@@ -305,11 +408,41 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       // against itself for each member now at another call that runs it within its next
       // kLookAhead calls (that member has it still to come, so it is not the one missing), and
       // of signatures still level, the one whose call began first leads.
+      // On one clock the members of a collective that every member must join are all inside it
+      // when the first of them leaves: where the members' next calls all look alike (so the vote
+      // cannot tell), a member whose next call began after the earliest end among them is not at
+      // that collective (it lacks it). Two members, or calls that record nothing to tell them
+      // apart (gloo's), need this.
       constexpr size_t kLookAhead = 8;
       std::vector<size_t> cursor(ranks, 0);
       for (;;) {
-        std::map<std::string, std::pair<int64_t, int64_t>> votes;  // (score, first start)
+        std::vector<size_t> here;  // the members whose next call may be this collective
+        int64_t first_end = INT64_MAX, shortest = INT64_MAX;
+        bool alike = true;  // every member's next call has one signature: the vote sees nothing
+        const Call* first_next = nullptr;
         for (size_t at : members) {
+          if (cursor[at] >= group.per_rank[at].size()) continue;
+          const Call& next = group.per_rank[at][cursor[at]];
+          if (first_next == nullptr) first_next = &next;
+          alike &= next.signature == first_next->signature;
+          if (shared_clock && every_member_waits(next.name)) {
+            first_end = std::min(first_end, model.slices.end_ns[next.slice]);
+            shortest = std::min(
+                shortest, model.slices.end_ns[next.slice] - model.slices.start_ns[next.slice]);
+          }
+        }
+        // Files of one clock domain from several hosts agree only as far as the hosts' clocks
+        // do: a call counts as later only when it began more than the shortest of these calls
+        // after the first ended (a call that waited for a late member is long; the late one's is
+        // not).
+        const int64_t cut = alike && first_end != INT64_MAX ? first_end + shortest : INT64_MAX;
+        for (size_t at : members) {
+          if (cursor[at] >= group.per_rank[at].size()) continue;
+          if (model.slices.start_ns[group.per_rank[at][cursor[at]].slice] > cut) continue;
+          here.push_back(at);
+        }
+        std::map<std::string, std::pair<int64_t, int64_t>> votes;  // (score, first start)
+        for (size_t at : here) {
           if (cursor[at] >= group.per_rank[at].size()) continue;
           const Call& next = group.per_rank[at][cursor[at]];
           auto [it, fresh] = votes.try_emplace(next.signature, 0, INT64_MAX);
@@ -319,7 +452,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         if (votes.empty()) break;
         if (votes.size() > 1) {
           for (auto& [signature, vote] : votes) {
-            for (size_t at : members) {
+            for (size_t at : here) {
               const auto& calls = group.per_rank[at];
               if (cursor[at] >= calls.size() || calls[cursor[at]].signature == signature) continue;
               const size_t stop = std::min(calls.size(), cursor[at] + 1 + kLookAhead);
@@ -340,7 +473,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
           }
         }
         std::vector<const Call*> row(ranks, nullptr);
-        for (size_t at : members) {
+        for (size_t at : here) {
           if (cursor[at] >= group.per_rank[at].size()) continue;
           const Call& call = group.per_rank[at][cursor[at]];
           if (call.signature != majority) continue;
@@ -468,7 +601,6 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       end_offsets[at].push_back(model.slices.end_ns[instance.slices[at]] - reference);
     }
   }
-  const bool shared_clock = model.alignment.find("share the clock domain") != std::string::npos;
   int64_t worst_uncertainty = 0;
   for (size_t at = 1; at < ranks; ++at) {
     RankCollectives& rank = out.per_rank[at];
@@ -804,10 +936,11 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       return track.main;
     };
     // What the thread did over the window: time in synchronisations, time with nothing open.
-    auto host_time = [&](TrackId thread, Interval window, int64_t& sync, int64_t& idle) {
+    auto host_time = [&](TrackId thread, Interval window, std::vector<Interval> busy, int64_t& sync,
+                         int64_t& idle) {
       sync = idle = 0;
       if (thread == kNoTrack) return;
-      std::vector<Interval> busy, syncs;
+      std::vector<Interval> syncs;
       auto add = [&](SliceId id) {
         if (has_child[id] != 0) return;
         const int64_t start = std::max(model.slices.start_ns[id], window.first);
@@ -828,6 +961,27 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
       sync = total_length(union_of(std::move(syncs)));
       idle = (window.second - window.first) - total_length(union_of(std::move(busy)));
     };
+    // Each rank's own collective slices (every kind, matched or not), by start: a window may hold
+    // one that did not match (its group's other members recorded none) or of another group, and
+    // the rank then waited inside it for a member late there, which is neither its compute nor
+    // an idle thread.
+    std::vector<std::vector<SliceId>> rank_collectives(ranks);
+    std::vector<int64_t> longest_collective(ranks, 0);
+    for (const auto& [slice, label] : group_of_slice) {
+      const int rank = model.track_rank(model.slices.track[slice]);
+      if (rank < 0) continue;
+      const size_t at = position[rank];
+      rank_collectives[at].push_back(slice);
+      longest_collective[at] = std::max(longest_collective[at],
+                                        model.slices.end_ns[slice] - model.slices.start_ns[slice]);
+    }
+    for (auto& list : rank_collectives) {
+      std::sort(list.begin(), list.end(), [&](SliceId left, SliceId right) {
+        return model.slices.start_ns[left] < model.slices.start_ns[right];
+      });
+    }
+    std::vector<int64_t> in_collectives_ns(ranks, 0);
+    std::map<SliceId, int64_t> straggler_inside;  // the straggler's time in each such collective
     // Per rank, over the windows before the collectives the straggler held up: compute per name,
     // compute in all, and its launching thread's synchronisations and untraced time.
     std::vector<std::map<std::string, int64_t>> by_name(ranks);
@@ -864,10 +1018,29 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
         compute_ns[at] += total_length(union_of(std::move(clipped)));
         // The launching thread's part ends when it handed the collective over (a staged host
         // collective's range begins then; its wait for the copy is not the thread's doing).
+        const Interval host_window = {window.first,
+                                      std::max(window.first, model.slices.start_ns[collective])};
+        std::vector<Interval> inside;  // its other collectives over the launching thread's part
+        {
+          const auto& list = rank_collectives[at];
+          auto other = std::lower_bound(
+              list.begin(), list.end(), host_window.first - longest_collective[at],
+              [&](SliceId id, int64_t value) { return model.slices.start_ns[id] < value; });
+          for (; other != list.end() && model.slices.start_ns[*other] < host_window.second;
+               ++other) {
+            if (std::find(instance.slices.begin(), instance.slices.end(), *other) !=
+                instance.slices.end())
+              continue;
+            const int64_t start = std::max(model.slices.start_ns[*other], host_window.first);
+            const int64_t end = std::min(model.slices.end_ns[*other], host_window.second);
+            if (end <= start) continue;
+            inside.emplace_back(start, end);
+            if (at == worst) straggler_inside[*other] += end - start;
+          }
+        }
+        in_collectives_ns[at] += total_length(union_of(std::vector<Interval>(inside)));
         int64_t sync = 0, idle = 0;
-        host_time(thread_of(collective),
-                  {window.first, std::max(window.first, model.slices.start_ns[collective])}, sync,
-                  idle);
+        host_time(thread_of(collective), host_window, std::move(inside), sync, idle);
         sync_ns[at] += sync;
         idle_ns[at] += idle;
       }
@@ -886,6 +1059,20 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     straggler.sync_median_others_ns = others_median(sync_ns);
     straggler.host_idle_ns = idle_ns[worst];
     straggler.host_idle_median_others_ns = others_median(idle_ns);
+    straggler.in_collectives_ns = in_collectives_ns[worst];
+    straggler.in_collectives_median_others_ns = others_median(in_collectives_ns);
+    for (const auto& [slice, ns] : straggler_inside) {
+      if (straggler.waited_in == kNoSlice || ns > straggler_inside[straggler.waited_in]) {
+        straggler.waited_in = slice;
+      }
+    }
+    if (straggler.waited_in != kNoSlice) {
+      straggler.waited_in_group = group_of_slice[straggler.waited_in];
+      straggler.waited_in_matched = false;
+      for (const CollectiveInstance& instance : out.instances) {
+        if (instance.slices[worst] == straggler.waited_in) straggler.waited_in_matched = true;
+      }
+    }
     // The work that ran longer on the straggler than on the median other rank, most first.
     int64_t most = INT64_MIN;
     for (const auto& [name, ns] : by_name[worst]) {
@@ -930,8 +1117,14 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
     const int64_t extra_idle = straggler.host_idle_median_others_ns < 0
                                    ? 0
                                    : straggler.host_idle_ns - straggler.host_idle_median_others_ns;
+    const int64_t extra_inside =
+        straggler.in_collectives_median_others_ns < 0
+            ? 0
+            : straggler.in_collectives_ns - straggler.in_collectives_median_others_ns;
     if (extra_compute > 0 && extra_compute * 2 >= held) {
       straggler.cause = "compute";
+    } else if (extra_inside > 0 && extra_inside * 2 >= held) {
+      straggler.cause = "collective";
     } else if (extra_idle > 0 && extra_idle * 2 >= held) {
       straggler.cause = "host idle";
     } else if (extra_sync > 0 && extra_sync * 2 >= held) {

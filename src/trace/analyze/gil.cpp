@@ -122,12 +122,25 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
   for (TrackId track = 0; track < model.tracks.size(); ++track) {
     main_of[track] = model.tracks[track].main;
   }
+  // A thread whose only record_function ranges are collectives (gloo's run loop: a
+  // `gloo:all_reduce` range per call) runs C++ that takes no interpreter lock; it can hold a
+  // result others wait for, but its own gaps are waits for the next call handed to it. Kineto
+  // names such a thread after the process as well ("thread 1146 (python3)"), so its name alone
+  // does not tell it apart.
+  std::vector<uint8_t> collective_ranges(model.tracks.size(), 0);
+  std::vector<uint8_t> other_ranges(model.tracks.size(), 0);
   for (SliceId id = 0; id < slices.size(); ++id) {
     const StringId category = slices.category[id];
     if (category == 0) continue;
-    uint8_t& mark = python[main_of[slices.track[id]]];
+    const TrackId main = main_of[slices.track[id]];
+    uint8_t& mark = python[main];
     if (category == annotation || category == python_function) {
       mark = 1;
+      if (category == annotation && is_communication_call(model.strings.get(slices.name[id]))) {
+        collective_ranges[main] = 1;
+      } else {
+        other_ranges[main] = 1;
+      }
     } else if (category == cpu_op && mark == 0) {
       mark = 2;
     }
@@ -241,6 +254,7 @@ std::vector<GilContention> compute_gil(const Model& model, const TrackIndex* sha
   std::vector<GilContention> result;
   if (pythons.size() < 2) return result;
   for (PythonThread* waiter : pythons) {
+    if (collective_ranges[waiter->main] != 0 && other_ranges[waiter->main] == 0) continue;
     GilContention contention;
     contention.waiter = waiter->main;
     contention.waiter_span_ns = waiter->last - waiter->first;

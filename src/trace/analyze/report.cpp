@@ -720,9 +720,26 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
                      against(straggler.sync_ns, straggler.sync_median_others_ns) +
                      " in synchronisations and " +
                      against(straggler.host_idle_ns, straggler.host_idle_median_others_ns) +
-                     " with nothing traced. Inferred cause: ";
+                     " with nothing traced";
+    const std::string waited_in =
+        straggler.waited_in == kNoSlice
+            ? std::string()
+            : display(std::string(model.slice_name(straggler.waited_in))) + " of group " +
+                  straggler.waited_in_group;
+    if (straggler.in_collectives_ns > 0) {
+      finding.claim +=
+          "; meanwhile its process was inside its other collectives for " +
+          against(straggler.in_collectives_ns, straggler.in_collectives_median_others_ns) +
+          ", most in " + waited_in +
+          (straggler.waited_in_matched ? "" : ", which no other member's trace holds");
+    }
+    finding.claim += ". Inferred cause: ";
     if (straggler.cause == "compute") {
       finding.claim += "its extra compute (" + display(straggler.before) + ")";
+    } else if (straggler.cause == "collective") {
+      finding.claim += "it waited inside an earlier collective (" + waited_in +
+                       ") for a member late there" +
+                       (straggler.waited_in_matched ? "" : ", whose trace does not show it");
     } else if (straggler.cause == "host idle") {
       finding.claim += "its launching thread was idle (untraced host work)";
     } else if (straggler.cause == "host synchronisation") {
@@ -757,6 +774,9 @@ void add_collective_findings(const Model& model, const Analysis& analysis,
         {"sync_median_others_ns", static_cast<double>(straggler.sync_median_others_ns)},
         {"host_idle_ns", static_cast<double>(straggler.host_idle_ns)},
         {"host_idle_median_others_ns", static_cast<double>(straggler.host_idle_median_others_ns)},
+        {"in_collectives_ns", static_cast<double>(straggler.in_collectives_ns)},
+        {"in_collectives_median_others_ns",
+         static_cast<double>(straggler.in_collectives_median_others_ns)},
         {"before_ns", static_cast<double>(straggler.before_ns)}};
     if (straggler.before_median_others_ns >= 0) {
       finding.evidence.metrics.emplace_back("before_median_others_ns",
@@ -1404,6 +1424,7 @@ Json analysis_data(const Model& model, const Analysis& analysis, const AnalyzeRe
         {"mismatches", mismatches},
         {"matched_by", collectives.sequence_numbers ? "sequence number" : "order and signature"},
         {"outside_group", collectives.outside_group},
+        {"host_groups", collectives.host_groups},
         {"clock", collectives.clock},
         {"file_ranks", file_ranks}};
   }

@@ -1453,6 +1453,7 @@ class ChromeReader {
   uint64_t events() const { return events_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  const std::vector<FileInfo::ProcessGroup>& process_groups() const { return process_groups_; }
 
  private:
   struct TrackState {
@@ -1507,6 +1508,10 @@ class ChromeReader {
   // inside it.
   bool read_member_at(JsonStream& stream, StatsRegistry& stats, int next);
   void read_member(std::string_view key, std::string_view value);
+  // distributedInfo.pg_config: [{"pg_name": "1", "backend_config": "cpu:gloo,cuda:gloo",
+  // "ranks": [0, 1], ...}, ...]. An entry without a name is left out; a malformed list leaves
+  // the groups read before it.
+  void read_process_groups(od::value value);
 
   const std::string& name_;
   ModelBuilder& builder_;
@@ -1520,7 +1525,8 @@ class ChromeReader {
   int64_t base_time_ns_ = 0;
   int rank_ = -1, world_size_ = 0;
   bool rank_read_ = false, world_size_read_ = false;
-  std::vector<uint64_t> stops_;  // stop_at()
+  std::vector<FileInfo::ProcessGroup> process_groups_;  // distributedInfo.pg_config
+  std::vector<uint64_t> stops_;                         // stop_at()
   size_t next_stop_ = 0;
   bool stopped_ = false;
   uint64_t stopped_at_ = 0;
@@ -1987,10 +1993,40 @@ void ChromeReader::read_member(std::string_view key, std::string_view value) {
       } else if (member_key == "world_size" && !member.value().get_int64().get(number)) {
         world_size_ = static_cast<int>(number);
         world_size_read_ = true;
+      } else if (od::value groups; member_key == "pg_config" && !member.value().get(groups)) {
+        read_process_groups(groups);
       }
     }
   } else if (key == "schemaVersion" || key == "deviceProperties") {
     kineto_ = true;
+  }
+}
+
+void ChromeReader::read_process_groups(od::value value) {
+  od::array list;
+  if (value.get_array().get(list)) return;
+  for (auto element : list) {
+    od::object entry;
+    if (element.get_object().get(entry)) return;
+    FileInfo::ProcessGroup group;
+    for (auto field : entry) {
+      std::string_view field_key, text;
+      if (field.unescaped_key().get(field_key)) return;
+      if (field_key == "pg_name" && !field.value().get_string().get(text)) {
+        group.name = std::string(text);
+      } else if (field_key == "backend_config" && !field.value().get_string().get(text)) {
+        group.backend = std::string(text);
+      } else if (field_key == "ranks") {
+        od::array ranks;
+        if (field.value().get_array().get(ranks)) return;
+        for (auto member : ranks) {
+          int64_t rank = 0;
+          if (member.get_int64().get(rank)) return;
+          group.ranks.push_back(static_cast<int>(rank));
+        }
+      }
+    }
+    if (!group.name.empty()) process_groups_.push_back(std::move(group));
   }
 }
 
@@ -2160,6 +2196,7 @@ void ChromeReader::append(ChromeReader& later) {
     world_size_ = later.world_size_;
     world_size_read_ = true;
   }
+  if (!later.process_groups_.empty()) process_groups_ = std::move(later.process_groups_);
   if (slices_thread.joinable()) slices_thread.join();
   if (slices_error) std::rethrow_exception(slices_error);
 }
@@ -2631,6 +2668,7 @@ void import_stream(TextSource& source, const std::string& name, ModelBuilder& bu
     info.rank_source = "distributedInfo";
     info.world_size = reader->world_size();
   }
+  info.process_groups = reader->process_groups();
   model.files.push_back(std::move(info));
 }
 

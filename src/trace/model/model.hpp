@@ -132,6 +132,15 @@ struct FileInfo {
   int rank = -1;
   std::string rank_source;  // "distributedInfo", "file name", "--rank", or empty
   int world_size = 0;       // distributedInfo.world_size when given
+  // The process groups this rank belongs to, as Kineto's distributedInfo.pg_config lists them
+  // (creation order): gloo's collectives record no group of their own, so their worker thread
+  // tells which of these ran them.
+  struct ProcessGroup {
+    std::string name;     // pg_name: "0", "1", ... alike on every rank
+    std::string backend;  // backend_config: "cpu:gloo,cuda:gloo", "cuda:nccl"
+    std::vector<int> ranks;
+  };
+  std::vector<ProcessGroup> process_groups;
 };
 
 struct Model {

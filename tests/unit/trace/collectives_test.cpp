@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -362,6 +363,160 @@ TEST_F(Collectives, KernelWithoutItsOwnRecordIsTheHostCollectiveThatLaunchedIt) 
   EXPECT_EQ(mismatches[0]["seq"], 2);
   EXPECT_EQ(envelope.data["collectives"]["matched"], 4);
   EXPECT_EQ(envelope.data["collectives"]["unmatched"], 1);
+}
+
+// Issue 35, held-out gloo jobs with sub-groups: gloo's ranges record no process group, name,
+// sizes or sequence number, so four ranks' world all-reduces and their pairs' ({0,1}, {2,3})
+// all-reduces looked like one group, matched across pairs, and rank 3's profiler missing one
+// pair all-reduce shifted every later match (the last one was named missing and rank 3 became a
+// straggler). Each gloo group runs on worker threads it starts when made, in the order
+// distributedInfo.pg_config lists the rank's groups: the range's thread says its group.
+TEST_F(Collectives, GlooSubGroupsAreReadFromTheirWorkerThreadsAndAMissingCallIsNamedInItsGroup) {
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int pid = 100 + rank;
+    const std::string pair = rank < 2 ? "\"1\"" : "\"2\"";
+    const std::string pair_ranks = rank < 2 ? "[0, 1]" : "[2, 3]";
+    std::string text =
+        R"({"schemaVersion": 1, "baseTimeNanoseconds": 1000000000, "distributedInfo": {"backend": "gloo", "rank": )" +
+        std::to_string(rank) +
+        R"(, "world_size": 4, "pg_count": 2, "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:gloo", "pg_size": 4, "ranks": [0, 1, 2, 3]}, {"pg_name": )" +
+        pair +
+        R"(, "pg_desc": "undefined", "backend_config": "cpu:gloo,cuda:gloo", "pg_size": 2, "ranks": )" +
+        pair_ranks + R"(}]}, "traceEvents": [)";
+    // Worker threads: the world's two first (made with the default group), then the pair's two.
+    for (const int tid : {pid + 1, pid + 2, pid + 5, pid + 6}) {
+      text += R"({"ph": "M", "name": "thread_name", "pid": )" + std::to_string(pid) +
+              R"(, "tid": )" + std::to_string(tid) + R"(, "args": {"name": "pt_gloo_runloop"}}, )";
+    }
+    auto range = [&](int tid, int start_us, int end_us) {
+      text += R"({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": )" +
+              std::to_string(pid) + R"(, "tid": )" + std::to_string(tid) + R"(, "ts": )" +
+              std::to_string(start_us) + R"(, "dur": )" + std::to_string(end_us - start_us) + "}, ";
+    };
+    for (int step = 0; step < 4; ++step) {
+      const int origin = 1000 * step, late = ((rank + step) % 4) * 10;  // the last one rotates
+      if (!(rank == 3 && step == 1)) {  // rank 3's profiler missed this pair all-reduce
+        range(pid + 5 + step % 2, origin + 100 + late, origin + 300 + 40 * (rank / 2));
+      }
+      range(pid + 1 + step % 2, origin + 500 + late, origin + 800);
+    }
+    text += R"({"ph": "X", "cat": "cpu_op", "name": "step_end", "pid": )" + std::to_string(pid) +
+            R"(, "tid": )" + std::to_string(pid) + R"(, "ts": 3900, "dur": 10}]})";
+    const fs::path path = dir_ / ("gloo_pairs" + std::to_string(rank) + ".json");
+    std::ofstream(path) << text;
+    files.push_back(path.string());
+  }
+  AnalyzeRequest request;
+  request.detail = true;
+  const Envelope envelope = analyze(load_traces(files), request);
+  const Json& collectives = envelope.data["collectives"];
+  EXPECT_EQ(collectives["matched"], 11) << collectives.dump();
+  EXPECT_EQ(collectives["unmatched"], 1);
+  ASSERT_EQ(collectives["mismatches"].size(), 1u) << collectives["mismatches"].dump();
+  EXPECT_EQ(collectives["mismatches"][0]["text"], "rank 3 has no gloo:all_reduce #2 of group 2");
+  EXPECT_NE(collectives["host_groups"].get<std::string>().find("read from each range's worker"),
+            std::string::npos)
+      << collectives["host_groups"];
+  std::map<std::string, int> per_group;
+  for (const Json& instance : collectives["instances"]) {
+    ++per_group[instance["group"].get<std::string>()];
+  }
+  EXPECT_EQ(per_group,
+            (std::map<std::string, int>{{"host pg 0", 4}, {"host pg 1", 4}, {"host pg 2", 3}}));
+  // The ranks share a clock and the members of each collective end together.
+  EXPECT_NE(collectives["clock"].get<std::string>().find("agree within 0 ns"), std::string::npos)
+      << collectives["clock"];
+  // Each rank comes last in turn: none stands out.
+  const Finding* straggler = find(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(straggler->severity, Severity::kInfo) << straggler->claim;
+}
+
+// Without a sequence number, a name or sizes that tell calls apart, two members' order alone
+// cannot say which call one of them lacks. On one clock it can: every member of an all-reduce is
+// inside it when the first leaves, so a call that began after the other's ended is a later one.
+TEST_F(Collectives, OnOneClockACallThatBeganAfterTheOthersEndedIsALaterCollective) {
+  auto rank_file = [&](int rank, const std::vector<int>& starts) {
+    std::vector<Event> events;
+    for (const int start : starts) {
+      events.push_back({"work", static_cast<double>(start) - 50, 50});
+      events.push_back({"gloo:all_reduce", static_cast<double>(start), 100});
+    }
+    return write("unnamed" + std::to_string(rank) + ".json", rank, events);
+  };
+  // Rank 1 has no record of the second of four all-reduces.
+  const std::vector<std::string> files = {rank_file(0, {1000, 2000, 3000, 4000}),
+                                          rank_file(1, {1000, 3000, 4000})};
+  const Envelope envelope = analyze(load_traces(files), {});
+  const Json& collectives = envelope.data["collectives"];
+  EXPECT_EQ(collectives["matched"], 3);
+  ASSERT_EQ(collectives["mismatches"].size(), 1u) << collectives["mismatches"].dump();
+  EXPECT_EQ(collectives["mismatches"][0]["text"], "rank 1 has no gloo:all_reduce #2 of group 0");
+  // Each matched pair ends together: the ranks' clocks agree exactly.
+  EXPECT_NE(collectives["clock"].get<std::string>().find("agree within 0 ns"), std::string::npos)
+      << collectives["clock"];
+
+  // Files of one clock domain from two hosts whose clocks differ by 150 us, more than a 100 us
+  // call: a call begun after the other's end, but by less than the shortest call, is the same
+  // collective. Nothing is missing.
+  const std::vector<std::string> shifted = {rank_file(0, {1000, 2000, 3000, 4000}),
+                                            rank_file(1, {1150, 2150, 3150, 4150})};
+  const Envelope aligned = analyze(load_traces(shifted), {});
+  EXPECT_EQ(aligned.data["collectives"]["matched"], 4);
+  EXPECT_TRUE(aligned.data["collectives"]["mismatches"].empty())
+      << aligned.data["collectives"]["mismatches"].dump();
+}
+
+// Issue 35, held-out gloo job whose rank 3 began profiling a step late: rank 2 reached the world's
+// all-reduce 3.8 s late because it sat in its pair's all-reduce waiting for rank 3, whose trace
+// holds none of it. Its launching thread had nothing open meanwhile, and the cause was said to be
+// an idle thread. Time inside its own other collective is neither idle nor compute: here rank 2
+// spends 5 ms in an all-reduce of group 9 (its peer, rank 5, was not traced) before the second
+// world allgather.
+TEST_F(Collectives, AStragglerHeldInAnotherGroupsCollectiveIsSaidToHaveWaitedThere) {
+  auto op = [](const std::string& name, int ts_us, int dur_us, const std::string& group,
+               const std::string& members, int seq) {
+    return R"({"ph": "X", "cat": "cpu_op", "name": ")" + name +
+           R"(", "pid": 10, "tid": 10, "ts": )" + std::to_string(ts_us) + R"(, "dur": )" +
+           std::to_string(dur_us) +
+           R"(, "args": {"Collective name": "allgather", "Process Group Name": ")" + group +
+           R"(", "Process Group Ranks": ")" + members + R"(", "Seq": )" + std::to_string(seq) +
+           "}}";
+  };
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::string events = op("mpi:allgather", rank == 0 ? 120 : 100, 200, "0", "[0, 1, 2]", 1) +
+                         R"(, {"ph": "X", "cat": "cpu_op", "name": "work", "pid": 10, "tid": 10,)"
+                         R"( "ts": 330, "dur": 40}, )";
+    if (rank == 2) {
+      events += op("mpi:allreduce", 380, 5000, "9", "[2, 5]", 1) + ", " +
+                op("mpi:allgather", 5400, 100, "0", "[0, 1, 2]", 2);
+    } else {
+      events += op("mpi:allgather", 400, 5100, "0", "[0, 1, 2]", 2);
+    }
+    const fs::path path = dir_ / ("held" + std::to_string(rank) + ".json");
+    std::ofstream(path) << R"({"schemaVersion": 1, "baseTimeNanoseconds": 1000000000, )"
+                        << R"("distributedInfo": {"backend": "mpi", "rank": )" << rank
+                        << R"(, "world_size": 3}, "traceEvents": [)" << events << "]}";
+    files.push_back(path.string());
+  }
+  const Envelope envelope = analyze(load_traces(files), {});
+  EXPECT_EQ(envelope.data["collectives"]["matched"], 2) << envelope.data["collectives"].dump();
+  const Finding* straggler = find(envelope, "trace.collectives.straggler");
+  ASSERT_NE(straggler, nullptr);
+  EXPECT_EQ(metric(*straggler, "rank"), 2);
+  EXPECT_EQ(metric(*straggler, "imposed_wait_ns"), 2 * 5000 * kUs);
+  EXPECT_EQ(metric(*straggler, "in_collectives_ns"), 5000 * kUs);
+  EXPECT_EQ(metric(*straggler, "in_collectives_median_others_ns"), 0);
+  // From its first allgather's end (300 us) to its second (5400 us): 300-330, 370-380 and
+  // 5380-5400 with nothing open; the 5 ms in group 9's all-reduce is not idle.
+  EXPECT_EQ(metric(*straggler, "host_idle_ns"), 60 * kUs);
+  EXPECT_NE(straggler->claim.find("Inferred cause: it waited inside an earlier collective "
+                                  "(mpi:allreduce of group 9) for a member late there, whose "
+                                  "trace does not show it"),
+            std::string::npos)
+      << straggler->claim;
 }
 
 TEST_F(Collectives, OneRankAloneHasNoCollectivesAndKeepsItsTrackLabels) {

@@ -497,6 +497,46 @@ TEST(KinetoGil, NoInterpreterLockIsInferredInAProcessWithoutPython) {
   }
 }
 
+// Issue 35, held-out four-rank gloo job: a gloo group's worker thread, which Kineto also names
+// after the process ("thread 1146 (python3)"), sat idle while the main thread was in another
+// group's collective and resumed when that returned, and was reported waiting on the inferred
+// interpreter lock. A thread whose only ranges are collectives runs C++ and waits for its next
+// call there; the same pattern of Python work still shows a lock.
+TEST(KinetoGil, AThreadWhoseOnlyRangesAreCollectivesIsNoLockWaiter) {
+  for (const std::string piece : {"bookkeeping", "gloo:broadcast"}) {
+    SCOPED_TRACE(piece);
+    std::string text = R"json({"schemaVersion":1,"traceEvents":[
+      {"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"python3"}},
+      {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"thread 1 (python3)"}},
+      {"ph":"M","name":"thread_name","pid":1,"tid":2,"args":{"name":"thread 2 (python3)"}})json";
+    for (int call = 0; call < 5; ++call) {
+      const int start = call * 8000;
+      text += R"(,{"ph":"X","cat":"user_annotation","name":"prepare_batch","pid":1,"tid":1,"ts":)" +
+              std::to_string(start) + R"(,"dur":4000})";
+      for (int at = 0; at < 8; ++at) {
+        text += R"(,{"ph":"X","cat":"user_annotation","name":")" + piece +
+                R"(","pid":1,"tid":2,"ts":)" + std::to_string(start + 4000 + at * 500) +
+                R"(,"dur":500})";
+      }
+    }
+    text += "]}";
+    const Envelope envelope = analyze(load_text(text), AnalyzeRequest{});
+    const Finding* lock = first_with_id(envelope, "trace.locks.gil_inferred");
+    if (piece == "bookkeeping") {
+      ASSERT_NE(lock, nullptr);
+      EXPECT_EQ(lock->severity, Severity::kWarn);
+    } else {
+      EXPECT_EQ(lock, nullptr) << lock->claim;
+      // The main thread does wait for the worker's collectives between its own calls: a wait
+      // for a result, which is said as such; the worker is never the waiter.
+      for (const Json& row : envelope.data["gil_inferred"]) {
+        EXPECT_EQ(row["waiter"], "thread 1 (python3) (1/1)") << row.dump();
+        EXPECT_EQ(row["explanation"], "result wait") << row.dump();
+      }
+    }
+  }
+}
+
 TEST(KinetoGil, HeldTracesTopFindingNamesTheDispatchAndTheWaitingTransfer) {
   const Envelope envelope =
       analyze(load_traces({(kFixtures / "gil_held.json.gz").string()}), AnalyzeRequest{});
