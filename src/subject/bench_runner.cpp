@@ -364,7 +364,6 @@ struct VariantChild {
   std::vector<double> seconds_per_call;
   std::vector<int64_t> rounds;  // per sample: the round it was timed in
   std::vector<int64_t> threads_before, threads_after;
-  int64_t resting_threads = 1;              // the thread count after the last sample, settled
   std::vector<double> windows, window_cpu;  // per sample: the runtime's window, the child's CPU
   std::vector<double> window_main_cpu;      // per sample: the CPU of the child's main thread alone
   std::map<std::string, std::vector<double>> facts;
@@ -776,8 +775,8 @@ double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> 
   for (pid_t descendant : children_of(child.pid)) {
     child.descendants.push_back("pid " + std::to_string(descendant));
   }
-  // Settled: the previous sample's joined workers may still be leaving the count.
-  const int64_t before = settled_thread_count(child.pid, child.resting_threads);
+  // Threads with the process's memory: workers a body joined may still be in the kernel's count.
+  const int64_t before = live_thread_count(child.pid);
   child.prepare_wall += command(child, BenchOp::kPrepare, 0, &child.prepare_cpu);
   child.prepared_calls += calls;
   std::vector<double> others_before;
@@ -786,8 +785,7 @@ double Supervisor::sample(size_t variant, size_t calls, std::optional<uint64_t> 
   const double main_before = main_thread_cpu_seconds(child.pid);
   const double wall = command(child, BenchOp::kRun, child.last_batch_s, &child.run_cpu);
   const double main_after = main_thread_cpu_seconds(child.pid);
-  const int64_t after = settled_thread_count(child.pid, before);
-  child.resting_threads = after;
+  const int64_t after = live_thread_count(child.pid);
   if (record) {
     const double helpers = after > 1 ? helper_threads_cpu(child) : 0.0;
     child.helper_cpu.push_back(std::max(0.0, helpers - child.helper_cpu_last));

@@ -231,18 +231,6 @@ int64_t live_thread_count(pid_t pid) {
   return live;
 }
 
-int64_t settled_thread_count(pid_t pid, int64_t settled) {
-  int64_t count = live_thread_count(pid);
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::nanoseconds(kThreadSettleNs);
-  while (count > settled && std::chrono::steady_clock::now() < deadline) {
-    const timespec pause{0, 50'000};
-    ::nanosleep(&pause, nullptr);
-    count = live_thread_count(pid);
-  }
-  return count;
-}
-
 SyscallInterception syscall_interception(pid_t pid) {
   SyscallInterception found;
   const std::string path =

@@ -71,15 +71,10 @@ int64_t thread_count(pid_t pid = 0);
 // after a body joined its workers can include them (guard.thread_count failed honest
 // chunk_prefill and cp_prefill benches, "1 -> 2", whose only threads are parallel_for's, started
 // and joined in every call); this one does not (/proc/PID/task/*/stat, vsize 0 without memory).
-// -1 when unreadable.
+// A thread still running is counted however soon it ends: no waiting, which would let a body's
+// short detached worker through. -1 when unreadable.
 int64_t live_thread_count(pid_t pid);
-// live_thread_count once the last threads have left: while it is above `settled` it is read again
-// every 50 us for up to kThreadSettleNs (the few instructions between waking the joiner and
-// dropping the memory, should the thread be preempted there); then whatever it is. A thread still
-// running stays counted: a body's detached worker is seen unless it ends within that time, and the
-// CPU it used is then the off-path guard's to see.
-inline constexpr int64_t kThreadSettleNs = 2'000'000;
-int64_t settled_thread_count(pid_t pid, int64_t settled);
+
 // CPU seconds used so far by every thread of `pid` (nanosecond resolution), -1 when gone.
 // Read from another process, the kernel leaves out what a thread that is on a CPU at that moment
 // used since its last scheduler tick (up to a few milliseconds): exact only while it sleeps.

@@ -179,7 +179,7 @@ Collectives compute_collectives(const Model& model, const TrackIndex& index) {
   std::map<std::string, Group> groups;
   std::map<SliceId, std::string> group_of_slice;  // each collective slice's process group
   bool any_kernel = false;
-  const bool shared_clock = model.alignment.find("share the clock domain") != std::string::npos;
+  const bool shared_clock = model.one_clock;
   // The launch call of each GPU collective kernel (its ac2g flow's or correlation's source).
   std::map<SliceId, SliceId> launched_by;
   for (size_t row = 0; row < model.flows.size(); ++row) {

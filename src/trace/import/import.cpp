@@ -333,6 +333,7 @@ Model load_traces(const std::vector<std::string>& paths, bool keep_args,
   } else if (domains.size() == 1 && *domains.begin() != "unknown") {
     model.alignment = std::to_string(model.files.size()) + " files share the clock domain '" +
                       *domains.begin() + "'; merged without shifting";
+    model.one_clock = true;
   } else {
     std::string list;
     for (const std::string& domain : domains) list += (list.empty() ? "" : ", ") + domain;

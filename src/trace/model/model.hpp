@@ -152,7 +152,8 @@ struct Model {
   FlowTable flows;
   LockEventTable lock_events;
   std::vector<FileInfo> files;
-  std::string alignment;  // a sentence saying how the files' clocks were aligned
+  std::string alignment;   // a sentence saying how the files' clocks were aligned
+  bool one_clock = false;  // several files, all of one known clock domain (merged unshifted)
   StatsRegistry stats;
   std::string args_text;  // slices' args objects, back to back
   int64_t start_ns = 0;   // first and last timestamp of any event

@@ -23,6 +23,7 @@ TEST(Import, FilesOfOneClockDomainMergeUnshifted) {
   const Model model = load_traces({binary, binary});
   ASSERT_EQ(model.files.size(), 2u);
   EXPECT_EQ(model.alignment, "2 files share the clock domain 'monotonic'; merged without shifting");
+  EXPECT_TRUE(model.one_clock);
   EXPECT_EQ(model.slices.size(), 8u);
   // Each file keeps its own tracks (file index is part of the track key).
   EXPECT_EQ(model.tracks.size(), 6u);
@@ -35,6 +36,7 @@ TEST(Import, FilesOfDifferentDomainsAreReportedUnaligned) {
   EXPECT_EQ(model.alignment,
             "not aligned: the files' clock domains differ or are unknown (monotonic, unknown); "
             "timestamps used as written");
+  EXPECT_FALSE(model.one_clock);
   EXPECT_EQ(model.files[1].format, "chrome-json");
 }
 
