@@ -67,9 +67,9 @@ declare -A expect=(
   [queue_wakeup_inverted]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline prefill_lock_wait_share_within_20pct"
   # Written after the handoff gate (session 15), a late wake-up other than the inverted test.
   [queue_consumer_polls]="layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
-  # Written after the model_decode bench (session 16), to test that the W8A8 layers are timed.
+  # Written after the model_decode bench, to test that the W8A8 layers are timed.
   [w8a8_scale_in_inner_loop]="model_decode_not_slower_than_baseline"
-  # Held out (session 16): eight more, written from kda's source by someone who had not changed
+  # Held out (third batch): eight more, written from kda's source by someone who had not changed
   # the objective, read its checks' settings or thresholds; the gates were chosen before any run.
   # A performance fault of chunk prefill is localised by either prefill bench (CP runs the same
   # ChunkPass); the serving faults by any gate of the serving pipeline's scenarios. The gates added
@@ -84,10 +84,10 @@ declare -A expect=(
   [chunk_right_factor_libm_exp]="chunk_prefill_not_slower_than_baseline cp_prefill_not_slower_than_baseline"
   [lock_yield_retakes]="lock_handoff_one_switch_per_handoff prefill_lock_wait_share_within_20pct layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct transfer_lock_hold_not_above_baseline transfer_lock_holds_not_above_baseline prefill_lock_hold_not_above_baseline prefill_lock_holds_not_above_baseline prefill_not_slower_than_baseline prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
   [transfer_push_after_moe]="transfer_tail_within_2_5ms prefill_lock_wait_share_within_20pct layer_queue_blocked_residence_within_2ms transfer_overhead_within_5pct transfer_lock_hold_not_above_baseline transfer_lock_holds_not_above_baseline prefill_lock_hold_not_above_baseline prefill_lock_holds_not_above_baseline prefill_not_slower_than_baseline prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
-  # Written after transfer_verifier's whole transfers (session 16), a verifier that trusts a
+  # Written after transfer_verifier's whole transfers, a verifier that trusts a
   # healthy link after its first packets (not per layer, as intake_trusts_verified_layer).
   [intake_trusts_after_warmup]="transfer_verifier_rejects_tampering disaggregated_verifies_every_state"
-  # Written after the lock_handoff scenario and the transfer-tail gate (session 16): a late push
+  # Written after the lock_handoff scenario and the transfer-tail gate: a late push
   # other than after the MoE, and a forced switch that gives up before the waiter took the lock.
   [transfer_push_after_next_attention]="transfer_tail_within_2_5ms transfer_overhead_within_5pct prefill_transfer_not_slower_than_baseline disaggregated_not_slower_than_baseline"
   [lock_switch_gives_up]="lock_handoff_one_switch_per_handoff prefill_lock_wait_share_within_20pct"

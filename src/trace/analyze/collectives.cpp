@@ -80,14 +80,17 @@ bool is_host_collective(std::string_view name) {
           name.substr(0, 13) != "ncclDevKernel");
 }
 
+// A collective's operation, comparable across spellings: what follows "gloo:" / "nccl:" (the whole
+// name without one), lower case, underscores dropped ("all_reduce" and "allReduce": "allreduce").
+std::string squeezed_operation(std::string_view name) {
+  const std::string squeezed = squeezed_operation(name);
+  return squeezed;
+}
+
 // A collective whose ranks legitimately move different amounts (all-to-all with uneven splits,
 // gather's root, scatter's root): its element counts say nothing about which call it is.
 bool sizes_differ_by_rank(std::string_view name) {
-  std::string squeezed;
-  for (const char c :
-       name.substr(name.find(':') == std::string_view::npos ? 0 : name.find(':') + 1)) {
-    if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string squeezed = squeezed_operation(name);
   return squeezed.find("alltoall") != std::string::npos || squeezed.rfind("gather", 0) == 0 ||
          squeezed.rfind("scatter", 0) == 0;
 }
@@ -96,11 +99,7 @@ bool sizes_differ_by_rank(std::string_view name) {
 // data): all-reduce, all-gather, reduce-scatter, all-to-all, barrier. A broadcast's root, a
 // reduce's members or a send may finish before a late peer begins.
 bool every_member_waits(std::string_view name) {
-  std::string squeezed;
-  for (const char c :
-       name.substr(name.find(':') == std::string_view::npos ? 0 : name.find(':') + 1)) {
-    if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string squeezed = squeezed_operation(name);
   for (std::string_view kind : {"allreduce", "allgather", "reducescatter", "alltoall", "barrier"}) {
     if (squeezed.find(kind) != std::string::npos) return true;
   }
