@@ -83,7 +83,11 @@ bool is_host_collective(std::string_view name) {
 // A collective's operation, comparable across spellings: what follows "gloo:" / "nccl:" (the whole
 // name without one), lower case, underscores dropped ("all_reduce" and "allReduce": "allreduce").
 std::string squeezed_operation(std::string_view name) {
-  const std::string squeezed = squeezed_operation(name);
+  std::string squeezed;
+  for (const char c :
+       name.substr(name.find(':') == std::string_view::npos ? 0 : name.find(':') + 1)) {
+    if (c != '_') squeezed += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   return squeezed;
 }
 
