@@ -1102,11 +1102,24 @@ def run_check(probe, point, seed, files, repeat):
 
 
 def thread_count():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return -1
+    """The threads that still have the process's memory (/proc/self/task/*/stat, vsize not 0): a
+    thread leaving drops its memory before the kernel drops it from "Threads:", so a worker the
+    body joined is not counted while it leaves, and one still running is (src/subject/isolation.hpp,
+    live_thread_count)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return -1
+    live = 0
+    for task in tasks:
+        try:
+            with open("/proc/self/task/%s/stat" % task) as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the thread left between the listing and the read
+        if len(fields) > 20 and fields[20] != "0":  # field 23, vsize
+            live += 1
+    return live
 
 
 def median_relative_half_width(samples):
